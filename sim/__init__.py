@@ -1,0 +1,1 @@
+"""simreal.sim."""

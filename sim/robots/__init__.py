@@ -1,0 +1,58 @@
+"""Robot models: a robot spec (``simreal.robot_spec``) becomes a MuJoCo model.
+
+Built-in robots are built in code: the spec's ``model.builder`` names a
+``module:function`` that takes the spec and returns a ``mujoco.MjSpec``. A user's own
+robot names an MJCF or URDF file instead (``model.asset_root`` + ``model.asset_file``).
+
+Contract every model meets (tests check it for each shipped robot):
+- one actuator per spec actuator, named alike and in the spec's (driver) order;
+- joint robots: position actuators with the spec's kp, kd (``kv``) and effort limits
+  (``forcerange``), joint armature, friction loss and range;
+- a site ``imu`` on the base body where the robot has an IMU.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import mujoco
+
+from simreal.errors import ConfigError
+from simreal.robot_spec import RobotSpec
+
+
+def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
+    """The robot's ``MjSpec``, from its builder or its MJCF/URDF file."""
+    src = spec.model
+    if src.builder is not None:
+        mod_name, fn_name = src.builder.split(":", 1)
+        try:
+            fn = getattr(importlib.import_module(mod_name), fn_name)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError("model.builder", f"cannot import {src.builder!r}: {e}", spec.source) from None
+        return fn(spec, **src.options)
+    root = Path(src.asset_root or (Path(spec.source).parent if spec.source else "."))
+    path = (root / src.asset_file).expanduser()
+    if not path.is_file():
+        raise ConfigError("model.asset_file", f"file not found: {path}", spec.source)
+    try:
+        return mujoco.MjSpec.from_file(str(path))
+    except Exception as e:  # MuJoCo raises plain ValueError with its parser's message
+        raise ConfigError("model.asset_file", f"MuJoCo could not load {path}: {e}", spec.source) from None
+
+
+def build_model(spec: RobotSpec) -> mujoco.MjModel:
+    """Compile the robot's model and check its actuators match the spec's names and order."""
+    m = build_mjspec(spec).compile()
+    check_actuator_order(spec, m)
+    return m
+
+
+def check_actuator_order(spec: RobotSpec, m: mujoco.MjModel) -> None:
+    """Raise ConfigError unless the model's actuators are the spec's, in the spec's order."""
+    names = tuple(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in range(m.nu))
+    if spec.actuators and names != spec.actuator_names:
+        raise ConfigError("actuators", f"model actuators {list(names)} differ from the spec's "
+                                       f"{list(spec.actuator_names)} (names and driver order must match)",
+                          spec.source)

@@ -1,0 +1,70 @@
+"""The ``simreal`` command line.
+
+    simreal list                                   # tasks and robots
+    simreal train quadrotor-hover                  # train the default task on CPU
+    simreal train quadrotor-hover train.num_envs=512 seed=3
+    simreal train --resume runs/quadrotor-hover/20261121-120000
+    simreal eval RUN_DIR --episodes 256 --backend mjx --json
+    simreal export RUN_DIR
+    simreal play RUN_DIR --out play.mp4
+    simreal retarget clip.bvh --robot g1 --out clip.npz
+    simreal deploy ros2 BUNDLE --out ws/src
+
+Each verb lives in its own module (the table below), exposing ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``; modules import their heavy
+dependencies inside ``run`` so ``simreal --help`` stays fast. Any ``SimrealError`` is
+printed as one line on stderr and the process exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from simreal.errors import SimrealError
+
+VERBS: dict[str, str] = {
+    "list": "simreal.cmd_list",
+    "train": "simreal.policies.cmd_train",
+    "eval": "simreal.policies.cmd_eval",
+    "export": "simreal.policies.cmd_export",
+    "play": "simreal.policies.cmd_play",
+    "retarget": "simreal.retarget.cmd_retarget",
+    "deploy": "simreal.deploy.cmd_deploy",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="simreal", description="Sim-to-real RL toolkit.")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, mod_name in VERBS.items():
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name and e.name.startswith("simreal"):
+                continue  # verb not built yet in this checkout
+            raise
+        vp = sub.add_parser(verb, help=mod.HELP, description=mod.__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(vp)
+        vp.set_defaults(_run=mod.run)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except SimrealError as e:
+        print(f"simreal {args.verb}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"simreal {args.verb}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

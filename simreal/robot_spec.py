@@ -1,0 +1,155 @@
+"""The robot spec: the one source of truth about a robot, shared by sim, retarget, deploy and hardware.
+
+One YAML file per robot in ``configs/robots/<name>.yaml`` (or any path a user gives). It
+holds the actuated joints or motors *in the order the real robot's driver numbers its
+motors*, their PD gains and limits, the default pose, the control rate, the sensors, the
+ROS 2 topics and message types the robot's driver speaks, and where its MuJoCo model comes
+from: a builder in code (``module:function``) or a user's MJCF/URDF file (Isaac Gym style
+``asset_root`` / ``asset_file``).
+
+This module only reads and validates YAML; it imports neither MuJoCo nor JAX, so the
+deploy runtime on a robot's computer can use it. ``simreal.sim.robots.build_model`` turns a
+spec into an ``MjModel``.
+
+Units: SI throughout. Angles in [rad], gains kp in [N m/rad] (or [N/m]), kd in
+[N m s/rad], efforts in [N m] for joints and [N] of thrust for rotors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from simreal.config import build, configs_dir, field
+from simreal.errors import ConfigError, UnknownNameError
+from simreal.yaml_io import load_yaml
+
+Family = Literal["quadrotor", "humanoid", "arm", "classic"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ActuatorSpec:
+    """One actuated joint or rotor, in driver order.
+
+    For joints: PD position actuation ``tau = kp (q_target - q) - kd qdot`` clamped to
+    ``effort_limit``. For rotors: ``effort_limit`` is the maximum thrust in [N].
+    """
+
+    name: str
+    effort_limit: float = field(min=0.0, doc="max torque [N m] / force [N] / rotor thrust [N]")
+    kp: float = field(0.0, min=0.0, doc="position gain [N m/rad]")
+    kd: float = field(0.0, min=0.0, doc="damping gain [N m s/rad]")
+    velocity_limit: float = field(math.inf, min=0.0, doc="[rad/s]")
+    range: tuple[float, ...] | None = field(None, doc="(lower, upper) position limits [rad] or [m]")
+    default: float = field(0.0, doc="default (standing/home) position [rad]")
+    armature: float = field(0.0, min=0.0, doc="reflected rotor inertia [kg m^2]")
+    friction: float = field(0.0, min=0.0, doc="dry friction [N m]")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """Where the MuJoCo model comes from: exactly one of ``builder`` or ``asset_file``."""
+
+    builder: str | None = field(None, doc="'module:function' returning an MjSpec or MjModel")
+    asset_root: str | None = field(None, doc="folder that asset_file is relative to")
+    asset_file: str | None = field(None, doc="user MJCF (.xml) or URDF (.urdf)")
+    options: dict[str, Any] = field({}, doc="keyword arguments for the builder")
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicSpec:
+    """A ROS 2 topic as ROS 2 names it: ``/cf/odom`` of type ``nav_msgs/msg/Odometry``."""
+
+    name: str
+    topic: str
+    type: str
+    action_mode: str | None = field(None, doc="for command topics: the action mode this topic carries")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ros2Spec:
+    """The topics the robot's driver publishes (state) and subscribes (command)."""
+
+    state: tuple[TopicSpec, ...] = field(())
+    command: tuple[TopicSpec, ...] = field(())
+    estop_topic: str = field("/simreal/estop", doc="std_msgs/msg/Bool; true stops the policy")
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotSpec:
+    """A robot as the whole toolkit sees it. See the module docstring for units."""
+
+    name: str
+    family: Family
+    model: ModelSource
+    control_rate_hz: float = field(min=1.0, max=10000.0)
+    actuators: tuple[ActuatorSpec, ...] = field(())
+    physical: dict[str, float] = field({}, doc="family-specific physical constants, SI")
+    sensors: tuple[str, ...] = field(())
+    ros2: Ros2Spec = field(Ros2Spec())
+    source: str = field("", doc="file this spec was read from")
+
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        """Actuated joint or motor names in driver order."""
+        return tuple(a.name for a in self.actuators)
+
+    @property
+    def control_dt_s(self) -> float:
+        """Control period [s]."""
+        return 1.0 / self.control_rate_hz
+
+    def actuator(self, name: str) -> ActuatorSpec:
+        """Look an actuator up by name; the error lists valid names."""
+        for a in self.actuators:
+            if a.name == name:
+                return a
+        raise UnknownNameError(f"actuator of robot '{self.name}'", name, self.actuator_names)
+
+
+def available_robots() -> list[str]:
+    """Names of the robot specs shipped in ``configs/robots``."""
+    return sorted(p.stem for p in (configs_dir() / "robots").glob("*.yaml"))
+
+
+def resolve_robot_path(name_or_path: str) -> Path:
+    """A shipped robot's YAML by name, or a user's YAML path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if not p.is_file():
+            raise ConfigError("robot", f"robot spec file not found: {p}")
+        return p
+    shipped = configs_dir() / "robots" / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        raise UnknownNameError("robot", name_or_path, available_robots())
+    return shipped
+
+
+def load_robot_spec(name_or_path: str) -> RobotSpec:
+    """Read and validate a robot spec (by shipped name or YAML path)."""
+    path = resolve_robot_path(name_or_path)
+    data = load_yaml(path)
+    data.setdefault("source", str(path))
+    spec = build(RobotSpec, data, prefix="")
+    _validate(spec, str(path))
+    return spec
+
+
+def _validate(spec: RobotSpec, path: str) -> None:
+    m = spec.model
+    if (m.builder is None) == (m.asset_file is None):
+        raise ConfigError("model", "set exactly one of 'builder' (module:function) or 'asset_file'", path)
+    if m.builder is not None and ":" not in m.builder:
+        raise ConfigError("model.builder", f"expected 'module:function', got {m.builder!r}", path)
+    names = spec.actuator_names
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError("actuators", f"duplicate actuator names: {', '.join(sorted(dup))}", path)
+    for i, a in enumerate(spec.actuators):
+        if a.range is not None:
+            if len(a.range) != 2 or a.range[0] >= a.range[1]:
+                raise ConfigError(f"actuators[{i}].range", f"expected [lower, upper] with lower < upper, got {list(a.range)}", path)
+            if not a.range[0] <= a.default <= a.range[1]:
+                raise ConfigError(f"actuators[{i}].default", f"{a.default} is outside range {list(a.range)}", path)
