@@ -62,6 +62,11 @@ def rot_mat_wb(s: State, xp: Any) -> Array:
     return r.reshape(r.shape[:-2] + (9,))
 
 
+def target_pos_w(s: State, xp: Any) -> Array:
+    """Task target position in world (for fixed-base arms: the robot base frame) [m], (3,)."""
+    return s["target_pos_w"]
+
+
 def lin_vel_w(s: State, xp: Any) -> Array:
     """Base linear velocity in world [m/s], (3,)."""
     return s["lin_vel_w"]
@@ -106,7 +111,7 @@ def last_action(s: State, xp: Any) -> Array:
 
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
-    for f in (pos_error_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
+    for f in (pos_error_w, target_pos_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
               joint_vel, command, last_action)
 }
 

@@ -1,0 +1,194 @@
+"""Deploy a policy bundle: a ROS 2 package, the DDS runtime, or a sim-in-the-loop rehearsal.
+
+    # a colcon-ready ament_python package (node, launch file, parameters, bundle)
+    simreal deploy ros2 runs/quadrotor-hover/20261121-120000/bundle --out ~/ros2_ws/src --name cf_hover
+
+    # run the policy on the robot's ROS 2 topics over Cyclone DDS, no ROS install needed
+    simreal deploy run bundle/ --transport dds --domain-id 0 --record session_bag
+
+    # rehearse: a MuJoCo robot in another process, 10 ms actuation latency, 5 % message loss
+    simreal deploy sim bundle/ --duration 10 --latency-ms 10 --drop 0.05 --json
+
+Deploy settings (topics, limits, watchdog, start ramp) come from the bundle's robot spec
+and can be overridden with ``--config my.yaml`` (see configs/deploy/default.yaml) and
+``--set watchdog.timeout_s=0.05``. ``deploy sim`` exits 0 when the rehearsal passes (a
+quadrotor holds its target within 10 cm from 2 s after hand-over), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "deploy a policy bundle: ROS 2 package (ros2), DDS runtime (run), sim-in-the-loop (sim)"
+
+
+def _common(p: argparse.ArgumentParser, realtime: bool = False) -> None:
+    p.add_argument("bundle", help="bundle folder (policy.onnx + bundle.yaml)")
+    if realtime:
+        p.add_argument("--no-realtime", dest="realtime", action="store_false",
+                       help="do not request SCHED_FIFO priority for the control loop (requested by default, "
+                            "used when permitted)")
+    p.add_argument("--config", help="deploy YAML overriding the robot spec's topics, limits, watchdog, ...")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one deploy key, e.g. --set watchdog.timeout_s=0.05 (repeatable)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="deploy_verb", required=True, metavar="{ros2,run,sim}")
+    p = sub.add_parser("ros2", help="write a ROS 2 ament_python package for the bundle")
+    _common(p)
+    p.add_argument("--out", required=True, help="folder to create the package in (e.g. ~/ros2_ws/src)")
+    p.add_argument("--name", help="package name (default: <robot>_<task>_policy)")
+    p.add_argument("--force", action="store_true", help="replace an existing package folder")
+
+    p = sub.add_parser("run", help="run the policy over DDS with ROS 2 wire-compatible messages")
+    _common(p, realtime=True)
+    p.add_argument("--transport", choices=("dds",), default="dds",
+                   help="dds: Cyclone DDS speaking ROS 2 (for rclpy, build the `deploy ros2` package)")
+    p.add_argument("--domain-id", type=int, default=None, help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    p.add_argument("--network", action="store_true",
+                   help="use Cyclone's configuration (CYCLONEDDS_URI) instead of loopback only")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--record", help="record a rosbag2 (MCAP) folder of everything received and sent")
+    p.add_argument("--json", action="store_true", help="print the final report as JSON")
+
+    p = sub.add_parser("sim", help="rehearse against a MuJoCo robot in another process, over DDS")
+    _common(p, realtime=True)
+    p.add_argument("--duration", type=float, default=10.0, help="flight/drive time after hand-over [s]")
+    p.add_argument("--latency-ms", type=float, default=0.0, help="actuation latency added to every command [ms]")
+    p.add_argument("--state-latency-ms", type=float, default=0.0, help="latency added to every state message [ms]")
+    p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
+    p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--domain-id", type=int, default=None, help="DDS domain (default: a random private one)")
+    p.add_argument("--record", help="folder for two rosbag2 recordings: runner/ and robot/")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from simreal.config import deep_merge, parse_overrides
+    from simreal.yaml_io import load_yaml
+
+    tree = load_yaml(args.config) if args.config else {}
+    return deep_merge(tree, parse_overrides(args.overrides))
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"ros2": _ros2, "run": _run, "sim": _sim}[args.deploy_verb](args)
+
+
+def _ros2(args: argparse.Namespace) -> int:
+    from simreal.deploy.ros2_package import generate_ros2_package
+
+    root = generate_ros2_package(args.bundle, args.out, name=args.name, overrides=_overrides(args), force=args.force)
+    print(f"wrote ROS 2 package {root.name} to {root}")
+    print(f"  colcon build --packages-select {root.name} && source install/setup.bash")
+    print(f"  ros2 launch {root.name} {root.name}.launch.py")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from simreal.deploy.bag import BagRecorder
+    from simreal.deploy.bundle import load_bundle
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id, realtime_priority
+
+    runner = PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
+    domain = default_domain_id() if args.domain_id is None else args.domain_id
+    recorder = BagRecorder(args.record) if args.record else None
+    interrupted = False
+    t0 = time.monotonic()
+    with realtime_priority(args.realtime) as realtime, DdsTransport(domain, loopback=not args.network) as tr:
+        node = DdsPolicyNode(runner, tr, recorder=recorder)
+        cfg = runner.cfg
+        if not args.json:
+            print(f"running {runner.bundle.path} at {cfg.control_rate_hz:g} Hz on DDS domain {domain}: "
+                  f"{[s.topic for s in cfg.state.values()]} -> {cfg.command.topic}; e-stop {cfg.estop_topic}",
+                  flush=True)
+        try:
+            node.spin(args.duration)
+        except KeyboardInterrupt:
+            interrupted = True
+        res = runner.shutdown(time.monotonic())  # publish the safe command once
+        for topic, msg in runner.messages(res, time.time_ns()):
+            tr.publishers[topic].publish(msg)
+    if recorder is not None:
+        recorder.close()
+    report = {"domain_id": domain, "realtime": realtime, "duration_s": round(time.monotonic() - t0, 3),
+              "ticks": node.ticks, "modes": node.modes, "timer_overruns": getattr(node, "timer_overruns", 0), "runner": runner.snapshot(),
+              "bag": args.record, "recorded": recorder.counts if recorder else None}
+    _print(report, args.json)
+    return 130 if interrupted else 0
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from simreal.deploy.bag import BagRecorder
+    from simreal.deploy.bundle import load_bundle
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
+    from simreal.errors import SimrealError
+    from simreal.yaml_io import dump_yaml
+
+    bundle = load_bundle(args.bundle)
+    overrides = _overrides(args)
+    runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot process
+    domain = random.randint(150, 230) if args.domain_id is None else args.domain_id
+    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
+               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed}
+    record = Path(args.record) if args.record else None
+    with tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp:
+        report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
+        dump_yaml(cfg_path, overrides)
+        cmd = [sys.executable, "-m", "simreal.deploy.sim_loop", str(bundle.path), "--domain-id", str(domain),
+               "--report", str(report_path), "--config", str(cfg_path), "--sim", json.dumps(sim_cfg)]
+        if args.realtime:
+            cmd.append("--rt")
+        if record is not None:
+            record.mkdir(parents=True, exist_ok=True)
+            cmd += ["--record", str(record / "robot")]
+        proc = subprocess.Popen(cmd)
+        recorder = BagRecorder(record / "runner") if record is not None else None
+        try:
+            with realtime_priority(args.realtime) as realtime, DdsTransport(domain) as tr:
+                node = DdsPolicyNode(runner, tr, recorder=recorder)
+                node.spin(args.duration + 60.0, until=lambda: proc.poll() is not None)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(timeout=30)
+            if recorder is not None:
+                recorder.close()
+        if proc.returncode != 0 or not report_path.is_file():
+            raise SimrealError(f"the simulated robot process failed (exit code {proc.returncode})")
+        robot = json.loads(report_path.read_text())
+    report = {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
+              "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()}}
+    passed = robot.get("hover", {}).get("passed", robot.get("handover", False))
+    report["passed"] = bool(passed)
+    _print(report, args.json)
+    return 0 if passed else 1
+
+
+def _print(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+        return
+    hover = report.get("robot", {}).get("hover")
+    if hover:
+        print(f"hover at {hover['target_pos_w']}: max error after {hover.get('settle_s')} s "
+              f"{hover.get('max_error_after_settle_m', float('nan')):.3f} m, rmse "
+              f"{hover.get('rmse_after_settle_m', float('nan')):.3f} m over {hover.get('flight_s', 0):.1f} s -> "
+              f"{'PASS' if hover['passed'] else 'FAIL'}")
+    print(json.dumps({k: v for k, v in report.items() if k != "robot"}, indent=1, default=str))
+    if "robot" in report:
+        r = report["robot"]
+        print("robot: " + ", ".join(f"{k}={r[k]}" for k in ("commands_received", "commands_dropped", "commands_applied",
+                                                              "states_published", "states_dropped") if k in r))

@@ -1,0 +1,312 @@
+"""Deploy settings: topics, rate, limits, watchdog and start sequence, resolved from a bundle.
+
+One :class:`DeployConfig` drives every transport. It starts from the bundle (control rate,
+action layout) and its robot spec (topics, limits), then a user's YAML overrides it key by
+key (``configs/deploy/*.yaml``, ``--config``, ``--set key=value``, or the generated ROS 2
+package's parameters file, which is this same tree under ``ros__parameters``). Unknown
+keys, wrong types and out-of-range values raise :class:`ConfigError` naming the key.
+
+:func:`resolve_deploy_config` returns a config with every limit, rate and channel map
+spelled out as numbers, so what a robot runs with is readable in one file.
+
+YAML shape (all keys optional except where the robot spec has no default)::
+
+    control_rate_hz: 100.0
+    trigger: timer                  # timer: fixed-rate ticks | state: a tick per state message
+    state:                          # name -> topic; names come from the robot spec
+      odometry: {topic: /cf/odom, type: nav_msgs/msg/Odometry, qos: sensor_data, twist_frame: body}
+    command: {topic: /fmu/in/actuator_motors, type: px4_msgs/msg/ActuatorMotors, qos: default,
+              channel_map: [0, 1, 2, 3], heartbeat_topic: /fmu/in/offboard_control_mode}
+    estop_topic: /simreal/estop
+    limits: {low: [...], high: [...], max_rate: [...]}   # physical units, per action channel
+    watchdog: {timeout_s: 0.1, latch: true}
+    start: {ramp_s: 0.3, initial_command: hover}         # safe | hover
+    max_nan_ticks: 3
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from simreal.config import build, deep_merge, field, to_dict
+from simreal.errors import ConfigError
+from simreal.robot_spec import RobotSpec, load_robot_spec
+
+QOS_PROFILES = ("default", "sensor_data", "reliable", "best_effort")
+TRIGGERS = ("timer", "state")
+INITIAL_COMMANDS = ("safe", "hover")
+
+#: Command message type -> the action modes it can carry.
+COMMAND_MODES: dict[str, tuple[str, ...]] = {
+    "px4_msgs/msg/ActuatorMotors": ("rotor_thrust",),
+    "px4_msgs/msg/VehicleRatesSetpoint": ("ctbr",),
+    "std_msgs/msg/Float64MultiArray": ("joint_position", "joint_velocity", "joint_effort", "rotor_thrust"),
+    "trajectory_msgs/msg/JointTrajectory": ("joint_position",),
+}
+#: State message type -> the robot-state keys it provides.
+STATE_PROVIDES: dict[str, tuple[str, ...]] = {
+    "nav_msgs/msg/Odometry": ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b"),
+    "geometry_msgs/msg/PoseStamped": ("pos_w", "quat_wxyz"),
+    "geometry_msgs/msg/TwistStamped": ("lin_vel_w", "ang_vel_b"),
+    "sensor_msgs/msg/JointState": ("joint_pos", "joint_vel"),
+    "sensor_msgs/msg/Imu": ("quat_wxyz", "ang_vel_b"),
+    "geometry_msgs/msg/Twist": ("command",),
+}
+PX4_HEARTBEAT_TOPIC = "/fmu/in/offboard_control_mode"
+
+
+@dataclasses.dataclass(frozen=True)
+class StateTopicConfig:
+    """A topic the robot publishes and the runner reads."""
+
+    topic: str
+    type: str
+    qos: str = field("sensor_data", choices=QOS_PROFILES, doc="sensor_data matches reliable and best-effort writers")
+    twist_frame: str = field("body", choices=("body", "world"),
+                             doc="frame of a twist: nav_msgs/Odometry's is the child (body) frame")
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandTopicConfig:
+    """The topic the runner publishes commands on."""
+
+    topic: str
+    type: str
+    qos: str = field("default", choices=QOS_PROFILES)
+    channel_map: tuple[int, ...] = field((), doc="message slot of each action channel; () = 0, 1, 2, ...")
+    heartbeat_topic: str = field("", doc="PX4 OffboardControlMode topic ('' = none)")
+    frame_id: str = field("", doc="header.frame_id of stamped commands")
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitsConfig:
+    """Per action channel, physical units. Empty = from the bundle and robot spec; they only tighten."""
+
+    low: tuple[float, ...] = field(())
+    high: tuple[float, ...] = field(())
+    max_rate: tuple[float, ...] = field((), doc="slew limit per second [unit/s]; inf = none")
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchdogConfig:
+    timeout_s: float = field(0.1, min=0.0, doc="state older than this -> safe command [s]")
+    latch: bool = field(True, doc="after a trip, stay safe until the e-stop topic is released (false)")
+
+
+@dataclasses.dataclass(frozen=True)
+class StartConfig:
+    ramp_s: float = field(0.5, min=0.0, doc="blend from the initial command to the policy over this time [s]")
+    initial_command: str = field("safe", choices=INITIAL_COMMANDS,
+                                 doc="safe: zero thrust / hold the current joint pose; hover: m g shared by the rotors")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployConfig:
+    """Everything a transport needs besides the bundle (see module docstring)."""
+
+    control_rate_hz: float = field(min=1.0, max=10000.0)
+    state: dict[str, StateTopicConfig] = field({})
+    command: CommandTopicConfig | None = field(None)
+    trigger: str = field("timer", choices=TRIGGERS)
+    estop_topic: str = field("/simreal/estop")
+    limits: LimitsConfig = field(LimitsConfig())
+    watchdog: WatchdogConfig = field(WatchdogConfig())
+    start: StartConfig = field(StartConfig())
+    max_nan_ticks: int = field(3, min=1, doc="consecutive non-finite actions before a latched fault")
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.control_rate_hz
+
+
+def spec_of_bundle(bundle) -> RobotSpec:
+    """The bundle's embedded robot spec (or the shipped one of that name)."""
+    from simreal import robot_spec as rs
+
+    if bundle.robot_spec:
+        data = dict(bundle.robot_spec)
+        data.setdefault("source", f"{bundle.path}/bundle.yaml:robot_spec")
+        spec = build(RobotSpec, data, prefix="robot_spec")
+        rs._validate(spec, spec.source)
+        return spec
+    return load_robot_spec(bundle.robot)
+
+
+def family_defaults(spec: RobotSpec, mode: str) -> dict[str, Any]:
+    """Start and watchdog defaults by robot family (a quadrotor is handed over in the air)."""
+    if spec.family == "quadrotor":
+        return {"start": {"ramp_s": 0.2, "initial_command": "hover"}, "watchdog": {"timeout_s": 0.1}}
+    return {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1}}
+
+
+def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
+    mode = bundle.action.mode
+    cmds = [c for c in spec.ros2.command if c.action_mode in (None, mode)]
+    if not cmds:
+        valid = ", ".join(f"{c.name} ({c.action_mode})" for c in spec.ros2.command) or "none"
+        raise ConfigError("ros2.command", f"robot '{spec.name}' has no command topic for action mode "
+                                          f"'{mode}'; its command topics: {valid}", spec.source)
+    cmd = next((c for c in cmds if c.action_mode == mode), cmds[0])
+    readable = [s for s in spec.ros2.state if _norm(s.type) in STATE_PROVIDES]
+    for s in spec.ros2.state:
+        if s not in readable:  # e.g. a vendor LowState: the standard topics carry what deploy needs
+            warnings.warn(f"robot '{spec.name}': state topic '{s.name}' ({s.type}) is not read by deploy "
+                          f"(it reads {', '.join(STATE_PROVIDES)})", stacklevel=3)
+    tree: dict[str, Any] = {
+        "control_rate_hz": bundle.control_rate_hz,
+        "state": {s.name: {"topic": s.topic, "type": s.type} for s in readable},
+        "command": {"topic": cmd.topic, "type": cmd.type},
+        "estop_topic": spec.ros2.estop_topic,
+    }
+    if cmd.type.startswith("px4_msgs/"):
+        tree["command"]["heartbeat_topic"] = PX4_HEARTBEAT_TOPIC
+    return deep_merge(tree, family_defaults(spec, mode))
+
+
+def spec_limits(spec: RobotSpec, mode: str, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Hard limits from the robot spec for each action channel (physical units)."""
+    n = len(names)
+    lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
+    if mode == "rotor_thrust":
+        for i, nm in enumerate(names):
+            lo[i], hi[i] = 0.0, spec.actuator(nm).effort_limit
+    elif mode == "ctbr":
+        total = sum(a.effort_limit for a in spec.actuators)
+        rate = float(spec.physical.get("max_body_rate_rad_s", np.inf))
+        lo[:] = [0.0, -rate, -rate, -rate][:n]
+        hi[:] = [total, rate, rate, rate][:n]
+    elif mode == "joint_position":
+        for i, nm in enumerate(names):
+            r = spec.actuator(nm).range
+            if r is not None:
+                lo[i], hi[i] = r
+    elif mode == "joint_velocity":
+        for i, nm in enumerate(names):
+            v = spec.actuator(nm).velocity_limit
+            lo[i], hi[i] = -v, v
+    elif mode == "joint_effort":
+        for i, nm in enumerate(names):
+            e = spec.actuator(nm).effort_limit
+            lo[i], hi[i] = -e, e
+    return lo, hi
+
+
+def default_max_rate(spec: RobotSpec, mode: str, names: tuple[str, ...]) -> np.ndarray:
+    """Slew limits [unit/s]: what the hardware can follow anyway.
+
+    Rotors: full range per motor time constant. Joint positions: the joint velocity limit.
+    """
+    n = len(names)
+    tau = float(spec.physical.get("motor_time_constant_s", 0.0))
+    if mode == "rotor_thrust" and tau > 0:
+        return np.array([spec.actuator(nm).effort_limit / tau for nm in names])
+    if mode == "ctbr" and tau > 0:
+        total = sum(a.effort_limit for a in spec.actuators)
+        return np.array([total / tau] + [np.inf] * (n - 1))
+    if mode == "joint_position":
+        return np.array([spec.actuator(nm).velocity_limit for nm in names])
+    return np.full(n, np.inf)
+
+
+def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np.ndarray:
+    if not user:
+        return base
+    u = np.asarray(user, dtype=np.float64)
+    if u.shape != base.shape:
+        raise ConfigError(key, f"expected {base.size} values (one per action channel), got {u.size}")
+    return tighter(u, base)
+
+
+def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
+                          spec: RobotSpec | None = None) -> DeployConfig:
+    """Bundle + robot spec defaults, then ``overrides``; limits, rates and maps made explicit."""
+    spec = spec or spec_of_bundle(bundle)
+    overrides = dict(overrides or {})
+    keep = overrides.pop("state_topics", None)
+    tree = deep_merge(_default_tree(bundle, spec), overrides)
+    if keep is not None:  # the ROS parameters list the state topics explicitly
+        tree["state"] = {k: v for k, v in tree.get("state", {}).items() if k in set(keep)}
+    cfg = build(DeployConfig, tree, prefix="")
+    if cfg.command is None:
+        raise ConfigError("command", "missing; set command.topic and command.type")
+    validate_topics(cfg)
+    mode, names = bundle.action.mode, bundle.action.names
+    cmd_type = _norm(cfg.command.type)
+    if mode not in COMMAND_MODES.get(cmd_type, ()):
+        ok = ", ".join(f"{t} ({'/'.join(m)})" for t, m in COMMAND_MODES.items())
+        raise ConfigError("command.type", f"'{cfg.command.type}' cannot carry action mode '{mode}'; valid: {ok}")
+    s_lo, s_hi = spec_limits(spec, mode, names)
+    lo = np.maximum(bundle.action.low, s_lo)
+    hi = np.minimum(bundle.action.high, s_hi)
+    lo = _tighten(cfg.limits.low, lo, "limits.low", np.maximum)
+    hi = _tighten(cfg.limits.high, hi, "limits.high", np.minimum)
+    if np.any(lo > hi):
+        raise ConfigError("limits", f"empty range after combining bundle, robot spec and config: low {lo} > high {hi}")
+    rate = _tighten(cfg.limits.max_rate, default_max_rate(spec, mode, names), "limits.max_rate", np.minimum)
+    if np.any(rate <= 0):
+        raise ConfigError("limits.max_rate", "must be > 0 (use .inf for no limit)")
+    cmap = cfg.command.channel_map or tuple(range(len(names)))
+    if sorted(cmap) != sorted(set(cmap)) or len(cmap) != len(names) or min(cmap) < 0:
+        raise ConfigError("command.channel_map", f"expected {len(names)} distinct slot indices, got {list(cmap)}")
+    if cmd_type == "px4_msgs/msg/ActuatorMotors" and max(cmap) >= 12:
+        raise ConfigError("command.channel_map", "ActuatorMotors has 12 slots (0..11)")
+    if cfg.watchdog.timeout_s < 2.0 * cfg.period_s:
+        raise ConfigError("watchdog.timeout_s", f"must be at least two control periods ({2 * cfg.period_s:.4g} s)")
+    if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
+        raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is a {spec.family}")
+    return dataclasses.replace(
+        cfg, limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
+        command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)))
+
+
+def required_message_types(cfg: DeployConfig) -> list[str]:
+    """Every ROS 2 message type a runner with this config subscribes to, publishes or builds."""
+    types = {_norm(st.type) for st in cfg.state.values()} | {_norm(cfg.command.type)}
+    if cfg.estop_topic:
+        types.add("std_msgs/msg/Bool")
+    if cfg.command.heartbeat_topic:
+        types.add("px4_msgs/msg/OffboardControlMode")
+    if _norm(cfg.command.type) == "trajectory_msgs/msg/JointTrajectory":
+        types |= {"trajectory_msgs/msg/JointTrajectoryPoint", "std_msgs/msg/Header", "builtin_interfaces/msg/Time",
+                  "builtin_interfaces/msg/Duration"}
+    return sorted(types)
+
+
+def _norm(name: str) -> str:
+    parts = name.strip().split("/")
+    return "/".join([parts[0], "msg", parts[1]] if len(parts) == 2 else parts)
+
+
+def validate_topics(cfg: DeployConfig) -> None:
+    """Topic names and message types the runner can decode and encode; errors list valid types."""
+    if not cfg.state:
+        raise ConfigError("state", "no state topics; the robot spec or config must list at least one")
+    for name, st in cfg.state.items():
+        if _norm(st.type) not in STATE_PROVIDES:
+            raise ConfigError(f"state.{name}.type", f"unsupported state type '{st.type}'; valid: "
+                                                    f"{', '.join(STATE_PROVIDES)}")
+        _check_topic(st.topic, f"state.{name}.topic")
+    if _norm(cfg.command.type) not in COMMAND_MODES:
+        raise ConfigError("command.type", f"unsupported command type '{cfg.command.type}'; valid: "
+                                          f"{', '.join(COMMAND_MODES)}")
+    _check_topic(cfg.command.topic, "command.topic")
+    if cfg.estop_topic:
+        _check_topic(cfg.estop_topic, "estop_topic")
+    if cfg.command.heartbeat_topic:
+        _check_topic(cfg.command.heartbeat_topic, "command.heartbeat_topic")
+
+
+def _check_topic(topic: str, key: str) -> None:
+    ok = topic.startswith("/") and all(c.isalnum() or c in "/_~{}" for c in topic) and "//" not in topic
+    if not ok:
+        raise ConfigError(key, f"'{topic}' is not a valid absolute ROS 2 topic name (e.g. /cf/odom)")
+
+
+def config_to_tree(cfg: DeployConfig) -> dict[str, Any]:
+    """A resolved config as plain YAML data (inf written as .inf by PyYAML)."""
+    return to_dict(cfg)

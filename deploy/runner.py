@@ -1,0 +1,333 @@
+"""The policy runner: one place for observations, inference, action post-processing and safety.
+
+Transport-agnostic. A transport (the generated rclpy node, :mod:`simreal.deploy.transport_dds`,
+a test) subscribes to :meth:`PolicyRunner.subscriptions`, hands every message to
+:meth:`on_state` / :meth:`on_estop`, calls :meth:`tick` at the control rate and publishes
+what :meth:`messages` returns. That is the whole contract::
+
+    runner = PolicyRunner(load_bundle("bundle/"), msg_class=ros_types.msg_class)
+    for sub in runner.subscriptions():      # name, topic, type, qos
+        ...subscribe; callback: runner.on_state(sub.name, msg, time.monotonic())
+    every period:
+        result = runner.tick(time.monotonic())
+        for topic, msg in runner.messages(result, stamp_ns=time.time_ns()):
+            publish(topic, msg)
+
+Per tick: the newest message of each state topic is decoded into the robot-state keys of
+:mod:`simreal.observations` (the very functions the simulation used, with ``xp=numpy``),
+the observation goes through ONNX Runtime, the normalised action becomes physical
+(``offset + scale * a``), and :class:`simreal.deploy.safety.SafetyLayer` decides what
+goes on the wire. Callbacks only store the decoded message (one reference assignment), so
+they never block and need no lock; the tick owns everything else.
+
+Imports: numpy, onnxruntime (through the bundle), simreal core; never jax or training code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from simreal.deploy.adapters import (CommandCodec, StateDecoder, StateMessageError, complete_state, norm_type,
+                                     stamp_ns)
+from simreal.deploy.bundle import Bundle, OnnxPolicy
+from simreal.deploy.config import (STATE_PROVIDES, DeployConfig, resolve_deploy_config, spec_of_bundle)
+from simreal.deploy.safety import RAMP, RUNNING, SAFE_MODES, SafetyLayer
+from simreal.errors import BundleError, ConfigError
+from simreal.observations import TERMS, build_observation
+from simreal.robot_spec import RobotSpec
+
+G = 9.81
+
+#: Robot-state keys each observation term reads (besides runner-provided ones).
+TERM_NEEDS: dict[str, tuple[str, ...]] = {
+    "pos_error_w": ("pos_w", "target_pos_w"), "rot_mat_wb": ("quat_wxyz",), "lin_vel_w": ("lin_vel_w",),
+    "lin_vel_b": ("quat_wxyz", "lin_vel_w"), "ang_vel_b": ("ang_vel_b",), "gravity_b": ("quat_wxyz",),
+    "joint_pos_rel": ("joint_pos", "default_joint_pos"), "joint_vel": ("joint_vel",), "command": ("command",),
+    "last_action": ("last_action",), "target_pos_w": ("target_pos_w",),
+}
+ESTOP = "__estop__"
+
+
+class Subscription(NamedTuple):
+    name: str       # state topic name from the config, or ESTOP
+    topic: str
+    type: str
+    qos: str
+
+
+class Publication(NamedTuple):
+    topic: str
+    type: str
+    qos: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TickResult:
+    """One control tick: what was sent and why."""
+
+    t_s: float                      # monotonic tick time [s]
+    command: np.ndarray             # physical command sent (n,)
+    mode: str                       # safety mode after this tick
+    action: np.ndarray | None       # normalised policy action, None when the policy did not run
+    state_rx_s: float | None        # receive time of the newest state message used [s]
+    publish: bool = True            # False until the first state message: the runner takes
+                                    # over a robot only once it can see it
+    state_stamp_ns: int | None = None  # header stamp of the newest state used (ROS clock)
+
+
+@dataclasses.dataclass
+class RunnerStats:
+    state_msgs: int = 0
+    bad_state_msgs: int = 0
+    nonfinite_obs: int = 0
+    nonfinite_actions: int = 0
+    policy_runs: int = 0
+    last_error: str = ""
+
+
+def _provided_keys(cfg: DeployConfig) -> set[str]:
+    keys: set[str] = set()
+    for st in cfg.state.values():
+        keys.update(STATE_PROVIDES[norm_type(st.type)])
+    return keys
+
+
+def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
+    """The command message codec both ends use (the runner encodes, a simulated robot decodes)."""
+    act = bundle.action
+    if act.mode == "rotor_thrust":
+        full = np.array([spec.actuator(n).effort_limit for n in act.names])
+    elif act.mode == "ctbr":
+        full = np.array([sum(a.effort_limit for a in spec.actuators), 1.0, 1.0, 1.0])
+    else:
+        full = np.ones(act.size)
+    return CommandCodec(cfg.command.type, act.mode, act.names, full, cfg.command.channel_map,
+                        topic=cfg.command.topic, period_s=cfg.period_s,
+                        heartbeat_topic=cfg.command.heartbeat_topic, frame_id=cfg.command.frame_id)
+
+
+class PolicyRunner:
+    """Bundle + deploy config -> commands, fed by any transport (see module docstring).
+
+    Args:
+      bundle: a loaded policy bundle.
+      cfg: a resolved :class:`DeployConfig` (default: from the bundle, plus ``overrides``).
+      spec: the robot spec (default: the one embedded in the bundle).
+      policy: callable obs -> normalised action (default: ONNX Runtime on the bundle's graph).
+      msg_class: ROS 2 type name -> message class used to build commands.
+    """
+
+    def __init__(self, bundle: Bundle, cfg: DeployConfig | None = None, *, spec: RobotSpec | None = None,
+                 policy: Callable[[np.ndarray], np.ndarray] | None = None,
+                 msg_class: Callable[[str], type] | None = None, overrides: Mapping[str, Any] | None = None):
+        self.bundle = bundle
+        self.spec = spec or spec_of_bundle(bundle)
+        self.cfg = cfg or resolve_deploy_config(bundle, overrides, self.spec)
+        if msg_class is None:
+            from simreal.deploy.ros_types import msg_class  # Cyclone DDS classes
+        self.msg_class = msg_class
+        self._check_bundle()
+        self.policy = policy or OnnxPolicy(bundle)
+        act = bundle.action
+        self.decoders = {name: StateDecoder(st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names)
+                         for name, st in self.cfg.state.items()}
+        self._command_topics = {n for n, st in self.cfg.state.items() if norm_type(st.type) == "geometry_msgs/msg/Twist"}
+        self._watched = [n for n in self.cfg.state if n not in self._command_topics]
+        self.codec = command_codec(bundle, self.spec, self.cfg)
+        lim = self.cfg.limits
+        self.safety = SafetyLayer(np.array(lim.low), np.array(lim.high), np.array(lim.max_rate),
+                                  ramp_s=self.cfg.start.ramp_s, latch_watchdog=self.cfg.watchdog.latch,
+                                  max_nan_ticks=self.cfg.max_nan_ticks, safe_command=self.safe_command,
+                                  initial_command=self.initial_command)
+        # stale when the *next* tick would be past the timeout: the safe command is on the
+        # wire no later than timeout_s after the last state message
+        self._stale_after_s = self.cfg.watchdog.timeout_s - self.cfg.period_s
+        self._latest: dict[str, tuple[float, dict[str, np.ndarray], int | None]] = {}
+        self._estop_request: bool | None = None
+        self._started = False
+        self._state_stamp: int | None = None
+        self.last_action = np.zeros(act.size)
+        self.stats = RunnerStats()
+        self._fixed: dict[str, np.ndarray] = {"last_action": self.last_action}
+        tp = bundle.task_params
+        if "target_pos_w" in tp:
+            self._fixed["target_pos_w"] = np.asarray(tp["target_pos_w"], np.float64)
+        self._default_command = np.asarray(tp.get("command", np.zeros(3)), np.float64)
+        if self.spec.actuators:
+            self._fixed["default_joint_pos"] = np.array([a.default for a in self.spec.actuators])
+
+    # -- validation ------------------------------------------------------------------------------
+    def _check_bundle(self) -> None:
+        b, where = self.bundle, str(self.bundle.path / "bundle.yaml")
+        if b.robot != self.spec.name:
+            raise BundleError("robot", f"bundle is for '{b.robot}', the robot spec is '{self.spec.name}'", where)
+        hist = int(b.latency.get("obs_history", 1))
+        if hist != 1:
+            raise BundleError("latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where)
+        provided = _provided_keys(self.cfg) | {"last_action", "default_joint_pos", "command"}
+        if "target_pos_w" in b.task_params:
+            provided.add("target_pos_w")
+        for t in b.obs_terms:
+            if t.name not in TERMS:
+                raise BundleError("observation.terms", f"unknown term '{t.name}'; valid: {', '.join(sorted(TERMS))}", where)
+            missing = [k for k in TERM_NEEDS.get(t.name, ()) if k not in provided]  # new terms: checked at run time
+            if missing:
+                hint = "task_params.target_pos_w in the bundle" if missing == ["target_pos_w"] else \
+                    "a state topic of type " + " or ".join(ty for ty, ks in STATE_PROVIDES.items() if missing[0] in ks)
+                raise ConfigError("state", f"observation term '{t.name}' needs {missing}, which no configured "
+                                           f"state topic provides; add {hint}")
+        if b.action.mode != "ctbr" and set(b.action.names) - set(self.spec.actuator_names):
+            raise BundleError("action.names", f"{list(b.action.names)} are not all actuators of "
+                                              f"'{self.spec.name}' ({list(self.spec.actuator_names)})", where)
+
+    # -- safe and initial commands ---------------------------------------------------------------
+    def _joint_index(self) -> np.ndarray:
+        names = self.spec.actuator_names
+        return np.array([names.index(n) for n in self.bundle.action.names], dtype=np.intp)
+
+    def safe_command(self, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """Zero thrust (rotors, ctbr); hold the measured pose (joint positions); zero otherwise."""
+        act = self.bundle.action
+        if act.mode == "joint_position":
+            if state is not None and "joint_pos" in state:
+                return np.asarray(state["joint_pos"])[self._joint_index()]
+            return np.array([self.spec.actuator(n).default for n in act.names])
+        return np.zeros(act.size)
+
+    def initial_command(self, state: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Where the start ramp begins: the safe command, or hover thrust for a quadrotor in the air."""
+        act = self.bundle.action
+        if self.cfg.start.initial_command == "hover":
+            w = float(self.spec.physical.get("mass_kg", 0.0)) * G
+            if act.mode == "rotor_thrust":
+                return np.full(act.size, w / act.size)
+            if act.mode == "ctbr":
+                return np.array([w, 0.0, 0.0, 0.0])
+        return self.safe_command(state)
+
+    # -- transport interface ---------------------------------------------------------------------
+    def subscriptions(self) -> list[Subscription]:
+        subs = [Subscription(n, st.topic, norm_type(st.type), st.qos) for n, st in self.cfg.state.items()]
+        if self.cfg.estop_topic:
+            subs.append(Subscription(ESTOP, self.cfg.estop_topic, "std_msgs/msg/Bool", "reliable"))
+        return subs
+
+    def publications(self) -> list[Publication]:
+        pubs = [Publication(self.cfg.command.topic, norm_type(self.cfg.command.type), self.cfg.command.qos)]
+        if self.cfg.command.heartbeat_topic:
+            pubs.append(Publication(self.cfg.command.heartbeat_topic, "px4_msgs/msg/OffboardControlMode",
+                                    self.cfg.command.qos))
+        return pubs
+
+    def on_state(self, name: str, msg: Any, now_s: float) -> bool:
+        """Store a state message (decoded) received at ``now_s``; False if it was refused."""
+        try:
+            d = self.decoders[name](msg)
+        except (StateMessageError, AttributeError, IndexError, ValueError, TypeError) as e:
+            self.stats.bad_state_msgs += 1
+            self.stats.last_error = f"{name}: {e}"
+            return False
+        if not np.isfinite(np.concatenate([np.ravel(v) for v in d.values()])).all():
+            self.stats.bad_state_msgs += 1
+            self.stats.last_error = f"{name}: non-finite values"
+            return False
+        header = getattr(msg, "header", None)
+        stamp = stamp_ns(header.stamp) if header is not None else None
+        self._latest[name] = (now_s, d, stamp)  # one assignment: safe against a concurrent tick
+        self.stats.state_msgs += 1
+        return True
+
+    def on_estop(self, msg: Any, now_s: float | None = None) -> None:
+        """std_msgs/Bool: true engages the e-stop, false releases it (applied at the next tick)."""
+        self._estop_request = bool(getattr(msg, "data", msg))
+
+    def dispatch(self, name: str, msg: Any, now_s: float) -> None:
+        """Route a subscription's message (``name`` from :meth:`subscriptions`)."""
+        if name == ESTOP:
+            self.on_estop(msg, now_s)
+        else:
+            self.on_state(name, msg, now_s)
+
+    def timer_tick_due(self, now_s: float) -> bool:
+        """With ``trigger: state``, whether a timer tick is needed: the state is about to go stale
+        (the watchdog must act) or the layer is in a safe mode (keep the safe command streaming)."""
+        if self.safety.mode in SAFE_MODES:
+            return True
+        latest = dict(self._latest)
+        ages = [now_s - latest[n][0] for n in self._watched if n in latest]
+        return not ages or max(ages) > self._stale_after_s
+
+    # -- the tick --------------------------------------------------------------------------------
+    def _assemble(self, now_s: float) -> tuple[dict[str, np.ndarray] | None, bool, float | None]:
+        latest = dict(self._latest)
+        if any(n not in latest for n in self._watched):
+            return None, False, None
+        s: dict[str, np.ndarray] = {}
+        t_rx = [latest[n][0] for n in self._watched]
+        for n in self._watched:
+            s.update(latest[n][1])
+        complete_state(s)
+        s["command"] = self._default_command
+        for n in self._command_topics:
+            if n in latest:
+                t, d, _ = latest[n]
+                s["command"] = d["command"] if now_s - t <= self.cfg.watchdog.timeout_s else np.zeros(3)
+        s.update(self._fixed)
+        fresh = all(now_s - t <= self._stale_after_s for t in t_rx)
+        stamps = [latest[n][2] for n in self._watched if latest[n][2] is not None]
+        self._state_stamp = max(stamps) if stamps else None
+        return s, fresh, max(t_rx)
+
+    def _normalised(self, u: np.ndarray) -> np.ndarray:
+        act = self.bundle.action
+        scale = np.where(act.scale != 0, act.scale, 1.0)
+        return np.clip((u - act.offset) / scale, -1.0, 1.0)
+
+    def tick(self, now_s: float) -> TickResult:
+        """One control step at monotonic time ``now_s`` [s]."""
+        if self._estop_request is not None:
+            req, self._estop_request = self._estop_request, None
+            self.safety.estop(req, self._assemble(now_s)[0])
+        state, fresh, t_rx = self._assemble(now_s)
+        if self.safety.mode in SAFE_MODES and state is not None:
+            # the ramp will start from initial_command: that is the policy's "previous action"
+            self.last_action[:] = self._normalised(self.initial_command(state))
+        proposal, action = None, None
+        if state is not None and fresh and self.safety.mode not in ("fault", "estop"):
+            obs = build_observation(self.bundle.obs_names, state, np)
+            if np.all(np.isfinite(obs)):
+                a = np.asarray(self.policy(obs), np.float64).reshape(-1)
+                self.stats.policy_runs += 1
+                if np.all(np.isfinite(a)):
+                    action = np.clip(a, -1.0, 1.0)
+                    proposal = self.bundle.action.to_physical(action)
+                else:
+                    self.stats.nonfinite_actions += 1
+            else:
+                self.stats.nonfinite_obs += 1
+        u = self.safety.step(now_s, proposal, fresh=fresh, state=state)
+        if action is not None and self.safety.mode in (RAMP, RUNNING):
+            self.last_action[:] = action
+        if state is not None:
+            self._started = True
+        return TickResult(now_s, u, self.safety.mode, action, t_rx, publish=self._started,
+                          state_stamp_ns=self._state_stamp)
+
+    def shutdown(self, now_s: float) -> TickResult:
+        """Engage the e-stop and tick once: the safe command to publish before exiting."""
+        self.safety.estop(True, self._assemble(now_s)[0])
+        return self.tick(now_s)
+
+    def messages(self, result: TickResult, stamp_ns: int) -> list[tuple[str, Any]]:
+        """(topic, message) pairs to publish for a tick; ``stamp_ns`` is the wall/ROS clock."""
+        if not result.publish:
+            return []
+        return self.codec.encode(result.command, stamp_ns, self.msg_class, sample_stamp=result.state_stamp_ns)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters and safety state as plain data."""
+        return {**dataclasses.asdict(self.stats), "safety": self.safety.snapshot()}

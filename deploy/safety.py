@@ -1,0 +1,179 @@
+"""The safety layer between a policy's proposal and the wire.
+
+A small state machine, stepped once per control tick::
+
+    WAITING --fresh state--> RAMP --ramp_s elapsed--> RUNNING
+       ^                      |                          |
+       |   state stale (watchdog): STALE, safe command   |
+       |   (latch: FAULT until the e-stop is released)   |
+       +-- e-stop released <-- ESTOP / FAULT <-----------+-- e-stop / non-finite actions
+
+What reaches the wire, in every mode:
+
+- clamped to ``[low, high]`` (bundle, robot spec and config limits, the tightest);
+- finite: a non-finite proposal is never used; the previous command is held, and after
+  ``max_nan_ticks`` in a row the layer faults (latched);
+- rate limited in RAMP and RUNNING: ``|u_k - u_{k-1}| <= max_rate * dt``;
+- in WAITING, STALE, FAULT and ESTOP: the *safe command*, taken once on entering the mode
+  (zero thrust for rotors, the joint pose measured then for position-controlled joints);
+- RAMP blends from the *initial command* (the safe command, or hover thrust for a
+  quadrotor handed over in the air) to the policy's: ``u = (1 - s) u0 + s u_pi``,
+  ``s = (t - t0) / ramp_s``, so the robot never jumps to the policy's first action.
+
+The runner publishes nothing before its first state message (WAITING with no state): it
+takes over only a robot it can see.
+
+Units: commands in the action's physical units; times in [s] on one monotonic clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+WAITING, RAMP, RUNNING, STALE, FAULT, ESTOP = "waiting", "ramp", "running", "stale", "fault", "estop"
+SAFE_MODES = (WAITING, STALE, FAULT, ESTOP)
+
+State = Mapping[str, np.ndarray]
+
+
+@dataclasses.dataclass
+class SafetyStats:
+    """Counters since start; ``last_reason`` says why the layer last left normal operation."""
+
+    ticks: int = 0
+    safe_ticks: int = 0
+    nan_proposals: int = 0
+    rate_limited_ticks: int = 0
+    clamped_ticks: int = 0
+    watchdog_trips: int = 0
+    estops: int = 0
+    faults: int = 0
+    last_reason: str = ""
+
+
+class SafetyLayer:
+    """Clamp, rate-limit, NaN-guard, watchdog, e-stop and start ramp (see module docstring).
+
+    Args:
+      low, high: command limits (n,), physical units.
+      max_rate: slew limits (n,) per second; ``inf`` for none.
+      ramp_s: start ramp duration [s] (0 jumps straight to the policy).
+      latch_watchdog: stay in FAULT after a watchdog trip until :meth:`release`.
+      max_nan_ticks: consecutive non-finite proposals tolerated (holding the last command).
+      safe_command: state (or None) -> the safe command (n,).
+      initial_command: state -> the command the start ramp begins from (n,).
+    """
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, max_rate: np.ndarray, *, ramp_s: float,
+                 latch_watchdog: bool, max_nan_ticks: int,
+                 safe_command: Callable[[State | None], np.ndarray],
+                 initial_command: Callable[[State], np.ndarray]):
+        self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+        self.max_rate = np.asarray(max_rate, np.float64)
+        self._limited = np.isfinite(self.max_rate)
+        self.ramp_s, self.latch_watchdog, self.max_nan_ticks = float(ramp_s), bool(latch_watchdog), int(max_nan_ticks)
+        self._safe_fn, self._initial_fn = safe_command, initial_command
+        self.mode = WAITING
+        self.stats = SafetyStats()
+        self._nan_run = 0
+        self._t0 = 0.0
+        self._u0 = self._held = self._safe(None)
+        self._prev_u: np.ndarray | None = None
+        self._prev_t: float | None = None
+
+    # -- events ----------------------------------------------------------------------------------
+    def estop(self, engaged: bool, state: State | None = None) -> None:
+        """E-stop topic: true engages (latched), false releases ESTOP and latched faults."""
+        if engaged and self.mode != ESTOP:
+            self.stats.estops += 1
+            self._enter(ESTOP, state, "e-stop")
+        elif not engaged and self.mode in (ESTOP, FAULT):
+            self.mode = WAITING
+            self._nan_run = 0
+
+    def release(self) -> None:
+        """Same as an e-stop ``false``: leave ESTOP or a latched FAULT; the start ramp runs again."""
+        self.estop(False)
+
+    # -- per tick --------------------------------------------------------------------------------
+    def step(self, now_s: float, proposal: np.ndarray | None, *, fresh: bool, state: State | None) -> np.ndarray:
+        """The command to send this tick.
+
+        Args:
+          now_s: monotonic time [s].
+          proposal: the policy's physical command, or None when it is unavailable or non-finite.
+          fresh: every required state topic is younger than the watchdog timeout.
+          state: the latest robot state (possibly stale), or None before any.
+        """
+        self.stats.ticks += 1
+        if proposal is not None and not np.all(np.isfinite(proposal)):
+            proposal = None
+        if self.mode in (RAMP, RUNNING) and not fresh:
+            self.stats.watchdog_trips += 1
+            self._enter(FAULT if self.latch_watchdog else STALE, state, "watchdog: state stale")
+        elif self.mode in (WAITING, STALE) and fresh and state is not None:
+            self.mode, self._t0 = RAMP, now_s
+            self._u0 = self._clamp(self._initial_fn(state))
+            self._prev_u, self._prev_t = self._u0, now_s
+            self._nan_run = 0
+        if self.mode in SAFE_MODES:
+            self.stats.safe_ticks += 1
+            self._prev_u, self._prev_t = self._held, now_s
+            return self._held.copy()
+
+        if proposal is None:
+            self.stats.nan_proposals += 1
+            self._nan_run += 1
+            if self._nan_run >= self.max_nan_ticks:
+                self.stats.faults += 1
+                self._enter(FAULT, state, f"{self._nan_run} non-finite actions in a row")
+                self.stats.safe_ticks += 1
+                return self._held.copy()
+            target = self._prev_u
+        else:
+            self._nan_run = 0
+            target = proposal
+        if self.mode == RAMP:
+            s = 1.0 if self.ramp_s <= 0 else min(1.0, (now_s - self._t0) / self.ramp_s)
+            target = (1.0 - s) * self._u0 + s * target
+            if s >= 1.0:
+                self.mode = RUNNING
+        dt = min(max(now_s - self._prev_t, 0.0), 0.1)
+        step = np.full_like(self.max_rate, np.inf)  # (inf * 0 would be NaN)
+        step[self._limited] = self.max_rate[self._limited] * dt
+        u = np.clip(target, self._prev_u - step, self._prev_u + step)
+        if np.any(u != target):
+            self.stats.rate_limited_ticks += 1
+        c = self._clamp(u)
+        if np.any(c != u):
+            self.stats.clamped_ticks += 1
+        if not np.all(np.isfinite(c)):  # cannot happen with finite inputs; never let it out
+            self.stats.faults += 1
+            self._enter(FAULT, state, "non-finite command after limiting")
+            return self._held.copy()
+        self._prev_u, self._prev_t = c, now_s
+        return c.copy()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _clamp(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(np.asarray(u, np.float64), self.low, self.high)
+
+    def _safe(self, state: State | None) -> np.ndarray:
+        u = self._clamp(self._safe_fn(state))
+        if not np.all(np.isfinite(u)):  # e.g. a hold pose from a broken encoder: fall back to range centre
+            mid = np.where(np.isfinite(self.low + self.high), 0.5 * (self.low + self.high), 0.0)
+            u = np.where(np.isfinite(u), u, self._clamp(mid))
+        return u
+
+    def _enter(self, mode: str, state: State | None, reason: str) -> None:
+        self.mode = mode
+        self.stats.last_reason = reason
+        self._held = self._safe(state)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Mode and counters as plain data (for logs and JSON reports)."""
+        return {"mode": self.mode, **dataclasses.asdict(self.stats)}

@@ -1,0 +1,73 @@
+"""``simreal eval``: success rate, position RMSE and crash rate under domain randomisation.
+
+    simreal eval runs/quadrotor-hover/20261121-120000
+    simreal eval RUN_DIR --episodes 512 --backend mjx --json
+
+Evaluating on the other backend than training used is the sim-to-sim check: both are run
+and the gap is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "evaluate a trained run"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir")
+    p.add_argument("--episodes", type=int, default=None, help="episodes (default: eval.episodes of the run)")
+    p.add_argument("--backend", choices=("native", "mjx", "mjx-warp"), default=None,
+                   help="physics backend; when it differs from training's, both are run and the gap printed")
+    p.add_argument("--no-randomize", action="store_true", help="evaluate without domain randomisation")
+    p.add_argument("--json", action="store_true")
+
+
+def evaluate_run(run_dir, backend: str | None, episodes: int | None, randomize: bool) -> dict:
+    """Evaluate a run's latest checkpoint on ``backend`` (None: the run's own)."""
+    import dataclasses
+
+    from simreal.policies.ppo import PPO, evaluate
+    from simreal.policies.run_config import make_env
+    from simreal.policies.train import load_config, load_policy
+
+    cfg = load_config(run_dir)
+    env, ppo, ts = load_policy(run_dir, cfg, backend=backend)
+    if not randomize:
+        env = make_env(cfg, backend=backend, randomize=False)
+    n = episodes or cfg.eval.episodes
+    r = evaluate(env, ppo.make_policy, ppo.policy_params(ts), n, seed=cfg.seed + 12345)
+    r["backend"] = env.backend
+    return r
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simreal.policies.train import load_config
+
+    run_dir = Path(args.run_dir)
+    cfg = load_config(run_dir)
+    from simreal.sim.backends.base import default_backend_name
+
+    trained_on = cfg.backend if cfg.backend != "auto" else default_backend_name()
+    randomize = not args.no_randomize and cfg.eval.randomize
+    results = {"trained_on": trained_on}
+    target = args.backend or trained_on
+    results[target] = evaluate_run(run_dir, target, args.episodes, randomize)
+    if target != trained_on:
+        results[trained_on] = evaluate_run(run_dir, trained_on, args.episodes, randomize)
+        results["gap"] = {k: results[target][k] - results[trained_on][k]
+                          for k in ("success", "crash", "pos_rmse_m") if k in results[target]}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    for name in (trained_on, target) if target != trained_on else (target,):
+        r = results[name]
+        print(f"[{name}] episodes {r['episodes']}: success {r.get('success', 0):.3f}  crash {r.get('crash', 0):.3f}  "
+              f"position RMSE {r.get('pos_rmse_m', float('nan')):.4f} m  return {r.get('return', 0):.3f}")
+    if "gap" in results:
+        g = results["gap"]
+        print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {v:+.4f}" for k, v in g.items()))
+    return 0

@@ -1,0 +1,165 @@
+"""Export a trained policy to a bundle: ``policy.onnx`` + ``bundle.yaml`` (deploy/bundle.py).
+
+The ONNX graph is written node by node with ``onnx.helper`` from the Brax parameters, so
+it contains exactly the deployed computation and nothing of JAX::
+
+    x  = clip((obs - mean) / std, -c, c)       (Brax's running-statistics normaliser; c = inf)
+    h  = act(x W_0 + b_0) ... act(h W_{n-2} + b_{n-2})
+    y  = h W_{n-1} + b_{n-1}                   (loc | scale logits)
+    action = tanh(y[:, :m])                    (the tanh-Gaussian's mode: deterministic policy)
+
+``check_export`` runs ONNX Runtime against the JAX policy on random observations.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import simreal
+from simreal.config import to_dict
+from simreal.deploy.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
+from simreal.policies.run_config import RunConfig
+from simreal.yaml_io import atomic_write_bytes
+
+OPSET = 17
+#: IR version 9 (ONNX 1.15): read by every onnxruntime >= 1.16 a robot computer may have.
+IR_VERSION = 9
+
+
+def _activation(name: str, x: str, out: str, nodes: list) -> None:
+    if name == "tanh":
+        nodes.append(helper.make_node("Tanh", [x], [out]))
+    elif name == "relu":
+        nodes.append(helper.make_node("Relu", [x], [out]))
+    elif name == "elu":
+        nodes.append(helper.make_node("Elu", [x], [out], alpha=1.0))
+    elif name == "swish":  # x * sigmoid(x); no Swish op before opset 24
+        nodes.append(helper.make_node("Sigmoid", [x], [out + "_sig"]))
+        nodes.append(helper.make_node("Mul", [x, out + "_sig"], [out]))
+    else:
+        raise ValueError(f"unsupported activation {name!r}")
+
+
+def policy_to_onnx(normalizer: Any, policy_params: Any, action_size: int, activation: str,
+                   normalize: bool = True) -> onnx.ModelProto:
+    """The deterministic policy graph (see module docstring): obs (N, n) -> action (N, m)."""
+    layers = policy_params["params"]
+    n_layers = len(layers)
+    obs_size = int(np.asarray(layers["hidden_0"]["kernel"]).shape[0])
+    inits, nodes = [], []
+    x = "obs"
+    if normalize:
+        inits += [numpy_helper.from_array(np.asarray(normalizer.mean, np.float32), "obs_mean"),
+                  numpy_helper.from_array(np.asarray(normalizer.std, np.float32), "obs_std")]
+        nodes += [helper.make_node("Sub", ["obs", "obs_mean"], ["obs_c"]),
+                  helper.make_node("Div", ["obs_c", "obs_std"], ["obs_n"])]
+        x = "obs_n"
+    for i in range(n_layers):
+        w = np.asarray(layers[f"hidden_{i}"]["kernel"], np.float32)
+        b = np.asarray(layers[f"hidden_{i}"]["bias"], np.float32)
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes += [helper.make_node("MatMul", [x, f"W{i}"], [f"mm{i}"]),
+                  helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"z{i}"])]
+        x = f"z{i}"
+        if i < n_layers - 1:
+            _activation(activation, x, f"h{i}", nodes)
+            x = f"h{i}"
+    inits += [numpy_helper.from_array(np.array([0], np.int64), "loc_start"),
+              numpy_helper.from_array(np.array([action_size], np.int64), "loc_end"),
+              numpy_helper.from_array(np.array([1], np.int64), "loc_axis")]
+    nodes += [helper.make_node("Slice", [x, "loc_start", "loc_end", "loc_axis"], ["loc"]),
+              helper.make_node("Tanh", ["loc"], ["action"])]
+    graph = helper.make_graph(
+        nodes, "simreal_policy",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", obs_size])],
+        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", action_size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="simreal", producer_version=simreal.__version__)
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def action_layout(env) -> dict[str, Any]:
+    """The bundle's action section for a task: physical = offset + scale * a, clamped."""
+    robot = env.robot
+    names = list(robot.actuator_names)
+    mode = getattr(env.cfg, "action_mode", "joint_position")
+    if mode == "rotor_thrust":
+        f_max = np.array([a.effort_limit for a in robot.actuators])
+        return {"mode": mode, "size": len(names), "names": names, "units": ["N"] * len(names),
+                "scale": (f_max / 2).tolist(), "offset": (f_max / 2).tolist(),
+                "low": [0.0] * len(names), "high": f_max.tolist()}
+    if mode == "ctbr":
+        total, rate = float(sum(a.effort_limit for a in robot.actuators)), env.max_rate
+        return {"mode": mode, "size": 4, "names": ["thrust", "roll_rate", "pitch_rate", "yaw_rate"],
+                "units": ["N", "rad/s", "rad/s", "rad/s"], "scale": [total / 2, rate, rate, rate],
+                "offset": [total / 2, 0.0, 0.0, 0.0], "low": [0.0, -rate, -rate, -rate],
+                "high": [total, rate, rate, rate]}
+    return env.action_layout()
+
+
+def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any,
+                  out_dir: Path | None = None) -> Path:
+    """Write ``policy.onnx`` and ``bundle.yaml`` into ``out_dir`` (default ``run_dir/bundle``)."""
+    out = Path(out_dir) if out_dir else run_dir / "bundle"
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model = policy_to_onnx(normalizer, policy_params, env.action_size, cfg.train.activation,
+                           cfg.train.normalize_observations)
+    atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
+    task_params = {k: np.asarray(v).tolist() for k, v in (env.bundle_task_params().items()
+                                                            if hasattr(env, "bundle_task_params") else {})}
+    data = {
+        "format_version": FORMAT_VERSION,
+        "robot": env.robot.name,
+        "robot_spec": {k: v for k, v in to_dict(env.robot).items() if k != "source"},
+        "task": cfg.task,
+        "control_rate_hz": env.robot.control_rate_hz,
+        "observation": {
+            "size": env.observation_size, "terms": env.obs_layout,
+            "normalization": {"mean": np.asarray(normalizer.mean, float).tolist(),
+                              "std": np.asarray(normalizer.std, float).tolist(),
+                              "baked_into_onnx": bool(cfg.train.normalize_observations)}},
+        "action": action_layout(env),
+        "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
+        "task_params": task_params,
+        "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
+        "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),
+                       "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "simreal_version": simreal.__version__, "backend": env.backend},
+    }
+    write_bundle_yaml(tmp, data)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def check_export(bundle_dir: Path, make_policy, policy_params: Any, obs_size: int, n: int = 256,
+                 seed: int = 0) -> float:
+    """Max |ONNX Runtime - JAX| over ``n`` random observations (deterministic policy)."""
+    from simreal.deploy.bundle import OnnxPolicy
+
+    obs = np.random.default_rng(seed).normal(size=(n, obs_size)).astype(np.float32) * 2.0
+    jax_act, _ = make_policy(policy_params, deterministic=True)(jnp.asarray(obs), jax.random.PRNGKey(0))
+    onnx_act = OnnxPolicy(load_bundle(bundle_dir))(obs)
+    return float(np.max(np.abs(np.asarray(jax_act) - onnx_act)))

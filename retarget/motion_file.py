@@ -1,0 +1,178 @@
+"""The motion file: retarget's output and the sim tracking tasks' input (DESIGN.md contract).
+
+One ``.npz`` per clip, read with ``allow_pickle=False`` and written atomically:
+
+=================  ===========  ==========================================================
+key                shape        meaning
+=================  ===========  ==========================================================
+format_version     ()           1
+fps                ()           frame rate [Hz]
+joint_names        (n,)         actuated joints, in the robot driver's order
+root_pos           (T, 3)       floating base position, world [m]
+root_quat          (T, 4)       floating base orientation, world, wxyz (MuJoCo order)
+root_lin_vel       (T, 3)       floating base linear velocity, world [m/s]
+root_ang_vel       (T, 3)       floating base angular velocity, world [rad/s]
+dof_pos            (T, n)       joint positions [rad] (or [m] for slide joints)
+dof_vel            (T, n)       joint velocities [rad/s], central differences
+body_names         (b,)         every body of the model except the world
+body_pos           (T, b, 3)    body frame positions, world [m]
+body_quat          (T, b, 4)    body frame orientations, world, wxyz
+foot_names         (2,)         the feet the contact labels are for (left, right)
+foot_contacts      (T, 2)       True where the foot is in stance
+provenance         ()           JSON: source file, robot, method, solver settings, versions
+quality            ()           JSON: the quality report (retarget/metrics.py)
+=================  ===========  ==========================================================
+
+    >>> save_motion("walk_g1.npz", motion)            # doctest: +SKIP
+    >>> m = load_motion("walk_g1.npz"); m.dof_pos.shape
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simreal.errors import DataFileError, UnknownNameError
+from simreal.yaml_io import atomic_write_bytes
+
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Motion:
+    """A retargeted clip; see the module docstring for shapes and units."""
+
+    fps: float
+    joint_names: tuple[str, ...]
+    root_pos: np.ndarray
+    root_quat: np.ndarray
+    root_lin_vel: np.ndarray
+    root_ang_vel: np.ndarray
+    dof_pos: np.ndarray
+    dof_vel: np.ndarray
+    body_names: tuple[str, ...]
+    body_pos: np.ndarray
+    body_quat: np.ndarray
+    foot_names: tuple[str, str]
+    foot_contacts: np.ndarray
+    provenance: dict[str, Any]
+    quality: dict[str, Any]
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.root_pos.shape[0])
+
+    @property
+    def dt_s(self) -> float:
+        """Frame period [s]."""
+        return 1.0 / self.fps
+
+    def joint_index(self, name: str) -> int:
+        """Column of joint ``name`` in ``dof_pos``; the error lists valid names."""
+        if name not in self.joint_names:
+            raise UnknownNameError("joint", name, self.joint_names)
+        return self.joint_names.index(name)
+
+
+_ARRAYS = ("root_pos", "root_quat", "root_lin_vel", "root_ang_vel", "dof_pos", "dof_vel",
+           "body_pos", "body_quat", "foot_contacts")
+_NAMES = ("joint_names", "body_names", "foot_names")
+
+
+def _shapes(T: int, n: int, b: int) -> dict[str, tuple[int, ...]]:
+    return {"root_pos": (T, 3), "root_quat": (T, 4), "root_lin_vel": (T, 3), "root_ang_vel": (T, 3),
+            "dof_pos": (T, n), "dof_vel": (T, n), "body_pos": (T, b, 3), "body_quat": (T, b, 4),
+            "foot_contacts": (T, 2)}
+
+
+def validate_motion(m: Motion, where: str = "motion") -> None:
+    """Raise DataFileError naming the first field that breaks the contract."""
+    if not (np.isfinite(m.fps) and m.fps > 0):
+        raise DataFileError(where, f"field 'fps' must be > 0 Hz, got {m.fps}")
+    T, n, b = m.root_pos.shape[0] if m.root_pos.ndim else 0, len(m.joint_names), len(m.body_names)
+    if T < 1:
+        raise DataFileError(where, f"field 'root_pos' must be (T, 3) with T >= 1, got {m.root_pos.shape}")
+    for key, shape in _shapes(T, n, b).items():
+        arr = getattr(m, key)
+        if arr.shape != shape:
+            raise DataFileError(where, f"field '{key}' has shape {arr.shape}, expected {shape} "
+                                       f"(T={T} frames, {n} joints, {b} bodies)")
+        if key != "foot_contacts" and not np.all(np.isfinite(arr)):
+            raise DataFileError(where, f"field '{key}' holds non-finite values")
+    if len(m.foot_names) != 2:
+        raise DataFileError(where, f"field 'foot_names' must name 2 feet (left, right), got {list(m.foot_names)}")
+    for key in _NAMES:
+        names = getattr(m, key)
+        if len(set(names)) != len(names):
+            raise DataFileError(where, f"field '{key}' has duplicate names")
+    for key in ("root_quat", "body_quat"):
+        norm = np.linalg.norm(getattr(m, key), axis=-1)
+        if np.any(np.abs(norm - 1.0) > 1e-3):
+            raise DataFileError(where, f"field '{key}' holds quaternions that are not unit length "
+                                       f"(|q| = {norm.flat[np.argmax(np.abs(norm - 1))]:.4f}); expected wxyz unit quaternions")
+
+
+def save_motion(path: str | Path, motion: Motion) -> None:
+    """Validate and write ``motion`` as npz, atomically (temp file, then rename)."""
+    validate_motion(motion, str(path))
+    arrays: dict[str, np.ndarray] = {
+        "format_version": np.array(FORMAT_VERSION),
+        "fps": np.array(float(motion.fps)),
+        "provenance": np.array(json.dumps(motion.provenance, sort_keys=True, default=_json_default)),
+        "quality": np.array(json.dumps(motion.quality, sort_keys=True, default=_json_default)),
+    }
+    for key in _NAMES:
+        arrays[key] = np.array(getattr(motion, key), dtype=np.str_)
+    for key in _ARRAYS:
+        arr = getattr(motion, key)
+        arrays[key] = arr.astype(bool) if key == "foot_contacts" else np.asarray(arr, dtype=np.float64)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def load_motion(path: str | Path) -> Motion:
+    """Read and validate a motion file; a missing or malformed field raises DataFileError naming it."""
+    p = Path(path)
+    try:
+        z = np.load(p, allow_pickle=False)
+    except FileNotFoundError:
+        raise DataFileError(str(p), "file not found") from None
+    except (ValueError, OSError) as e:
+        raise DataFileError(str(p), f"not a readable npz file: {e}") from None
+    with z:
+        required = ("fps", "provenance", "quality", *_NAMES, *_ARRAYS)
+        missing = [k for k in required if k not in z.files]
+        if missing:
+            raise DataFileError(str(p), f"missing field(s) {', '.join(missing)}; is this a simreal motion file?")
+        version = int(z["format_version"]) if "format_version" in z.files else FORMAT_VERSION
+        if version > FORMAT_VERSION:
+            raise DataFileError(str(p), f"field 'format_version' is {version}; this simreal reads up to {FORMAT_VERSION}")
+        d: dict[str, Any] = {k: np.asarray(z[k]) for k in _ARRAYS}
+        for key in ("provenance", "quality"):
+            try:
+                d[key] = json.loads(str(z[key]))
+            except json.JSONDecodeError as e:
+                raise DataFileError(str(p), f"field '{key}' is not valid JSON: {e}") from None
+        for key in _NAMES:
+            d[key] = tuple(str(s) for s in z[key])
+        d["fps"] = float(z["fps"])
+    d["foot_contacts"] = d["foot_contacts"].astype(bool)
+    m = Motion(**d)
+    validate_motion(m, str(p))
+    return m

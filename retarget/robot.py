@@ -1,0 +1,290 @@
+"""The robot side of retargeting: model, keypoint frames, limits, feet and collision filter.
+
+:func:`load_robot` accepts a shipped robot (``g1``, ``h1``: the robot spec and its builder,
+shared with ``sim/``), a robot spec YAML, or a user's MJCF / URDF file, and returns a
+:class:`RetargetRobot`: a compiled MuJoCo model prepared for retargeting plus everything
+the solvers look up by name once:
+
+- keypoint sites from the keypoint map (sites added for ``body`` + ``pos`` targets);
+- actuated joints in driver order with position limits [rad] and velocity limits [rad/s]
+  (from the robot spec; a user model takes ``velocity_limit_rad_s`` from its map);
+- a floor plane and the scene's boxes, and self-collision switched on for robot geoms
+  except body pairs that are adjacent in the kinematic tree (geom-less bodies such as a
+  waist's yaw/roll links skipped) or already touching in the home pose;
+- per foot: the sole site, the site height when the foot rests flat on the ground, and the
+  site axis that points up then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from simreal.errors import ConfigError
+from simreal.retarget.keypoint_map import KeypointMap, default_map_path, load_keypoint_map
+from simreal.retarget.scene import SCENE_CONAFFINITY, SCENE_CONTYPE, Scene, add_to_spec
+from simreal.robot_spec import RobotSpec, available_robots, load_robot_spec
+
+ROBOT_CONTYPE, ROBOT_CONAFFINITY = 2, 3  # robot <-> robot and robot <-> world (contype 1)
+TOUCHING_AT_HOME_M = 0.005
+
+
+@dataclasses.dataclass
+class RetargetRobot:
+    """A robot prepared for retargeting; see the module docstring.
+
+    Attributes (n actuated joints, K keypoints):
+      joint_names: (n,) in driver order; qpos_adr, dof_adr: (n,) addresses in qpos / qvel.
+      q_lower, q_upper: (n,) position limits [rad]; v_max: (n,) velocity limits [rad/s].
+      q_home: (nq,) standing pose, feet flat on the floor.
+      keypoints: (K,) canonical names; site_ids: (K,); pos_weights, rot_weights: (K,).
+      foot_sites: (2,) sole sites (left, right); sole_height: (2,) site z [m] with the foot flat
+        on flat ground; foot_up_local: (2, 3) site-frame axis that is world +z then.
+      floor_geom: the ground plane; robot_geoms: collision geoms on robot bodies.
+      excluded_pairs: body-name pairs whose self-collision is filtered.
+    """
+
+    name: str
+    model: mujoco.MjModel
+    kmap: KeypointMap
+    scene: Scene
+    joint_names: tuple[str, ...]
+    qpos_adr: np.ndarray
+    dof_adr: np.ndarray
+    q_lower: np.ndarray
+    q_upper: np.ndarray
+    v_max: np.ndarray
+    q_home: np.ndarray
+    keypoints: tuple[str, ...]
+    site_ids: np.ndarray
+    pos_weights: np.ndarray
+    rot_weights: np.ndarray
+    foot_sites: np.ndarray
+    sole_height: np.ndarray
+    foot_up_local: np.ndarray
+    floor_geom: int
+    robot_geoms: np.ndarray
+    excluded_pairs: tuple[tuple[str, str], ...]
+    source: dict[str, Any]
+
+    def keypoint_index(self, name: str) -> int:
+        return self.keypoints.index(name)
+
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        """Every body except the world, in model order."""
+        return tuple(self.model.body(i).name for i in range(1, self.model.nbody))
+
+
+def _mjspec_for(robot: str) -> tuple[mujoco.MjSpec, RobotSpec | None, str, Path | None]:
+    """(MjSpec, robot spec or None, robot name, model file or None)."""
+    from simreal.sim.robots import build_mjspec
+
+    p = Path(robot).expanduser()
+    if p.suffix.lower() in (".xml", ".urdf", ".mjcf"):
+        if not p.is_file():
+            raise ConfigError("robot", f"model file not found: {p}")
+        try:
+            spec = mujoco.MjSpec.from_file(str(p))
+        except Exception as e:  # MuJoCo's parser raises ValueError with its own message
+            raise ConfigError("robot", f"MuJoCo could not load {p}: {e}") from None
+        return spec, None, p.stem, p
+    if p.suffix.lower() not in (".yaml", ".yml") and robot not in available_robots():
+        raise ConfigError("robot", f"unknown robot {robot!r}; valid: {', '.join(available_robots())}, "
+                                   "a robot spec .yaml, or an MJCF (.xml) / URDF (.urdf) file")
+    rspec = load_robot_spec(robot)
+    return build_mjspec(rspec), rspec, rspec.name, None
+
+
+def _ensure_free_root(spec: mujoco.MjSpec) -> None:
+    root = spec.worldbody.first_body()
+    if root is None:
+        raise ConfigError("robot", "the model has no bodies")
+    if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints):
+        if len(root.joints):
+            raise ConfigError("robot", f"root body {root.name!r} has joints but no free joint; retargeting "
+                                       "needs a floating base")
+        root.add_freejoint(name="floating_base_joint")
+
+
+def _prepare_spec(spec: mujoco.MjSpec, kmap: KeypointMap, scene: Scene) -> None:
+    """Keypoint sites, floor, scene boxes, and collision bits for self-collision."""
+    for name, t in kmap.keypoints.items():
+        if t.body is not None:
+            body = spec.body(t.body)
+            if body is None:
+                raise ConfigError(f"keypoints.{name}.body", f"no body {t.body!r} in the model", kmap.source)
+            body.add_site(name=f"kp_{name}", pos=list(t.pos), size=[0.01, 0, 0], group=4)
+    if not any(g.type == mujoco.mjtGeom.mjGEOM_PLANE for g in spec.worldbody.geoms):
+        spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
+    for g in spec.worldbody.geoms:
+        if g.contype or g.conaffinity:
+            g.contype, g.conaffinity = SCENE_CONTYPE, SCENE_CONAFFINITY
+    add_to_spec(spec, scene)
+    for b in spec.worldbody.find_all(mujoco.mjtObj.mjOBJ_BODY):
+        for g in b.geoms:
+            if g.contype or g.conaffinity:
+                g.contype, g.conaffinity = ROBOT_CONTYPE, ROBOT_CONAFFINITY
+
+
+def _joints(m: mujoco.MjModel) -> list[int]:
+    """Actuated joint ids in actuator (driver) order, else every hinge/slide joint."""
+    ids = [int(m.actuator_trnid[a, 0]) for a in range(m.nu) if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT]
+    if not ids:
+        ids = [j for j in range(m.njnt) if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
+    return ids
+
+
+def _home(m: mujoco.MjModel, rspec: RobotSpec | None, jids: list[int]) -> np.ndarray:
+    key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
+    q = m.key_qpos[key].copy() if key >= 0 else m.qpos0.copy()
+    if key < 0 and rspec is not None:
+        for a in rspec.actuators:
+            j = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, a.name)
+            if j >= 0:
+                q[m.jnt_qposadr[j]] = a.default
+    return q
+
+
+def _body_tree_distance(m: mujoco.MjModel, has_geom: np.ndarray) -> np.ndarray:
+    """Tree distance between bodies counting only geom-carrying bodies as steps."""
+    nb = m.nbody
+    chain = []
+    for b in range(nb):
+        path, x = [], b
+        while x > 0:
+            path.append(x)
+            x = int(m.body_parentid[x])
+        chain.append(path)
+    dist = np.zeros((nb, nb), dtype=int)
+    for a, b in itertools.combinations(range(1, nb), 2):
+        pa, pb = chain[a], chain[b]
+        common = set(pa) & set(pb)
+        between = [x for x in pa if x not in common] + [x for x in pb if x not in common]
+        lca = next((x for x in pa if x in common), 0)
+        hops = sum(1 for x in between if has_geom[x] and x not in (a, b)) + (1 if has_geom[lca] and lca not in (a, b) else 0)
+        dist[a, b] = dist[b, a] = hops + 1
+    return dist
+
+
+def _exclusions(m: mujoco.MjModel, q_home: np.ndarray, robot_geoms: np.ndarray) -> list[tuple[int, int]]:
+    has_geom = np.zeros(m.nbody, dtype=bool)
+    has_geom[m.geom_bodyid[robot_geoms]] = True
+    tree = _body_tree_distance(m, has_geom)
+    d = mujoco.MjData(m)
+    d.qpos[:] = q_home
+    mujoco.mj_kinematics(m, d)
+    out = set()
+    for g1, g2 in itertools.combinations(robot_geoms, 2):
+        b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
+        if b1 == b2:
+            continue
+        pair = (min(b1, b2), max(b1, b2))
+        if pair in out:
+            continue
+        if tree[b1, b2] <= 2 or mujoco.mj_geomDistance(m, d, g1, g2, 0.1, None) < TOUCHING_AT_HOME_M:
+            out.add(pair)
+    return sorted(out)
+
+
+def _foot_info(m: mujoco.MjModel, q_home: np.ndarray, site: int, floor: int, robot_geoms: np.ndarray):
+    """(sole height [m], up axis in the site frame) with the foot flat as in the home pose."""
+    d = mujoco.MjData(m)
+    d.qpos[:] = q_home
+    mujoco.mj_kinematics(m, d)
+    body = int(m.site_bodyid[site])
+    subtree = {body} | {b for b in range(m.nbody) if _is_descendant(m, b, body)}
+    feet = [g for g in robot_geoms if int(m.geom_bodyid[g]) in subtree]
+    if not feet:
+        raise ConfigError("keypoints", f"the body of foot site {m.site(site).name!r} has no collision geom")
+    gap = min(mujoco.mj_geomDistance(m, d, int(g), floor, 1.0, None) for g in feet)
+    up = d.site_xmat[site].reshape(3, 3).T @ np.array([0.0, 0.0, 1.0])
+    return float(d.site_xpos[site, 2] - gap), up
+
+
+def _is_descendant(m: mujoco.MjModel, b: int, ancestor: int) -> bool:
+    while b > 0:
+        b = int(m.body_parentid[b])
+        if b == ancestor:
+            return True
+    return False
+
+
+def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene | None = None,
+               overrides: dict | None = None) -> RetargetRobot:
+    """Load a robot for retargeting.
+
+    Args:
+      robot: ``g1``, ``h1`` (any shipped robot spec), a robot spec ``.yaml``, or an MJCF
+        ``.xml`` / URDF ``.urdf`` file.
+      keypoint_map: the map YAML; default ``configs/retarget/<robot name>.yaml``.
+      scene: boxes to add; default flat ground only.
+      overrides: nested mapping merged over the map (solver settings: ``{"interaction": {...}}``).
+    """
+    scene = scene or Scene()
+    spec, rspec, name, model_file = _mjspec_for(robot)
+    kmap = load_keypoint_map(keypoint_map or default_map_path(name), overrides)
+    _ensure_free_root(spec)
+    _prepare_spec(spec, kmap, scene)
+    m = spec.compile()
+    jids = _joints(m)
+    q_home = _home(m, rspec, jids)
+    floor = next(g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE)
+    robot_geoms = np.array([g for g in range(m.ngeom) if m.geom_bodyid[g] > 0 and m.geom_contype[g]], dtype=int)
+    pairs = _exclusions(m, q_home, robot_geoms)
+    for b1, b2 in pairs:
+        spec.add_exclude(bodyname1=m.body(b1).name, bodyname2=m.body(b2).name)
+    m = spec.compile()
+
+    site_ids, keypoints = [], []
+    for kp, t in kmap.keypoints.items():
+        sname = t.site if t.site is not None else f"kp_{kp}"
+        sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, sname)
+        if sid < 0:
+            valid = [m.site(i).name for i in range(m.nsite) if not m.site(i).name.startswith("kp_")]
+            raise ConfigError(f"keypoints.{kp}.site", f"no site {sname!r} in the model; valid: {', '.join(valid)}",
+                              kmap.source)
+        site_ids.append(sid)
+        keypoints.append(kp)
+    feet = np.array([site_ids[keypoints.index("left_foot")], site_ids[keypoints.index("right_foot")]])
+    # Root height so the lowest foot rests on the floor.
+    gaps = []
+    for s in feet:
+        h, _ = _foot_info(m, q_home, int(s), floor, robot_geoms)
+        d = mujoco.MjData(m)
+        d.qpos[:] = q_home
+        mujoco.mj_kinematics(m, d)
+        gaps.append(d.site_xpos[s, 2] - h)
+    q_home[2] -= min(gaps)
+    info = [_foot_info(m, q_home, int(s), floor, robot_geoms) for s in feet]
+
+    v_default = kmap.velocity_limit_rad_s if kmap.velocity_limit_rad_s is not None else np.inf
+    jnames, v_max, lo, hi = [], [], [], []
+    for j in jids:
+        jn = m.joint(j).name
+        jnames.append(jn)
+        v = v_default
+        if rspec is not None and jn in rspec.actuator_names and np.isfinite(rspec.actuator(jn).velocity_limit):
+            v = rspec.actuator(jn).velocity_limit
+        v_max.append(v)
+        limited = bool(m.jnt_limited[j])
+        lo.append(m.jnt_range[j, 0] if limited else -np.inf)
+        hi.append(m.jnt_range[j, 1] if limited else np.inf)
+    q_home[m.jnt_qposadr[jids]] = np.clip(q_home[m.jnt_qposadr[jids]], lo, hi)
+    pw = np.array([kmap.keypoints[k].position_weight for k in keypoints])
+    rw = np.array([kmap.keypoints[k].orientation_weight for k in keypoints])
+    source = {"robot": name, "robot_spec": rspec.source if rspec else None,
+              "model_file": str(model_file) if model_file else None, "keypoint_map": kmap.source}
+    return RetargetRobot(
+        name=name, model=m, kmap=kmap, scene=scene, joint_names=tuple(jnames),
+        qpos_adr=m.jnt_qposadr[jids].astype(int), dof_adr=m.jnt_dofadr[jids].astype(int),
+        q_lower=np.array(lo), q_upper=np.array(hi), v_max=np.array(v_max, dtype=float), q_home=q_home,
+        keypoints=tuple(keypoints), site_ids=np.array(site_ids), pos_weights=pw, rot_weights=rw,
+        foot_sites=feet, sole_height=np.array([i[0] for i in info]), foot_up_local=np.array([i[1] for i in info]),
+        floor_geom=floor, robot_geoms=robot_geoms,
+        excluded_pairs=tuple((m.body(a).name, m.body(b).name) for a, b in pairs), source=source)

@@ -1,0 +1,267 @@
+"""The env contract: functional, batched, Brax-trainable, one task on every physics backend.
+
+``reset(rng) -> State`` and ``step(state, action) -> State`` are written for one env and
+vmapped by the trainer (Brax style); ``State`` is Brax's (``pipeline_state`` holds the
+backend's :class:`PhysState`; ``obs``, ``reward``, ``done``, ``metrics``, ``info``).
+
+What :class:`MjEnv` does for every task, so tasks only say what is specific to them:
+
+- **per-episode domain randomisation**: each reset draws new model parameters
+  (``Task.randomize``) and a new action delay; done envs reset *inside* ``step`` with a
+  fresh key (Brax's ``AutoResetWrapper`` would restore one cached first state instead);
+- **action delay**: the action applied is the one chosen ``d`` control steps ago,
+  ``d`` uniform in ``[action_delay_steps[0], action_delay_steps[1]]`` per episode;
+- **observation noise**: Gaussian, per-term standard deviations from the task;
+- **rewards**: a table of tiny named terms, each weighted by ``reward_scales`` and
+  multiplied by the control period, logged as ``reward/<name>``;
+- **episode statistics** (success, crash, RMSE...) reported at episode end as
+  ``episode/<name>`` multiplied by the done flag, plus ``episode/done``.
+
+The physics engine is ``self.physics`` (a :class:`Backend`); ``self.backend`` is its name,
+as Brax's ``Env`` defines it. ``info['truncation']`` is 1 where an episode ended on its time limit rather than a
+failure, which Brax's PPO uses to avoid bootstrapping through time-outs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from brax.envs.base import Env as BraxEnv
+from brax.envs.base import State
+
+from simreal.config import field
+from simreal.observations import build_observation
+from simreal.robot_spec import RobotSpec
+from simreal.sim.backends.base import Backend, ModelParams, PhysState, make_backend
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """Settings every task has; tasks subclass this with their own fields."""
+
+    episode_length_s: float = field(5.0, min=0.01, doc="episode time limit [s]")
+    action_delay_steps: tuple[int, ...] = field((0, 1), doc="(min, max) delay in control steps, per episode")
+    obs_noise_scale: float = field(1.0, min=0.0, doc="multiplies the task's per-term noise std")
+    randomize: bool = field(True, doc="domain randomisation on/off")
+    reward_scales: dict[str, float] = field({}, doc="override weights of named reward terms")
+
+
+class MjEnv(BraxEnv):
+    """Base of all simreal tasks; subclasses implement the hooks below (see module docstring)."""
+
+    #: Observation terms in order (names from ``simreal.observations``).
+    obs_terms: tuple[str, ...] = ()
+    #: Default weights of the reward terms this task computes.
+    reward_scales: Mapping[str, float] = {}
+    #: Standard deviation of observation noise per term (before ``obs_noise_scale``).
+    obs_noise_std: Mapping[str, float] = {}
+
+    def __init__(self, robot: RobotSpec, cfg: EnvConfig, backend: str = "auto"):
+        self.robot = robot
+        self.cfg = cfg
+        self.mj_model = self.build_model()
+        self.physics: Backend = make_backend(backend, self.mj_model)
+        self.ctrl_dt = robot.control_dt_s
+        sim_dt = float(self.mj_model.opt.timestep)
+        self.n_substeps = max(1, round(self.ctrl_dt / sim_dt))
+        self.episode_steps = max(1, round(cfg.episode_length_s / self.ctrl_dt))
+        lo, hi = (tuple(cfg.action_delay_steps) + (0, 0))[:2]
+        self.delay_range = (int(lo), int(max(lo, hi)))
+        self.scales = {**self.reward_scales, **cfg.reward_scales}
+        unknown = set(cfg.reward_scales) - set(self.reward_scales)
+        if unknown:
+            from simreal.errors import ConfigError
+
+            raise ConfigError(f"env.reward_scales.{sorted(unknown)[0]}",
+                              f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}")
+        self._obs_sizes = self._measure_obs_sizes()
+
+    # -- hooks for tasks -----------------------------------------------------------------------
+    def build_model(self) -> mujoco.MjModel:
+        """The task's MuJoCo model (default: the robot's)."""
+        from simreal.sim.robots import build_model
+
+        return build_model(self.robot)
+
+    def nominal_params(self) -> ModelParams:
+        """The randomised model fields at their nominal values (empty: nothing randomised)."""
+        return {}
+
+    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
+        """Pure per-episode randomisation of ``params`` (Playground style; default: none)."""
+        return params
+
+    def sample_initial(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """(qpos, qvel, act, task_info) of a new episode."""
+        raise NotImplementedError
+
+    def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
+        """Actuator controls from the applied action (default: the action itself)."""
+        return action
+
+    #: Physics steps per ``control`` update; None means once per control step.
+    control_decimation: int | None = None
+    #: Adapters that need the last observation of an ended episode (SB3, Gymnasium) set this:
+    #: ``info['terminal_obs']`` then holds it (the observation before the auto-reset).
+    record_terminal_obs: bool = False
+
+    def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The robot-state mapping read by observation terms (``simreal.observations``)."""
+        raise NotImplementedError
+
+    def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Unweighted reward terms of one step."""
+        raise NotImplementedError
+
+    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+        """True where the episode fails (crash, fall)."""
+        raise NotImplementedError
+
+    def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Update task info after a step (moving targets...); default: unchanged."""
+        return info
+
+    def update_stats(self, stats: dict[str, jax.Array], phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Accumulate per-episode statistics; default: none."""
+        return stats
+
+    def final_stats(self, stats: Mapping[str, jax.Array], terminated: jax.Array) -> dict[str, jax.Array]:
+        """Episode statistics at episode end from the accumulators."""
+        return {}
+
+    def init_stats(self) -> dict[str, jax.Array]:
+        """Initial accumulators for ``update_stats``."""
+        return {}
+
+    # -- the contract ----------------------------------------------------------------------------
+    @property
+    def observation_size(self) -> int:
+        return sum(self._obs_sizes.values())
+
+    @property
+    def action_size(self) -> int:
+        return self.mj_model.nu
+
+    @property
+    def backend(self) -> str:
+        """Name of the physics backend ('native', 'mjx', ...)."""
+        return self.physics.name
+
+    @property
+    def obs_layout(self) -> list[dict[str, Any]]:
+        """[{name, size}] in observation order, for the bundle."""
+        return [{"name": n, "size": s} for n, s in self._obs_sizes.items()]
+
+    def reset(self, rng: jax.Array) -> State:
+        rng, k_ep, k_obs = jax.random.split(rng, 3)
+        phys, info = self._new_episode(k_ep, jnp.bool_(True))
+        info["rng"] = rng
+        obs = self._observe(phys, info, k_obs)
+        zero = jnp.zeros(())
+        metrics = {f"reward/{k}": zero for k in self.scales}
+        metrics.update({f"episode/{k}": zero for k in self.final_stats(self.init_stats(), jnp.bool_(False))})
+        metrics["episode/done"] = zero
+        metrics["episode/return"] = zero
+        metrics["episode/length"] = zero
+        info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
+        if self.record_terminal_obs:
+            info["terminal_obs"] = obs
+        return State(pipeline_state=phys, obs=obs, reward=zero, done=zero, metrics=metrics, info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        info = dict(state.info)
+        rng, k_reset, k_obs = jax.random.split(info["rng"], 3)
+        action = jnp.clip(action, -1.0, 1.0)
+        buf = jnp.concatenate([action[None], info["action_buffer"][:-1]], axis=0)
+        applied = buf[info["delay"]]
+        info["action_buffer"] = buf
+
+        phys = state.pipeline_state
+        dec = self.control_decimation or self.n_substeps
+        params = info["model_params"]
+        for _ in range(self.n_substeps // dec):
+            phys = self.physics.step(params, phys, self.control(phys, applied, info), dec)
+
+        info["step"] = info["step"] + 1
+        info = self.advance_task(info)
+        terms = self.reward_terms(phys, action, info)
+        reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
+        info["last_action"] = action
+        terminated = self.terminated(phys, info) | ~jnp.all(jnp.isfinite(phys.qpos))
+        truncated = (info["step"] >= self.episode_steps) & ~terminated
+        done = terminated | truncated
+        stats = self.update_stats(info["stats"], phys, info)
+        info["stats"] = stats
+        ep_return = info["episode_return"] + reward
+
+        metrics = {f"reward/{k}": terms[k] for k in self.scales}
+        donef = done.astype(jnp.float32)
+        for k, v in self.final_stats(stats, terminated).items():
+            metrics[f"episode/{k}"] = v * donef
+        metrics["episode/done"] = donef
+        metrics["episode/return"] = ep_return * donef
+        metrics["episode/length"] = info["step"] * donef
+        info["episode_return"] = ep_return
+
+        if self.record_terminal_obs:
+            info["terminal_obs"] = self._observe(phys, info, k_obs)
+        # Auto-reset with a fresh key: new randomisation, new initial state.
+        phys_new, info_new = self._new_episode(k_reset, done)
+        phys = jax.tree.map(lambda a, b: jnp.where(done, a, b), phys_new, phys)
+        info = {k: (jax.tree.map(lambda a, b: jnp.where(done, a, b), info_new[k], v) if k in info_new else v)
+                for k, v in info.items()}
+        info["rng"] = rng
+        info["truncation"] = truncated.astype(jnp.float32)
+        info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
+        reward = jnp.where(jnp.isfinite(reward), reward, 0.0)
+        obs = self._observe(phys, info, k_obs)
+        return state.replace(pipeline_state=phys, obs=obs, reward=reward, done=donef, metrics=metrics, info=info)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _new_episode(self, rng: jax.Array, active: jax.Array) -> tuple[PhysState, dict[str, Any]]:
+        k_init, k_dr, k_delay = jax.random.split(rng, 3)
+        params = self.nominal_params()
+        if self.cfg.randomize:
+            params = self.randomize(params, k_dr)
+        qpos, qvel, act, task_info = self.sample_initial(k_init)
+        phys = self.physics.init(params, qpos, qvel, act, active)
+        nu = self.action_size
+        delay = jax.random.randint(k_delay, (), self.delay_range[0], self.delay_range[1] + 1)
+        info = {
+            "model_params": params,
+            "step": jnp.zeros((), jnp.int32),
+            "delay": delay if self.cfg.randomize else jnp.full((), self.delay_range[0], jnp.int32),
+            "action_buffer": jnp.zeros((self.delay_range[1] + 1, nu)),
+            "last_action": jnp.zeros((nu,)),
+            "truncation": jnp.zeros(()),
+            "episode_return": jnp.zeros(()),
+            "stats": self.init_stats(),
+            **task_info,
+        }
+        return phys, info
+
+    def _observe(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> jax.Array:
+        obs = build_observation(self.obs_terms, self.robot_state(phys, info), jnp)
+        if self.cfg.obs_noise_scale > 0 and self.obs_noise_std:
+            std = jnp.concatenate([jnp.full((s,), self.obs_noise_std.get(n, 0.0)) for n, s in self._obs_sizes.items()])
+            obs = obs + self.cfg.obs_noise_scale * std * jax.random.normal(rng, obs.shape)
+        return obs
+
+    def _measure_obs_sizes(self) -> dict[str, int]:
+        from simreal.observations import term
+
+        def sizes(rng):
+            qpos, qvel, act, task_info = self.sample_initial(rng)
+            phys = PhysState(qpos=qpos, qvel=qvel, act=act,
+                             sensordata=jnp.zeros((self.mj_model.nsensordata,)))
+            info = {"last_action": jnp.zeros((self.action_size,)), "step": jnp.zeros((), jnp.int32), **task_info}
+            s = self.robot_state(phys, info)
+            return {n: term(n)(s, jnp) for n in self.obs_terms}
+
+        shapes = jax.eval_shape(sizes, jax.random.PRNGKey(0))
+        return {n: int(max(1, jnp.size(jnp.zeros(shapes[n].shape)))) for n in self.obs_terms}

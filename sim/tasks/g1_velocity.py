@@ -1,0 +1,146 @@
+"""``g1-velocity``: walk on flat ground following a commanded (vx, vy, yaw rate).
+
+legged_gym-style rewards (each a tiny named term, weights in ``reward_scales``): velocity
+tracking with exp kernels, z velocity, roll/pitch rate, orientation, base height, torques,
+action rate, feet air time, alive. Ends on a fall (base below ``min_base_height_m`` or
+tilted past ``max_tilt_cos``; a stand-in for base contact, which ``PhysState`` does not carry).
+
+Randomised per episode (uniform; ranges in :class:`G1VelocityConfig`): floor friction, link
+masses, PD stiffness (kp scale via ``actuator_gainprm``/``actuator_biasprm``), joint encoder
+offsets (added to the observed joint positions). Pushes are not modelled yet: the env
+contract has no hook to perturb the state mid-episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from simreal.config import field
+from simreal.observations import gravity_b, rotate_inv
+from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+
+
+@dataclasses.dataclass(frozen=True)
+class G1VelocityConfig(JointRobotConfig):
+    episode_length_s: float = field(20.0, min=0.01, doc="episode time limit [s]")
+    action_scale: float = field(0.25, min=0.0, doc="position-target delta at |a| = 1 [rad]")
+    cmd_vx_m_s: tuple[float, ...] = field((-1.0, 1.0), doc="commanded forward speed range [m/s]")
+    cmd_vy_m_s: tuple[float, ...] = field((-0.5, 0.5), doc="commanded lateral speed range [m/s]")
+    cmd_yaw_rad_s: tuple[float, ...] = field((-1.0, 1.0), doc="commanded yaw rate range [rad/s]")
+    tracking_sigma: float = field(0.25, min=1e-6, doc="exp kernel width of the tracking rewards")
+    base_height_m: float = field(0.75, min=0.0, doc="target pelvis height [m]")
+    min_base_height_m: float = field(0.4, min=0.0, doc="lower ends the episode [m]")
+    max_tilt_cos: float = field(0.5, doc="gravity_b z above -this ends the episode")
+    feet_air_time_s: float = field(0.4, min=0.0, doc="air time rewarded beyond this [s]")
+    contact_height_m: float = field(0.03, min=0.0, doc="foot sole below this counts as contact [m]")
+    friction: tuple[float, ...] = field((0.4, 1.2), doc="floor sliding friction range")
+    mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
+    kp_scale: tuple[float, ...] = field((0.9, 1.1), doc="PD stiffness scale range")
+    joint_offset_rad: float = field(0.02, min=0.0, doc="encoder offsets, uniform +- [rad]")
+
+
+class G1Velocity(JointRobotTask):
+    """Velocity-command locomotion for Unitree G1 (29 or 23 DoF)."""
+
+    config_class = G1VelocityConfig
+    cfg: G1VelocityConfig
+    tracked_sites = ("left_foot", "right_foot")
+    obs_terms = ("ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
+    critic_obs_terms = ("lin_vel_b", "ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel",
+                        "last_action")
+    obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
+    reward_scales = {
+        "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
+        "orientation": -1.0, "base_height": -10.0, "torques": -1e-5, "action_rate": -0.01,
+        "feet_air_time": 1.0, "alive": 0.15,
+    }
+
+    # -- randomisation ---------------------------------------------------------------------------
+    def nominal_params(self) -> ModelParams:
+        m = self.mj_model
+        return {k: jnp.asarray(getattr(m, k), jnp.float32)
+                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
+
+    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
+        c, nu = self.cfg, self.mj_model.nu
+        k_f, k_m, k_kp = jax.random.split(rng, 3)
+        s_kp = uniform(k_kp, c.kp_scale, (nu,))
+        return {
+            "geom_friction": params["geom_friction"].at[:, 0].set(uniform(k_f, c.friction)),  # one per episode
+            "body_mass": params["body_mass"] * uniform(k_m, c.mass_scale, params["body_mass"].shape),
+            "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(s_kp),
+            "actuator_biasprm": params["actuator_biasprm"].at[:, 1].multiply(s_kp),  # bias1 = -kp
+        }
+
+    # -- episode ---------------------------------------------------------------------------------
+    def sample_initial(self, rng: jax.Array):
+        c = self.cfg
+        k_x, k_y, k_w, k_off = jax.random.split(rng, 4)
+        cmd = jnp.stack([uniform(k_x, c.cmd_vx_m_s), uniform(k_y, c.cmd_vy_m_s), uniform(k_w, c.cmd_yaw_rad_s)])
+        offset = uniform(k_off, (-c.joint_offset_rad, c.joint_offset_rad), (self.mj_model.nu,))
+        m = self.mj_model
+        task = {"command": cmd, "joint_offset": offset, "feet_air_time": jnp.zeros(2)}
+        return self.home_qpos, jnp.zeros(m.nv), jnp.zeros(m.na), task
+
+    def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
+                "ang_vel_b": phys.qvel[3:6],  # MuJoCo's free-joint angular velocity is in the body frame
+                "joint_pos": self.joint_pos(phys) + info["joint_offset"], "joint_vel": self.joint_vel(phys),
+                "default_joint_pos": self.default_joint_pos, "command": info["command"],
+                "last_action": info["last_action"]}
+
+    def feet_contact(self, phys: PhysState) -> jax.Array:
+        """(2,) bool: left, right sole within ``contact_height_m`` of the floor."""
+        z = jnp.stack([self.site_pos(phys, "left_foot")[2], self.site_pos(phys, "right_foot")[2]])
+        return z < self.cfg.contact_height_m
+
+    # -- rewards ---------------------------------------------------------------------------------
+    def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        c = self.cfg
+        q = phys.qpos[3:7]
+        v_b = rotate_inv(q, phys.qvel[0:3], jnp)
+        w_b = phys.qvel[3:6]
+        cmd = info["command"]
+        g_b = gravity_b({"quat_wxyz": q}, jnp)
+        contact = self.feet_contact(phys)
+        air = info["stats"]["feet_air_time"] + self.ctrl_dt
+        first_contact = contact & (info["stats"]["feet_air_time"] > 0)
+        moving = jnp.linalg.norm(cmd[:2]) > 0.1
+        return {
+            "tracking_lin_vel": jnp.exp(-jnp.sum(jnp.square(cmd[:2] - v_b[:2])) / c.tracking_sigma),
+            "tracking_ang_vel": jnp.exp(-jnp.square(cmd[2] - w_b[2]) / c.tracking_sigma),
+            "lin_vel_z": jnp.square(v_b[2]),
+            "ang_vel_xy": jnp.sum(jnp.square(w_b[:2])),
+            "orientation": jnp.sum(jnp.square(g_b[:2])),
+            "base_height": jnp.square(phys.qpos[2] - c.base_height_m),
+            "torques": jnp.sum(jnp.square(self.torques(phys, info["action_buffer"][info["delay"]], info))),
+            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
+            "feet_air_time": jnp.sum((air - c.feet_air_time_s) * first_contact) * moving,
+            "alive": jnp.ones(()),
+        }
+
+    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+        g_b = gravity_b({"quat_wxyz": phys.qpos[3:7]}, jnp)
+        return (phys.qpos[2] < self.cfg.min_base_height_m) | (g_b[2] > -self.cfg.max_tilt_cos)
+
+    # -- statistics (also carry the feet air-time clock, reset with the episode) ------------------
+    def init_stats(self) -> dict[str, jax.Array]:
+        return {"feet_air_time": jnp.zeros(2), "sq_vel_err": jnp.zeros(())}
+
+    def update_stats(self, stats, phys, info):
+        contact = self.feet_contact(phys)
+        v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
+        err = jnp.sum(jnp.square(info["command"][:2] - v_b[:2]))
+        return {"feet_air_time": jnp.where(contact, 0.0, stats["feet_air_time"] + self.ctrl_dt),
+                "sq_vel_err": stats["sq_vel_err"] + err}
+
+    def final_stats(self, stats, terminated):
+        return {"fall": terminated.astype(jnp.float32),
+                "success": (~terminated).astype(jnp.float32),
+                "sq_vel_err_sum": stats["sq_vel_err"]}

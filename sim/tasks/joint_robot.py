@@ -1,0 +1,114 @@
+"""Shared base of tasks on position-controlled joint robots (humanoids, arms).
+
+Actions are joint position targets as scaled deltas around the ``home`` keyframe's controls:
+``ctrl = ctrl_home + action_scale * a`` for a in [-1, 1]^nu, clipped to the actuator's
+``ctrlrange`` (what the robot's driver takes as its PD set-points).
+
+Ids are looked up by name once (``site_sensor``); per-actuator joint positions and velocities
+come from a transmission matrix so tendon actuators (Franka's gripper width) read right:
+``joint_pos = L @ qpos[...]`` with L (nu, nq) holding 1 at the joint's qpos address, or the
+fixed tendon's coefficients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from simreal.config import field
+from simreal.sim.backends.base import PhysState
+from simreal.sim.env import EnvConfig, MjEnv
+
+
+@dataclasses.dataclass(frozen=True)
+class JointRobotConfig(EnvConfig):
+    action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad] (or [m])")
+
+
+def uniform(rng: jax.Array, bounds: tuple[float, ...], shape: tuple[int, ...] = ()) -> jax.Array:
+    """Uniform in [bounds[0], bounds[-1]]."""
+    return jax.random.uniform(rng, shape, minval=bounds[0], maxval=bounds[-1])
+
+
+class JointRobotTask(MjEnv):
+    """Position-target actions, joint read-out and frame-position sensors for named sites."""
+
+    #: Sites whose world positions the task reads (a ``framepos`` sensor each, ``<site>_pos``).
+    tracked_sites: tuple[str, ...] = ()
+    cfg: JointRobotConfig
+
+    def build_model(self) -> mujoco.MjModel:
+        from simreal.sim.robots import build_mjspec, check_actuator_order
+
+        s = build_mjspec(self.robot)
+        for site in self.tracked_sites:
+            s.add_sensor(name=f"{site}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                         objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+        self.customize_spec(s)
+        m = s.compile()
+        check_actuator_order(self.robot, m)
+        self._index(m)
+        return m
+
+    def customize_spec(self, s: mujoco.MjSpec) -> None:
+        """Add task objects (goal markers, objects) to the robot's spec; default: nothing."""
+
+    def _index(self, m: mujoco.MjModel) -> None:
+        nu = m.nu
+        L, Lv = np.zeros((nu, m.nq), np.float32), np.zeros((nu, m.nv), np.float32)
+        for i in range(nu):
+            tid = m.actuator_trnid[i, 0]
+            if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT:
+                L[i, m.jnt_qposadr[tid]] = 1.0
+                Lv[i, m.jnt_dofadr[tid]] = 1.0
+            elif m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_TENDON:
+                for w in range(m.tendon_adr[tid], m.tendon_adr[tid] + m.tendon_num[tid]):
+                    j = m.wrap_objid[w]
+                    L[i, m.jnt_qposadr[j]] += m.wrap_prm[w]
+                    Lv[i, m.jnt_dofadr[j]] += m.wrap_prm[w]
+        self.L, self.Lv = jnp.asarray(L), jnp.asarray(Lv)
+        key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
+        if key < 0:
+            raise ValueError(f"robot {self.robot.name!r} has no 'home' keyframe")
+        self.home_qpos = jnp.asarray(m.key_qpos[key], jnp.float32)
+        self.home_ctrl = jnp.asarray(m.key_ctrl[key], jnp.float32)
+        self.ctrl_lo = jnp.asarray(m.actuator_ctrlrange[:, 0], jnp.float32)
+        self.ctrl_hi = jnp.asarray(m.actuator_ctrlrange[:, 1], jnp.float32)
+        self.default_joint_pos = self.L @ self.home_qpos
+        self.sensor_slice = {}
+        for site in self.tracked_sites:
+            sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, f"{site}_pos")
+            a = int(m.sensor_adr[sid])
+            self.sensor_slice[site] = slice(a, a + 3)
+        # PD gains at nominal: tau = gain * ctrl + b0 + b1 q + b2 qdot (MuJoCo's position actuator)
+        self.kp = jnp.asarray(m.actuator_gainprm[:, 0], jnp.float32)
+        self.kd = jnp.asarray(-m.actuator_biasprm[:, 2], jnp.float32)
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def site_pos(self, phys: PhysState, site: str) -> jax.Array:
+        """World position [m] of a tracked site (sensor; evaluated at the last substep's start)."""
+        return phys.sensordata[self.sensor_slice[site]]
+
+    def joint_pos(self, phys: PhysState) -> jax.Array:
+        return self.L @ phys.qpos
+
+    def joint_vel(self, phys: PhysState) -> jax.Array:
+        return self.Lv @ phys.qvel
+
+    def targets(self, action: jax.Array) -> jax.Array:
+        """Position targets from a normalised action."""
+        return jnp.clip(self.home_ctrl + self.cfg.action_scale * action, self.ctrl_lo, self.ctrl_hi)
+
+    def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
+        return self.targets(action)
+
+    def torques(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
+        """PD torques [N m] the actuators apply for ``action`` (nominal gains, before force limits)."""
+        kp = info["model_params"]["actuator_gainprm"][:, 0] if "actuator_gainprm" in info["model_params"] else self.kp
+        return kp * (self.targets(action) - self.joint_pos(phys)) - self.kd * self.joint_vel(phys)

@@ -1,0 +1,106 @@
+"""Run directories: ``runs/<task>/<YYYYmmdd-HHMMSS>/`` (DESIGN.md, Run directory).
+
+    config.yaml        the fully resolved config
+    checkpoints/       step_<env_steps>.npz, written atomically
+    metrics.csv        one row per training iteration
+    events.*           TensorBoard
+    plots/*.png        learning curves
+    videos/*.mp4       ``simreal play``
+    bundle/            after ``simreal export``
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from simreal.errors import ConfigError
+from simreal.yaml_io import atomic_write_text, load_yaml
+
+
+def new_run_dir(root: str | Path, task: str) -> Path:
+    """Create a fresh ``root/task/<timestamp>`` folder (suffixed if the second is taken)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / task / stamp
+    path, i = base, 1
+    while path.exists():
+        path = base.with_name(f"{stamp}-{i}")
+        i += 1
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "plots").mkdir()
+    return path
+
+
+def open_run_dir(path: str | Path) -> Path:
+    """An existing run folder; the error says what is missing."""
+    p = Path(path)
+    if not (p / "config.yaml").is_file():
+        raise ConfigError("run_dir", f"{p} is not a simreal run directory (no config.yaml)")
+    return p
+
+
+def load_run_config(run_dir: Path) -> dict[str, Any]:
+    """The run's resolved config as a mapping."""
+    return load_yaml(run_dir / "config.yaml")
+
+
+class MetricsCsv:
+    """``metrics.csv`` rewritten atomically on each flush, so a crash never leaves half a row."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows: list[dict[str, float]] = []
+        if path.is_file():
+            self.rows = [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(path.open())]
+
+    def append(self, row: Mapping[str, float]) -> None:
+        self.rows.append(dict(row))
+
+    def truncate_after(self, env_steps: float) -> None:
+        """Drop rows past ``env_steps`` (a resumed run rewrites what it repeats)."""
+        self.rows = [r for r in self.rows if r.get("env_steps", 0) <= env_steps]
+
+    def flush(self) -> None:
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys)
+        w.writeheader()
+        w.writerows(self.rows)
+        atomic_write_text(self.path, buf.getvalue())
+
+    def column(self, key: str) -> tuple[list[float], list[float]]:
+        """(env_steps, values) where ``key`` is present."""
+        xs = [r["env_steps"] for r in self.rows if key in r]
+        return xs, [r[key] for r in self.rows if key in r]
+
+
+def plot_curves(metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: str) -> None:
+    """Learning curves (one panel per key) against env steps, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in keys if metrics.column(k)[0]]
+    if not keys:
+        return
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        xs, ys = metrics.column(k)
+        ax.plot(xs, ys, marker="." if len(xs) < 50 else None)
+        ax.set_xlabel("env steps")
+        ax.set_title(k)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_png.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(out_png)

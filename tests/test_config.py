@@ -1,0 +1,56 @@
+"""Config errors name the key and what was expected; the CLI exits with code 2."""
+
+import pytest
+
+from simreal.cli import main
+from simreal.errors import ConfigError, UnknownNameError
+from simreal.policies.run_config import resolve
+
+
+@pytest.mark.parametrize("override, key, expected", [
+    ("train.num_envz=4", "train.num_envz", "unknown key"),
+    ("train.num_envs=abc", "train.num_envs", "expected an integer"),
+    ("train.num_envs=0", "train.num_envs", "must be >= 1"),
+    ("train.discounting=1.5", "train.discounting", "must be <= 1.0"),
+    ("env.action_mode=thrust", "env.action_mode", "expected one of rotor_thrust, ctbr"),
+    ("backend=gpu", "backend", "expected one of auto"),
+    ("seed=1.5", "seed", "expected an integer"),
+    ("bogus=1", "bogus", "unknown key"),
+    ("train.num_minibatches=3", "train.num_minibatches", "must divide"),
+])
+def test_bad_override_names_key(override, key, expected):
+    with pytest.raises(ConfigError) as e:
+        resolve("quadrotor-hover", [override])
+    assert f"'{key}'" in str(e.value)
+    assert expected in str(e.value)
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(UnknownNameError) as e:
+        resolve("quadrotor-hoover")
+    assert "quadrotor-hover" in str(e.value)
+
+
+def test_missing_robot_file():
+    with pytest.raises(ConfigError) as e:
+        resolve("quadrotor-hover", ["robot=/nonexistent/robot.yaml"])
+    assert "robot" in str(e.value) and "not found" in str(e.value)
+
+
+def test_defaults_resolve_and_round_trip():
+    cfg = resolve("quadrotor-hover", ["train.num_envs=512", "seed=3"])
+    assert cfg.train.num_envs == 512 and cfg.seed == 3
+    again = resolve(None, [], base=cfg.to_dict())
+    assert again == cfg and again.hash() == cfg.hash()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["train", "quadrotor-hover", "train.num_envs=-1"], "train.num_envs"),
+    (["train", "no-such-task"], "unknown task"),
+    (["eval", "/nonexistent/run"], "not a simreal run directory"),
+])
+def test_cli_config_errors_exit_2(argv, fragment, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

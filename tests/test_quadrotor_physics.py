@@ -1,0 +1,91 @@
+"""Physics sanity of the Crazyflie model: hover thrust holds altitude, free fall matches g,
+the rotor model matches the mixer, and the rate loop damps body rates."""
+
+import mujoco
+import numpy as np
+import pytest
+
+from simreal.robot_spec import load_robot_spec
+from simreal.sim.robots import build_model
+from simreal.sim.robots import quadrotor_control as qc
+from simreal.sim.robots.crazyflie import ROTOR_SPIN, physical, rotor_positions
+
+G = 9.81
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_robot_spec("crazyflie2")
+
+
+@pytest.fixture(scope="module")
+def model(spec):
+    return build_model(spec)
+
+
+def test_real_crazyflie_numbers(spec, model):
+    assert 0.027 <= model.body_mass[1] <= 0.034
+    assert physical(spec, "arm_length_m") == pytest.approx(0.046)
+    assert np.linalg.norm(rotor_positions(spec)[0, :2]) == pytest.approx(0.046)
+    thrust_to_weight = sum(a.effort_limit for a in spec.actuators) / (model.body_mass[1] * G)
+    assert 1.5 < thrust_to_weight < 2.5
+
+
+def test_hover_thrust_holds_altitude(model):
+    d = mujoco.MjData(model)
+    d.qpos[2] = 1.0
+    hover = model.body_mass[1] * -model.opt.gravity[2] / 4
+    d.ctrl[:] = hover
+    d.act[:] = hover
+    for _ in range(1000):  # 2 s
+        mujoco.mj_step(model, d)
+    assert abs(d.qpos[2] - 1.0) < 1e-6
+    assert np.abs(d.qvel).max() < 1e-6
+
+
+def test_free_fall_matches_g(model):
+    d = mujoco.MjData(model)
+    d.qpos[2] = 10.0
+    n = 500
+    for _ in range(n):
+        mujoco.mj_step(model, d)
+    t = n * model.opt.timestep
+    # semi-implicit Euler: z = z0 - g dt^2 n (n + 1) / 2
+    expected = 10.0 - G * model.opt.timestep ** 2 * n * (n + 1) / 2
+    assert d.qpos[2] == pytest.approx(expected, abs=1e-9)
+    assert d.qvel[2] == pytest.approx(-G * t, rel=1e-9)
+
+
+def test_motor_lag_is_first_order(model, spec):
+    d = mujoco.MjData(model)
+    d.ctrl[:] = 0.1
+    tau = physical(spec, "motor_time_constant_s")
+    steps = round(tau / model.opt.timestep)
+    for _ in range(steps):
+        mujoco.mj_step(model, d)
+    assert d.act[0] == pytest.approx(0.1 * (1 - np.exp(-1)), rel=1e-3)
+
+
+def test_mixer_matches_simulated_wrench(model, spec):
+    A = qc.allocation_matrix(rotor_positions(spec), ROTOR_SPIN, physical(spec, "torque_to_thrust_m"))
+    d = mujoco.MjData(model)
+    f = np.array([0.05, 0.08, 0.11, 0.02])
+    d.act[:] = f
+    mujoco.mj_forward(model, d)
+    wrench = A @ f
+    assert d.qfrc_actuator[2] == pytest.approx(wrench[0])          # thrust along z at identity
+    np.testing.assert_allclose(d.qfrc_actuator[3:6], wrench[1:], atol=1e-12)
+
+
+def test_rate_loop_damps_body_rates(model, spec):
+    A = qc.allocation_matrix(rotor_positions(spec), ROTOR_SPIN, physical(spec, "torque_to_thrust_m"))
+    J = np.array([physical(spec, k) for k in ("ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2")])
+    f_max = np.array([a.effort_limit for a in spec.actuators])
+    d = mujoco.MjData(model)
+    d.qpos[2] = 1.0
+    d.qvel[3:6] = [2.0, -1.0, 0.5]
+    d.act[:] = model.body_mass[1] * G / 4
+    for _ in range(500):
+        d.ctrl[:] = qc.rate_control(np.zeros(3), d.qvel[3:6], model.body_mass[1] * G, J, np.linalg.inv(A), f_max, np)
+        mujoco.mj_step(model, d)
+    assert np.abs(d.qvel[3:6]).max() < 1e-2

@@ -1,0 +1,193 @@
+"""The built-in humanoid and arm models meet the robot-model contract (sim/robots/__init__.py).
+
+The humanoids cannot stand freely under PD alone with their real gains (ankle stiffness 2 x 40
+N m/rad is below the m g h ~ 220 (G1) / 500 (H1) N m/rad an inverted pendulum of their size
+needs), so the 2 s PD-hold check pins their base (``fixed_base`` option); a separate short
+free-base check verifies that the ``home`` keyframe stands on its feet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import mujoco
+import numpy as np
+import pytest
+
+from simreal.errors import ConfigError
+from simreal.robot_spec import RobotSpec, load_robot_spec
+from simreal.sim.robots import build_model
+from simreal.sim.robots.articulated import keypoint_name
+
+ROBOTS = ["g1", "g1_23dof", "h1", "franka", "so100"]
+HUMANOIDS = ["g1", "g1_23dof", "h1"]
+# Published masses [kg] and relative tolerance: Unitree G1 / H1 spec sheets ("about 35 / 47 kg"),
+# Franka Panda datasheet (arm about 18 kg). The SO-100 has no datasheet mass: it must be < 1 kg.
+REAL_MASS = {"g1": (35.0, 0.1), "g1_23dof": (35.0, 0.1), "h1": (47.0, 0.12), "franka": (18.0, 0.1)}
+
+
+@functools.cache
+def _spec(name: str) -> RobotSpec:
+    return load_robot_spec(name)
+
+
+@functools.cache
+def _model(name: str) -> mujoco.MjModel:
+    return build_model(_spec(name))
+
+
+def _with_options(spec: RobotSpec, **options) -> RobotSpec:
+    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, options={**spec.model.options, **options}))
+
+
+def _joint_actuators(m: mujoco.MjModel) -> list[int]:
+    return [i for i in range(m.nu) if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT]
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_actuators_are_the_specs_in_driver_order(name):
+    m, spec = _model(name), _spec(name)
+    names = tuple(m.actuator(i).name for i in range(m.nu))
+    assert names == spec.actuator_names
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_actuators_carry_the_specs_gains_limits_and_joint_constants(name):
+    m, spec = _model(name), _spec(name)
+    for i, a in enumerate(spec.actuators):
+        assert m.actuator_gainprm[i, 0] == pytest.approx(a.kp)
+        assert m.actuator_biasprm[i, :3] == pytest.approx([0.0, -a.kp, -a.kd])
+        assert m.actuator_forcerange[i] == pytest.approx([-a.effort_limit, a.effort_limit])
+        assert m.actuator_ctrlrange[i] == pytest.approx(a.range)
+    for i in _joint_actuators(m):
+        a, j = spec.actuators[i], m.actuator_trnid[i, 0]
+        assert m.jnt_range[j] == pytest.approx(a.range)
+        assert m.dof_armature[m.jnt_dofadr[j]] == pytest.approx(a.armature)
+        assert m.dof_frictionloss[m.jnt_dofadr[j]] == pytest.approx(a.friction)
+    assert m.opt.timestep == pytest.approx(spec.physical["physics_dt_s"])
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_total_mass_matches_the_real_robot(name):
+    mass = float(_model(name).body_mass.sum())
+    if name == "so100":
+        assert 0.3 < mass < 1.0
+    else:
+        real, tol = REAL_MASS[name]
+        assert abs(mass - real) / real < tol, f"{name}: model {mass:.2f} kg vs real {real} kg"
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_defaults_lie_inside_joint_ranges(name):
+    m, spec = _model(name), _spec(name)
+    for a in spec.actuators:
+        assert a.range[0] <= a.default <= a.range[1], a.name
+    qpos = m.key("home").qpos
+    for j in range(m.njnt):
+        if m.jnt_limited[j]:
+            q = qpos[m.jnt_qposadr[j]]
+            assert m.jnt_range[j, 0] - 1e-9 <= q <= m.jnt_range[j, 1] + 1e-9, m.joint(j).name
+    assert m.key("home").ctrl == pytest.approx([a.default for a in spec.actuators])
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_floor_sites_and_sensors(name):
+    m, spec = _model(name), _spec(name)
+    assert m.geom("floor").type == mujoco.mjtGeom.mjGEOM_PLANE and m.geom_friction[m.geom("floor").id, 0] > 0
+    for b in range(1, m.nbody):
+        m.site(keypoint_name(m.body(b).name))  # one retargeting keypoint per link; KeyError if missing
+    if spec.family == "humanoid":
+        for site in ("imu", "left_foot", "right_foot", "left_knee", "left_hand", "right_hand", "head"):
+            m.site(site)
+        assert m.site("imu").bodyid == m.body("pelvis").id
+        assert m.joint(0).type == mujoco.mjtJoint.mjJNT_FREE
+        for sensor in ("imu_gyro", "imu_acc", "imu_quat"):
+            assert m.sensor(sensor).objid == m.site("imu").id
+    else:
+        m.site("end_effector")
+        assert mujoco.mjtJoint.mjJNT_FREE not in m.jnt_type
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_pd_holds_the_default_pose_for_2_s(name):
+    spec = _spec(name)
+    if spec.family == "humanoid":
+        spec = _with_options(spec, fixed_base=True)  # see the module docstring
+    m = build_model(spec)
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
+    adr = m.jnt_qposadr[m.actuator_trnid[_joint_actuators(m), 0]]
+    q0, z0 = d.qpos[adr].copy(), d.xpos[1, 2].copy()
+    worst = 0.0
+    for _ in range(round(2.0 / m.opt.timestep)):
+        mujoco.mj_step(m, d)
+        worst = max(worst, float(np.abs(d.qpos[adr] - q0).max()))
+    assert np.isfinite(d.qpos).all()
+    assert worst < 0.05, f"{name}: a joint left its default by {worst:.3f} rad"
+    assert d.xpos[1, 2] > z0 - 0.05
+
+
+@pytest.mark.parametrize("name", HUMANOIDS)
+def test_home_keyframe_stands_on_the_feet(name):
+    m = _model(name)
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
+    mujoco.mj_forward(m, d)
+    feet = {m.geom("left_foot").id, m.geom("right_foot").id}
+    for g in feet:  # boxes aligned with the world at home: sole height = centre z - half height
+        assert d.geom_xpos[g, 2] - m.geom_size[g, 2] == pytest.approx(0.0, abs=2e-3)
+    z0 = d.qpos[2]
+    for _ in range(round(0.3 / m.opt.timestep)):
+        mujoco.mj_step(m, d)
+    touching = {c.geom1 for c in d.contact[: d.ncon]} | {c.geom2 for c in d.contact[: d.ncon]}
+    assert feet <= touching
+    assert d.qpos[2] > z0 - 0.05  # the knees sag under PD (H1: ~0.15 rad at kp 200), the base stays up
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_swapped_actuators_raise_config_error(name):
+    spec = _spec(name)
+    acts = list(spec.actuators)
+    acts[0], acts[1] = acts[1], acts[0]
+    with pytest.raises(ConfigError, match="order"):
+        build_model(dataclasses.replace(spec, actuators=tuple(acts)))
+
+
+def test_unknown_actuator_lists_the_valid_names():
+    spec = _spec("g1")
+    bad = (dataclasses.replace(spec.actuators[0], name="left_hip_pich_joint"), *spec.actuators[1:])
+    with pytest.raises(ConfigError, match="left_hip_pitch_joint"):
+        build_model(dataclasses.replace(spec, actuators=bad))
+
+
+def test_g1_23dof_welds_waist_roll_pitch_and_wrist_pitch_yaw():
+    m23, m29 = _model("g1_23dof"), _model("g1")
+    assert (m23.nu, m29.nu) == (23, 29)
+    joints = {m23.joint(j).name for j in range(m23.njnt)}
+    assert not joints & {"waist_roll_joint", "waist_pitch_joint", "left_wrist_yaw_joint", "right_wrist_pitch_joint"}
+    assert m23.nbody == m29.nbody and m23.body_mass.sum() == pytest.approx(m29.body_mass.sum())
+    with pytest.raises(ConfigError, match="23dof"):
+        build_model(_with_options(_spec("g1"), variant="27dof"))
+
+
+def test_franka_ready_pose_puts_the_tcp_where_libfranka_does():
+    m = _model("franka")
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
+    mujoco.mj_kinematics(m, d)
+    # O_T_EE of the ready pose [0, -pi/4, 0, -3pi/4, 0, pi/2, pi/4] with the Franka Hand.
+    assert d.site("end_effector").xpos == pytest.approx([0.307, 0.0, 0.487], abs=3e-3)
+
+
+def test_franka_gripper_moves_both_fingers_together():
+    m = _model("franka")
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
+    gripper = m.actuator("gripper").id
+    fingers = [m.jnt_qposadr[m.joint(f"panda_finger_joint{i}").id] for i in (1, 2)]
+    for width in (0.02, 0.06):
+        d.ctrl[gripper] = width
+        for _ in range(250):
+            mujoco.mj_step(m, d)
+        assert d.qpos[fingers] == pytest.approx([width / 2] * 2, abs=2e-3)
