@@ -106,6 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     recorder = BagRecorder(args.record) if args.record else None
     interrupted = False
     t0 = time.monotonic()
+    _sigterm_as_interrupt()
     with realtime_priority(args.realtime) as realtime, DdsTransport(domain, loopback=not args.network) as tr:
         node = DdsPolicyNode(runner, tr, recorder=recorder)
         cfg = runner.cfg
@@ -127,6 +128,16 @@ def _run(args: argparse.Namespace) -> int:
               "bag": args.record, "recorded": recorder.counts if recorder else None}
     _print(report, args.json)
     return 130 if interrupted else 0
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (systemd, ros2 launch, kill) ends the loop like Ctrl-C: the safe command goes out."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _sim(args: argparse.Namespace) -> int:

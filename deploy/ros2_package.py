@@ -55,10 +55,11 @@ watchdog, e-stop, start ramp) and publishes the commands it returns.
 
 Every parameter is declared (defaults: config/$pkg.yaml). They are read once at start;
 the validation callback refuses changes at run time (restart the node to change them).
-Ctrl-C publishes the safe command once (e-stop) before the node exits.
+Ctrl-C or SIGTERM publishes the safe command once (e-stop) before the node exits.
 """
 
 import os
+import signal
 import time
 
 import rclpy
@@ -170,8 +171,23 @@ class PolicyNode(Node):
         self._publish(self.runner.shutdown(time.monotonic()))
 
 
+def _init(args):
+    """rclpy.init without rclpy's signal handlers, so Ctrl-C and SIGTERM arrive as
+    KeyboardInterrupt while the context is still up and the safe command can go out."""
+    try:
+        from rclpy.signals import SignalHandlerOptions
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    except (ImportError, TypeError):  # rclpy without the option
+        rclpy.init(args=args)
+
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def main(args=None):
-    rclpy.init(args=args)
+    _init(args)
     node = None
     try:
         node = PolicyNode()

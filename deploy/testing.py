@@ -59,33 +59,6 @@ class PDHoverGains:
     k_w_yaw: float = 8.0
 
 
-def build_quadrotor_checked(spec: RobotSpec):
-    """The spec's quadrotor MjSpec (``simreal.sim.robots.crazyflie:build_spec``), with the base's
-    centre of mass put at the body origin when the builder left ``ipos`` unset.
-
-    Why: with ``explicitinertial`` and no ``ipos``, MuJoCo 4.0 compiled the base's centre of
-    mass 1 m above the rotor plane (``body_ipos = body_pos``), which makes the vehicle a
-    pendulum. Test bundles use this builder so the deploy path is exercised on a physical
-    quadrotor whichever version of the builder is checked out; once the builder sets
-    ``ipos`` this is a no-op.
-    """
-    from simreal.sim.robots.crazyflie import build_spec
-
-    s = build_spec(spec)
-    base = s.body("base")
-    if not np.all(np.isfinite(base.ipos)):
-        base.ipos = [0.0, 0.0, 0.0]
-        base.iquat = [1.0, 0.0, 0.0, 0.0]
-    return s
-
-
-def _test_quadrotor_spec(spec: RobotSpec) -> RobotSpec:
-    if spec.model.builder == "simreal.sim.robots.crazyflie:build_spec":
-        return dataclasses.replace(spec, model=dataclasses.replace(
-            spec.model, builder="simreal.deploy.testing:build_quadrotor_checked"))
-    return spec
-
-
 def x_mixer(spec: RobotSpec) -> np.ndarray:
     """A (4, 4): rotor thrusts -> (T, tau_x, tau_y, tau_z), X layout in Bitcraze order."""
     d = float(spec.physical["arm_length_m"]) / math.sqrt(2.0)
@@ -239,7 +212,7 @@ def make_pd_hover_bundle(out_dir: str | Path, *, robot: str | RobotSpec = "crazy
                          target_pos_w: Sequence[float] = (0.0, 0.0, 1.0), control_rate_hz: float | None = None,
                          gains: PDHoverGains = PDHoverGains()) -> Path:
     """A PD hover-controller bundle for a quadrotor (see module docstring)."""
-    spec = _test_quadrotor_spec(robot if isinstance(robot, RobotSpec) else load_robot_spec(robot))
+    spec = robot if isinstance(robot, RobotSpec) else load_robot_spec(robot)
     return write_bundle(out_dir, spec=spec, model=pd_hover_onnx(spec, gains), task="quadrotor-hover",
                         obs_terms=HOVER_TERMS, control_rate_hz=control_rate_hz or spec.control_rate_hz,
                         task_params={"target_pos_w": [float(x) for x in target_pos_w]},
@@ -251,7 +224,7 @@ def make_mlp_bundle(out_dir: str | Path, *, robot: str | RobotSpec = "crazyflie2
                     seed: int = 0, control_rate_hz: float = 500.0,
                     target_pos_w: Sequence[float] = (0.0, 0.0, 1.0)) -> Path:
     """A random-weight MLP hover-interface bundle (latency benchmark policy)."""
-    spec = _test_quadrotor_spec(robot if isinstance(robot, RobotSpec) else load_robot_spec(robot))
+    spec = robot if isinstance(robot, RobotSpec) else load_robot_spec(robot)
     size = sum(n for _, n in HOVER_TERMS)
     return write_bundle(out_dir, spec=spec, model=mlp_onnx(size, 4, hidden, seed), task="quadrotor-hover",
                         obs_terms=HOVER_TERMS, control_rate_hz=control_rate_hz,
@@ -345,7 +318,7 @@ def make_nan_bundle(out_dir: str | Path, *, robot: str | RobotSpec = "crazyflie2
     """
     from onnx import TensorProto, helper, numpy_helper
 
-    spec = _test_quadrotor_spec(robot if isinstance(robot, RobotSpec) else load_robot_spec(robot))
+    spec = robot if isinstance(robot, RobotSpec) else load_robot_spec(robot)
     size = sum(n for _, n in HOVER_TERMS)
     sel = np.zeros((size, 1), np.float32)
     sel[0, 0] = 1.0
@@ -457,7 +430,7 @@ def make_ctbr_hover_bundle(out_dir: str | Path, *, robot: str | RobotSpec = "cra
     """
     from onnx import TensorProto, helper, numpy_helper
 
-    spec = _test_quadrotor_spec(robot if isinstance(robot, RobotSpec) else load_robot_spec(robot))
+    spec = robot if isinstance(robot, RobotSpec) else load_robot_spec(robot)
     total = sum(a.effort_limit for a in spec.actuators)
     rate = float(spec.physical.get("max_body_rate_rad_s", 10.0))
     hover = float(spec.physical["mass_kg"]) * G

@@ -390,7 +390,13 @@ class DdsPolicyNode:
         timer = PeriodicTimer(period, spin_s=self.spin_s)
         end = None if duration_s is None else time.monotonic() + duration_s
         event_driven = self.runner.cfg.trigger == "state"
+        try:
+            self._loop(timer, end, event_driven, stop, until)
+        finally:
+            self.timer_overruns = timer.overruns
 
+    def _loop(self, timer: PeriodicTimer, end: float | None, event_driven: bool,
+              stop: threading.Event | None, until: Callable[[], bool] | None) -> None:
         def on_data() -> None:
             if event_driven and self._pending_state:
                 self._pending_state = False
@@ -411,4 +417,3 @@ class DdsPolicyNode:
             else:
                 self._pending_state = False
                 self.tick(now, deadline)
-        self.timer_overruns = timer.overruns

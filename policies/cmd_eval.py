@@ -33,10 +33,21 @@ def evaluate_run(run_dir, backend: str | None, episodes: int | None, randomize: 
     from simreal.policies.train import load_config, load_policy
 
     cfg = load_config(run_dir)
+    n = episodes or cfg.eval.episodes
+    if cfg.trainer != "brax":  # torch-trained: its deterministic actor through the adapters
+        import importlib
+
+        from simreal.policies import torch_policy
+
+        env, actor = importlib.import_module(f"simreal.policies.train_{cfg.trainer}").load_actor(run_dir, cfg, backend)
+        if not randomize:
+            env = make_env(cfg, backend=backend, randomize=False)
+        r = torch_policy.evaluate(env, actor.act, n, seed=cfg.seed + 12345)
+        r["backend"] = env.backend
+        return r
     env, ppo, ts = load_policy(run_dir, cfg, backend=backend)
     if not randomize:
         env = make_env(cfg, backend=backend, randomize=False)
-    n = episodes or cfg.eval.episodes
     r = evaluate(env, ppo.make_policy, ppo.policy_params(ts), n, seed=cfg.seed + 12345)
     r["backend"] = env.backend
     return r

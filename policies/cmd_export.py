@@ -3,7 +3,8 @@
     simreal export runs/quadrotor-hover/20261121-120000
     simreal export RUN_DIR --out /tmp/cf_bundle
 
-After writing, ONNX Runtime is checked against the JAX policy on random observations.
+After writing, ONNX Runtime is checked against the JAX (or, for trainer=sb3|rsl_rl runs, the torch)
+policy on random observations.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
+    if cfg.trainer != "brax":  # torch-trained: the trainer module rebuilds its deterministic actor
+        import importlib
+
+        from simreal.policies import torch_policy
+
+        env, actor = importlib.import_module(f"simreal.policies.train_{cfg.trainer}").load_actor(run_dir, cfg)
+        out = torch_policy.export_bundle(run_dir, cfg, env, actor, Path(args.out) if args.out else None)
+        err = torch_policy.check_export(out, actor)
+        if err > 1e-5:
+            raise BundleError("policy.onnx", f"ONNX Runtime differs from the torch policy by {err:.2e} (> 1e-5)",
+                              str(out))
+        print(f"bundle: {out} (ONNX vs torch max abs diff {err:.2e})")
+        return 0
     env, ppo, ts = load_policy(run_dir, cfg)
     normalizer, policy = ppo.policy_params(ts)
     out = export_bundle(run_dir, cfg, env, normalizer, policy, Path(args.out) if args.out else None)

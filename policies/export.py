@@ -119,13 +119,21 @@ def action_layout(env) -> dict[str, Any]:
 
 def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any,
                   out_dir: Path | None = None) -> Path:
-    """Write ``policy.onnx`` and ``bundle.yaml`` into ``out_dir`` (default ``run_dir/bundle``)."""
+    """Export a Brax/JAX policy: its ONNX graph plus ``bundle.yaml`` (default ``run_dir/bundle``)."""
+    model = policy_to_onnx(normalizer, policy_params, env.action_size, cfg.train.activation,
+                           cfg.train.normalize_observations)
+    return write_bundle(run_dir, cfg, env, model, np.asarray(normalizer.mean), np.asarray(normalizer.std),
+                        out_dir)
+
+
+def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
+                 obs_std: np.ndarray, out_dir: Path | None = None) -> Path:
+    """Write any trainer's ONNX policy (raw obs -> action in [-1, 1], normalisation baked in)
+    and its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed)."""
     out = Path(out_dir) if out_dir else run_dir / "bundle"
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model = policy_to_onnx(normalizer, policy_params, env.action_size, cfg.train.activation,
-                           cfg.train.normalize_observations)
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
     task_params = {k: np.asarray(v).tolist() for k, v in (env.bundle_task_params().items()
                                                             if hasattr(env, "bundle_task_params") else {})}
@@ -137,16 +145,15 @@ def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_pa
         "control_rate_hz": env.robot.control_rate_hz,
         "observation": {
             "size": env.observation_size, "terms": env.obs_layout,
-            "normalization": {"mean": np.asarray(normalizer.mean, float).tolist(),
-                              "std": np.asarray(normalizer.std, float).tolist(),
-                              "baked_into_onnx": bool(cfg.train.normalize_observations)}},
+            "normalization": {"mean": np.asarray(obs_mean, float).tolist(),
+                              "std": np.asarray(obs_std, float).tolist(), "baked_into_onnx": True}},
         "action": action_layout(env),
         "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
         "task_params": task_params,
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
         "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),
                        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "simreal_version": simreal.__version__, "backend": env.backend},
+                       "simreal_version": simreal.__version__, "backend": env.backend, "trainer": cfg.trainer},
     }
     write_bundle_yaml(tmp, data)
     shutil.rmtree(out, ignore_errors=True)

@@ -109,7 +109,10 @@ class PPO:
         target = max(self.cfg.init_noise_std - 1e-3, 1e-4)
         inv_softplus = float(np.log(np.expm1(target)))
         bias = layers[last]["bias"].at[self.env.action_size:].set(inv_softplus)
-        return {"params": {**layers, last: {**layers[last], "bias": bias}}}
+        # Last-layer weights x0.01 (CleanRL's actor init): the initial policy's mean is ~0 and its
+        # std ~init_noise_std for every observation, instead of state-dependent O(1) outputs.
+        kernel = layers[last]["kernel"] * 0.01
+        return {"params": {**layers, last: {**layers[last], "kernel": kernel, "bias": bias}}}
 
     def policy_params(self, ts: TrainingState) -> tuple[Any, Any]:
         """(normalizer, policy params): what inference and export need."""

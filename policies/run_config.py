@@ -6,6 +6,7 @@ A task YAML::
     robot: crazyflie2          # name in configs/robots, or a path to a robot YAML
     seed: 0
     backend: auto              # auto | native | mjx | mjx-warp
+    trainer: brax              # brax (JAX PPO here) | rsl_rl | sb3 (torch, through the adapters)
     env: {...}                 # the task's config class (e.g. HoverConfig)
     train: {...}               # PPOConfig
     eval: {...}                # EvalConfig
@@ -75,6 +76,7 @@ class RunConfig:
     seed: int
     backend: str
     env: Any
+    trainer: str
     train: PPOConfig
     eval: EvalConfig
     runs_root: str = "runs"
@@ -90,7 +92,8 @@ class RunConfig:
         return load_robot_spec(self.robot)
 
 
-TOP_KEYS = ("task", "robot", "seed", "backend", "env", "train", "eval", "runs_root")
+TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "env", "train", "eval", "runs_root")
+TRAINERS = ("brax", "rsl_rl", "sb3")
 
 
 def task_yaml(task: str) -> Path:
@@ -125,6 +128,9 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     backend = data.get("backend", "auto")
     if backend not in ("auto",) + BACKENDS:
         raise ConfigError("backend", f"expected one of auto, {', '.join(BACKENDS)}, got {backend!r}", source)
+    trainer = data.get("trainer", "brax")
+    if trainer not in TRAINERS:
+        raise ConfigError("trainer", f"expected one of {', '.join(TRAINERS)}, got {trainer!r}", source)
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError("seed", f"expected an integer, got {seed!r}", source)
@@ -142,7 +148,8 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     if train.num_envs % train.num_minibatches:
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
     load_robot_spec(robot)
-    return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, train=train, eval=ev,
+    return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
+                     eval=ev,
                      runs_root=str(data.get("runs_root", "runs")))
 
 

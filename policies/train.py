@@ -71,8 +71,17 @@ def _episode_means(m: dict[str, float]) -> dict[str, float]:
 
 def train(run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
           quiet: bool = False) -> TrainResult:
-    """Train (or continue training) the run in ``run_dir``; see module docstring."""
+    """Train (or continue training) the run in ``run_dir``; see module docstring.
+
+    ``cfg.trainer`` other than 'brax' hands the run to ``simreal.policies.train_<trainer>``,
+    which writes the same run directory and returns the same :class:`TrainResult`.
+    """
     t_start = t_start if t_start is not None else time.time()
+    if cfg.trainer != "brax":
+        import importlib
+
+        driver = importlib.import_module(f"simreal.policies.train_{cfg.trainer}")
+        return driver.train(run_dir, cfg, resume=resume, t_start=t_start, quiet=quiet)
     tc = cfg.train
     env = make_env(cfg)
     ppo = PPO(env, tc, cfg.seed)

@@ -134,7 +134,8 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
         raise DataFileError(str(p), f"field '{rate_key}' must be > 0 Hz, got {fps}")
     for key, arr in (("poses", poses), ("trans", trans)):
         if not np.all(np.isfinite(arr)):
-            raise DataFileError(str(p), f"field '{key}': frame {int(np.argwhere(~np.isfinite(arr))[0, 0])} is not finite")
+            bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
+            raise DataFileError(str(p), f"field '{key}': frame {bad} is not finite")
     model_type = (model_type or _POSE_WIDTH[poses.shape[1]]).lower()
     if model_type not in _MODEL_FILES:
         raise DataFileError(str(p), f"field 'surface_model_type' is {model_type!r}; valid: {', '.join(_MODEL_FILES)}")

@@ -26,7 +26,7 @@ from scipy.spatial.transform import Rotation
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
 from simreal.retarget.rotations import euler_to_matrix
-from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, forward_kinematics,
+from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, forward_kinematics, snap_fps,
                                        tree_extent, units_scale, up_axis_rotation)
 
 CHANNELS = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
@@ -267,10 +267,7 @@ def load_bvh(path: str | Path, units: str | float = "auto", up: str = "auto",
     positions = scale * np.einsum("ab,tjb->tja", R, pos_file)
     source = {"path": str(path), "format": "bvh", "units": unit_name, "metres_per_unit": scale,
               "up_axis": up, "frame_time_s": data.frame_time_s, "num_joints": len(names)}
-    fps = 1.0 / data.frame_time_s
-    if abs(fps - round(fps)) < 1e-4 * fps:  # "Frame Time: 0.0333333" means 30 Hz
-        fps = float(round(fps))
-    return HumanMotion(names, positions, fps, tuple(parents), source)
+    return HumanMotion(names, positions, snap_fps(1.0 / data.frame_time_s), tuple(parents), source)
 
 
 def _guess_up(names: tuple[str, ...], pos: np.ndarray, joint_map: dict[str, str] | None) -> str:

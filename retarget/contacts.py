@@ -1,6 +1,7 @@
 """Foot contact labels: which frames each foot is in stance.
 
-A foot is in stance where its sole is near the terrain and barely moving; segments shorter
+A foot is in stance where its sole (smoothed over ``smooth_s`` against capture jitter) is
+near the terrain and barely moving; segments shorter
 than ``min_stance_s`` are dropped and swing gaps shorter than ``min_swing_s`` are filled, so
 one noisy frame neither plants nor lifts a foot. The labels decide where the interaction
 solver pins feet (no slide, flat, on the ground), are written to the motion file, and are
@@ -10,6 +11,7 @@ what the slide metric counts over.
 from __future__ import annotations
 
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 
 from simreal.retarget.settings import ContactConfig
 
@@ -47,6 +49,8 @@ def detect_contacts(soles: np.ndarray, fps: float, terrain_z: np.ndarray,
       (T, F) bool, True in stance.
     """
     T = soles.shape[0]
+    if cfg.smooth_s > 0 and T > 1:  # mocap jitter would read as speed
+        soles = gaussian_filter1d(soles, cfg.smooth_s * fps, axis=0, mode="nearest")
     vel = np.gradient(soles, axis=0) * fps if T > 1 else np.zeros_like(soles)
     speed = np.linalg.norm(vel, axis=-1)
     raw = (soles[..., 2] - terrain_z < cfg.height_m) & (speed < cfg.speed_m_s)

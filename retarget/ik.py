@@ -18,7 +18,7 @@ import numpy as np
 
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.settings import IKConfig
-from simreal.retarget.targets import Targets
+from simreal.retarget.targets import Targets, start_pose
 
 
 class FrameVelocityLimit(mink.Limit):
@@ -81,10 +81,8 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
         for i, task in enumerate(frame_tasks):
             task.set_target(mink.SE3.from_rotation_and_translation(
                 mink.SO3.from_matrix(targets.rotations[t, i]), targets.positions[t, i]))
-        if t == 0:  # start from home, standing where the pelvis target is
-            q0 = robot.q_home.copy()
-            q0[:2] = targets.positions[0, robot.keypoint_index("pelvis"), :2]
-            config.update(q0)
+        if t == 0:
+            config.update(start_pose(robot, targets))
         for _ in range(cfg.first_frame_iterations if t == 0 else cfg.iterations):
             try:
                 v = mink.solve_ik(config, tasks, dt, solver=cfg.solver, damping=cfg.damping, limits=limits)

@@ -18,16 +18,20 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                 touchdown position (no slide)
 
 all linearised at the current iterate (MuJoCo kinematics, ``mj_jacSite``, ``mj_collision`` with a
-margin and ``mj_jac`` at the witness points, see collisions.py) and solved as one dense QP
-(qp.py). A window of ``window`` frames is iterated ``iterations`` times, its first ``stride``
-frames are committed, and the next window starts warm from the uncommitted frames; the first
-frame alone gets ``first_frame_iterations``. Position and velocity limits are never relaxed
-(they are always jointly feasible); when contact or stance rows conflict, the QP is solved
-again with slack on them and the frame is reported as infeasible, never crashing the clip.
+margin and body Jacobians at the witness points, see collisions.py), assembled by window_qp.py
+and solved as one dense QP (qp.py), with a trust region on each step. A window of ``window``
+frames is iterated at least ``iterations`` and at most ``max_iterations`` times (until the step
+is below ``converged_step``: linearisation errors shrink with the step squared), its first
+``stride`` frames are committed, and the next window starts warm from the uncommitted ones; the
+first frame alone gets ``first_frame_iterations``. Pairs already penetrating by a linearisation
+leftover (mm) may not get deeper and are pushed out by a cost. Position and velocity limits are
+never relaxed (they are always jointly feasible); when contact or stance rows conflict, the QP
+is solved again with slack on them and the frame is reported as infeasible, never crashing the
+clip. A committed stance foot left more than 5 mm / 5 mrad off is reported the same way.
 
 Written by hand because no library solves this windowed, collision-constrained mesh QP; the
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
-the mesh, quadprog / daqp for the QP.
+the mesh, daqp / quadprog for the QP.
 """
 
 from __future__ import annotations
@@ -40,37 +44,14 @@ import numpy as np
 
 from simreal.retarget import collisions
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
-from simreal.retarget.qp import INF, solve_qp
+from simreal.retarget.qp import solve_qp
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.rotations import log_so3
 from simreal.retarget.settings import InteractionConfig
-from simreal.retarget.targets import Targets
+from simreal.retarget.targets import Targets, start_pose
+from simreal.retarget.window_qp import Linearisation, build_window_qp
 
 SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeasible
-
-
-def _skew(u: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
-
-
-class _Linearisation:
-    """Kinematics of one configuration: keypoint sites, their Jacobians, and contacts."""
-
-    __slots__ = ("pos", "rot", "jp", "jr", "contacts")
-
-    def __init__(self, solver: "InteractionSolver", q: np.ndarray):
-        m, d, r = solver.model, solver.data, solver.robot
-        d.qpos[:] = q
-        mujoco.mj_kinematics(m, d)
-        mujoco.mj_comPos(m, d)
-        K = len(r.site_ids)
-        self.pos = d.site_xpos[r.site_ids].copy()
-        self.rot = d.site_xmat[r.site_ids].reshape(K, 3, 3).copy()
-        self.jp = np.zeros((K, 3, m.nv))
-        self.jr = np.zeros((K, 3, m.nv))
-        for k, sid in enumerate(r.site_ids):
-            mujoco.mj_jacSite(m, d, self.jp[k], self.jr[k] if solver.need_rot[k] else None, int(sid))
-        self.contacts = collisions.contacts(m, d, r.floor_geom, with_jacobian=True)
+RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts as infeasible too
 
 
 class InteractionSolver:
@@ -87,12 +68,13 @@ class InteractionSolver:
         self.need_rot = robot.rot_weights > 0
         self.need_rot[self.feet_k] = True  # flatness rows
         m = self.model
-        self.foot_geoms = []
-        for s in robot.foot_sites:
-            body = int(m.site_bodyid[s])
-            self.foot_geoms.append({int(g) for g in robot.robot_geoms
-                                    if _in_subtree(m, int(m.geom_bodyid[g]), body)})
-        self.foot_geoms_arr = [np.array(sorted(g), dtype=int) for g in self.foot_geoms]
+        # Top surface height of each world geom [m] (the floor 0, scene boxes their top), inf otherwise.
+        self.world_top = np.full(m.ngeom, np.inf)
+        self.world_top[robot.floor_geom] = 0.0
+        for b in robot.scene.boxes:
+            g = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"scene_{b.name}")
+            if g >= 0:
+                self.world_top[g] = b.pos[2] + b.size[2]
         self.vstep = robot.v_max * self.dt  # [rad] per frame
         # Trust region per SQP iteration: the linearisation only holds for small steps.
         self.trust = np.full(self.nv, np.inf)
@@ -110,39 +92,45 @@ class InteractionSolver:
     def initial_guess(self, t: int) -> np.ndarray:
         pel = self.robot.keypoint_index("pelvis")
         if t == 0:
-            q = self.robot.q_home.copy()
-            q[:2] = self.targets.positions[0, pel, :2]
-            return q
+            return start_pose(self.robot, self.targets)
         q = self.q[t - 1].copy()
         q[:3] += self.targets.positions[t, pel] - self.targets.positions[t - 1, pel]
         return q
 
     def commit(self, t: int) -> None:
+        """Fix frame ``t``: record stance anchors, and report a stance foot the last linearised
+        step left off its anchor, the terrain or level (the solve did not converge there)."""
         r, m, d = self.robot, self.model, self.data
         d.qpos[:] = self.q[t]
         mujoco.mj_kinematics(m, d)
         for f in range(2):
             if not self.targets.contacts[t, f]:
                 continue
+            p = d.site_xpos[r.foot_sites[f]]
             if t > 0 and self.targets.contacts[t - 1, f]:
                 self.anchor[t, f] = self.anchor[t - 1, f]
             else:
-                self.anchor[t, f] = d.site_xpos[r.foot_sites[f], :2]
+                self.anchor[t, f] = p[:2]
+            up = d.site_xmat[r.foot_sites[f]].reshape(3, 3) @ r.foot_up_local[f]
+            z = float(r.scene.height(p[None, :2], p[2] - r.sole_height[f])[0]) + r.sole_height[f]
+            residual = max(float(np.linalg.norm(p[:2] - self.anchor[t, f])), abs(p[2] - z), float(np.hypot(*up[:2])))
+            if residual > RESIDUAL_TOL:
+                self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
 
     # -- one window ------------------------------------------------------------
     def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int) -> None:
         tg, cfg, r = self.targets, self.cfg, self.robot
         mid = (t0 + t1 - 1) // 2
         soles = tg.positions[mid, self.feet_k]
-        env = ground_samples(soles, r.scene.height(soles[:, :2]), cfg.ground_points)
+        env = ground_samples(soles, r.scene.height(soles[:, :2], soles[:, 2]), cfg.ground_points)
         if r.scene.boxes:
             pts = r.scene.surface_points()
             near = np.min(np.linalg.norm(pts[:, None] - tg.positions[mid][None], axis=-1), axis=1) < 0.5
             env = np.concatenate([env, pts[near]])
         Q = cfg.laplacian_weight * laplacian_metric(tg.positions[mid], env) + self.Q_kp
         for it in range(max(iterations, max_iterations)):
-            lins = [_Linearisation(self, self.q[t]) for t in range(t0, t1)]
-            x, slack_by_frame = self._qp(t0, t1, lins, Q)
+            lins = [Linearisation(self, self.q[t]) for t in range(t0, t1)]
+            x, slack_by_frame = self._solve_qp(t0, t1, lins, Q)
             for w, t in enumerate(range(t0, t1)):
                 mujoco.mj_integratePos(self.model, self.q[t], x[w * self.nv:(w + 1) * self.nv], 1.0)
                 self.q[t, r.qpos_adr] = np.clip(self.q[t, r.qpos_adr], r.q_lower, r.q_upper)
@@ -156,129 +144,20 @@ class InteractionSolver:
             else:
                 self.infeasible.pop(t, None)
 
-    def _qp(self, t0: int, t1: int, lins: list[_Linearisation], Q: np.ndarray):
-        r, tg, cfg = self.robot, self.targets, self.cfg
-        nv, W = self.nv, t1 - t0
-        n = W * nv
-        H = np.zeros((n, n))
-        f = np.zeros(n)
-        lb, ub = np.full(n, -INF), np.full(n, INF)
-        blocks: list[tuple] = []  # ([(window frame, (m, nv) block)], lo (m,), hi (m,), soft, frame)
-        jd, ja = r.dof_adr, r.qpos_adr
-        fin = np.isfinite(self.vstep)
-        P = np.zeros((int(fin.sum()), nv))
-        P[np.arange(len(P)), jd[fin]] = 1.0
-        dq_prev = np.empty(nv)
-        oriented = np.flatnonzero(r.rot_weights > 0)
-
-        for w, t in enumerate(range(t0, t1)):
-            L = lins[w]
-            sl = slice(w * nv, (w + 1) * nv)
-            Hw, fw = H[sl, sl], f[sl]  # views
-            q = self.q[t]
-            # Keypoints + interaction mesh: (e + J dq)^T (Q kron I3) (e + J dq).
-            e = L.pos - tg.positions[t]
-            QJ = np.einsum("kl,lan->kan", Q, L.jp)
-            Hw += np.einsum("kan,kam->nm", L.jp, QJ)
-            fw += np.einsum("kan,ka->n", QJ, e)
-            # Orientations (stance feet are also held flat by constraints; their yaw stays a cost).
-            for k in oriented:
-                w_rot = cfg.orientation_weight * r.rot_weights[k]
-                er = log_so3(L.rot[k] @ tg.rotations[t, k].T)
-                Hw += w_rot * L.jr[k].T @ L.jr[k]
-                fw += w_rot * L.jr[k].T @ er
-            # Posture and damping.
-            Hw[jd, jd] += cfg.posture_weight
-            fw[jd] += cfg.posture_weight * (q[ja] - r.q_home[ja])
-            Hw[np.arange(nv), np.arange(nv)] += cfg.damping
-            # Joint position limits (bounds) and velocity limits.
-            blo, bhi = r.q_lower - q[ja], r.q_upper - q[ja]
-            if t > 0:
-                mujoco.mj_differentiatePos(self.model, dq_prev, 1.0, self.q[t - 1], q)
-                delta = dq_prev[jd]
-                vlo, vhi = -self.vstep - delta, self.vstep - delta
-                if w == 0:  # previous frame committed: a bound on this frame alone
-                    blo, bhi = np.maximum(blo, vlo), np.minimum(bhi, vhi)
-                    bhi = np.maximum(bhi, blo)  # empty only if q_prev broke a limit, which commits never do
-                elif len(P):
-                    blocks.append(([(w, P), (w - 1, -P)], vlo[fin], vhi[fin], False, t))
-            lb[sl], ub[sl] = -self.trust, self.trust
-            lb[w * nv + jd] = np.minimum(np.maximum(blo, -self.trust[jd]), 0.0)
-            ub[w * nv + jd] = np.maximum(np.minimum(bhi, self.trust[jd]), 0.0)
-            # Collisions: every pair within the margin, except stance feet on the ground (pinned below).
-            cs = L.contacts
-            if len(cs.dist):
-                keep = np.ones(len(cs.dist), dtype=bool)
-                for fo in range(2):
-                    if tg.contacts[t, fo]:
-                        feet = self.foot_geoms_arr[fo]
-                        on_foot = np.isin(cs.geom[:, 0], feet) | np.isin(cs.geom[:, 1], feet)
-                        keep &= ~(on_foot & (cs.kind != collisions.SELF))
-                if keep.any():
-                    blocks.append(([(w, cs.jac[keep])], cfg.min_distance_m - cs.dist[keep],
-                                   np.full(int(keep.sum()), INF), True, t))
-            # Stance feet: on the terrain, flat, not sliding.
-            for fo in range(2):
-                if not tg.contacts[t, fo]:
-                    continue
-                k = self.feet_k[fo]
-                p, jp = L.pos[k], L.jp[k]
-                up = L.rot[k] @ r.foot_up_local[fo]
-                flat = -_skew(up) @ L.jr[k]
-                blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t))
-                xy = None
-                if t > 0 and tg.contacts[t - 1, fo]:
-                    if w == 0:
-                        xy = self.anchor[t - 1, fo]
-                        blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t))
-                    else:
-                        pp, jpp = lins[w - 1].pos[k], lins[w - 1].jp[k]
-                        blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t))
-                z = float(r.scene.height((xy if xy is not None else p[:2])[None])[0]) + r.sole_height[fo]
-                blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t))
-        self._smoothness(t0, t1, H, f)
-
-        m = sum(len(b[1]) for b in blocks)
-        A = np.zeros((m, n))
-        lo, hi = np.empty(m), np.empty(m)
-        soft = np.zeros(m, dtype=bool)
-        row_frame = np.empty(m, dtype=int)
-        r0 = 0
-        for coefs, low, high, is_soft, t in blocks:
-            k = len(low)
-            for w, B in coefs:
-                A[r0:r0 + k, w * nv:(w + 1) * nv] += B
-            lo[r0:r0 + k], hi[r0:r0 + k], soft[r0:r0 + k], row_frame[r0:r0 + k] = low, high, is_soft, t
-            r0 += k
-        res = solve_qp(H, f, lb, ub, A, lo, hi, soft, cfg.slack_weight, cfg.qp_solver)
+    def _solve_qp(self, t0: int, t1: int, lins: list[Linearisation], Q: np.ndarray):
+        """One SQP step for the window: (step x, largest slack per frame)."""
+        qp = build_window_qp(self, t0, t1, lins, Q)
+        res = solve_qp(qp.H, qp.f, qp.lb, qp.ub, qp.A, qp.lo, qp.hi, qp.soft, self.cfg.slack_weight,
+                       self.cfg.qp_solver)
         if res.status != "optimal":
             self.relaxed_qps += 1
-        slack_by_frame: dict[int, float] = {t: 0.0 for t in range(t0, t1)}
-        for t in range(t0, t1):
-            s_t = res.slack[row_frame == t]
-            slack_by_frame[t] = float(s_t.max()) if s_t.size else 0.0
         if res.status == "failed":
-            slack_by_frame = {t: np.inf for t in range(t0, t1)}
-        return res.x, slack_by_frame
-
-    def _smoothness(self, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:
-        """Joint acceleration penalty over every frame triple touching the window."""
-        w_acc, nv = self.cfg.smooth_weight, self.nv
-        if w_acc == 0:
-            return
-        v = np.empty(nv)
-        vel = {}
-        for t in range(max(t0 - 1, 1), t1):
-            mujoco.mj_differentiatePos(self.model, v, 1.0, self.q[t - 1], self.q[t])
-            vel[t] = v.copy()
-        for c in range(max(t0 - 1, 1), t1 - 1):
-            a = vel[c + 1] - vel[c]
-            terms = [(fr - t0, coef) for fr, coef in ((c - 1, 1.0), (c, -2.0), (c + 1, 1.0)) if fr >= t0]
-            for wi, ci in terms:
-                si = slice(wi * nv, (wi + 1) * nv)
-                f[si] += w_acc * ci * a
-                for wj, cj in terms:
-                    H[si, wj * nv:(wj + 1) * nv] += w_acc * ci * cj * np.eye(nv)
+            return res.x, {t: np.inf for t in range(t0, t1)}
+        slack = {}
+        for t in range(t0, t1):
+            s_t = res.slack[qp.row_frame == t]
+            slack[t] = float(s_t.max()) if s_t.size else 0.0
+        return res.x, slack
 
     # -- the clip ---------------------------------------------------------------
     def run(self) -> np.ndarray:
@@ -298,14 +177,6 @@ class InteractionSolver:
                 self.commit(t)
             t0 += n_commit
         return self.q
-
-
-def _in_subtree(m: mujoco.MjModel, body: int, root: int) -> bool:
-    while body > 0:
-        if body == root:
-            return True
-        body = int(m.body_parentid[body])
-    return body == root
 
 
 def solve_interaction(robot: RetargetRobot, targets: Targets,

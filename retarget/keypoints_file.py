@@ -21,7 +21,7 @@ import numpy as np
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, tree_extent, units_scale,
+from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, snap_fps, tree_extent, units_scale,
                                        up_axis_rotation)
 
 _COL = re.compile(r"^(.+?)[._]([xyzXYZ])$")
@@ -80,7 +80,7 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
             bad = int(np.argmax(dt <= 0)) + 1 if T >= 2 else 0
             raise DataFileError(str(p), f"line {rows[bad + 1][0]}: the '{header[time_col]}' column must "
                                         "increase from row to row")
-        fps = 1.0 / float(np.median(dt))
+        fps = snap_fps(1.0 / float(np.median(dt)))
     if fps is None:
         raise DataFileError(str(p), "no time column ('time' in [s]); give the frame rate (--fps)")
     pos = np.stack([data[:, [cols[n][a] for a in "xyz"]] for n in names], axis=1)

@@ -66,7 +66,8 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets) -> 
     n_stance = int(stance_pairs.sum())
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
     tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts]
-    height = (soles[..., 2] - robot.sole_height - robot.scene.height(soles[..., :2]))[targets.contacts]
+    sole_z = soles[..., 2] - robot.sole_height
+    height = (sole_z - robot.scene.height(soles[..., :2], sole_z))[targets.contacts]
     slide = {"stance_foot_frames": n_stance, "sliding_over_1cm": int((slides > SLIDE_TOL_M).sum()),
              "fraction": float((slides > SLIDE_TOL_M).mean()) if n_stance else 0.0,
              "max_m_per_frame": float(slides.max()) if n_stance else 0.0}
@@ -78,7 +79,8 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets) -> 
     over = np.maximum(q - robot.q_upper, robot.q_lower - q)
     vel = np.diff(q, axis=0) * fps
     v_over = np.abs(vel) - robot.v_max
-    limits = {"position_violations": int((over > LIMIT_TOL).sum()), "position_max_excess_rad": float(max(over.max(), 0.0)),
+    limits = {"position_violations": int((over > LIMIT_TOL).sum()),
+              "position_max_excess_rad": float(max(over.max(), 0.0)),
               "velocity_violations": int((v_over > LIMIT_TOL).sum()),
               "velocity_max_excess_rad_s": float(max(v_over.max(), 0.0)) if len(v_over) else 0.0}
 

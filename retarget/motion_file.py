@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,9 @@ def validate_motion(m: Motion, where: str = "motion") -> None:
     for key in ("root_quat", "body_quat"):
         norm = np.linalg.norm(getattr(m, key), axis=-1)
         if np.any(np.abs(norm - 1.0) > 1e-3):
+            worst = norm.flat[np.argmax(np.abs(norm - 1))]
             raise DataFileError(where, f"field '{key}' holds quaternions that are not unit length "
-                                       f"(|q| = {norm.flat[np.argmax(np.abs(norm - 1))]:.4f}); expected wxyz unit quaternions")
+                                       f"(|q| = {worst:.4f}); expected wxyz unit quaternions")
 
 
 def save_motion(path: str | Path, motion: Motion) -> None:
@@ -134,6 +136,9 @@ def save_motion(path: str | Path, motion: Motion) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write_bytes(path, buf.getvalue())
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)  # the temp file was private; give it the usual permissions
 
 
 def _json_default(o: Any) -> Any:
@@ -162,7 +167,8 @@ def load_motion(path: str | Path) -> Motion:
             raise DataFileError(str(p), f"missing field(s) {', '.join(missing)}; is this a simreal motion file?")
         version = int(z["format_version"]) if "format_version" in z.files else FORMAT_VERSION
         if version > FORMAT_VERSION:
-            raise DataFileError(str(p), f"field 'format_version' is {version}; this simreal reads up to {FORMAT_VERSION}")
+            raise DataFileError(str(p), f"field 'format_version' is {version}; this simreal reads "
+                                        f"up to {FORMAT_VERSION}")
         d: dict[str, Any] = {k: np.asarray(z[k]) for k in _ARRAYS}
         for key in ("provenance", "quality"):
             try:

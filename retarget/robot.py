@@ -43,7 +43,8 @@ class RetargetRobot:
       q_lower, q_upper: (n,) position limits [rad]; v_max: (n,) velocity limits [rad/s].
       q_home: (nq,) standing pose, feet flat on the floor.
       keypoints: (K,) canonical names; site_ids: (K,); pos_weights, rot_weights: (K,).
-      foot_sites: (2,) sole sites (left, right); sole_height: (2,) site z [m] with the foot flat
+      foot_sites: (2,) sole sites (left, right); foot_geoms: each foot's collision geoms;
+        sole_height: (2,) site z [m] with the foot flat
         on flat ground; foot_up_local: (2, 3) site-frame axis that is world +z then.
       floor_geom: the ground plane; robot_geoms: collision geoms on robot bodies.
       excluded_pairs: body-name pairs whose self-collision is filtered.
@@ -65,6 +66,7 @@ class RetargetRobot:
     pos_weights: np.ndarray
     rot_weights: np.ndarray
     foot_sites: np.ndarray
+    foot_geoms: tuple[np.ndarray, np.ndarray]
     sole_height: np.ndarray
     foot_up_local: np.ndarray
     floor_geom: int
@@ -136,7 +138,8 @@ def _joints(m: mujoco.MjModel) -> list[int]:
     """Actuated joint ids in actuator (driver) order, else every hinge/slide joint."""
     ids = [int(m.actuator_trnid[a, 0]) for a in range(m.nu) if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT]
     if not ids:
-        ids = [j for j in range(m.njnt) if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)]
+        kinds = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+        ids = [j for j in range(m.njnt) if int(m.jnt_type[j]) in kinds]
     return ids
 
 
@@ -167,7 +170,8 @@ def _body_tree_distance(m: mujoco.MjModel, has_geom: np.ndarray) -> np.ndarray:
         common = set(pa) & set(pb)
         between = [x for x in pa if x not in common] + [x for x in pb if x not in common]
         lca = next((x for x in pa if x in common), 0)
-        hops = sum(1 for x in between if has_geom[x] and x not in (a, b)) + (1 if has_geom[lca] and lca not in (a, b) else 0)
+        hops = sum(1 for x in between if has_geom[x] and x not in (a, b))
+        hops += 1 if has_geom[lca] and lca not in (a, b) else 0
         dist[a, b] = dist[b, a] = hops + 1
     return dist
 
@@ -192,19 +196,25 @@ def _exclusions(m: mujoco.MjModel, q_home: np.ndarray, robot_geoms: np.ndarray) 
     return sorted(out)
 
 
-def _foot_info(m: mujoco.MjModel, q_home: np.ndarray, site: int, floor: int, robot_geoms: np.ndarray):
-    """(sole height [m], up axis in the site frame) with the foot flat as in the home pose."""
-    d = mujoco.MjData(m)
-    d.qpos[:] = q_home
-    mujoco.mj_kinematics(m, d)
+def _foot_geoms(m: mujoco.MjModel, site: int, robot_geoms: np.ndarray) -> np.ndarray:
+    """Collision geoms on the foot site's body and its descendants."""
     body = int(m.site_bodyid[site])
-    subtree = {body} | {b for b in range(m.nbody) if _is_descendant(m, b, body)}
-    feet = [g for g in robot_geoms if int(m.geom_bodyid[g]) in subtree]
+    feet = [int(g) for g in robot_geoms
+            if int(m.geom_bodyid[g]) == body or _is_descendant(m, int(m.geom_bodyid[g]), body)]
     if not feet:
         raise ConfigError("keypoints", f"the body of foot site {m.site(site).name!r} has no collision geom")
+    return np.array(feet, dtype=int)
+
+
+def _foot_geometry(m: mujoco.MjModel, q: np.ndarray, site: int, floor: int, feet: np.ndarray):
+    """(site height [m], gap from the foot's lowest collision geom to the floor [m], the site-frame
+    axis that points up) in pose ``q``."""
+    d = mujoco.MjData(m)
+    d.qpos[:] = q
+    mujoco.mj_kinematics(m, d)
     gap = min(mujoco.mj_geomDistance(m, d, int(g), floor, 1.0, None) for g in feet)
     up = d.site_xmat[site].reshape(3, 3).T @ np.array([0.0, 0.0, 1.0])
-    return float(d.site_xpos[site, 2] - gap), up
+    return float(d.site_xpos[site, 2]), float(gap), up
 
 
 def _is_descendant(m: mujoco.MjModel, b: int, ancestor: int) -> bool:
@@ -233,7 +243,20 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
     _prepare_spec(spec, kmap, scene)
     m = spec.compile()
     jids = _joints(m)
+    v_default = kmap.velocity_limit_rad_s if kmap.velocity_limit_rad_s is not None else np.inf
+    jnames, v_max, lo, hi = [], [], [], []
+    for j in jids:
+        jn = m.joint(j).name
+        jnames.append(jn)
+        v = v_default
+        if rspec is not None and jn in rspec.actuator_names and np.isfinite(rspec.actuator(jn).velocity_limit):
+            v = rspec.actuator(jn).velocity_limit
+        v_max.append(v)
+        limited = bool(m.jnt_limited[j])
+        lo.append(m.jnt_range[j, 0] if limited else -np.inf)
+        hi.append(m.jnt_range[j, 1] if limited else np.inf)
     q_home = _home(m, rspec, jids)
+    q_home[m.jnt_qposadr[jids]] = np.clip(q_home[m.jnt_qposadr[jids]], lo, hi)
     floor = next(g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE)
     robot_geoms = np.array([g for g in range(m.ngeom) if m.geom_bodyid[g] > 0 and m.geom_contype[g]], dtype=int)
     pairs = _exclusions(m, q_home, robot_geoms)
@@ -252,30 +275,10 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         site_ids.append(sid)
         keypoints.append(kp)
     feet = np.array([site_ids[keypoints.index("left_foot")], site_ids[keypoints.index("right_foot")]])
-    # Root height so the lowest foot rests on the floor.
-    gaps = []
-    for s in feet:
-        h, _ = _foot_info(m, q_home, int(s), floor, robot_geoms)
-        d = mujoco.MjData(m)
-        d.qpos[:] = q_home
-        mujoco.mj_kinematics(m, d)
-        gaps.append(d.site_xpos[s, 2] - h)
-    q_home[2] -= min(gaps)
-    info = [_foot_info(m, q_home, int(s), floor, robot_geoms) for s in feet]
-
-    v_default = kmap.velocity_limit_rad_s if kmap.velocity_limit_rad_s is not None else np.inf
-    jnames, v_max, lo, hi = [], [], [], []
-    for j in jids:
-        jn = m.joint(j).name
-        jnames.append(jn)
-        v = v_default
-        if rspec is not None and jn in rspec.actuator_names and np.isfinite(rspec.actuator(jn).velocity_limit):
-            v = rspec.actuator(jn).velocity_limit
-        v_max.append(v)
-        limited = bool(m.jnt_limited[j])
-        lo.append(m.jnt_range[j, 0] if limited else -np.inf)
-        hi.append(m.jnt_range[j, 1] if limited else np.inf)
-    q_home[m.jnt_qposadr[jids]] = np.clip(q_home[m.jnt_qposadr[jids]], lo, hi)
+    foot_geoms = tuple(_foot_geoms(m, int(f), robot_geoms) for f in feet)
+    # Stand the home pose on the floor (lowest foot touching), then read the soles' flat-foot height.
+    q_home[2] -= min(_foot_geometry(m, q_home, int(f), floor, g)[1] for f, g in zip(feet, foot_geoms))
+    info = [_foot_geometry(m, q_home, int(f), floor, g) for f, g in zip(feet, foot_geoms)]
     pw = np.array([kmap.keypoints[k].position_weight for k in keypoints])
     rw = np.array([kmap.keypoints[k].orientation_weight for k in keypoints])
     source = {"robot": name, "robot_spec": rspec.source if rspec else None,
@@ -285,6 +288,7 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         qpos_adr=m.jnt_qposadr[jids].astype(int), dof_adr=m.jnt_dofadr[jids].astype(int),
         q_lower=np.array(lo), q_upper=np.array(hi), v_max=np.array(v_max, dtype=float), q_home=q_home,
         keypoints=tuple(keypoints), site_ids=np.array(site_ids), pos_weights=pw, rot_weights=rw,
-        foot_sites=feet, sole_height=np.array([i[0] for i in info]), foot_up_local=np.array([i[1] for i in info]),
+        foot_sites=feet, foot_geoms=foot_geoms, sole_height=np.array([z - gap for z, gap, _ in info]),
+        foot_up_local=np.array([up for _, _, up in info]),
         floor_geom=floor, robot_geoms=robot_geoms,
         excluded_pairs=tuple((m.body(a).name, m.body(b).name) for a, b in pairs), source=source)

@@ -6,8 +6,9 @@
       - {name: crate, pos: [0.6, 0.5, 0.25], size: [0.2, 0.2, 0.25], yaw: 0.3}
 
 Boxes are static geoms in the retargeting model, so the solver keeps every robot geom out
-of them (scene penetration) and the metrics count it. Box tops are terrain: stance feet stand on
-the highest surface under them. Their surfaces are sampled into the interaction mesh.
+of them (scene penetration) and the metrics count it. Box tops are terrain: a stance foot stands
+on the highest box top under it that is not above the foot (a box overhead is an obstacle).
+Their surfaces are sampled into the interaction mesh.
 """
 
 from __future__ import annotations
@@ -41,16 +42,20 @@ class Scene:
 
     boxes: tuple[Box, ...] = field(())
 
-    def height(self, xy: np.ndarray) -> np.ndarray:
-        """Terrain height [m] under points (..., 2): the highest box top covering them, else 0."""
+    def height(self, xy: np.ndarray, below_z: np.ndarray | float = np.inf, step_m: float = 0.05) -> np.ndarray:
+        """Support height [m] under points (..., 2): the highest box top covering them that is not
+        above ``below_z + step_m`` (a sole at ``below_z`` stands on it, it does not duck under a
+        box overhead), else the ground, 0."""
         xy = np.asarray(xy, dtype=float)
+        below = np.broadcast_to(np.asarray(below_z, dtype=float), xy.shape[:-1])
         h = np.zeros(xy.shape[:-1])
         for b in self.boxes:
             c, s = np.cos(b.yaw), np.sin(b.yaw)
             d = xy - np.asarray(b.pos[:2])
             local = np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], -1)
-            inside = np.all(np.abs(local) <= np.asarray(b.size[:2]), axis=-1)
-            h = np.where(inside, np.maximum(h, b.pos[2] + b.size[2]), h)
+            top = b.pos[2] + b.size[2]
+            inside = np.all(np.abs(local) <= np.asarray(b.size[:2]), axis=-1) & (top <= below + step_m)
+            h = np.where(inside, np.maximum(h, top), h)
         return h
 
     def surface_points(self, spacing_m: float = 0.15) -> np.ndarray:

@@ -13,7 +13,7 @@ import dataclasses
 
 from simreal.config import field
 
-QP_SOLVERS = ("quadprog", "daqp")
+QP_SOLVERS = ("daqp", "quadprog")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +22,7 @@ class ContactConfig:
 
     height_m: float = field(0.035, min=0.0, doc="sole at most this far above the ground [m]")
     speed_m_s: float = field(0.4, min=0.0, doc="and moving slower than this [m/s]")
+    smooth_s: float = field(0.05, min=0.0, doc="Gaussian smoothing of the sole tracks, sigma [s]")
     min_stance_s: float = field(0.08, min=0.0, doc="shorter stance segments become swing [s]")
     min_swing_s: float = field(0.06, min=0.0, doc="shorter swing gaps inside stance are filled [s]")
 
@@ -44,11 +45,11 @@ class IKConfig:
 class InteractionConfig:
     """Interaction-mesh retargeting with hard constraints (retarget/interaction.py)."""
 
-    window: int = field(4, min=1, max=32, doc="frames optimised together")
+    window: int = field(3, min=1, max=32, doc="frames optimised together")
     stride: int = field(2, min=1, max=32, doc="frames committed per window (<= window)")
     iterations: int = field(2, min=1, max=50, doc="SQP iterations per window (at least)")
     max_iterations: int = field(6, min=1, max=100, doc="more while the last step was large")
-    converged_step: float = field(0.03, min=0.0, doc="largest |dq| [rad or m] that ends the iterations")
+    converged_step: float = field(0.08, min=0.0, doc="largest |dq| [rad or m] that ends the iterations")
     first_frame_iterations: int = field(30, min=1, max=1000, doc="SQP iterations for the first frame")
     laplacian_weight: float = field(4.0, min=0.0, doc="interaction-mesh deformation energy")
     keypoint_weight: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
@@ -61,6 +62,7 @@ class InteractionConfig:
     trust_root_rad: float = field(0.3, min=0.0, doc="largest root rotation step per SQP iteration [rad]")
     collision_margin_m: float = field(0.06, min=0.0, doc="pairs closer than this enter the QP [m]")
     min_distance_m: float = field(0.0, doc="required clearance between colliding geoms [m]")
+    penetration_weight: float = field(100.0, min=0.0, doc="cost pushing already-penetrating pairs apart")
     ground_points: int = field(4, min=0, max=64, doc="ground sample points around each foot")
     slack_weight: float = field(1e4, min=0.0, doc="penalty on constraint slack of infeasible frames")
-    qp_solver: str = field("quadprog", choices=QP_SOLVERS, doc="dense QP backend")
+    qp_solver: str = field("daqp", choices=QP_SOLVERS, doc="dense QP backend")

@@ -55,6 +55,11 @@ class HumanMotion:
         return self.names.index(name)
 
 
+def snap_fps(fps: float) -> float:
+    """A frame rate read from a rounded frame time (``0.0333333`` s) snapped to the integer it means."""
+    return float(round(fps)) if abs(fps - round(fps)) < 1e-4 * fps else float(fps)
+
+
 def forward_kinematics(parents: Sequence[int], translations: np.ndarray,
                        rotations: np.ndarray) -> np.ndarray:
     """World joint positions of a joint tree.
@@ -92,14 +97,14 @@ def units_scale(units: str | float, extent: float) -> tuple[float, str]:
     Returns:
       (metres per unit, the unit's name as recorded in provenance).
     """
-    if isinstance(units, (int, float)) and not isinstance(units, bool):
-        if units <= 0:
-            raise ConfigError("units", f"metres per unit must be > 0, got {units}")
-        return float(units), f"{float(units)} m/unit"
     try:
-        return float(units), f"{float(units)} m/unit"
-    except ValueError:
-        pass
+        scale: float | None = float(units)
+    except (TypeError, ValueError):
+        scale = None  # a unit name
+    if scale is not None:
+        if not (np.isfinite(scale) and scale > 0):
+            raise ConfigError("units", f"metres per unit must be a number > 0, got {units!r}")
+        return scale, f"{scale:g} m/unit"
     if units == "auto":
         if not np.isfinite(extent) or extent <= 0:
             return 1.0, "m"

@@ -199,7 +199,8 @@ def _assemble(name, fps, t, root_xy, root_z, yaw, pitch, ankles, foot_yaw, stanc
     for f in range(2):
         H0 = np.einsum("tab,b->ta", R_root, hip_off[f])
         horiz = np.linalg.norm(root_xy + H0[:, :2] - ankles[:, f, :2], axis=1)
-        limit = np.minimum(limit, ankles[:, f, 2] + np.sqrt(np.maximum((0.985 * (l1 + l2))**2 - horiz**2, 0)) - H0[:, 2])
+        reach = np.sqrt(np.maximum((0.985 * (l1 + l2))**2 - horiz**2, 0))
+        limit = np.minimum(limit, ankles[:, f, 2] + reach - H0[:, 2])
     z = gaussian_filter1d(np.minimum(root_z, limit), sigma=max(1.0, 0.03 * fps))
     root = np.concatenate([root_xy, np.minimum(z, limit)[:, None]], axis=1)
     rots = np.broadcast_to(np.eye(3), (T, J, 3, 3)).copy()
@@ -291,6 +292,24 @@ def crouching(duration_s: float = 6.0, fps: float = 30.0, depth_m: float = 0.40,
     elbow = np.stack([0.2 + 0.3 * s, 0.2 + 0.3 * s], 1)
     return _assemble("crouching", fps, t, xy - np.array([0.06 * scale, 0.0]) * s[:, None], root_z, yaw,
                      pitch, ankles, foot_yaw, stance, arm_l, arm_r, elbow, 0.2 * s, np.zeros(T), scale)
+
+
+def with_noise(clip: SynthClip, noise_deg: float = 1.0, root_noise_m: float = 0.003, seed: int = 0,
+               smooth_frames: float = 1.5) -> SynthClip:
+    """Mocap-like noise: smoothed random rotations (std ``noise_deg`` [deg]) on every joint and
+    jitter of the root [m]. Planted feet then skate and jitter a little, as in real captures;
+    the contact labels stay the intended ones."""
+    rng = np.random.default_rng(seed)
+    T, J = clip.local_rots.shape[:2]
+    rv = gaussian_filter1d(rng.normal(size=(T, J, 3)), smooth_frames, axis=0)
+    rv *= np.deg2rad(noise_deg) / max(rv.std(), 1e-12)
+    rots = clip.local_rots @ Rotation.from_rotvec(rv.reshape(-1, 3)).as_matrix().reshape(T, J, 3, 3)
+    rn = gaussian_filter1d(rng.normal(size=(T, 3)), smooth_frames, axis=0)
+    root = clip.root_pos + root_noise_m * rn / max(rn.std(), 1e-12)
+    trans = np.broadcast_to(clip.offsets, (T, J, 3)).copy()
+    trans[:, 0] = root
+    pos = forward_kinematics(clip.parents, trans, rots)
+    return dataclasses.replace(clip, name=f"{clip.name}+noise", root_pos=root, local_rots=rots, positions=pos)
 
 
 CLIPS = {"walking": walking, "running": running, "dancing": dancing, "crouching": crouching}

@@ -59,6 +59,19 @@ class Targets:
         return int(self.positions.shape[0])
 
 
+def start_pose(robot: RetargetRobot, targets: Targets) -> np.ndarray:
+    """The home pose standing at the first frame's pelvis target, turned to its heading: the
+    solvers' starting point."""
+    q = robot.q_home.copy()
+    pel = robot.keypoint_index("pelvis")
+    q[:2] = targets.positions[0, pel, :2]
+    fwd = targets.rotations[0, pel][:, 0]
+    yaw = float(np.arctan2(fwd[1], fwd[0]))
+    turn = np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
+    mujoco.mju_mulQuat(q[3:7], turn, robot.q_home[3:7].copy())
+    return q
+
+
 def resample(motion: HumanMotion, fps: float) -> HumanMotion:
     """Linearly resample joint positions to ``fps`` [Hz]."""
     if abs(fps - motion.fps) < 1e-9:
@@ -146,7 +159,7 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
             rots[:, i] = frames[k] @ home_rot[i]
     feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
     # Put the scaled stance soles on the terrain: coarse shift, contacts, then the stance median.
-    terrain = robot.scene.height(pos[:, feet, :2])
+    terrain = robot.scene.height(pos[:, feet, :2], pos[:, feet, 2])
     offset = float(np.percentile(np.min(pos[:, feet, 2] - terrain, axis=1), 5))
     contacts = detect_contacts(pos[:, feet] - [0, 0, offset], motion.fps, terrain, robot.kmap.contacts)
     if contacts.any():

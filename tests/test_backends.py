@@ -37,7 +37,7 @@ def mjx():
 
 def test_backends_agree(native, mjx):
     (s_n, (q_n, o_n)), (s_m, (q_m, o_m)) = native, mjx
-    np.testing.assert_allclose(q_n, q_m, atol=2e-4)          # float32 engines, 100 physics steps
+    np.testing.assert_allclose(q_n, q_m, atol=1e-4)          # float32 engines, 100 physics steps
     np.testing.assert_allclose(o_n, o_m, atol=2e-3)
     np.testing.assert_array_equal(s_n.done, s_m.done)
 
@@ -56,4 +56,4 @@ def test_domain_randomisation_varies_per_env(native):
 
 def test_ctbr_mode_runs_rate_loop_on_both_backends():
     (_, (q_n, _)), (_, (q_m, _)) = rollout("native", "ctbr"), rollout("mjx", "ctbr")
-    np.testing.assert_allclose(q_n, q_m, atol=5e-4)
+    np.testing.assert_allclose(q_n, q_m, atol=1e-4)

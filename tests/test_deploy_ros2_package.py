@@ -241,6 +241,7 @@ class Node:
 rclpy = module("rclpy", init=lambda args=None: None, ok=lambda: True, try_shutdown=lambda: None,
                spin=lambda node: None)
 rclpy.node = module("rclpy.node", Node=Node)
+rclpy.signals = module("rclpy.signals", SignalHandlerOptions=types.SimpleNamespace(NO="no"))
 rclpy.qos = module("rclpy.qos", QoSProfile=QoSProfile, ReliabilityPolicy=_E, HistoryPolicy=_E,
                    qos_profile_sensor_data=QoSProfile(reliability="best_effort", depth=5))
 rclpy.executors = module("rclpy.executors", ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}))
@@ -299,6 +300,7 @@ else:
 res = node.set_parameters([Param("watchdog.timeout_s", 1.0)])
 out["set_param_refused"] = (not res.successful) and "restart" in res.reason
 node.stop()
+node_mod.main()  # init (no rclpy signal handlers), node, spin, safe command, shutdown
 out["modes"] = [m for lvl, m in node.logger.lines if lvl == "warn"]
 print(json.dumps(out))
 '''

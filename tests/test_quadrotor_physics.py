@@ -31,6 +31,23 @@ def test_real_crazyflie_numbers(spec, model):
     assert 1.5 < thrust_to_weight < 2.5
 
 
+def test_centre_of_mass_on_the_rotor_plane(model):
+    """Regression: an unset inertial frame put the CoM 1 m above the rotors under MuJoCo 4."""
+    d = mujoco.MjData(model)
+    d.qpos[:3] = [0.3, -0.2, 1.0]
+    mujoco.mj_forward(model, d)
+    np.testing.assert_allclose(d.subtree_com[1], d.xpos[1], atol=1e-9)
+    np.testing.assert_allclose(model.body_ipos[1], 0.0, atol=1e-12)
+
+
+def test_tilted_hover_thrust_makes_no_torque(model):
+    d = mujoco.MjData(model)
+    d.qpos[3:7] = [np.cos(0.2), np.sin(0.2), 0, 0]  # 0.4 rad roll
+    d.act[:] = 0.07
+    mujoco.mj_forward(model, d)
+    np.testing.assert_allclose(d.qacc[3:6], 0.0, atol=1e-9)
+
+
 def test_hover_thrust_holds_altitude(model):
     d = mujoco.MjData(model)
     d.qpos[2] = 1.0

@@ -48,13 +48,21 @@ def _flatten_batch(x: np.ndarray, batch_shape: tuple[int, ...]) -> np.ndarray:
 
 
 class _BatchModels:
-    """One MjModel per env plus the last values written to each randomised field."""
+    """One MjModel per env plus the last values written to each randomised field.
+
+    After writing, ``mj_setConst`` recomputes each changed model's derived constants: the C
+    engine keeps e.g. ``dof_M0`` of "simple" bodies from compile time, so a new
+    ``body_mass`` would otherwise change gravity but not inertia (MJX derives everything
+    from ``body_mass`` each step; the two agree only with this).
+    """
 
     def __init__(self, model: mujoco.MjModel, batch: int):
         self.models = [copy.deepcopy(model) for _ in range(batch)]
         self.cache: dict[str, np.ndarray] = {}
+        self._scratch = mujoco.MjData(model)
 
     def apply(self, params: dict[str, np.ndarray]) -> list[mujoco.MjModel]:
+        changed: set[int] = set()
         for name, new in params.items():
             old = self.cache.get(name)
             if old is None:
@@ -63,7 +71,10 @@ class _BatchModels:
                 rows = np.flatnonzero(np.any((new != old).reshape(len(new), -1), axis=1))
             for i in rows:
                 getattr(self.models[i], name)[...] = new[i]
+            changed.update(int(i) for i in rows)
             self.cache[name] = new.copy()
+        for i in changed:
+            mujoco.mj_setConst(self.models[i], self._scratch)
         return self.models
 
 

@@ -17,6 +17,9 @@ TASKS: dict[str, str] = {
     "cartpole-balance": "simreal.sim.tasks.cartpole_balance:CartpoleBalance",
     "arm-reach": "simreal.sim.tasks.arm_reach:ArmReach",
     "g1-velocity": "simreal.sim.tasks.g1_velocity:G1Velocity",
+    "g1-tracking": "simreal.sim.tasks.g1_tracking:G1Tracking",
+    "arm-pick": "simreal.sim.tasks.arm_pick:ArmPick",
+    "arm-push": "simreal.sim.tasks.arm_push:ArmPush",
 }
 
 

@@ -143,15 +143,15 @@ class QuadrotorTask(MjEnv):
         return {
             "alive": jnp.ones(()),
             "position": jnp.minimum(e, self.cfg.max_distance_m),        # [m], linear: pulls from afar
-            "position_precise": jnp.exp(-jnp.square(e / 0.05)),         # peaked inside the 10 cm ball
+            "position_precise": jnp.exp(-jnp.square(e / 0.1)),          # peaked inside the 10 cm ball
             "tilt": 1.0 - r_zz,                                         # 0 level .. 2 inverted
             "lin_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(rel_vel))),    # ~|v|^2 [m^2/s^2] near rest
-            "ang_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(phys.qvel[3:6])) / 16.0),  # ~|w|^2/16
+            "ang_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(phys.qvel[3:6])) / 16.0),  # ~|w|^2/16 [rad^2/s^2]
             "action": jnp.mean(jnp.square(action - a_hover)) / 4.0,     # 0..1, around hover thrust
             "action_rate": jnp.mean(jnp.square(action - info["last_action"])) / 4.0,  # 0..1
         }
 
-    reward_scales = {"alive": 3.0, "position": -2.0, "position_precise": 1.0, "tilt": -0.5, "lin_vel": -0.5,
+    reward_scales = {"alive": 3.0, "position": -3.0, "position_precise": 2.0, "tilt": -0.5, "lin_vel": -0.5,
                      "ang_vel": -0.5, "action": -0.2, "action_rate": -0.2}
 
     # -- statistics ------------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""What the torch trainers (``train_sb3``, ``train_rsl_rl``) share: the deployed actor, its ONNX
+export and check, deterministic evaluation through the adapters, and checkpoint files.
+
+The deployed actor is the same computation for both libraries::
+
+    x      = clip((obs - mean) / std, -c, c)     (the library's observation normaliser; c = inf for rsl_rl)
+    action = clip(mlp(x), -1, 1)                 (the Gaussian's mean: deterministic policy)
+
+Clipping (not tanh) matches how both libraries and the env treat actions: the policy's
+Gaussian is unbounded, SB3 clips samples to the action space, and ``MjEnv.step`` clips to
+[-1, 1] before anything else.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from torch import nn
+
+from simreal.policies.export import IR_VERSION, OPSET
+
+
+class DeployedActor(nn.Module):
+    """raw obs (N, n) -> action (N, m) in [-1, 1], normalisation folded in (see module docstring)."""
+
+    def __init__(self, body: nn.Module, obs_mean: np.ndarray, obs_std: np.ndarray, obs_clip: float = float("inf")):
+        super().__init__()
+        self.body = body
+        self.register_buffer("obs_mean", torch.as_tensor(np.asarray(obs_mean, np.float32)))
+        self.register_buffer("obs_std", torch.as_tensor(np.asarray(obs_std, np.float32)))
+        self.obs_clip = float(obs_clip)
+
+    @property
+    def obs_size(self) -> int:
+        return int(self.obs_mean.shape[0])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = (obs - self.obs_mean) / self.obs_std
+        if np.isfinite(self.obs_clip):
+            x = torch.clamp(x, -self.obs_clip, self.obs_clip)
+        return torch.clamp(self.body(x), -1.0, 1.0)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        return self(torch.from_numpy(np.array(obs, np.float32))).numpy()
+
+
+def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
+    """The actor as an ONNX graph: input 'obs' (N, n), output 'action' (N, m); IR 9, opset 17."""
+    actor = actor.eval().cpu()
+    buf = io.BytesIO()
+    with torch.no_grad():
+        # The TorchScript exporter (dynamo=False): deterministic, quiet, fast for a plain MLP.
+        torch.onnx.export(actor, (torch.zeros(1, actor.obs_size),), buf, input_names=["obs"],
+                          output_names=["action"], opset_version=OPSET, dynamo=False,
+                          dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}})
+    model = onnx.load_from_string(buf.getvalue())
+    model.ir_version = IR_VERSION  # onnxruntime on robot computers reads IR <= 9 reliably
+    onnx.checker.check_model(model)
+    return model
+
+
+def check_export(bundle_dir: Path, actor: DeployedActor, n: int = 256, seed: int = 0) -> float:
+    """Max |ONNX Runtime - torch| over ``n`` random observations."""
+    from simreal.deploy.bundle import OnnxPolicy, load_bundle
+
+    obs = np.random.default_rng(seed).normal(size=(n, actor.obs_size)).astype(np.float32) * 2.0
+    obs = obs * actor.obs_std.numpy() + actor.obs_mean.numpy()  # around the data the actor saw
+    return float(np.max(np.abs(actor.act(obs) - OnnxPolicy(load_bundle(bundle_dir))(obs))))
+
+
+def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_dir: Path | None = None) -> Path:
+    """Write ``bundle/`` for a torch-trained run (policies.export.write_bundle)."""
+    from simreal.policies.export import write_bundle
+
+    return write_bundle(run_dir, cfg, env, to_onnx(actor), actor.obs_mean.numpy(), actor.obs_std.numpy(), out_dir)
+
+
+def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int, seed: int) -> dict[str, float]:
+    """``num_envs`` first episodes of the deterministic ``policy``, averaged (as ``ppo.evaluate``)."""
+    from simreal.sim.adapter_core import JaxBatch
+
+    batch = JaxBatch(env, num_envs, seed)
+    obs = np.asarray(batch.reset())
+    seen = np.zeros(num_envs, bool)
+    acc: dict[str, np.ndarray] = {}
+    for _ in range(env.episode_steps):
+        out = batch.step(policy(obs))
+        done = np.asarray(out.done)
+        first = done & ~seen
+        for k, v in out.episode_metrics.items():
+            acc[k] = acc.get(k, np.zeros(num_envs)) + np.where(first, np.asarray(v), 0.0)
+        seen |= done
+        obs = np.asarray(out.obs)
+    n = max(int(seen.sum()), 1)
+    r = {k.split("/", 1)[1]: float(v.sum()) / n for k, v in acc.items() if k != "episode/done"}
+    r["episodes"] = int(seen.sum())
+    return r
+
+
+_STEP = re.compile(r"step_(\d+)\.(\w+)$")
+
+
+def checkpoint_path(ckpt_dir: Path, env_steps: int, ext: str) -> Path:
+    return ckpt_dir / f"step_{env_steps:012d}.{ext}"
+
+
+def latest_checkpoint(ckpt_dir: Path, ext: str) -> Path | None:
+    """The ``step_*.<ext>`` checkpoint with the most env steps, or None."""
+    found = [(int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.search(f.name))]
+    return max(found)[1] if found else None
+
+
+def prune(ckpt_dir: Path, ext: str, keep: int = 3) -> None:
+    """Keep the ``keep`` newest ``step_*.<ext>*`` checkpoints (and their side files)."""
+    found = sorted((int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.search(f.name)))
+    for steps, _ in found[:-keep]:
+        for f in ckpt_dir.glob(f"step_{steps:012d}.*"):
+            f.unlink(missing_ok=True)
+
+
+def require_checkpoint(run_dir: Path, ext: str) -> Path:
+    path = latest_checkpoint(run_dir / "checkpoints", ext)
+    if path is None:
+        from simreal.errors import DataFileError
+
+        raise DataFileError(str(run_dir / "checkpoints"), f"no step_*.{ext} checkpoint in this run (train it first)")
+    return path

@@ -1,0 +1,191 @@
+"""``trainer=sb3``: stable-baselines3 PPO on the task through ``SB3VecEnv`` (a CPU baseline).
+
+    simreal train arm-reach trainer=sb3
+    simreal train --resume RUN_DIR train.num_timesteps=4000000
+
+PPOConfig -> SB3 PPO::
+
+    unroll_length          n_steps                 num_updates_per_batch  n_epochs
+    num_envs*unroll_length/num_minibatches  batch_size
+    learning_rate          learning_rate (constant) discounting           gamma
+    gae_lambda             gae_lambda              clipping_epsilon       clip_range
+    entropy_cost           ent_coef                max_grad_norm          max_grad_norm
+    policy_hidden/value_hidden  net_arch pi/vf     activation             activation_fn
+    init_noise_std         log_std_init = log(std) normalize_observations VecNormalize(norm_obs, clip_obs=10)
+    reward_scaling         rewards multiplied before PPO sees them
+
+Checkpoints: ``checkpoints/step_<env_steps>.zip`` (SB3's own format, with the optimiser) and
+``step_<env_steps>.normalizer.npz`` (VecNormalize's running mean/var/count as plain arrays, so
+nothing here is unpickled). Resume and export rebuild the model from the run's config and load
+only the zip's tensors (``set_parameters``: ``torch.load(weights_only=True)``); the env restarts.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
+from torch import nn
+
+from simreal.policies import torch_loop, torch_policy
+from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.train import TrainResult
+from simreal.yaml_io import atomic_write_bytes
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "swish": nn.SiLU}
+EXT = "zip"
+CLIP_OBS = 10.0
+EPS = 1e-8  # VecNormalize's epsilon: std = sqrt(var + EPS)
+
+
+class _ScaledReward(VecEnvWrapper):
+    """Rewards times ``scale`` (PPOConfig.reward_scaling)."""
+
+    def __init__(self, venv, scale: float):
+        super().__init__(venv)
+        self.scale = scale
+
+    def reset(self):
+        return self.venv.reset()
+
+    def step_wait(self):
+        obs, rew, done, infos = self.venv.step_wait()
+        return obs, rew * self.scale, done, infos
+
+
+class _EpisodeSums(BaseCallback):
+    """Sums 'episode/<name>' over the episodes that end (SB3VecEnv puts them in ``infos``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.sums: dict[str, float] = {}
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if "episode" not in info:
+                continue
+            vals = {k: v for k, v in info.items() if k.startswith("episode/")}
+            vals["episode/return"] = info["episode"]["r"]
+            vals["episode/length"] = info["episode"]["l"]
+            for k, v in vals.items():
+                self.sums[k] = self.sums.get(k, 0.0) + float(v)
+        return True
+
+
+def make_model(cfg: RunConfig, venv: Any) -> PPO:
+    tc = cfg.train
+    return PPO(
+        "MlpPolicy", venv, n_steps=tc.unroll_length, batch_size=tc.num_envs * tc.unroll_length // tc.num_minibatches,
+        n_epochs=tc.num_updates_per_batch, learning_rate=tc.learning_rate, gamma=tc.discounting,
+        gae_lambda=tc.gae_lambda, clip_range=tc.clipping_epsilon, ent_coef=tc.entropy_cost,
+        max_grad_norm=tc.max_grad_norm, seed=cfg.seed, device="cpu", verbose=0,
+        policy_kwargs={"net_arch": {"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
+                       "activation_fn": ACTIVATIONS[tc.activation],
+                       "log_std_init": float(np.log(max(tc.init_noise_std, 1e-3)))})
+
+
+def _actor(policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray, obs_clip: float) -> torch_policy.DeployedActor:
+    import copy
+
+    body = nn.Sequential(copy.deepcopy(policy.mlp_extractor.policy_net), copy.deepcopy(policy.action_net))
+    return torch_policy.DeployedActor(body, obs_mean, obs_std, obs_clip).eval()
+
+
+def _normalizer_path(ckpt: Path) -> Path:
+    return ckpt.with_suffix(".normalizer.npz")
+
+
+class Driver:
+    """One SB3 PPO iteration per ``iterate()`` (see ``torch_loop``)."""
+
+    ext = EXT
+
+    def __init__(self, cfg: RunConfig, env: Any, resume_from: Path | None):
+        from simreal.sim.adapter_sb3 import SB3VecEnv
+
+        tc = cfg.train
+        venv = SB3VecEnv(env, tc.num_envs, seed=cfg.seed)
+        if tc.reward_scaling != 1.0:
+            venv = _ScaledReward(venv, tc.reward_scaling)
+        self.norm = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=CLIP_OBS, epsilon=EPS,
+                                 gamma=tc.discounting) if tc.normalize_observations else None
+        self.model = make_model(cfg, self.norm or venv)
+        self.steps_per_iteration = tc.num_envs * tc.unroll_length
+        if resume_from is not None:
+            self.model.set_parameters(str(resume_from), device="cpu")  # tensors only, weights_only load
+            self.model.num_timesteps = int(torch_policy._STEP.search(resume_from.name).group(1))
+            if self.norm is not None:
+                with np.load(_normalizer_path(resume_from), allow_pickle=False) as z:
+                    rms = self.norm.obs_rms
+                    rms.mean, rms.var, rms.count = z["mean"], z["var"], float(z["count"])
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.model.num_timesteps)
+
+    def iterate(self) -> dict[str, float]:
+        cb = _EpisodeSums()
+        self.model.learn(self.steps_per_iteration, callback=cb, reset_num_timesteps=False, log_interval=10**9)
+        losses = {f"loss/{k.split('/', 1)[1]}": float(v) for k, v in self.model.logger.name_to_value.items()
+                  if k.startswith("train/")}
+        return {**cb.sums, **losses}
+
+    def save(self, ckpt_dir: Path) -> None:
+        path = torch_policy.checkpoint_path(ckpt_dir, self.env_steps, EXT)
+        if self.norm is not None:
+            rms, buf = self.norm.obs_rms, io.BytesIO()
+            np.savez(buf, mean=rms.mean, var=rms.var, count=np.asarray(rms.count))
+            atomic_write_bytes(_normalizer_path(path), buf.getvalue())
+        zbuf = io.BytesIO()
+        self.model.save(zbuf)
+        atomic_write_bytes(path, zbuf.getvalue())  # the zip last: it is what marks a checkpoint complete
+
+    def _normalizer(self) -> tuple[np.ndarray, np.ndarray, float]:
+        n = self.model.observation_space.shape[0]
+        if self.norm is None:
+            return np.zeros(n), np.ones(n), float("inf")
+        rms = self.norm.obs_rms
+        return rms.mean, np.sqrt(rms.var + EPS), CLIP_OBS
+
+    def actor(self) -> torch_policy.DeployedActor:
+        return _actor(self.model.policy, *self._normalizer())
+
+
+def train(run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
+          quiet: bool = False) -> TrainResult:
+    """Train (or continue) ``run_dir`` with SB3 PPO; writes the run directory like the Brax trainer."""
+    import time
+
+    env = make_env(cfg)
+    path = torch_policy.latest_checkpoint(run_dir / "checkpoints", EXT) if resume else None
+    driver = Driver(cfg, env, path)
+    return torch_loop.run(run_dir, cfg, env, driver, t_start or time.time(), quiet)
+
+
+def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tuple[Any, torch_policy.DeployedActor]:
+    """(env, deterministic actor) from the run's latest checkpoint, for export and eval."""
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    from simreal.sim.adapter_sb3 import spaces
+
+    env = make_env(cfg, backend=backend)
+    path = torch_policy.require_checkpoint(run_dir, EXT)
+    obs_space, act_space = spaces(env)
+    tc = cfg.train
+    policy = ActorCriticPolicy(obs_space, act_space, lambda _: tc.learning_rate,
+                               net_arch={"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
+                               activation_fn=ACTIVATIONS[tc.activation])
+    _, params, _ = load_from_zip_file(str(path), device="cpu", load_data=False)  # torch.load(weights_only=True)
+    policy.load_state_dict(params["policy"])
+    n = env.observation_size
+    mean, std, clip = np.zeros(n), np.ones(n), float("inf")
+    if tc.normalize_observations:
+        with np.load(_normalizer_path(path), allow_pickle=False) as z:
+            mean, std, clip = z["mean"], np.sqrt(z["var"] + EPS), CLIP_OBS
+    return env, _actor(policy, mean, std, clip)

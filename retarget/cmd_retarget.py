@@ -1,0 +1,210 @@
+"""``simreal retarget``: human motion capture -> humanoid reference motion (the motion file).
+
+    simreal retarget walk.bvh --robot g1 --out walk_g1.npz
+    simreal retarget walk.bvh --robot h1 --out walk_h1.npz --method ik --json
+    simreal retarget walk.bvh --robot g1 --out walk_g1.npz --video walk_g1.mp4
+    simreal retarget clips/ --robot g1 --out out/ --jobs 2            # a folder, in parallel
+    simreal retarget amass/0005_Walking001_poses.npz --robot g1 --out a.npz --body-models ~/smpl
+    simreal retarget take.csv --robot my_robot.xml --map my_robot.yaml --out take.npz
+    simreal retarget walk.bvh --robot g1 --out w.npz --set interaction.window=6 --set contacts.height_m=0.04
+
+Sources: BVH (any rig, units and up axis guessed unless ``--units``/``--up``), AMASS SMPL /
+SMPL+H / SMPL-X npz (with ``--body-models``), CSV or npz of named keypoints. Robots: ``g1``,
+``h1``, a robot spec YAML, or an MJCF / URDF with a keypoint map (``--map``). Methods:
+``interaction`` (default; interaction mesh with hard contact, collision and limit constraints)
+and ``ik`` (mink differential IK). Each clip's quality report is printed (``--json`` for all
+of it) and stored in the motion file. ``--set key=value`` overrides the map's solver settings
+(``ik.*``, ``interaction.*``, ``contacts.*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+HELP = "retarget human motion capture to a robot (BVH, AMASS, keypoints)"
+SUFFIXES = (".bvh", ".npz", ".csv")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("motion", help="a clip (.bvh, .npz, .csv) or a folder of clips")
+    p.add_argument("--robot", required=True, help="g1, h1, a robot spec .yaml, or an MJCF .xml / URDF .urdf")
+    p.add_argument("--out", required=True, help="motion file (.npz); for a folder of clips, an output folder")
+    p.add_argument("--method", choices=("interaction", "ik"), default="interaction")
+    p.add_argument("--video", help="render the robot beside the source skeleton to this .mp4 (a folder for a folder)")
+    p.add_argument("--json", action="store_true", help="print the full quality report(s) as JSON")
+    p.add_argument("--map", help="keypoint map YAML (default configs/retarget/<robot>.yaml)")
+    p.add_argument("--joint-map", help="YAML of canonical keypoint: source joint name, for unrecognised rigs")
+    p.add_argument("--scene", help="scene YAML with boxes (terrain, obstacles)")
+    p.add_argument("--units", default="auto", help="source length unit: auto, m, cm, mm, in, ft, or metres per unit")
+    p.add_argument("--up", choices=("auto", "y", "z"), default="auto", help="source up axis")
+    p.add_argument("--fps", type=float, help="resample the output to this frame rate [Hz]")
+    p.add_argument("--source-fps", type=float, help="frame rate of a keypoint file without a time column [Hz]")
+    p.add_argument("--body-models", help="folder of SMPL / SMPL+H / SMPL-X body models (AMASS)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel processes for a folder (default: CPU count)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a solver setting (interaction.window=6, ik.iterations=3, contacts.height_m=0.04)")
+
+
+def _options(args: argparse.Namespace) -> dict:
+    """Everything a worker needs, as plain data (picklable for spawned processes)."""
+    from simreal.config import parse_overrides
+    from simreal.yaml_io import load_yaml
+
+    units: str | float = args.units
+    joint_map = {str(k): str(v) for k, v in load_yaml(args.joint_map).items()} if args.joint_map else None
+    return {"robot": args.robot, "map": args.map, "scene": args.scene, "method": args.method,
+            "overrides": parse_overrides(args.overrides), "units": units, "up": args.up, "fps": args.fps,
+            "source_fps": args.source_fps, "body_models": args.body_models, "joint_map": joint_map}
+
+
+_ROBOTS: dict = {}
+
+
+def _robot(opts: dict):
+    from simreal.retarget.robot import load_robot
+    from simreal.retarget.scene import load_scene
+
+    key = (opts["robot"], opts["map"], opts["scene"], json.dumps(opts["overrides"], sort_keys=True))
+    if key not in _ROBOTS:
+        _ROBOTS[key] = load_robot(opts["robot"], opts["map"], load_scene(opts["scene"]), opts["overrides"])
+    return _ROBOTS[key]
+
+
+def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
+    """Retarget one file and write its motion file (and video); returns a summary dict."""
+    from simreal.retarget.loaders import load_motion_source
+    from simreal.retarget.motion_file import save_motion
+    from simreal.retarget.pipeline import retarget
+
+    robot = _robot(opts)
+    human = load_motion_source(src, units=opts["units"], up=opts["up"], fps=opts["source_fps"],
+                               body_models=opts["body_models"], joint_map=opts["joint_map"])
+    result = retarget(human, robot, opts["method"], opts["joint_map"], opts["fps"])
+    save_motion(out, result.motion)
+    if video:
+        from simreal.retarget.video import render_video
+
+        render_video(video, robot, result)
+    return {"clip": src, "out": out, "video": video, "quality": result.motion.quality}
+
+
+def _worker(src: str, out: str, video: str | None, opts: dict) -> dict:
+    from simreal.errors import SimrealError
+
+    try:
+        return retarget_file(src, out, video, opts)
+    except SimrealError as e:
+        return {"clip": src, "out": out, "error": str(e)}
+
+
+def _clips(folder: Path) -> list[Path]:
+    """Motion sources under ``folder``, skipping simreal motion files (earlier outputs)."""
+    import numpy as np
+
+    out = []
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.suffix.lower() not in SUFFIXES:
+            continue
+        if p.suffix.lower() == ".npz":
+            try:
+                with np.load(p, allow_pickle=False) as z:
+                    if "dof_pos" in z.files and "joint_names" in z.files:
+                        continue
+            except (ValueError, OSError):
+                pass  # unreadable: let the loader report it
+        out.append(p)
+    return out
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit="clip", file=sys.stderr)
+    except ImportError:
+        class _Plain:
+            n = 0
+
+            def update(self, k):
+                self.n += k
+                print(f"\r{self.n}/{total} clips", end="", file=sys.stderr, flush=True)
+
+            def close(self):
+                print(file=sys.stderr)
+        return _Plain()
+
+
+def _print(summary: dict) -> None:
+    from simreal.retarget.metrics import summary_line
+
+    if "error" in summary:
+        print(f"{summary['clip']}: error: {summary['error']}")
+        return
+    q = summary["quality"]
+    print(f"{summary['clip']} -> {summary['out']}: {q['frames']} frames @ {q['fps']:g} Hz, "
+          f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
+          + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
+             if q['solver'].get('infeasible_frames') else ""))
+    print(f"  {summary_line(q)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from simreal.errors import ConfigError, DataFileError
+
+    src = Path(args.motion).expanduser()
+    opts = _options(args)
+    if not src.exists():
+        raise DataFileError(str(src), "file or folder not found")
+    if src.is_file():
+        _robot(opts)  # fail early on a bad robot or map
+        summaries = [retarget_file(str(src), args.out, args.video, opts)]
+    else:
+        clips = _clips(src)
+        if not clips:
+            raise DataFileError(str(src), f"no clips ({', '.join(SUFFIXES)}) in this folder")
+        out_dir = Path(args.out)
+        if out_dir.suffix == ".npz":
+            raise ConfigError("out", "for a folder of clips, --out must be a folder, not a .npz file")
+        _robot(opts)
+        jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(clips)))
+        work = []
+        for c in clips:
+            rel = c.relative_to(src).with_suffix("")
+            video = str(Path(args.video) / f"{rel}.mp4") if args.video else None
+            if video:
+                Path(video).parent.mkdir(parents=True, exist_ok=True)
+            work.append((str(c), str(out_dir / f"{rel}.npz"), video))
+        summaries = _run_parallel(work, opts, jobs)
+    if args.json:
+        print(json.dumps(summaries[0] if src.is_file() else summaries, indent=2, default=str))
+    else:
+        for s in summaries:
+            _print(s)
+    return 1 if any("error" in s for s in summaries) else 0
+
+
+def _run_parallel(work: list[tuple], opts: dict, jobs: int) -> list[dict]:
+    """Clips over ``jobs`` spawned processes (single-threaded BLAS each), with a progress bar."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    bar = _progress(len(work))
+    results: dict[int, dict] = {}
+    if jobs == 1:
+        for i, w in enumerate(work):
+            results[i] = _worker(*w, opts)
+            bar.update(1)
+    else:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")  # inherited by the spawned workers
+        with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+            futures = {ex.submit(_worker, *w, opts): i for i, w in enumerate(work)}
+            for fut in cf.as_completed(futures):
+                results[futures[fut]] = fut.result()
+                bar.update(1)
+    bar.close()
+    return [results[i] for i in range(len(work))]

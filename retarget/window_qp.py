@@ -1,0 +1,201 @@
+"""The window QP of the interaction solver: costs and linearised constraints of a few frames.
+
+For frames ``t0 .. t1-1`` linearised at the current iterate (:class:`Linearisation`:
+keypoint sites, their Jacobians, contacts), :func:`build_window_qp` stacks one tangent-space
+step ``dq_t`` (nv) per frame and assembles the dense QP that interaction.py's docstring writes
+out: the interaction-mesh + keypoint quadratic form, orientation and posture costs, damping,
+the acceleration penalty across frames (:func:`add_smoothness`), joint position limits and the
+trust region as bounds, velocity limits between frames as hard rows, and the soft rows that
+may take slack when infeasible: collisions and stance feet (flat, on the terrain, not sliding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import mujoco
+import numpy as np
+
+from simreal.retarget import collisions
+from simreal.retarget.qp import INF
+from simreal.retarget.rotations import log_so3
+
+if TYPE_CHECKING:
+    from simreal.retarget.interaction import InteractionSolver
+
+
+@dataclasses.dataclass
+class WindowQP:
+    """``min 1/2 x^T H x + f^T x`` s.t. ``lb <= x <= ub``, ``lo <= A x <= hi``; ``soft`` rows may
+    take slack; ``row_frame`` is the frame each row belongs to."""
+
+    H: np.ndarray
+    f: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    A: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    soft: np.ndarray
+    row_frame: np.ndarray
+
+
+def _skew(u: np.ndarray) -> np.ndarray:
+    return np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+
+
+class Linearisation:
+    """Kinematics of one configuration: keypoint sites, their Jacobians, and contacts."""
+
+    __slots__ = ("pos", "rot", "jp", "jr", "contacts")
+
+    def __init__(self, solver: InteractionSolver, q: np.ndarray):
+        m, d, r = solver.model, solver.data, solver.robot
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_comPos(m, d)
+        K = len(r.site_ids)
+        self.pos = d.site_xpos[r.site_ids].copy()
+        self.rot = d.site_xmat[r.site_ids].reshape(K, 3, 3).copy()
+        self.jp = np.zeros((K, 3, m.nv))
+        self.jr = np.zeros((K, 3, m.nv))
+        for k, sid in enumerate(r.site_ids):
+            mujoco.mj_jacSite(m, d, self.jp[k], self.jr[k] if solver.need_rot[k] else None, int(sid))
+        self.contacts = collisions.contacts(m, d, r.floor_geom, with_jacobian=True)
+
+
+def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Linearisation],
+                    Q: np.ndarray) -> WindowQP:
+    """The QP of frames [t0, t1) linearised at ``lins`` (see interaction.py for the problem)."""
+    r, tg, cfg = solver.robot, solver.targets, solver.cfg
+    nv, W = solver.nv, t1 - t0
+    n = W * nv
+    H = np.zeros((n, n))
+    f = np.zeros(n)
+    lb, ub = np.full(n, -INF), np.full(n, INF)
+    blocks: list[tuple] = []  # ([(window frame, (m, nv) block)], lo (m,), hi (m,), soft, frame)
+    jd, ja = r.dof_adr, r.qpos_adr
+    fin = np.isfinite(solver.vstep)
+    P = np.zeros((int(fin.sum()), nv))
+    P[np.arange(len(P)), jd[fin]] = 1.0
+    dq_prev = np.empty(nv)
+    oriented = np.flatnonzero(r.rot_weights > 0)
+
+    for w, t in enumerate(range(t0, t1)):
+        L = lins[w]
+        sl = slice(w * nv, (w + 1) * nv)
+        Hw, fw = H[sl, sl], f[sl]  # views
+        q = solver.q[t]
+        # Keypoints + interaction mesh: (e + J dq)^T (Q kron I3) (e + J dq).
+        e = L.pos - tg.positions[t]
+        QJ = np.einsum("kl,lan->kan", Q, L.jp)
+        Hw += np.einsum("kan,kam->nm", L.jp, QJ)
+        fw += np.einsum("kan,ka->n", QJ, e)
+        # Orientations (stance feet are also held flat by constraints; their yaw stays a cost).
+        for k in oriented:
+            w_rot = cfg.orientation_weight * r.rot_weights[k]
+            er = log_so3(L.rot[k] @ tg.rotations[t, k].T)
+            Hw += w_rot * L.jr[k].T @ L.jr[k]
+            fw += w_rot * L.jr[k].T @ er
+        # Posture and damping.
+        Hw[jd, jd] += cfg.posture_weight
+        fw[jd] += cfg.posture_weight * (q[ja] - r.q_home[ja])
+        Hw[np.arange(nv), np.arange(nv)] += cfg.damping
+        # Joint position limits (bounds) and velocity limits.
+        blo, bhi = r.q_lower - q[ja], r.q_upper - q[ja]
+        if t > 0:
+            mujoco.mj_differentiatePos(solver.model, dq_prev, 1.0, solver.q[t - 1], q)
+            delta = dq_prev[jd]
+            vlo, vhi = -solver.vstep - delta, solver.vstep - delta
+            if w == 0:  # previous frame committed: a bound on this frame alone
+                blo, bhi = np.maximum(blo, vlo), np.minimum(bhi, vhi)
+                bhi = np.maximum(bhi, blo)  # empty only if q_prev broke a limit, which commits never do
+            elif len(P):
+                blocks.append(([(w, P), (w - 1, -P)], vlo[fin], vhi[fin], False, t))
+        lb[sl], ub[sl] = -solver.trust, solver.trust
+        lb[w * nv + jd] = np.minimum(np.maximum(blo, -solver.trust[jd]), 0.0)
+        ub[w * nv + jd] = np.maximum(np.minimum(bhi, solver.trust[jd]), 0.0)
+        # Collisions: every pair within the margin, except a stance foot on the surface that
+        # supports it (the floor, or the box it stands on): the stance rows below pin that.
+        cs = L.contacts
+        if len(cs.dist):
+            keep = np.ones(len(cs.dist), dtype=bool)
+            for fo in range(2):
+                if tg.contacts[t, fo]:
+                    p = L.pos[solver.feet_k[fo]]
+                    support = float(r.scene.height(p[None, :2], p[2] - r.sole_height[fo])[0])
+                    feet = r.foot_geoms[fo]
+                    g0 = cs.geom[:, 0]
+                    world = np.where(solver.model.geom_bodyid[g0] == 0, g0, cs.geom[:, 1])
+                    world = np.where(cs.kind != collisions.SELF, world, -1)
+                    on_foot = np.isin(cs.geom[:, 0], feet) | np.isin(cs.geom[:, 1], feet)
+                    supporting = np.abs(solver.world_top[np.maximum(world, 0)] - support) < 0.01
+                    keep &= ~(on_foot & (world >= 0) & supporting)
+            if keep.any():
+                # Pairs already closer than allowed (linearisation leftovers, mm) must not get
+                # closer; they are pushed out by a cost rather than a row that pinned feet
+                # could make infeasible.
+                need = cfg.min_distance_m - cs.dist[keep]
+                inside = need > 0
+                if inside.any():
+                    Jc = cs.jac[keep][inside]
+                    Hw += cfg.penetration_weight * Jc.T @ Jc
+                    fw -= cfg.penetration_weight * Jc.T @ need[inside]
+                blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t))
+        # Stance feet: on the terrain, flat, not sliding.
+        for fo in range(2):
+            if not tg.contacts[t, fo]:
+                continue
+            k = solver.feet_k[fo]
+            p, jp = L.pos[k], L.jp[k]
+            up = L.rot[k] @ r.foot_up_local[fo]
+            flat = -_skew(up) @ L.jr[k]
+            blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t))
+            xy = None
+            if t > 0 and tg.contacts[t - 1, fo]:
+                if w == 0:
+                    xy = solver.anchor[t - 1, fo]
+                    blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t))
+                else:
+                    pp, jpp = lins[w - 1].pos[k], lins[w - 1].jp[k]
+                    blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t))
+            z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2] - r.sole_height[fo])[0]) \
+                + r.sole_height[fo]
+            blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t))
+    add_smoothness(solver, t0, t1, H, f)
+
+    m = sum(len(b[1]) for b in blocks)
+    A = np.zeros((m, n))
+    lo, hi = np.empty(m), np.empty(m)
+    soft = np.zeros(m, dtype=bool)
+    row_frame = np.empty(m, dtype=int)
+    r0 = 0
+    for coefs, low, high, is_soft, t in blocks:
+        k = len(low)
+        for w, B in coefs:
+            A[r0:r0 + k, w * nv:(w + 1) * nv] += B
+        lo[r0:r0 + k], hi[r0:r0 + k], soft[r0:r0 + k], row_frame[r0:r0 + k] = low, high, is_soft, t
+        r0 += k
+    return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame)
+
+
+def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:
+    """Joint acceleration penalty over every frame triple touching the window."""
+    w_acc, nv = solver.cfg.smooth_weight, solver.nv
+    if w_acc == 0:
+        return
+    v = np.empty(nv)
+    vel = {}
+    for t in range(max(t0 - 1, 1), t1):
+        mujoco.mj_differentiatePos(solver.model, v, 1.0, solver.q[t - 1], solver.q[t])
+        vel[t] = v.copy()
+    for c in range(max(t0 - 1, 1), t1 - 1):
+        a = vel[c + 1] - vel[c]
+        terms = [(fr - t0, coef) for fr, coef in ((c - 1, 1.0), (c, -2.0), (c + 1, 1.0)) if fr >= t0]
+        for wi, ci in terms:
+            si = slice(wi * nv, (wi + 1) * nv)
+            f[si] += w_acc * ci * a
+            for wj, cj in terms:
+                H[si, wj * nv:(wj + 1) * nv] += w_acc * ci * cj * np.eye(nv)
+

@@ -1,0 +1,247 @@
+"""``g1-tracking``: imitate a retargeted motion clip (DeepMimic / BeyondMimic style).
+
+The clip is a motion file (``retarget/motion_file.py``) named by ``env.motion_file``; its joints
+are matched to the robot's actuators by name, its bodies to the robot's bodies by name
+(``tracked_bodies``). An empty ``motion_file`` uses a built-in synthetic clip (the home pose
+plus small joint sinusoids, :func:`synthetic_motion`) so the task runs without data.
+
+Episode: reference state initialisation at a uniformly random frame (root pose and velocity,
+joint positions and velocities copied from the clip); the reference then advances one
+``ctrl_dt`` per step and holds its last frame once the clip ends (no cut-off at the clip end, so
+the time limit remains the only truncation). Ends early when the robot deviates: root height
+error above ``max_root_height_err_m`` or any tracked body farther than ``max_body_err_m``.
+
+Rewards: exp kernels of the tracking errors (each a named term, weights in ``reward_scales``)::
+
+    joint_pos   exp(-|q - q_ref|^2 / sigma_q^2)          joint_vel  exp(-|qd - qd_ref|^2 / sigma_qd^2)
+    root_pos    exp(-|p - p_ref|^2 / sigma_p^2)          root_ori   exp(-angle(R_ref^T R)^2 / sigma_r^2)
+    body_pos    exp(-mean_b |x_b - x_b_ref|^2 / sigma_b^2)
+    action_rate |a - a_prev|^2 (penalty)
+
+Observation: base angular velocity and gravity (IMU), joint positions and velocities, last
+action, and the ``command``: the reference's joint positions (relative to default) and joint
+velocities at the next frame, and the root-height and orientation error (gravity in the
+reference's root frame minus the robot's) — what BeyondMimic calls the motion command.
+Randomised per episode as ``g1-velocity`` (friction, masses, PD stiffness).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from simreal.config import field
+from simreal.observations import gravity_b, rotate_inv
+from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+
+TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "left_knee_link", "right_knee_link",
+                  "torso_link", "left_elbow_link", "right_elbow_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
+
+
+@dataclasses.dataclass(frozen=True)
+class G1TrackingConfig(JointRobotConfig):
+    episode_length_s: float = field(10.0, min=0.01, doc="episode time limit [s]")
+    action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad]")
+    motion_file: str = field("", doc="motion npz (retarget output); empty: built-in synthetic clip")
+    sigma_joint_pos_rad: float = field(0.5, min=1e-6, doc="joint position kernel width [rad]")
+    sigma_joint_vel_rad_s: float = field(5.0, min=1e-6, doc="joint velocity kernel width [rad/s]")
+    sigma_root_pos_m: float = field(0.3, min=1e-6, doc="root position kernel width [m]")
+    sigma_root_ori_rad: float = field(0.4, min=1e-6, doc="root orientation kernel width [rad]")
+    sigma_body_pos_m: float = field(0.3, min=1e-6, doc="body position kernel width [m]")
+    max_root_height_err_m: float = field(0.25, min=0.0, doc="larger root height error ends the episode [m]")
+    max_body_err_m: float = field(0.5, min=0.0, doc="a tracked body farther than this ends the episode [m]")
+    friction: tuple[float, ...] = field((0.5, 1.2), doc="floor sliding friction range")
+    mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
+    kp_scale: tuple[float, ...] = field((0.9, 1.1), doc="PD stiffness scale range")
+
+
+def synthetic_motion(model: mujoco.MjModel, seconds: float = 2.0, fps: float = 50.0, amplitude_rad: float = 0.15,
+                     bodies: tuple[str, ...] | None = None):
+    """A :class:`Motion`: the ``home`` keyframe with small per-joint sinusoids, root fixed.
+
+    Body positions come from MuJoCo's forward kinematics of ``model`` at every frame.
+    """
+    from simreal.retarget.motion_file import Motion
+
+    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
+    d = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, d, key)
+    T = max(2, int(round(seconds * fps)))
+    t = np.arange(T) / fps
+    jids = [int(model.actuator_trnid[i, 0]) for i in range(model.nu)]
+    qadr = np.array([model.jnt_qposadr[j] for j in jids])
+    names = tuple(model.joint(j).name for j in jids)
+    phase = np.linspace(0, np.pi, len(jids))
+    home = d.qpos.copy()
+    dof = home[qadr][None] + amplitude_rad * np.sin(2 * np.pi * 0.5 * t[:, None] + phase[None])
+    dof_vel = np.gradient(dof, 1.0 / fps, axis=0)
+    bodies = bodies or tuple(model.body(i).name for i in range(1, model.nbody))
+    bids = [model.body(b).id for b in bodies]
+    body_pos, body_quat = np.zeros((T, len(bids), 3)), np.zeros((T, len(bids), 4))
+    for k in range(T):
+        d.qpos[:] = home
+        d.qpos[qadr] = dof[k]
+        mujoco.mj_kinematics(model, d)
+        body_pos[k], body_quat[k] = d.xpos[bids], d.xquat[bids]
+    return Motion(fps=fps, joint_names=names, root_pos=np.tile(home[:3], (T, 1)), root_quat=np.tile(home[3:7], (T, 1)),
+                  root_lin_vel=np.zeros((T, 3)), root_ang_vel=np.zeros((T, 3)), dof_pos=dof, dof_vel=dof_vel,
+                  body_names=bodies, body_pos=body_pos, body_quat=body_quat, foot_names=("left", "right"),
+                  foot_contacts=np.ones((T, 2), bool), provenance={"source": "synthetic_motion"}, quality={})
+
+
+def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
+    """Rotation angle between two wxyz unit quaternions [rad]."""
+    return 2.0 * jnp.arccos(jnp.clip(jnp.abs(jnp.dot(q1, q2)), 0.0, 1.0))
+
+
+class G1Tracking(JointRobotTask):
+    """Motion imitation for Unitree G1 (29 or 23 DoF)."""
+
+    config_class = G1TrackingConfig
+    cfg: G1TrackingConfig
+    obs_terms = ("ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
+    critic_obs_terms = ("lin_vel_b", "ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
+    obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
+    reward_scales = {"joint_pos": 1.0, "joint_vel": 0.5, "root_pos": 0.5, "root_ori": 0.5, "body_pos": 1.0,
+                     "action_rate": -0.01}
+
+    def customize_spec(self, s: mujoco.MjSpec) -> None:
+        for b in TRACKED_BODIES:
+            s.add_sensor(name=f"{b}_xpos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
+                         objname=b)
+
+    def build_model(self) -> mujoco.MjModel:
+        from simreal.retarget.motion_file import load_motion
+
+        m = super().build_model()
+        adr = [int(m.sensor_adr[m.sensor(f"{b}_xpos").id]) for b in TRACKED_BODIES]
+        self.body_sensor_idx = jnp.asarray(np.array([np.arange(a, a + 3) for a in adr]))
+        motion = load_motion(self.cfg.motion_file) if self.cfg.motion_file else synthetic_motion(m)
+        self._load_reference(m, motion)
+        return m
+
+    def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
+        """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
+        act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
+        cols = [motion.joint_index(j) for j in act_joints]  # UnknownNameError lists the clip's joints
+        missing = [b for b in TRACKED_BODIES if b not in motion.body_names]
+        if missing:
+            from simreal.errors import DataFileError
+
+            raise DataFileError(self.cfg.motion_file or "synthetic", f"motion has no body {missing[0]!r}; "
+                                f"bodies: {', '.join(motion.body_names)}")
+        bcols = [motion.body_names.index(b) for b in TRACKED_BODIES]
+        f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
+        self.ref = {"root_pos": f32(motion.root_pos), "root_quat": f32(motion.root_quat),
+                    "root_lin_vel": f32(motion.root_lin_vel), "root_ang_vel": f32(motion.root_ang_vel),
+                    "dof_pos": f32(motion.dof_pos[:, cols]), "dof_vel": f32(motion.dof_vel[:, cols]),
+                    "body_pos": f32(motion.body_pos[:, bcols])}
+        self.num_frames = motion.num_frames
+        self.frames_per_step = self.robot.control_dt_s * motion.fps
+        self.act_qadr = jnp.asarray([int(m.jnt_qposadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
+        self.act_dadr = jnp.asarray([int(m.jnt_dofadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
+
+    # -- reference -------------------------------------------------------------------------------
+    def frame(self, info: Mapping[str, Any], ahead: int = 0) -> dict[str, jax.Array]:
+        """The reference at the episode's current time (+ ``ahead`` control steps), nearest frame."""
+        t = info["motion_t0"] + (info["step"] + ahead) * self.frames_per_step
+        k = jnp.clip(jnp.round(t).astype(jnp.int32), 0, self.num_frames - 1)
+        return {n: v[k] for n, v in self.ref.items()}
+
+    def reference_action(self, info: Mapping[str, Any]) -> jax.Array:
+        """The action whose position targets are the next frame's reference joint positions."""
+        q = self.frame(info, ahead=1)["dof_pos"]
+        return jnp.clip((q - self.home_ctrl) / self.cfg.action_scale, -1.0, 1.0)
+
+    # -- randomisation ---------------------------------------------------------------------------
+    def nominal_params(self) -> ModelParams:
+        m = self.mj_model
+        return {k: jnp.asarray(getattr(m, k), jnp.float32)
+                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
+
+    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
+        c, nu = self.cfg, self.mj_model.nu
+        k_f, k_m, k_kp = jax.random.split(rng, 3)
+        s_kp = uniform(k_kp, c.kp_scale, (nu,))
+        return {
+            "geom_friction": params["geom_friction"].at[:, 0].set(uniform(k_f, c.friction)),  # one per episode
+            "body_mass": params["body_mass"] * uniform(k_m, c.mass_scale, params["body_mass"].shape),
+            "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(s_kp),
+            "actuator_biasprm": params["actuator_biasprm"].at[:, 1].multiply(s_kp),  # bias1 = -kp
+        }
+
+    # -- episode ---------------------------------------------------------------------------------
+    def sample_initial(self, rng: jax.Array):
+        m = self.mj_model
+        t0 = jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1))
+        info = {"motion_t0": t0, "step": jnp.zeros((), jnp.int32)}
+        r = self.frame(info)
+        qpos = self.home_qpos.at[0:3].set(r["root_pos"]).at[3:7].set(r["root_quat"]).at[self.act_qadr].set(r["dof_pos"])
+        qvel = jnp.zeros(m.nv).at[0:3].set(r["root_lin_vel"])
+        qvel = qvel.at[3:6].set(rotate_inv(r["root_quat"], r["root_ang_vel"], jnp))  # free joint: body-frame omega
+        qvel = qvel.at[self.act_dadr].set(r["dof_vel"])
+        return qpos, qvel, jnp.zeros(m.na), {"motion_t0": t0}
+
+    def _command(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+        nxt = self.frame(info, ahead=1)
+        q = phys.qpos[3:7]
+        g_err = gravity_b({"quat_wxyz": nxt["root_quat"]}, jnp) - gravity_b({"quat_wxyz": q}, jnp)
+        return jnp.concatenate([nxt["dof_pos"] - self.default_joint_pos, 0.1 * nxt["dof_vel"],
+                                (nxt["root_pos"][2] - phys.qpos[2])[None], g_err])
+
+    def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
+                "ang_vel_b": phys.qvel[3:6], "joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
+                "default_joint_pos": self.default_joint_pos, "command": self._command(phys, info),
+                "last_action": info["last_action"]}
+
+    def body_pos(self, phys: PhysState) -> jax.Array:
+        """(b, 3) world positions of ``TRACKED_BODIES`` [m]."""
+        return phys.sensordata[self.body_sensor_idx]
+
+    def errors(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        r = self.frame(info)
+        body_sq = jnp.sum(jnp.square(self.body_pos(phys) - r["body_pos"]), axis=-1)
+        return {"joint_pos": jnp.sum(jnp.square(self.joint_pos(phys) - r["dof_pos"])),
+                "joint_vel": jnp.sum(jnp.square(self.joint_vel(phys) - r["dof_vel"])),
+                "root_pos": jnp.sum(jnp.square(phys.qpos[0:3] - r["root_pos"])),
+                "root_ori": jnp.square(_quat_angle(phys.qpos[3:7], r["root_quat"])),
+                "body_pos": jnp.mean(body_sq), "body_max": jnp.sqrt(jnp.max(body_sq)),
+                "root_height": jnp.abs(phys.qpos[2] - r["root_pos"][2])}
+
+    # -- rewards ---------------------------------------------------------------------------------
+    def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        c, e = self.cfg, self.errors(phys, info)
+        return {
+            "joint_pos": jnp.exp(-e["joint_pos"] / c.sigma_joint_pos_rad ** 2),
+            "joint_vel": jnp.exp(-e["joint_vel"] / c.sigma_joint_vel_rad_s ** 2),
+            "root_pos": jnp.exp(-e["root_pos"] / c.sigma_root_pos_m ** 2),
+            "root_ori": jnp.exp(-e["root_ori"] / c.sigma_root_ori_rad ** 2),
+            "body_pos": jnp.exp(-e["body_pos"] / c.sigma_body_pos_m ** 2),
+            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
+        }
+
+    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+        e = self.errors(phys, info)
+        return (e["root_height"] > self.cfg.max_root_height_err_m) | (e["body_max"] > self.cfg.max_body_err_m)
+
+    # -- statistics ------------------------------------------------------------------------------
+    def init_stats(self) -> dict[str, jax.Array]:
+        return {"sq_joint_err": jnp.zeros(()), "body_err": jnp.zeros(()), "n": jnp.zeros(())}
+
+    def update_stats(self, stats, phys, info):
+        e = self.errors(phys, info)
+        return {"sq_joint_err": stats["sq_joint_err"] + e["joint_pos"] / self.mj_model.nu,
+                "body_err": stats["body_err"] + jnp.sqrt(e["body_pos"]), "n": stats["n"] + 1}
+
+    def final_stats(self, stats, terminated):
+        n = jnp.maximum(stats["n"], 1.0)
+        return {"success": (~terminated).astype(jnp.float32), "fall": terminated.astype(jnp.float32),
+                "joint_rmse_rad": jnp.sqrt(stats["sq_joint_err"] / n), "body_pos_err_m": stats["body_err"] / n}

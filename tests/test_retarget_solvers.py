@@ -1,0 +1,271 @@
+"""Both solvers on synthesised clips: the interaction solver keeps every hard constraint (no
+penetration, planted flat stance feet, joint position and velocity limits); IK keeps the limits
+and reports its artefacts through the same metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simreal.errors import ConfigError
+from simreal.retarget import synth
+from simreal.retarget.ik import solve_ik
+from simreal.retarget.interaction import solve_interaction
+from simreal.retarget.metrics import quality_report
+from simreal.retarget.robot import load_robot
+from simreal.retarget.scene import Box, Scene
+from simreal.retarget.skeleton import HumanMotion
+from simreal.retarget.targets import build_targets
+
+
+def _human(clip) -> HumanMotion:
+    return HumanMotion(clip.names, clip.positions, clip.fps, clip.parents, {"path": clip.name})
+
+
+@pytest.fixture(scope="module")
+def g1():
+    return load_robot("g1")
+
+
+@pytest.fixture(scope="module")
+def clips():
+    return {"walking": synth.walking(duration_s=2.5), "crouching": synth.crouching(duration_s=3.0),
+            "walking+noise": synth.with_noise(synth.walking(duration_s=2.5), 1.0)}
+
+
+def assert_hard_constraints(q: dict, stats: dict) -> None:
+    assert q["penetration"]["any"]["frames_over_1cm"] == 0, q["penetration"]
+    assert q["penetration"]["any"]["deepest_m"] < 0.01
+    assert q["foot_slide"]["sliding_over_1cm"] == 0, q["foot_slide"]
+    assert q["foot_slide"]["max_m_per_frame"] < 0.005
+    assert q["stance_feet"]["max_tilt_rad"] < 0.01
+    assert -0.005 < q["stance_feet"]["min_height_m"] and q["stance_feet"]["max_height_m"] < 0.005
+    assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
+    assert stats["infeasible_frames"] == []
+
+
+@pytest.mark.parametrize("clip", ["walking", "crouching", "walking+noise"])
+def test_interaction_keeps_hard_constraints_g1(g1, clips, clip):
+    targets = build_targets(_human(clips[clip]), g1)
+    assert targets.contacts.any()
+    qpos, stats = solve_interaction(g1, targets)
+    q = quality_report(g1, qpos, targets)
+    assert_hard_constraints(q, stats)
+    assert q["keypoint_error_m"]["mean"] < 0.05
+    assert np.all(np.isfinite(qpos))
+
+
+@pytest.mark.parametrize("clip", ["running", "dancing"])
+@pytest.mark.parametrize("robot", ["g1", "h1"])
+def test_interaction_keeps_hard_constraints_more_clips(robot, clip):
+    r = load_robot(robot)
+    targets = build_targets(_human(synth.with_noise(synth.CLIPS[clip](), 1.0)), r)
+    qpos, stats = solve_interaction(r, targets)
+    assert_hard_constraints(quality_report(r, qpos, targets), stats)
+
+
+def test_interaction_h1_walking():
+    h1 = load_robot("h1")
+    targets = build_targets(_human(synth.walking(duration_s=2.0)), h1)
+    qpos, stats = solve_interaction(h1, targets)
+    assert_hard_constraints(quality_report(h1, qpos, targets), stats)
+
+
+def test_ik_keeps_limits_and_reports_artefacts(g1, clips):
+    targets = build_targets(_human(clips["walking+noise"]), g1)
+    qpos, stats = solve_ik(g1, targets)
+    q = quality_report(g1, qpos, targets)
+    assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
+    assert q["keypoint_error_m"]["mean"] < 0.04
+    # Unconstrained IK on noisy capture: its artefacts show up in the same metrics.
+    assert q["penetration"]["any"]["frames_over_1cm"] + q["foot_slide"]["sliding_over_1cm"] > 0
+    assert stats["frames_per_s"] > 0
+
+
+@pytest.mark.parametrize("method", ["ik", "interaction"])
+def test_velocity_limits_are_enforced(clips, method):
+    robot = load_robot("g1")
+    robot.v_max = np.full_like(robot.v_max, 2.0)  # [rad/s]: far below what the clip asks for
+    targets = build_targets(_human(clips["walking"]), robot)
+    qpos, stats = (solve_ik if method == "ik" else solve_interaction)(robot, targets)
+    dq = np.abs(np.diff(qpos[:, robot.qpos_adr], axis=0)) * targets.fps
+    assert dq.max() <= 2.0 + 1e-6
+    q = quality_report(robot, qpos, targets)
+    assert q["limits"]["velocity_violations"] == 0 and q["limits"]["position_violations"] == 0
+
+
+def test_infeasible_frames_are_solved_with_slack_and_reported():
+    """A tall block where the human steps: a planted foot there must penetrate it. The clip
+    still solves; those frames are reported, and the limits hold (they are never relaxed)."""
+    clip = synth.walking(duration_s=2.5, turn_rate_rad_s=0.0)
+    block = Scene((Box("block", (1.2, 0.0, 0.15), (0.15, 0.5, 0.15)),))
+    robot = load_robot("g1", scene=block)
+    targets = build_targets(_human(clip), robot)
+    qpos, stats = solve_interaction(robot, targets)
+    assert stats["infeasible_frames"], "expected frames that needed slack"
+    assert stats["infeasible_max_slack"] > 1e-4
+    assert np.all(np.isfinite(qpos))
+    q = quality_report(robot, qpos, targets)
+    assert q["limits"]["velocity_violations"] == 0 and q["limits"]["position_violations"] == 0
+
+
+def test_scene_obstacle_is_avoided():
+    clip = synth.walking(duration_s=2.5, turn_rate_rad_s=0.0)
+    wall = Scene((Box("wall", (1.0, 0.28, 0.75), (0.8, 0.12, 0.25)),))  # where the left hand swings
+    robot = load_robot("g1", scene=wall)
+    targets = build_targets(_human(clip), robot)
+    q_ik = quality_report(robot, solve_ik(robot, targets)[0], targets)
+    assert q_ik["penetration"]["scene"]["frames_over_1cm"] > 0
+    qpos, stats = solve_interaction(robot, targets)
+    q = quality_report(robot, qpos, targets)
+    assert_hard_constraints(q, stats)
+
+
+def test_self_collision_is_avoided(g1):
+    """The left hand sweeps through the torso: IK follows it in, the interaction solver does not."""
+    clip = synth.walking(duration_s=2.5)
+    pos = clip.positions.copy()
+    ix = {n: i for i, n in enumerate(clip.names)}
+    T = len(pos)
+    for t in range(T):
+        left = pos[t, ix["LeftUpLeg"]] - pos[t, ix["RightUpLeg"]]
+        yaw = np.arctan2(left[1], left[0]) - np.pi / 2
+        R = np.array([[np.cos(yaw), -np.sin(yaw), 0], [np.sin(yaw), np.cos(yaw), 0], [0, 0, 1]])
+        s = 0.5 * (1 - np.cos(4 * np.pi * t / T))
+        pos[t, ix["LeftForeArm"]] = pos[t, ix["LeftArm"]] + R @ [0.12, -0.05, -0.24]
+        pos[t, ix["LeftHand"]] = pos[t, ix["LeftForeArm"]] + R @ [0.05 - 0.05 * s, -0.25 * s - 0.05, 0.0]
+    human = HumanMotion(clip.names, pos, clip.fps, clip.parents, {})
+    targets = build_targets(human, g1)
+    q_ik = quality_report(g1, solve_ik(g1, targets)[0], targets)
+    assert q_ik["penetration"]["self"]["frames_over_1cm"] > T // 2
+    qpos, stats = solve_interaction(g1, targets)
+    q = quality_report(g1, qpos, targets)
+    assert_hard_constraints(q, stats)
+    assert q["penetration"]["self"]["deepest_m"] < 0.005
+
+
+def test_self_collision_filter_and_feet(g1):
+    pairs = {frozenset(p) for p in g1.excluded_pairs}
+    assert frozenset(("pelvis", "torso_link")) in pairs  # adjacent through geom-less waist links
+    assert frozenset(("torso_link", "left_elbow_link")) not in pairs  # arm vs torso is checked
+    assert frozenset(("left_knee_link", "right_knee_link")) not in pairs
+    np.testing.assert_allclose(g1.sole_height, 0.0, atol=1e-9)
+    np.testing.assert_allclose(g1.foot_up_local, [[0, 0, 1], [0, 0, 1]], atol=1e-6)
+    assert len(g1.joint_names) == 29 and g1.joint_names[0] == "left_hip_pitch_joint"
+    assert g1.v_max[3] == 20.0  # left knee, from the robot spec
+
+
+def test_keypoint_map_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n  right_foot: {site: nope}\n")
+    with pytest.raises(ConfigError, match=r"keypoints.right_foot.site.*no site 'nope'.*valid: .*left_knee"):
+        load_robot("g1", bad)
+    bad.write_text("keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n")
+    with pytest.raises(ConfigError, match="missing required keypoint"):
+        load_robot("g1", bad)
+    bad.write_text("keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n"
+                   "  right_foot: {site: right_foot}\n  nose: {site: head}\n")
+    with pytest.raises(ConfigError, match="keypoints.nose.*unknown keypoint; valid: pelvis"):
+        load_robot("g1", bad)
+    bad.write_text("keypoints: {pelvis: {site: pelvis}, left_foot: {site: left_foot}, right_foot: {site: right_foot}}\n"
+                   "interaction: {windw: 3}\n")
+    with pytest.raises(ConfigError, match="interaction.windw.*valid keys"):
+        load_robot("g1", bad)
+    with pytest.raises(ConfigError, match="unknown robot 'g7'; valid: .*g1.*h1"):
+        load_robot("g7")
+
+
+def test_user_mjcf_with_keypoint_map(tmp_path, clips):
+    """Any MJCF a user points at: here the G1 written out as XML, with a map using body offsets."""
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_mjspec
+
+    xml = tmp_path / "my_humanoid.xml"
+    spec = build_mjspec(load_robot_spec("g1"))
+    for a in list(spec.actuators):
+        spec.delete(a)  # a bare kinematic model: joints only
+    xml.write_text(spec.to_xml())
+    kmap = tmp_path / "my_humanoid.yaml"
+    kmap.write_text("""
+velocity_limit_rad_s: 15.0
+keypoints:
+  pelvis:      {body: pelvis, orientation_weight: 1.0}
+  left_hip:    {body: left_hip_roll_link}
+  right_hip:   {body: right_hip_roll_link}
+  left_knee:   {body: left_knee_link}
+  right_knee:  {body: right_knee_link}
+  left_ankle:  {body: left_ankle_roll_link}
+  right_ankle: {body: right_ankle_roll_link}
+  left_foot:   {body: left_ankle_roll_link, pos: [0.035, 0.0, -0.035], orientation_weight: 0.5}
+  right_foot:  {body: right_ankle_roll_link, pos: [0.035, 0.0, -0.035], orientation_weight: 0.5}
+  torso:       {body: torso_link, pos: [0.0, 0.0, 0.17]}
+  left_elbow:  {body: left_elbow_link}
+  right_elbow: {body: right_elbow_link}
+""")
+    robot = load_robot(str(xml), kmap)
+    assert robot.name == "my_humanoid" and len(robot.joint_names) == 29
+    assert np.all(robot.v_max == 15.0)
+    targets = build_targets(_human(clips["walking"]), robot)
+    qpos, stats = solve_interaction(robot, dataclasses.replace(targets))
+    assert_hard_constraints(quality_report(robot, qpos, targets), stats)
+
+
+def _urdf_biped() -> str:
+    """A small URDF biped: pelvis, torso, and legs with 2-DoF hips, a knee and 2-DoF ankles."""
+    def link(name, geom, xyz="0 0 0", mass=1.0):
+        return (f'<link name="{name}"><inertial><mass value="{mass}"/><origin xyz="{xyz}"/>'
+                f'<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>'
+                f'<collision><origin xyz="{xyz}"/><geometry>{geom}</geometry></collision></link>')
+
+    def joint(name, parent, child, xyz, axis, lo, hi):
+        return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
+                f'<origin xyz="{xyz}"/><axis xyz="{axis}"/>'
+                f'<limit lower="{lo}" upper="{hi}" effort="100" velocity="20"/></joint>')
+
+    parts = [link("pelvis", '<box size="0.15 0.25 0.1"/>', mass=5.0),
+             link("torso", '<box size="0.15 0.25 0.3"/>', "0 0 0.25", 8.0),
+             '<joint name="waist" type="fixed"><parent link="pelvis"/><child link="torso"/>'
+             '<origin xyz="0 0 0.05"/></joint>']
+    for side, y in (("l", 0.1), ("r", -0.1)):
+        parts += [link(f"{side}_hip", '<sphere radius="0.01"/>', mass=0.5),
+                  link(f"{side}_thigh", '<cylinder radius="0.04" length="0.3"/>', "0 0 -0.2"),
+                  link(f"{side}_shin", '<cylinder radius="0.035" length="0.3"/>', "0 0 -0.2"),
+                  link(f"{side}_ankle", '<sphere radius="0.01"/>', mass=0.2),
+                  link(f"{side}_foot", '<box size="0.2 0.08 0.03"/>', "0.04 0 -0.04", 0.5),
+                  joint(f"{side}_hip_roll", "pelvis", f"{side}_hip", f"0 {y} -0.08", "1 0 0", -0.5, 0.5),
+                  joint(f"{side}_hip_pitch", f"{side}_hip", f"{side}_thigh", "0 0 0", "0 1 0", -2.0, 1.0),
+                  joint(f"{side}_knee", f"{side}_thigh", f"{side}_shin", "0 0 -0.38", "0 1 0", 0.0, 2.2),
+                  joint(f"{side}_ankle_pitch", f"{side}_shin", f"{side}_ankle", "0 0 -0.38", "0 1 0", -0.8, 0.8),
+                  joint(f"{side}_ankle_roll", f"{side}_ankle", f"{side}_foot", "0 0 0", "1 0 0", -0.4, 0.4)]
+    return '<robot name="biped">' + "".join(parts) + "</robot>"
+
+
+def test_user_urdf_gets_a_floating_base(tmp_path, clips):
+    urdf = tmp_path / "biped.urdf"
+    urdf.write_text(_urdf_biped())
+    kmap = tmp_path / "biped.yaml"
+    kmap.write_text("""
+velocity_limit_rad_s: 12.0
+keypoints:
+  pelvis:      {body: pelvis, orientation_weight: 1.0}
+  left_hip:    {body: l_hip}
+  right_hip:   {body: r_hip}
+  left_knee:   {body: l_shin}
+  right_knee:  {body: r_shin}
+  left_ankle:  {body: l_foot}
+  right_ankle: {body: r_foot}
+  left_foot:   {body: l_foot, pos: [0.04, 0.0, -0.055], orientation_weight: 0.5}
+  right_foot:  {body: r_foot, pos: [0.04, 0.0, -0.055], orientation_weight: 0.5}
+  torso:       {body: torso, pos: [0.0, 0.0, 0.3]}
+""")
+    robot = load_robot(str(urdf), kmap)
+    assert robot.model.nq == 7 + 10 and len(robot.joint_names) == 10 and np.all(robot.v_max == 12.0)
+    np.testing.assert_allclose(robot.sole_height, 0.0, atol=1e-6)
+    targets = build_targets(_human(clips["walking"]), robot)
+    for solve in (solve_ik, solve_interaction):
+        qpos, stats = solve(robot, targets)
+        q = quality_report(robot, qpos, targets)
+        assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
+    assert_hard_constraints(q, stats)
