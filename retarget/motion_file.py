@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +135,6 @@ def save_motion(path: str | Path, motion: Motion) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write_bytes(path, buf.getvalue())
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)  # the temp file was private; give it the usual permissions
 
 
 def _json_default(o: Any) -> Any:
