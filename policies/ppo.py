@@ -64,8 +64,15 @@ def make_networks(obs_size: int, action_size: int, cfg: PPOConfig) -> ppo_networ
 
 
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
-    """Adam with global-norm gradient clipping."""
-    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.learning_rate))
+    """Adam with global-norm gradient clipping; with ``learning_rate_end`` the rate decays
+    linearly over the gradient steps of ``num_timesteps`` (the step count is in the optimizer
+    state, so it is checkpointed and resumes with the rest)."""
+    lr: optax.ScalarOrSchedule = cfg.learning_rate
+    if cfg.learning_rate_end is not None:
+        iterations = -(-cfg.num_timesteps // (cfg.num_envs * cfg.unroll_length))
+        lr = optax.linear_schedule(cfg.learning_rate, cfg.learning_rate_end,
+                                   iterations * cfg.num_updates_per_batch * cfg.num_minibatches)
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
 
 
 class PPO:

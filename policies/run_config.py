@@ -41,6 +41,7 @@ class PPOConfig:
     num_minibatches: int = field(4, min=1)
     num_updates_per_batch: int = field(5, min=1, doc="epochs over each batch")
     learning_rate: float = field(1e-3, min=0.0)
+    learning_rate_end: float | None = field(None, min=0.0, doc="linear decay to this over num_timesteps (None: constant)")
     entropy_cost: float = field(1e-3, min=0.0)
     discounting: float = field(0.99, min=0.0, max=1.0)
     gae_lambda: float = field(0.95, min=0.0, max=1.0)

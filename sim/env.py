@@ -12,6 +12,7 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **action delay**: the action applied is the one chosen ``d`` control steps ago,
   ``d`` uniform in ``[action_delay_steps[0], action_delay_steps[1]]`` per episode;
 - **observation noise**: Gaussian, per-term standard deviations from the task;
+- **disturbances**: ``perturb`` may change the physics state before a step (pushes);
 - **rewards**: a table of tiny named terms, each weighted by ``reward_scales`` and
   multiplied by the control period, logged as ``reward/<name>``;
 - **episode statistics** (success, crash, RMSE...) reported at episode end as
@@ -104,6 +105,10 @@ class MjEnv(BraxEnv):
         """Actuator controls from the applied action (default: the action itself)."""
         return action
 
+    def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
+        """Disturb the physics state before a control step (random pushes); default: none."""
+        return phys
+
     #: Physics steps per ``control`` update; None means once per control step.
     control_decimation: int | None = None
     #: Adapters that need the last observation of an ended episode (SB3, Gymnasium) set this:
@@ -175,13 +180,13 @@ class MjEnv(BraxEnv):
 
     def step(self, state: State, action: jax.Array) -> State:
         info = dict(state.info)
-        rng, k_reset, k_obs = jax.random.split(info["rng"], 3)
+        rng, k_reset, k_obs, k_push = jax.random.split(info["rng"], 4)
         action = jnp.clip(action, -1.0, 1.0)
         buf = jnp.concatenate([action[None], info["action_buffer"][:-1]], axis=0)
         applied = buf[info["delay"]]
         info["action_buffer"] = buf
 
-        phys = state.pipeline_state
+        phys = self.perturb(state.pipeline_state, info, k_push)
         dec = self.control_decimation or self.n_substeps
         params = info["model_params"]
         for _ in range(self.n_substeps // dec):

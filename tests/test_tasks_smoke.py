@@ -113,3 +113,19 @@ def test_arm_object_rests_on_table_and_goal_is_sane(task):
     else:
         np.testing.assert_allclose(goal[:, 2], env.cfg.object_half_size_m)
     assert float(np.asarray(s.metrics["episode/success"]).sum()) == 0.0
+
+
+def test_g1_velocity_push_changes_base_velocity():
+    """A push lands on its schedule: the base xy velocity jumps by at most push_max_vel_m_s."""
+    import jax
+    import jax.numpy as jnp
+
+    from simreal.policies.run_config import make_env, resolve
+
+    env = make_env(resolve("g1-velocity"), backend="native", push_interval_s=0.04, push_max_vel_m_s=0.5)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    pushed = jax.jit(env.perturb)(state.pipeline_state, {**state.info, "step": jnp.asarray(2)}, jax.random.PRNGKey(1))
+    quiet = jax.jit(env.perturb)(state.pipeline_state, {**state.info, "step": jnp.asarray(1)}, jax.random.PRNGKey(1))
+    dv = pushed.qvel[0:2] - state.pipeline_state.qvel[0:2]
+    assert 0 < float(jnp.abs(dv).max()) <= 0.5
+    assert float(jnp.abs(quiet.qvel - state.pipeline_state.qvel).max()) == 0.0

@@ -43,6 +43,8 @@ class G1VelocityConfig(JointRobotConfig):
     mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
     kp_scale: tuple[float, ...] = field((0.9, 1.1), doc="PD stiffness scale range")
     joint_offset_rad: float = field(0.02, min=0.0, doc="encoder offsets, uniform +- [rad]")
+    push_interval_s: float = field(8.0, min=0.0, doc="a random push every this many seconds (0: none)")
+    push_max_vel_m_s: float = field(0.5, min=0.0, doc="push: base xy velocity change, uniform +- [m/s]")
 
 
 class G1Velocity(JointRobotTask):
@@ -62,6 +64,16 @@ class G1Velocity(JointRobotTask):
     }
 
     # -- randomisation ---------------------------------------------------------------------------
+    def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
+        """legged_gym's pushes: every push_interval_s, add a uniform random xy velocity to the base."""
+        c = self.cfg
+        if not (c.randomize and c.push_interval_s > 0 and c.push_max_vel_m_s > 0):
+            return phys
+        every = max(1, round(c.push_interval_s / self.ctrl_dt))
+        due = (info["step"] > 0) & (info["step"] % every == 0)
+        kick = jax.random.uniform(rng, (2,), minval=-c.push_max_vel_m_s, maxval=c.push_max_vel_m_s)
+        return phys.replace(qvel=phys.qvel.at[0:2].add(jnp.where(due, kick, 0.0)))
+
     def nominal_params(self) -> ModelParams:
         m = self.mj_model
         return {k: jnp.asarray(getattr(m, k), jnp.float32)
