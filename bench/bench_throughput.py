@@ -1,12 +1,14 @@
-"""Env-steps/s of simreal's backends, beside MuJoCo Playground's MJX env, in one run.
+"""Env-steps/s of simreal tasks on each backend, beside MuJoCo Playground's MJX envs, in one run.
 
-    python bench/bench_throughput.py                   # 1024 envs, 100 control steps
-    python bench/bench_throughput.py --envs 8192 --backends mjx   # on a GPU
+    python bench/bench_throughput.py                     # quadrotor + cartpole vs CartpoleBalance, 1024 envs
+    python bench/bench_throughput.py --tasks g1-velocity arm-pick --playground HumanoidWalk --envs 256
+    python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
 
-Measures: quadrotor-hover on each backend (5 physics substeps per control step), and
-simreal's cartpole-balance on each backend beside Playground's ``CartpoleBalance`` (same
-model, timestep and control rate). Each row: compile once, then the best of ``--repeats``
-timed scans of ``--steps`` control steps with random actions. Prints a markdown table.
+Each row: compile once, then the best of ``--repeats`` timed ``lax.scan`` rollouts of
+``--steps`` control steps of the vmapped env with uniform random actions (the shape of a
+PPO rollout). simreal's ``cartpole-balance`` matches Playground's ``CartpoleBalance`` (same
+model, timestep and control rate), so that pair is also printed as a ratio. Playground
+envs run with ``impl=jax`` (MJX). Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import platform
 import time
 
 import jax
-import jax.numpy as jnp
+
+#: simreal task -> the Playground env built to match it.
+MATCHED = {"cartpole-balance": "CartpoleBalance"}
 
 
 def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int) -> float:
@@ -41,51 +45,46 @@ def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int)
     return best
 
 
-def simreal_row(task: str, backend: str, envs: int, steps: int, repeats: int) -> float:
+def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int) -> float:
     from simreal.policies.run_config import make_env, resolve
 
     env = make_env(resolve(task), backend=backend)
     return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
 
 
-def playground_row(envs: int, steps: int, repeats: int) -> float:
+def playground_rate(name: str, envs: int, steps: int, repeats: int) -> float:
     from mujoco_playground import registry
 
-    env = registry.load("CartpoleBalance", config_overrides={"impl": "jax"})
+    env = registry.load(name, config_overrides={"impl": "jax"})
     return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", nargs="+", default=["quadrotor-hover", "cartpole-balance"])
+    p.add_argument("--playground", nargs="*", default=["CartpoleBalance"], help="Playground env names")
+    p.add_argument("--backends", nargs="+", default=["native", "mjx"])
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--backends", default="native,mjx")
-    p.add_argument("--skip-playground", action="store_true")
     a = p.parse_args()
-    backends = a.backends.split(",")
-    rows = []
-    quad = {b: simreal_row("quadrotor-hover", b, a.envs, a.steps, a.repeats) for b in backends}
-    for b, v in quad.items():
-        rows.append(("simreal quadrotor-hover", b, v))
-    cart = {b: simreal_row("cartpole-balance", b, a.envs, a.steps, a.repeats) for b in backends}
-    for b, v in cart.items():
-        rows.append(("simreal cartpole-balance", b, v))
-    pg = None if a.skip_playground else playground_row(a.envs, a.steps, a.repeats)
-    if pg:
-        rows.append(("Playground CartpoleBalance", "mjx", pg))
+    ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats) for t in a.tasks for b in a.backends}
+    theirs = {n: playground_rate(n, a.envs, a.steps, a.repeats) for n in a.playground}
     dev = jax.devices()[0]
-    print(f"\nmachine: {platform.processor() or platform.machine()}, {jax.device_count()}x {dev.platform} "
-          f"({getattr(dev, 'device_kind', '')}), envs {a.envs}, {a.steps} control steps x best of {a.repeats}\n")
-    print("| env | backend | env-steps/s |")
-    print("| --- | --- | ---: |")
-    for name, b, v in rows:
-        print(f"| {name} | {b} | {v:,.0f} |")
-    if "native" in quad and "mjx" in quad:
-        print(f"\nquadrotor native / mjx: {quad['native'] / quad['mjx']:.1f}x")
-    if pg:
-        for b, v in cart.items():
-            print(f"cartpole simreal {b} / Playground mjx: {v / pg:.2f}x")
+    print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
+          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}\n")
+    print("| env | backend | env-steps/s |\n| --- | --- | ---: |")
+    for (t, b), v in ours.items():
+        print(f"| simreal {t} | {b} | {v:,.0f} |")
+    for n, v in theirs.items():
+        print(f"| Playground {n} | mjx | {v:,.0f} |")
+    print()
+    for t in a.tasks:
+        if ("native" in a.backends) and ("mjx" in a.backends):
+            print(f"- {t}: native / mjx = {ours[(t, 'native')] / ours[(t, 'mjx')]:.1f}x")
+        if MATCHED.get(t) in theirs:
+            for b in a.backends:
+                print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ours[(t, b)] / theirs[MATCHED[t]]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
+    import warnings
     from pathlib import Path
+
+    # imageio starts ffmpeg with fork() while JAX's threads run; the child only execs ffmpeg.
+    warnings.filterwarnings("ignore", message=".*fork.*", category=RuntimeWarning)
 
     import imageio.v2 as imageio
     import jax

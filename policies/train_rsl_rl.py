@@ -5,7 +5,7 @@
 
 The algorithm, models and checkpoint dict are rsl_rl's (``OnPolicyRunner`` builds them); this
 module runs the runner's rollout/update loop one iteration at a time so the shared loop
-(``torch_loop``) can log, evaluate and stop between iterations. PPOConfig -> rsl_rl::
+(``loop_common``) can log, evaluate and stop between iterations. PPOConfig -> rsl_rl::
 
     unroll_length       num_steps_per_env     num_updates_per_batch  num_learning_epochs
     num_minibatches     num_mini_batches      clipping_epsilon       clip_param
@@ -32,9 +32,8 @@ from typing import Any
 
 import torch
 
-from simreal.policies import torch_loop, torch_policy
+from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
-from simreal.policies.train import TrainResult
 from simreal.yaml_io import atomic_write_bytes
 
 EXT = "pt"
@@ -139,17 +138,6 @@ class Driver:
 
     def actor(self) -> torch_policy.DeployedActor:
         return _actor(self.alg.get_policy())
-
-
-def train(run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-          quiet: bool = False) -> TrainResult:
-    """Train (or continue) ``run_dir`` with rsl_rl PPO; writes the run directory like the Brax trainer."""
-    import time
-
-    env = make_env(cfg)
-    path = torch_policy.latest_checkpoint(run_dir / "checkpoints", EXT) if resume else None
-    driver = Driver(cfg, env, path)
-    return torch_loop.run(run_dir, cfg, env, driver, t_start or time.time(), quiet)
 
 
 def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tuple[Any, torch_policy.DeployedActor]:

@@ -32,9 +32,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 from torch import nn
 
-from simreal.policies import torch_loop, torch_policy
+from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
-from simreal.policies.train import TrainResult
 from simreal.yaml_io import atomic_write_bytes
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "swish": nn.SiLU}
@@ -154,17 +153,6 @@ class Driver:
 
     def actor(self) -> torch_policy.DeployedActor:
         return _actor(self.model.policy, *self._normalizer())
-
-
-def train(run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-          quiet: bool = False) -> TrainResult:
-    """Train (or continue) ``run_dir`` with SB3 PPO; writes the run directory like the Brax trainer."""
-    import time
-
-    env = make_env(cfg)
-    path = torch_policy.latest_checkpoint(run_dir / "checkpoints", EXT) if resume else None
-    driver = Driver(cfg, env, path)
-    return torch_loop.run(run_dir, cfg, env, driver, t_start or time.time(), quiet)
 
 
 def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tuple[Any, torch_policy.DeployedActor]:

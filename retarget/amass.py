@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from simreal.errors import DataFileError
+from simreal.retarget.npz import open_npz
 from simreal.retarget.rotations import rotvec_to_matrix
 from simreal.retarget.skeleton import HumanMotion, forward_kinematics
 
@@ -70,11 +71,7 @@ def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike
 
 def rest_joints(model_path: Path, betas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rest joint positions (J, 3) [m] and parents (J,) from a body model npz and shape betas."""
-    try:
-        z = np.load(model_path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise DataFileError(str(model_path), f"not a readable body model npz: {e}") from None
-    with z:
+    with open_npz(model_path, "body model npz") as z:
         p = str(model_path)
         J_reg = np.asarray(_field(z, p, "J_regressor"), dtype=float)
         v = np.asarray(_field(z, p, "v_template"), dtype=float)
@@ -101,13 +98,7 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
       body_models: folder holding the body models (see the module docstring).
     """
     p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataFileError(str(p), "file not found") from None
-    except (ValueError, OSError) as e:
-        raise DataFileError(str(p), f"not a readable npz file: {e}") from None
-    with z:
+    with open_npz(p) as z:
         sp = str(p)
         poses = np.asarray(_field(z, sp, "poses"), dtype=float)
         trans = np.asarray(_field(z, sp, "trans"), dtype=float)

@@ -21,6 +21,7 @@ import numpy as np
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
+from simreal.retarget.npz import open_npz
 from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, snap_fps, tree_extent, units_scale,
                                        up_axis_rotation)
 
@@ -91,13 +92,7 @@ def load_keypoints_npz(path: str | Path, fps: float | None = None, units: str | 
                        up: str = "auto") -> HumanMotion:
     """Load an npz with ``positions`` (T, K, 3), ``names`` (K,) and ``fps``."""
     p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataFileError(str(p), "file not found") from None
-    except (ValueError, OSError) as e:
-        raise DataFileError(str(p), f"not a readable npz file: {e}") from None
-    with z:
+    with open_npz(p) as z:
         for key in ("positions", "names"):
             if key not in z.files:
                 raise DataFileError(str(p), f"missing field '{key}'; a keypoint npz holds positions "

@@ -11,25 +11,20 @@ to a format are ignored (AMASS is always Z-up metres).
 from __future__ import annotations
 
 from pathlib import Path
-import numpy as np
 
 from simreal.errors import DataFileError
 from simreal.retarget.amass import load_amass
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
+from simreal.retarget.npz import open_npz
 from simreal.retarget.skeleton import HumanMotion
 
 SUFFIXES = (".bvh", ".csv", ".npz")
 
 
 def _npz_kind(path: Path) -> str:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            files = set(z.files)
-    except FileNotFoundError:
-        raise DataFileError(str(path), "file not found") from None
-    except (ValueError, OSError) as e:
-        raise DataFileError(str(path), f"not a readable npz file: {e}") from None
+    with open_npz(path) as z:
+        files = set(z.files)
     if "poses" in files:
         return "amass"
     if "positions" in files:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import DataFileError, UnknownNameError
+from simreal.retarget.npz import open_npz
 from simreal.yaml_io import atomic_write_bytes
 
 FORMAT_VERSION = 1
@@ -150,13 +151,7 @@ def _json_default(o: Any) -> Any:
 def load_motion(path: str | Path) -> Motion:
     """Read and validate a motion file; a missing or malformed field raises DataFileError naming it."""
     p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataFileError(str(p), "file not found") from None
-    except (ValueError, OSError) as e:
-        raise DataFileError(str(p), f"not a readable npz file: {e}") from None
-    with z:
+    with open_npz(p) as z:
         required = ("fps", "provenance", "quality", *_NAMES, *_ARRAYS)
         missing = [k for k in required if k not in z.files]
         if missing:

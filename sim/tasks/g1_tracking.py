@@ -38,8 +38,8 @@ import numpy as np
 
 from simreal.config import field
 from simreal.observations import gravity_b, rotate_inv
-from simreal.sim.backends.base import ModelParams, PhysState
-from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+from simreal.sim.backends.base import PhysState
+from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
 TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "left_knee_link", "right_knee_link",
                   "torso_link", "left_elbow_link", "right_elbow_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
@@ -101,7 +101,7 @@ def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
     return 2.0 * jnp.arccos(jnp.clip(jnp.abs(jnp.dot(q1, q2)), 0.0, 1.0))
 
 
-class G1Tracking(JointRobotTask):
+class G1Tracking(FloorRobotTask):
     """Motion imitation for Unitree G1 (29 or 23 DoF)."""
 
     config_class = G1TrackingConfig
@@ -159,23 +159,6 @@ class G1Tracking(JointRobotTask):
         """The action whose position targets are the next frame's reference joint positions."""
         q = self.frame(info, ahead=1)["dof_pos"]
         return jnp.clip((q - self.home_ctrl) / self.cfg.action_scale, -1.0, 1.0)
-
-    # -- randomisation ---------------------------------------------------------------------------
-    def nominal_params(self) -> ModelParams:
-        m = self.mj_model
-        return {k: jnp.asarray(getattr(m, k), jnp.float32)
-                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
-
-    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
-        c, nu = self.cfg, self.mj_model.nu
-        k_f, k_m, k_kp = jax.random.split(rng, 3)
-        s_kp = uniform(k_kp, c.kp_scale, (nu,))
-        return {
-            "geom_friction": params["geom_friction"].at[:, 0].set(uniform(k_f, c.friction)),  # one per episode
-            "body_mass": params["body_mass"] * uniform(k_m, c.mass_scale, params["body_mass"].shape),
-            "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(s_kp),
-            "actuator_biasprm": params["actuator_biasprm"].at[:, 1].multiply(s_kp),  # bias1 = -kp
-        }
 
     # -- episode ---------------------------------------------------------------------------------
     def sample_initial(self, rng: jax.Array):

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 
 from simreal.config import field
 from simreal.observations import gravity_b, rotate_inv
-from simreal.sim.backends.base import ModelParams, PhysState
-from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+from simreal.sim.backends.base import PhysState
+from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class G1VelocityConfig(JointRobotConfig):
     push_max_vel_m_s: float = field(0.5, min=0.0, doc="push: base xy velocity change, uniform +- [m/s]")
 
 
-class G1Velocity(JointRobotTask):
+class G1Velocity(FloorRobotTask):
     """Velocity-command locomotion for Unitree G1 (29 or 23 DoF)."""
 
     config_class = G1VelocityConfig
@@ -73,22 +73,6 @@ class G1Velocity(JointRobotTask):
         due = (info["step"] > 0) & (info["step"] % every == 0)
         kick = jax.random.uniform(rng, (2,), minval=-c.push_max_vel_m_s, maxval=c.push_max_vel_m_s)
         return phys.replace(qvel=phys.qvel.at[0:2].add(jnp.where(due, kick, 0.0)))
-
-    def nominal_params(self) -> ModelParams:
-        m = self.mj_model
-        return {k: jnp.asarray(getattr(m, k), jnp.float32)
-                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
-
-    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
-        c, nu = self.cfg, self.mj_model.nu
-        k_f, k_m, k_kp = jax.random.split(rng, 3)
-        s_kp = uniform(k_kp, c.kp_scale, (nu,))
-        return {
-            "geom_friction": params["geom_friction"].at[:, 0].set(uniform(k_f, c.friction)),  # one per episode
-            "body_mass": params["body_mass"] * uniform(k_m, c.mass_scale, params["body_mass"].shape),
-            "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(s_kp),
-            "actuator_biasprm": params["actuator_biasprm"].at[:, 1].multiply(s_kp),  # bias1 = -kp
-        }
 
     # -- episode ---------------------------------------------------------------------------------
     def sample_initial(self, rng: jax.Array):

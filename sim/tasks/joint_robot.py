@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from simreal.config import field
-from simreal.sim.backends.base import PhysState
+from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 
 
@@ -112,3 +112,24 @@ class JointRobotTask(MjEnv):
         """PD torques [N m] the actuators apply for ``action`` (nominal gains, before force limits)."""
         kp = info["model_params"]["actuator_gainprm"][:, 0] if "actuator_gainprm" in info["model_params"] else self.kp
         return kp * (self.targets(action) - self.joint_pos(phys)) - self.kd * self.joint_vel(phys)
+
+
+class FloorRobotTask(JointRobotTask):
+    """A joint robot on the floor, randomised per episode (uniform; the config's ranges
+    ``friction``, ``mass_scale``, ``kp_scale``): floor friction, link masses, PD stiffness."""
+
+    def nominal_params(self) -> ModelParams:
+        m = self.mj_model
+        return {k: jnp.asarray(getattr(m, k), jnp.float32)
+                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
+
+    def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
+        c, nu = self.cfg, self.mj_model.nu
+        k_f, k_m, k_kp = jax.random.split(rng, 3)
+        s_kp = uniform(k_kp, c.kp_scale, (nu,))
+        return {
+            "geom_friction": params["geom_friction"].at[:, 0].set(uniform(k_f, c.friction)),  # one per episode
+            "body_mass": params["body_mass"] * uniform(k_m, c.mass_scale, params["body_mass"].shape),
+            "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(s_kp),
+            "actuator_biasprm": params["actuator_biasprm"].at[:, 1].multiply(s_kp),  # bias1 = -kp
+        }
