@@ -26,14 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def evaluate_run(run_dir, backend: str | None, episodes: int | None, randomize: bool) -> dict:
     """Evaluate a run's latest checkpoint on ``backend`` (None: the run's own)."""
-    import dataclasses
-
-    from simreal.policies.ppo import PPO, evaluate
+    from simreal.policies.ppo import evaluate
     from simreal.policies.run_config import make_env
     from simreal.policies.train import load_config, load_policy
 
     cfg = load_config(run_dir)
     n = episodes or cfg.eval.episodes
+    seed = cfg.seed + 12345
     if cfg.trainer != "brax":  # torch-trained: its deterministic actor through the adapters
         import importlib
 
@@ -42,13 +41,10 @@ def evaluate_run(run_dir, backend: str | None, episodes: int | None, randomize: 
         env, actor = importlib.import_module(f"simreal.policies.train_{cfg.trainer}").load_actor(run_dir, cfg, backend)
         if not randomize:
             env = make_env(cfg, backend=backend, randomize=False)
-        r = torch_policy.evaluate(env, actor.act, n, seed=cfg.seed + 12345)
-        r["backend"] = env.backend
-        return r
-    env, ppo, ts = load_policy(run_dir, cfg, backend=backend)
-    if not randomize:
-        env = make_env(cfg, backend=backend, randomize=False)
-    r = evaluate(env, ppo.make_policy, ppo.policy_params(ts), n, seed=cfg.seed + 12345)
+        r = torch_policy.evaluate(env, actor.act, n, seed=seed)
+    else:
+        env, ppo, ts = load_policy(run_dir, cfg, backend=backend, randomize=randomize)
+        r = evaluate(env, ppo.make_policy, ppo.policy_params(ts), n, seed=seed)
     r["backend"] = env.backend
     return r
 

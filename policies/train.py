@@ -37,10 +37,11 @@ def load_config(run_dir: Path) -> RunConfig:
     return from_mapping(load_run_config(open_run_dir(run_dir)), str(run_dir / "config.yaml"))
 
 
-def load_policy(run_dir: Path, cfg: RunConfig | None = None, backend: str | None = None):
-    """(env, ppo, training_state) from a run's latest checkpoint."""
+def load_policy(run_dir: Path, cfg: RunConfig | None = None, backend: str | None = None, **env_overrides: Any):
+    """(env, ppo, training_state) from a run's latest checkpoint; ``env_overrides`` change env
+    settings (e.g. ``randomize=False``) without touching the checkpoint's shapes."""
     cfg = cfg or load_config(run_dir)
-    env = make_env(cfg, backend=backend)
+    env = make_env(cfg, backend=backend, **env_overrides)
     ppo = PPO(env, cfg.train, cfg.seed)
     path = ckpt.latest_checkpoint(run_dir / "checkpoints")
     if path is None:
