@@ -325,6 +325,17 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
     k = 0
     while k_end is None or k < k_end:
         t = k * dt
+        # The state of time t is published first, so with no injected state latency the tick
+        # at t sees it (publishing after the tick would add a hidden control period of delay).
+        if k % state_every == 0:
+            if handover is not None and robot.free:
+                errors.append(((k - handover) * dt, float(np.linalg.norm(robot.true_state()["pos_w"] - target))))
+            s = robot.measured_state(rng, sim_cfg.noise_scale)
+            for name, st in cfg.state.items():
+                if rng.random() >= sim_cfg.drop:
+                    msg = encode_state(st.type, s, int(t * 1e9), msg_class, joint_names=spec.actuator_names,
+                                       twist_frame=st.twist_frame)
+                    pending_state.append((k + state_delay, name, type(msg), msg.serialize()))
         while pending_state and pending_state[0][0] <= k:
             _, name, cls, data = pending_state.popleft()
             runner.on_state(name, cls.deserialize(data), t)
@@ -339,15 +350,6 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
                 handover, k_end = k, k + round(sim_cfg.duration_s / dt)
         if handover is None:
             robot.hold()
-        if k % state_every == 0:
-            if handover is not None and robot.free:
-                errors.append(((k - handover) * dt, float(np.linalg.norm(robot.true_state()["pos_w"] - target))))
-            s = robot.measured_state(rng, sim_cfg.noise_scale)
-            for name, st in cfg.state.items():
-                if rng.random() >= sim_cfg.drop:
-                    msg = encode_state(st.type, s, int(t * 1e9), msg_class, joint_names=spec.actuator_names,
-                                       twist_frame=st.twist_frame)
-                    pending_state.append((k + state_delay, name, type(msg), msg.serialize()))
         robot.step()
         k += 1
         if handover is None and k * dt > sim_cfg.startup_timeout_s:
