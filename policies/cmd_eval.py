@@ -3,8 +3,9 @@
     simreal eval runs/quadrotor-hover/20261121-120000
     simreal eval RUN_DIR --episodes 512 --backend mjx --json
 
-Evaluating on the other backend than training used is the sim-to-sim check: both are run
-and the gap is printed.
+Evaluating on the other backend than training used is the sim-to-sim gate: both are run,
+the gap is printed, and the command exits with 1 when success drops by more than the task
+config's ``eval.sim_to_sim_max_gap``.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
         results[trained_on] = evaluate_run(run_dir, trained_on, args.episodes, randomize)
         results["gap"] = {k: results[target][k] - results[trained_on][k]
                           for k in ("success", "crash", "pos_rmse_m") if k in results[target]}
+        results["sim_to_sim_passed"] = -results["gap"].get("success", 0.0) <= cfg.eval.sim_to_sim_max_gap
+    status = 0 if results.get("sim_to_sim_passed", True) else 1
     if args.json:
         print(json.dumps(results, indent=2))
-        return 0
+        return status
     for name in (trained_on, target) if target != trained_on else (target,):
         r = results[name]
         print(f"[{name}] episodes {r['episodes']}: success {r.get('success', 0):.3f}  crash {r.get('crash', 0):.3f}  "
@@ -77,4 +80,6 @@ def run(args: argparse.Namespace) -> int:
     if "gap" in results:
         g = results["gap"]
         print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {v:+.4f}" for k, v in g.items()))
-    return 0
+        verdict = "PASS" if results["sim_to_sim_passed"] else "FAIL"
+        print(f"sim-to-sim gate: {verdict} (success may drop by at most {cfg.eval.sim_to_sim_max_gap:g})")
+    return status

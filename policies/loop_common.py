@@ -65,6 +65,10 @@ def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) 
     progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w")) if quiet else Progress(tc.num_timesteps)
     last_ckpt = time.time()
     next_eval = trainer.env_steps + tc.eval_every_steps if tc.eval_every_steps else None
+    # A training-success trigger evaluates at most every half eval period: with few episodes
+    # ending per iteration, the training success rate reads 1.0 often and eval is not free.
+    min_gap = tc.eval_every_steps // 2
+    last_eval = -min_gap
     eval_result: dict[str, float] = {}
     reached = False
 
@@ -81,8 +85,10 @@ def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) 
         row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
         row.update({("episode_return" if k == "return" else k): v for k, v in ep.items()})
         due = next_eval is not None and steps >= next_eval
-        hit = tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success
+        hit = (tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success
+               and steps - last_eval >= min_gap)
         if due or hit:
+            last_eval = steps
             eval_result = trainer.evaluate()
             row.update({f"eval_{k}": v for k, v in eval_result.items()})
             if next_eval is not None:

@@ -66,6 +66,8 @@ class EvalConfig:
 
     episodes: int = field(256, min=1)
     randomize: bool = field(True, doc="evaluate under domain randomisation")
+    sim_to_sim_max_gap: float = field(0.05, min=0.0, max=1.0,
+                                      doc="sim-to-sim gate: largest allowed success-rate drop on the other backend")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Training driver: run directory, PPO iterations, evaluation, checkpoints, resume.
 
     run = start_run(cfg)                # new runs/<task>/<stamp>/ with config.yaml
-    result = train(run_dir, cfg)        # or resume_run(run_dir) to continue
+    result = train(run_dir, cfg)        # resume=True continues from the latest checkpoint
 
 Stops when the env-step budget is spent, when deterministic evaluation reaches
 ``train.target_success`` (checked whenever the training episodes' success rate reaches it,

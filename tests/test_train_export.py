@@ -109,10 +109,11 @@ def test_cli_train_eval_export_smoke(tmp_path):
         assert (run_dir / f).is_file(), f
     assert ckpt.latest_checkpoint(run_dir / "checkpoints") is not None
     assert list(run_dir.glob("events.out.tfevents.*"))
-    r = subprocess.run(cmd + ["eval", str(run_dir), "--episodes", "8", "--json"], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr
-    assert '"success"' in r.stdout
+    r = subprocess.run(cmd + ["eval", str(run_dir), "--episodes", "8", "--backend", "mjx", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    report = json.loads(r.stdout)
+    assert r.returncode == (0 if report["sim_to_sim_passed"] else 1), r.stderr
+    assert set(report) >= {"native", "mjx", "gap"} and "success" in report["mjx"]
     r = subprocess.run(cmd + ["export", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert (run_dir / "bundle" / "policy.onnx").is_file()
