@@ -114,6 +114,8 @@ def resolve(task: str | None, overrides: Sequence[str] = (), base: Mapping[str, 
         base = load_yaml(path) if path.is_file() else {"task": task}
         source = str(path)
     data = deep_merge(base, parse_overrides(overrides))
+    if overrides:
+        source = f"{source} + command-line overrides" if source else "command-line overrides"
     if task is not None:
         data.setdefault("task", task)
     return from_mapping(data, source)
