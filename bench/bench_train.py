@@ -20,29 +20,8 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 
 EVAL_ENVS = 128
-
-
-def first_episode_success(env, act_fn, seed: int) -> tuple[float, float]:
-    """(success rate, crash rate) of each env's first episode, ``act_fn``: obs (N, n) -> (N, m)."""
-    from simreal.sim.adapter_core import JaxBatch
-
-    batch = JaxBatch(env, EVAL_ENVS, seed)
-    obs = np.asarray(batch.reset())
-    seen = np.zeros(EVAL_ENVS, bool)
-    success = np.zeros(EVAL_ENVS)
-    crash = np.zeros(EVAL_ENVS)
-    for _ in range(env.episode_steps):
-        out = batch.step(act_fn(obs))
-        done = np.asarray(out.done)
-        first = done & ~seen
-        success[first] = np.asarray(out.episode_metrics["episode/success"])[first]
-        crash[first] = np.asarray(out.episode_metrics["episode/crash"])[first]
-        seen |= done
-        obs = np.asarray(out.obs)
-    return float(success.mean()), float(crash.mean())
 
 
 def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: int) -> dict:
@@ -51,6 +30,7 @@ def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: 
     from stable_baselines3.common.callbacks import BaseCallback
 
     from simreal.policies.run_config import make_env, resolve
+    from simreal.policies.torch_policy import evaluate
     from simreal.sim.adapter_sb3 import SB3VecEnv
 
     cfg = resolve(task, [f"seed={seed}", "backend=native"])
@@ -69,7 +49,8 @@ def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: 
             if self.num_timesteps < self.next_eval:
                 return time.time() - t0 < limit_s
             self.next_eval += eval_every
-            s, c = first_episode_success(eval_env, lambda o: model.predict(o, deterministic=True)[0], seed + 1)
+            r = evaluate(eval_env, lambda o: model.predict(o, deterministic=True)[0], EVAL_ENVS, seed + 1)
+            s, c = r["success"], r["crash"]
             result.update(success=s, crash=c, env_steps=self.num_timesteps, wall_s=time.time() - t0)
             print(f"sb3 {self.num_timesteps} steps {time.time() - t0:.0f}s success {s:.3f}", file=sys.stderr)
             result["reached"] = s >= target

@@ -20,7 +20,7 @@ import numpy as np
 from simreal.errors import DataFileError
 from simreal.yaml_io import atomic_write_bytes
 
-_STEP = re.compile(r"step_(\d+)\.npz$")
+_STEP = re.compile(r"step_(\d+)\.")
 
 
 def _name(path: tuple) -> str:
@@ -60,18 +60,31 @@ def load_pytree(path: str | Path, template: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def checkpoint_path(ckpt_dir: Path, env_steps: int) -> Path:
-    return ckpt_dir / f"step_{env_steps:012d}.npz"
+def checkpoint_path(ckpt_dir: Path, env_steps: int, ext: str = "npz") -> Path:
+    """``ckpt_dir/step_<env_steps>.<ext>`` (zero-padded so names sort by steps)."""
+    return ckpt_dir / f"step_{env_steps:012d}.{ext}"
 
 
-def latest_checkpoint(ckpt_dir: Path) -> Path | None:
-    """The checkpoint with the most env steps, or None."""
-    found = [(int(m.group(1)), f) for f in ckpt_dir.glob("step_*.npz") if (m := _STEP.search(f.name))]
-    return max(found)[1] if found else None
+def checkpoint_steps(path: Path) -> int:
+    """The env steps in a checkpoint's name (``step_000001024.npz`` -> 1024)."""
+    m = _STEP.match(Path(path).name)
+    if m is None:
+        raise DataFileError(str(path), "not a step_<env_steps>.* checkpoint name")
+    return int(m.group(1))
 
 
-def prune(ckpt_dir: Path, keep: int = 3) -> None:
-    """Keep only the ``keep`` newest checkpoints."""
-    found = sorted((int(m.group(1)), f) for f in ckpt_dir.glob("step_*.npz") if (m := _STEP.search(f.name)))
-    for _, f in found[:-keep]:
-        f.unlink(missing_ok=True)
+def _found(ckpt_dir: Path, ext: str) -> list[tuple[int, Path]]:
+    return sorted((int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.match(f.name)))
+
+
+def latest_checkpoint(ckpt_dir: Path, ext: str = "npz") -> Path | None:
+    """The ``step_*.<ext>`` checkpoint with the most env steps, or None."""
+    found = _found(ckpt_dir, ext)
+    return found[-1][1] if found else None
+
+
+def prune(ckpt_dir: Path, keep: int = 3, ext: str = "npz") -> None:
+    """Keep only the ``keep`` newest ``step_*.<ext>`` checkpoints (with their ``step_N.*`` side files)."""
+    for steps, _ in _found(ckpt_dir, ext)[:-keep]:
+        for f in ckpt_dir.glob(f"step_{steps:012d}.*"):
+            f.unlink(missing_ok=True)

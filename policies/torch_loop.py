@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simreal.policies import checkpoint as ckpt
 from simreal.policies import loop_common, torch_policy
 from simreal.policies.loop_common import TrainResult
 from simreal.policies.run_config import make_env
@@ -39,7 +40,7 @@ class _TorchTrainer:
 
     def save(self, ckpt_dir: Path) -> None:
         self.driver.save(ckpt_dir)
-        torch_policy.prune(ckpt_dir, self.driver.ext)
+        ckpt.prune(ckpt_dir, ext=self.driver.ext)
 
     def evaluate(self) -> dict[str, float]:
         return torch_policy.evaluate(self.env, self.driver.actor().act, self.cfg.train.num_eval_envs,
@@ -49,6 +50,6 @@ class _TorchTrainer:
 def train(run_dir: Path, cfg: Any, driver_cls: Any, resume: bool, t_start: float | None, quiet: bool) -> TrainResult:
     """Train (or continue) ``run_dir`` with ``driver_cls``; writes the run directory like the Brax trainer."""
     env = make_env(cfg)
-    path = torch_policy.latest_checkpoint(run_dir / "checkpoints", driver_cls.ext) if resume else None
+    path = ckpt.latest_checkpoint(run_dir / "checkpoints", driver_cls.ext) if resume else None
     trainer = _TorchTrainer(cfg, env, driver_cls(cfg, env, path))
     return loop_common.run(run_dir, cfg, trainer, t_start or time.time(), quiet)

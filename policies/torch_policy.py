@@ -14,7 +14,6 @@ Gaussian is unbounded, SB3 clips samples to the action space, and ``MjEnv.step``
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import onnx
 import torch
 from torch import nn
 
+from simreal.policies import checkpoint as ckpt
 from simreal.policies.export import IR_VERSION, OPSET
 
 
@@ -105,29 +105,8 @@ def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int
     return r
 
 
-_STEP = re.compile(r"step_(\d+)\.(\w+)$")
-
-
-def checkpoint_path(ckpt_dir: Path, env_steps: int, ext: str) -> Path:
-    return ckpt_dir / f"step_{env_steps:012d}.{ext}"
-
-
-def latest_checkpoint(ckpt_dir: Path, ext: str) -> Path | None:
-    """The ``step_*.<ext>`` checkpoint with the most env steps, or None."""
-    found = [(int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.search(f.name))]
-    return max(found)[1] if found else None
-
-
-def prune(ckpt_dir: Path, ext: str, keep: int = 3) -> None:
-    """Keep the ``keep`` newest ``step_*.<ext>*`` checkpoints (and their side files)."""
-    found = sorted((int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.search(f.name)))
-    for steps, _ in found[:-keep]:
-        for f in ckpt_dir.glob(f"step_{steps:012d}.*"):
-            f.unlink(missing_ok=True)
-
-
 def require_checkpoint(run_dir: Path, ext: str) -> Path:
-    path = latest_checkpoint(run_dir / "checkpoints", ext)
+    path = ckpt.latest_checkpoint(run_dir / "checkpoints", ext)
     if path is None:
         from simreal.errors import DataFileError
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.yaml_io import atomic_write_bytes
@@ -134,7 +135,7 @@ class Driver:
         d["infos"] = None
         buf = io.BytesIO()
         torch.save(d, buf)
-        atomic_write_bytes(torch_policy.checkpoint_path(ckpt_dir, self.env_steps, EXT), buf.getvalue())
+        atomic_write_bytes(ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT), buf.getvalue())
 
     def actor(self) -> torch_policy.DeployedActor:
         return _actor(self.alg.get_policy())

@@ -32,6 +32,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 from torch import nn
 
+from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.yaml_io import atomic_write_bytes
@@ -117,7 +118,7 @@ class Driver:
         self.steps_per_iteration = tc.num_envs * tc.unroll_length
         if resume_from is not None:
             self.model.set_parameters(str(resume_from), device="cpu")  # tensors only, weights_only load
-            self.model.num_timesteps = int(torch_policy._STEP.search(resume_from.name).group(1))
+            self.model.num_timesteps = ckpt.checkpoint_steps(resume_from)
             if self.norm is not None:
                 with np.load(_normalizer_path(resume_from), allow_pickle=False) as z:
                     rms = self.norm.obs_rms
@@ -135,7 +136,7 @@ class Driver:
         return {**cb.sums, **losses}
 
     def save(self, ckpt_dir: Path) -> None:
-        path = torch_policy.checkpoint_path(ckpt_dir, self.env_steps, EXT)
+        path = ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT)
         if self.norm is not None:
             rms, buf = self.norm.obs_rms, io.BytesIO()
             np.savez(buf, mean=rms.mean, var=rms.var, count=np.asarray(rms.count))
