@@ -47,7 +47,7 @@ MARK_BEGIN, MARK_END = "<!-- bench_latency:begin -->", "<!-- bench_latency:end -
 def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime: bool, out: str) -> None:
     import gc
 
-    from simreal.deploy.bundle import load_bundle
+    from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
 

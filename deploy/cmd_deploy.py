@@ -97,7 +97,7 @@ def _ros2(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from simreal.deploy.bag import BagRecorder
-    from simreal.deploy.bundle import load_bundle
+    from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id, realtime_priority
 
@@ -142,7 +142,7 @@ def _sigterm_as_interrupt() -> None:
 
 def _sim(args: argparse.Namespace) -> int:
     from simreal.deploy.bag import BagRecorder
-    from simreal.deploy.bundle import load_bundle
+    from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
     from simreal.errors import SimrealError

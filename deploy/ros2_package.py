@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from simreal.deploy.bundle import BUNDLE_YAML, Bundle, load_bundle
+from simreal.bundle import BUNDLE_YAML, Bundle, load_bundle
 from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config
 from simreal.deploy.ros_params import flatten, to_ros_tree
 from simreal.errors import ConfigError
@@ -71,7 +71,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_
 
 $msg_imports
 
-from simreal.deploy.bundle import load_bundle
+from simreal.bundle import load_bundle
 from simreal.deploy.ros_params import from_ros_tree, unflatten
 from simreal.deploy.runner import PolicyRunner
 

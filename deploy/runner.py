@@ -33,7 +33,7 @@ import numpy as np
 
 from simreal.deploy.adapters import (CommandCodec, StateDecoder, StateMessageError, complete_state, norm_type,
                                      stamp_ns)
-from simreal.deploy.bundle import Bundle, OnnxPolicy
+from simreal.bundle import Bundle, OnnxPolicy
 from simreal.deploy.config import (STATE_PROVIDES, DeployConfig, resolve_deploy_config, spec_of_bundle)
 from simreal.deploy.safety import RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError

@@ -381,7 +381,7 @@ def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: Si
 def main(argv: list[str] | None = None) -> int:
     """``python -m simreal.deploy.sim_loop BUNDLE --domain-id N --report FILE [...]``."""
     from simreal.config import build
-    from simreal.deploy.bundle import load_bundle
+    from simreal.bundle import load_bundle
     from simreal.yaml_io import atomic_write_text, load_yaml
 
     p = argparse.ArgumentParser(prog="python -m simreal.deploy.sim_loop", description=__doc__,

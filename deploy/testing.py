@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from simreal.config import to_dict
-from simreal.deploy.bundle import write_bundle_yaml
+from simreal.bundle import write_bundle_yaml
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
 HOVER_TERMS = (("pos_error_w", 3), ("rot_mat_wb", 9), ("lin_vel_w", 3), ("ang_vel_b", 3), ("last_action", 4))

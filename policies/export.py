@@ -1,4 +1,4 @@
-"""Export a trained policy to a bundle: ``policy.onnx`` + ``bundle.yaml`` (deploy/bundle.py).
+"""Export a trained policy to a bundle: ``policy.onnx`` + ``bundle.yaml`` (simreal/bundle.py).
 
 The ONNX graph is written node by node with ``onnx.helper`` from the Brax parameters, so
 it contains exactly the deployed computation and nothing of JAX::
@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import simreal
 from simreal.config import to_dict
-from simreal.deploy.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
+from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
 from simreal.policies.run_config import RunConfig
 from simreal.yaml_io import atomic_write_bytes
 
@@ -164,7 +164,7 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
 def check_export(bundle_dir: Path, make_policy, policy_params: Any, obs_size: int, n: int = 256,
                  seed: int = 0) -> float:
     """Max |ONNX Runtime - JAX| over ``n`` random observations (deterministic policy)."""
-    from simreal.deploy.bundle import OnnxPolicy
+    from simreal.bundle import OnnxPolicy
 
     obs = np.random.default_rng(seed).normal(size=(n, obs_size)).astype(np.float32) * 2.0
     jax_act, _ = make_policy(policy_params, deterministic=True)(jnp.asarray(obs), jax.random.PRNGKey(0))

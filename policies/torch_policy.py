@@ -69,7 +69,7 @@ def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
 
 def check_export(bundle_dir: Path, actor: DeployedActor, n: int = 256, seed: int = 0) -> float:
     """Max |ONNX Runtime - torch| over ``n`` random observations."""
-    from simreal.deploy.bundle import OnnxPolicy, load_bundle
+    from simreal.bundle import OnnxPolicy, load_bundle
 
     obs = np.random.default_rng(seed).normal(size=(n, actor.obs_size)).astype(np.float32) * 2.0
     obs = obs * actor.obs_std.numpy() + actor.obs_mean.numpy()  # around the data the actor saw

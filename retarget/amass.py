@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from simreal.errors import DataFileError
-from simreal.retarget.npz import open_npz
+from simreal.npz import open_npz
 from simreal.retarget.rotations import rotvec_to_matrix
 from simreal.retarget.skeleton import HumanMotion, forward_kinematics
 

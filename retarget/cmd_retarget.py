@@ -77,7 +77,7 @@ def _robot(opts: dict):
 def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
     """Retarget one file and write its motion file (and video); returns a summary dict."""
     from simreal.retarget.loaders import load_motion_source
-    from simreal.retarget.motion_file import save_motion
+    from simreal.motion_file import save_motion
     from simreal.retarget.pipeline import retarget
 
     robot = _robot(opts)

@@ -21,7 +21,7 @@ import numpy as np
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.npz import open_npz
+from simreal.npz import open_npz
 from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, snap_fps, tree_extent, units_scale,
                                        up_axis_rotation)
 

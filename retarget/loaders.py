@@ -16,7 +16,7 @@ from simreal.errors import DataFileError
 from simreal.retarget.amass import load_amass
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
-from simreal.retarget.npz import open_npz
+from simreal.npz import open_npz
 from simreal.retarget.skeleton import HumanMotion
 
 SUFFIXES = (".bvh", ".csv", ".npz")

@@ -21,7 +21,7 @@ from simreal.errors import UnknownNameError
 from simreal.retarget.ik import solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import quality_report
-from simreal.retarget.motion_file import Motion
+from simreal.motion_file import Motion
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.skeleton import HumanMotion
 from simreal.retarget.targets import Targets, build_targets, resample

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from simreal.errors import SimrealError
 
 VERBS: dict[str, str] = {
-    "list": "simreal.cmd_list",
+    "list": "simreal.sim.cmd_list",
     "train": "simreal.policies.cmd_train",
     "eval": "simreal.policies.cmd_eval",
     "export": "simreal.policies.cmd_export",

@@ -102,7 +102,7 @@ def test_nan_actions_never_reach_the_wire(tmp_path, domain):
 
 def test_estop_and_state_triggered_loop(tmp_path, domain):
     """In-process DdsPolicyNode with trigger=state: one command per state message; e-stop latches."""
-    from simreal.deploy.bundle import load_bundle
+    from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
 

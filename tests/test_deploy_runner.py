@@ -14,7 +14,7 @@ pytest.importorskip("onnxruntime")
 from simreal.deploy import ros_types as R  # noqa: E402
 from simreal.deploy import testing as T  # noqa: E402
 from simreal.deploy.adapters import CommandCodec, StateDecoder, encode_state  # noqa: E402
-from simreal.deploy.bundle import load_bundle  # noqa: E402
+from simreal.bundle import load_bundle  # noqa: E402
 from simreal.deploy.config import resolve_deploy_config  # noqa: E402
 from simreal.deploy.runner import PolicyRunner  # noqa: E402
 from simreal.deploy.safety import ESTOP, FAULT, RAMP, RUNNING, STALE, WAITING, SafetyLayer  # noqa: E402
@@ -189,7 +189,7 @@ def test_runner_refuses_mismatched_bundle(tmp_path):
 # -- runner ------------------------------------------------------------------------------------
 
 def test_runner_quadrotor_path_matches_reference_controller(hover_bundle):
-    from simreal.deploy.bundle import OnnxPolicy
+    from simreal.bundle import OnnxPolicy
 
     onnx, seen = OnnxPolicy(hover_bundle), []
 

@@ -9,7 +9,7 @@ import pytest
 
 from simreal.cli import main
 from simreal.retarget import synth
-from simreal.retarget.motion_file import load_motion
+from simreal.motion_file import load_motion
 
 
 @pytest.fixture(scope="module")

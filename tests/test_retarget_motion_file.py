@@ -12,7 +12,7 @@ from scipy.spatial.transform import Rotation
 
 from simreal.errors import DataFileError, UnknownNameError
 from simreal.retarget import synth
-from simreal.retarget.motion_file import Motion, load_motion, save_motion
+from simreal.motion_file import Motion, load_motion, save_motion
 from simreal.retarget.pipeline import retarget
 from simreal.retarget.robot import load_robot
 from simreal.retarget.skeleton import HumanMotion

@@ -40,7 +40,7 @@ NO_NOISE = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0", "e
 @pytest.fixture(scope="module")
 def g1_tracking(tmp_path_factory):
     """g1-tracking reading a short synthetic clip written with save_motion (1 s, 50 fps)."""
-    from simreal.retarget.motion_file import save_motion
+    from simreal.motion_file import save_motion
     from simreal.sim.robots import build_model
     from simreal.sim.tasks.g1_tracking import synthetic_motion
 
@@ -82,7 +82,7 @@ def test_g1_tracking_motion_joint_names_checked(tmp_path):
     import dataclasses
 
     from simreal.errors import SimrealError
-    from simreal.retarget.motion_file import save_motion
+    from simreal.motion_file import save_motion
     from simreal.sim.robots import build_model
     from simreal.sim.tasks.g1_tracking import synthetic_motion
 

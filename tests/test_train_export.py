@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from simreal.errors import BundleError
-from simreal.deploy.bundle import OnnxPolicy, load_bundle
+from simreal.bundle import OnnxPolicy, load_bundle
 from simreal.policies import checkpoint as ckpt
 from simreal.policies.export import check_export, export_bundle
 from simreal.policies.ppo import PPO

@@ -20,7 +20,7 @@ pytest.importorskip("rsl_rl")
 
 import torch  # noqa: E402
 
-from simreal.deploy.bundle import OnnxPolicy, load_bundle  # noqa: E402
+from simreal.bundle import OnnxPolicy, load_bundle  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

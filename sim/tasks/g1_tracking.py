@@ -1,6 +1,6 @@
 """``g1-tracking``: imitate a retargeted motion clip (DeepMimic / BeyondMimic style).
 
-The clip is a motion file (``retarget/motion_file.py``) named by ``env.motion_file``; its joints
+The clip is a motion file (``simreal/motion_file.py``) named by ``env.motion_file``; its joints
 are matched to the robot's actuators by name, its bodies to the robot's bodies by name
 (``tracked_bodies``). An empty ``motion_file`` uses a built-in synthetic clip (the home pose
 plus small joint sinusoids, :func:`synthetic_motion`) so the task runs without data.
@@ -68,7 +68,7 @@ def synthetic_motion(model: mujoco.MjModel, seconds: float = 2.0, fps: float = 5
 
     Body positions come from MuJoCo's forward kinematics of ``model`` at every frame.
     """
-    from simreal.retarget.motion_file import Motion
+    from simreal.motion_file import Motion
 
     key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
     d = mujoco.MjData(model)
@@ -118,7 +118,7 @@ class G1Tracking(FloorRobotTask):
                          objname=b)
 
     def build_model(self) -> mujoco.MjModel:
-        from simreal.retarget.motion_file import load_motion
+        from simreal.motion_file import load_motion
 
         m = super().build_model()
         adr = [int(m.sensor_adr[m.sensor(f"{b}_xpos").id]) for b in TRACKED_BODIES]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import DataFileError, UnknownNameError
-from simreal.retarget.npz import open_npz
+from simreal.npz import open_npz
 from simreal.yaml_io import atomic_write_bytes
 
 FORMAT_VERSION = 1
