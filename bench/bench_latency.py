@@ -38,6 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# Bundles made without training live with the test fixtures (tests/fixtures/bundles.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 import numpy as np
 
 RATE_HZ = 500.0
@@ -63,7 +66,7 @@ def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime:
 
 
 def run_robot(domain: int, seconds: float, realtime: bool) -> dict[str, np.ndarray]:
-    from simreal.deploy.testing import FakeRobot
+    from fixtures.bundles import FakeRobot
     from simreal.deploy.transport_dds import PeriodicTimer, realtime_priority
 
     with realtime_priority(realtime):
@@ -87,7 +90,7 @@ def run_robot(domain: int, seconds: float, realtime: bool) -> dict[str, np.ndarr
 
 
 def one_run(bundle: str, trigger: str, seconds: float, realtime: bool) -> dict:
-    from simreal.deploy.testing import random_domain_id
+    from fixtures.bundles import random_domain_id
 
     domain = random_domain_id()
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,7 +191,7 @@ def main() -> int:
         run_runner(a.bundle, a.domain, a.trigger, a.seconds, a.realtime, a.out)
         return 0
 
-    from simreal.deploy.testing import make_mlp_bundle
+    from fixtures.bundles import make_mlp_bundle
 
     load = os.getloadavg()
     results = {}

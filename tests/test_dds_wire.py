@@ -129,7 +129,7 @@ ALL_TYPES = sorted(R.MESSAGE_TYPES)
 
 @pytest.fixture
 def dds_domain() -> int:
-    from simreal.deploy.testing import random_domain_id
+    from fixtures.bundles import random_domain_id
 
     return random_domain_id()
 

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("cyclonedds")
 pytest.importorskip("rosbags")
 
-from simreal.deploy import testing as T  # noqa: E402
+from fixtures import bundles as T  # noqa: E402
 
 
 @pytest.fixture

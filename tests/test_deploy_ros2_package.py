@@ -23,7 +23,7 @@ import yaml
 
 pytest.importorskip("onnxruntime")
 
-from simreal.deploy import testing as T  # noqa: E402
+from fixtures import bundles as T  # noqa: E402
 from simreal.bundle import load_bundle  # noqa: E402
 from simreal.deploy.config import config_to_tree, resolve_deploy_config  # noqa: E402
 from simreal.deploy.ros2_package import generate_ros2_package  # noqa: E402

@@ -13,7 +13,7 @@ pytest.importorskip("cyclonedds")
 pytest.importorskip("mujoco")
 pytest.importorskip("rosbags")
 
-from simreal.deploy import testing as T  # noqa: E402
+from fixtures import bundles as T  # noqa: E402
 from simreal.deploy.bag import read_bag_counts  # noqa: E402
 
 
