@@ -3,11 +3,11 @@
     python bench/bench_retarget.py                        # g1 + h1, walking/running/dancing/crouching
     python bench/bench_retarget.py --robots g1 --clips walking --repeats 3 --json
 
-Clips are synthesised (retarget/synth.py: a LAFAN1-style rig, procedural gait with planted
-footsteps), given mocap-like noise (``--noise`` degrees of smoothed joint jitter and a few mm
-of root jitter), written as BVH (centimetres, Y-up, ZXY) and read back through the BVH loader,
-so the benchmark covers the whole path a user's file takes. Timings are for the solve alone
-(targets, contacts and the quality report are outside the timer), best of ``--repeats``;
+Clips are synthesised (tests/fixtures/synth_motion.py: a LAFAN1-style rig, procedural gait with
+planted footsteps), given mocap-like noise (``--noise`` degrees of smoothed joint jitter and a
+few mm of root jitter), written as BVH (centimetres, Y-up, ZXY) and read back through the BVH
+loader, so the benchmark covers the whole path a user's file takes. Timings are for the solve
+alone (targets, contacts and the quality report are outside the timer), best of ``--repeats``;
 wall time and process CPU time are both reported because the development machines are shared.
 Prints a markdown table (for BENCHMARKS.md) and, with ``--json``, every number.
 """
@@ -27,7 +27,10 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from simreal.retarget import synth  # noqa: E402
+# The synthesised clips live with the test fixtures (tests/fixtures/synth_motion.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from fixtures import synth_motion as synth  # noqa: E402
 from simreal.retarget.loaders import load_motion_source  # noqa: E402
 from simreal.retarget.metrics import quality_report  # noqa: E402
 from simreal.retarget.pipeline import METHODS  # noqa: E402

@@ -83,9 +83,11 @@ class StateDecoder:
       joint_names: the robot's joints in driver order (JointState is matched by name).
     """
 
-    def __init__(self, type_name: str, *, twist_frame: str = "body", joint_names: Sequence[str] = ()):
+    def __init__(self, type_name: str, *, twist_frame: str = "body", joint_names: Sequence[str] = (),
+                 role_key: str = "pos_w"):
         self.type = norm_type(type_name)
         self.twist_frame = twist_frame
+        self.role_key = role_key  # a pose of something else than the robot: only its position is read
         self.joint_names = tuple(joint_names)
         self._order_cache: dict[tuple[str, ...], np.ndarray] = {}
         fn = {
@@ -121,6 +123,8 @@ class StateDecoder:
         return out
 
     def _pose_stamped(self, m: Any) -> dict[str, np.ndarray]:
+        if self.role_key != "pos_w":
+            return {self.role_key: _xyz(m.pose.position)}
         return {"pos_w": _xyz(m.pose.position), "quat_wxyz": _quat_wxyz(m.pose.orientation)}
 
     def _twist_stamped(self, m: Any) -> dict[str, np.ndarray]:

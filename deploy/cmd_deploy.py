@@ -68,7 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--domain-id", type=int, default=None, help="DDS domain (default: a random private one)")
+    p.add_argument("--domain-id", type=int, default=None,
+                   help="DDS domain (default: a random private one; with --external $ROS_DOMAIN_ID or 0)")
+    p.add_argument("--external", action="store_true",
+                   help="run only the simulated robot (state out, commands in, judged the same way) for a "
+                        "controller started separately: the generated ROS 2 node or your own")
+    p.add_argument("--startup-timeout", type=float, default=None,
+                   help="give up when no command arrives within this many seconds (default 20; 60 with --external)")
     p.add_argument("--record", help="folder for two rosbag2 recordings: runner/ and robot/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -141,19 +147,50 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from simreal.deploy.bag import BagRecorder
     from simreal.bundle import load_bundle
+    from simreal.dependencies import require
     from simreal.deploy.runner import PolicyRunner
+
+    require("mujoco")  # the simulated robot needs it: say so here, not in a child process's traceback
+    bundle = load_bundle(args.bundle)
+    overrides = _overrides(args)
+    runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot
+    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
+               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed,
+               "startup_timeout_s": args.startup_timeout or (60.0 if args.external else 20.0)}
+    if args.external:
+        report = _sim_external(args, bundle, overrides, sim_cfg)
+    else:
+        report = _sim_both(args, bundle, runner, overrides, sim_cfg)
+    _print(report, args.json)
+    return 0 if report["passed"] else 1
+
+
+def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any], sim_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The robot side alone, in this process, for a controller started separately."""
+    from simreal.config import build
+    from simreal.deploy.sim_loop import SimLoopConfig, run_sim_robot
+    from simreal.deploy.transport_dds import default_domain_id, realtime_priority
+
+    domain = default_domain_id() if args.domain_id is None else args.domain_id
+    print(f"simulated robot '{bundle.robot}' on DDS domain {domain} (loopback); waiting up to "
+          f"{sim_cfg['startup_timeout_s']:g} s for the first command", file=sys.stderr, flush=True)
+    with realtime_priority(args.realtime) as realtime:
+        robot = run_sim_robot(bundle, build(SimLoopConfig, sim_cfg, prefix="sim"), domain_id=domain,
+                              overrides=overrides, record=Path(args.record) / "robot" if args.record else None)
+    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
+            "passed": bool(robot["passed"] and robot["handover"])}
+
+
+def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any],
+              sim_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The robot in a subprocess, the runner here, over DDS on a private domain."""
+    from simreal.deploy.bag import BagRecorder
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
     from simreal.errors import SimrealError
     from simreal.yaml_io import dump_yaml
 
-    bundle = load_bundle(args.bundle)
-    overrides = _overrides(args)
-    runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot process
     domain = random.randint(150, 230) if args.domain_id is None else args.domain_id
-    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
-               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed}
     record = Path(args.record) if args.record else None
     with tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp:
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
@@ -170,7 +207,8 @@ def _sim(args: argparse.Namespace) -> int:
         try:
             with realtime_priority(args.realtime) as realtime, DdsTransport(domain) as tr:
                 node = DdsPolicyNode(runner, tr, recorder=recorder)
-                node.spin(args.duration + 60.0, until=lambda: proc.poll() is not None)
+                # the robot process also runs the sim-to-sim reference after the rehearsal
+                node.spin(args.duration + sim_cfg["startup_timeout_s"] + 240.0, until=lambda: proc.poll() is not None)
         finally:
             if proc.poll() is None:
                 proc.terminate()
@@ -180,26 +218,38 @@ def _sim(args: argparse.Namespace) -> int:
         if proc.returncode != 0 or not report_path.is_file():
             raise SimrealError(f"the simulated robot process failed (exit code {proc.returncode})")
         robot = json.loads(report_path.read_text())
-    report = {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
-              "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()}}
-    passed = robot.get("hover", {}).get("passed", robot.get("handover", False))
-    report["passed"] = bool(passed)
-    _print(report, args.json)
-    return 0 if passed else 1
+    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
+            "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()},
+            "passed": bool(robot["passed"] and robot["handover"])}
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
+    """The report as JSON, or as a few readable lines."""
     if as_json:
         print(json.dumps(report, indent=2, default=str))
         return
-    hover = report.get("robot", {}).get("hover")
+    robot = report.get("robot")
+    if robot is None:  # deploy run
+        print(json.dumps(report, indent=1, default=str))
+        return
+    hover, gate = robot.get("hover"), robot.get("gate")
+    lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
+             f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
     if hover:
-        print(f"hover at {hover['target_pos_w']}: max error after {hover.get('settle_s')} s "
-              f"{hover.get('max_error_after_settle_m', float('nan')):.3f} m, rmse "
-              f"{hover.get('rmse_after_settle_m', float('nan')):.3f} m over {hover.get('flight_s', 0):.1f} s -> "
-              f"{'PASS' if hover['passed'] else 'FAIL'}")
-    print(json.dumps({k: v for k, v in report.items() if k != "robot"}, indent=1, default=str))
-    if "robot" in report:
-        r = report["robot"]
-        print("robot: " + ", ".join(f"{k}={r[k]}" for k in ("commands_received", "commands_dropped", "commands_applied",
-                                                              "states_published", "states_dropped") if k in r))
+        lines.append(f"hover      max error after {hover.get('settle_s')} s: "
+                     f"{hover.get('max_error_after_settle_m', float('nan')):.3f} m (limit {hover.get('radius_m')} m), "
+                     f"rmse {hover.get('rmse_after_settle_m', float('nan')):.3f} m -> "
+                     f"{'PASS' if hover['passed'] else 'FAIL'}{'' if hover['passed'] else ': ' + hover.get('reason', '')}")
+    if gate:
+        value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
+        lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
+                     f"-> {'PASS' if gate['passed'] else 'FAIL'}{'' if gate['passed'] else ': ' + gate.get('reason', '')}")
+    lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (
+        "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
+    runner = report.get("runner")
+    if runner:
+        safety = runner["safety"]
+        lines.append(f"runner     {runner['ticks']} ticks, policy ran {runner['policy_runs']} times, safety "
+                     f"{safety['mode']}" + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""))
+    lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
+    print("\n".join(lines))

@@ -33,21 +33,17 @@ from typing import Any
 
 import numpy as np
 
+from simreal.action_modes import action_mode, command_modes
 from simreal.config import build, deep_merge, field, to_dict
-from simreal.errors import ConfigError
+from simreal.errors import BundleError, ConfigError
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
 QOS_PROFILES = ("default", "sensor_data", "reliable", "best_effort")
 TRIGGERS = ("timer", "state")
 INITIAL_COMMANDS = ("safe", "hover")
 
-#: Command message type -> the action modes it can carry.
-COMMAND_MODES: dict[str, tuple[str, ...]] = {
-    "px4_msgs/msg/ActuatorMotors": ("rotor_thrust",),
-    "px4_msgs/msg/VehicleRatesSetpoint": ("ctbr",),
-    "std_msgs/msg/Float64MultiArray": ("joint_position", "joint_velocity", "joint_effort", "rotor_thrust"),
-    "trajectory_msgs/msg/JointTrajectory": ("joint_position",),
-}
+#: Command message type -> the action modes it can carry (from the action-mode table).
+COMMAND_MODES: dict[str, tuple[str, ...]] = command_modes()
 #: State message type -> the robot-state keys it provides.
 STATE_PROVIDES: dict[str, tuple[str, ...]] = {
     "nav_msgs/msg/Odometry": ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b"),
@@ -58,6 +54,10 @@ STATE_PROVIDES: dict[str, tuple[str, ...]] = {
     "geometry_msgs/msg/Twist": ("command",),
 }
 PX4_HEARTBEAT_TOPIC = "/fmu/in/offboard_control_mode"
+#: A pose topic's role -> the robot-state key its position becomes (``robot``: the base, pos_w).
+ROLE_KEYS: dict[str, str] = {"robot": "pos_w", "target": "target_pos_w", "object": "object_pos_w"}
+#: Roles whose topics are task inputs, held until replaced (not watched for staleness).
+INPUT_ROLES = ("target",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,9 @@ class StateTopicConfig:
     qos: str = field("sensor_data", choices=QOS_PROFILES, doc="sensor_data matches reliable and best-effort writers")
     twist_frame: str = field("body", choices=("body", "world"),
                              doc="frame of a twist: nav_msgs/Odometry's is the child (body) frame")
+    role: str = field("robot", choices=tuple(ROLE_KEYS),
+                      doc="whose pose a pose message carries: the robot's base, the task's goal "
+                          "(target_pos_w, an input held until replaced) or a tracked object (object_pos_w)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,58 +162,14 @@ def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
                           f"(it reads {', '.join(STATE_PROVIDES)})", stacklevel=3)
     tree: dict[str, Any] = {
         "control_rate_hz": bundle.control_rate_hz,
-        "state": {s.name: {"topic": s.topic, "type": s.type} for s in readable},
+        "state": {**{s.name: {"topic": s.topic, "type": s.type} for s in readable},
+                  **bundle.task_topics},  # what the task adds: a goal pose, an object's pose
         "command": {"topic": cmd.topic, "type": cmd.type},
         "estop_topic": spec.ros2.estop_topic,
     }
     if cmd.type.startswith("px4_msgs/"):
         tree["command"]["heartbeat_topic"] = PX4_HEARTBEAT_TOPIC
     return deep_merge(tree, family_defaults(spec, mode))
-
-
-def spec_limits(spec: RobotSpec, mode: str, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Hard limits from the robot spec for each action channel (physical units)."""
-    n = len(names)
-    lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
-    if mode == "rotor_thrust":
-        for i, nm in enumerate(names):
-            lo[i], hi[i] = 0.0, spec.actuator(nm).effort_limit
-    elif mode == "ctbr":
-        total = sum(a.effort_limit for a in spec.actuators)
-        rate = float(spec.physical.get("max_body_rate_rad_s", np.inf))
-        lo[:] = [0.0, -rate, -rate, -rate][:n]
-        hi[:] = [total, rate, rate, rate][:n]
-    elif mode == "joint_position":
-        for i, nm in enumerate(names):
-            r = spec.actuator(nm).range
-            if r is not None:
-                lo[i], hi[i] = r
-    elif mode == "joint_velocity":
-        for i, nm in enumerate(names):
-            v = spec.actuator(nm).velocity_limit
-            lo[i], hi[i] = -v, v
-    elif mode == "joint_effort":
-        for i, nm in enumerate(names):
-            e = spec.actuator(nm).effort_limit
-            lo[i], hi[i] = -e, e
-    return lo, hi
-
-
-def default_max_rate(spec: RobotSpec, mode: str, names: tuple[str, ...]) -> np.ndarray:
-    """Slew limits [unit/s]: what the hardware can follow anyway.
-
-    Rotors: full range per motor time constant. Joint positions: the joint velocity limit.
-    """
-    n = len(names)
-    tau = float(spec.physical.get("motor_time_constant_s", 0.0))
-    if mode == "rotor_thrust" and tau > 0:
-        return np.array([spec.actuator(nm).effort_limit / tau for nm in names])
-    if mode == "ctbr" and tau > 0:
-        total = sum(a.effort_limit for a in spec.actuators)
-        return np.array([total / tau] + [np.inf] * (n - 1))
-    if mode == "joint_position":
-        return np.array([spec.actuator(nm).velocity_limit for nm in names])
-    return np.full(n, np.inf)
 
 
 def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np.ndarray:
@@ -225,6 +184,11 @@ def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np
 def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
                           spec: RobotSpec | None = None) -> DeployConfig:
     """Bundle + robot spec defaults, then ``overrides``; limits, rates and maps made explicit."""
+    varying = bundle.task_params.get("time_varying_inputs")
+    if varying:
+        raise BundleError("task_params.time_varying_inputs", f"task '{bundle.task}' feeds the policy a time-varying "
+                                                             f"reference ({', '.join(varying)}); deploy cannot play "
+                                                             f"references back yet", str(bundle.path / "bundle.yaml"))
     spec = spec or spec_of_bundle(bundle)
     overrides = dict(overrides or {})
     keep = overrides.pop("state_topics", None)
@@ -240,14 +204,15 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     if mode not in COMMAND_MODES.get(cmd_type, ()):
         ok = ", ".join(f"{t} ({'/'.join(m)})" for t, m in COMMAND_MODES.items())
         raise ConfigError("command.type", f"'{cfg.command.type}' cannot carry action mode '{mode}'; valid: {ok}")
-    s_lo, s_hi = spec_limits(spec, mode, names)
+    table = action_mode(mode)
+    s_lo, s_hi = table.spec_limits(spec, names)
     lo = np.maximum(bundle.action.low, s_lo)
     hi = np.minimum(bundle.action.high, s_hi)
     lo = _tighten(cfg.limits.low, lo, "limits.low", np.maximum)
     hi = _tighten(cfg.limits.high, hi, "limits.high", np.minimum)
     if np.any(lo > hi):
         raise ConfigError("limits", f"empty range after combining bundle, robot spec and config: low {lo} > high {hi}")
-    rate = _tighten(cfg.limits.max_rate, default_max_rate(spec, mode, names), "limits.max_rate", np.minimum)
+    rate = _tighten(cfg.limits.max_rate, table.default_max_rate(spec, names), "limits.max_rate", np.minimum)
     if np.any(rate <= 0):
         raise ConfigError("limits.max_rate", "must be > 0 (use .inf for no limit)")
     cmap = cfg.command.channel_map or tuple(range(len(names)))
@@ -287,6 +252,9 @@ def validate_topics(cfg: DeployConfig) -> None:
     if not cfg.state:
         raise ConfigError("state", "no state topics; the robot spec or config must list at least one")
     for name, st in cfg.state.items():
+        if st.role != "robot" and _norm(st.type) != "geometry_msgs/msg/PoseStamped":
+            raise ConfigError(f"state.{name}.role", f"role '{st.role}' needs a geometry_msgs/msg/PoseStamped "
+                                                    f"topic, not '{st.type}'")
         if _norm(st.type) not in STATE_PROVIDES:
             raise ConfigError(f"state.{name}.type", f"unsupported state type '{st.type}'; valid: "
                                                     f"{', '.join(STATE_PROVIDES)}")

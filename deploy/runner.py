@@ -33,14 +33,14 @@ import numpy as np
 
 from simreal.deploy.adapters import (CommandCodec, StateDecoder, StateMessageError, complete_state, norm_type,
                                      stamp_ns)
+from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, OnnxPolicy
-from simreal.deploy.config import (STATE_PROVIDES, DeployConfig, resolve_deploy_config, spec_of_bundle)
+from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, DeployConfig, resolve_deploy_config,
+                                   spec_of_bundle)
 from simreal.deploy.safety import RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError
 from simreal.observations import TERMS, build_observation
 from simreal.robot_spec import RobotSpec
-
-G = 9.81
 
 #: Robot-state keys each observation term reads (besides runner-provided ones).
 TERM_NEEDS: dict[str, tuple[str, ...]] = {
@@ -92,21 +92,15 @@ class RunnerStats:
 def _provided_keys(cfg: DeployConfig) -> set[str]:
     keys: set[str] = set()
     for st in cfg.state.values():
-        keys.update(STATE_PROVIDES[norm_type(st.type)])
+        keys.update((ROLE_KEYS[st.role],) if st.role != "robot" else STATE_PROVIDES[norm_type(st.type)])
     return keys
 
 
 def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
     """The command message codec both ends use (the runner encodes, a simulated robot decodes)."""
     act = bundle.action
-    if act.mode == "rotor_thrust":
-        full = np.array([spec.actuator(n).effort_limit for n in act.names])
-    elif act.mode == "ctbr":
-        full = np.array([sum(a.effort_limit for a in spec.actuators), 1.0, 1.0, 1.0])
-    else:
-        full = np.ones(act.size)
-    return CommandCodec(cfg.command.type, act.mode, act.names, full, cfg.command.channel_map,
-                        topic=cfg.command.topic, period_s=cfg.period_s,
+    return CommandCodec(cfg.command.type, act.mode, act.names, action_mode(act.mode).full_scale(spec, act.names),
+                        cfg.command.channel_map, topic=cfg.command.topic, period_s=cfg.period_s,
                         heartbeat_topic=cfg.command.heartbeat_topic, frame_id=cfg.command.frame_id)
 
 
@@ -125,18 +119,23 @@ class PolicyRunner:
                  policy: Callable[[np.ndarray], np.ndarray] | None = None,
                  msg_class: Callable[[str], type] | None = None, overrides: Mapping[str, Any] | None = None):
         self.bundle = bundle
+        self.mode = action_mode(bundle.action.mode)
         self.spec = spec or spec_of_bundle(bundle)
         self.cfg = cfg or resolve_deploy_config(bundle, overrides, self.spec)
         if msg_class is None:
             from simreal.deploy.ros_types import msg_class  # Cyclone DDS classes
         self.msg_class = msg_class
         self._check_bundle()
+        self._needs = {k for t in bundle.obs_names for k in TERM_NEEDS.get(t, ())}
         self.policy = policy or OnnxPolicy(bundle)
         act = bundle.action
-        self.decoders = {name: StateDecoder(st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names)
+        self.decoders = {name: StateDecoder(st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names,
+                                            role_key=ROLE_KEYS[st.role])
                          for name, st in self.cfg.state.items()}
-        self._command_topics = {n for n, st in self.cfg.state.items() if norm_type(st.type) == "geometry_msgs/msg/Twist"}
-        self._watched = [n for n in self.cfg.state if n not in self._command_topics]
+        # task inputs (a velocity command, a goal pose) are held until replaced; state is watched
+        self._inputs = {n for n, st in self.cfg.state.items()
+                        if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES}
+        self._watched = [n for n in self.cfg.state if n not in self._inputs]
         self.codec = command_codec(bundle, self.spec, self.cfg)
         lim = self.cfg.limits
         self.safety = SafetyLayer(np.array(lim.low), np.array(lim.high), np.array(lim.max_rate),
@@ -180,33 +179,22 @@ class PolicyRunner:
                     "a state topic of type " + " or ".join(ty for ty, ks in STATE_PROVIDES.items() if missing[0] in ks)
                 raise ConfigError("state", f"observation term '{t.name}' needs {missing}, which no configured "
                                            f"state topic provides; add {hint}")
-        if b.action.mode != "ctbr" and set(b.action.names) - set(self.spec.actuator_names):
+        if action_mode(b.action.mode).joint_space and set(b.action.names) - set(self.spec.actuator_names):
             raise BundleError("action.names", f"{list(b.action.names)} are not all actuators of "
                                               f"'{self.spec.name}' ({list(self.spec.actuator_names)})", where)
 
     # -- safe and initial commands ---------------------------------------------------------------
-    def _joint_index(self) -> np.ndarray:
-        names = self.spec.actuator_names
-        return np.array([names.index(n) for n in self.bundle.action.names], dtype=np.intp)
-
     def safe_command(self, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
-        """Zero thrust (rotors, ctbr); hold the measured pose (joint positions); zero otherwise."""
-        act = self.bundle.action
-        if act.mode == "joint_position":
-            if state is not None and "joint_pos" in state:
-                return np.asarray(state["joint_pos"])[self._joint_index()]
-            return np.array([self.spec.actuator(n).default for n in act.names])
-        return np.zeros(act.size)
+        """The action mode's safe command (:mod:`simreal.action_modes`): zero thrust, or hold the
+        measured pose for joint position targets."""
+        return self.mode.safe_command(self.spec, self.bundle.action.names, state)
 
     def initial_command(self, state: Mapping[str, np.ndarray]) -> np.ndarray:
         """Where the start ramp begins: the safe command, or hover thrust for a quadrotor in the air."""
-        act = self.bundle.action
         if self.cfg.start.initial_command == "hover":
-            w = float(self.spec.physical.get("mass_kg", 0.0)) * G
-            if act.mode == "rotor_thrust":
-                return np.full(act.size, w / act.size)
-            if act.mode == "ctbr":
-                return np.array([w, 0.0, 0.0, 0.0])
+            hover = self.mode.hover_command(self.spec, self.bundle.action.names)
+            if hover is not None:
+                return hover
         return self.safe_command(state)
 
     # -- transport interface ---------------------------------------------------------------------
@@ -272,11 +260,15 @@ class PolicyRunner:
             s.update(latest[n][1])
         complete_state(s)
         s["command"] = self._default_command
-        for n in self._command_topics:
+        s.update(self._fixed)
+        for n in self._inputs:
             if n in latest:
                 t, d, _ = latest[n]
-                s["command"] = d["command"] if now_s - t <= self.cfg.watchdog.timeout_s else np.zeros(3)
-        s.update(self._fixed)
+                if "command" in d:  # a velocity command goes stale like state: stop when it does
+                    d = {"command": d["command"] if now_s - t <= self.cfg.watchdog.timeout_s else np.zeros(3)}
+                s.update(d)
+        if any(k not in s for k in self._needs):  # a task input (a goal) that has not arrived yet
+            return None, False, None
         fresh = all(now_s - t <= self._stale_after_s for t in t_rx)
         stamps = [latest[n][2] for n in self._watched if latest[n][2] is not None]
         self._state_stamp = max(stamps) if stamps else None

@@ -17,11 +17,17 @@ Injected, per the CLI flags:
   orientation 5 mrad, velocity 1 cm/s, body rate 0.02 rad/s, joints 1 mrad and 0.01 rad/s
   (the hover task's training noise).
 
-Quadrotor hand-over: the vehicle starts in the air at ``target + start_offset_m``, held
-there (as a stock flight controller would hover it) with rotors at hover thrust, and is
-released when the first command arrives; the clock of the report starts then. The hover
-check: from ``settle_s`` after the hand-over on, every true position within
-``success_radius_m`` of the target.
+The robot is its family's (:mod:`simreal.deploy.sim_robot`): a quadrotor starts in the air
+at ``target + start_offset_m``, held there (as a stock flight controller would hover it) with
+rotors at hover thrust; a humanoid or an arm starts where the task's first episode starts and
+is held there (a gantry) until the first command arrives: the hand-over, when the report's
+clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
+on the object topic.
+
+The report passes when every check of the family passes: the hover check (quadrotors:
+from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
+of the target) and, for a bundle that records its task, the deploy-side sim-to-sim gate
+(:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 
 Run by ``simreal deploy sim``; directly: ``python -m simreal.deploy.sim_loop BUNDLE
 --domain-id 42 --report report.json``. Needs MuJoCo and ``simreal.sim`` (this is the
@@ -43,13 +49,11 @@ from typing import Any
 import numpy as np
 
 from simreal.config import field
+from simreal.deploy.adapters import encode_state
+from simreal.deploy.config import INPUT_ROLES, ROLE_KEYS
+from simreal.deploy.sim_gate import env_start, gate, stack, training_env
+from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, spec_start, with_joints
 from simreal.robot_spec import RobotSpec
-
-G = 9.81
-#: Sensor noise standard deviations at noise_scale 1 (SI units).
-NOISE_STD = {"pos_w": 0.002, "rot_rad": 0.005, "lin_vel_w": 0.01, "ang_vel_b": 0.02, "joint_pos": 0.001,
-             "joint_vel": 0.01}
-
 
 @dataclasses.dataclass(frozen=True)
 class SimLoopConfig:
@@ -69,126 +73,75 @@ class SimLoopConfig:
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
 
 
-def _small_rotation(rng: np.random.Generator, std: float) -> np.ndarray:
-    """A random unit quaternion (wxyz) of about ``std`` rad."""
-    v = rng.normal(0.0, std, 3)
-    a = float(np.linalg.norm(v))
-    if a < 1e-12:
-        return np.array([1.0, 0.0, 0.0, 0.0])
-    return np.concatenate([[math.cos(a / 2)], math.sin(a / 2) * v / a])
+@dataclasses.dataclass
+class Rehearsal:
+    """What both loops share: the robot, where it starts, the hover target and the training env."""
 
+    bundle: Any
+    robot: SimRobot
+    start: StartState
+    target: np.ndarray | None      # quadrotor hover point [m]
+    env: Any | None                # the task's training env (for the gate), None for hand-made bundles
+    samples: list = dataclasses.field(default_factory=list)   # (t from hand-over [s], true state)
 
-def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    def record(self, t_s: float) -> None:
+        self.samples.append((t_s, self.robot.true_state()))
 
+    def messages(self, cfg: Any, s: dict[str, np.ndarray], stamp_ns: int, T: Any) -> list[tuple[str, str, Any]]:
+        """(name, topic, message) of every configured state topic for measured state ``s``."""
+        out = []
+        for name, st in cfg.state.items():
+            key = ROLE_KEYS[st.role]
+            if st.role != "robot":  # someone else's pose: the task's goal, a tracked object
+                pos = self.start.task[key] if st.role in INPUT_ROLES else s[key]
+                s_msg = {"pos_w": pos, "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0])}
+            else:
+                s_msg = s
+            out.append((name, st.topic, encode_state(st.type, s_msg, stamp_ns, T, joint_names=self.robot.spec.actuator_names,
+                                                     twist_frame=st.twist_frame, child_frame_id="base_link")))
+        return out
 
-class SimRobot:
-    """The robot's MuJoCo model: physical commands in, true and measured state out. No transport.
-
-    Args:
-      spec: the robot spec (its model builder or MJCF).
-      mode, names: the action mode and channel names commands arrive in.
-      start_pos_w: free-base start position [m] (quadrotors).
-    """
-
-    def __init__(self, spec: RobotSpec, mode: str, names: tuple[str, ...], *, start_pos_w: np.ndarray | None = None,
-                 start_joint_pos: tuple[float, ...] = ()):
-        import mujoco
-
-        from simreal.sim.robots import build_model
-
-        self.mj = mujoco
-        self.spec, self.mode, self.names = spec, mode, names
-        self.m = build_model(spec)
-        self.d = mujoco.MjData(self.m)
-        self.free = self.m.njnt > 0 and self.m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
-        act_names = [mujoco.mj_id2name(self.m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in range(self.m.nu)]
-        self.act_ids = np.array([act_names.index(n) for n in (names if mode != "ctbr" else act_names)])
-        self.hover_thrust = float(spec.physical.get("mass_kg", 0.0)) * G / max(self.m.nu, 1)
-        jids = [int(self.m.actuator_trnid[i, 0]) for i in range(self.m.nu)]
-        self.joint_qadr = np.array([self.m.jnt_qposadr[j] for j in jids]) if not self.free else np.zeros(0, int)
-        self.joint_dadr = np.array([self.m.jnt_dofadr[j] for j in jids]) if not self.free else np.zeros(0, int)
-        if self.free:
-            self.d.qpos[0:3] = start_pos_w if start_pos_w is not None else self.d.qpos[0:3]
-            self.d.qpos[3:7] = [1.0, 0.0, 0.0, 0.0]
-            self.d.act[:] = self.hover_thrust
-            self.u = np.full(len(self.act_ids), self.hover_thrust)
-        else:
-            q0 = start_joint_pos or [a.default for a in spec.actuators]
-            self.d.qpos[self.joint_qadr] = q0
-            self.u = np.asarray(q0, dtype=np.float64)[[spec.actuator_names.index(n) for n in names]]
-        mujoco.mj_forward(self.m, self.d)
-        self._start_qpos = self.d.qpos.copy()
-        self._rate_loop = self._make_rate_loop() if mode == "ctbr" else None
-        self._rate_decimation = max(1, round(1.0 / (float(spec.physical.get("rate_controller_hz", 500.0))
-                                                     * self.m.opt.timestep)))
-        self._steps = 0
-        self.apply(self.u)
-
-    def _make_rate_loop(self):
-        from simreal.sim.robots import quadrotor_control as qc
-        from simreal.sim.robots.crazyflie import ROTOR_SPIN, rotor_positions
-
-        sp = self.spec.physical
-        mixer_inv = np.linalg.inv(qc.allocation_matrix(rotor_positions(self.spec), ROTOR_SPIN,
-                                                       float(sp["torque_to_thrust_m"])))
-        inertia = np.array([sp["ixx_kg_m2"], sp["iyy_kg_m2"], sp["izz_kg_m2"]], dtype=np.float64)
-        f_max = np.array([a.effort_limit for a in self.spec.actuators])
-        return lambda u, w: qc.rate_control(u[1:4], w, u[0], inertia, mixer_inv, f_max, np)
-
-    def apply(self, u: np.ndarray) -> None:
-        """Set the physical command (held until the next one)."""
-        self.u = np.asarray(u, dtype=np.float64)
-        if self._rate_loop is None:
-            self.d.ctrl[self.act_ids] = self.u
-
-    def hold(self) -> None:
-        """Keep the robot at its start pose (the hand-over hover); commands are not applied."""
-        self.d.qpos[:] = self._start_qpos
-        self.d.qvel[:] = 0.0
-        if self.free:
-            self.d.act[:] = self.hover_thrust
-            self.d.ctrl[:] = self.hover_thrust
-
-    def step(self) -> None:
-        if self._rate_loop is not None and self._steps % self._rate_decimation == 0:
-            self.d.ctrl[:] = self._rate_loop(self.u, self.d.qvel[3:6].copy())
-        self.mj.mj_step(self.m, self.d)
-        self._steps += 1
-
-    @property
-    def time_s(self) -> float:
-        return float(self.d.time)
-
-    def true_state(self) -> dict[str, np.ndarray]:
-        d = self.d
-        if self.free:
-            return {"pos_w": d.qpos[0:3].copy(), "quat_wxyz": d.qpos[3:7].copy(), "lin_vel_w": d.qvel[0:3].copy(),
-                    "ang_vel_b": d.qvel[3:6].copy()}
-        return {"joint_pos": d.qpos[self.joint_qadr].copy(), "joint_vel": d.qvel[self.joint_dadr].copy(),
-                "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0]), "ang_vel_b": np.zeros(3), "pos_w": np.zeros(3),
-                "lin_vel_w": np.zeros(3)}
-
-    def measured_state(self, rng: np.random.Generator, scale: float) -> dict[str, np.ndarray]:
-        s = self.true_state()
-        if scale <= 0:
-            return s
-        n = {k: v * scale for k, v in NOISE_STD.items()}
-        out = dict(s)
-        for k in ("pos_w", "lin_vel_w", "ang_vel_b", "joint_pos", "joint_vel"):
-            if k in s and s[k].size:
-                out[k] = s[k] + rng.normal(0.0, n[k], s[k].shape)
-        out["quat_wxyz"] = _qmul(s["quat_wxyz"], _small_rotation(rng, n["rot_rad"]))
+    def report(self, sim_cfg: SimLoopConfig) -> dict[str, Any]:
+        """Family metrics, the hover check (quadrotors) and the sim-to-sim gate (task bundles)."""
+        traj = stack(self.samples)
+        out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
+                               "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
+        checks = []
+        if self.target is not None:
+            errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target))) for t, st in self.samples]
+            out["hover"] = hover_metrics(errors, self.target, sim_cfg)
+            checks.append(out["hover"]["passed"])
+        if self.env is not None and len(traj["t"]):
+            out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s)
+            checks.append(out["gate"]["passed"])
+        out["passed"] = bool(self.samples) and all(checks)
         return out
 
 
+def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
+    """The rehearsal robot for a bundle: the task's scene and first episode when the bundle
+    records its task (:mod:`simreal.deploy.sim_gate`), else the robot spec's model; a
+    quadrotor starts at ``target + start_offset_m``, held at hover until the hand-over."""
+    from simreal.sim.robots import build_model
+
+    env = training_env(bundle, spec)
+    model = env.mj_model if env is not None else build_model(spec)
+    target = None
+    if FAMILIES[spec.family].hover_hold:
+        target = np.asarray(bundle.task_params.get("target_pos_w", [0.0, 0.0, 1.0]), dtype=np.float64)
+        start = spec_start(model, spec, target + np.asarray(sim_cfg.start_offset_m), ())
+    elif env is not None:
+        start = env_start(env, bundle, sim_cfg.seed)
+        if sim_cfg.start_joint_pos:
+            start = dataclasses.replace(start, qpos=with_joints(model, spec, start.qpos, sim_cfg.start_joint_pos))
+    else:
+        start = spec_start(model, spec, np.zeros(3), sim_cfg.start_joint_pos)
+    return Rehearsal(bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env)
+
+
 def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: dict[str, Any] | None = None,
-                  record: str | Path | None = None, log=None) -> dict[str, Any]:
+                  record: str | Path | None = None) -> dict[str, Any]:
     """Play the robot over DDS until ``duration_s`` after the hand-over; returns the report."""
-    from simreal.deploy.adapters import encode_state
     from simreal.deploy.bag import BagRecorder
     from simreal.deploy.config import resolve_deploy_config, spec_of_bundle
     from simreal.deploy.ros_types import msg_class
@@ -197,10 +150,8 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
 
     spec = spec_of_bundle(bundle)
     cfg = resolve_deploy_config(bundle, overrides, spec)
-    act = bundle.action
-    target = np.asarray(bundle.task_params.get("target_pos_w", [0.0, 0.0, 1.0]), dtype=np.float64)
-    robot = SimRobot(spec, act.mode, act.names, start_pos_w=target + np.asarray(sim_cfg.start_offset_m),
-                     start_joint_pos=sim_cfg.start_joint_pos)
+    reh = setup(bundle, spec, sim_cfg)
+    robot = reh.robot
     codec = command_codec(bundle, spec, cfg)
     rng = np.random.default_rng(sim_cfg.seed)
     latency_s, state_latency_s = sim_cfg.latency_ms / 1e3, sim_cfg.state_latency_ms / 1e3
@@ -235,16 +186,13 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         t0 = time.monotonic()
         handover_s: float | None = None
         next_pub = 0.0
-        errors: list[tuple[float, float]] = []
         applied = 0
         while True:
             now = time.monotonic()
-            sim_target = now - t0
-            while robot.time_s < sim_target:
+            while robot.time_s < now - t0:
                 wall_of_step = t0 + robot.time_s
                 while pending_cmd and pending_cmd[0][0] <= wall_of_step:
-                    _, u = pending_cmd.popleft()
-                    robot.apply(u)
+                    robot.apply(pending_cmd.popleft()[1])
                     applied += 1
                     if handover_s is None:
                         handover_s = wall_of_step
@@ -253,19 +201,15 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                 robot.step()
                 if robot.time_s >= next_pub:
                     next_pub += state_period
-                    s_true = robot.true_state()
-                    if handover_s is not None and robot.free:
-                        errors.append((t0 + robot.time_s - handover_s, float(np.linalg.norm(s_true["pos_w"] - target))))
+                    if handover_s is not None:
+                        reh.record(t0 + robot.time_s - handover_s)
                     s = robot.measured_state(rng, sim_cfg.noise_scale)
-                    stamp = time.time_ns()
-                    for st in cfg.state.values():
+                    for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
                         counts["states_published"] += 1
                         if rng.random() < sim_cfg.drop:
                             counts["states_dropped"] += 1
                             continue
-                        msg = encode_state(st.type, s, stamp, msg_class, joint_names=spec.actuator_names,
-                                           twist_frame=st.twist_frame, child_frame_id="base_link")
-                        pending_state.append((t0 + robot.time_s + state_latency_s, st.topic, msg))
+                        pending_state.append((t0 + robot.time_s + state_latency_s, topic, msg))
             now = time.monotonic()
             while pending_state and pending_state[0][0] <= now:
                 _, topic, msg = pending_state.popleft()
@@ -281,19 +225,9 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
             tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
     if recorder is not None:
         recorder.close()
-    report: dict[str, Any] = {
-        "robot": spec.name, "action_mode": act.mode, "domain_id": domain_id,
-        "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None,
-        "commands_applied": applied, **{k: int(v) for k, v in counts.items()},
-        "sim_time_s": robot.time_s,
-        "bag": str(record) if record else None,
-    }
-    if robot.free:
-        report["hover"] = hover_metrics(errors, target, sim_cfg)
-    else:
-        s = robot.true_state()
-        report["final_joint_pos"] = s["joint_pos"].tolist()
-    return report
+    return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
+            "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
+            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg)}
 
 
 def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None,
@@ -304,15 +238,13 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
     whole number of physics steps and drops use the seeded generator. For tests and for
     tuning; the real-time :func:`run_sim_robot` is the rehearsal.
     """
-    from simreal.deploy.adapters import encode_state
     from simreal.deploy.ros_types import msg_class
     from simreal.deploy.runner import PolicyRunner, command_codec
 
     runner = runner or PolicyRunner(bundle, overrides=overrides, msg_class=msg_class)
-    spec, cfg, act = runner.spec, runner.cfg, bundle.action
-    target = np.asarray(bundle.task_params.get("target_pos_w", [0.0, 0.0, 1.0]), dtype=np.float64)
-    robot = SimRobot(spec, act.mode, act.names, start_pos_w=target + np.asarray(sim_cfg.start_offset_m),
-                     start_joint_pos=sim_cfg.start_joint_pos)
+    spec, cfg = runner.spec, runner.cfg
+    reh = setup(bundle, spec, sim_cfg)
+    robot = reh.robot
     codec = command_codec(bundle, spec, cfg)
     rng = np.random.default_rng(sim_cfg.seed)
     dt = robot.m.opt.timestep
@@ -321,20 +253,18 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
     cmd_delay, state_delay = round(sim_cfg.latency_ms / 1e3 / dt), round(sim_cfg.state_latency_ms / 1e3 / dt)
     pending_cmd: collections.deque = collections.deque()
     pending_state: collections.deque = collections.deque()
-    handover, errors, k_end = None, [], None
+    handover, k_end = None, None
     k = 0
     while k_end is None or k < k_end:
         t = k * dt
         # The state of time t is published first, so with no injected state latency the tick
         # at t sees it (publishing after the tick would add a hidden control period of delay).
         if k % state_every == 0:
-            if handover is not None and robot.free:
-                errors.append(((k - handover) * dt, float(np.linalg.norm(robot.true_state()["pos_w"] - target))))
+            if handover is not None:
+                reh.record((k - handover) * dt)
             s = robot.measured_state(rng, sim_cfg.noise_scale)
-            for name, st in cfg.state.items():
+            for name, _, msg in reh.messages(cfg, s, int(t * 1e9), msg_class):
                 if rng.random() >= sim_cfg.drop:
-                    msg = encode_state(st.type, s, int(t * 1e9), msg_class, joint_names=spec.actuator_names,
-                                       twist_frame=st.twist_frame)
                     pending_state.append((k + state_delay, name, type(msg), msg.serialize()))
         while pending_state and pending_state[0][0] <= k:
             _, name, cls, data = pending_state.popleft()
@@ -347,19 +277,14 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
         while pending_cmd and pending_cmd[0][0] <= k:
             robot.apply(pending_cmd.popleft()[1])
             if handover is None:
-                handover, k_end = k, k + round(sim_cfg.duration_s / dt)
+                handover, k_end = k, k + round(sim_cfg.duration_s / dt) + 1
         if handover is None:
             robot.hold()
         robot.step()
         k += 1
         if handover is None and k * dt > sim_cfg.startup_timeout_s:
             break
-    report: dict[str, Any] = {"robot": spec.name, "runner": runner.snapshot(), "sim_time_s": robot.time_s}
-    if robot.free:
-        report["hover"] = hover_metrics(errors, target, sim_cfg)
-    else:
-        report["final_joint_pos"] = robot.true_state()["joint_pos"].tolist()
-    return report
+    return {"robot": spec.name, "runner": runner.snapshot(), **reh.report(sim_cfg)}
 
 
 def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig) -> dict[str, Any]:

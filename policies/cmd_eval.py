@@ -3,6 +3,9 @@
     simreal eval runs/quadrotor-hover/20261121-120000
     simreal eval RUN_DIR --episodes 512 --backend mjx --json
 
+Every trainer's runs (brax, sb3, rsl_rl) are evaluated the same way: the deterministic
+policy's first episode in each env, the task's episode statistics averaged over them.
+
 Evaluating on the other backend than training used is the sim-to-sim gate: both are run,
 the gap is printed, and the command exits with 1 when success drops by more than the task
 config's ``eval.sim_to_sim_max_gap``.
@@ -12,6 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simreal.policies.run_config import RunConfig
 
 HELP = "evaluate a trained run"
 
@@ -25,47 +33,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def evaluate_run(run_dir, backend: str | None, episodes: int | None, randomize: bool) -> dict:
-    """Evaluate a run's latest checkpoint on ``backend`` (None: the run's own)."""
-    from simreal.policies.ppo import evaluate
-    from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config, load_policy
+def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | None,
+                 randomize: bool) -> dict[str, Any]:
+    """The run's latest policy on ``backend``: its trainer's evaluation (first episode of each
+    of ``episodes`` envs, default ``eval.episodes``) plus the backend's name."""
+    from simreal.policies.trainers import get_trainer
 
-    cfg = load_config(run_dir)
-    n = episodes or cfg.eval.episodes
-    seed = cfg.seed + 12345
-    if cfg.trainer != "brax":  # torch-trained: its deterministic actor through the adapters
-        import importlib
-
-        from simreal.policies import torch_policy
-
-        env, actor = importlib.import_module(f"simreal.policies.train_{cfg.trainer}").load_actor(run_dir, cfg, backend)
-        if not randomize:
-            env = make_env(cfg, backend=backend, randomize=False)
-        r = torch_policy.evaluate(env, actor.act, n, seed=seed)
-    else:
-        env, ppo, ts = load_policy(run_dir, cfg, backend=backend, randomize=randomize)
-        r = evaluate(env, ppo.make_policy, ppo.policy_params(ts), n, seed=seed)
-    r["backend"] = env.backend
+    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, episodes or cfg.eval.episodes,
+                                                          seed=cfg.seed + 12345, backend=backend, randomize=randomize)
+    r["backend"] = backend
     return r
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from simreal.policies.train import load_config
+    from simreal.sim.backends.base import default_backend_name
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
-    from simreal.sim.backends.base import default_backend_name
-
     trained_on = cfg.backend if cfg.backend != "auto" else default_backend_name()
     randomize = not args.no_randomize and cfg.eval.randomize
     results = {"trained_on": trained_on}
     target = args.backend or trained_on
-    results[target] = evaluate_run(run_dir, target, args.episodes, randomize)
+    results[target] = evaluate_run(run_dir, cfg, target, args.episodes, randomize)
     if target != trained_on:
-        results[trained_on] = evaluate_run(run_dir, trained_on, args.episodes, randomize)
+        results[trained_on] = evaluate_run(run_dir, cfg, trained_on, args.episodes, randomize)
         results["gap"] = {k: results[target][k] - results[trained_on][k]
                           for k in ("success", "crash", "pos_rmse_m") if k in results[target]}
         results["sim_to_sim_passed"] = -results["gap"].get("success", 0.0) <= cfg.eval.sim_to_sim_max_gap

@@ -1,32 +1,93 @@
-"""``simreal play``: render an mp4 of a trained policy (one episode per env shown).
+"""``simreal play``: render an mp4 of a trained policy (one episode after another).
 
     simreal play runs/quadrotor-hover/20261121-120000
     simreal play RUN_DIR --episodes 3 --out hover.mp4 --camera chase
+    simreal play RUN_DIR --steps 100                 # at most 100 control steps per episode
 
-Rendering uses MuJoCo's offscreen renderer (``MUJOCO_GL=egl`` is set when unset, which
-works headless); the video is written with imageio's ffmpeg to ``RUN_DIR/videos/``.
+Works on every trainer's runs (brax, sb3, rsl_rl): the run's deterministic policy drives the
+task's env, and MuJoCo's offscreen renderer draws each control step; the video is written
+with imageio's ffmpeg to ``RUN_DIR/videos/play.mp4``.
+
+Headless OpenGL: a ``MUJOCO_GL`` set by the user is used as it is. When it is unset, EGL (a
+GPU's, or Mesa's software EGL) and then OSMesa are tried, each in a short child process (a
+failed EGL attempt would pin PyOpenGL's platform in this one), and the first that opens a
+context is used; none working is one error line saying what to install.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import subprocess
+import sys
 
 HELP = "render a video of a trained policy"
+
+#: Headless OpenGL backends (MUJOCO_GL values), in order of preference.
+HEADLESS_GL = ("egl", "osmesa")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
-    p.add_argument("--episodes", type=int, default=1)
+    p.add_argument("--episodes", type=_positive_int, default=1)
+    p.add_argument("--steps", type=_positive_int, default=None,
+                   help="at most this many control steps per episode (default: the whole episode)")
     p.add_argument("--out", default=None, help="mp4 path (default RUN_DIR/videos/play.mp4)")
     p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first)")
-    p.add_argument("--width", type=int, default=480)
-    p.add_argument("--height", type=int, default=360)
+    p.add_argument("--width", type=_positive_int, default=480)
+    p.add_argument("--height", type=_positive_int, default=360)
     p.add_argument("--seed", type=int, default=0)
 
 
+def _gl_error(name: str) -> str | None:
+    """None if MuJoCo opens an offscreen context with ``MUJOCO_GL=name`` (in a child process),
+    else the last line of its error."""
+    probe = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
+    try:
+        r = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MUJOCO_GL": name},
+                           capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "timed out opening a context"
+    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    return None if r.returncode == 0 else (lines[-1] if lines else f"exit code {r.returncode}")
+
+
+def use_headless_gl() -> str:
+    """The ``MUJOCO_GL`` this process renders with, chosen as the module docstring says."""
+    from simreal.errors import SimrealError
+
+    if os.environ.get("MUJOCO_GL"):
+        return os.environ["MUJOCO_GL"]
+    errors = {}
+    for name in HEADLESS_GL:
+        errors[name] = _gl_error(name)
+        if errors[name] is None:
+            break
+    else:
+        tried = "; ".join(f"MUJOCO_GL={n}: {e}" for n, e in errors.items())
+        raise SimrealError(f"no OpenGL for offscreen rendering ({tried}); install EGL (Debian: libegl1) or "
+                           "OSMesa (libosmesa6), or set MUJOCO_GL")
+    os.environ["MUJOCO_GL"] = name
+    if "mujoco" in sys.modules:
+        import mujoco
+
+        # MuJoCo chose its GL context class from MUJOCO_GL when it was first imported (by the
+        # CLI's imports, before this verb ran), and mujoco.Renderer opens that class: re-run
+        # MuJoCo's own choice with the value set now.
+        importlib.reload(sys.modules[mujoco.Renderer.__module__].gl_context)
+    return name
+
+
 def run(args: argparse.Namespace) -> int:
-    os.environ.setdefault("MUJOCO_GL", "egl")
+    gl = use_headless_gl()
     import warnings
     from pathlib import Path
 
@@ -38,39 +99,48 @@ def run(args: argparse.Namespace) -> int:
     import mujoco
     import numpy as np
 
-    from simreal.errors import SimrealError
-    from simreal.policies.train import load_config, load_policy
+    from simreal.errors import SimrealError, UnknownNameError
+    from simreal.policies.train import load_config
+    from simreal.policies.trainers import get_trainer
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
-    env, ppo, ts = load_policy(run_dir, cfg)
-    policy = ppo.make_policy(ppo.policy_params(ts), deterministic=True)
-    step = jax.jit(env.step)
-    act = jax.jit(lambda obs: policy(obs, jax.random.PRNGKey(0))[0])
+    policy = get_trainer(cfg.trainer).load(run_dir, cfg)
+    env = policy.env
     m = env.mj_model
-    d = mujoco.MjData(m)
+    cameras = [m.camera(i).name for i in range(m.ncam)]
+    if args.camera is not None and args.camera not in cameras:
+        raise UnknownNameError("camera", args.camera, cameras)
+    offscreen = (m.vis.global_.offwidth, m.vis.global_.offheight)
+    if args.width > offscreen[0] or args.height > offscreen[1]:
+        raise SimrealError(f"--width/--height {args.width}x{args.height} exceed the model's offscreen framebuffer "
+                           f"{offscreen[0]}x{offscreen[1]}")
     try:
         renderer = mujoco.Renderer(m, args.height, args.width)
-    except Exception as e:
-        raise SimrealError(f"cannot open an offscreen renderer ({e}); set MUJOCO_GL=egl or osmesa") from None
+    except Exception as e:  # the GL libraries' own errors, whatever their type
+        raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); unset MUJOCO_GL to let "
+                           f"simreal try {' then '.join(HEADLESS_GL)}") from None
     camera = args.camera if args.camera is not None else (0 if m.ncam else -1)
+    steps = min(args.steps or env.episode_steps, env.episode_steps)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    d = mujoco.MjData(m)
     out = Path(args.out) if args.out else run_dir / "videos" / "play.mp4"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp.mp4")
-    fps = round(1.0 / env.ctrl_dt)
-    with imageio.get_writer(tmp, fps=fps, codec="libx264", quality=7, macro_block_size=1) as w:
+    with imageio.get_writer(tmp, fps=round(1.0 / env.ctrl_dt), codec="libx264", quality=7, macro_block_size=1) as w:
         key = jax.random.PRNGKey(args.seed)
         for _ in range(args.episodes):
             key, k = jax.random.split(key)
-            state = jax.jit(env.reset)(k)
-            for _t in range(env.episode_steps):
+            state = reset(k)
+            for _t in range(steps):
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
                 mujoco.mj_forward(m, d)
                 renderer.update_scene(d, camera=camera)
                 w.append_data(renderer.render())
-                state = step(state, act(state.obs))
+                state = step(state, policy.act(state.obs))
                 if float(state.done) > 0:
                     break
+    renderer.close()
     tmp.replace(out)
     print(f"video: {out}")
     return 0

@@ -4,6 +4,7 @@
     simreal train quadrotor-hover train.num_envs=512 seed=3 backend=mjx
     simreal train --resume runs/quadrotor-hover/20261121-120000
     simreal train --resume RUN_DIR train.num_timesteps=40000000   # extend the budget
+    simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (policies/trainers.py)
 
 Progress (steps/s, return, success, ETA) goes to stderr; the run directory holds
 config.yaml, checkpoints/, metrics.csv, TensorBoard events and plots/learning_curve.png.
@@ -31,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.errors import ConfigError
     from simreal.policies.run_config import resolve
-    from simreal.policies.train import load_config, start_run, train
+    from simreal.policies.train import load_config, start_run
+    from simreal.policies.trainers import get_trainer
     from simreal.yaml_io import dump_yaml
 
     if args.resume:
@@ -39,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         overrides = ([args.task] if args.task else []) + list(args.overrides)
         base = load_config(run_dir)
         cfg = resolve(None, overrides, base=base.to_dict(), source=str(run_dir / "config.yaml"))
+        trainer = get_trainer(cfg.trainer)
         dump_yaml(run_dir / "config.yaml", cfg.to_dict())
     else:
         if not args.task:
@@ -46,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
         if "=" in args.task:
             raise ConfigError("task", f"expected a task name before overrides, got {args.task!r}")
         cfg = resolve(args.task, args.overrides)
+        trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
         run_dir = start_run(cfg)
     print(f"run directory: {run_dir}", flush=True)
-    result = train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
+    result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
     summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
                "reached_target": result.reached_target, **{f"eval_{k}": v for k, v in result.eval.items()}}
     if args.json:

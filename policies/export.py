@@ -98,25 +98,6 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def action_layout(env) -> dict[str, Any]:
-    """The bundle's action section for a task: physical = offset + scale * a, clamped."""
-    robot = env.robot
-    names = list(robot.actuator_names)
-    mode = getattr(env.cfg, "action_mode", "joint_position")
-    if mode == "rotor_thrust":
-        f_max = np.array([a.effort_limit for a in robot.actuators])
-        return {"mode": mode, "size": len(names), "names": names, "units": ["N"] * len(names),
-                "scale": (f_max / 2).tolist(), "offset": (f_max / 2).tolist(),
-                "low": [0.0] * len(names), "high": f_max.tolist()}
-    if mode == "ctbr":
-        total, rate = float(sum(a.effort_limit for a in robot.actuators)), env.max_rate
-        return {"mode": mode, "size": 4, "names": ["thrust", "roll_rate", "pitch_rate", "yaw_rate"],
-                "units": ["N", "rad/s", "rad/s", "rad/s"], "scale": [total / 2, rate, rate, rate],
-                "offset": [total / 2, 0.0, 0.0, 0.0], "low": [0.0, -rate, -rate, -rate],
-                "high": [total, rate, rate, rate]}
-    return env.action_layout()
-
-
 def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any,
                   out_dir: Path | None = None) -> Path:
     """Export a Brax/JAX policy: its ONNX graph plus ``bundle.yaml`` (default ``run_dir/bundle``)."""
@@ -135,8 +116,7 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
-    task_params = {k: np.asarray(v).tolist() for k, v in (env.bundle_task_params().items()
-                                                            if hasattr(env, "bundle_task_params") else {})}
+    task_params = {k: np.asarray(v).tolist() for k, v in env.bundle_task_params().items()}
     data = {
         "format_version": FORMAT_VERSION,
         "robot": env.robot.name,
@@ -147,9 +127,11 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
             "size": env.observation_size, "terms": env.obs_layout,
             "normalization": {"mean": np.asarray(obs_mean, float).tolist(),
                               "std": np.asarray(obs_std, float).tolist(), "baked_into_onnx": True}},
-        "action": action_layout(env),
+        "action": env.action_layout(),
         "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
         "task_params": task_params,
+        "task_config": to_dict(env.cfg),
+        "task_topics": {k: dict(v) for k, v in env.task_topics.items()},
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
         "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),
                        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -1,6 +1,6 @@
 """The outer training loop shared by every trainer (Brax in ``train``, torch in ``torch_loop``).
 
-A trainer supplies one object (:class:`Trainer`) and this loop writes metrics.csv, TensorBoard
+A trainer supplies one object (:class:`Learner`) and this loop writes metrics.csv, TensorBoard
 events, plots/learning_curve.png, shows progress, evaluates when the training success rate
 reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end, checkpoints
 every ``train.checkpoint_every_s``, and stops on budget, target or wall time.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +23,8 @@ CURVES = ("episode_return", "success", "eval_success", "pos_rmse_m")
 
 @dataclasses.dataclass
 class TrainResult:
+    """What a training call ends with: where, how far, the last evaluation, target reached."""
+
     run_dir: Path
     env_steps: int
     wall_s: float
@@ -29,7 +32,9 @@ class TrainResult:
     reached_target: bool
 
 
-class Trainer(Protocol):
+class Learner(Protocol):
+    """A training library's algorithm and state, one PPO iteration at a time."""
+
     @property
     def env_steps(self) -> int:
         """Env steps so far."""
@@ -53,18 +58,20 @@ def episode_means(m: dict[str, float]) -> dict[str, float]:
     return {k.split("/", 1)[1]: m[k] / n for k in m if k.startswith("episode/") and k != "episode/done"}
 
 
-def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) -> TrainResult:
+def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) -> TrainResult:
     """Train until budget, target success or wall-time limit; see module docstring."""
     from tensorboardX import SummaryWriter
 
     tc = cfg.train
     ckpt_dir = run_dir / "checkpoints"
     metrics_csv = MetricsCsv(run_dir / "metrics.csv")
-    metrics_csv.truncate_after(float(trainer.env_steps))  # a resumed run rewrites what it repeats
+    metrics_csv.truncate_after(float(learner.env_steps))  # a resumed run rewrites what it repeats
     tb = SummaryWriter(str(run_dir))
-    progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w")) if quiet else Progress(tc.num_timesteps)
+    # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
+    # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
+    progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr)
     last_ckpt = time.time()
-    next_eval = trainer.env_steps + tc.eval_every_steps if tc.eval_every_steps else None
+    next_eval = learner.env_steps + tc.eval_every_steps if tc.eval_every_steps else None
     # A training-success trigger evaluates at most every half eval period: with few episodes
     # ending per iteration, the training success rate reads 1.0 often and eval is not free.
     min_gap = tc.eval_every_steps // 2
@@ -73,13 +80,13 @@ def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) 
     reached = False
 
     def save() -> None:
-        trainer.save(ckpt_dir)
+        learner.save(ckpt_dir)
         metrics_csv.flush()
         plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES, f"{cfg.task} ({run_dir.name})")
 
-    while trainer.env_steps < tc.num_timesteps:
-        m = trainer.iterate()
-        steps = trainer.env_steps
+    while learner.env_steps < tc.num_timesteps:
+        m = learner.iterate()
+        steps = learner.env_steps
         ep = episode_means(m)
         row: dict[str, Any] = {"env_steps": steps, "wall_s": time.time() - t_start}
         row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
@@ -89,7 +96,7 @@ def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) 
                and steps - last_eval >= min_gap)
         if due or hit:
             last_eval = steps
-            eval_result = trainer.evaluate()
+            eval_result = learner.evaluate()
             row.update({f"eval_{k}": v for k, v in eval_result.items()})
             if next_eval is not None:
                 next_eval += tc.eval_every_steps
@@ -110,11 +117,11 @@ def run(run_dir: Path, cfg: Any, trainer: Trainer, t_start: float, quiet: bool) 
             break
     progress.close()
     if not reached:  # reached implies a fresh evaluation with 'success' in it
-        eval_result = trainer.evaluate()
+        eval_result = learner.evaluate()
         if metrics_csv.rows:
             metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
         reached = tc.target_success > 0 and eval_result.get("success", 0.0) >= tc.target_success
     save()
     tb.close()
-    return TrainResult(run_dir=run_dir, env_steps=trainer.env_steps, wall_s=time.time() - t_start,
+    return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,
                        eval=eval_result, reached_target=reached)

@@ -1,6 +1,7 @@
-"""The torch trainers (``train_sb3``, ``train_rsl_rl``) on the shared loop of ``loop_common``.
+"""The torch trainers (``train_sb3``, ``train_rsl_rl``) behind the :class:`~trainers.Trainer`
+interface, on the shared loop of ``loop_common``.
 
-Each supplies a library driver class, built as ``Driver(cfg, env, resume_from)``, with::
+Each library module supplies a driver class, built as ``Driver(cfg, env, resume_from)``, with::
 
     env_steps: int                      env steps so far
     iterate() -> dict[str, float]       one PPO iteration; 'episode/<name>' summed over the episodes
@@ -9,24 +10,30 @@ Each supplies a library driver class, built as ``Driver(cfg, env, resume_from)``
     actor() -> DeployedActor            the current deterministic policy
     ext: str                            checkpoint file extension
 
-and :func:`train` resumes it from the latest checkpoint, prunes old checkpoints and evaluates
-the actor, so the run directory is the same as the Brax trainer's.
+and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
+the latest checkpoint's deterministic policy. :class:`TorchTrainer` resumes the driver from the
+latest checkpoint, prunes old checkpoints, evaluates and exports the actor, so the run
+directory and the bundle are the same as the Brax trainer's.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import loop_common, torch_policy
 from simreal.policies.loop_common import TrainResult
-from simreal.policies.run_config import make_env
+from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.trainers import LoadedPolicy
+
+ActorLoader = Callable[..., tuple[Any, torch_policy.DeployedActor]]
 
 
-class _TorchTrainer:
-    """A library driver behind the loop's :class:`~loop_common.Trainer` interface."""
+class _TorchLearner:
+    """A library driver behind the loop's :class:`~loop_common.Learner` interface."""
 
     def __init__(self, cfg: Any, env: Any, driver: Any):
         self.cfg, self.env, self.driver = cfg, env, driver
@@ -47,9 +54,29 @@ class _TorchTrainer:
                                      seed=self.cfg.seed + 1)
 
 
-def train(run_dir: Path, cfg: Any, driver_cls: Any, resume: bool, t_start: float | None, quiet: bool) -> TrainResult:
-    """Train (or continue) ``run_dir`` with ``driver_cls``; writes the run directory like the Brax trainer."""
-    env = make_env(cfg)
-    path = ckpt.latest_checkpoint(run_dir / "checkpoints", driver_cls.ext) if resume else None
-    trainer = _TorchTrainer(cfg, env, driver_cls(cfg, env, path))
-    return loop_common.run(run_dir, cfg, trainer, t_start or time.time(), quiet)
+class TorchTrainer:
+    """One torch library (its ``Driver`` class and ``load_actor``, see module docstring)."""
+
+    def __init__(self, name: str, driver_cls: type, load_actor: ActorLoader):
+        self.name, self.driver_cls, self.load_actor = name, driver_cls, load_actor
+
+    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
+              quiet: bool = False) -> TrainResult:
+        env = make_env(cfg)
+        path = ckpt.latest_checkpoint(run_dir / "checkpoints", self.driver_cls.ext) if resume else None
+        learner = _TorchLearner(cfg, env, self.driver_cls(cfg, env, path))
+        return loop_common.run(run_dir, cfg, learner, t_start if t_start is not None else time.time(), quiet)
+
+    def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
+        env, actor = self.load_actor(run_dir, cfg, backend, **env_overrides)
+        return LoadedPolicy(env=env, act=actor.act)
+
+    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
+                 **env_overrides: Any) -> dict[str, float]:
+        policy = self.load(run_dir, cfg, backend, **env_overrides)
+        return torch_policy.evaluate(policy.env, policy.act, episodes, seed=seed)
+
+    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+        env, actor = self.load_actor(run_dir, cfg)
+        out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir)
+        return out, torch_policy.check_export(out, actor)

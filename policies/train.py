@@ -1,11 +1,14 @@
-"""Training driver: run directory, PPO iterations, evaluation, checkpoints, resume.
+"""trainer=brax: the JAX PPO of ``ppo.py`` behind the :class:`~trainers.Trainer` interface,
+and the run-directory helpers every trainer shares.
 
-    run = start_run(cfg)                # new runs/<task>/<stamp>/ with config.yaml
-    result = train(run_dir, cfg)        # resume=True continues from the latest checkpoint
+    run_dir = start_run(cfg)                    # new runs/<task>/<stamp>/ with config.yaml
+    result = BRAX.train(run_dir, cfg)           # resume=True continues from the latest checkpoint
 
-Stops when the env-step budget is spent, when deterministic evaluation reaches
+Training stops when the env-step budget is spent, when deterministic evaluation reaches
 ``train.target_success`` (checked whenever the training episodes' success rate reaches it,
-and every ``train.eval_every_steps``), or after ``train.max_wall_s``.
+and every ``train.eval_every_steps``), or after ``train.max_wall_s`` (``loop_common``).
+Checkpoints are the whole :class:`~ppo.TrainingState` (networks, Adam moments, normaliser,
+env states, PRNG key) as named arrays, so a resumed run continues bit for bit.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
+from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import loop_common
 from simreal.policies.loop_common import TrainResult
 from simreal.policies.ppo import PPO, TrainingState, evaluate
 from simreal.policies.run_config import RunConfig, from_mapping, make_env
+from simreal.policies.trainers import LoadedPolicy
 from simreal.rundir import load_run_config, new_run_dir, open_run_dir
 from simreal.yaml_io import dump_yaml
 
@@ -37,22 +43,14 @@ def load_config(run_dir: Path) -> RunConfig:
     return from_mapping(load_run_config(open_run_dir(run_dir)), str(run_dir / "config.yaml"))
 
 
-def load_policy(run_dir: Path, cfg: RunConfig | None = None, backend: str | None = None, **env_overrides: Any):
-    """(env, ppo, training_state) from a run's latest checkpoint; ``env_overrides`` change env
-    settings (e.g. ``randomize=False``) without touching the checkpoint's shapes."""
-    cfg = cfg or load_config(run_dir)
-    env = make_env(cfg, backend=backend, **env_overrides)
-    ppo = PPO(env, cfg.train, cfg.seed)
-    path = ckpt.latest_checkpoint(run_dir / "checkpoints")
-    if path is None:
-        from simreal.errors import DataFileError
-
-        raise DataFileError(str(run_dir / "checkpoints"), "no checkpoint in this run (train it first)")
-    return env, ppo, ckpt.load_pytree(path, ppo.init())
+def _template(ppo: PPO) -> TrainingState:
+    """Zeros shaped like ``ppo.init()``, traced rather than run: a checkpoint only needs the
+    structure, and running ``init`` would compile the batched env reset."""
+    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(ppo.init))
 
 
-class _BraxTrainer:
-    """The JAX PPO and its TrainingState behind the loop's :class:`~loop_common.Trainer` interface."""
+class _BraxLearner:
+    """The JAX PPO and its TrainingState behind the loop's :class:`~loop_common.Learner` interface."""
 
     def __init__(self, cfg: RunConfig, env: Any, ppo: PPO, ts: TrainingState):
         self.cfg, self.env, self.ppo, self.ts = cfg, env, ppo, ts
@@ -73,30 +71,54 @@ class _BraxTrainer:
         ckpt.prune(ckpt_dir)
 
     def evaluate(self) -> dict[str, float]:
-        tc = self.cfg.train
-        return evaluate(self.env, self.ppo.make_policy, self.ppo.policy_params(self.ts), tc.num_eval_envs,
+        return evaluate(self.env, self.ppo.make_policy, self.ppo.policy_params(self.ts), self.cfg.train.num_eval_envs,
                         seed=self.cfg.seed + 1)
 
 
-def train(run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-          quiet: bool = False) -> TrainResult:
-    """Train (or continue training) the run in ``run_dir``; see module docstring.
+class BraxTrainer:
+    """``trainer=brax`` (see module docstring and :class:`~trainers.Trainer`)."""
 
-    ``cfg.trainer`` other than 'brax' trains ``simreal.policies.train_<trainer>.Driver`` on the
-    same loop (``torch_loop``): the same run directory and the same :class:`TrainResult`.
-    """
-    t_start = t_start if t_start is not None else time.time()
-    if cfg.trainer != "brax":
-        import importlib
+    name = "brax"
 
-        from simreal.policies import torch_loop
+    def _restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None,
+                 **env_overrides: Any) -> tuple[Any, PPO, TrainingState]:
+        """(env, ppo, training state) from the run's latest checkpoint."""
+        env = make_env(cfg, backend=backend, **env_overrides)
+        ppo = PPO(env, cfg.train, cfg.seed)
+        path = ckpt.latest_checkpoint(run_dir / "checkpoints")
+        if path is None:
+            raise DataFileError(str(run_dir / "checkpoints"), "no step_*.npz checkpoint in this run (train it first)")
+        return env, ppo, ckpt.load_pytree(path, _template(ppo))
 
-        library = importlib.import_module(f"simreal.policies.train_{cfg.trainer}")
-        return torch_loop.train(run_dir, cfg, library.Driver, resume, t_start, quiet)
-    env = make_env(cfg)
-    ppo = PPO(env, cfg.train, cfg.seed)
-    ts: TrainingState = ppo.init()
-    path = ckpt.latest_checkpoint(run_dir / "checkpoints") if resume else None
-    if path is not None:
-        ts = ckpt.load_pytree(path, ts)
-    return loop_common.run(run_dir, cfg, _BraxTrainer(cfg, env, ppo, ts), t_start, quiet)
+    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
+              quiet: bool = False) -> TrainResult:
+        t_start = t_start if t_start is not None else time.time()
+        if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") is not None:
+            env, ppo, ts = self._restore(run_dir, cfg)
+        else:
+            env = make_env(cfg)
+            ppo = PPO(env, cfg.train, cfg.seed)
+            ts = ppo.init()
+        return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, ppo, ts), t_start, quiet)
+
+    def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
+        env, ppo, ts = self._restore(run_dir, cfg, backend, **env_overrides)
+        policy = ppo.make_policy(ppo.policy_params(ts), deterministic=True)
+        key = jax.random.PRNGKey(0)  # the tanh-Gaussian's mode ignores it
+        return LoadedPolicy(env=env, act=jax.jit(lambda obs: policy(obs, key)[0]))
+
+    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
+                 **env_overrides: Any) -> dict[str, float]:
+        env, ppo, ts = self._restore(run_dir, cfg, backend, **env_overrides)
+        return evaluate(env, ppo.make_policy, ppo.policy_params(ts), episodes, seed=seed)
+
+    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+        from simreal.policies.export import check_export, export_bundle
+
+        env, ppo, ts = self._restore(run_dir, cfg)
+        normalizer, policy = ppo.policy_params(ts)
+        out = export_bundle(run_dir, cfg, env, normalizer, policy, out_dir)
+        return out, check_export(out, ppo.make_policy, (normalizer, policy), env.observation_size)
+
+
+BRAX = BraxTrainer()

@@ -35,6 +35,7 @@ import torch
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.torch_loop import TorchTrainer
 from simreal.yaml_io import atomic_write_bytes
 
 EXT = "pt"
@@ -141,12 +142,13 @@ class Driver:
         return _actor(self.alg.get_policy())
 
 
-def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tuple[Any, torch_policy.DeployedActor]:
-    """(env, deterministic actor) from the run's latest checkpoint, for export and eval."""
+def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
+               **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor]:
+    """(env, deterministic actor) from the run's latest checkpoint, for export, eval and play."""
     from rsl_rl.models import MLPModel
     from tensordict import TensorDict
 
-    env = make_env(cfg, backend=backend)
+    env = make_env(cfg, backend=backend, **env_overrides)
     path = torch_policy.require_checkpoint(run_dir, EXT)
     rc = runner_cfg(cfg)["actor"]
     obs = TensorDict({"policy": torch.zeros(1, env.observation_size)}, batch_size=[1])
@@ -154,3 +156,6 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tup
     actor = MLPModel(obs, {"actor": ["policy"]}, "actor", env.action_size, **kwargs)
     actor.load_state_dict(_load(path)["actor_state_dict"])
     return env, _actor(actor.eval())
+
+
+TRAINER = TorchTrainer("rsl_rl", Driver, load_actor)

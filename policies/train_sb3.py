@@ -35,6 +35,7 @@ from torch import nn
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.torch_loop import TorchTrainer
 from simreal.yaml_io import atomic_write_bytes
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "swish": nn.SiLU}
@@ -156,14 +157,15 @@ class Driver:
         return _actor(self.model.policy, *self._normalizer())
 
 
-def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tuple[Any, torch_policy.DeployedActor]:
-    """(env, deterministic actor) from the run's latest checkpoint, for export and eval."""
+def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
+               **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor]:
+    """(env, deterministic actor) from the run's latest checkpoint, for export, eval and play."""
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from simreal.sim.adapter_sb3 import spaces
 
-    env = make_env(cfg, backend=backend)
+    env = make_env(cfg, backend=backend, **env_overrides)
     path = torch_policy.require_checkpoint(run_dir, EXT)
     obs_space, act_space = spaces(env)
     tc = cfg.train
@@ -178,3 +180,6 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None) -> tup
         with np.load(_normalizer_path(path), allow_pickle=False) as z:
             mean, std, clip = z["mean"], np.sqrt(z["var"] + EPS), CLIP_OBS
     return env, _actor(policy, mean, std, clip)
+
+
+TRAINER = TorchTrainer("sb3", Driver, load_actor)

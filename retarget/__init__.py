@@ -13,5 +13,9 @@ Modules, in the order data flows through them:
 - metrics: the quality report, the same for both methods.
 - motion_file: ``save_motion`` / ``load_motion``, the contract sim's tracking tasks read.
 - pipeline: ``retarget`` (one clip end to end); cmd_retarget: the ``simreal retarget`` verb;
-  video: robot beside the source skeleton; synth: synthesised clips for tests and benchmarks.
+  video: robot beside the source skeleton.
+
+Synthesised clips for tests and benchmarks are a test fixture (tests/fixtures/synth_motion.py).
+Like every package ``__init__`` here, this one imports nothing: mink, MuJoCo and SciPy load
+with the modules that use them.
 """

@@ -105,6 +105,19 @@ class MjEnv(BraxEnv):
         """Actuator controls from the applied action (default: the action itself)."""
         return action
 
+    def action_layout(self) -> dict[str, Any]:
+        """The bundle's ``action`` section: how the normalised action maps to the physical
+        command :meth:`control` applies (built from the table in :mod:`simreal.action_modes`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no action layout")
+
+    #: Topics the task's deployment reads besides the robot's own (deploy state-topic entries:
+    #: a goal pose, an object's pose), written into the bundle as ``task_topics``.
+    task_topics: Mapping[str, Mapping[str, str]] = {}
+
+    def bundle_task_params(self) -> dict[str, Any]:
+        """The task's fixed inputs on the robot (a hover point, a default command), for the bundle."""
+        return {}
+
     def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
         """Disturb the physics state before a control step (random pushes); default: none."""
         return phys
@@ -163,8 +176,16 @@ class MjEnv(BraxEnv):
         return [{"name": n, "size": s} for n, s in self._obs_sizes.items()]
 
     def reset(self, rng: jax.Array) -> State:
+        return self.reset_from(rng)
+
+    def reset_from(self, rng: jax.Array, qpos: jax.Array | None = None, qvel: jax.Array | None = None,
+                   act: jax.Array | None = None, task: Mapping[str, Any] | None = None) -> State:
+        """:meth:`reset`, with any of the initial ``qpos``, ``qvel``, ``act`` and task inputs
+        (``target_pos_w``, ``command``, ...) given instead of sampled: a rehearsal's start,
+        replayed in the training simulator."""
         rng, k_ep, k_obs = jax.random.split(rng, 3)
-        phys, info = self._new_episode(k_ep, jnp.bool_(True))
+        given = {"qpos": qpos, "qvel": qvel, "act": act, "task": dict(task or {})}
+        phys, info = self._new_episode(k_ep, jnp.bool_(True), given)
         info["rng"] = rng
         obs = self._observe(phys, info, k_obs)
         zero = jnp.zeros(())
@@ -228,12 +249,17 @@ class MjEnv(BraxEnv):
         return state.replace(pipeline_state=phys, obs=obs, reward=reward, done=donef, metrics=metrics, info=info)
 
     # -- internals ------------------------------------------------------------------------------
-    def _new_episode(self, rng: jax.Array, active: jax.Array) -> tuple[PhysState, dict[str, Any]]:
+    def _new_episode(self, rng: jax.Array, active: jax.Array,
+                     given: Mapping[str, Any] | None = None) -> tuple[PhysState, dict[str, Any]]:
         k_init, k_dr, k_delay = jax.random.split(rng, 3)
         params = self.nominal_params()
         if self.cfg.randomize:
             params = self.randomize(params, k_dr)
         qpos, qvel, act, task_info = self.sample_initial(k_init)
+        if given:
+            qpos, qvel, act = (jnp.asarray(given[k], jnp.float32) if given[k] is not None else v
+                               for k, v in (("qpos", qpos), ("qvel", qvel), ("act", act)))
+            task_info = {**task_info, **{k: jnp.asarray(v, jnp.float32) for k, v in given["task"].items()}}
         phys = self.physics.init(params, qpos, qvel, act, active)
         nu = self.action_size
         delay = jax.random.randint(k_delay, (), self.delay_range[0], self.delay_range[1] + 1)

@@ -21,7 +21,9 @@
       low: [...]                      # physical limits; deploy clamps to them
       high: [...]
     latency: {action_delay_steps: 0, obs_history: 1}
-    task_params: {target_pos_w: [0.0, 0.0, 1.0]}
+    task_params: {target_pos_w: [0.0, 0.0, 1.0]}   # the task's fixed inputs on the robot
+    task_config: {...}                # the env config it was trained with (the rehearsal rebuilds it)
+    task_topics: {goal: {topic: /simreal/goal_pose, type: geometry_msgs/msg/PoseStamped, role: target}}
     onnx: {file: policy.onnx, input: obs, output: action, opset: 17}
     provenance: {run_dir: ..., config_hash: ..., git_commit: ..., created_utc: ..., simreal_version: ...}
 
@@ -92,6 +94,8 @@ class Bundle:
     action: ActionLayout
     latency: dict[str, Any]
     task_params: dict[str, Any]
+    task_config: dict[str, Any]
+    task_topics: dict[str, Any]
     onnx_file: Path
     onnx_input: str
     onnx_output: str
@@ -167,7 +171,9 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=dict(raw.get("robot_spec") or {}),
         task=str(_req(raw, "task", "", path)), control_rate_hz=rate, obs_terms=terms, obs_mean=mean,
         obs_std=std, action=layout, latency=dict(raw.get("latency") or {}),
-        task_params=dict(raw.get("task_params") or {}), onnx_file=onnx_file,
+        task_params=dict(raw.get("task_params") or {}), task_config=dict(raw.get("task_config") or {}),
+        task_topics=dict(raw.get("task_topics") or {}),
+        onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
         provenance=dict(raw.get("provenance") or {}), raw=dict(raw))
 

@@ -11,9 +11,15 @@
     simreal deploy ros2 BUNDLE --out ws/src
 
 Each verb lives in its own module (the table below), exposing ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``; modules import their heavy
-dependencies inside ``run`` so ``simreal --help`` stays fast. Any ``SimrealError`` is
-printed as one line on stderr and the process exits with code 2.
+``add_arguments(parser)`` and ``run(args) -> int``. Building the parser imports every verb
+module, so they and the package ``__init__``s import nothing heavy at the top: JAX, Brax,
+MuJoCo, torch and the rest load inside ``run``. That keeps ``simreal --help`` fast and lets
+``simreal deploy run`` work on a robot computer that has only the lean runtime (README, "On
+the robot computer"; ``tests/test_lean_runtime.py`` blocks the heavy packages and runs it).
+
+Any ``SimrealError`` is printed as one line on stderr and the process exits with code 2; so
+is a ``ModuleNotFoundError`` for a package some simreal install provides, as the pip command
+that installs it (``simreal.dependencies``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from simreal.dependencies import install_hint
 from simreal.errors import SimrealError
 
 VERBS: dict[str, str] = {
@@ -40,12 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simreal", description="Sim-to-real RL toolkit.")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, mod_name in VERBS.items():
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as e:
-            if e.name and e.name.startswith("simreal"):
-                continue  # verb not built yet in this checkout
-            raise
+        mod = importlib.import_module(mod_name)
         vp = sub.add_parser(verb, help=mod.HELP, description=mod.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(vp)
@@ -60,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except SimrealError as e:
         print(f"simreal {args.verb}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        missing = install_hint(e.name or "")
+        if missing is None:
+            raise  # not a package any simreal install provides: a bug, keep the traceback
+        print(f"simreal {args.verb}: error: {missing}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"simreal {args.verb}: interrupted", file=sys.stderr)

@@ -58,3 +58,17 @@ class DataFileError(SimrealError):
     def __init__(self, path: str, message: str):
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class MissingDependencyError(SimrealError):
+    """A package the command needs is not installed; the message says what to pip install.
+
+    Args:
+      module: the import that failed (``mink``, ``torch``).
+      command: the pip command that installs it.
+      where: which part of simreal's install provides it, when that helps.
+    """
+
+    def __init__(self, module: str, command: str, where: str | None = None):
+        self.module, self.command = module, command
+        super().__init__(f"needs {module}" + (f", {where}" if where else "") + f": {command}")

@@ -49,13 +49,27 @@ class ActuatorSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class SiteSpec:
+    """A site added to the model: a named frame on ``body`` at ``pos`` [m] in the body frame.
+
+    For a user's model file that lacks a site a task reads (``end_effector``, ``left_foot``),
+    so the file itself needs no edit.
+    """
+
+    name: str
+    body: str
+    pos: tuple[float, ...] = field((0.0, 0.0, 0.0), doc="(x, y, z) in the body frame [m]")
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSource:
     """Where the MuJoCo model comes from: exactly one of ``builder`` or ``asset_file``."""
 
     builder: str | None = field(None, doc="'module:function' returning an MjSpec or MjModel")
-    asset_root: str | None = field(None, doc="folder that asset_file is relative to")
+    asset_root: str | None = field(None, doc="folder that asset_file is relative to (relative: to the spec's folder)")
     asset_file: str | None = field(None, doc="user MJCF (.xml) or URDF (.urdf)")
-    options: dict[str, Any] = field({}, doc="keyword arguments for the builder")
+    options: dict[str, Any] = field({}, doc="keyword arguments for the builder; a model file takes self_collision")
+    sites: tuple[SiteSpec, ...] = field((), doc="sites to add to the model (e.g. ones a user's file lacks)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +157,9 @@ def _validate(spec: RobotSpec, path: str) -> None:
         raise ConfigError("model", "set exactly one of 'builder' (module:function) or 'asset_file'", path)
     if m.builder is not None and ":" not in m.builder:
         raise ConfigError("model.builder", f"expected 'module:function', got {m.builder!r}", path)
+    for i, site in enumerate(m.sites):
+        if len(site.pos) != 3:
+            raise ConfigError(f"model.sites[{i}].pos", f"expected [x, y, z], got {list(site.pos)}", path)
     names = spec.actuator_names
     dup = {n for n in names if names.count(n) > 1}
     if dup:

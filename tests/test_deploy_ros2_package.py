@@ -1,7 +1,8 @@
 """The generated ROS 2 package: complete, valid, and its node runs (against a stand-in rclpy).
 
-rclpy cannot be installed here, so the node is exercised in a subprocess with minimal
-stand-ins for rclpy, rcl_interfaces and ament_index_python, and message classes that check
+Without ROS: the node is exercised in a subprocess with minimal stand-ins for rclpy,
+rcl_interfaces and ament_index_python (tests/test_ros2_rclpy.py runs it under real rclpy,
+where the `[ros2]` extra is installed), and message classes that check
 field types the way rclpy's generated messages do (a float field refuses an int, a
 float32[12] array refuses 11 values). jax, mujoco, cyclonedds and torch are made
 unimportable there: the node needs only the deploy runtime.
@@ -242,6 +243,7 @@ rclpy = module("rclpy", init=lambda args=None: None, ok=lambda: True, try_shutdo
                spin=lambda node: None)
 rclpy.node = module("rclpy.node", Node=Node)
 rclpy.signals = module("rclpy.signals", SignalHandlerOptions=types.SimpleNamespace(NO="no"))
+rclpy.logging = module("rclpy.logging", get_logger=lambda name: Logger())
 rclpy.qos = module("rclpy.qos", QoSProfile=QoSProfile, ReliabilityPolicy=_E, HistoryPolicy=_E,
                    qos_profile_sensor_data=QoSProfile(reliability="best_effort", depth=5))
 rclpy.executors = module("rclpy.executors", ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}))

@@ -315,7 +315,7 @@ def test_offline_closed_loop_joint_arm(joint_bundle):
     report = run_offline(joint_bundle, SimLoopConfig(duration_s=3.0, latency_ms=10.0, drop=0.05,
                                                      start_joint_pos=(0.8, -1.2)))
     assert report["runner"]["safety"]["mode"] == RUNNING
-    assert np.allclose(report["final_joint_pos"], [0.2, -0.3], atol=0.02)
+    assert np.allclose(report["final_state"]["joint_pos"], [0.2, -0.3], atol=0.02)
 
 
 def _joint_robots():

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from fixtures import synth_motion as synth
 from simreal.cli import main
-from simreal.retarget import synth
 from simreal.motion_file import load_motion
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures import synth_motion as synth
 from simreal.errors import ConfigError, DataFileError
-from simreal.retarget import amass, joint_names, synth
+from simreal.retarget import amass, joint_names
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
 from simreal.retarget.loaders import load_motion_source

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from fixtures import synth_motion as synth
 from simreal.errors import DataFileError, UnknownNameError
-from simreal.retarget import synth
 from simreal.motion_file import Motion, load_motion, save_motion
 from simreal.retarget.pipeline import retarget
 from simreal.retarget.robot import load_robot

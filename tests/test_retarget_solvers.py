@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fixtures import synth_motion as synth
 from simreal.errors import ConfigError
-from simreal.retarget import synth
 from simreal.retarget.ik import solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import quality_report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,10 +15,26 @@ from simreal.sim.tasks import TASKS
 N = 4
 
 
+@pytest.fixture(scope="module")
+def g1_motion_file(tmp_path_factory) -> Path:
+    """A short synthetic G1 clip written with save_motion (1 s, 50 fps): g1-tracking's motion file."""
+    from fixtures.robot_motion import synthetic_motion
+    from simreal.motion_file import save_motion
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_model
+
+    path = tmp_path_factory.mktemp("motion") / "sway.npz"
+    save_motion(path, synthetic_motion(build_model(load_robot_spec("g1")), seconds=1.0, amplitude_rad=0.2))
+    return path
+
+
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_task_jit_reset_step_shapes_finite(task):
+def test_task_jit_reset_step_shapes_finite(task, request):
+    overrides = ["backend=native"]
+    if task == "g1-tracking":  # the one task that needs data: a motion file
+        overrides.append(f"env.motion_file={request.getfixturevalue('g1_motion_file')}")
     try:
-        cfg = resolve(task, ["backend=native"])
+        cfg = resolve(task, overrides)
     except ImportError as e:  # a task registered by another change whose module is not here yet
         pytest.skip(f"{task}: {e}")
     env = make_env(cfg)
@@ -38,16 +56,10 @@ NO_NOISE = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0", "e
 
 
 @pytest.fixture(scope="module")
-def g1_tracking(tmp_path_factory):
-    """g1-tracking reading a short synthetic clip written with save_motion (1 s, 50 fps)."""
-    from simreal.motion_file import save_motion
-    from simreal.sim.robots import build_model
-    from simreal.sim.tasks.g1_tracking import synthetic_motion
-
-    cfg = resolve("g1-tracking", NO_NOISE)
-    path = tmp_path_factory.mktemp("motion") / "sway.npz"
-    save_motion(path, synthetic_motion(build_model(cfg.robot_spec()), seconds=1.0, amplitude_rad=0.2))
-    return make_env(resolve("g1-tracking", NO_NOISE + [f"env.motion_file={path}", "env.episode_length_s=0.4"]))
+def g1_tracking(g1_motion_file):
+    """g1-tracking reading the short synthetic clip."""
+    overrides = [f"env.motion_file={g1_motion_file}", "env.episode_length_s=0.4"]
+    return make_env(resolve("g1-tracking", NO_NOISE + overrides))
 
 
 def test_g1_tracking_reward_peaks_on_reference(g1_tracking):
@@ -78,20 +90,37 @@ def test_g1_tracking_reference_state_init(g1_tracking):
     assert np.all(np.asarray(err["joint_pos"]) < 1e-8) and np.all(np.asarray(err["body_max"]) < 1e-3)
 
 
-def test_g1_tracking_motion_joint_names_checked(tmp_path):
+def test_g1_tracking_motion_joint_names_checked(tmp_path, g1_motion_file):
     import dataclasses
 
     from simreal.errors import SimrealError
-    from simreal.motion_file import save_motion
-    from simreal.sim.robots import build_model
-    from simreal.sim.tasks.g1_tracking import synthetic_motion
+    from simreal.motion_file import load_motion, save_motion
 
-    cfg = resolve("g1-tracking", NO_NOISE)
-    m = synthetic_motion(build_model(cfg.robot_spec()), seconds=0.1)
+    m = load_motion(g1_motion_file)
     m = dataclasses.replace(m, joint_names=("nope",) + m.joint_names[1:])
     save_motion(tmp_path / "bad.npz", m)
     with pytest.raises(SimrealError, match="nope|left_hip_pitch_joint"):
         make_env(resolve("g1-tracking", NO_NOISE + [f"env.motion_file={tmp_path / 'bad.npz'}"]))
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_g1_tracking_without_motion_file_is_a_config_error(value):
+    from simreal.errors import ConfigError
+
+    overrides = ["backend=native"] + ([] if value is None else [f"env.motion_file={value}"])
+    with pytest.raises(ConfigError, match=r"'env\.motion_file'.*simreal retarget") as e:
+        resolve("g1-tracking", overrides)
+    assert "g1-tracking.yaml" in str(e.value)
+
+
+def test_train_g1_tracking_without_motion_file_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from simreal.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "g1-tracking", "backend=native"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("simreal train: error:") and "env.motion_file" in err, err
+    assert not (tmp_path / "runs").exists()  # refused before a run directory was made
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
 """Training resumes bit-for-bit, export matches JAX to 1e-5, bad bundles name their field,
-and the CLI runs train -> eval -> export on a tiny budget."""
+the CLI runs train -> eval -> export on a tiny budget, and every trainer (brax, sb3, rsl_rl)
+trains, exports, evaluates and plays through the CLI, headless without MUJOCO_GL too."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +123,124 @@ def test_cli_train_eval_export_smoke(tmp_path):
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["num_timesteps"] == 768
+
+
+# -- every trainer behind the one driver table, through the CLI ------------------------------------
+
+CARTPOLE_TINY = ["backend=native", "train.num_envs=8", "train.unroll_length=8", "train.num_minibatches=2",
+                 "train.num_updates_per_batch=1", "train.policy_hidden=[16,16]", "train.value_hidden=[16]",
+                 "train.num_eval_envs=4", "train.eval_every_steps=0", "train.target_success=0", "eval.episodes=4",
+                 "env.episode_length_s=0.1", "train.num_timesteps=64"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """trainer -> run directory, each trained once in this process through ``simreal.cli.main``."""
+    runs: dict[str, Path] = {}
+
+    def get(trainer: str) -> Path:
+        if trainer not in runs:
+            root = tmp_path_factory.mktemp(f"runs_{trainer}")
+            out = _cli_json("train", "cartpole-balance", f"trainer={trainer}", *CARTPOLE_TINY, f"runs_root={root}")
+            assert out["env_steps"] >= 64
+            runs[trainer] = Path(out["run_dir"])
+        return runs[trainer]
+    return get
+
+
+def _cli_json(*argv: str) -> dict:
+    """Run ``simreal ARGV --json`` in this process; its last stdout line, parsed."""
+    import contextlib
+    import io
+
+    from simreal.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main([*argv, "--json"])
+    assert rc == 0, buf.getvalue()[-2000:]
+    return json.loads(buf.getvalue().strip().splitlines()[-1]) if argv[0] == "train" else json.loads(buf.getvalue())
+
+
+@pytest.mark.parametrize("trainer", ["brax", "sb3", "rsl_rl"])
+def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_path, capsys):
+    import imageio.v2 as imageio
+
+    from simreal.cli import main
+    from simreal.policies.train import load_config
+    from simreal.policies.trainers import get_trainer
+
+    if trainer != "brax":
+        pytest.importorskip("torch")
+    run_dir = trained(trainer)
+    cfg = load_config(run_dir)
+    assert cfg.trainer == trainer
+
+    assert main(["export", str(run_dir), "--out", str(tmp_path / "bundle")]) == 0
+    assert "max abs diff" in capsys.readouterr().out
+    bundle = load_bundle(tmp_path / "bundle", robot="cartpole")
+    assert bundle.provenance["trainer"] == trainer
+    # the bundle's ONNX graph is the policy the trainer's driver loads, to 1e-5
+    policy = get_trainer(trainer).load(run_dir, cfg)
+    obs = np.random.default_rng(0).normal(size=(64, bundle.obs_size)).astype(np.float32)
+    action = np.asarray(policy.act(obs))
+    assert action.shape == (64, 1) and np.all(np.abs(action) <= 1.0)
+    np.testing.assert_allclose(OnnxPolicy(bundle)(obs), action, atol=1e-5)
+
+    report = _cli_json("eval", str(run_dir))
+    assert report["trained_on"] == "native" and report["native"]["episodes"] == 4
+    assert np.isfinite(report["native"]["return"])
+
+    video = tmp_path / "play.mp4"
+    assert main(["play", str(run_dir), "--steps", "5", "--width", "64", "--height", "48", "--out", str(video)]) == 0
+    with imageio.get_reader(video, "ffmpeg") as reader:
+        frames = [f for f in reader]  # not list(): the reader's len() is inf
+    assert len(frames) == 5 and frames[0].shape == (48, 64, 3)
+
+
+def test_play_renders_headless_without_mujoco_gl(trained, tmp_path):
+    """No MUJOCO_GL, no display, and MuJoCo imported before the CLI runs: ``play`` still finds
+    a headless GL (EGL here) and writes the video."""
+    run_dir = trained("brax")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY",
+                                                            "WAYLAND_DISPLAY")}
+    video = tmp_path / "headless.mp4"
+    code = ("import sys, mujoco; from simreal.cli import main; "
+            f"sys.exit(main(['play', {str(run_dir)!r}, '--steps', '3', '--width', '64', '--height', '48', "
+            f"'--out', {str(video)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert video.stat().st_size > 0
+
+
+def test_no_headless_gl_is_one_error_line(monkeypatch):
+    from simreal.errors import SimrealError
+    from simreal.policies import cmd_play
+
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setattr(cmd_play, "_gl_error", lambda name: f"no {name} library")
+    with pytest.raises(SimrealError, match="MUJOCO_GL=egl: no egl library; MUJOCO_GL=osmesa: no osmesa library"):
+        cmd_play.use_headless_gl()
+    assert "MUJOCO_GL" not in os.environ
+
+
+def test_unknown_trainer_lists_the_valid_ones():
+    from simreal.errors import UnknownNameError
+    from simreal.policies.trainers import get_trainer
+
+    with pytest.raises(UnknownNameError, match="valid trainers: brax, rsl_rl, sb3"):
+        get_trainer("cleanrl")
+
+
+def test_torch_trainer_without_torch_names_the_extra(monkeypatch, tmp_path, capsys):
+    """trainer=sb3 with torch not importable: one line naming the [torch] extra, exit 2, no run directory."""
+    from simreal.cli import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ModuleNotFoundError
+    for mod in ("simreal.policies.train_sb3", "simreal.policies.torch_loop", "simreal.policies.torch_policy"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    rc = main(["train", "cartpole-balance", "trainer=sb3", f"runs_root={tmp_path}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "trainer=sb3" in err and "simreal[torch]" in err
+    assert not any(tmp_path.iterdir())

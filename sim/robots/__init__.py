@@ -2,28 +2,32 @@
 
 Built-in robots are built in code: the spec's ``model.builder`` names a
 ``module:function`` that takes the spec and returns a ``mujoco.MjSpec``. A user's own
-robot names an MJCF or URDF file instead (``model.asset_root`` + ``model.asset_file``).
+robot names an MJCF or URDF file instead (``model.asset_root`` + ``model.asset_file``),
+adapted to the contract below by :mod:`~simreal.sim.robots.user_model` (floor, PD servos from
+the spec, ``home`` keyframe). Either way ``model.sites`` adds sites the model lacks.
 
 Contract every model meets (tests check it for each shipped robot):
 - one actuator per spec actuator, named alike and in the spec's (driver) order;
 - joint robots: position actuators with the spec's kp, kd (``kv``) and effort limits
   (``forcerange``), joint armature, friction loss and range;
+- a ``home`` keyframe whose ``ctrl`` holds its pose (joint robots);
 - a site ``imu`` on the base body where the robot has an IMU.
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import mujoco
 
 from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec
+from simreal.sim.robots.elements import add_spec_sites
+from simreal.sim.robots.user_model import load_user_model
 
 
 def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
-    """The robot's ``MjSpec``, from its builder or its MJCF/URDF file."""
+    """The robot's ``MjSpec``, from its builder or its MJCF/URDF file, plus ``model.sites``."""
     src = spec.model
     if src.builder is not None:
         mod_name, fn_name = src.builder.split(":", 1)
@@ -31,15 +35,11 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
             fn = getattr(importlib.import_module(mod_name), fn_name)
         except (ImportError, AttributeError) as e:
             raise ConfigError("model.builder", f"cannot import {src.builder!r}: {e}", spec.source) from None
-        return fn(spec, **src.options)
-    root = Path(src.asset_root or (Path(spec.source).parent if spec.source else "."))
-    path = (root / src.asset_file).expanduser()
-    if not path.is_file():
-        raise ConfigError("model.asset_file", f"file not found: {path}", spec.source)
-    try:
-        return mujoco.MjSpec.from_file(str(path))
-    except Exception as e:  # MuJoCo raises plain ValueError with its parser's message
-        raise ConfigError("model.asset_file", f"MuJoCo could not load {path}: {e}", spec.source) from None
+        s = fn(spec, **src.options)
+    else:
+        s = load_user_model(spec)
+    add_spec_sites(s, spec)
+    return s
 
 
 def build_model(spec: RobotSpec) -> mujoco.MjModel:

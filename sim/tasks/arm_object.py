@@ -39,6 +39,10 @@ class ArmObjectTask(ArmReach):
 
     cfg: ArmObjectConfig
     obs_terms = ("joint_pos_rel", "joint_vel", "object_pos_w", "target_pos_w", "last_action")
+    #: the goal is held until replaced; the object's pose streams from perception (watched for staleness)
+    task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"},
+                   "object": {"topic": "/simreal/object_pose", "type": "geometry_msgs/msg/PoseStamped",
+                              "role": "object"}}
 
     def customize_spec(self, s: mujoco.MjSpec) -> None:
         h = self.cfg.object_half_size_m

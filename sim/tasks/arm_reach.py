@@ -45,6 +45,8 @@ class ArmReach(JointRobotTask):
     obs_terms = ("joint_pos_rel", "joint_vel", "target_pos_w", "last_action")
     obs_noise_std = {"joint_pos_rel": 0.005, "joint_vel": 0.05}
     reward_scales = {"distance": -1.0, "reach": 2.0, "action_rate": -0.02, "joint_vel": -1e-3}
+    #: the goal arrives as a pose (a GUI, a planner, a perception node) and is held until replaced
+    task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"}}
 
     def build_model(self) -> mujoco.MjModel:
         m = super().build_model()

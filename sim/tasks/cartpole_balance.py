@@ -13,6 +13,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from simreal.action_modes import action_mode
 from simreal.config import field
 from simreal.sim.env import EnvConfig, MjEnv
 
@@ -29,6 +30,12 @@ class CartpoleBalance(MjEnv):
     config_class = CartpoleConfig
     obs_terms = ("joint_pos_rel", "joint_vel")
     reward_scales = {"upright": 1.0, "centered": 0.5, "control": -0.1, "ang_vel": -0.01}
+
+    def action_layout(self):
+        """Cart force [N]: the motor's ctrl in [-1, 1] times its gear."""
+        gear = float(self.mj_model.actuator_gear[0, 0])
+        return action_mode("joint_effort").layout(self.robot, self.robot.actuator_names, offset=0.0, scale=gear,
+                                                  low=[-gear], high=[gear])
 
     def sample_initial(self, rng):
         k1, k2, k3 = jax.random.split(rng, 3)

@@ -2,8 +2,8 @@
 
 The clip is a motion file (``simreal/motion_file.py``) named by ``env.motion_file``; its joints
 are matched to the robot's actuators by name, its bodies to the robot's bodies by name
-(``tracked_bodies``). An empty ``motion_file`` uses a built-in synthetic clip (the home pose
-plus small joint sinusoids, :func:`synthetic_motion`) so the task runs without data.
+(``tracked_bodies``). The clip is required: an empty ``motion_file`` is a ConfigError when the
+config is built (``simreal retarget`` writes motion files from BVH, AMASS or keypoints).
 
 Episode: reference state initialisation at a uniformly random frame (root pose and velocity,
 joint positions and velocities copied from the clip); the reference then advances one
@@ -37,6 +37,7 @@ import mujoco
 import numpy as np
 
 from simreal.config import field
+from simreal.errors import ConfigError, DataFileError
 from simreal.observations import gravity_b, rotate_inv
 from simreal.sim.backends.base import PhysState
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
@@ -49,7 +50,7 @@ TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "le
 class G1TrackingConfig(JointRobotConfig):
     episode_length_s: float = field(10.0, min=0.01, doc="episode time limit [s]")
     action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad]")
-    motion_file: str = field("", doc="motion npz (retarget output); empty: built-in synthetic clip")
+    motion_file: str = field("", doc="motion npz (`simreal retarget` output); required")
     sigma_joint_pos_rad: float = field(0.5, min=1e-6, doc="joint position kernel width [rad]")
     sigma_joint_vel_rad_s: float = field(5.0, min=1e-6, doc="joint velocity kernel width [rad/s]")
     sigma_root_pos_m: float = field(0.3, min=1e-6, doc="root position kernel width [m]")
@@ -61,39 +62,11 @@ class G1TrackingConfig(JointRobotConfig):
     mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
     kp_scale: tuple[float, ...] = field((0.9, 1.1), doc="PD stiffness scale range")
 
-
-def synthetic_motion(model: mujoco.MjModel, seconds: float = 2.0, fps: float = 50.0, amplitude_rad: float = 0.15,
-                     bodies: tuple[str, ...] | None = None):
-    """A :class:`Motion`: the ``home`` keyframe with small per-joint sinusoids, root fixed.
-
-    Body positions come from MuJoCo's forward kinematics of ``model`` at every frame.
-    """
-    from simreal.motion_file import Motion
-
-    key = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
-    d = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, d, key)
-    T = max(2, int(round(seconds * fps)))
-    t = np.arange(T) / fps
-    jids = [int(model.actuator_trnid[i, 0]) for i in range(model.nu)]
-    qadr = np.array([model.jnt_qposadr[j] for j in jids])
-    names = tuple(model.joint(j).name for j in jids)
-    phase = np.linspace(0, np.pi, len(jids))
-    home = d.qpos.copy()
-    dof = home[qadr][None] + amplitude_rad * np.sin(2 * np.pi * 0.5 * t[:, None] + phase[None])
-    dof_vel = np.gradient(dof, 1.0 / fps, axis=0)
-    bodies = bodies or tuple(model.body(i).name for i in range(1, model.nbody))
-    bids = [model.body(b).id for b in bodies]
-    body_pos, body_quat = np.zeros((T, len(bids), 3)), np.zeros((T, len(bids), 4))
-    for k in range(T):
-        d.qpos[:] = home
-        d.qpos[qadr] = dof[k]
-        mujoco.mj_kinematics(model, d)
-        body_pos[k], body_quat[k] = d.xpos[bids], d.xquat[bids]
-    return Motion(fps=fps, joint_names=names, root_pos=np.tile(home[:3], (T, 1)), root_quat=np.tile(home[3:7], (T, 1)),
-                  root_lin_vel=np.zeros((T, 3)), root_ang_vel=np.zeros((T, 3)), dof_pos=dof, dof_vel=dof_vel,
-                  body_names=bodies, body_pos=body_pos, body_quat=body_quat, foot_names=("left", "right"),
-                  foot_contacts=np.ones((T, 2), bool), provenance={"source": "synthetic_motion"}, quality={})
+    def __post_init__(self) -> None:
+        # The field keeps a default only because dataclass fields after defaulted ones need one.
+        if not self.motion_file:
+            raise ConfigError("env.motion_file", "g1-tracking needs a motion file (.npz from `simreal retarget`), "
+                                                 "e.g. env.motion_file=walk_g1.npz")
 
 
 def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
@@ -107,6 +80,10 @@ class G1Tracking(FloorRobotTask):
     config_class = G1TrackingConfig
     cfg: G1TrackingConfig
     obs_terms = ("ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
+
+    def bundle_task_params(self) -> dict[str, Any]:
+        """The motion command is a time-varying reference the deploy runner cannot play back yet."""
+        return {"time_varying_inputs": ["command"]}
     critic_obs_terms = ("lin_vel_b", "ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
     obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
     reward_scales = {"joint_pos": 1.0, "joint_vel": 0.5, "root_pos": 0.5, "root_ori": 0.5, "body_pos": 1.0,
@@ -123,8 +100,7 @@ class G1Tracking(FloorRobotTask):
         m = super().build_model()
         adr = [int(m.sensor_adr[m.sensor(f"{b}_xpos").id]) for b in TRACKED_BODIES]
         self.body_sensor_idx = jnp.asarray(np.array([np.arange(a, a + 3) for a in adr]))
-        motion = load_motion(self.cfg.motion_file) if self.cfg.motion_file else synthetic_motion(m)
-        self._load_reference(m, motion)
+        self._load_reference(m, load_motion(self.cfg.motion_file))
         return m
 
     def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
@@ -133,9 +109,7 @@ class G1Tracking(FloorRobotTask):
         cols = [motion.joint_index(j) for j in act_joints]  # UnknownNameError lists the clip's joints
         missing = [b for b in TRACKED_BODIES if b not in motion.body_names]
         if missing:
-            from simreal.errors import DataFileError
-
-            raise DataFileError(self.cfg.motion_file or "synthetic", f"motion has no body {missing[0]!r}; "
+            raise DataFileError(self.cfg.motion_file, f"motion has no body {missing[0]!r}; "
                                 f"bodies: {', '.join(motion.body_names)}")
         bcols = [motion.body_names.index(b) for b in TRACKED_BODIES]
         f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731

@@ -63,6 +63,10 @@ class G1Velocity(FloorRobotTask):
         "feet_air_time": 1.0, "alive": 0.15,
     }
 
+    def bundle_task_params(self) -> dict[str, Any]:
+        """Stand still unless a geometry_msgs/Twist topic commands a velocity."""
+        return {"command": [0.0, 0.0, 0.0]}
+
     # -- randomisation ---------------------------------------------------------------------------
     def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
         """legged_gym's pushes: every push_interval_s, add a uniform random xy velocity to the base."""

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from simreal.action_modes import action_mode
 from simreal.config import field
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
@@ -44,14 +45,22 @@ class JointRobotTask(MjEnv):
     cfg: JointRobotConfig
 
     def build_model(self) -> mujoco.MjModel:
+        from simreal.errors import ConfigError
         from simreal.sim.robots import build_mjspec, check_actuator_order
+        from simreal.sim.robots.elements import model_origin, require_sensor_targets
+        from simreal.sim.robots.user_model import one_line
 
         s = build_mjspec(self.robot)
         for site in self.tracked_sites:
             s.add_sensor(name=f"{site}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
                          objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
         self.customize_spec(s)
-        m = s.compile()
+        require_sensor_targets(s, self.robot, type(self).__name__)
+        try:
+            m = s.compile()
+        except ValueError as e:  # e.g. a task object's name clashes with one in the user's file
+            raise ConfigError("model", f"MuJoCo could not compile {model_origin(self.robot)} with task "
+                                       f"{type(self).__name__}'s additions: {one_line(e)}", self.robot.source) from None
         check_actuator_order(self.robot, m)
         self._index(m)
         return m
@@ -75,7 +84,12 @@ class JointRobotTask(MjEnv):
         self.L, self.Lv = jnp.asarray(L), jnp.asarray(Lv)
         key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
         if key < 0:
-            raise ValueError(f"robot {self.robot.name!r} has no 'home' keyframe")
+            from simreal.errors import ConfigError
+            from simreal.sim.robots.elements import model_origin
+
+            raise ConfigError("model", f"{model_origin(self.robot)} has no 'home' keyframe, which task "
+                                       f"{type(self).__name__} starts from; add <key name=\"home\" .../>",
+                              self.robot.source)
         self.home_qpos = jnp.asarray(m.key_qpos[key], jnp.float32)
         self.home_ctrl = jnp.asarray(m.key_ctrl[key], jnp.float32)
         self.ctrl_lo = jnp.asarray(m.actuator_ctrlrange[:, 0], jnp.float32)
@@ -107,6 +121,16 @@ class JointRobotTask(MjEnv):
 
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
         return self.targets(action)
+
+    def action_layout(self) -> dict[str, Any]:
+        """Position targets: home command + action_scale * a, clipped to the control range
+        (rad; m for a tendon-driven gripper)."""
+        m = self.mj_model
+        units = ["m" if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_TENDON or
+                 m.jnt_type[m.actuator_trnid[i, 0]] == mujoco.mjtJoint.mjJNT_SLIDE else "rad" for i in range(m.nu)]
+        return action_mode("joint_position").layout(
+            self.robot, self.robot.actuator_names, offset=np.asarray(self.home_ctrl), scale=self.cfg.action_scale,
+            low=np.asarray(self.ctrl_lo), high=np.asarray(self.ctrl_hi), units=units)
 
     def torques(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
         """PD torques [N m] the actuators apply for ``action`` (nominal gains, before force limits)."""

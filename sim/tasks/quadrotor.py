@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from simreal.action_modes import CTBR_CHANNELS, action_mode
 from simreal.config import field
 from simreal.observations import quat_to_rotmat
 from simreal.robot_spec import RobotSpec
@@ -76,6 +77,12 @@ class QuadrotorTask(MjEnv):
             rate_hz = float(robot.physical.get("rate_controller_hz", 500.0))
             self.control_decimation = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
         super().__init__(robot, cfg, backend)
+
+    def action_layout(self) -> dict[str, Any]:
+        """Rotor thrusts [N], or collective thrust [N] and body rates [rad/s] (ctbr)."""
+        mode = action_mode(self.cfg.action_mode)
+        names = self.robot.actuator_names if mode.name == "rotor_thrust" else CTBR_CHANNELS
+        return mode.layout(self.robot, names, max_rate_rad_s=self.max_rate)
 
     # -- physics parameters ----------------------------------------------------------------------
     def nominal_params(self) -> ModelParams:

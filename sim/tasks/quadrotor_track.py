@@ -35,6 +35,10 @@ class QuadrotorTrack(QuadrotorTask):
     """Track a figure-8 reference."""
 
     obs_terms = QuadrotorTask.obs_terms + ("command",)
+
+    def bundle_task_params(self) -> dict[str, Any]:
+        """The figure-8 is a time-varying reference the deploy runner cannot play back yet."""
+        return {"time_varying_inputs": ["target_pos_w", "command"]}
     config_class = TrackConfig
     cfg: TrackConfig
 

@@ -1,0 +1,94 @@
+"""The trainers behind one driver interface, and the table that maps ``trainer:`` to them.
+
+    driver = get_trainer(cfg.trainer)                      # 'brax' | 'sb3' | 'rsl_rl'
+    result = driver.train(run_dir, cfg)                    # resume=True continues the run
+    policy = driver.load(run_dir, cfg, randomize=False)    # env + deterministic act(obs)
+    stats = driver.evaluate(run_dir, cfg, episodes=256, seed=1, backend="mjx")
+    bundle_dir, max_abs_diff = driver.export(run_dir, cfg)
+
+Every verb that touches a run (``train``, ``eval``, ``export``, ``play``) goes through
+:func:`get_trainer`, so each works on every trainer's runs. The table is static text: listing
+the trainers imports nothing, and a torch trainer's module (torch, stable-baselines3, rsl_rl:
+the optional ``[torch]`` extra) is imported only when a run uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from simreal.dependencies import install_hint
+from simreal.errors import MissingDependencyError, UnknownNameError
+
+if TYPE_CHECKING:
+    from simreal.policies.loop_common import TrainResult
+    from simreal.policies.run_config import RunConfig
+
+#: trainer name -> ``module:attribute`` of its driver (a :class:`Trainer`).
+TRAINERS: dict[str, str] = {
+    "brax": "simreal.policies.train:BRAX",
+    "sb3": "simreal.policies.train_sb3:TRAINER",
+    "rsl_rl": "simreal.policies.train_rsl_rl:TRAINER",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedPolicy:
+    """A run's latest policy, ready for rollouts.
+
+    env: the task's env (``MjEnv``), built from the run's config and any overrides.
+    act: deterministic policy, raw observation (n,) or (N, n) -> action (m,) or (N, m) in
+      [-1, 1]; takes and returns numpy or JAX arrays, so both ``jax.jit(env.step)`` and a
+      numpy batch can call it.
+    """
+
+    env: Any
+    act: Callable[[Any], Any]
+
+
+class Trainer(Protocol):
+    """One training library behind the four things the CLI does with a run."""
+
+    name: str
+
+    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
+              quiet: bool = False) -> TrainResult:
+        """Train (or with ``resume`` continue from the latest checkpoint) the run in ``run_dir``
+        on the shared loop (``loop_common``): metrics.csv, TensorBoard, plots, checkpoints."""
+        ...
+
+    def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
+        """The latest checkpoint's deterministic policy and its env on ``backend`` (None: the
+        run's own); ``env_overrides`` change env settings (``randomize=False``) only."""
+        ...
+
+    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
+                 **env_overrides: Any) -> dict[str, float]:
+        """The first episode of each of ``episodes`` envs under the deterministic policy:
+        the task's ``episode/<name>`` statistics averaged over them, plus ``episodes``, the
+        number of episodes that ended (the statistic ``simreal eval`` reports)."""
+        ...
+
+    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+        """Write the bundle (default ``run_dir/bundle``) and return (its folder, max |ONNX
+        Runtime - the library's own deterministic policy| over random observations)."""
+        ...
+
+
+def get_trainer(name: str) -> Trainer:
+    """The driver of trainer ``name``; the error lists the valid names, or says what to pip
+    install when the trainer's libraries are missing (torch ones: the ``[torch]`` extra)."""
+    if name not in TRAINERS:
+        raise UnknownNameError("trainer", name, TRAINERS)
+    mod, attr = TRAINERS[name].split(":")
+    try:
+        module = importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        hint = install_hint(e.name or "")
+        if hint is None:
+            raise
+        raise MissingDependencyError(hint.module, hint.command, f"which trainer={name} uses") from None
+    return getattr(module, attr)

@@ -1,0 +1,105 @@
+"""Every registered task through every stage: train -> export -> rehearse -> ROS 2 package.
+
+Each task trains on a tiny budget through the real CLI, is exported to a bundle, rehearsed
+against its family's simulated robot through the deploy runner (observations from ROS 2
+messages, ONNX Runtime, the safety layer, CDR both ways) and compared with the same policy
+in the training simulator (the deploy-side sim-to-sim gate), and gets its ROS 2 package.
+A task that cannot be exported or rehearsed fails here; the tasks that deploy cannot serve
+yet must say so in one line naming the bundle field (``EXPECTED_REFUSALS``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simreal.cli import main
+from simreal.sim.tasks import TASKS
+
+TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
+        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
+        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0"]
+#: Tasks whose deployment is refused, and the bundle field the one-line error names.
+EXPECTED_REFUSALS = {
+    "quadrotor-track": "task_params.time_varying_inputs",   # a figure-8 reference to play back
+    "g1-tracking": "task_params.time_varying_inputs",       # the motion command to play back
+    "cartpole-balance": "ros2.command",                     # a benchmark model with no robot behind it
+}
+
+
+def _motion_file(tmp: Path) -> str:
+    """A short g1 clip (the home pose and joint sways) written as a motion file."""
+    from fixtures.robot_motion import synthetic_motion
+
+    from simreal.motion_file import save_motion
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_model
+
+    path = tmp / "clip.npz"
+    save_motion(path, synthetic_motion(build_model(load_robot_spec("g1")), seconds=1.5))
+    return str(path)
+
+
+_EXPORTED: dict[str, Path] = {}
+
+
+def _exported(task: str, tmp_path_factory) -> Path:
+    """Train ``task`` on the tiny budget through the CLI and export it (once per module)."""
+    if task not in _EXPORTED:
+        tmp = tmp_path_factory.mktemp(task)
+        extra = [f"env.motion_file={_motion_file(tmp)}"] if task == "g1-tracking" else []
+        assert main(["train", task, f"runs_root={tmp / 'runs'}", *TINY, *extra]) == 0
+        run_dir = next((tmp / "runs" / task).iterdir())
+        assert main(["export", str(run_dir)]) == 0
+        _EXPORTED[task] = run_dir / "bundle"
+    return _EXPORTED[task]
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_factory, capsys):
+    from simreal.bundle import load_bundle
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    bundle_dir = _exported(task, tmp_path_factory)
+    bundle = load_bundle(bundle_dir)
+    layout = bundle.action
+    assert np.all(layout.low <= layout.high) and layout.size == len(layout.names)
+
+    capsys.readouterr()
+    if task in EXPECTED_REFUSALS:
+        assert main(["deploy", "ros2", str(bundle_dir), "--out", str(tmp_path / "ws")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and EXPECTED_REFUSALS[task] in err[0], err
+        return
+
+    # the ideal link: no noise, latency or drops, no start ramp; the deploy pipeline must
+    # then reproduce the training simulator within the family's tolerance
+    report = run_offline(bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, settle_s=0.0),
+                         overrides={"start": {"ramp_s": 0.0}})
+    gate = report["gate"]
+    assert gate["passed"], gate
+    assert gate["value"] is not None and gate["value"] <= gate["tolerance"]
+    assert report["runner"]["policy_runs"] >= 40
+
+    assert main(["deploy", "ros2", str(bundle_dir), "--out", str(tmp_path / "ws")]) == 0
+    pkg = next((tmp_path / "ws").iterdir())
+    assert (pkg / "bundle" / "policy.onnx").is_file() and (pkg / "package.xml").is_file()
+
+
+def test_gate_fails_when_the_deploy_side_changes_what_the_policy_does(tmp_path_factory):
+    """The arm starts 0.3 rad from home; the policy pulls it back. A deploy config whose slew
+    limit (0.01 rad/s) freezes the arm must fail the gate; the same start without it passes."""
+    from simreal.bundle import load_bundle
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    bundle = load_bundle(_exported("arm-reach", tmp_path_factory))
+    spec = spec_of_bundle(bundle)
+    start = tuple(float(np.clip(a.default + 0.3, a.range[0] + 0.01, a.range[1] - 0.01)) for a in spec.actuators)
+    cfg = SimLoopConfig(duration_s=1.0, noise_scale=0.0, start_joint_pos=start)
+    good = run_offline(bundle, cfg, overrides={"start": {"ramp_s": 0.0}})
+    frozen = run_offline(bundle, cfg, overrides={"start": {"ramp_s": 0.0}, "limits": {"max_rate": [0.01] * 8}})
+    assert good["gate"]["passed"], good["gate"]
+    assert not frozen["gate"]["passed"] and frozen["gate"]["value"] > frozen["gate"]["tolerance"], frozen["gate"]

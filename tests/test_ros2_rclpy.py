@@ -1,0 +1,218 @@
+"""The generated ROS 2 node under real rclpy, against the rehearsal robot over Cyclone DDS.
+
+Two DDS implementations on one private domain, as on a robot: the node from `simreal deploy
+ros2` runs with rclpy and ``rmw_fastrtps_cpp`` (the pip wheels of the ``[ros2]`` extra, no
+colcon build: its ``policy_node.py`` is run as a file, the bundle passed as a ROS parameter);
+the robot is ``simreal deploy sim --external``, a real-time MuJoCo arm speaking ROS 2 over
+Cyclone DDS Python. A third participant in this process (Cyclone, best effort, so it cannot
+slow the writer) listens to the command topic, to time the Ctrl-C and see what went out after.
+
+Checked: the robot received and applied the policy's commands at about the control rate, the
+arm went where the policy holds it, and Ctrl-C made the node publish the safe command (hold
+the measured pose) and exit with code 0.
+
+Skipped, with the reason, when rclpy cannot start a node with rmw_fastrtps_cpp in a
+subprocess (``pip install -e ".[ros2]"`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("cyclonedds")
+pytest.importorskip("mujoco")
+
+from fixtures import bundles as T  # noqa: E402
+from simreal.bundle import BUNDLE_YAML, Bundle, OnnxPolicy, load_bundle, write_bundle_yaml  # noqa: E402
+from simreal.deploy.ros2_package import NODE_NAME, generate_ros2_package  # noqa: E402
+from simreal.deploy.runner import PolicyRunner  # noqa: E402
+from simreal.deploy.transport_dds import DdsTransport  # noqa: E402
+from simreal.observations import build_observation  # noqa: E402
+
+RUN_S = 2.0    # policy running on the robot before Ctrl-C [s]
+HOLD_S = 1.0   # the robot runs on after it, holding the safe command [s]
+
+
+def ros_env(domain_id: int, pythonpath: str = "") -> dict[str, str]:
+    """The environment of an rclpy process on wheels: the ROS libraries are in the venv's lib/ and
+    in site-packages/ros_*.libs, found through LD_LIBRARY_PATH, which must be set before the
+    process starts (the loader reads it once)."""
+    site = Path(sysconfig.get_paths()["platlib"])
+    libs = [str(Path(sys.prefix) / "lib"), *sorted(str(p) for p in site.glob("ros_*.libs"))]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    env.update(RMW_IMPLEMENTATION="rmw_fastrtps_cpp", ROS_DOMAIN_ID=str(domain_id),
+               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env.pop("ROS_LOCALHOST_ONLY", None)  # deprecated in Jazzy; the range above replaces it
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@pytest.fixture(scope="module")
+def rclpy_ok() -> None:
+    probe = ("import rclpy, std_msgs.msg, sensor_msgs.msg, trajectory_msgs.msg, rcl_interfaces.msg\n"
+             "rclpy.init(); rclpy.create_node('simreal_probe').destroy_node(); rclpy.shutdown()")
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], env=ros_env(T.random_domain_id()), capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.skip("rclpy probe (rclpy.init + a node with rmw_fastrtps_cpp) hung for 60 s")
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"rclpy with rmw_fastrtps_cpp does not start here (pip install -e '.[ros2]'): {last}")
+
+
+def _so100(tmp: Path) -> Path:
+    """LeRobot's SO-100 arm, Float64MultiArray out, JointState in; an MLP with small weights
+    (actions ~1e-4): the arm holds about its start pose, the defaults."""
+    import onnx
+    from onnx import numpy_helper
+
+    bundle = T.make_joint_mlp_bundle(tmp / "bundle", "so100", hidden=(16, 16))
+    model = onnx.load(bundle / "policy.onnx")
+    for w in model.graph.initializer:
+        if w.name.startswith("W"):
+            w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * 0.05, w.name))
+    onnx.save(model, bundle / "policy.onnx")
+    return bundle
+
+
+def _arm_trajectory(tmp: Path) -> Path:
+    """The two-joint test arm, JointTrajectory out, JointState + Imu in. Its policy pulls the
+    joints to their defaults, where the robot starts; the action offset moved by (+0.3, -0.3)
+    makes it hold the arm away from there, so only applied commands bring the arm to that pose."""
+    bundle = T.make_joint_bundle(tmp / "bundle", command_type="trajectory_msgs/msg/JointTrajectory")
+    data = yaml.safe_load((bundle / BUNDLE_YAML).read_text())
+    data["action"]["offset"] = [o + d for o, d in zip(data["action"]["offset"], (0.3, -0.3))]
+    write_bundle_yaml(bundle, data)
+    return bundle
+
+
+def held_pose(bundle: Bundle, default: np.ndarray, iterations: int = 200) -> np.ndarray:
+    """Where a joint-position policy holds a settled arm: the fixed point of
+    q = offset + scale * a, a = pi(obs(q, joint_vel = 0, level base, last_action = a)) [rad]."""
+    policy, a = OnnxPolicy(bundle), np.zeros(bundle.action.size)
+    still = {"joint_vel": np.zeros(a.size), "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0]), "ang_vel_b": np.zeros(3),
+             "default_joint_pos": default}
+    for _ in range(iterations):
+        q = bundle.action.to_physical(a)
+        a = np.asarray(policy(build_observation(bundle.obs_names, {**still, "joint_pos": q, "last_action": a}, np)))
+    return bundle.action.to_physical(a)
+
+
+def _start(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Popen writing stdout to ``out`` and stderr to ``out`` + '.err': files, not pipes, so a
+    chatty child never blocks on a full pipe."""
+    with open(out, "w") as f, open(f"{out}.err", "w") as e:
+        return subprocess.Popen(cmd, env=env, stdout=f, stderr=e, text=True)
+
+
+def _tail(path: Path) -> str:
+    return "".join(p.read_text()[-2000:] for p in (path, Path(f"{path}.err")) if p.exists())
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("make", [_so100, _arm_trajectory], ids=["so100-float64multiarray", "arm-jointtrajectory"])
+def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
+    bundle_dir = make(tmp_path)
+    pkg = generate_ros2_package(bundle_dir, tmp_path / "src")
+    bundle = load_bundle(bundle_dir)
+    runner = PolicyRunner(bundle)  # the node's config and command codec, read from the same bundle
+    cfg, codec, rate_hz = runner.cfg, runner.codec, runner.cfg.control_rate_hz
+    assert list(bundle.action.names) == list(runner.spec.actuator_names)  # poses below in one order
+    domain = T.random_domain_id()
+
+    received: list[tuple[float, np.ndarray]] = []  # (t_rx monotonic [s], physical command)
+    robot_up: list[float] = []
+    listener = DdsTransport(domain)
+    listener.subscribe(cfg.command.topic, cfg.command.type,
+                       lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data")
+    first_state = next(iter(cfg.state.values()))
+    listener.subscribe(first_state.topic, first_state.type, lambda msg, t, data: robot_up.append(t), "sensor_data")
+    node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
+    # the robot first, as on hardware: its command reader exists before the node's writer
+    # does, so the robot and the listener see the node's first command alike
+    sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
+                  str(domain), "--duration", str(RUN_S + HOLD_S), "--no-realtime", "--json"], sim_out)
+    node = None
+    try:
+        deadline = time.monotonic() + 60
+        while not robot_up:
+            assert sim.poll() is None and time.monotonic() < deadline, f"no robot state: {_tail(sim_out)}"
+            listener.poll(0.05)
+        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
+                       f"bundle_path:={bundle_dir}"], node_log, ros_env(domain, str(pkg)))
+        while not received:  # the robot answers the first command with its hand-over
+            assert node.poll() is None and sim.poll() is None and time.monotonic() < deadline, (
+                f"no command within 60 s\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
+            listener.poll(0.05)
+        t_first = received[0][0]
+        while time.monotonic() < t_first + RUN_S:
+            listener.poll(0.02)
+        t_sig = time.monotonic()
+        node.send_signal(signal.SIGINT)
+        while node.poll() is None and time.monotonic() < t_sig + 15:
+            listener.poll(0.02)
+        n_after_exit = len(received)
+        while sim.poll() is None and time.monotonic() < t_sig + HOLD_S + 30:
+            listener.poll(0.05)
+    finally:
+        for proc in (node, sim):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        listener.close()
+
+    log = node_log.read_text() + Path(f"{node_log}.err").read_text()  # rclpy logs to stderr
+    assert node.returncode == 0, log[-3000:]
+    assert sim.returncode == 0, _tail(sim_out)  # exit 0: the rehearsal passed
+    out = json.loads(sim_out.read_text())
+    report = out["robot"]
+    assert out["passed"] and report["handover"], out
+
+    # the robot got the commands, at about the control rate (the timer is rclpy's)
+    before = [u for t, u in received if t < t_sig]
+    expected = rate_hz * (t_sig - t_first)
+    assert len(before) >= 0.7 * expected, (len(before), expected)
+    assert report["commands_applied"] >= 0.7 * expected, (report, expected)
+    assert len(received) == n_after_exit  # nothing after the node exited
+
+    # Ctrl-C: the safe command went out (the node's log says which), the robot holds it
+    after = [u for t, u in received if t >= t_sig]
+    assert 1 <= len(after) <= 2, after  # the safe command, maybe behind one tick already in flight
+    assert "shutdown: published the safe command" in log, log[-3000:]
+    safe = json.loads(log.split("published the safe command", 1)[1].splitlines()[0])
+    final = np.asarray(report["final_state"]["joint_pos"])
+    np.testing.assert_allclose(after[-1], safe, atol=1e-3)
+    np.testing.assert_allclose(final, after[-1], atol=0.02)  # hold the measured pose: the arm stops there
+
+    # where the policy holds the arm
+    default = np.array([a.default for a in runner.spec.actuators])  # the robot's start pose
+    target = held_pose(bundle, default)
+    np.testing.assert_allclose(final, target, atol=0.03)
+    if make is _arm_trajectory:
+        assert np.abs(target - default).min() > 0.15  # it had to move there
+
+
+def test_node_without_bundle_path_or_colcon_install_says_so(rclpy_ok, tmp_path):
+    pkg = generate_ros2_package(T.make_joint_bundle(tmp_path / "bundle"), tmp_path / "src")
+    env = ros_env(T.random_domain_id(), str(pkg))
+    env.pop("AMENT_PREFIX_PATH", None)
+    proc = subprocess.run([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "[FATAL]" in lines[0] and "bundle_path:=" in lines[0], proc.stderr
