@@ -68,12 +68,13 @@ Without colcon (rclpy from pip wheels), run this file directly and name the bund
 import os
 import signal
 import sys
+import threading
 import time
 
 import rclpy
 import rclpy.logging
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
@@ -197,32 +198,42 @@ class PolicyNode(Node):
                                                  if result.publish else "no state received, nothing published"))
 
 
+#: How long one executor wait may last [s]: the latency of Ctrl-C and SIGTERM.
+SPIN_TIMEOUT_S = 0.1
+
+
 def _init(args):
-    """rclpy.init without rclpy's signal handlers, so Ctrl-C and SIGTERM arrive as
-    KeyboardInterrupt while the context is still up and the safe command can go out."""
+    """rclpy.init without rclpy's signal handlers (they shut the context down, and the safe
+    command could not go out); Ctrl-C and SIGTERM set the returned event instead."""
     try:
         from rclpy.signals import SignalHandlerOptions
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except (ImportError, TypeError):  # rclpy without the option
         rclpy.init(args=args)
+    stop = threading.Event()
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+    def request_stop(signum, frame):
+        # only a flag: an exception raised here can land inside rclpy's C++ (taking a
+        # message), which turns it into a RuntimeError
+        stop.set()
 
-    # SIGINT too: a process started in the background by a shell inherits SIGINT ignored,
-    # and Python then installs no KeyboardInterrupt handler of its own
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
+    # SIGINT too: a process started in the background by a shell inherits SIGINT ignored
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    return stop
 
 
 def main(args=None):
     """Spin until Ctrl-C or SIGTERM; returns the exit code (2: bad bundle or parameters)."""
-    _init(args)
+    stop = _init(args)
     node = None
     code = 0
     try:
         node = PolicyNode()
-        rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        while rclpy.ok() and not stop.is_set():
+            executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except SimrealError as e:  # one line naming the field, as the simreal CLI prints it

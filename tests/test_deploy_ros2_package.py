@@ -113,7 +113,7 @@ def test_generator_errors(tmp_path):
 
 
 _FAKE_ROS = r'''
-import json, sys, types, math, array
+import json, os, signal, sys, types, math, array
 import numpy as np
 for blocked in ("jax", "jaxlib", "mujoco", "cyclonedds", "torch", "brax", "flax", "mujoco_mjx"):
     sys.modules[blocked] = None
@@ -239,14 +239,17 @@ class Node:
     def get_clock(self): return Clock()
     def get_logger(self): return self.logger
     def destroy_node(self): pass
-rclpy = module("rclpy", init=lambda args=None: None, ok=lambda: True, try_shutdown=lambda: None,
-               spin=lambda node: None)
+rclpy = module("rclpy", init=lambda args=None: None, ok=lambda: True, try_shutdown=lambda: None)
 rclpy.node = module("rclpy.node", Node=Node)
 rclpy.signals = module("rclpy.signals", SignalHandlerOptions=types.SimpleNamespace(NO="no"))
 rclpy.logging = module("rclpy.logging", get_logger=lambda name: Logger())
 rclpy.qos = module("rclpy.qos", QoSProfile=QoSProfile, ReliabilityPolicy=_E, HistoryPolicy=_E,
                    qos_profile_sensor_data=QoSProfile(reliability="best_effort", depth=5))
-rclpy.executors = module("rclpy.executors", ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}))
+class SingleThreadedExecutor:  # one wait, then Ctrl-C: the node's own handler must end the loop
+    def add_node(self, node): self.node = node
+    def spin_once(self, timeout_sec=None): os.kill(os.getpid(), signal.SIGINT)
+rclpy.executors = module("rclpy.executors", ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}),
+                         SingleThreadedExecutor=SingleThreadedExecutor)
 module("rcl_interfaces").msg = module("rcl_interfaces.msg", ParameterDescriptor=ParameterDescriptor,
                                       SetParametersResult=SetParametersResult)
 module("ament_index_python").packages = module("ament_index_python.packages",
@@ -302,7 +305,7 @@ else:
 res = node.set_parameters([Param("watchdog.timeout_s", 1.0)])
 out["set_param_refused"] = (not res.successful) and "restart" in res.reason
 node.stop()
-node_mod.main()  # init (no rclpy signal handlers), node, spin, safe command, shutdown
+out["main_exit_code"] = node_mod.main()  # init (no rclpy signal handlers), node, spin, Ctrl-C, safe command
 out["modes"] = [m for lvl, m in node.logger.lines if lvl == "warn"]
 print(json.dumps(out))
 '''
@@ -336,7 +339,7 @@ def test_generated_node_runs_the_runner(hover_pkg, tmp_path):
     ctrl = out["last_control"]
     assert len(ctrl) == 12 and all(0.4 < c <= 1.0 for c in ctrl[:4]) and ctrl[4:] == [0.0] * 8  # climbing to 1 m
     assert out["estop_control"] == [0.0] * 12
-    assert out["set_param_refused"]
+    assert out["set_param_refused"] and out["main_exit_code"] == 0
     assert out["modes"][:2] == ["safety mode: ramp", "safety mode: running"] and "estop" in out["modes"][-1]
 
 

@@ -149,7 +149,8 @@ def trained(tmp_path_factory):
 
 
 def _cli_json(*argv: str) -> dict:
-    """Run ``simreal ARGV --json`` in this process; its last stdout line, parsed."""
+    """Run ``simreal ARGV --json`` in this process; its JSON report (train prints it on the
+    last line, after the run directory; eval prints only the report)."""
     import contextlib
     import io
 

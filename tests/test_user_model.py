@@ -96,6 +96,57 @@ def test_arm_gets_a_floor_and_a_home_key_at_the_spec_defaults(tmp_path):
     assert home.qpos == pytest.approx([0.2, 0.0]) and home.ctrl == pytest.approx([0.2, 0.0])
 
 
+def test_motor_gear_times_ctrlrange_is_the_effort_limit_and_the_files_home_key_stays(tmp_path):
+    xml = MJCF.format(a0="shoulder", a1="elbow").replace(
+        '<position name="shoulder" joint="shoulder" kp="20" kv="1" forcerange="-4 4"/>',
+        '<motor name="shoulder" joint="shoulder" gear="2" ctrlrange="-3 3"/>').replace(
+        "</mujoco>", '<keyframe><key name="home" qpos="0.4 -0.3" ctrl="1.5 0"/></keyframe>\n</mujoco>')
+    (tmp_path / "two_link.xml").write_text(xml)
+    (tmp_path / "two_link.yaml").write_text(SPEC.format(root=tmp_path, file="two_link.xml", gains0="kp: 30,",
+                                                        gains1="").replace("default: 0.2", "default: 0")
+                                            .replace("effort_limit: 5", "effort_limit: 0"))
+    m = build_model(load_robot_spec(str(tmp_path / "two_link.yaml")))
+    assert m.actuator_forcerange[0] == pytest.approx([-6, 6])  # gear 2 * ctrl 3 [N m]
+    home = m.key("home")  # the spec's defaults are all 0: the file's pose, its ctrl now the set-points
+    assert home.qpos == pytest.approx([0.4, -0.3]) and home.ctrl == pytest.approx([0.4, -0.3])
+
+
+# -- a gripper as Menagerie's Panda drives it: a fixed tendon, set-points scaled to 0..255 --------------
+GRIPPER = """<mujoco model="gripper">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="hand" pos="0 0 0.5">
+      <geom type="box" size="0.03 0.08 0.02"/>
+      <body name="left_finger"><joint name="finger1" type="slide" axis="0 1 0" range="0 0.04"/>
+        <geom type="box" size="0.01 0.005 0.02" pos="0 0.01 -0.04"/></body>
+      <body name="right_finger" quat="0 0 0 1"><joint name="finger2" type="slide" axis="0 1 0" range="0 0.04"/>
+        <geom type="box" size="0.01 0.005 0.02" pos="0 0.01 -0.04"/></body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="split"><joint joint="finger1" coef="0.5"/><joint joint="finger2" coef="0.5"/></fixed></tendon>
+  <equality><joint joint1="finger1" joint2="finger2" polycoef="0 1 0 0 0"/></equality>
+  <actuator>
+    <general name="actuator8" tendon="split" biastype="affine" forcerange="-100 100" ctrlrange="0 255"
+      gainprm="0.01568627451 0 0" biasprm="0 -100 -10"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_scaled_tendon_actuator_becomes_a_servo_in_metres_with_the_files_gains(tmp_path):
+    (tmp_path / "gripper.xml").write_text(GRIPPER)
+    (tmp_path / "gripper.yaml").write_text("name: gripper\nfamily: arm\nmodel: {asset_file: gripper.xml}\n"
+                                           "control_rate_hz: 50\nactuators:\n"
+                                           "  - {name: split, effort_limit: 0, default: 0.03}\n")
+    m = build_model(load_robot_spec(str(tmp_path / "gripper.yaml")))
+    assert m.actuator(0).name == "split" and m.actuator_trntype[0] == mujoco.mjtTrn.mjTRN_TENDON
+    assert m.actuator_gainprm[0, 0] == pytest.approx(100) and m.actuator_biasprm[0, 1:3] == pytest.approx([-100, -10])
+    assert m.actuator_ctrlrange[0] == pytest.approx([0.0, 0.04])  # 255 * 0.0157 / 100 m of tendon
+    assert m.actuator_forcerange[0] == pytest.approx([-100, 100])
+    home = m.key("home")
+    assert home.qpos == pytest.approx([0.03, 0.03]) and home.ctrl == pytest.approx([0.03])
+
+
 # -- a free-base biped: torque motors, no floor, no keyframe, mesh feet ----------------------------------
 SIDE = """      <body name="{s}_thigh" pos="0 {y} -0.05">
         <joint name="{s}_hip_joint" axis="0 1 0" range="-1.2 1.2"/>
@@ -315,7 +366,8 @@ URDF = f"""<robot name="hopper">
     <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="50" velocity="5"/></joint>
   <joint name="ankle" type="revolute"><parent link="leg"/><child link="foot"/><origin xyz="0 0 -0.4"/>
     <axis xyz="0 1 0"/><limit lower="-0.5" upper="0.5" effort="30" velocity="5"/></joint>
-  <joint name="toe_fixed" type="fixed"><parent link="foot"/><child link="toe_marker"/><origin xyz="0.1 0 -0.04"/></joint>
+  <joint name="toe_fixed" type="fixed"><parent link="foot"/><child link="toe_marker"/>
+    <origin xyz="0.1 0 -0.04"/></joint>
 </robot>
 """
 

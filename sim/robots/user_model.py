@@ -21,7 +21,6 @@ Joint robots (humanoid, arm), whose tasks send joint position targets:
   geom of a moving body gets ``contype=2, conaffinity=1``: it touches the floor and task
   objects but not the robot itself (MJX has no cylinder-mesh or mesh-mesh collisions, which a
   file's self-collisions need). ``model.options: {self_collision: true}`` keeps the file's bits;
-
 - **actuators**: each spec actuator is found in the file by actuator name, else as the
   actuator driving a joint of that name (Unitree names ``left_hip_pitch`` the motor of
   ``left_hip_pitch_joint``), else as a joint of that name with no actuator (a URDF). Each
@@ -233,8 +232,8 @@ def _file_servo(m: mujoco.MjModel, i: int, trn: mujoco.mjtTrn, t: int) -> _FileS
     """
     joint = trn == mujoco.mjtTrn.mjTRN_JOINT
     limit = float(np.max(np.abs(m.jnt_actfrcrange[t]))) if joint and m.jnt_actfrclimited[t] else math.inf
-    rng = m.jnt_range[t] if joint and m.jnt_limited[t] else m.tendon_range[t] if not joint and m.tendon_limited[t] else None
-    ctrlrange = None if rng is None else (float(rng[0]), float(rng[1]))
+    limited, rng = (m.jnt_limited[t], m.jnt_range[t]) if joint else (m.tendon_limited[t], m.tendon_range[t])
+    ctrlrange = (float(rng[0]), float(rng[1])) if limited else None
     if i < 0:
         return _FileServo(force_limit=limit, ctrlrange=ctrlrange)
     g, G, b = float(m.actuator_gear[i, 0]), float(m.actuator_gainprm[i, 0]), m.actuator_biasprm[i]
@@ -284,7 +283,8 @@ def _servo(spec: RobotSpec, k: int, a: ActuatorSpec, m: mujoco.MjModel, path: Pa
     kp = pick("kp", a.kp, f.kp)
     if kp <= 0:
         raise ConfigError(f"actuators[{k}].kp", f"'{a.name}' has {was} in {path} (no position gain); set kp "
-                                                "[N m/rad] (and kd) so it can follow position targets", spec.source)
+                                                "[N m/rad or N/m] (and kd) so it can follow position targets",
+                          spec.source)
     ctrlrange = pick("range", tuple(a.range) if a.range else None, f.ctrlrange)
     if ctrlrange is None:
         raise ConfigError(f"actuators[{k}].range", f"'{a.name}': neither the spec nor {path} limits it; set "
@@ -322,7 +322,8 @@ def _apply_joint_settings(s: mujoco.MjSpec, spec: RobotSpec, servos: list[Servo]
             j.frictionloss = a.friction
         if a.range is not None:  # MJCF's default angle unit is degrees: the spec's radians are converted
             deg = s.compiler.degree and j.type == mujoco.mjtJoint.mjJNT_HINGE
-            j.limited, j.range = mujoco.mjtLimited.mjLIMITED_TRUE, [r * (180 / math.pi if deg else 1.0) for r in a.range]
+            j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+            j.range = [r * (180 / math.pi if deg else 1.0) for r in a.range]
     joints = [act[sv.name] for sv in servos if sv.trntype == mujoco.mjtTrn.mjTRN_JOINT]
     notes.append(f"joint armature from the {_origin(sum(a.armature > 0 for a in joints), len(joints))}, "
                  f"friction loss from the {_origin(sum(a.friction > 0 for a in joints), len(joints))}")
