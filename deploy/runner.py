@@ -47,7 +47,7 @@ TERM_NEEDS: dict[str, tuple[str, ...]] = {
     "pos_error_w": ("pos_w", "target_pos_w"), "rot_mat_wb": ("quat_wxyz",), "lin_vel_w": ("lin_vel_w",),
     "lin_vel_b": ("quat_wxyz", "lin_vel_w"), "ang_vel_b": ("ang_vel_b",), "gravity_b": ("quat_wxyz",),
     "joint_pos_rel": ("joint_pos", "default_joint_pos"), "joint_vel": ("joint_vel",), "command": ("command",),
-    "last_action": ("last_action",), "target_pos_w": ("target_pos_w",),
+    "last_action": ("last_action",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
 }
 ESTOP = "__estop__"
 

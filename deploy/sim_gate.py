@@ -97,17 +97,16 @@ def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartSta
     state = env.reset_from(jax.random.PRNGKey(seed), start.qpos, start.qvel, start.act, start.task)
     step = jax.jit(env.step)
     dt = env.ctrl_dt
-    samples, ended = [robot.state_of(start.qpos, start.qvel)], None
+    samples, ended = [(0.0, robot.state_of(start.qpos, start.qvel))], None
     for k in range(1, round(duration_s / dt) + 1):
         state = step(state, jnp.asarray(policy(np.asarray(state.obs))))
         if float(state.done) > 0:
             if float(state.info["truncation"]) == 0:
                 ended = k * dt
             break  # the env auto-reset: what follows is another episode
-        samples.append(robot.state_of(np.asarray(state.pipeline_state.qpos), np.asarray(state.pipeline_state.qvel)))
-    traj = {key: np.stack([s[key] for s in samples]) for key in samples[0]}
-    traj["t"] = np.arange(len(samples)) * dt
-    return traj, ended
+        samples.append((k * dt, robot.state_of(np.asarray(state.pipeline_state.qpos),
+                                               np.asarray(state.pipeline_state.qvel))))
+    return stack(samples), ended
 
 
 def fall_time(traj: Trajectory) -> float | None:

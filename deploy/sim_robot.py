@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from simreal.action_modes import hover_thrust_n
 from simreal.robot_spec import RobotSpec
 
 #: Sensor noise standard deviations at noise_scale 1 (SI units).
@@ -53,7 +54,6 @@ FAMILIES: dict[str, Family] = {
     "arm": Family(free_base=False, joints=True, hover_hold=False),
     "classic": Family(free_base=False, joints=True, hover_hold=False),
 }
-G = 9.81
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +87,7 @@ class SimRobot:
         self.spec_act_ids = np.array([act_names.index(n) for n in spec.actuator_names], dtype=np.intp)
         self.act_ids = self.spec_act_ids if mode == "ctbr" else np.array([act_names.index(n) for n in names])
         self.gear = model.actuator_gear[self.act_ids, 0].copy()
-        self.hover_thrust = float(spec.physical.get("mass_kg", 0.0)) * G / max(len(spec.actuators), 1)
+        self.hover_thrust = hover_thrust_n(spec)
         obj = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "object")
         self.object_body = obj if obj >= 0 else None
         self.d.qpos[:], self.d.qvel[:] = start.qpos, start.qvel
@@ -205,7 +205,7 @@ def spec_start(model: Any, spec: RobotSpec, start_pos_w: np.ndarray, start_joint
         qpos[0:3], qpos[3:7] = start_pos_w, [1.0, 0.0, 0.0, 0.0]
     if FAMILIES[spec.family].joints:
         qpos = with_joints(model, spec, qpos, start_joint_pos or [a.default for a in spec.actuators])
-    act = np.full(model.na, float(spec.physical.get("mass_kg", 0.0)) * G / max(model.na, 1))
+    act = np.full(model.na, hover_thrust_n(spec))  # motor states of the rotors at hover
     return StartState(qpos, qvel, act, {})
 
 

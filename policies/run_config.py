@@ -25,6 +25,7 @@ from typing import Any
 
 from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
 from simreal.errors import ConfigError, UnknownNameError
+from simreal.policies import trainers
 from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.backends.base import BACKENDS
 from simreal.sim.tasks import TASKS, task_class
@@ -96,7 +97,7 @@ class RunConfig:
 
 
 TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "env", "train", "eval", "runs_root")
-TRAINERS = ("brax", "rsl_rl", "sb3")
+TRAINERS = tuple(sorted(trainers.TRAINERS))  # the driver table's names
 
 
 def task_yaml(task: str) -> Path:

@@ -121,21 +121,9 @@ def _clips(folder: Path) -> list[Path]:
 
 
 def _progress(total: int):
-    try:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        return tqdm(total=total, unit="clip", file=sys.stderr)
-    except ImportError:
-        class _Plain:
-            n = 0
-
-            def update(self, k):
-                self.n += k
-                print(f"\r{self.n}/{total} clips", end="", file=sys.stderr, flush=True)
-
-            def close(self):
-                print(file=sys.stderr)
-        return _Plain()
+    return tqdm(total=total, unit="clip", file=sys.stderr)
 
 
 def _print(summary: dict) -> None:

@@ -122,11 +122,10 @@ class ActionMode:
     def hover_command(self, spec: RobotSpec, names: Sequence[str]) -> np.ndarray | None:
         """The command that holds a quadrotor's weight (m g shared by the rotors), for a
         hand-over in the air; None where the mode cannot hover."""
-        w = float(spec.physical.get("mass_kg", 0.0)) * G
         if self.name == "rotor_thrust":
-            return np.full(len(names), w / len(names))
+            return np.full(len(names), hover_thrust_n(spec))
         if self.name == "ctbr":
-            return np.array([w, 0.0, 0.0, 0.0])
+            return np.array([hover_thrust_n(spec) * len(spec.actuators), 0.0, 0.0, 0.0])
         return None
 
     # -- the bundle's layout -------------------------------------------------------------------
@@ -161,6 +160,11 @@ class ActionMode:
         unit = [self.unit] * n if self.name != "ctbr" else ["N", "rad/s", "rad/s", "rad/s"]
         return {"mode": self.name, "size": n, "names": list(names), "units": list(units or unit),
                 "scale": _floats(scale), "offset": _floats(offset), "low": _floats(low), "high": _floats(high)}
+
+
+def hover_thrust_n(spec: RobotSpec) -> float:
+    """Each rotor's share of the weight, m g / n [N]."""
+    return float(spec.physical.get("mass_kg", 0.0)) * G / max(len(spec.actuators), 1)
 
 
 def total_thrust_n(spec: RobotSpec) -> float:

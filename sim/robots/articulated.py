@@ -38,6 +38,7 @@ import numpy as np
 
 from simreal.errors import ConfigError
 from simreal.robot_spec import ActuatorSpec, RobotSpec
+from simreal.sim.robots.floor import geom_lowest_z
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
@@ -325,19 +326,8 @@ def _add_home(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSp
         d.qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, joint)]] = a.default * scale
     if robot.feet:
         mujoco.mj_kinematics(m, d)
-        height = -min(_lowest_z(m, d, mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, g)) for g in robot.feet)
+        height = -min(geom_lowest_z(m, d, mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, g)) for g in robot.feet)
         root.pos = [0.0, 0.0, height]
         if free:
             d.qpos[2] = height
     s.add_key(name="home", qpos=d.qpos.tolist(), ctrl=ctrl)
-
-
-def _lowest_z(m: mujoco.MjModel, d: mujoco.MjData, g: int) -> float:
-    """Lowest world z [m] of a box, sphere or capsule geom."""
-    R, p, size = d.geom_xmat[g].reshape(3, 3), d.geom_xpos[g], m.geom_size[g]
-    if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
-        corners = np.array(np.meshgrid(*[[-1, 1]] * 3)).reshape(3, -1).T * size
-        return float((p + corners @ R.T)[:, 2].min())
-    if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_CAPSULE:
-        return float(p[2] - abs(R[2, 2]) * size[1] - size[0])
-    return float(p[2] - size[0])

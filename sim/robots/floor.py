@@ -53,10 +53,11 @@ def collision_geoms(m: mujoco.MjModel) -> np.ndarray:
 
 def lowest_z(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> float:
     """Lowest world z [m] over ``geoms`` at the pose in ``d`` (after ``mj_kinematics``)."""
-    return min(_geom_lowest_z(m, d, int(g)) for g in geoms)
+    return min(geom_lowest_z(m, d, int(g)) for g in geoms)
 
 
-def _geom_lowest_z(m: mujoco.MjModel, d: mujoco.MjData, g: int) -> float:
+def geom_lowest_z(m: mujoco.MjModel, d: mujoco.MjData, g: int) -> float:
+    """Lowest world z [m] of geom ``g`` (any primitive or mesh) at the pose in ``d``."""
     R = d.geom_xmat[g].reshape(3, 3)
     u = R[2]  # R^T e_z: the third row of R
     s, t = m.geom_size[g], m.geom_type[g]
