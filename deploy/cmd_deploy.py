@@ -207,8 +207,22 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
         try:
             with realtime_priority(args.realtime) as realtime, DdsTransport(domain) as tr:
                 node = DdsPolicyNode(runner, tr, recorder=recorder)
-                # the robot process also runs the sim-to-sim reference after the rehearsal
-                node.spin(args.duration + sim_cfg["startup_timeout_s"] + 240.0, until=lambda: proc.poll() is not None)
+                # the rehearsal ends duration_s after the robot's hand-over (the runner's, plus the
+                # injected latency); then the runner stops as it would on the robot: the
+                # commanded stop, not a watchdog fault when the robot's state stops coming
+                # (the margin: less than the watchdog's staleness after the robot's last state)
+                end_after = args.duration + args.latency_ms / 1e3 + 0.5 * (runner.cfg.watchdog.timeout_s -
+                                                                           runner.cfg.period_s)
+
+                def over() -> bool:
+                    since = runner.engaged_for(time.monotonic())
+                    return proc.poll() is not None or (since is not None and since > end_after)
+
+                node.spin(args.duration + sim_cfg["startup_timeout_s"] + 240.0, until=over)
+                res = runner.shutdown(time.monotonic(), reason="end of the rehearsal")
+                for topic, msg in runner.messages(res, time.time_ns()):
+                    tr.publishers[topic].publish(msg)
+            proc.wait(timeout=args.duration + 300.0)  # the robot process runs the sim-to-sim reference
         finally:
             if proc.poll() is None:
                 proc.terminate()
@@ -220,7 +234,7 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
         robot = json.loads(report_path.read_text())
     return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
             "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()},
-            "passed": bool(robot["passed"] and robot["handover"])}
+            "passed": bool(robot["passed"] and robot["handover"] and runner.stats.envelope_trip_s is None)}
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
@@ -251,5 +265,9 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
         safety = runner["safety"]
         lines.append(f"runner     {runner['ticks']} ticks, policy ran {runner['policy_runs']} times, safety "
                      f"{safety['mode']}" + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""))
+        trip = runner.get("envelope_trip_s")
+        lines.append("envelope   stayed inside -> PASS" if trip is None else
+                     f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; safe command "
+                     f"latched -> FAIL")
     lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
     print("\n".join(lines))

@@ -22,6 +22,8 @@ YAML shape (all keys optional except where the robot spec has no default)::
     watchdog: {timeout_s: 0.1, latch: true}
     start: {ramp_s: 0.3, initial_command: hover}         # safe | hover
     max_nan_ticks: 3
+    envelope: {geofence_min_m: [-3, -3, -0.5], geofence_max_m: [3, 3, 3], max_tilt_rad: 1.05,
+               max_speed_m_s: 4.0, max_body_rate_rad_s: 15.0, joint_margin_rad: .inf}
 """
 
 from __future__ import annotations
@@ -109,6 +111,18 @@ class StartConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class EnvelopeConfig:
+    """The state envelope (:mod:`simreal.deploy.envelope`); ``.inf`` switches a bound off."""
+
+    geofence_min_m: tuple[float, ...] = field((-np.inf, -np.inf, -np.inf), doc="arena box lower corner, world [m]")
+    geofence_max_m: tuple[float, ...] = field((np.inf, np.inf, np.inf), doc="arena box upper corner, world [m]")
+    max_tilt_rad: float = field(np.inf, min=0.0, doc="base tilt from upright [rad]")
+    max_speed_m_s: float = field(np.inf, min=0.0, doc="base speed [m/s]")
+    max_body_rate_rad_s: float = field(np.inf, min=0.0, doc="base angular rate [rad/s]")
+    joint_margin_rad: float = field(np.inf, min=0.0, doc="how far a joint may be beyond its spec range [rad]")
+
+
+@dataclasses.dataclass(frozen=True)
 class DeployConfig:
     """Everything a transport needs besides the bundle (see module docstring)."""
 
@@ -121,6 +135,7 @@ class DeployConfig:
     watchdog: WatchdogConfig = field(WatchdogConfig())
     start: StartConfig = field(StartConfig())
     max_nan_ticks: int = field(3, min=1, doc="consecutive non-finite actions before a latched fault")
+    envelope: EnvelopeConfig = field(EnvelopeConfig())
 
     @property
     def period_s(self) -> float:
@@ -140,11 +155,18 @@ def spec_of_bundle(bundle) -> RobotSpec:
     return load_robot_spec(bundle.robot)
 
 
-def family_defaults(spec: RobotSpec, mode: str) -> dict[str, Any]:
-    """Start and watchdog defaults by robot family (a quadrotor is handed over in the air)."""
-    if spec.family == "quadrotor":
-        return {"start": {"ramp_s": 0.2, "initial_command": "hover"}, "watchdog": {"timeout_s": 0.1}}
-    return {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1}}
+#: Start, watchdog and envelope defaults per robot family (a quadrotor is handed over in the air;
+#: envelope bounds in :mod:`simreal.deploy.envelope`).
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "quadrotor": {"start": {"ramp_s": 0.2, "initial_command": "hover"}, "watchdog": {"timeout_s": 0.1},
+                  "envelope": {"geofence_min_m": [-3.0, -3.0, -0.5], "geofence_max_m": [3.0, 3.0, 3.0],
+                               "max_tilt_rad": 1.0472, "max_speed_m_s": 4.0, "max_body_rate_rad_s": 15.0}},
+    "humanoid": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
+                 "envelope": {"max_tilt_rad": 1.0, "joint_margin_rad": 0.1}},
+    "arm": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
+            "envelope": {"joint_margin_rad": 0.1}},
+    "classic": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1}},
+}
 
 
 def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
@@ -169,7 +191,7 @@ def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
     }
     if cmd.type.startswith("px4_msgs/"):
         tree["command"]["heartbeat_topic"] = PX4_HEARTBEAT_TOPIC
-    return deep_merge(tree, family_defaults(spec, mode))
+    return deep_merge(tree, FAMILY_DEFAULTS[spec.family])
 
 
 def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np.ndarray:
@@ -184,11 +206,6 @@ def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np
 def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
                           spec: RobotSpec | None = None) -> DeployConfig:
     """Bundle + robot spec defaults, then ``overrides``; limits, rates and maps made explicit."""
-    varying = bundle.task_params.get("time_varying_inputs")
-    if varying:
-        raise BundleError("task_params.time_varying_inputs", f"task '{bundle.task}' feeds the policy a time-varying "
-                                                             f"reference ({', '.join(varying)}); deploy cannot play "
-                                                             f"references back yet", str(bundle.path / "bundle.yaml"))
     spec = spec or spec_of_bundle(bundle)
     overrides = dict(overrides or {})
     keep = overrides.pop("state_topics", None)
@@ -222,6 +239,13 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
         raise ConfigError("command.channel_map", "ActuatorMotors has 12 slots (0..11)")
     if cfg.watchdog.timeout_s < 2.0 * cfg.period_s:
         raise ConfigError("watchdog.timeout_s", f"must be at least two control periods ({2 * cfg.period_s:.4g} s)")
+    fence = cfg.envelope
+    for key in ("geofence_min_m", "geofence_max_m"):
+        if len(getattr(fence, key)) != 3:
+            raise ConfigError(f"envelope.{key}", f"expected 3 values (x, y, z) [m], got {list(getattr(fence, key))}")
+    if any(lo >= hi for lo, hi in zip(fence.geofence_min_m, fence.geofence_max_m)):
+        raise ConfigError("envelope.geofence_min_m", f"{list(fence.geofence_min_m)} is not below "
+                                                     f"geofence_max_m {list(fence.geofence_max_m)} on every axis")
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
         raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is a {spec.family}")
     return dataclasses.replace(

@@ -501,8 +501,8 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     atomic_write_text(root / "config" / f"{pkg}.yaml",
                       header + yaml.safe_dump({NODE_NAME: {"ros__parameters": ros_tree}}, sort_keys=False,
                                               default_flow_style=None))
-    for f in (BUNDLE_YAML, bundle.onnx_file.name):
-        shutil.copy2(bundle.path / f, root / "bundle" / f)
+    for f in bundle.files:
+        shutil.copy2(f, root / "bundle" / f.name)
     px4 = cfg.command.type.startswith("px4_msgs/")
     notes = _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic,
                   names=", ".join(bundle.action.names)) if px4 else ""

@@ -15,9 +15,12 @@ what :meth:`messages` returns. That is the whole contract::
 
 Per tick: the newest message of each state topic is decoded into the robot-state keys of
 :mod:`simreal.observations` (the very functions the simulation used, with ``xp=numpy``),
+completed by the task's fixed inputs and, for a bundle with a time-varying reference
+(:mod:`simreal.reference`), the reference's row at the time since the first policy run;
 the observation goes through ONNX Runtime, the normalised action becomes physical
 (``offset + scale * a``), and :class:`simreal.deploy.safety.SafetyLayer` decides what
-goes on the wire. Callbacks only store the decoded message (one reference assignment), so
+goes on the wire; a measured state outside the robot's envelope
+(:mod:`simreal.deploy.envelope`) latches a fault first. Callbacks only store the decoded message (one reference assignment), so
 they never block and need no lock; the tick owns everything else.
 
 Imports: numpy, onnxruntime (through the bundle), simreal core; never jax or training code.
@@ -37,7 +40,8 @@ from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, OnnxPolicy
 from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, DeployConfig, resolve_deploy_config,
                                    spec_of_bundle)
-from simreal.deploy.safety import RAMP, RUNNING, SAFE_MODES, SafetyLayer
+from simreal.deploy.envelope import Envelope
+from simreal.deploy.safety import ESTOP as ESTOP_MODE, FAULT, RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError
 from simreal.observations import TERMS, build_observation
 from simreal.robot_spec import RobotSpec
@@ -87,6 +91,8 @@ class RunnerStats:
     nonfinite_actions: int = 0
     policy_runs: int = 0
     last_error: str = ""
+    envelope_trip: str = ""                 # why the state left the envelope (first time)
+    envelope_trip_s: float | None = None    # when, after the hand-over [s]
 
 
 def _provided_keys(cfg: DeployConfig) -> set[str]:
@@ -137,6 +143,7 @@ class PolicyRunner:
                         if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES}
         self._watched = [n for n in self.cfg.state if n not in self._inputs]
         self.codec = command_codec(bundle, self.spec, self.cfg)
+        self.envelope = Envelope.from_config(self.cfg.envelope, self.spec)
         lim = self.cfg.limits
         self.safety = SafetyLayer(np.array(lim.low), np.array(lim.high), np.array(lim.max_rate),
                                   ramp_s=self.cfg.start.ramp_s, latch_watchdog=self.cfg.watchdog.latch,
@@ -156,6 +163,9 @@ class PolicyRunner:
         if "target_pos_w" in tp:
             self._fixed["target_pos_w"] = np.asarray(tp["target_pos_w"], np.float64)
         self._default_command = np.asarray(tp.get("command", np.zeros(3)), np.float64)
+        # a time-varying task input (a figure-8, a motion) played back from the first policy run
+        self.reference = bundle.reference
+        self._engaged_s: float | None = None
         if self.spec.actuators:
             self._fixed["default_joint_pos"] = np.array([a.default for a in self.spec.actuators])
 
@@ -170,6 +180,8 @@ class PolicyRunner:
         provided = _provided_keys(self.cfg) | {"last_action", "default_joint_pos", "command"}
         if "target_pos_w" in b.task_params:
             provided.add("target_pos_w")
+        if b.reference is not None:
+            provided.update(b.reference.values)
         for t in b.obs_terms:
             if t.name not in TERMS:
                 raise BundleError("observation.terms", f"unknown term '{t.name}'; valid: {', '.join(sorted(TERMS))}", where)
@@ -261,6 +273,8 @@ class PolicyRunner:
         complete_state(s)
         s["command"] = self._default_command
         s.update(self._fixed)
+        if self.reference is not None:
+            s.update(self.reference.at(now_s - self._engaged_s if self._engaged_s is not None else 0.0))
         for n in self._inputs:
             if n in latest:
                 t, d, _ = latest[n]
@@ -285,11 +299,20 @@ class PolicyRunner:
             req, self._estop_request = self._estop_request, None
             self.safety.estop(req, self._assemble(now_s)[0])
         state, fresh, t_rx = self._assemble(now_s)
+        if state is not None and self.safety.mode not in (FAULT, ESTOP_MODE):
+            why = self.envelope.violation(state)
+            if why is not None:
+                self.safety.trip(f"envelope: {why}", state)
+                if self.stats.envelope_trip_s is None:
+                    self.stats.envelope_trip = why
+                    self.stats.envelope_trip_s = now_s - (self._engaged_s if self._engaged_s is not None else now_s)
         if self.safety.mode in SAFE_MODES and state is not None:
             # the ramp will start from initial_command: that is the policy's "previous action"
             self.last_action[:] = self._normalised(self.initial_command(state))
         proposal, action = None, None
-        if state is not None and fresh and self.safety.mode not in ("fault", "estop"):
+        if state is not None and fresh and self.safety.mode not in (FAULT, ESTOP_MODE):
+            if self._engaged_s is None:  # the hand-over: a reference's clock starts here
+                self._engaged_s = now_s
             obs = build_observation(self.bundle.obs_names, state, np)
             if np.all(np.isfinite(obs)):
                 a = np.asarray(self.policy(obs), np.float64).reshape(-1)
@@ -309,10 +332,15 @@ class PolicyRunner:
         return TickResult(now_s, u, self.safety.mode, action, t_rx, publish=self._started,
                           state_stamp_ns=self._state_stamp)
 
-    def shutdown(self, now_s: float) -> TickResult:
-        """Engage the e-stop and tick once: the safe command to publish before exiting."""
-        self.safety.estop(True, self._assemble(now_s)[0])
+    def shutdown(self, now_s: float, reason: str = "shutdown") -> TickResult:
+        """Engage the e-stop (``reason`` recorded) and tick once: the safe command to publish
+        before exiting."""
+        self.safety.estop(True, self._assemble(now_s)[0], reason=reason)
         return self.tick(now_s)
+
+    def engaged_for(self, now_s: float) -> float | None:
+        """Seconds since the first policy evaluation (the hand-over), None before it."""
+        return None if self._engaged_s is None else now_s - self._engaged_s
 
     def messages(self, result: TickResult, stamp_ns: int) -> list[tuple[str, Any]]:
         """(topic, message) pairs to publish for a tick; ``stamp_ns`` is the wall/ROS clock."""

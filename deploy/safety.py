@@ -6,7 +6,8 @@ A small state machine, stepped once per control tick::
        ^                      |                          |
        |   state stale (watchdog): STALE, safe command   |
        |   (latch: FAULT until the e-stop is released)   |
-       +-- e-stop released <-- ESTOP / FAULT <-----------+-- e-stop / non-finite actions
+       +-- e-stop released <-- ESTOP / FAULT <-----------+-- e-stop / non-finite actions /
+                                                               trip (the state envelope)
 
 What reaches the wire, in every mode:
 
@@ -86,14 +87,21 @@ class SafetyLayer:
         self._prev_t: float | None = None
 
     # -- events ----------------------------------------------------------------------------------
-    def estop(self, engaged: bool, state: State | None = None) -> None:
+    def estop(self, engaged: bool, state: State | None = None, reason: str = "e-stop") -> None:
         """E-stop topic: true engages (latched), false releases ESTOP and latched faults."""
         if engaged and self.mode != ESTOP:
             self.stats.estops += 1
-            self._enter(ESTOP, state, "e-stop")
+            self._enter(ESTOP, state, reason)
         elif not engaged and self.mode in (ESTOP, FAULT):
             self.mode = WAITING
             self._nan_run = 0
+
+    def trip(self, reason: str, state: State | None) -> None:
+        """A check outside the layer failed (the state envelope): latched FAULT, safe command,
+        until :meth:`release`."""
+        if self.mode != FAULT:
+            self.stats.faults += 1
+            self._enter(FAULT, state, reason)
 
     def release(self) -> None:
         """Same as an e-stop ``false``: leave ESTOP or a latched FAULT; the start ramp runs again."""

@@ -26,7 +26,7 @@ on the object topic.
 
 The report passes when every check of the family passes: the hover check (quadrotors:
 from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
-of the target) and, for a bundle that records its task, the deploy-side sim-to-sim gate
+of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 
 Run by ``simreal deploy sim``; directly: ``python -m simreal.deploy.sim_loop BUNDLE
@@ -80,9 +80,17 @@ class Rehearsal:
     bundle: Any
     robot: SimRobot
     start: StartState
-    target: np.ndarray | None      # quadrotor hover point [m]
+    target: np.ndarray | None      # quadrotor hover point (a reference's start point) [m]
     env: Any | None                # the task's training env (for the gate), None for hand-made bundles
     samples: list = dataclasses.field(default_factory=list)   # (t from hand-over [s], true state)
+
+    def target_at(self, t_s: float) -> np.ndarray:
+        """The quadrotor's target ``t_s`` after the hand-over: the hover point, or the bundle's
+        reference played back (a figure-8)."""
+        ref = self.bundle.reference
+        if ref is not None and "target_pos_w" in ref.values:
+            return ref.at(t_s)["target_pos_w"]
+        return self.target
 
     def record(self, t_s: float) -> None:
         self.samples.append((t_s, self.robot.true_state()))
@@ -101,14 +109,18 @@ class Rehearsal:
                                                      twist_frame=st.twist_frame, child_frame_id="base_link")))
         return out
 
-    def report(self, sim_cfg: SimLoopConfig) -> dict[str, Any]:
-        """Family metrics, the hover check (quadrotors) and the sim-to-sim gate (task bundles)."""
+    def report(self, sim_cfg: SimLoopConfig, fence: Any) -> dict[str, Any]:
+        """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles) and
+        how far the true base went beyond the deploy config's geofence (``fence``: its
+        EnvelopeConfig)."""
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
                                "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
+        if "pos_w" in traj and len(traj["t"]):
+            out["geofence"] = geofence_excess(traj, np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m))
         checks = []
         if self.target is not None:
-            errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target))) for t, st in self.samples]
+            errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in self.samples]
             out["hover"] = hover_metrics(errors, self.target, sim_cfg)
             checks.append(out["hover"]["passed"])
         if self.env is not None and len(traj["t"]):
@@ -130,6 +142,8 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
     if FAMILIES[spec.family].hover_hold:
         target = np.asarray(bundle.task_params.get("target_pos_w", [0.0, 0.0, 1.0]), dtype=np.float64)
         start = spec_start(model, spec, target + np.asarray(sim_cfg.start_offset_m), ())
+        if env is not None:  # the task inputs of the exported episode (a figure-8's parameters)
+            start = dataclasses.replace(start, task=env_start(env, bundle, sim_cfg.seed).task)
     elif env is not None:
         start = env_start(env, bundle, sim_cfg.seed)
         if sim_cfg.start_joint_pos:
@@ -227,7 +241,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         recorder.close()
     return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
             "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
-            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg)}
+            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg, cfg.envelope)}
 
 
 def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None,
@@ -284,7 +298,19 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
         k += 1
         if handover is None and k * dt > sim_cfg.startup_timeout_s:
             break
-    return {"robot": spec.name, "runner": runner.snapshot(), **reh.report(sim_cfg)}
+    report = reh.report(sim_cfg, cfg.envelope)
+    report["passed"] = report["passed"] and runner.stats.envelope_trip_s is None  # the envelope tripped
+    return {"robot": spec.name, "runner": runner.snapshot(), **report}
+
+
+def geofence_excess(traj: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, Any]:
+    """The true base's farthest distance outside the box [lo, hi] [m], until it reaches the ground
+    (z <= 0; the quadrotor model has no contacts, so after that it would fall on forever)."""
+    p, t = traj["pos_w"], traj["t"]
+    below = np.flatnonzero(p[:, 2] <= 0.0)
+    end = int(below[0]) + 1 if below.size else len(p)
+    outside = np.linalg.norm(np.maximum(lo - p[:end], 0.0) + np.maximum(p[:end] - hi, 0.0), axis=1)
+    return {"max_outside_m": float(outside.max()), "ground_s": float(t[below[0]]) if below.size else None}
 
 
 def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig) -> dict[str, Any]:

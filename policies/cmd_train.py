@@ -28,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
+    import shutil
     from pathlib import Path
 
     from simreal.errors import ConfigError
@@ -52,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
         trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
         run_dir = start_run(cfg)
     print(f"run directory: {run_dir}", flush=True)
-    result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
+    try:
+        result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
+    except BaseException:
+        if not args.resume and not any((run_dir / "checkpoints").glob("*")):
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave no orphan run directory
+        raise
     summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
                "reached_target": result.reached_target, **{f"eval_{k}": v for k, v in result.eval.items()}}
     if args.json:

@@ -8,7 +8,8 @@ it contains exactly the deployed computation and nothing of JAX::
     y  = h W_{n-1} + b_{n-1}                   (loc | scale logits)
     action = tanh(y[:, :m])                    (the tanh-Gaussian's mode: deterministic policy)
 
-``check_export`` runs ONNX Runtime against the JAX policy on random observations.
+``check_export`` runs ONNX Runtime against the JAX policy on random observations around the
+training data.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 import simreal
 from simreal.config import to_dict
 from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
+from simreal.reference import REFERENCE_NPZ, write_reference
 from simreal.policies.run_config import RunConfig
 from simreal.yaml_io import atomic_write_bytes
 
@@ -137,18 +139,24 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
                        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "simreal_version": simreal.__version__, "backend": env.backend, "trainer": cfg.trainer},
     }
+    ref = env.deploy_reference()
+    if ref is not None:
+        write_reference(tmp / REFERENCE_NPZ, ref)
+        data["reference"] = {"file": REFERENCE_NPZ, "rate_hz": ref.rate_hz, "loop": ref.loop}
     write_bundle_yaml(tmp, data)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
 
 
-def check_export(bundle_dir: Path, make_policy, policy_params: Any, obs_size: int, n: int = 256,
-                 seed: int = 0) -> float:
-    """Max |ONNX Runtime - JAX| over ``n`` random observations (deterministic policy)."""
+def check_export(bundle_dir: Path, make_policy, policy_params: Any, n: int = 256, seed: int = 0) -> float:
+    """Max |ONNX Runtime - JAX| over ``n`` random observations around the data the policy saw
+    (mean + 2 std N(0, 1) per dimension, the bundle's normalisation statistics)."""
     from simreal.bundle import OnnxPolicy
 
-    obs = np.random.default_rng(seed).normal(size=(n, obs_size)).astype(np.float32) * 2.0
+    bundle = load_bundle(bundle_dir)
+    obs = np.random.default_rng(seed).normal(size=(n, bundle.obs_size)) * 2.0
+    obs = (obs * bundle.obs_std + bundle.obs_mean).astype(np.float32)
     jax_act, _ = make_policy(policy_params, deterministic=True)(jnp.asarray(obs), jax.random.PRNGKey(0))
-    onnx_act = OnnxPolicy(load_bundle(bundle_dir))(obs)
+    onnx_act = OnnxPolicy(bundle)(obs)
     return float(np.max(np.abs(np.asarray(jax_act) - onnx_act)))

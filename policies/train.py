@@ -118,7 +118,7 @@ class BraxTrainer:
         env, ppo, ts = self._restore(run_dir, cfg)
         normalizer, policy = ppo.policy_params(ts)
         out = export_bundle(run_dir, cfg, env, normalizer, policy, out_dir)
-        return out, check_export(out, ppo.make_policy, (normalizer, policy), env.observation_size)
+        return out, check_export(out, ppo.make_policy, (normalizer, policy))
 
 
 BRAX = BraxTrainer()

@@ -38,6 +38,7 @@ from brax.envs.base import State
 from simreal.config import field
 from simreal.observations import build_observation
 from simreal.robot_spec import RobotSpec
+from simreal.reference import Reference
 from simreal.sim.backends.base import Backend, ModelParams, PhysState, make_backend
 
 
@@ -115,8 +116,15 @@ class MjEnv(BraxEnv):
     task_topics: Mapping[str, Mapping[str, str]] = {}
 
     def bundle_task_params(self) -> dict[str, Any]:
-        """The task's fixed inputs on the robot (a hover point, a default command), for the bundle."""
+        """The task's fixed inputs on the robot (a hover point, a default command), for the bundle;
+        also the task info of the episode a :meth:`deploy_reference` was sampled from."""
         return {}
+
+    def deploy_reference(self) -> Reference | None:
+        """The task's time-varying inputs, as the robot side plays them back
+        (:mod:`simreal.reference`), for the episode :meth:`bundle_task_params` names; None when
+        every input is fixed."""
+        return None
 
     def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
         """Disturb the physics state before a control step (random pushes); default: none."""

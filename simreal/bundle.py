@@ -24,6 +24,8 @@
     task_params: {target_pos_w: [0.0, 0.0, 1.0]}   # the task's fixed inputs on the robot
     task_config: {...}                # the env config it was trained with (the rehearsal rebuilds it)
     task_topics: {goal: {topic: /simreal/goal_pose, type: geometry_msgs/msg/PoseStamped, role: target}}
+    reference: {file: reference.npz, rate_hz: 100.0, loop: true}   # optional: a time-varying
+                                      # task input played back from the hand-over (simreal/reference.py)
     onnx: {file: policy.onnx, input: obs, output: action, opset: 17}
     provenance: {run_dir: ..., config_hash: ..., git_commit: ..., created_utc: ..., simreal_version: ...}
 
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import BundleError
+from simreal.reference import Reference, read_reference
 from simreal.yaml_io import dump_yaml, load_yaml
 
 FORMAT_VERSION = 1
@@ -96,6 +99,7 @@ class Bundle:
     task_params: dict[str, Any]
     task_config: dict[str, Any]
     task_topics: dict[str, Any]
+    reference: Reference | None
     onnx_file: Path
     onnx_input: str
     onnx_output: str
@@ -109,6 +113,12 @@ class Bundle:
     @property
     def obs_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.obs_terms)
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Every file of the bundle (what a copy of it must carry)."""
+        ref = self.raw.get("reference")
+        return (self.path / BUNDLE_YAML, self.onnx_file) + ((self.path / str(ref["file"]),) if ref else ())
 
 
 def _req(d: Mapping[str, Any], key: str, prefix: str, path: str) -> Any:
@@ -173,6 +183,7 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         obs_std=std, action=layout, latency=dict(raw.get("latency") or {}),
         task_params=dict(raw.get("task_params") or {}), task_config=dict(raw.get("task_config") or {}),
         task_topics=dict(raw.get("task_topics") or {}),
+        reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
         provenance=dict(raw.get("provenance") or {}), raw=dict(raw))

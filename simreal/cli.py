@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -43,12 +44,22 @@ VERBS: dict[str, str] = {
 }
 
 
+def plain(doc: str) -> str:
+    """A docstring as terminal text: reStructuredText roles and literals unwrapped
+    (``:mod:`~a.b``` -> ``a.b``, double backquotes -> the text inside)."""
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return re.sub(r"``([^`]+)``", r"\1", doc)
+
+
 def _parser() -> argparse.ArgumentParser:
+    from simreal import __version__
+
     p = argparse.ArgumentParser(prog="simreal", description="Sim-to-real RL toolkit.")
+    p.add_argument("--version", action="version", version=f"simreal {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, mod_name in VERBS.items():
         mod = importlib.import_module(mod_name)
-        vp = sub.add_parser(verb, help=mod.HELP, description=mod.__doc__,
+        vp = sub.add_parser(verb, help=mod.HELP, description=plain(mod.__doc__ or ""),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(vp)
         vp.set_defaults(_run=mod.run)

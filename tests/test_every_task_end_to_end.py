@@ -23,10 +23,10 @@ TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "
         "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0"]
 #: Tasks whose deployment is refused, and the bundle field the one-line error names.
 EXPECTED_REFUSALS = {
-    "quadrotor-track": "task_params.time_varying_inputs",   # a figure-8 reference to play back
-    "g1-tracking": "task_params.time_varying_inputs",       # the motion command to play back
     "cartpole-balance": "ros2.command",                     # a benchmark model with no robot behind it
 }
+#: Tasks whose bundle carries a time-varying reference the robot side plays back.
+WITH_REFERENCE = ("g1-tracking", "quadrotor-track")
 
 
 def _motion_file(tmp: Path) -> str:
@@ -86,6 +86,61 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
     assert main(["deploy", "ros2", str(bundle_dir), "--out", str(tmp_path / "ws")]) == 0
     pkg = next((tmp_path / "ws").iterdir())
     assert (pkg / "bundle" / "policy.onnx").is_file() and (pkg / "package.xml").is_file()
+    assert (bundle.reference is not None) == (task in WITH_REFERENCE)
+    if bundle.reference is not None:
+        assert load_bundle(pkg / "bundle").reference.num_rows == bundle.reference.num_rows
+
+
+class _Recorder:
+    """A policy that records every observation it is given and answers zero."""
+
+    def __init__(self, size: int):
+        self.obs: list[np.ndarray] = []
+        self.size = size
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        self.obs.append(np.array(obs))
+        return np.zeros(self.size)
+
+
+@pytest.mark.parametrize("task", WITH_REFERENCE)
+def test_the_robot_side_plays_the_reference_the_training_env_observed(task, tmp_path_factory):
+    """The ``command`` the policy sees at control step k is the same in the training env
+    (the exported episode, replayed with ``reset_from``) and on the robot side (the runner
+    playing the bundle's table back), and it changes over time."""
+    import jax
+    import jax.numpy as jnp
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.deploy.ros_types import msg_class
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.sim_gate import env_start, training_env
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    bundle = load_bundle(_exported(task, tmp_path_factory))
+    names, sizes = bundle.obs_names, [t.size for t in bundle.obs_terms]
+    lo = sum(sizes[:names.index("command")])
+    cmd = slice(lo, lo + sizes[names.index("command")])
+    steps = 30
+
+    env = training_env(bundle, spec_of_bundle(bundle))
+    start = env_start(env, bundle, seed=0)
+    state = env.reset_from(jax.random.PRNGKey(0), start.qpos, start.qvel, start.act, start.task)
+    step = jax.jit(env.step)
+    sim_cmd = []
+    for _ in range(steps):
+        sim_cmd.append(np.asarray(state.obs)[cmd])
+        state = step(state, jnp.zeros(env.action_size))
+
+    rec = _Recorder(bundle.action.size)
+    runner = PolicyRunner(bundle, overrides={"start": {"ramp_s": 0.0}}, msg_class=msg_class, policy=rec)
+    run_offline(bundle, SimLoopConfig(duration_s=steps / bundle.control_rate_hz, noise_scale=0.0), runner=runner)
+    robot_cmd = [o[cmd] for o in rec.obs[:steps]]
+
+    assert len(robot_cmd) == steps
+    np.testing.assert_allclose(robot_cmd, sim_cmd, atol=1e-5)
+    assert np.ptp(np.array(sim_cmd), axis=0).max() > 1e-3  # a reference that moves
 
 
 def test_gate_fails_when_the_deploy_side_changes_what_the_policy_does(tmp_path_factory):

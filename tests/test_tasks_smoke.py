@@ -158,3 +158,16 @@ def test_g1_velocity_push_changes_base_velocity():
     dv = pushed.qvel[0:2] - state.pipeline_state.qvel[0:2]
     assert 0 < float(jnp.abs(dv).max()) <= 0.5
     assert float(jnp.abs(quiet.qvel - state.pipeline_state.qvel).max()) == 0.0
+
+
+def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
+    """A motion file that does not exist is found when the env is built, after the run
+    directory was made: the directory is removed again, and the error is one line."""
+    from simreal.cli import main
+
+    runs = tmp_path / "runs"
+    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}",
+                 f"env.motion_file={tmp_path / 'missing.npz'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "missing.npz" in err, err
+    assert not runs.exists() or not any(runs.rglob("config.yaml"))

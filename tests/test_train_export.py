@@ -62,7 +62,7 @@ def test_export_matches_jax(ppo, tmp_path):
     ts = algo.iterate(algo.init())[0]
     norm, pol = algo.policy_params(ts)
     out = export_bundle(tmp_path, cfg, algo.env, norm, pol)
-    assert check_export(out, algo.make_policy, (norm, pol), algo.env.observation_size, n=512) < 1e-5
+    assert check_export(out, algo.make_policy, (norm, pol), n=512) < 1e-5
     b = load_bundle(out, robot="crazyflie2", obs_size=22, action_size=4)
     assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action")
     assert b.action.names == ("m1", "m2", "m3", "m4")

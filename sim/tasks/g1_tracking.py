@@ -19,15 +19,20 @@ Rewards: exp kernels of the tracking errors (each a named term, weights in ``rew
     action_rate |a - a_prev|^2 (penalty)
 
 Observation: base angular velocity and gravity (IMU), joint positions and velocities, last
-action, and the ``command``: the reference's joint positions (relative to default) and joint
-velocities at the next frame, and the root-height and orientation error (gravity in the
-reference's root frame minus the robot's) — what BeyondMimic calls the motion command.
+action, and the ``command``: the reference's joint positions (relative to default), joint
+velocities (x 0.1) and root tilt (gravity in the reference's root frame) at the next frame,
+what BeyondMimic calls the motion command. The command is a function of time alone, nothing
+a robot would have to estimate (no root height, no world position): deployed, the bundle
+carries it as a reference table (:mod:`simreal.reference`, the clip from its first frame,
+last frame held) that the robot side plays back from the hand-over, and the policy compares
+it with what the IMU and encoders measure.
 Randomised per episode as ``g1-velocity`` (friction, masses, PD stiffness).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +44,7 @@ import numpy as np
 from simreal.config import field
 from simreal.errors import ConfigError, DataFileError
 from simreal.observations import gravity_b, rotate_inv
+from simreal.reference import Reference
 from simreal.sim.backends.base import PhysState
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
@@ -81,9 +87,6 @@ class G1Tracking(FloorRobotTask):
     cfg: G1TrackingConfig
     obs_terms = ("ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
 
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The motion command is a time-varying reference the deploy runner cannot play back yet."""
-        return {"time_varying_inputs": ["command"]}
     critic_obs_terms = ("lin_vel_b", "ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
     obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
     reward_scales = {"joint_pos": 1.0, "joint_vel": 0.5, "root_pos": 0.5, "root_ori": 0.5, "body_pos": 1.0,
@@ -146,17 +149,27 @@ class G1Tracking(FloorRobotTask):
         qvel = qvel.at[self.act_dadr].set(r["dof_vel"])
         return qpos, qvel, jnp.zeros(m.na), {"motion_t0": t0}
 
-    def _command(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+    def _command(self, info: Mapping[str, Any]) -> jax.Array:
+        """The motion command of the current observation (see module docstring)."""
         nxt = self.frame(info, ahead=1)
-        q = phys.qpos[3:7]
-        g_err = gravity_b({"quat_wxyz": nxt["root_quat"]}, jnp) - gravity_b({"quat_wxyz": q}, jnp)
         return jnp.concatenate([nxt["dof_pos"] - self.default_joint_pos, 0.1 * nxt["dof_vel"],
-                                (nxt["root_pos"][2] - phys.qpos[2])[None], g_err])
+                                gravity_b({"quat_wxyz": nxt["root_quat"]}, jnp)])
+
+    def bundle_task_params(self) -> dict[str, Any]:
+        """The deployed episode: the clip from its first frame."""
+        return {"motion_t0": 0.0}
+
+    def deploy_reference(self) -> Reference:
+        """The motion command of every control step from the clip's first frame until its last
+        frame is reached (then held, as in training)."""
+        rows = max(1, math.ceil((self.num_frames - 1) / self.frames_per_step))
+        cmd = jax.vmap(lambda k: self._command({"motion_t0": jnp.zeros(()), "step": k}))(jnp.arange(rows))
+        return Reference(1.0 / self.ctrl_dt, {"command": np.asarray(cmd, np.float64)}, loop=False)
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
                 "ang_vel_b": phys.qvel[3:6], "joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
-                "default_joint_pos": self.default_joint_pos, "command": self._command(phys, info),
+                "default_joint_pos": self.default_joint_pos, "command": self._command(info),
                 "last_action": info["last_action"]}
 
     def body_pos(self, phys: PhysState) -> jax.Array:

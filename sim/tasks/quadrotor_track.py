@@ -7,6 +7,10 @@ The reference, with random amplitude A, period T and phase phi per episode::
 
 The policy sees the position error and the reference velocity (``command`` term).
 Success: position RMSE from ``settle_time_s`` on below ``success_radius_m``.
+
+Deployed, the bundle carries one figure-8 (mid-range amplitude and period, phase 0; the period
+rounded to whole control steps) as a looping reference table (:mod:`simreal.reference`): the
+robot side plays ``target_pos_w`` and ``command`` back from the hand-over.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from simreal.config import field
+from simreal.reference import Reference
 from simreal.sim.tasks.quadrotor import QuadrotorConfig, QuadrotorTask, _uniform
 
 
@@ -35,10 +41,6 @@ class QuadrotorTrack(QuadrotorTask):
     """Track a figure-8 reference."""
 
     obs_terms = QuadrotorTask.obs_terms + ("command",)
-
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The figure-8 is a time-varying reference the deploy runner cannot play back yet."""
-        return {"time_varying_inputs": ["target_pos_w", "command"]}
     config_class = TrackConfig
     cfg: TrackConfig
 
@@ -59,6 +61,28 @@ class QuadrotorTrack(QuadrotorTask):
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
         return {**info, **self._reference(info, info["step"] * self.ctrl_dt)}
+
+    def _deploy_info(self) -> dict[str, jax.Array]:
+        """The deployed figure-8: mid-range amplitude, the mid-range period rounded to whole
+        control steps (so one stored period loops seamlessly), phase 0."""
+        steps = max(1, round(0.5 * (self.cfg.period_s[0] + self.cfg.period_s[-1]) / self.ctrl_dt))
+        amplitude = 0.5 * (self.cfg.amplitude_m[0] + self.cfg.amplitude_m[-1])
+        return {"ref_amplitude": jnp.float32(amplitude), "ref_omega": jnp.float32(2 * math.pi / (steps * self.ctrl_dt)),
+                "ref_phase": jnp.float32(0.0)}
+
+    def bundle_task_params(self) -> dict[str, Any]:
+        """The deployed figure-8's parameters and its start point (the rehearsal starts beside it)."""
+        info = self._deploy_info()
+        return {**info, **self._reference(info, jnp.zeros(()))}
+
+    def deploy_reference(self) -> Reference:
+        """One period of the deployed figure-8 at the control rate, looping: row k is the target
+        and reference velocity of observation k."""
+        info = self._deploy_info()
+        n = round(2 * math.pi / float(info["ref_omega"]) / self.ctrl_dt)
+        ref = jax.vmap(lambda t: self._reference(info, t))(jnp.arange(n) * self.ctrl_dt)
+        return Reference(1.0 / self.ctrl_dt, {"target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
+                                              "command": np.asarray(ref["target_vel_w"], np.float64)}, loop=True)
 
     def success(self, stats, rmse, terminated):
         return (rmse < self.cfg.success_radius_m) & ~terminated & (stats["n"] > 0)
