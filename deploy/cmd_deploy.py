@@ -129,6 +129,9 @@ def _run(args: argparse.Namespace) -> int:
             tr.publishers[topic].publish(msg)
     if recorder is not None:
         recorder.close()
+    if runner.stats.state_msgs == 0:
+        print(f"simreal deploy run: warning: no state message arrived on {[s.topic for s in cfg.state.values()]} "
+              f"(DDS domain {domain}); nothing was commanded", file=sys.stderr)
     report = {"domain_id": domain, "realtime": realtime, "duration_s": round(time.monotonic() - t0, 3),
               "ticks": node.ticks, "modes": node.modes, "timer_overruns": getattr(node, "timer_overruns", 0), "runner": runner.snapshot(),
               "bag": args.record, "recorded": recorder.counts if recorder else None}
@@ -249,15 +252,16 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     hover, gate = robot.get("hover"), robot.get("gate")
     lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
              f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
-    if hover:
-        lines.append(f"hover      max error after {hover.get('settle_s')} s: "
-                     f"{hover.get('max_error_after_settle_m', float('nan')):.3f} m (limit {hover.get('radius_m')} m), "
-                     f"rmse {hover.get('rmse_after_settle_m', float('nan')):.3f} m -> "
-                     f"{'PASS' if hover['passed'] else 'FAIL'}{'' if hover['passed'] else ': ' + hover.get('reason', '')}")
+    if hover and "max_error_after_settle_m" in hover:
+        lines.append(f"hover      max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
+                     f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
+                     f"{'PASS' if hover['passed'] else 'FAIL'}")
+    elif hover:
+        lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
     if gate:
         value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
         lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
-                     f"-> {'PASS' if gate['passed'] else 'FAIL'}{'' if gate['passed'] else ': ' + gate.get('reason', '')}")
+                     f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
     lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (
         "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
     runner = report.get("runner")

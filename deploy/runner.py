@@ -254,8 +254,9 @@ class PolicyRunner:
 
     def timer_tick_due(self, now_s: float) -> bool:
         """With ``trigger: state``, whether a timer tick is needed: the state is about to go stale
-        (the watchdog must act) or the layer is in a safe mode (keep the safe command streaming)."""
-        if self.safety.mode in SAFE_MODES:
+        (the watchdog must act), an e-stop request is pending (it acts at once, not at the next
+        state message) or the layer is in a safe mode (keep the safe command streaming)."""
+        if self.safety.mode in SAFE_MODES or self._estop_request is not None:
             return True
         latest = dict(self._latest)
         ages = [now_s - latest[n][0] for n in self._watched if n in latest]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,15 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | No
     return r
 
 
+def format_eval(r: Mapping[str, Any]) -> str:
+    """The task's own episode statistics as one line (``success 0.953  crash 0.039  pos_rmse_m
+    0.032``): whatever the task's ``final_stats`` reports, so a humanoid shows its fall rate and
+    joint error, a quadrotor its crash rate and position RMSE; NaN (nothing to average) as ``-``."""
+    skip = {"episodes", "backend"}
+    return "  ".join(f"{k} {'-' if isinstance(v, float) and math.isnan(v) else f'{v:.4g}'}"
+                     for k, v in r.items() if k not in skip and isinstance(v, (int, float)))
+
+
 def run(args: argparse.Namespace) -> int:
     from simreal.policies.train import load_config
     from simreal.sim.backends.base import default_backend_name
@@ -67,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return status
     for name in (trained_on, target) if target != trained_on else (target,):
         r = results[name]
-        print(f"[{name}] episodes {r['episodes']}: success {r.get('success', 0):.3f}  crash {r.get('crash', 0):.3f}  "
-              f"position RMSE {r.get('pos_rmse_m', float('nan')):.4f} m  return {r.get('return', 0):.3f}")
+        print(f"[{name}] episodes {r['episodes']}: {format_eval(r)}")
     if "gap" in results:
         g = results["gap"]
         print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {v:+.4f}" for k, v in g.items()))

@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simreal.errors import ConfigError
+    from simreal.policies.cmd_eval import format_eval
     from simreal.policies.run_config import resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.trainers import get_trainer
@@ -64,7 +65,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        ev = result.eval
-        print(f"done: {result.env_steps} env steps in {result.wall_s:.1f} s; eval success {ev.get('success', 0):.3f}, "
-              f"crash {ev.get('crash', 0):.3f}, position RMSE {ev.get('pos_rmse_m', float('nan')):.3f} m")
+        print(f"done: {result.env_steps} env steps in {result.wall_s:.1f} s; eval {format_eval(result.eval)}")
     return 0

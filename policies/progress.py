@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import collections
+import math
 import sys
 import time
+from typing import TextIO
 
 
 def fmt_steps(n: float) -> str:
@@ -25,30 +28,37 @@ def fmt_time(s: float) -> str:
 
 
 class Progress:
-    """Prints a status line at most every ``interval_s`` (rewritten in place on a terminal)."""
+    """Prints a status line at most every ``interval_s`` (rewritten in place on a terminal).
 
-    def __init__(self, total_steps: int, interval_s: float = 1.0, stream=sys.stderr):
+    Rate and ETA come from the last ``window_s`` seconds of updates (compilation and early
+    slow iterations stop counting once they are older); a metric that is not known yet
+    (NaN: no episode has ended) prints as ``-``.
+    """
+
+    def __init__(self, total_steps: int, interval_s: float = 1.0, stream: TextIO | None = None,
+                 window_s: float = 30.0):
         self.total = total_steps
         self.interval = interval_s
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.t0 = time.perf_counter()
+        self.stream = stream if stream is not None else sys.stderr  # looked up now: a redirected stderr counts
+        self.tty = self.stream.isatty()
+        self.window_s = window_s
         self.last = 0.0
-        self.steps0: int | None = None
+        self.history: collections.deque[tuple[float, int]] = collections.deque()
 
     def update(self, steps: int, force: bool = False, **fields: float | str) -> None:
         now = time.perf_counter()
-        if self.steps0 is None:
-            self.steps0, self.t0 = steps, now
-            return
-        if not force and now - self.last < self.interval:
+        self.history.append((now, steps))
+        while len(self.history) > 2 and now - self.history[1][0] >= self.window_s:
+            self.history.popleft()
+        if len(self.history) < 2 or (not force and now - self.last < self.interval):
             return
         self.last = now
-        rate = (steps - self.steps0) / max(now - self.t0, 1e-9)
+        t_old, s_old = self.history[0]
+        rate = (steps - s_old) / max(now - t_old, 1e-9)
         eta = (self.total - steps) / rate if rate > 0 else float("inf")
         pct = 100.0 * steps / max(self.total, 1)
         parts = [f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)", f"{fmt_steps(rate)} steps/s"]
-        parts += [f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items()]
+        parts += [f"{k} {_value(v)}" for k, v in fields.items()]
         parts.append(f"ETA {fmt_time(eta) if eta != float('inf') else '?'}")
         line = " | ".join(parts)
         self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
@@ -58,3 +68,10 @@ class Progress:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _value(v: float | str) -> str:
+    """A progress field: 3 significant digits, ``-`` for a number not known yet (NaN)."""
+    if isinstance(v, str):
+        return v
+    return "-" if math.isnan(v) else f"{v:.3g}"

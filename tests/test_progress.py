@@ -1,0 +1,37 @@
+"""The training progress line: rate and ETA from recent updates, '-' for unknown metrics."""
+
+from __future__ import annotations
+
+import io
+import math
+
+from simreal.policies import progress as P
+
+
+def test_eta_follows_the_recent_rate_and_unknown_metrics_print_as_a_dash(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+    out = io.StringIO()
+    prog = P.Progress(1_000_000, interval_s=0.0, stream=out, window_s=30.0)
+    steps = 0
+    for _ in range(10):           # slow start: 1k steps/s for 100 s (a compile, a busy machine)
+        clock[0] += 10.0
+        steps += 10_000
+        prog.update(steps, success=math.nan)
+    for _ in range(40):           # then 10k steps/s
+        clock[0] += 1.0
+        steps += 10_000
+        prog.update(steps, success=0.5, phase="train")
+    first, last = out.getvalue().splitlines()[0], out.getvalue().splitlines()[-1]
+    assert "success -" in first and "nan" not in out.getvalue()
+    assert "10.00k steps/s" in last and "success 0.5" in last and "phase train" in last
+    assert last.endswith("ETA 50s"), last  # 500k steps left at the recent 10k/s (the average: 2m20s)
+
+
+def test_the_stream_is_looked_up_when_progress_starts(monkeypatch):
+    late = io.StringIO()
+    monkeypatch.setattr(P.sys, "stderr", late)
+    prog = P.Progress(10, interval_s=0.0)
+    prog.update(1)
+    prog.update(2)
+    assert "2/10" in late.getvalue()
