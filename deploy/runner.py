@@ -306,7 +306,7 @@ class PolicyRunner:
                 self.safety.trip(f"envelope: {why}", state)
                 if self.stats.envelope_trip_s is None:
                     self.stats.envelope_trip = why
-                    self.stats.envelope_trip_s = now_s - (self._engaged_s if self._engaged_s is not None else now_s)
+                    self.stats.envelope_trip_s = self.engaged_for(now_s) or 0.0
         if self.safety.mode in SAFE_MODES and state is not None:
             # the ramp will start from initial_command: that is the policy's "previous action"
             self.last_action[:] = self._normalised(self.initial_command(state))
