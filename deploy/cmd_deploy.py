@@ -92,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ros2(args: argparse.Namespace) -> int:
+    from simreal.bundle import OnnxPolicy, load_bundle
     from simreal.deploy.ros2_package import generate_ros2_package
 
+    OnnxPolicy(load_bundle(args.bundle))  # the graph loads and matches bundle.yaml before a file is written
     root = generate_ros2_package(args.bundle, args.out, name=args.name, overrides=_overrides(args), force=args.force)
     print(f"wrote ROS 2 package {root.name} to {root}")
     print(f"  colcon build --packages-select {root.name} && source install/setup.bash")

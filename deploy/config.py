@@ -37,7 +37,7 @@ import numpy as np
 
 from simreal.action_modes import action_mode, command_modes
 from simreal.config import build, deep_merge, field, to_dict
-from simreal.errors import BundleError, ConfigError
+from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
 QOS_PROFILES = ("default", "sensor_data", "reliable", "best_effort")

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from simreal.action_modes import action_mode
-from simreal.bundle import BUNDLE_YAML, Bundle, load_bundle
+from simreal.bundle import Bundle, load_bundle
 from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config
 from simreal.deploy.ros_params import flatten, to_ros_tree
 from simreal.errors import ConfigError

@@ -198,8 +198,6 @@ def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def spec_start(model: Any, spec: RobotSpec, start_pos_w: np.ndarray, start_joint_pos: tuple[float, ...]) -> StartState:
     """A start state from the robot spec alone: the free base at ``start_pos_w`` upright, the
     joints at ``start_joint_pos`` (default: the spec's default pose)."""
-    import mujoco
-
     qpos, qvel = model.qpos0.copy(), np.zeros(model.nv)
     if FAMILIES[spec.family].free_base:
         qpos[0:3], qpos[3:7] = start_pos_w, [1.0, 0.0, 0.0, 0.0]

@@ -5,12 +5,24 @@ Loading needs a *template* pytree of the same structure (built from the same con
 template path must be present with the same shape and dtype, or :class:`DataFileError`
 names the first one that is not. Files are written atomically (temp file, then rename) and
 read with ``allow_pickle=False``.
+
+Finding a run's checkpoint (shared by every trainer: Brax ``.npz``, SB3 ``.zip``, rsl_rl
+``.pt``): :func:`latest_checkpoint` is the newest ``step_<env_steps>.<ext>`` that is *intact*,
+and a damaged newer one is skipped with a one-line warning naming it. All three formats are
+zip archives (``np.savez``, SB3's ``save``, ``torch.save``), so intact means: every file of
+that step (the checkpoint and side files such as SB3's ``step_N.normalizer.npz``) is a zip
+whose central directory reads and whose members match their CRC-32 (:func:`damage`). An
+atomic write never leaves a partial ``step_*`` file; a truncated or overwritten one comes
+from elsewhere (a full disk under a non-atomic copy, a sync tool, a hand edit).
 """
 
 from __future__ import annotations
 
 import io
 import re
+import sys
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +53,9 @@ def load_pytree(path: str | Path, template: Any) -> Any:
     p = Path(path)
     if not p.is_file():
         raise DataFileError(str(p), "checkpoint not found")
+    why = damage(p)  # before np.load: it would take random bytes for a pickle and say so
+    if why is not None:
+        raise DataFileError(str(p), why)
     try:
         with np.load(p, allow_pickle=False) as z:
             stored = {k: z[k] for k in z.files}
@@ -77,14 +92,91 @@ def _found(ckpt_dir: Path, ext: str) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), f) for f in ckpt_dir.glob(f"step_*.{ext}") if (m := _STEP.match(f.name)))
 
 
+def _step_files(ckpt_dir: Path, steps: int) -> list[Path]:
+    """Every file of one checkpoint: ``step_<steps>.*`` (the checkpoint and its side files)."""
+    return sorted(ckpt_dir.glob(f"step_{steps:012d}.*"))
+
+
+# What a damaged zip raises while its directory or members are read: a bad header or CRC
+# (BadZipFile), a cut-off or garbled deflate stream (zlib.error, EOFError), a nonsense size or
+# method field (ValueError, NotImplementedError), a read error (OSError).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, OSError)
+
+
+def damage(path: str | Path) -> str | None:
+    """Why the file at ``path`` is not an intact checkpoint, or None when it is one.
+
+    Every checkpoint format here is a zip archive (module docstring): intact means the
+    central directory reads and every member's bytes match their CRC-32 (``ZipFile.testzip``
+    reads them all). This checks the container only; whether the arrays fit the config is
+    :func:`load_pytree`'s (or the library loader's) business.
+    """
+    p = Path(path)
+    if not zipfile.is_zipfile(p):
+        size = p.stat().st_size if p.is_file() else 0
+        return (f"not a zip archive ({size} bytes; every checkpoint format here, .npz, .zip and .pt, is one): "
+                "truncated, or overwritten with something else")
+    try:
+        with zipfile.ZipFile(p) as z:
+            bad = z.testzip()
+    except _ZIP_ERRORS as e:
+        return f"a damaged zip archive ({type(e).__name__}: {e})"
+    return None if bad is None else f"a damaged zip archive (member {bad!r} fails its CRC-32 check)"
+
+
+_warned: set[Path] = set()  # damaged files already reported by this process (eval loads twice)
+
+
 def latest_checkpoint(ckpt_dir: Path, ext: str = "npz") -> Path | None:
-    """The ``step_*.<ext>`` checkpoint with the most env steps, or None."""
-    found = _found(ckpt_dir, ext)
-    return found[-1][1] if found else None
+    """The intact ``step_*.<ext>`` checkpoint with the most env steps, or None when there is
+    no ``step_*.<ext>`` file at all.
+
+    Newer damaged ones (:func:`damage`, side files included) are skipped, each with one
+    warning line on stderr naming the file and what it is not. When every checkpoint is
+    damaged, :class:`DataFileError` lists them: falling back to step 0 would silently
+    throw the run away.
+    """
+    damaged: list[str] = []
+    for steps, path in reversed(_found(ckpt_dir, ext)):
+        bad = [(f, why) for f in _step_files(ckpt_dir, steps) if (why := damage(f)) is not None]
+        if not bad:
+            return path
+        for f, why in bad:
+            damaged.append(f"{f.name} ({why})")
+            if f not in _warned:
+                _warned.add(f)
+                print(f"warning: skipping damaged checkpoint {f}: {why}", file=sys.stderr)
+    if damaged:
+        raise DataFileError(str(ckpt_dir), "no intact checkpoint: " + "; ".join(damaged))
+    return None
+
+
+def require_latest(ckpt_dir: Path, ext: str = "npz") -> Path:
+    """:func:`latest_checkpoint`, or DataFileError when the run has none (eval, export, play)."""
+    path = latest_checkpoint(ckpt_dir, ext)
+    if path is None:
+        raise DataFileError(str(ckpt_dir), f"no step_*.{ext} checkpoint in this run (train it first)")
+    return path
+
+
+def resume_point(ckpt_dir: Path, ext: str = "npz") -> Path | None:
+    """The checkpoint ``simreal train --resume`` continues from (:func:`latest_checkpoint`),
+    said on stderr with its env steps; None, said too, when the run has none yet: the run
+    then starts from step 0 in its own directory with its saved config."""
+    path = latest_checkpoint(ckpt_dir, ext)
+    if path is None:
+        print(f"resume: no step_*.{ext} checkpoint in {ckpt_dir}: starting from step 0", file=sys.stderr)
+    else:
+        print(f"resume: continuing from {path} ({checkpoint_steps(path)} env steps)", file=sys.stderr)
+    return path
 
 
 def prune(ckpt_dir: Path, keep: int = 3, ext: str = "npz") -> None:
-    """Keep only the ``keep`` newest ``step_*.<ext>`` checkpoints (with their ``step_N.*`` side files)."""
+    """Keep only the ``keep`` newest ``step_*.<ext>`` checkpoints (with their ``step_N.*`` side
+    files), and delete the temp files a killed writer left (``.step_*.tmp``; only one process
+    trains a run, and it calls this right after its own write finished)."""
     for steps, _ in _found(ckpt_dir, ext)[:-keep]:
-        for f in ckpt_dir.glob(f"step_{steps:012d}.*"):
+        for f in _step_files(ckpt_dir, steps):
             f.unlink(missing_ok=True)
+    for f in ckpt_dir.glob(".step_*.tmp"):
+        f.unlink(missing_ok=True)

@@ -1,10 +1,13 @@
-"""``simreal eval``: success rate, position RMSE and crash rate under domain randomisation.
+"""``simreal eval``: the task's own episode statistics under domain randomisation.
 
     simreal eval runs/quadrotor-hover/20261121-120000
     simreal eval RUN_DIR --episodes 512 --backend mjx --json
 
 Every trainer's runs (brax, sb3, rsl_rl) are evaluated the same way: the deterministic
-policy's first episode in each env, the task's episode statistics averaged over them.
+policy's first episode in each env, each of the task's episode statistics averaged over the
+episodes it is defined for (a quadrotor's success and crash rates over all, its position RMSE
+over those that did not crash: :mod:`simreal.sim.episode_stats`). A statistic no episode
+contributed to prints as ``-`` (``null`` in ``--json``), never as 0.
 
 Evaluating on the other backend than training used is the sim-to-sim gate: both are run,
 the gap is printed, and the command exits with 1 when success drops by more than the task
@@ -47,13 +50,33 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | No
     return r
 
 
+def _number(v: float, fmt: str = ".4g") -> str:
+    """``v`` formatted, or ``-`` for NaN (a mean over no episode)."""
+    return "-" if math.isnan(v) else format(v, fmt)
+
+
+def statistics(r: Mapping[str, Any]) -> dict[str, float]:
+    """The episode statistics in an evaluation result: ``success`` (and its bound) first, the
+    task's own next, ``return`` and ``length`` (every task's) last."""
+    stats = {k: float(v) for k, v in r.items()
+             if k not in ("episodes", "backend") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    rank = {"return": 2, "length": 3}
+    return dict(sorted(stats.items(), key=lambda kv: 0 if kv[0].startswith("success") else rank.get(kv[0], 1)))
+
+
 def format_eval(r: Mapping[str, Any]) -> str:
     """The task's own episode statistics as one line (``success 0.953  crash 0.039  pos_rmse_m
-    0.032``): whatever the task's ``final_stats`` reports, so a humanoid shows its fall rate and
-    joint error, a quadrotor its crash rate and position RMSE; NaN (nothing to average) as ``-``."""
-    skip = {"episodes", "backend"}
-    return "  ".join(f"{k} {'-' if isinstance(v, float) and math.isnan(v) else f'{v:.4g}'}"
-                     for k, v in r.items() if k not in skip and isinstance(v, (int, float)))
+    0.032  return 41.2  length 400``): whatever the task's ``final_stats`` reports, so a humanoid
+    shows its fall rate and velocity error, a quadrotor its crash rate and position RMSE; NaN
+    (nothing to average) as ``-``."""
+    return "  ".join(f"{k} {_number(v)}" for k, v in statistics(r).items())
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with every NaN float replaced by None (``null``): JSON has no NaN."""
+    if isinstance(x, Mapping):
+        return {k: jsonable(v) for k, v in x.items()}
+    return None if isinstance(x, float) and math.isnan(x) else x
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,19 +92,20 @@ def run(args: argparse.Namespace) -> int:
     results[target] = evaluate_run(run_dir, cfg, target, args.episodes, randomize)
     if target != trained_on:
         results[trained_on] = evaluate_run(run_dir, cfg, trained_on, args.episodes, randomize)
-        results["gap"] = {k: results[target][k] - results[trained_on][k]
-                          for k in ("success", "crash", "pos_rmse_m") if k in results[target]}
+        base = statistics(results[trained_on])
+        results["gap"] = {k: v - base[k] for k, v in statistics(results[target]).items() if k in base}
         results["sim_to_sim_passed"] = -results["gap"].get("success", 0.0) <= cfg.eval.sim_to_sim_max_gap
     status = 0 if results.get("sim_to_sim_passed", True) else 1
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(jsonable(results), indent=2))
         return status
     for name in (trained_on, target) if target != trained_on else (target,):
         r = results[name]
         print(f"[{name}] episodes {r['episodes']}: {format_eval(r)}")
     if "gap" in results:
         g = results["gap"]
-        print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {v:+.4f}" for k, v in g.items()))
+        print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {_number(v, '+.4f')}"
+                                                                          for k, v in g.items()))
         verdict = "PASS" if results["sim_to_sim_passed"] else "FAIL"
         print(f"sim-to-sim gate: {verdict} (success may drop by at most {cfg.eval.sim_to_sim_max_gap:g})")
     return status

@@ -8,13 +8,28 @@
 
 Progress (steps/s, return, success, ETA) goes to stderr; the run directory holds
 config.yaml, checkpoints/, metrics.csv, TensorBoard events and plots/learning_curve.png.
+
+Ctrl-C (SIGINT) or SIGTERM stops after the current iteration: its checkpoint is saved and
+the command exits 130 / 143; a second signal stops at once without saving. A new run stopped
+before its first iteration finished has nothing to save and its directory is removed.
+``--resume`` says on stderr which checkpoint it continues from; a run with no checkpoint yet
+starts from step 0 in its directory (said too); a run that spent its budget or reached its
+target says nothing is left to do and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simreal.policies.loop_common import TrainResult
+    from simreal.policies.run_config import RunConfig
+    from simreal.policies.stop_signal import StopRequest
 
 HELP = "train a policy"
 
@@ -28,15 +43,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
+    from simreal.policies.stop_signal import stop_on_signals
+
+    # Open from the start: a signal during imports, config or the first compile is kept for
+    # the loop (which then saves nothing: no iteration finished) instead of a traceback.
+    with stop_on_signals() as stop:
+        return _train(args, t0, stop)
+
+
+def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     import shutil
-    from pathlib import Path
 
     from simreal.errors import ConfigError
-    from simreal.policies.cmd_eval import format_eval
+    from simreal.policies.cmd_eval import jsonable
+    from simreal.policies.devices import initialize_distributed
     from simreal.policies.run_config import resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.trainers import get_trainer
     from simreal.yaml_io import dump_yaml
+
+    initialize_distributed()  # a multi-host launch (SLURM, JAX_COORDINATOR_ADDRESS); else nothing
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -52,18 +78,67 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("task", f"expected a task name before overrides, got {args.task!r}")
         cfg = resolve(args.task, args.overrides)
         trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
+        if stop.requested:
+            print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
+            return stop.exit_code
         run_dir = start_run(cfg)
     print(f"run directory: {run_dir}", flush=True)
+
+    def discard_if_empty() -> bool:
+        """Remove a new run's directory when nothing finished in it (no orphan run directory)."""
+        if args.resume or any((run_dir / "checkpoints").glob("*")):
+            return False
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return True
+
     try:
         result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
     except BaseException:
-        if not args.resume and not any((run_dir / "checkpoints").glob("*")):
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave no orphan run directory
+        discard_if_empty()
         raise
     summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
-               "reached_target": result.reached_target, **{f"eval_{k}": v for k, v in result.eval.items()}}
+               "reached_target": result.reached_target, "stop": result.stop,
+               **{f"eval_{k}": v for k, v in result.eval.items()}}
+    if result.stop == "signal":
+        removed = discard_if_empty()
+        print(f"simreal train: {_interrupted(result, stop, removed)}", file=sys.stderr)
+    elif result.stop == "nothing_left":
+        print(f"simreal train: {_summary(result, cfg)}", file=sys.stderr)
+    elif not args.json:
+        print(_summary(result, cfg))
     if args.json:
-        print(json.dumps(summary))
-    else:
-        print(f"done: {result.env_steps} env steps in {result.wall_s:.1f} s; eval {format_eval(result.eval)}")
-    return 0
+        print(json.dumps(jsonable(summary)))
+    return stop.exit_code if result.stop == "signal" else 0
+
+
+def _interrupted(result: TrainResult, stop: StopRequest, removed: bool) -> str:
+    """What a stop signal left behind, and how to go on."""
+    if result.checkpoint is not None:
+        return (f"stopped by {stop.name} at {result.env_steps} env steps; checkpoint {result.checkpoint}; "
+                f"continue with: simreal train --resume {result.run_dir}")
+    if removed:
+        return f"stopped by {stop.name} before the first iteration finished: nothing saved, run directory removed"
+    return (f"stopped by {stop.name} before an iteration finished: nothing new saved "
+            f"(the run stays at {result.env_steps} env steps)")
+
+
+def _summary(result: TrainResult, cfg: RunConfig) -> str:
+    """The last lines: why training stopped (with the stop rule's verdict) and the evaluation."""
+    from simreal.policies import early_stop
+    from simreal.policies.cmd_eval import format_eval
+
+    tc = cfg.train
+    verdict = early_stop.describe(result.eval, tc.target_success)
+    if result.stop == "nothing_left":
+        if result.reached_target:
+            return (f"nothing left to do: the run reached its target at {result.env_steps} env steps ({verdict}); "
+                    "to train on, raise train.target_success (0: train to the budget)")
+        return (f"nothing left to do: {result.env_steps} env steps done of the budget of {tc.num_timesteps}; "
+                "to train on, raise train.num_timesteps")
+    why = {"target": "target reached",
+           "budget": f"budget of {tc.num_timesteps} env steps spent",
+           "wall_time": f"train.max_wall_s ({tc.max_wall_s:g} s) reached"}[result.stop]
+    lines = [f"done: {result.env_steps} env steps in {result.wall_s:.1f} s, {why}" + (f"; {verdict}" if verdict else "")]
+    if result.eval:
+        lines.append(f"eval {format_eval(result.eval)}")
+    return "\n".join(lines)

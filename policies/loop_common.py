@@ -2,8 +2,11 @@
 
 A trainer supplies one object (:class:`Learner`) and this loop writes metrics.csv, TensorBoard
 events, plots/learning_curve.png, shows progress, evaluates when the training success rate
-reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end, checkpoints
-every ``train.checkpoint_every_s``, and stops on budget, target or wall time.
+reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end (the stop
+rule and its confirming evaluation: ``early_stop``), checkpoints every
+``train.checkpoint_every_s``, and stops on budget, target, wall time or a stop signal
+(SIGINT/SIGTERM: ``stop_signal``; the last completed iteration is saved). A resumed run that
+already spent its budget or reached its target returns at once (``stop="nothing_left"``).
 """
 
 from __future__ import annotations
@@ -15,113 +18,150 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from simreal.policies import early_stop
 from simreal.policies.progress import Progress
+from simreal.policies.stop_signal import stop_on_signals
 from simreal.rundir import MetricsCsv, plot_curves
+from simreal.sim.episode_stats import episode_means
 
 CURVES = ("episode_return", "success", "eval_success", "pos_rmse_m")
+#: Why :func:`run` returned: the env-step budget, the stop rule's target, ``train.max_wall_s``,
+#: SIGINT/SIGTERM, or (a resumed run) nothing left to do.
+STOPS = ("budget", "target", "wall_time", "signal", "nothing_left")
 
 
 @dataclasses.dataclass
 class TrainResult:
-    """What a training call ends with: where, how far, the last evaluation, target reached."""
+    """What a training call ends with: where, how far, the last evaluation, target reached.
+
+    stop: why it ended (one of :data:`STOPS`).
+    signum: the signal that stopped it (``stop == "signal"``), else None.
+    checkpoint: the checkpoint this call wrote last (the checkpoint folder when the learner's
+      ``save`` does not say); None when it wrote none (stopped before its first iteration
+      ended, or nothing left to do).
+    """
 
     run_dir: Path
     env_steps: int
     wall_s: float
     eval: dict[str, float]
     reached_target: bool
+    stop: str = "budget"
+    signum: int | None = None
+    checkpoint: Path | None = None
 
 
 class Learner(Protocol):
-    """A training library's algorithm and state, one PPO iteration at a time."""
+    """A training library's algorithm and state, one iteration at a time."""
 
     @property
     def env_steps(self) -> int:
         """Env steps so far."""
 
     def iterate(self) -> dict[str, float]:
-        """One PPO iteration: metrics.csv columns ('loss/<name>', ...), 'episode/<name>' summed over
+        """One iteration: metrics.csv columns ('loss/<name>', ...), 'episode/<name>' summed over
         the episodes that ended and 'episode/done' their count."""
 
-    def save(self, ckpt_dir: Path) -> None:
-        """Write ``ckpt_dir``/step_<env_steps>.<ext> and prune the old ones."""
+    def save(self, ckpt_dir: Path) -> Path | None:
+        """Write ``ckpt_dir``/step_<env_steps>.<ext> (``checkpoint.save_pytree`` or the library's
+        format, atomically), prune the old ones, and return the file written."""
 
-    def evaluate(self) -> dict[str, float]:
-        """Deterministic evaluation of the current policy."""
+    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+        """Deterministic evaluation of the current policy: the first episode of each of
+        ``episodes`` envs (None: ``train.num_eval_envs``) from ``seed`` (None: the run's seed + 1),
+        the task's episode statistics averaged, plus ``episodes``. The loop passes both only
+        for the stop rule's confirming evaluation (``early_stop``)."""
 
 
-def episode_means(m: dict[str, float]) -> dict[str, float]:
-    """Per-episode means of the 'episode/<name>' sums in ``m``; {} when no episode ended."""
-    n = m.get("episode/done", 0.0)
-    if n <= 0:
-        return {}
-    return {k.split("/", 1)[1]: m[k] / n for k in m if k.startswith("episode/") and k != "episode/done"}
+def _finished_before(metrics_csv: MetricsCsv, env_steps: int, tc: Any) -> dict[str, float] | None:
+    """For a resumed run: the evaluation it ended on when nothing is left to do (the budget is
+    spent, or the stop rule's target was reached there and the target is unchanged or lower);
+    None when training should go on. The verdict is read from metrics.csv's row at the
+    checkpoint's env steps, where the loop writes its last evaluation before saving."""
+    row = next((r for r in reversed(metrics_csv.rows) if r.get("env_steps") == env_steps), {})
+    last_eval = {k[len("eval_"):]: v for k, v in row.items() if k.startswith("eval_")}
+    if env_steps > 0 and (env_steps >= tc.num_timesteps or early_stop.reached(last_eval, tc.target_success)):
+        return last_eval
+    return None
 
 
 def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) -> TrainResult:
-    """Train until budget, target success or wall-time limit; see module docstring."""
+    """Train until budget, target, wall-time limit or stop signal; see module docstring."""
     from tensorboardX import SummaryWriter
 
     tc = cfg.train
     ckpt_dir = run_dir / "checkpoints"
     metrics_csv = MetricsCsv(run_dir / "metrics.csv")
-    metrics_csv.truncate_after(float(learner.env_steps))  # a resumed run rewrites what it repeats
-    tb = SummaryWriter(str(run_dir))
-    # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
-    # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
-    progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr)
-    last_ckpt = time.time()
-    next_eval = learner.env_steps + tc.eval_every_steps if tc.eval_every_steps else None
-    # A training-success trigger evaluates at most every half eval period: with few episodes
-    # ending per iteration, the training success rate reads 1.0 often and eval is not free.
-    min_gap = tc.eval_every_steps // 2
-    last_eval = -min_gap
-    eval_result: dict[str, float] = {}
-    reached = False
+    start_steps = learner.env_steps
+    done = _finished_before(metrics_csv, start_steps, tc)
+    if done is not None:
+        return TrainResult(run_dir=run_dir, env_steps=start_steps, wall_s=time.time() - t_start, eval=done,
+                           reached_target=early_stop.reached(done, tc.target_success), stop="nothing_left")
+    metrics_csv.truncate_after(float(start_steps))  # a resumed run rewrites what it repeats
+    with stop_on_signals() as stop:
+        tb = SummaryWriter(str(run_dir))
+        # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
+        # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
+        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr)
+        last_ckpt = time.time()
+        saved_steps, saved = start_steps, None
+        next_eval = start_steps + tc.eval_every_steps if tc.eval_every_steps else None
+        # A training-success trigger evaluates at most every half eval period: with few episodes
+        # ending per iteration, the training success rate reads 1.0 often and eval is not free.
+        min_gap = tc.eval_every_steps // 2
+        last_eval = -min_gap
+        eval_result: dict[str, float] = {}
+        reason = "budget"
 
-    def save() -> None:
-        learner.save(ckpt_dir)
-        metrics_csv.flush()
-        plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES, f"{cfg.task} ({run_dir.name})")
+        def save() -> Path:
+            path = learner.save(ckpt_dir)
+            metrics_csv.flush()
+            plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES,
+                        f"{cfg.task} ({run_dir.name})")
+            return path or ckpt_dir
 
-    while learner.env_steps < tc.num_timesteps:
-        m = learner.iterate()
-        steps = learner.env_steps
-        ep = episode_means(m)
-        row: dict[str, Any] = {"env_steps": steps, "wall_s": time.time() - t_start}
-        row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
-        row.update({("episode_return" if k == "return" else k): v for k, v in ep.items()})
-        due = next_eval is not None and steps >= next_eval
-        hit = (tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success
-               and steps - last_eval >= min_gap)
-        if due or hit:
-            last_eval = steps
-            eval_result = learner.evaluate()
-            row.update({f"eval_{k}": v for k, v in eval_result.items()})
-            if next_eval is not None:
-                next_eval += tc.eval_every_steps
-            reached = tc.target_success > 0 and eval_result.get("success", 0.0) >= tc.target_success
-        metrics_csv.append(row)
-        for k, v in row.items():
-            if k != "env_steps":
-                tb.add_scalar(k, v, steps)
-        status = {"return": row.get("episode_return", float("nan")), "success": ep.get("success", float("nan"))}
-        if "eval_success" in row:
-            status["eval_success"] = row["eval_success"]
-        progress.update(steps, force=due or hit, **status)
-        out_of_time = tc.max_wall_s > 0 and time.time() - t_start >= tc.max_wall_s
-        if reached or out_of_time or time.time() - last_ckpt >= tc.checkpoint_every_s:
-            save()
-            last_ckpt = time.time()
-        if reached or out_of_time:
-            break
-    progress.close()
-    if not reached:  # reached implies a fresh evaluation with 'success' in it
-        eval_result = learner.evaluate()
-        if metrics_csv.rows:
-            metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
-        reached = tc.target_success > 0 and eval_result.get("success", 0.0) >= tc.target_success
-    save()
-    tb.close()
+        while learner.env_steps < tc.num_timesteps and not stop.requested:
+            m = learner.iterate()
+            steps = learner.env_steps
+            ep = episode_means(m)
+            row: dict[str, Any] = {"env_steps": steps, "wall_s": time.time() - t_start}
+            row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
+            row.update({("episode_return" if k == "return" else k): v for k, v in ep.items()})
+            due = next_eval is not None and steps >= next_eval
+            hit = (tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success
+                   and steps - last_eval >= min_gap)
+            if due or hit:
+                last_eval = steps
+                eval_result = early_stop.evaluate(learner, cfg)
+                row.update({f"eval_{k}": v for k, v in eval_result.items()})
+                if next_eval is not None:
+                    next_eval += tc.eval_every_steps
+                if early_stop.reached(eval_result, tc.target_success):
+                    reason = "target"
+            metrics_csv.append(row)
+            for k, v in row.items():
+                if k != "env_steps" and v == v:  # NaN: a statistic no episode defined yet
+                    tb.add_scalar(k, v, steps)
+            status = {"return": row.get("episode_return", float("nan")), "success": ep.get("success", float("nan"))}
+            if "eval_success" in row:
+                status["eval_success"] = row["eval_success"]
+            progress.update(steps, force=due or hit, **status)
+            if reason == "budget" and tc.max_wall_s > 0 and time.time() - t_start >= tc.max_wall_s:
+                reason = "wall_time"
+            if reason != "budget":
+                break
+            if time.time() - last_ckpt >= tc.checkpoint_every_s:
+                saved, saved_steps, last_ckpt = save(), steps, time.time()
+        progress.close()
+        if reason == "budget" and stop.requested:
+            reason = "signal"  # no final evaluation: whoever sent it wants the process to end
+        if reason == "budget":
+            eval_result = early_stop.evaluate(learner, cfg)
+            if metrics_csv.rows:
+                metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
+        if reason == "budget" or learner.env_steps > saved_steps:
+            saved = save()
+        tb.close()
     return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,
-                       eval=eval_result, reached_target=reached)
+                       eval=eval_result, reached_target=early_stop.reached(eval_result, tc.target_success),
+                       stop=reason, signum=stop.signum if reason == "signal" else None, checkpoint=saved)

@@ -9,8 +9,9 @@ running observation statistics. What this module adds is the outer loop Brax's
   is one pytree, checkpointed atomically, so ``--resume`` continues bit-for-bit;
 - a callback after every iteration (progress bar, metrics.csv, TensorBoard, early stop
   at a target success rate);
-- no ``pmap``: one device per process (jax 0.10 dropped the ``device_put_replicated``
-  that Brax's own ``train`` still calls).
+- no ``pmap`` (jax 0.10 dropped the ``device_put_replicated`` that Brax's own ``train``
+  still calls): with ``train.devices`` the envs are split over a device mesh and XLA
+  partitions the one jitted iteration (``devices.py``).
 
 One iteration: every env runs ``unroll_length`` steps of the stochastic policy; the
 normaliser absorbs the observations; then ``num_updates_per_batch`` epochs of
@@ -35,6 +36,7 @@ from brax.training.agents.ppo import losses as ppo_losses
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import struct
 
+from simreal.policies import devices
 from simreal.policies.run_config import PPOConfig
 
 ACTIVATIONS = {"tanh": nn.tanh, "swish": nn.swish, "relu": nn.relu, "elu": nn.elu}
@@ -90,10 +92,16 @@ class PPO:
             clipping_epsilon=cfg.clipping_epsilon, normalize_advantage=True)
         self._update = gradients.gradient_update_fn(loss, self.optimizer, pmap_axis_name=None, has_aux=True)
         self.steps_per_iteration = cfg.num_envs * cfg.unroll_length
-        self.iterate = jax.jit(self._iterate, donate_argnums=0)
+        self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
+        self.shardings = devices.split_envs(self.mesh, jax.eval_shape(self._init), batched=("env_state",))
+        self.iterate = jax.jit(self._iterate, in_shardings=(self.shardings,),
+                               out_shardings=(self.shardings, devices.replicated(self.mesh)), donate_argnums=0)
 
     def init(self) -> TrainingState:
-        """Fresh networks, optimiser and envs from the seed."""
+        """Fresh networks, optimiser and envs from the seed, placed on the mesh."""
+        return jax.device_put(self._init(), self.shardings)
+
+    def _init(self) -> TrainingState:
         key = jax.random.PRNGKey(self.seed)
         key, k_pol, k_val, k_env = jax.random.split(key, 4)
         obs_size = self.env.observation_size
@@ -170,8 +178,12 @@ def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_env
 
     Every env runs exactly ``env.episode_steps`` steps; an env's statistics are read at
     its first ``done`` (an env that fails early restarts, and that second episode is not
-    counted).
+    counted). Each statistic is averaged over the episodes it is defined for
+    (:func:`simreal.sim.episode_stats.episode_means`: NaN where there is none); ``episodes``
+    is the number of episodes read.
     """
+    from simreal.sim.episode_stats import episode_means
+
     venv = VmapWrapper(env, batch_size=num_envs)
     policy = make_policy(policy_params, deterministic=deterministic)
 
@@ -195,7 +207,6 @@ def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_env
         return seen, acc
 
     seen, acc = run(jax.random.PRNGKey(seed))
-    n = max(int(jnp.sum(seen)), 1)
-    out = {k.split("/", 1)[1]: float(jnp.sum(v)) / n for k, v in acc.items() if k != "episode/done"}
+    out: dict[str, float] = episode_means({k: float(jnp.sum(v)) for k, v in acc.items()})
     out["episodes"] = int(jnp.sum(seen))
     return out

@@ -6,10 +6,16 @@ A task YAML::
     robot: crazyflie2          # name in configs/robots, or a path to a robot YAML
     seed: 0
     backend: auto              # auto | native | mjx | mjx-warp
-    trainer: brax              # brax (JAX PPO here) | rsl_rl | sb3 (torch, through the adapters)
+    trainer: brax              # brax (JAX, here) | rsl_rl | sb3 (torch, through the adapters)
+    algorithm: sac             # ppo | sac (brax runs both; rsl_rl and sb3 run ppo)
     env: {...}                 # the task's config class (e.g. HoverConfig)
-    train: {...}               # PPOConfig
+    train: {...}               # the algorithm's settings: PPOConfig or SACConfig
+    algorithms:                # optional: the task's own defaults per algorithm, under train:
+      sac: {...}               #   once that algorithm is chosen (train: and overrides win)
+      ppo: {...}
     eval: {...}                # EvalConfig
+
+The resolved config (a run's ``config.yaml``) holds the chosen algorithm's ``train:`` alone.
 
 Every key is validated where it is built; errors name the dotted key.
 """
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
-from simreal.errors import ConfigError, UnknownNameError
+from simreal.errors import ConfigError, UnknownNameError, printable
 from simreal.policies import trainers
 from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.backends.base import BACKENDS
@@ -33,32 +39,60 @@ from simreal.yaml_io import load_yaml
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyper-parameters (Brax's loss; names follow the paper and Brax)."""
+class LoopConfig:
+    """What the shared training loop (``loop_common``) and the export read, whatever the algorithm."""
 
     num_envs: int = field(256, min=1)
     num_timesteps: int = field(5_000_000, min=1, doc="env-step budget")
+    discounting: float = field(0.99, min=0.0, max=1.0)
+    reward_scaling: float = field(1.0, min=0.0)
+    normalize_observations: bool = field(True)
+    policy_hidden: tuple[int, ...] = field((64, 64))
+    activation: str = field("tanh", choices=("tanh", "swish", "relu", "elu"))
+    eval_every_steps: int = field(500_000, min=0, doc="0: only at the end")
+    num_eval_envs: int = field(128, min=1)
+    target_success: float = field(0.0, min=0.0, max=1.0, doc="stop once eval success reaches this (0: never)")
+    checkpoint_every_s: float = field(30.0, min=0.0)
+    max_wall_s: float = field(0.0, min=0.0, doc="stop after this many seconds (0: no limit)")
+    devices: int = field(1, min=0, doc="data-parallel devices, the envs split over them (0: every device)")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig(LoopConfig):
+    """PPO hyper-parameters (Brax's loss; names follow the paper and Brax)."""
+
     unroll_length: int = field(16, min=1)
     num_minibatches: int = field(4, min=1)
     num_updates_per_batch: int = field(5, min=1, doc="epochs over each batch")
     learning_rate: float = field(1e-3, min=0.0)
     learning_rate_end: float | None = field(None, min=0.0, doc="linear decay to this over num_timesteps (None: constant)")
     entropy_cost: float = field(1e-3, min=0.0)
-    discounting: float = field(0.99, min=0.0, max=1.0)
     gae_lambda: float = field(0.95, min=0.0, max=1.0)
     clipping_epsilon: float = field(0.2, min=0.0)
     max_grad_norm: float = field(1.0, min=0.0)
-    reward_scaling: float = field(1.0, min=0.0)
-    normalize_observations: bool = field(True)
-    policy_hidden: tuple[int, ...] = field((64, 64))
     value_hidden: tuple[int, ...] = field((128, 128))
-    activation: str = field("tanh", choices=("tanh", "swish", "relu", "elu"))
     init_noise_std: float = field(0.5, min=0.0)
-    eval_every_steps: int = field(500_000, min=0, doc="0: only at the end")
-    num_eval_envs: int = field(128, min=1)
-    target_success: float = field(0.0, min=0.0, max=1.0, doc="stop once eval success reaches this (0: never)")
-    checkpoint_every_s: float = field(30.0, min=0.0)
-    max_wall_s: float = field(0.0, min=0.0, doc="stop after this many seconds (0: no limit)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig(LoopConfig):
+    """SAC hyper-parameters (Brax's losses; names follow Brax's ``sac.train``). The
+    update-to-data ratio is ``grad_updates_per_step * batch_size / num_envs``."""
+
+    num_envs: int = field(64, min=1)
+    steps_per_iteration: int = field(16, min=1, doc="env steps per env between progress reports")
+    batch_size: int = field(256, min=1)
+    grad_updates_per_step: int = field(4, min=1, doc="gradient steps per step of all envs")
+    learning_rate: float = field(1e-3, min=0.0)
+    tau: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critic")
+    max_replay_size: int = field(262_144, min=1, doc="transitions kept (checkpointed with the run)")
+    min_replay_size: int = field(8192, min=0, doc="transitions of the initial policy before the first update")
+    q_hidden: tuple[int, ...] = field((128, 128))
+    activation: str = field("relu", choices=("tanh", "swish", "relu", "elu"))
+
+
+#: ``algorithm:`` -> its ``train:`` settings.
+ALGORITHMS: dict[str, type[LoopConfig]] = {"ppo": PPOConfig, "sac": SACConfig}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,9 +115,10 @@ class RunConfig:
     backend: str
     env: Any
     trainer: str
-    train: PPOConfig
+    train: Any  # ALGORITHMS[algorithm]: PPOConfig | SACConfig
     eval: EvalConfig
     runs_root: str = "runs"
+    algorithm: str = "ppo"
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)
@@ -96,7 +131,8 @@ class RunConfig:
         return load_robot_spec(self.robot)
 
 
-TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "env", "train", "eval", "runs_root")
+TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "algorithm", "env", "train", "algorithms", "eval",
+            "runs_root")
 TRAINERS = tuple(sorted(trainers.TRAINERS))  # the driver table's names
 
 
@@ -126,7 +162,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     """Validate a whole config mapping into a RunConfig."""
     for k in data:
         if k not in TOP_KEYS:
-            raise ConfigError(k, f"unknown key; valid top-level keys: {', '.join(TOP_KEYS)}", source)
+            raise ConfigError(printable(str(k)), f"unknown key; valid top-level keys: {', '.join(TOP_KEYS)}", source)
     task = data.get("task")
     if not isinstance(task, str):
         raise ConfigError("task", "missing or not a string", source)
@@ -137,26 +173,56 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     trainer = data.get("trainer", "brax")
     if trainer not in TRAINERS:
         raise ConfigError("trainer", f"expected one of {', '.join(TRAINERS)}, got {trainer!r}", source)
+    algorithm = data.get("algorithm", "ppo")
+    runs = trainers.TRAINERS[trainer].algorithms
+    if algorithm not in runs:
+        raise ConfigError("algorithm", f"trainer {trainer} runs {', '.join(runs)}, got {algorithm!r}", source)
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError("seed", f"expected an integer, got {seed!r}", source)
     robot = data.get("robot")
     if not isinstance(robot, str):
         raise ConfigError("robot", "missing or not a string (a robot name or YAML path)", source)
+    per_algorithm = data.get("algorithms") or {}
+    if not isinstance(per_algorithm, Mapping):
+        raise ConfigError("algorithms", "expected a mapping: algorithm name -> its train settings", source)
+    if not isinstance(data.get("train") or {}, Mapping):
+        raise ConfigError("train", f"expected a mapping of train settings, got {type(data['train']).__name__}", source)
     try:
+        for name, section in per_algorithm.items():
+            if name not in ALGORITHMS:
+                raise ConfigError(f"algorithms.{printable(str(name))}",
+                                  f"unknown algorithm; expected one of {', '.join(ALGORITHMS)}")
+            if not isinstance(section or {}, Mapping):
+                raise ConfigError(f"algorithms.{name}", f"expected a mapping of train settings, got "
+                                                        f"{type(section).__name__}")
+            build(ALGORITHMS[name], section, prefix=f"algorithms.{name}")
         env = build(cls.config_class, data.get("env"), prefix="env")
-        train = build(PPOConfig, data.get("train"), prefix="train")
+        train_data = deep_merge(per_algorithm.get(algorithm) or {}, data.get("train") or {})
+        _check_algorithm_keys(algorithm, train_data)
+        train = build(ALGORITHMS[algorithm], train_data, prefix="train")
         ev = build(EvalConfig, data.get("eval"), prefix="eval")
     except ConfigError as e:
         if source and not e.source:
             raise ConfigError(e.key, str(e).split(": ", 1)[-1], source) from None
         raise
-    if train.num_envs % train.num_minibatches:
+    if isinstance(train, PPOConfig) and train.num_envs % train.num_minibatches:
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
     load_robot_spec(robot)
     return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
-                     eval=ev,
+                     eval=ev, algorithm=algorithm,
                      runs_root=str(data.get("runs_root", "runs")))
+
+
+def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
+    """A ``train.<key>`` that another algorithm has and this one lacks gets an error saying so."""
+    own = {f.name for f in dataclasses.fields(ALGORITHMS[algorithm])}
+    for key in train:
+        others = [name for name, cls in ALGORITHMS.items()
+                  if key not in own and key in {f.name for f in dataclasses.fields(cls)}]
+        if others:
+            raise ConfigError(f"train.{key}", f"a setting of algorithm {others[0]}, not of {algorithm}; put it under "
+                                              f"algorithms.{others[0]} in the task YAML, or drop it")
 
 
 def make_env(cfg: RunConfig, backend: str | None = None, **env_overrides: Any):

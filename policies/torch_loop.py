@@ -6,14 +6,15 @@ Each library module supplies a driver class, built as ``Driver(cfg, env, resume_
     env_steps: int                      env steps so far
     iterate() -> dict[str, float]       one PPO iteration; 'episode/<name>' summed over the episodes
                                         that ended, 'episode/done' their count, 'loss/<name>' ...
-    save(ckpt_dir) -> None              write checkpoints/step_<env_steps>.<ext>
+    save(ckpt_dir) -> Path              write checkpoints/step_<env_steps>.<ext> (atomically); its path
     actor() -> DeployedActor            the current deterministic policy
     ext: str                            checkpoint file extension
 
 and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
-the latest checkpoint's deterministic policy. :class:`TorchTrainer` resumes the driver from the
-latest checkpoint, prunes old checkpoints, evaluates and exports the actor, so the run
-directory and the bundle are the same as the Brax trainer's.
+the latest intact checkpoint's deterministic policy (``checkpoint.require_latest``).
+:class:`TorchTrainer` resumes the driver from the latest intact checkpoint
+(``checkpoint.resume_point``), prunes old checkpoints, evaluates and exports the actor, so the
+run directory and the bundle are the same as the Brax trainer's.
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ class _TorchLearner:
     def iterate(self) -> dict[str, float]:
         return self.driver.iterate()
 
-    def save(self, ckpt_dir: Path) -> None:
-        self.driver.save(ckpt_dir)
+    def save(self, ckpt_dir: Path) -> Path:
+        path = self.driver.save(ckpt_dir)
         ckpt.prune(ckpt_dir, ext=self.driver.ext)
+        return path
 
-    def evaluate(self) -> dict[str, float]:
-        return torch_policy.evaluate(self.env, self.driver.actor().act, self.cfg.train.num_eval_envs,
-                                     seed=self.cfg.seed + 1)
+    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+        return torch_policy.evaluate(self.env, self.driver.actor().act, episodes or self.cfg.train.num_eval_envs,
+                                     seed=self.cfg.seed + 1 if seed is None else seed)
 
 
 class TorchTrainer:
@@ -63,7 +65,7 @@ class TorchTrainer:
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
               quiet: bool = False) -> TrainResult:
         env = make_env(cfg)
-        path = ckpt.latest_checkpoint(run_dir / "checkpoints", self.driver_cls.ext) if resume else None
+        path = ckpt.resume_point(run_dir / "checkpoints", self.driver_cls.ext) if resume else None
         learner = _TorchLearner(cfg, env, self.driver_cls(cfg, env, path))
         return loop_common.run(run_dir, cfg, learner, t_start if t_start is not None else time.time(), quiet)
 

@@ -23,7 +23,6 @@ import onnx
 import torch
 from torch import nn
 
-from simreal.policies import checkpoint as ckpt
 from simreal.policies.export import IR_VERSION, OPSET
 
 
@@ -84,8 +83,10 @@ def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_d
 
 
 def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int, seed: int) -> dict[str, float]:
-    """``num_envs`` first episodes of the deterministic ``policy``, averaged (as ``ppo.evaluate``)."""
+    """``num_envs`` first episodes of the deterministic ``policy``, each statistic averaged over the
+    episodes it is defined for (as ``ppo.evaluate``: :func:`simreal.sim.episode_stats.episode_means`)."""
     from simreal.sim.adapter_core import JaxBatch
+    from simreal.sim.episode_stats import episode_means
 
     batch = JaxBatch(env, num_envs, seed)
     obs = np.asarray(batch.reset())
@@ -99,16 +100,7 @@ def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int
             acc[k] = acc.get(k, np.zeros(num_envs)) + np.where(first, np.asarray(v), 0.0)
         seen |= done
         obs = np.asarray(out.obs)
-    n = max(int(seen.sum()), 1)
-    r = {k.split("/", 1)[1]: float(v.sum()) / n for k, v in acc.items() if k != "episode/done"}
+    r: dict[str, float] = episode_means({k: float(v.sum()) for k, v in acc.items()})
     r["episodes"] = int(seen.sum())
     return r
 
-
-def require_checkpoint(run_dir: Path, ext: str) -> Path:
-    path = ckpt.latest_checkpoint(run_dir / "checkpoints", ext)
-    if path is None:
-        from simreal.errors import DataFileError
-
-        raise DataFileError(str(run_dir / "checkpoints"), f"no step_*.{ext} checkpoint in this run (train it first)")
-    return path

@@ -130,13 +130,15 @@ class Driver:
         self.iteration += 1
         return {**sums, **{f"loss/{k}": float(v) for k, v in losses.items()}}
 
-    def save(self, ckpt_dir: Path) -> None:
+    def save(self, ckpt_dir: Path) -> Path:
         d = self.alg.save()
         d["iter"] = self.iteration
         d["infos"] = None
         buf = io.BytesIO()
         torch.save(d, buf)
-        atomic_write_bytes(ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT), buf.getvalue())
+        path = ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT)
+        atomic_write_bytes(path, buf.getvalue())
+        return path
 
     def actor(self) -> torch_policy.DeployedActor:
         return _actor(self.alg.get_policy())
@@ -149,7 +151,7 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     from tensordict import TensorDict
 
     env = make_env(cfg, backend=backend, **env_overrides)
-    path = torch_policy.require_checkpoint(run_dir, EXT)
+    path = ckpt.require_latest(run_dir / "checkpoints", EXT)
     rc = runner_cfg(cfg)["actor"]
     obs = TensorDict({"policy": torch.zeros(1, env.observation_size)}, batch_size=[1])
     kwargs = {k: v for k, v in rc.items() if k != "class_name"}

@@ -1,6 +1,7 @@
-"""``trainer=sb3``: stable-baselines3 PPO on the task through ``SB3VecEnv`` (a CPU baseline).
+"""``trainer=sb3``: stable-baselines3 PPO or SAC on the task through ``SB3VecEnv`` (a CPU baseline).
 
     simreal train arm-reach trainer=sb3
+    simreal train quadrotor-hover trainer=sb3 algorithm=sac
     simreal train --resume RUN_DIR train.num_timesteps=4000000
 
 PPOConfig -> SB3 PPO::
@@ -13,6 +14,20 @@ PPOConfig -> SB3 PPO::
     policy_hidden/value_hidden  net_arch pi/vf     activation             activation_fn
     init_noise_std         log_std_init = log(std) normalize_observations VecNormalize(norm_obs, clip_obs=10)
     reward_scaling         rewards multiplied before PPO sees them
+
+SACConfig -> SB3 SAC (one training step = one step of every env, as in ``policies/sac.py``)::
+
+    max_replay_size        buffer_size             min_replay_size        learning_starts
+    batch_size, tau        batch_size, tau         discounting            gamma
+    grad_updates_per_step  gradient_steps (train_freq 1)  learning_rate   learning_rate
+    policy_hidden/q_hidden net_arch pi/qf          (Brax's target entropy) target_entropy = -m/2
+
+SB3 saves a SAC replay buffer only by pickling, so a resumed SB3 SAC run restores networks,
+optimisers and temperature but not the buffer: it collects ``min_replay_size`` transitions
+again before updating (the ``brax`` trainer's SAC checkpoints its buffer and resumes exactly).
+
+SB3's logger records to memory only (no stdout, no files): its default would create a
+``/tmp/SB3-<date>`` folder per run and leave it behind; the loop logs the losses it reports.
 
 Checkpoints: ``checkpoints/step_<env_steps>.zip`` (SB3's own format, with the optimiser) and
 ``step_<env_steps>.normalizer.npz`` (VecNormalize's running mean/var/count as plain arrays, so
@@ -27,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from stable_baselines3 import PPO
+from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize
 from torch import nn
 
@@ -78,22 +94,45 @@ class _EpisodeSums(BaseCallback):
         return True
 
 
-def make_model(cfg: RunConfig, venv: Any) -> PPO:
+def make_model(cfg: RunConfig, venv: Any) -> PPO | SAC:
+    """SB3 PPO or SAC from our config (module docstring), logging to memory only."""
     tc = cfg.train
-    return PPO(
-        "MlpPolicy", venv, n_steps=tc.unroll_length, batch_size=tc.num_envs * tc.unroll_length // tc.num_minibatches,
-        n_epochs=tc.num_updates_per_batch, learning_rate=tc.learning_rate, gamma=tc.discounting,
-        gae_lambda=tc.gae_lambda, clip_range=tc.clipping_epsilon, ent_coef=tc.entropy_cost,
-        max_grad_norm=tc.max_grad_norm, seed=cfg.seed, device="cpu", verbose=0,
-        policy_kwargs={"net_arch": {"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
-                       "activation_fn": ACTIVATIONS[tc.activation],
-                       "log_std_init": float(np.log(max(tc.init_noise_std, 1e-3)))})
+    if cfg.algorithm == "sac":
+        model = SAC(
+            "MlpPolicy", venv, learning_rate=tc.learning_rate, buffer_size=tc.max_replay_size,
+            learning_starts=tc.min_replay_size, batch_size=tc.batch_size, tau=tc.tau, gamma=tc.discounting,
+            train_freq=1, gradient_steps=tc.grad_updates_per_step, target_entropy=-0.5 * venv.action_space.shape[0],
+            seed=cfg.seed, device="cpu", verbose=0, policy_kwargs=_sac_net(tc))
+    else:
+        model = PPO(
+            "MlpPolicy", venv, n_steps=tc.unroll_length,
+            batch_size=tc.num_envs * tc.unroll_length // tc.num_minibatches,
+            n_epochs=tc.num_updates_per_batch, learning_rate=tc.learning_rate, gamma=tc.discounting,
+            gae_lambda=tc.gae_lambda, clip_range=tc.clipping_epsilon, ent_coef=tc.entropy_cost,
+            max_grad_norm=tc.max_grad_norm, seed=cfg.seed, device="cpu", verbose=0,
+            policy_kwargs={**_ppo_net(tc), "log_std_init": float(np.log(max(tc.init_noise_std, 1e-3)))})
+    model.set_logger(Logger(folder=None, output_formats=[]))  # a custom logger: learn() keeps it
+    return model
+
+
+def _ppo_net(tc: Any) -> dict[str, Any]:
+    return {"net_arch": {"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
+            "activation_fn": ACTIVATIONS[tc.activation]}
+
+
+def _sac_net(tc: Any) -> dict[str, Any]:
+    return {"net_arch": {"pi": list(tc.policy_hidden), "qf": list(tc.q_hidden)},
+            "activation_fn": ACTIVATIONS[tc.activation]}
 
 
 def _actor(policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray, obs_clip: float) -> torch_policy.DeployedActor:
+    """The deterministic actor: PPO's Gaussian mean; SAC's squashed mean, tanh(mu(latent))."""
     import copy
 
-    body = nn.Sequential(copy.deepcopy(policy.mlp_extractor.policy_net), copy.deepcopy(policy.action_net))
+    if hasattr(policy, "actor"):  # SAC
+        body = nn.Sequential(copy.deepcopy(policy.actor.latent_pi), copy.deepcopy(policy.actor.mu), nn.Tanh())
+    else:
+        body = nn.Sequential(copy.deepcopy(policy.mlp_extractor.policy_net), copy.deepcopy(policy.action_net))
     return torch_policy.DeployedActor(body, obs_mean, obs_std, obs_clip).eval()
 
 
@@ -102,7 +141,8 @@ def _normalizer_path(ckpt: Path) -> Path:
 
 
 class Driver:
-    """One SB3 PPO iteration per ``iterate()`` (see ``torch_loop``)."""
+    """One SB3 PPO iteration (SAC: ``steps_per_iteration`` training steps) per ``iterate()``
+    (see ``torch_loop``)."""
 
     ext = EXT
 
@@ -116,10 +156,13 @@ class Driver:
         self.norm = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=CLIP_OBS, epsilon=EPS,
                                  gamma=tc.discounting) if tc.normalize_observations else None
         self.model = make_model(cfg, self.norm or venv)
-        self.steps_per_iteration = tc.num_envs * tc.unroll_length
+        self.steps_per_iteration = tc.num_envs * (tc.steps_per_iteration if cfg.algorithm == "sac"
+                                                  else tc.unroll_length)
         if resume_from is not None:
             self.model.set_parameters(str(resume_from), device="cpu")  # tensors only, weights_only load
             self.model.num_timesteps = ckpt.checkpoint_steps(resume_from)
+            if cfg.algorithm == "sac":  # the buffer is not restored: refill it before updating
+                self.model.learning_starts = self.model.num_timesteps + tc.min_replay_size
             if self.norm is not None:
                 with np.load(_normalizer_path(resume_from), allow_pickle=False) as z:
                     rms = self.norm.obs_rms
@@ -136,7 +179,7 @@ class Driver:
                   if k.startswith("train/")}
         return {**cb.sums, **losses}
 
-    def save(self, ckpt_dir: Path) -> None:
+    def save(self, ckpt_dir: Path) -> Path:
         path = ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT)
         if self.norm is not None:
             rms, buf = self.norm.obs_rms, io.BytesIO()
@@ -145,6 +188,7 @@ class Driver:
         zbuf = io.BytesIO()
         self.model.save(zbuf)
         atomic_write_bytes(path, zbuf.getvalue())  # the zip last: it is what marks a checkpoint complete
+        return path
 
     def _normalizer(self) -> tuple[np.ndarray, np.ndarray, float]:
         n = self.model.observation_space.shape[0]
@@ -162,16 +206,16 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     """(env, deterministic actor) from the run's latest checkpoint, for export, eval and play."""
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.save_util import load_from_zip_file
+    from stable_baselines3.sac.policies import SACPolicy
 
     from simreal.sim.adapter_sb3 import spaces
 
     env = make_env(cfg, backend=backend, **env_overrides)
-    path = torch_policy.require_checkpoint(run_dir, EXT)
+    path = ckpt.require_latest(run_dir / "checkpoints", EXT)
     obs_space, act_space = spaces(env)
     tc = cfg.train
-    policy = ActorCriticPolicy(obs_space, act_space, lambda _: tc.learning_rate,
-                               net_arch={"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
-                               activation_fn=ACTIVATIONS[tc.activation])
+    policy_cls, net = (SACPolicy, _sac_net(tc)) if cfg.algorithm == "sac" else (ActorCriticPolicy, _ppo_net(tc))
+    policy = policy_cls(obs_space, act_space, lambda _: tc.learning_rate, **net)
     _, params, _ = load_from_zip_file(str(path), device="cpu", load_data=False)  # torch.load(weights_only=True)
     policy.load_state_dict(params["policy"])
     n = env.observation_size

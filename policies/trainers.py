@@ -1,6 +1,7 @@
 """The trainers behind one driver interface, and the table that maps ``trainer:`` to them.
 
     driver = get_trainer(cfg.trainer)                      # 'brax' | 'sb3' | 'rsl_rl'
+    # cfg.algorithm: 'ppo' | 'sac' (brax, sb3); the table says which trainer runs which
     result = driver.train(run_dir, cfg)                    # resume=True continues the run
     policy = driver.load(run_dir, cfg, randomize=False)    # env + deterministic act(obs)
     stats = driver.evaluate(run_dir, cfg, episodes=256, seed=1, backend="mjx")
@@ -18,7 +19,7 @@ import dataclasses
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from simreal.dependencies import install_hint
 from simreal.errors import MissingDependencyError, UnknownNameError
@@ -27,11 +28,20 @@ if TYPE_CHECKING:
     from simreal.policies.loop_common import TrainResult
     from simreal.policies.run_config import RunConfig
 
-#: trainer name -> ``module:attribute`` of its driver (a :class:`Trainer`).
-TRAINERS: dict[str, str] = {
-    "brax": "simreal.policies.train:BRAX",
-    "sb3": "simreal.policies.train_sb3:TRAINER",
-    "rsl_rl": "simreal.policies.train_rsl_rl:TRAINER",
+
+
+class TrainerEntry(NamedTuple):
+    """A row of the trainer table: where its driver is, and the ``algorithm:`` values it runs."""
+
+    driver: str  # ``module:attribute`` of a :class:`Trainer`
+    algorithms: tuple[str, ...]
+
+
+#: trainer name -> its driver and algorithms.
+TRAINERS: dict[str, TrainerEntry] = {
+    "brax": TrainerEntry("simreal.policies.train:BRAX", ("ppo", "sac")),
+    "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac")),
+    "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",)),
 }
 
 
@@ -83,7 +93,7 @@ def get_trainer(name: str) -> Trainer:
     install when the trainer's libraries are missing (torch ones: the ``[torch]`` extra)."""
     if name not in TRAINERS:
         raise UnknownNameError("trainer", name, TRAINERS)
-    mod, attr = TRAINERS[name].split(":")
+    mod, attr = TRAINERS[name].driver.split(":")
     try:
         module = importlib.import_module(mod)
     except ModuleNotFoundError as e:

@@ -46,12 +46,6 @@ _WHERE = {"smplh": "https://mano.is.tue.mpg.de (Extended SMPL+H model, as used b
           "smplx": "https://smpl-x.is.tue.mpg.de", "smpl": "https://smpl.is.tue.mpg.de"}
 
 
-def _field(z, path: str, key: str) -> np.ndarray:
-    if key not in z.files:
-        raise DataFileError(path, f"missing field '{key}'; found: {', '.join(z.files)}")
-    return z[key]
-
-
 def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike | None) -> Path:
     """The body model file for ``model_type`` and ``gender``, or a DataFileError saying what is needed."""
     root = body_models or os.environ.get("SIMREAL_BODY_MODELS")
@@ -59,7 +53,7 @@ def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike
     tried = [p.format(g=gender, G=gender.upper()) for p in patterns]
     if root:
         for rel in tried:
-            if (Path(root) / rel).is_file():
+            if (Path(root) / rel).exists():  # a folder or damaged file there is named by open_npz
                 return Path(root) / rel
     where = f"under {root}" if root else "(no --body-models DIR given and $SIMREAL_BODY_MODELS unset)"
     raise DataFileError(str(Path(root or ".") / tried[0]),
@@ -72,20 +66,27 @@ def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike
 def rest_joints(model_path: Path, betas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rest joint positions (J, 3) [m] and parents (J,) from a body model npz and shape betas."""
     with open_npz(model_path, "body model npz") as z:
-        p = str(model_path)
-        J_reg = np.asarray(_field(z, p, "J_regressor"), dtype=float)
-        v = np.asarray(_field(z, p, "v_template"), dtype=float)
-        dirs = np.asarray(_field(z, p, "shapedirs"), dtype=float)
-        kin = np.asarray(_field(z, p, "kintree_table"))
+        J_reg = z.floats("J_regressor", "(J, V) joint regressor")
+        v = z.floats("v_template", "(V, 3) template vertices [m]")
+        dirs = z.floats("shapedirs", "(V, 3, S) shape blend directions [m]")
+        kin = z.floats("kintree_table", "(2, J) kinematic tree: parent ids, joint ids")
+    where = str(model_path)
     if v.ndim != 2 or v.shape[1] != 3:
-        raise DataFileError(str(model_path), f"field 'v_template' must be (V, 3), got {v.shape}")
+        raise DataFileError(where, f"field 'v_template' must be (V, 3), got {v.shape}")
     if dirs.ndim != 3 or dirs.shape[:2] != v.shape:
-        raise DataFileError(str(model_path), f"field 'shapedirs' must be (V, 3, S), got {dirs.shape}")
+        raise DataFileError(where, f"field 'shapedirs' must be (V, 3, S), got {dirs.shape}")
     if J_reg.ndim != 2 or J_reg.shape[1] != v.shape[0]:
-        raise DataFileError(str(model_path), f"field 'J_regressor' must be (J, {v.shape[0]}), got {J_reg.shape}")
+        raise DataFileError(where, f"field 'J_regressor' must be (J, {v.shape[0]}), got {J_reg.shape}")
+    if kin.ndim != 2 or kin.shape != (2, J_reg.shape[0]):
+        raise DataFileError(where, f"field 'kintree_table' must be (2, {J_reg.shape[0]}), got {kin.shape}")
+    for key, arr in (("J_regressor", J_reg), ("v_template", v), ("shapedirs", dirs)):
+        if not np.all(np.isfinite(arr)):
+            raise DataFileError(where, f"field '{key}' holds non-finite values")
     n = min(len(betas), dirs.shape[2])
     shaped = v + dirs[:, :, :n] @ betas[:n]
-    parents = kin[0].astype(np.int64)
+    # the root's parent is stored as -1 or as uint32's largest value; anything out of range becomes
+    # -1 here and is refused by the caller's parent-before-child check
+    parents = np.where(np.abs(kin[0]) < 2**31, kin[0], -1).astype(np.int64)
     parents[0] = -1
     return J_reg @ shaped, parents
 
@@ -98,44 +99,41 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
       body_models: folder holding the body models (see the module docstring).
     """
     p = Path(path)
-    with open_npz(p) as z:
-        sp = str(p)
-        poses = np.asarray(_field(z, sp, "poses"), dtype=float)
-        trans = np.asarray(_field(z, sp, "trans"), dtype=float)
-        betas = np.asarray(z["betas"], dtype=float).ravel() if "betas" in z.files else np.zeros(10)
-        try:
-            gender = np.asarray(z["gender"]).item() if "gender" in z.files else "neutral"
-        except ValueError:  # an object array: refuse to unpickle
-            raise DataFileError(sp, "field 'gender' is a pickled object; save it as a plain string") from None
-        gender = gender.decode() if isinstance(gender, bytes) else str(gender)
-        rate_key = next((k for k in ("mocap_framerate", "mocap_frame_rate", "fps") if k in z.files), None)
+    with open_npz(p, "AMASS clip (npz)") as z:
+        poses = z.floats("poses", "(T, 72 | 156 | 165) axis-angle rotations [rad]")
+        trans = z.floats("trans", "(T, 3) root translations [m]")
+        betas = z.floats("betas", "(S,) shape coefficients").ravel() if "betas" in z else np.zeros(10)
+        gender = z.text("gender", "male, female or neutral") if "gender" in z else "neutral"
+        rate_key = next((k for k in ("mocap_framerate", "mocap_frame_rate", "fps") if k in z), None)
         if rate_key is None:
-            raise DataFileError(sp, "missing field 'mocap_framerate' (or 'mocap_frame_rate'): the frame rate [Hz]")
-        fps = float(z[rate_key])
-        model_type = str(np.asarray(z["surface_model_type"]).item()) if "surface_model_type" in z.files else None
+            raise DataFileError(str(p), "missing field 'mocap_framerate' (or 'mocap_frame_rate'): the frame rate [Hz]")
+        fps = z.number(rate_key, "the frame rate [Hz]")
+        model_type = z.text("surface_model_type", "smpl, smplh or smplx") if "surface_model_type" in z else None
     gender = gender.strip().lower()
     if gender not in ("male", "female", "neutral"):
         raise DataFileError(str(p), f"field 'gender' is {gender!r}; valid: male, female, neutral")
-    if poses.ndim != 2 or poses.shape[1] not in _POSE_WIDTH:
+    if poses.ndim != 2 or poses.shape[0] < 1 or poses.shape[1] not in _POSE_WIDTH:
         raise DataFileError(str(p), f"field 'poses' must be (T, 72 | 156 | 165) for SMPL | SMPL+H | "
-                                    f"SMPL-X, got {poses.shape}")
+                                    f"SMPL-X with T >= 1, got {poses.shape}")
     if trans.shape != (poses.shape[0], 3):
         raise DataFileError(str(p), f"field 'trans' must be ({poses.shape[0]}, 3) to match 'poses', got {trans.shape}")
-    if not fps > 0:
-        raise DataFileError(str(p), f"field '{rate_key}' must be > 0 Hz, got {fps}")
-    for key, arr in (("poses", poses), ("trans", trans)):
+    if not (np.isfinite(fps) and fps > 0):
+        raise DataFileError(str(p), f"field '{rate_key}' must be a finite rate > 0 Hz, got {fps}")
+    for key, arr in (("poses", poses), ("trans", trans), ("betas", betas)):
         if not np.all(np.isfinite(arr)):
-            bad = int(np.argwhere(~np.isfinite(arr))[0, 0])
-            raise DataFileError(str(p), f"field '{key}': frame {bad} is not finite")
+            bad = int(np.argwhere(~np.isfinite(arr))[0, 0]) if arr.ndim == 2 else None
+            raise DataFileError(str(p), f"field '{key}': " + ("a value" if bad is None else f"frame {bad}")
+                                + " is not finite")
     model_type = (model_type or _POSE_WIDTH[poses.shape[1]]).lower()
     if model_type not in _MODEL_FILES:
         raise DataFileError(str(p), f"field 'surface_model_type' is {model_type!r}; valid: {', '.join(_MODEL_FILES)}")
     model_path = body_model_path(model_type, gender, body_models)
     J_rest, parents = rest_joints(model_path, betas)
     nb = len(SMPL_BODY_JOINTS)
-    if len(J_rest) < nb or np.any(parents[1:nb] >= np.arange(1, nb)):
-        raise DataFileError(str(model_path), f"expected at least {nb} joints with parents before children "
-                                             f"in 'kintree_table', got {len(J_rest)}")
+    if len(J_rest) < nb or np.any((parents[1:nb] < 0) | (parents[1:nb] >= np.arange(1, nb))):
+        raise DataFileError(str(model_path), f"field 'kintree_table': expected at least {nb} joints, each after "
+                                             f"its parent, got {len(J_rest)} joints with parents "
+                                             f"{parents[:nb].tolist()}")
     parents = parents[:nb]
     T = poses.shape[0]
     rots = rotvec_to_matrix(poses[:, :3 * nb].reshape(T, nb, 3))

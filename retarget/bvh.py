@@ -28,8 +28,11 @@ from simreal.retarget import joint_names
 from simreal.retarget.rotations import euler_to_matrix
 from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, forward_kinematics, snap_fps,
                                        tree_extent, units_scale, up_axis_rotation)
+from simreal.yaml_io import read_text
 
 CHANNELS = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
+MAX_DEPTH = 200  # deepest joint nesting read (a full-body rig with fingers nests about 10)
+MAX_LENGTH = 1e9  # largest offset or position read, file units (1000 km in mm): keeps the kinematics finite
 
 
 @dataclasses.dataclass
@@ -76,13 +79,18 @@ def _floats(lines: _Lines, line: int, toks: list[str], n: int, what: str) -> np.
     if len(toks) != n:
         raise lines.fail(line, f"expected {what} with {n} numbers, got {' '.join(toks)!r}")
     try:
-        return np.array([float(t) for t in toks], dtype=float)
+        values = np.array([float(t) for t in toks], dtype=float)
     except ValueError:
         raise lines.fail(line, f"non-numeric value in {what}: {' '.join(toks)!r}") from None
+    if not np.all(np.isfinite(values)):
+        raise lines.fail(line, f"non-finite value in {what}: {' '.join(toks)!r}")
+    return values
 
 
 def _parse_joint(lines: _Lines, name: str, parent: int, decl_line: int,
-                 joints: list[BvhJoint], is_end: bool = False) -> None:
+                 joints: list[BvhJoint], is_end: bool = False, depth: int = 1) -> None:
+    if depth > MAX_DEPTH:  # each level is a Python call: refuse before the stack runs out
+        raise lines.fail(decl_line, f"joints nested deeper than {MAX_DEPTH} levels; a skeleton has about 10")
     num, toks = lines.next("'{'")
     if toks != ["{"]:
         raise lines.fail(num, f"expected '{{' after joint {name!r}, got {' '.join(toks)!r}")
@@ -122,12 +130,12 @@ def _parse_joint(lines: _Lines, name: str, parent: int, decl_line: int,
             child = " ".join(toks[1:])
             if any(j.name == child for j in joints):
                 raise lines.fail(num, f"duplicate joint name {child!r}")
-            _parse_joint(lines, child, index, num, joints)
+            _parse_joint(lines, child, index, num, joints, depth=depth + 1)
         elif head == "END":
             end = f"{name}_end"
             while any(j.name == end for j in joints):
                 end += "_"
-            _parse_joint(lines, end, index, num, joints, is_end=True)
+            _parse_joint(lines, end, index, num, joints, is_end=True, depth=depth + 1)
         else:
             raise lines.fail(num, f"expected JOINT, End Site or '}}' in joint {name!r}, "
                                   f"got {' '.join(toks)!r}")
@@ -136,13 +144,7 @@ def _parse_joint(lines: _Lines, name: str, parent: int, decl_line: int,
 def parse_bvh(path: str | Path) -> BvhData:
     """Parse a BVH file into its hierarchy and raw channel values (no conversion)."""
     p = Path(path)
-    if not p.is_file():
-        raise DataFileError(str(p), "file not found")
-    try:
-        text = p.read_text(encoding="utf-8", errors="strict")
-    except UnicodeDecodeError as e:
-        raise DataFileError(str(p), f"not a text file (byte {e.start} is not UTF-8); is it a BVH file?") from None
-    lines = _Lines(str(p), text.lstrip("\ufeff"))
+    lines = _Lines(str(p), read_text(p, "BVH file").lstrip("\ufeff"))
     num, toks = lines.next("HIERARCHY")
     if toks != ["HIERARCHY"]:
         raise lines.fail(num, f"expected 'HIERARCHY' as the first line of a BVH file, got {' '.join(toks)[:40]!r}")
@@ -178,6 +180,8 @@ def parse_bvh(path: str | Path) -> BvhData:
         raise lines.fail(num, f"frame time {m.group(1)!r} is not a number") from None
     if not frame_time > 0:
         raise lines.fail(num, f"frame time must be > 0 s, got {frame_time}")
+    if not 1e-6 <= frame_time <= 1e3:  # also keeps the frame rate 1 / frame_time finite
+        raise lines.fail(num, f"frame time {frame_time} s is not a frame period (1 us to 1000 s)")
     n_ch = sum(len(j.channels) for j in joints)
     rows = lines.items[lines.pos:]
     if len(rows) < n_frames:
@@ -191,7 +195,7 @@ def parse_bvh(path: str | Path) -> BvhData:
         if len(toks) != n_ch:
             raise lines.fail(ln, f"frame {f} has {len(toks)} values; the hierarchy declares {n_ch} channels")
         try:
-            values[f] = np.array(toks, dtype=float)
+            values[f] = [float(t) for t in toks]  # Python's float, the same test as _is_float below
         except ValueError:
             bad = next(i for i, t in enumerate(toks) if not _is_float(t))
             raise lines.fail(ln, f"frame {f}, column {bad + 1}: {toks[bad]!r} is not a number") from None
@@ -257,6 +261,9 @@ def load_bvh(path: str | Path, units: str | float = "auto", up: str = "auto",
         raise ConfigError("up", f"unknown up axis {up!r}; valid: auto, y, z")
     data = parse_bvh(path)
     trans, rots = bvh_local_transforms(data)
+    if np.abs(trans).max() > MAX_LENGTH:
+        raise DataFileError(str(path), f"an OFFSET or position channel is {np.abs(trans).max():g} file units; "
+                                       f"a skeleton in any unit stays under {MAX_LENGTH:g}")
     parents = [j.parent for j in data.joints]
     pos_file = forward_kinematics(parents, trans, rots)
     names = tuple(j.name for j in data.joints)

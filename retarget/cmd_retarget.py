@@ -103,7 +103,8 @@ def _worker(src: str, out: str, video: str | None, opts: dict) -> dict:
 
 def _clips(folder: Path) -> list[Path]:
     """Motion sources under ``folder``, skipping simreal motion files (earlier outputs)."""
-    import numpy as np
+    from simreal.errors import DataFileError
+    from simreal.npz import open_npz
 
     out = []
     for p in sorted(folder.rglob("*")):
@@ -111,11 +112,11 @@ def _clips(folder: Path) -> list[Path]:
             continue
         if p.suffix.lower() == ".npz":
             try:
-                with np.load(p, allow_pickle=False) as z:
+                with open_npz(p) as z:
                     if "dof_pos" in z.files and "joint_names" in z.files:
                         continue
-            except (ValueError, OSError):
-                pass  # unreadable: let the loader report it
+            except DataFileError:
+                pass  # unreadable: its clip's loader reports it in the summary
         out.append(p)
     return out
 

@@ -14,6 +14,7 @@ the same unit and up-axis handling as BVH.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
@@ -24,19 +25,23 @@ from simreal.retarget import joint_names
 from simreal.npz import open_npz
 from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, snap_fps, tree_extent, units_scale,
                                        up_axis_rotation)
+from simreal.yaml_io import read_text
 
 _COL = re.compile(r"^(.+?)[._]([xyzXYZ])$")
 _TIME_COLS = ("time", "t", "time_s", "timestamp")
+MAX_LENGTH = 1e9  # largest coordinate read, file units (1000 km in mm): keeps the unit conversion finite
 
 
 def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | float = "auto",
                        up: str = "auto") -> HumanMotion:
     """Load a CSV of named keypoints; see the module docstring for the layout."""
     p = Path(path)
-    if not p.is_file():
-        raise DataFileError(str(p), "file not found")
-    with p.open(newline="") as fh:
-        rows = [(i + 1, r) for i, r in enumerate(csv.reader(fh)) if r and not r[0].lstrip().startswith("#")]
+    text = read_text(p, "keypoint CSV file")
+    try:
+        rows = [(i + 1, r) for i, r in enumerate(csv.reader(io.StringIO(text, newline="")))
+                if r and not r[0].lstrip().startswith("#")]
+    except csv.Error as e:  # a field over csv's size limit
+        raise DataFileError(str(p), f"not a readable CSV: {e}") from None
     if len(rows) < 2:
         raise DataFileError(str(p), "expected a header row and at least one frame row")
     head_line, header = rows[0]
@@ -75,13 +80,19 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
                 data[f, c] = float(v)
             except ValueError:
                 raise DataFileError(str(p), f"line {ln}, column {c + 1} ({header[c]}): {v!r} is not a number") from None
+            if not np.isfinite(data[f, c]):
+                raise DataFileError(str(p), f"line {ln}, column {c + 1} ({header[c]}): {v!r} is not finite")
     if time_col is not None and fps is None:
         dt = np.diff(data[:, time_col])
         if T < 2 or np.any(dt <= 0):
             bad = int(np.argmax(dt <= 0)) + 1 if T >= 2 else 0
             raise DataFileError(str(p), f"line {rows[bad + 1][0]}: the '{header[time_col]}' column must "
                                         "increase from row to row")
-        fps = snap_fps(1.0 / float(np.median(dt)))
+        step = float(np.median(dt))
+        if not 1e-6 <= step <= 1e3:
+            raise DataFileError(str(p), f"the '{header[time_col]}' column steps {step:g} from row to row; "
+                                        "expected a frame period in seconds")
+        fps = snap_fps(1.0 / step)
     if fps is None:
         raise DataFileError(str(p), "no time column ('time' in [s]); give the frame rate (--fps)")
     pos = np.stack([data[:, [cols[n][a] for a in "xyz"]] for n in names], axis=1)
@@ -92,30 +103,29 @@ def load_keypoints_npz(path: str | Path, fps: float | None = None, units: str | 
                        up: str = "auto") -> HumanMotion:
     """Load an npz with ``positions`` (T, K, 3), ``names`` (K,) and ``fps``."""
     p = Path(path)
-    with open_npz(p) as z:
-        for key in ("positions", "names"):
-            if key not in z.files:
-                raise DataFileError(str(p), f"missing field '{key}'; a keypoint npz holds positions "
-                                            f"(T, K, 3), names (K,) and fps; found: {', '.join(z.files)}")
-        pos = np.asarray(z["positions"], dtype=float)
-        names = tuple(str(n) for n in z["names"])
+    with open_npz(p, "keypoint npz") as z:
+        pos = z.floats("positions", "(T, K, 3) keypoint positions")
+        names = z.strings("names", "(K,) keypoint names")
         if fps is None:
-            if "fps" not in z.files:
+            if "fps" not in z:
                 raise DataFileError(str(p), "missing field 'fps' (frame rate [Hz]); or give --fps")
-            fps = float(z["fps"])
-    if pos.ndim != 3 or pos.shape[2] != 3:
-        raise DataFileError(str(p), f"field 'positions' must have shape (T, K, 3), got {pos.shape}")
+            fps = z.number("fps", "the frame rate [Hz]")
+    if pos.ndim != 3 or pos.shape[2] != 3 or 0 in pos.shape:
+        raise DataFileError(str(p), f"field 'positions' must have shape (T, K, 3) with T, K >= 1, got {pos.shape}")
     if pos.shape[1] != len(names):
         raise DataFileError(str(p), f"field 'names' has {len(names)} entries, 'positions' has {pos.shape[1]} keypoints")
     if not np.all(np.isfinite(pos)):
         t, k = np.argwhere(~np.isfinite(pos).all(-1))[0]
         raise DataFileError(str(p), f"field 'positions': frame {t}, keypoint {names[k]!r} is not finite")
-    if not fps > 0:
-        raise DataFileError(str(p), f"field 'fps' must be > 0, got {fps}")
+    if not (np.isfinite(fps) and fps > 0):
+        raise DataFileError(str(p), f"field 'fps' must be a finite rate > 0 [Hz], got {fps}")
     return _finish(pos, names, float(fps), units, up, {"path": str(p), "format": "keypoints-npz"})
 
 
 def _finish(pos, names, fps, units, up, source) -> HumanMotion:
+    if np.abs(pos).max() > MAX_LENGTH:
+        raise DataFileError(source["path"], f"a keypoint coordinate is {np.abs(pos).max():g}; positions in any "
+                                            f"unit stay under {MAX_LENGTH:g}")
     if up not in ("auto", "y", "z"):
         raise ConfigError("up", f"unknown up axis {up!r}; valid: auto, y, z")
     scale, unit_name = units_scale(units, tree_extent(pos))

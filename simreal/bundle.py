@@ -38,6 +38,7 @@ baked into the graph. :func:`load_bundle` validates all of it and raises
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import BundleError
-from simreal.reference import Reference, read_reference
+from simreal.npz import short_reason
+from simreal.reference import Reference, as_rate_hz, read_reference
 from simreal.yaml_io import dump_yaml, load_yaml
 
 FORMAT_VERSION = 1
@@ -122,16 +124,46 @@ class Bundle:
 
 
 def _req(d: Mapping[str, Any], key: str, prefix: str, path: str) -> Any:
-    if not isinstance(d, Mapping) or key not in d:
+    if not isinstance(d, Mapping):
+        raise BundleError(prefix.rstrip(".") or "(top level)", f"expected a mapping, got {d!r:.60}", path)
+    if key not in d:
         raise BundleError(f"{prefix}{key}", "missing", path)
     return d[key]
+
+
+def _int(d: Mapping[str, Any], key: str, prefix: str, path: str) -> int:
+    """A required integer >= 1 (a size)."""
+    v = _req(d, key, prefix, path)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise BundleError(f"{prefix}{key}", f"expected an integer >= 1, got {v!r:.60}", path)
+    return v
+
+
+def _names(d: Mapping[str, Any], key: str, n: int | None, prefix: str, path: str) -> tuple[str, ...]:
+    """A list of strings (``n`` of them when given)."""
+    v = _req(d, key, prefix, path)
+    if not isinstance(v, list) or not all(isinstance(x, (str, int, float)) for x in v):
+        raise BundleError(f"{prefix}{key}", f"expected a list of names, got {v!r:.60}", path)
+    if n is not None and len(v) != n:
+        raise BundleError(f"{prefix}{key}", f"expected {n} entries, got {len(v)}", path)
+    return tuple(str(x) for x in v)
+
+
+def _section(raw: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    """An optional mapping (absent or null: empty)."""
+    v = raw.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise BundleError(key, f"expected a mapping, got {v!r:.60}", path)
+    return dict(v)
 
 
 def _vec(d: Mapping[str, Any], key: str, n: int, prefix: str, path: str) -> np.ndarray:
     v = _req(d, key, prefix, path)
     try:
         arr = np.asarray(v, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BundleError(f"{prefix}{key}", f"expected a list of {n} numbers", path) from None
     if arr.shape != (n,):
         raise BundleError(f"{prefix}{key}", f"expected {n} values, got {arr.size}", path)
@@ -144,26 +176,27 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     """Validate a ``bundle.yaml`` mapping; every error names its field."""
     path = str(bundle_dir / BUNDLE_YAML)
     version = _req(raw, "format_version", "", path)
-    if version != FORMAT_VERSION:
-        raise BundleError("format_version", f"this simreal reads version {FORMAT_VERSION}, bundle has {version!r}", path)
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise BundleError("format_version", f"this simreal reads version {FORMAT_VERSION}, bundle has {version!r:.60}",
+                          path)
     obs = _req(raw, "observation", "", path)
     terms_raw = _req(obs, "terms", "observation.", path)
-    try:
-        terms = tuple(ObsTerm(str(t["name"]), int(t["size"])) for t in terms_raw)
-    except (TypeError, KeyError, ValueError):
-        raise BundleError("observation.terms", "expected a list of {name, size}", path) from None
-    size = int(_req(obs, "size", "observation.", path))
+    if not isinstance(terms_raw, list) or not terms_raw:
+        raise BundleError("observation.terms", "expected a non-empty list of {name, size}", path)
+    terms = tuple(ObsTerm(str(_req(t, "name", f"observation.terms[{i}].", path)),
+                          _int(t, "size", f"observation.terms[{i}].", path)) for i, t in enumerate(terms_raw))
+    size = _int(obs, "size", "observation.", path)
     if size != sum(t.size for t in terms):
         raise BundleError("observation.size", f"{size} != sum of term sizes {sum(t.size for t in terms)}", path)
     norm = _req(obs, "normalization", "observation.", path)
     mean = _vec(norm, "mean", size, "observation.normalization.", path)
     std = _vec(norm, "std", size, "observation.normalization.", path)
     act = _req(raw, "action", "", path)
-    names = tuple(str(n) for n in _req(act, "names", "action.", path))
-    n = int(_req(act, "size", "action.", path))
-    if n != len(names):
-        raise BundleError("action.size", f"{n} != number of action.names {len(names)}", path)
-    units = tuple(str(u) for u in act.get("units", [""] * n))
+    n = _int(act, "size", "action.", path)
+    names = _names(act, "names", n, "action.", path)
+    if len(set(names)) != n:
+        raise BundleError("action.names", f"duplicate names in {list(names)}", path)
+    units = _names(act, "units", n, "action.", path) if "units" in act else ("",) * n
     layout = ActionLayout(
         mode=str(_req(act, "mode", "action.", path)), names=names, units=units,
         scale=_vec(act, "scale", n, "action.", path), offset=_vec(act, "offset", n, "action.", path),
@@ -172,30 +205,31 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         raise BundleError("action.low", "some lower limits exceed action.high", path)
     onnx = _req(raw, "onnx", "", path)
     onnx_file = bundle_dir / str(_req(onnx, "file", "onnx.", path))
-    if not onnx_file.is_file():
+    if not os.path.isfile(onnx_file):  # unlike Path.is_file, False for a name too long
         raise BundleError("onnx.file", f"file not found: {onnx_file}", path)
-    rate = float(_req(raw, "control_rate_hz", "", path))
-    if not rate > 0:
-        raise BundleError("control_rate_hz", f"must be > 0, got {rate}", path)
+    rate = as_rate_hz(_req(raw, "control_rate_hz", "", path))
+    if rate is None:
+        raise BundleError("control_rate_hz", f"expected a finite rate > 0 [Hz], got {raw['control_rate_hz']!r:.60}",
+                          path)
     return Bundle(
-        path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=dict(raw.get("robot_spec") or {}),
+        path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=_section(raw, "robot_spec", path),
         task=str(_req(raw, "task", "", path)), control_rate_hz=rate, obs_terms=terms, obs_mean=mean,
-        obs_std=std, action=layout, latency=dict(raw.get("latency") or {}),
-        task_params=dict(raw.get("task_params") or {}), task_config=dict(raw.get("task_config") or {}),
-        task_topics=dict(raw.get("task_topics") or {}),
+        obs_std=std, action=layout, latency=_section(raw, "latency", path),
+        task_params=_section(raw, "task_params", path), task_config=_section(raw, "task_config", path),
+        task_topics=_section(raw, "task_topics", path),
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
-        provenance=dict(raw.get("provenance") or {}), raw=dict(raw))
+        provenance=_section(raw, "provenance", path), raw=dict(raw))
 
 
 def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None,
                 action_size: int | None = None) -> Bundle:
     """Load and validate a bundle folder; optional expectations are checked and named on mismatch."""
     d = Path(bundle_dir)
-    if d.is_file() and d.name == BUNDLE_YAML:
+    if d.name == BUNDLE_YAML and os.path.isfile(d):
         d = d.parent
-    if not (d / BUNDLE_YAML).is_file():
+    if not os.path.isfile(d / BUNDLE_YAML):
         raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}", str(d))
     b = parse_bundle(load_yaml(d / BUNDLE_YAML), d)
     where = str(d / BUNDLE_YAML)
@@ -218,7 +252,11 @@ def write_bundle_yaml(bundle_dir: str | Path, data: Mapping[str, Any]) -> None:
 class OnnxPolicy:
     """ONNX Runtime inference of a bundle's policy: raw observation -> normalised action.
 
-    Checks at load that the graph's input and output widths equal the bundle's sizes.
+    Opening it checks the graph against ``bundle.yaml`` before anything runs: the file loads
+    as an ONNX model, its input ``onnx.input`` is a float tensor (N, observation.size), its
+    output ``onnx.output`` a tensor (N, action.size), and one zero observation runs through
+    it to an action of shape (1, action.size). Any failure is a BundleError naming
+    ``policy.onnx`` and what the bundle expected.
     """
 
     def __init__(self, bundle: Bundle, *, intra_op_threads: int = 1):
@@ -227,21 +265,45 @@ class OnnxPolicy:
         so = ort.SessionOptions()
         so.intra_op_num_threads = intra_op_threads
         so.inter_op_num_threads = 1
+        so.log_severity_level = 3  # errors only: a damaged graph's warnings would break the one-line report
         self.bundle = bundle
-        self.session = ort.InferenceSession(str(bundle.onnx_file), so, providers=["CPUExecutionProvider"])
+        where = str(bundle.onnx_file)
+        n_obs, n_act = bundle.obs_size, bundle.action.size
+        expected = (f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float -> "
+                    f"{bundle.onnx_output} (N, {n_act}) as bundle.yaml says")
+        try:
+            # enable_fallback=0: onnxruntime would otherwise print a banner and retry on a bad file
+            self.session = ort.InferenceSession(where, so, providers=["CPUExecutionProvider"], enable_fallback=0)
+        except Exception as e:  # onnxruntime's error classes share no base below Exception
+            raise BundleError("onnx.file", f"not a loadable ONNX model ({short_reason(e)}); {expected}",
+                              where) from None
         inp = {i.name: i for i in self.session.get_inputs()}
         out = {o.name: o for o in self.session.get_outputs()}
-        where = str(bundle.path / BUNDLE_YAML)
         if bundle.onnx_input not in inp:
-            raise BundleError("onnx.input", f"graph has inputs {sorted(inp)}, not '{bundle.onnx_input}'", where)
+            raise BundleError("onnx.input", f"graph has inputs {sorted(inp)}, not '{bundle.onnx_input}'; {expected}",
+                              where)
         if bundle.onnx_output not in out:
-            raise BundleError("onnx.output", f"graph has outputs {sorted(out)}, not '{bundle.onnx_output}'", where)
-        width = inp[bundle.onnx_input].shape[-1]
-        if isinstance(width, int) and width != bundle.obs_size:
-            raise BundleError("observation.size", f"ONNX input width {width} != bundle {bundle.obs_size}", where)
-        width = out[bundle.onnx_output].shape[-1]
-        if isinstance(width, int) and width != bundle.action.size:
-            raise BundleError("action.size", f"ONNX output width {width} != bundle {bundle.action.size}", where)
+            raise BundleError("onnx.output", f"graph has outputs {sorted(out)}, not '{bundle.onnx_output}'; "
+                                             f"{expected}", where)
+        if len(inp) != 1:
+            raise BundleError("onnx.input", f"graph has {len(inp)} inputs {sorted(inp)}; {expected}", where)
+        x, y = inp[bundle.onnx_input], out[bundle.onnx_output]
+        if x.type != "tensor(float)" or not _is_2d(x.shape, n_obs):
+            raise BundleError("observation.size", f"graph input '{x.name}' is {x.type} {_shape(x.shape)}; {expected}",
+                              where)
+        if not _is_2d(y.shape, n_act):
+            raise BundleError("action.size", f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}",
+                              where)
+        probe = ort.RunOptions()
+        probe.log_severity_level = 4  # a failing probe is reported below, not logged by onnxruntime too
+        try:
+            (a,) = self.session.run([bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32)}, probe)
+        except Exception as e:  # as above: any onnxruntime failure on the probe
+            raise BundleError("onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}",
+                              where) from None
+        if np.shape(a) != (1, n_act):
+            raise BundleError("action.size", f"one observation gives an action of shape {np.shape(a)}, "
+                                             f"expected (1, {n_act}) as bundle.yaml says", where)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """obs (obs_size,) or (B, obs_size) -> action in [-1, 1], same leading shape."""
@@ -250,3 +312,13 @@ class OnnxPolicy:
         x = x.reshape(1, -1) if single else x
         (y,) = self.session.run([self.bundle.onnx_output], {self.bundle.onnx_input: x})
         return y[0] if single else y
+
+
+def _is_2d(shape: list[Any], width: int) -> bool:
+    """An ONNX value's shape is (N, width); a symbolic or unknown width passes (the probe checks it)."""
+    return len(shape) == 2 and (not isinstance(shape[1], int) or shape[1] == width)
+
+
+def _shape(shape: list[Any]) -> str:
+    """An ONNX value's shape as ``(N, 22)``; symbolic dimensions print by name."""
+    return "(" + ", ".join(str(d) if d is not None else "?" for d in shape) + ")"

@@ -12,6 +12,7 @@ through silently.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from simreal.errors import ConfigError
+from simreal.errors import ConfigError, printable
+from simreal.yaml_io import parse_yaml
 
 T = TypeVar("T")
 
@@ -48,14 +50,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # an optional value: its own error says more than "X or NoneType"
+            return _coerce(value, options[0], key)
+        for a in options:
             try:
                 return _coerce(value, a, key)
-            except ConfigError as e:
-                errors.append(str(e))
+            except ConfigError:
+                pass
         raise ConfigError(key, f"expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
     if origin is typing.Literal:
         allowed = typing.get_args(tp)
@@ -90,7 +92,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(key, f"expected a number, got {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            raise ConfigError(key, f"expected a number, got an integer of {value.bit_length()} bits, "
+                                   "beyond the float range") from None
+        if math.isnan(number):  # NaN passes every min/max comparison: refuse it here
+            raise ConfigError(key, "expected a number, got NaN")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(key, f"expected a string, got {value!r}")
@@ -100,6 +109,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
     """Build dataclass ``cls`` from ``data``, validating every key (see module docstring)."""
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigError(prefix or "(top level)", f"expected a mapping for section {_type_name(cls)}, got {data!r:.60}")
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -145,14 +156,17 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(item, "expected an override of the form key=value (e.g. train.num_envs=512)")
+            raise ConfigError(printable(item), "expected an override of the form key=value "
+                                               "(e.g. train.num_envs=512)")
         key, raw = item.split("=", 1)
         if not key or any(not part for part in key.split(".")):
-            raise ConfigError(key or item, "empty key in override")
+            raise ConfigError(printable(key or item), "empty key in override")
+        if any(c.isspace() or not c.isprintable() for c in key):
+            raise ConfigError(printable(key), "a key has no spaces or control characters (e.g. train.num_envs)")
         try:
-            value = yaml.safe_load(raw) if raw != "" else ""
+            value = parse_yaml(raw) if raw != "" else ""
         except yaml.YAMLError:
-            value = raw
+            value = raw  # not YAML (e.g. a path with a colon): the text itself
         node = out
         parts = key.split(".")
         for p in parts[:-1]:

@@ -29,13 +29,18 @@ class ConfigError(SimrealError):
         super().__init__(f"{where}config key '{key}': {message}")
 
 
+def printable(text: str) -> str:
+    """``text`` with newlines and other control characters escaped (``\\n``), for a one-line message."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class UnknownNameError(SimrealError):
     """A name (task, robot, backend, ...) is not registered; the message lists valid ones."""
 
     def __init__(self, kind: str, name: str, valid: Iterable[str]):
         self.kind, self.name = kind, name
         choices = ", ".join(sorted(valid)) or "(none registered)"
-        super().__init__(f"unknown {kind} '{name}'; valid {kind}s: {choices}")
+        super().__init__(f"unknown {kind} '{printable(str(name))}'; valid {kind}s: {choices}")
 
 
 class BundleError(SimrealError):

@@ -83,6 +83,12 @@ class Motion:
 _ARRAYS = ("root_pos", "root_quat", "root_lin_vel", "root_ang_vel", "dof_pos", "dof_vel",
            "body_pos", "body_quat", "foot_contacts")
 _NAMES = ("joint_names", "body_names", "foot_names")
+_EXPECTED = {"fps": "the frame rate [Hz]", "joint_names": "(n,) joint names", "body_names": "(b,) body names",
+             "foot_names": "(2,) foot names", "root_pos": "(T, 3) positions [m]", "root_quat": "(T, 4) wxyz quaternions",
+             "root_lin_vel": "(T, 3) velocities [m/s]", "root_ang_vel": "(T, 3) angular velocities [rad/s]",
+             "dof_pos": "(T, n) joint positions [rad]", "dof_vel": "(T, n) joint velocities [rad/s]",
+             "body_pos": "(T, b, 3) positions [m]", "body_quat": "(T, b, 4) wxyz quaternions",
+             "foot_contacts": "(T, 2) stance flags"}
 
 
 def _shapes(T: int, n: int, b: int) -> dict[str, tuple[int, ...]]:
@@ -152,24 +158,26 @@ def load_motion(path: str | Path) -> Motion:
     """Read and validate a motion file; a missing or malformed field raises DataFileError naming it."""
     p = Path(path)
     with open_npz(p) as z:
-        required = ("fps", "provenance", "quality", *_NAMES, *_ARRAYS)
-        missing = [k for k in required if k not in z.files]
+        missing = [k for k in ("fps", "provenance", "quality", *_NAMES, *_ARRAYS) if k not in z]
         if missing:
             raise DataFileError(str(p), f"missing field(s) {', '.join(missing)}; is this a simreal motion file?")
-        version = int(z["format_version"]) if "format_version" in z.files else FORMAT_VERSION
-        if version > FORMAT_VERSION:
-            raise DataFileError(str(p), f"field 'format_version' is {version}; this simreal reads "
-                                        f"up to {FORMAT_VERSION}")
-        d: dict[str, Any] = {k: np.asarray(z[k]) for k in _ARRAYS}
+        if "format_version" in z:
+            version = z.number("format_version", "the motion file format version (an integer)")
+            if version > FORMAT_VERSION:
+                raise DataFileError(str(p), f"field 'format_version' is {version:g}; this simreal reads "
+                                            f"up to {FORMAT_VERSION}")
+        d: dict[str, Any] = {k: z.floats(k, _EXPECTED[k]) for k in _ARRAYS}
         for key in ("provenance", "quality"):
             try:
-                d[key] = json.loads(str(z[key]))
+                d[key] = json.loads(z.text(key, "a JSON object (text)"))
             except json.JSONDecodeError as e:
                 raise DataFileError(str(p), f"field '{key}' is not valid JSON: {e}") from None
+            if not isinstance(d[key], dict):
+                raise DataFileError(str(p), f"field '{key}' is JSON {type(d[key]).__name__}, expected a JSON object")
         for key in _NAMES:
-            d[key] = tuple(str(s) for s in z[key])
-        d["fps"] = float(z["fps"])
-    d["foot_contacts"] = d["foot_contacts"].astype(bool)
+            d[key] = z.strings(key, _EXPECTED[key])
+        d["fps"] = z.number("fps", _EXPECTED["fps"])
+    d["foot_contacts"] = d["foot_contacts"] != 0
     m = Motion(**d)
     validate_motion(m, str(p))
     return m

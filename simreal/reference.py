@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,8 +71,8 @@ class Reference:
 
 def check_reference(ref: Reference, where: str) -> None:
     """Raise BundleError naming the key for a table the runner could not play."""
-    if not ref.rate_hz > 0:
-        raise BundleError("reference.rate_hz", f"must be > 0, got {ref.rate_hz}", where)
+    if not (np.isfinite(ref.rate_hz) and ref.rate_hz > 0):
+        raise BundleError("reference.rate_hz", f"must be a finite rate > 0 [Hz], got {ref.rate_hz}", where)
     if not ref.values:
         raise BundleError("reference.file", "the table has no arrays", where)
     rows = None
@@ -96,24 +98,33 @@ def write_reference(path: str | Path, ref: Reference) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def as_rate_hz(value: Any) -> float | None:
+    """A YAML value as a finite rate > 0 [Hz], or None when it is not one (a bool, text, NaN, 1e999)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        rate = float(value)
+    except OverflowError:  # an integer beyond the float range
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
 def read_reference(entry: Any, bundle_dir: Path, where: str) -> Reference | None:
     """The bundle.yaml ``reference`` entry (``{file, rate_hz, loop}``) and its npz; None if absent."""
     if entry is None:
         return None
     if not isinstance(entry, Mapping) or "file" not in entry or "rate_hz" not in entry:
         raise BundleError("reference", "expected {file: reference.npz, rate_hz: <Hz>, loop: <bool>}", where)
-    try:
-        rate = float(entry["rate_hz"])
-    except (TypeError, ValueError):
-        raise BundleError("reference.rate_hz", f"expected a number, got {entry['rate_hz']!r}", where) from None
+    rate, loop = as_rate_hz(entry["rate_hz"]), entry.get("loop", False)
+    if rate is None:
+        raise BundleError("reference.rate_hz", f"expected a finite rate > 0 [Hz], got {entry['rate_hz']!r:.60}", where)
+    if not isinstance(loop, bool):
+        raise BundleError("reference.loop", f"expected true or false, got {loop!r}", where)
     f = bundle_dir / str(entry["file"])
-    if not f.is_file():
+    if not os.path.exists(f):  # unlike Path.exists, False for a name too long
         raise BundleError("reference.file", f"file not found: {f}", where)
     with open_npz(f, "reference table") as z:
-        try:
-            values = {k: np.asarray(z[k], np.float64) for k in z.files}
-        except (ValueError, TypeError) as e:
-            raise BundleError("reference.file", f"{f}: not numeric arrays ({e})", where) from None
-    ref = Reference(rate, values, bool(entry.get("loop", False)))
+        values = {k: z.floats(k, "a (rows, width) table of task inputs") for k in z.files}
+    ref = Reference(rate, values, loop)
     check_reference(ref, where)
     return ref

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from simreal.config import build, configs_dir, field
-from simreal.errors import ConfigError, UnknownNameError
+from simreal.errors import ConfigError, UnknownNameError, printable
 from simreal.yaml_io import load_yaml
 
 Family = Literal["quadrotor", "humanoid", "arm", "classic"]
@@ -132,13 +133,14 @@ def resolve_robot_path(name_or_path: str) -> Path:
     """A shipped robot's YAML by name, or a user's YAML path."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
-        if not p.is_file():
-            raise ConfigError("robot", f"robot spec file not found: {p}")
+        if not os.path.isfile(p):  # unlike Path.is_file, False for a name too long
+            raise ConfigError("robot", f"robot spec file not found: {printable(str(p))}")
         return p
     shipped = configs_dir() / "robots" / f"{name_or_path}.yaml"
-    if not shipped.is_file():
+    if not os.path.isfile(shipped):
         raise UnknownNameError("robot", name_or_path, available_robots())
     return shipped
+
 
 
 def load_robot_spec(name_or_path: str) -> RobotSpec:
@@ -146,7 +148,10 @@ def load_robot_spec(name_or_path: str) -> RobotSpec:
     path = resolve_robot_path(name_or_path)
     data = load_yaml(path)
     data.setdefault("source", str(path))
-    spec = build(RobotSpec, data, prefix="")
+    try:
+        spec = build(RobotSpec, data, prefix="")
+    except ConfigError as e:  # name the file: build knows only the key
+        raise ConfigError(e.key, str(e).removeprefix(f"config key '{e.key}': "), str(path)) from None
     _validate(spec, str(path))
     return spec
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import jax
@@ -49,6 +50,20 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     assert np.all(np.isfinite(np.asarray(s.obs))) and np.all(np.isfinite(np.asarray(s.reward)))
     for k, v in s.metrics.items():
         assert np.all(np.isfinite(np.asarray(v))), k
+    _check_statistics_contract(env)
+
+
+def _check_statistics_contract(env) -> None:
+    """Every task reports a success rate; a count ``<name>/n`` goes with a statistic ``<name>``; an
+    episode that ended early (crash, fall, lost object, diverged physics) failed, and its error
+    statistics are undefined, not 0 (simreal.sim.episode_stats)."""
+    from simreal.sim.episode_stats import COUNT_SUFFIX
+
+    ended_early = {k: float(v) for k, v in env.final_stats(env.init_stats(), jnp.bool_(True)).items()}
+    assert ended_early.get("success") == 0.0, ended_early
+    counts = [k for k in ended_early if k.endswith(COUNT_SUFFIX)]
+    assert all(k[: -len(COUNT_SUFFIX)] in ended_early and ended_early[k] == 0.0 for k in counts), ended_early
+    assert all(math.isfinite(v) for v in ended_early.values()), ended_early
 
 
 # -- task-specific checks ------------------------------------------------------------------------------
@@ -88,6 +103,39 @@ def test_g1_tracking_reference_state_init(g1_tracking):
     assert len(np.unique(np.round(t0, 3))) == N
     err = jax.vmap(lambda p, i: env.errors(p, i))(s.pipeline_state, s.info)
     assert np.all(np.asarray(err["joint_pos"]) < 1e-8) and np.all(np.asarray(err["body_max"]) < 1e-3)
+
+
+def test_humanoid_statistics_are_rmse_of_the_episodes_that_stayed_up(g1_tracking):
+    """g1-velocity: RMS command errors over the steps; g1-tracking: RMS joint error; neither
+    defined for an episode that ended early (its failure is counted by fall / success)."""
+    vel = make_env(resolve("g1-velocity", NO_NOISE))
+    stats = {**vel.init_stats(), "sq_vel_err": jnp.asarray(4 * 0.3 ** 2), "sq_yaw_err": jnp.asarray(4 * 0.1 ** 2),
+             "n": jnp.asarray(4.0)}
+    up, fell = vel.final_stats(stats, jnp.bool_(False)), vel.final_stats(stats, jnp.bool_(True))
+    assert float(up["vel_rmse_m_s"]) == pytest.approx(0.3) and float(up["yaw_rate_rmse_rad_s"]) == pytest.approx(0.1)
+    assert float(up["vel_rmse_m_s/n"]) == 1.0 and float(up["fall"]) == 0.0
+    assert float(fell["vel_rmse_m_s/n"]) == 0.0 and float(fell["fall"]) == 1.0 and float(fell["success"]) == 0.0
+
+    env = g1_tracking
+    stats = {"sq_joint_err": jnp.asarray(2 * 0.05 ** 2), "body_err": jnp.asarray(2 * 0.04), "n": jnp.asarray(2.0)}
+    ok, lost = env.final_stats(stats, jnp.bool_(False)), env.final_stats(stats, jnp.bool_(True))
+    assert float(ok["joint_rmse_rad"]) == pytest.approx(0.05) and float(ok["body_pos_err_m"]) == pytest.approx(0.04)
+    assert float(ok["joint_rmse_rad/n"]) == 1.0 and float(lost["joint_rmse_rad/n"]) == 0.0
+
+
+def test_cartpole_statistics_success_until_the_pole_leaves_the_band():
+    from simreal.sim.backends.base import PhysState
+
+    env = make_env(resolve("cartpole-balance", NO_NOISE))
+    stats = env.init_stats()
+    for theta in (0.0, 0.1, env.cfg.max_angle_rad + 0.01, 0.0):
+        phys = PhysState(qpos=jnp.asarray([0.0, theta]), qvel=jnp.zeros(2), act=jnp.zeros(0), sensordata=jnp.zeros(0))
+        stats = env.update_stats(stats, phys, {})
+        if theta == 0.1:
+            assert float(env.final_stats(stats, jnp.bool_(False))["success"]) == 1.0
+    out = env.final_stats(stats, jnp.bool_(False))
+    expected = np.mean([(np.cos(t) + 1) / 2 for t in (0.0, 0.1, env.cfg.max_angle_rad + 0.01, 0.0)])
+    assert float(out["success"]) == 0.0 and float(out["upright"]) == pytest.approx(expected, rel=1e-6)
 
 
 def test_g1_tracking_motion_joint_names_checked(tmp_path, g1_motion_file):

@@ -2,12 +2,16 @@
 
 Each entry maps a task name to ``module:Class`` (an :class:`~simreal.sim.env.MjEnv` with a
 ``config_class``) and the robot it runs by default. ``configs/tasks/<name>.yaml`` holds
-the task's default configuration.
+the task's default configuration; the first line of the class's docstring describes it
+(:func:`task_description`).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+from pathlib import Path
 
 from simreal.errors import UnknownNameError
 
@@ -29,3 +33,20 @@ def task_class(name: str) -> type:
         raise UnknownNameError("task", name, TASKS)
     mod, cls = TASKS[name].split(":")
     return getattr(importlib.import_module(mod), cls)
+
+
+def task_description(name: str) -> str:
+    """The first line of a registered task's class docstring ('' without one).
+
+    Read from the module's source with :mod:`ast`, not imported: importing a task imports JAX
+    and MuJoCo (seconds), and listing the tasks imports nothing else.
+    """
+    if name not in TASKS:
+        raise UnknownNameError("task", name, TASKS)
+    mod, cls = TASKS[name].split(":")
+    spec = importlib.util.find_spec(mod)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"task {name!r} is registered as {TASKS[name]}, but there is no module {mod}")
+    tree = ast.parse(Path(str(spec.origin)).read_text(encoding="utf-8"))
+    doc = next((ast.get_docstring(n) for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    return doc.strip().splitlines()[0] if doc else ""

@@ -20,6 +20,7 @@ import mujoco
 
 from simreal.config import field
 from simreal.sim.backends.base import PhysState
+from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.arm_reach import ArmReach, ArmReachConfig
 from simreal.sim.tasks.joint_robot import uniform
 
@@ -110,5 +111,10 @@ class ArmObjectTask(ArmReach):
         return {"dist": self.object_goal_dist(phys, info)}
 
     def final_stats(self, stats, terminated):
+        """``success`` (the cube within ``success_radius_m`` of the goal at the end) and
+        ``object_lost`` (the cube left ``max_object_dist_m`` around the spawn centre, which ends the
+        episode), over all episodes; ``final_distance_m``, cube to goal at the end [m], over the
+        episodes that kept the cube."""
         ok = (stats["dist"] < self.cfg.success_radius_m) & ~terminated
-        return {"success": ok.astype(jnp.float32), "final_distance_m": stats["dist"]}
+        return {"success": ok.astype(jnp.float32), "object_lost": terminated.astype(jnp.float32),
+                **defined_where("final_distance_m", stats["dist"], ~terminated)}

@@ -31,7 +31,7 @@ class ArmPickConfig(ArmObjectConfig):
 
 
 class ArmPick(ArmObjectTask):
-    """Pick the cube up and hold it at the goal."""
+    """Arm: grasp a cube on the table and hold it at a goal in the air."""
 
     config_class = ArmPickConfig
     cfg: ArmPickConfig

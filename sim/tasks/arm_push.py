@@ -28,7 +28,7 @@ class ArmPushConfig(ArmObjectConfig):
 
 
 class ArmPush(ArmObjectTask):
-    """Push the cube to the goal."""
+    """Arm: push a cube along the table to a goal on the table."""
 
     config_class = ArmPushConfig
     cfg: ArmPushConfig

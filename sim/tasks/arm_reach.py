@@ -22,6 +22,7 @@ import numpy as np
 
 from simreal.config import field
 from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
 
 
@@ -37,7 +38,7 @@ class ArmReachConfig(JointRobotConfig):
 
 
 class ArmReach(JointRobotTask):
-    """Reach a random goal with the end effector."""
+    """Arm: bring the end effector to a random goal around its home pose."""
 
     config_class = ArmReachConfig
     cfg: ArmReachConfig
@@ -111,5 +112,8 @@ class ArmReach(JointRobotTask):
         return {"dist": self.distance(phys, info)}
 
     def final_stats(self, stats, terminated):
-        return {"success": (stats["dist"] < self.cfg.success_radius_m).astype(jnp.float32),
-                "final_distance_m": stats["dist"]}
+        """``success``: the final end-effector distance below ``success_radius_m``, over all
+        episodes; ``final_distance_m`` [m], over the episodes whose simulation stayed finite (the
+        only way a reach episode ends early, and a failure)."""
+        return {"success": ((stats["dist"] < self.cfg.success_radius_m) & ~terminated).astype(jnp.float32),
+                **defined_where("final_distance_m", stats["dist"], ~terminated)}

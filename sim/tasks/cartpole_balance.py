@@ -3,12 +3,15 @@ Playground's ``CartpoleBalance`` (model, 0.01 s control and physics step, 1000-s
 initial pole angle within +-0.034 rad... of upright) for backend benchmarks.
 
 Rewards are dm_control's factors as a weighted sum: upright (cos(theta) + 1) / 2, centred
-exp(-x^2), small control u^2, small angular velocity theta_dot^2.
+exp(-x^2), small control u^2, small angular velocity theta_dot^2 (so the return is not
+dm_control's). Episode statistics: ``success`` (the pole never leaves ``max_angle_rad``) and
+``upright``, the mean upright factor.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -16,18 +19,22 @@ import jax.numpy as jnp
 from simreal.action_modes import action_mode
 from simreal.config import field
 from simreal.sim.env import EnvConfig, MjEnv
+from simreal.sim.episode_stats import defined_where
 
 
 @dataclasses.dataclass(frozen=True)
 class CartpoleConfig(EnvConfig):
     episode_length_s: float = field(10.0, min=0.01)
     action_delay_steps: tuple[int, ...] = field((0, 0))
+    max_angle_rad: float = field(math.radians(12.0), min=0.0,
+                                 doc="success: |pole angle| stays below this [rad] (Gymnasium CartPole's 12 deg)")
 
 
 class CartpoleBalance(MjEnv):
-    """Keep the pole upright (theta = 0) with the cart near the centre."""
+    """Cart-pole: keep the pole upright with the cart near the centre (dm_control's balance)."""
 
     config_class = CartpoleConfig
+    cfg: CartpoleConfig
     obs_terms = ("joint_pos_rel", "joint_vel")
     reward_scales = {"upright": 1.0, "centered": 0.5, "control": -0.1, "ang_vel": -0.01}
 
@@ -54,3 +61,19 @@ class CartpoleBalance(MjEnv):
 
     def terminated(self, phys, info):
         return jnp.zeros((), bool)
+
+    # -- statistics (the episode never ends early but on a diverged simulation) -------------------
+    def init_stats(self):
+        return {"balanced": jnp.ones((), jnp.bool_), "upright": jnp.zeros(()), "n": jnp.zeros(())}
+
+    def update_stats(self, stats, phys, info):
+        return {"balanced": stats["balanced"] & (jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad),
+                "upright": stats["upright"] + (jnp.cos(phys.qpos[1]) + 1) / 2, "n": stats["n"] + 1.0}
+
+    def final_stats(self, stats, terminated):
+        """``success``: |theta| stayed below ``max_angle_rad`` the whole episode; ``upright``: the
+        reward's upright factor (cos theta + 1) / 2 averaged over the episode's steps (1: always
+        vertical), over the episodes whose simulation stayed finite."""
+        upright = stats["upright"] / jnp.maximum(stats["n"], 1.0)
+        return {"success": (stats["balanced"] & ~terminated).astype(jnp.float32),
+                **defined_where("upright", upright, ~terminated & (stats["n"] > 0))}

@@ -10,6 +10,8 @@ joint positions and velocities copied from the clip); the reference then advance
 ``ctrl_dt`` per step and holds its last frame once the clip ends (no cut-off at the clip end, so
 the time limit remains the only truncation). Ends early when the robot deviates: root height
 error above ``max_root_height_err_m`` or any tracked body farther than ``max_body_err_m``.
+Episode statistics: the success rate (no such early end) and the joint and body tracking errors
+of the successful episodes (:meth:`G1Tracking.final_stats`).
 
 Rewards: exp kernels of the tracking errors (each a named term, weights in ``reward_scales``)::
 
@@ -46,6 +48,7 @@ from simreal.errors import ConfigError, DataFileError
 from simreal.observations import gravity_b, rotate_inv
 from simreal.reference import Reference
 from simreal.sim.backends.base import PhysState
+from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
 TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "left_knee_link", "right_knee_link",
@@ -81,7 +84,7 @@ def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
 
 
 class G1Tracking(FloorRobotTask):
-    """Motion imitation for Unitree G1 (29 or 23 DoF)."""
+    """Humanoid (Unitree G1, 29 or 23 DoF): imitate a retargeted motion clip (env.motion_file)."""
 
     config_class = G1TrackingConfig
     cfg: G1TrackingConfig
@@ -212,6 +215,13 @@ class G1Tracking(FloorRobotTask):
                 "body_err": stats["body_err"] + jnp.sqrt(e["body_pos"]), "n": stats["n"] + 1}
 
     def final_stats(self, stats, terminated):
+        """``success``: the episode ran to the time limit without ending on a deviation (a fall,
+        or drifting off the clip: the two are not told apart), over all episodes. The tracking
+        errors, defined for the successful episodes: ``joint_rmse_rad``, the RMS joint position
+        error over joints and steps [rad], and ``body_pos_err_m``, the RMS over tracked bodies of
+        the world position error, averaged over steps [m]."""
         n = jnp.maximum(stats["n"], 1.0)
-        return {"success": (~terminated).astype(jnp.float32), "fall": terminated.astype(jnp.float32),
-                "joint_rmse_rad": jnp.sqrt(stats["sq_joint_err"] / n), "body_pos_err_m": stats["body_err"] / n}
+        tracked = ~terminated & (stats["n"] > 0)
+        return {"success": (~terminated).astype(jnp.float32),
+                **defined_where("joint_rmse_rad", jnp.sqrt(stats["sq_joint_err"] / n), tracked),
+                **defined_where("body_pos_err_m", stats["body_err"] / n, tracked)}

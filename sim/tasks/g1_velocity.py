@@ -4,6 +4,8 @@ legged_gym-style rewards (each a tiny named term, weights in ``reward_scales``):
 tracking with exp kernels, z velocity, roll/pitch rate, orientation, base height, torques,
 action rate, feet air time, alive. Ends on a fall (base below ``min_base_height_m`` or
 tilted past ``max_tilt_cos``; a stand-in for base contact, which ``PhysState`` does not carry).
+Episode statistics: fall rate, and the velocity and yaw-rate tracking RMSE of the episodes that
+did not fall (:meth:`G1Velocity.final_stats`).
 
 Randomised per episode (uniform; ranges in :class:`G1VelocityConfig`): floor friction, link
 masses, PD stiffness (kp scale via ``actuator_gainprm``/``actuator_biasprm``), joint encoder
@@ -23,6 +25,7 @@ import jax.numpy as jnp
 from simreal.config import field
 from simreal.observations import gravity_b, rotate_inv
 from simreal.sim.backends.base import PhysState
+from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
 
 
@@ -48,7 +51,7 @@ class G1VelocityConfig(JointRobotConfig):
 
 
 class G1Velocity(FloorRobotTask):
-    """Velocity-command locomotion for Unitree G1 (29 or 23 DoF)."""
+    """Humanoid (Unitree G1, 29 or 23 DoF): walk on flat ground following a commanded (vx, vy, yaw rate)."""
 
     config_class = G1VelocityConfig
     cfg: G1VelocityConfig
@@ -131,16 +134,26 @@ class G1Velocity(FloorRobotTask):
 
     # -- statistics (also carry the feet air-time clock, reset with the episode) ------------------
     def init_stats(self) -> dict[str, jax.Array]:
-        return {"feet_air_time": jnp.zeros(2), "sq_vel_err": jnp.zeros(())}
+        return {"feet_air_time": jnp.zeros(2), "sq_vel_err": jnp.zeros(()), "sq_yaw_err": jnp.zeros(()),
+                "n": jnp.zeros(())}
 
     def update_stats(self, stats, phys, info):
         contact = self.feet_contact(phys)
         v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
-        err = jnp.sum(jnp.square(info["command"][:2] - v_b[:2]))
+        cmd = info["command"]
         return {"feet_air_time": jnp.where(contact, 0.0, stats["feet_air_time"] + self.ctrl_dt),
-                "sq_vel_err": stats["sq_vel_err"] + err}
+                "sq_vel_err": stats["sq_vel_err"] + jnp.sum(jnp.square(cmd[:2] - v_b[:2])),
+                "sq_yaw_err": stats["sq_yaw_err"] + jnp.square(cmd[2] - phys.qvel[5]),
+                "n": stats["n"] + 1.0}
 
     def final_stats(self, stats, terminated):
+        """``fall`` and ``success`` (= did not fall) over all episodes; the command tracking
+        errors over the episode's steps, defined for the episodes that did not fall:
+        ``vel_rmse_m_s``, the RMS of |cmd_xy - v_xy| (base velocity in the body frame) [m/s], and
+        ``yaw_rate_rmse_rad_s``, the RMS of cmd_yaw - w_z [rad/s]."""
+        n = jnp.maximum(stats["n"], 1.0)
+        upright = ~terminated & (stats["n"] > 0)
         return {"fall": terminated.astype(jnp.float32),
                 "success": (~terminated).astype(jnp.float32),
-                "sq_vel_err_sum": stats["sq_vel_err"]}
+                **defined_where("vel_rmse_m_s", jnp.sqrt(stats["sq_vel_err"] / n), upright),
+                **defined_where("yaw_rate_rmse_rad_s", jnp.sqrt(stats["sq_yaw_err"] / n), upright)}

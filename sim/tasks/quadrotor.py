@@ -10,6 +10,9 @@ Action modes (never raw body forces):
 Randomised per episode (uniform; ranges in :class:`QuadrotorConfig`): mass, inertia,
 thrust coefficient (actuator gain), motor time constant (actuator dynamics), action
 latency (``EnvConfig.action_delay_steps``).
+
+Episode statistics (:meth:`QuadrotorTask.final_stats`): ``success``, ``crash`` (rates over all
+episodes) and ``pos_rmse_m`` (over the episodes that did not crash).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from simreal.observations import quat_to_rotmat
 from simreal.robot_spec import RobotSpec
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
+from simreal.sim.episode_stats import defined_where
 from simreal.sim.robots import quadrotor_control as qc
 from simreal.sim.robots.crazyflie import ROTOR_SPIN, physical, rotor_positions
 from simreal.sim.rotations import quat_from_rpy
@@ -173,9 +177,14 @@ class QuadrotorTask(MjEnv):
                 "n": stats["n"] + settled.astype(jnp.float32)}
 
     def final_stats(self, stats, terminated):
+        """``success`` and ``crash`` (each episode counts: 1 or 0) and ``pos_rmse_m``, the RMS
+        distance to the target [m] over the steps from ``settle_time_s`` on, defined for the
+        episodes that flew past ``settle_time_s`` to the time limit without crashing (a crash is
+        counted by ``crash``, not averaged into the RMSE; with no such episode the mean is NaN)."""
         rmse = jnp.sqrt(stats["sq_err"] / jnp.maximum(stats["n"], 1.0))
         return {"success": self.success(stats, rmse, terminated).astype(jnp.float32),
-                "crash": terminated.astype(jnp.float32), "pos_rmse_m": rmse}
+                "crash": terminated.astype(jnp.float32),
+                **defined_where("pos_rmse_m", rmse, ~terminated & (stats["n"] > 0))}
 
     def success(self, stats: Mapping[str, jax.Array], rmse: jax.Array, terminated: jax.Array) -> jax.Array:
         """Hover: within success_radius_m from settle_time_s on, held to the episode's end."""

@@ -21,7 +21,7 @@ class HoverConfig(QuadrotorConfig):
 
 
 class QuadrotorHover(QuadrotorTask):
-    """Reach and hold ``target_pos_w``."""
+    """Quadrotor: from a random position, attitude and velocity, reach a fixed point and hold it."""
 
     config_class = HoverConfig
     cfg: HoverConfig

@@ -38,7 +38,7 @@ class TrackConfig(QuadrotorConfig):
 
 
 class QuadrotorTrack(QuadrotorTask):
-    """Track a figure-8 reference."""
+    """Quadrotor: follow a figure-8 reference of random size, period and phase."""
 
     obs_terms = QuadrotorTask.obs_terms + ("command",)
     config_class = TrackConfig

@@ -1,0 +1,102 @@
+"""Stopping training cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's or ``kill``'s stop).
+
+    with stop_on_signals() as stop:       # handlers installed; the previous ones come back after
+        while not stop.requested:
+            iterate()                     # a signal here only sets stop.signum
+        save()
+    return stop.exit_code                 # 130 for SIGINT, 143 for SIGTERM
+
+Python's default SIGINT handling raises ``KeyboardInterrupt`` wherever the main thread is,
+and in training that can be inside XLA: the native backend steps the physics in Python
+callbacks that XLA calls (``jax.pure_callback``), and an exception unwinding through them
+ends in an XLA runtime error or worse, with the last iterations lost. So the handler here
+only records the signal (and says so on stderr); the training loop (``loop_common.run``)
+looks at the flag between iterations, saves a checkpoint of the last completed iteration
+and returns; ``simreal train`` then exits with 128 + the signal number, as a shell reports a
+process the signal killed. A JAX compile cannot be interrupted this way: the stop waits for
+it and the iteration it belongs to.
+
+A second signal ends the process at once (``os._exit``) without saving: checkpoint writes
+are atomic (temp file, then rename), so that can leave a hidden temp file, never a partial
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclasses.dataclass
+class StopRequest:
+    """The first stop signal received, if any (``signum``: its number)."""
+
+    signum: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        """``SIGINT`` / ``SIGTERM``; empty when no signal came."""
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 SIGINT, 143 SIGTERM): the shell's code for it; 0 without one."""
+        return 128 + self.signum if self.signum is not None else 0
+
+
+_active: StopRequest | None = None  # the request of the outermost stop_on_signals() now open
+
+
+def _say(text: str) -> None:
+    # os.write, not print: the handler may run in the middle of a print to stderr (the progress
+    # line), and a second buffered write there raises "reentrant call".
+    os.write(2, text.encode())
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """Record SIGINT and SIGTERM into a :class:`StopRequest` instead of acting on them (module
+    docstring); the previous handlers are restored on exit.
+
+    Nested use (``simreal train`` opens one around the whole command, ``loop_common.run``
+    one around its loop) yields the outer request, so a signal during setup is seen by the
+    loop. Outside the main thread, where Python cannot install handlers, the request never
+    fires and signals keep their usual effect.
+    """
+    global _active
+    if _active is not None:
+        yield _active
+        return
+    if threading.current_thread() is not threading.main_thread():
+        yield StopRequest()
+        return
+    stop = StopRequest()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if stop.requested:
+            _say(f"\nsimreal: {name} again: stopping now, without saving\n")
+            os._exit(128 + signum)
+        stop.signum = signum
+        _say(f"\nsimreal: {name}: stopping at the next iteration boundary and saving the last completed "
+             f"iteration (send it again to stop now without saving)\n")
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    _active = stop
+    try:
+        yield stop
+    finally:
+        _active = None
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)  # None: set outside Python
