@@ -1,6 +1,7 @@
 """Where a training iteration's time goes, and how busy the cores are.
 
     python bench/bench_profile.py                          # quadrotor-hover, its default config
+    python bench/bench_profile.py --run runs/quadrotor-hover/RUN   # from a trained run's checkpoint
     python bench/bench_profile.py --task quadrotor-hover --set algorithm=sac
 
 For the task's default config, after compilation: the wall-clock of one whole iteration
@@ -9,6 +10,10 @@ simulator, policy inference and the normaliser), and the difference (the gradien
 plus CPU time / wall-clock over the whole iterations, the number of cores kept busy. The
 rollout is timed through Brax's ``acting.generate_unroll`` (PPO) or the algorithm's own
 experience step (SAC) so it is the same code the iteration runs. Prints a markdown table.
+
+From a fresh start the random policy crashes within a few steps, so resets (a new
+randomised model per env on the native backend) weigh on the rollout; ``--run`` profiles
+from a trained run's latest checkpoint instead, the regime most of a training run is in.
 """
 
 from __future__ import annotations
@@ -36,16 +41,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", default="quadrotor-hover")
     ap.add_argument("--set", nargs="*", default=[], help="config overrides")
+    ap.add_argument("--run", help="profile from this brax run's latest checkpoint (its config)")
     ap.add_argument("--iterations", type=int, default=10)
     args = ap.parse_args()
 
-    from simreal.policies.run_config import make_env, resolve
-    from simreal.policies.train import make_algorithm
+    from pathlib import Path
 
-    cfg = resolve(args.task, args.set)
-    env = make_env(cfg)
-    algo = make_algorithm(cfg, env)
-    state = algo.init()
+    from simreal.policies.run_config import make_env, resolve
+    from simreal.policies.train import BRAX, load_config, make_algorithm
+
+    if args.run:
+        cfg = load_config(Path(args.run))
+        env, algo, state = BRAX.restore(Path(args.run), cfg)
+        args.task = f"{cfg.task} --run {args.run}"
+    else:
+        cfg = resolve(args.task, args.set)
+        env = make_env(cfg)
+        algo = make_algorithm(cfg, env)
+        state = algo.init()
 
     def whole(s):
         return algo.iterate(s)[0]

@@ -243,14 +243,40 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
-    """The report as JSON, or as a few readable lines."""
+    """The report as JSON, or as a few readable lines (``deploy run``'s or ``deploy sim``'s)."""
     if as_json:
         print(json.dumps(report, indent=2, default=str))
         return
     robot = report.get("robot")
-    if robot is None:  # deploy run
-        print(json.dumps(report, indent=1, default=str))
-        return
+    print("\n".join(_run_lines(report) if robot is None else _sim_lines(report, robot)))
+
+
+def _runner_lines(runner: dict[str, Any]) -> list[str]:
+    """Ticks, policy runs, the safety layer's final mode and the envelope, as report lines."""
+    safety = runner["safety"]
+    trip = runner.get("envelope_trip_s")
+    return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
+            f"{runner['policy_runs']} times, safety {safety['mode']}"
+            + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
+            "envelope   stayed inside" if trip is None else
+            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; safe command latched"]
+
+
+def _run_lines(report: dict[str, Any]) -> list[str]:
+    """``deploy run``: where it ran, for how long, what the runner and the safety layer did."""
+    runner = {"ticks": report["ticks"], **report["runner"]}
+    lines = [f"ran        {report['duration_s']:.1f} s on DDS domain {report['domain_id']}, real-time priority "
+             f"{'yes' if report['realtime'] else 'no'}, timer overruns {report['timer_overruns']}",
+             "modes      " + ", ".join(f"{k} {v}" for k, v in report["modes"].items()), *_runner_lines(runner)]
+    if runner.get("last_error"):
+        lines.append(f"last error {runner['last_error']}")
+    if report.get("bag"):
+        lines.append(f"recorded   {report['bag']}: {report['recorded']}")
+    return lines
+
+
+def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
+    """``deploy sim``: the robot's check, the sim-to-sim gate, messages, runner, verdict."""
     hover, gate = robot.get("hover"), robot.get("gate")
     lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
              f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
@@ -268,12 +294,7 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
         "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
     runner = report.get("runner")
     if runner:
-        safety = runner["safety"]
-        lines.append(f"runner     {runner['ticks']} ticks, policy ran {runner['policy_runs']} times, safety "
-                     f"{safety['mode']}" + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""))
-        trip = runner.get("envelope_trip_s")
-        lines.append("envelope   stayed inside -> PASS" if trip is None else
-                     f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; safe command "
-                     f"latched -> FAIL")
+        lines += _runner_lines(runner)
+        lines[-1] += " -> PASS" if runner.get("envelope_trip_s") is None else " -> FAIL"
     lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
-    print("\n".join(lines))
+    return lines

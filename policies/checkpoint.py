@@ -140,6 +140,9 @@ def latest_checkpoint(ckpt_dir: Path, ext: str = "npz") -> Path | None:
     for steps, path in reversed(_found(ckpt_dir, ext)):
         bad = [(f, why) for f in _step_files(ckpt_dir, steps) if (why := damage(f)) is not None]
         if not bad:
+            if damaged and path not in _warned:
+                _warned.add(path)
+                print(f"warning: using the newest intact checkpoint instead, {path}", file=sys.stderr)
             return path
         for f, why in bad:
             damaged.append(f"{f.name} ({why})")

@@ -94,20 +94,21 @@ class BraxTrainer:
 
     name = "brax"
 
-    def _restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
+    def restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
                  **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
         """(env, algorithm, training state) from ``path`` (default: the run's latest intact checkpoint)."""
         env = make_env(cfg, backend=backend, **env_overrides)
         algo = make_algorithm(cfg, env)
         path = path or ckpt.require_latest(run_dir / "checkpoints")
-        return env, algo, ckpt.load_pytree(path, _template(algo))
+        # placed as the iteration's outputs are: host arrays would make the second call compile again
+        return env, algo, jax.device_put(ckpt.load_pytree(path, _template(algo)), algo.shardings)
 
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
               quiet: bool = False) -> TrainResult:
         t_start = t_start if t_start is not None else time.time()
         path = ckpt.resume_point(run_dir / "checkpoints") if resume else None
         if path is not None:
-            env, algo, ts = self._restore(run_dir, cfg, path=path)
+            env, algo, ts = self.restore(run_dir, cfg, path=path)
         else:
             env = make_env(cfg)
             algo = make_algorithm(cfg, env)
@@ -115,20 +116,20 @@ class BraxTrainer:
         return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, algo, ts), t_start, quiet)
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
-        env, algo, ts = self._restore(run_dir, cfg, backend, **env_overrides)
+        env, algo, ts = self.restore(run_dir, cfg, backend, **env_overrides)
         policy = algo.make_policy(algo.policy_params(ts), deterministic=True)
         key = jax.random.PRNGKey(0)  # the tanh-Gaussian's mode ignores it
         return LoadedPolicy(env=env, act=jax.jit(lambda obs: policy(obs, key)[0]))
 
     def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
                  **env_overrides: Any) -> dict[str, float]:
-        env, algo, ts = self._restore(run_dir, cfg, backend, **env_overrides)
+        env, algo, ts = self.restore(run_dir, cfg, backend, **env_overrides)
         return evaluate(env, algo.make_policy, algo.policy_params(ts), episodes, seed=seed)
 
     def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
         from simreal.policies.export import check_export, export_bundle
 
-        env, algo, ts = self._restore(run_dir, cfg)
+        env, algo, ts = self.restore(run_dir, cfg)
         normalizer, policy = algo.policy_params(ts)
         out = export_bundle(run_dir, cfg, env, normalizer, policy, out_dir)
         return out, check_export(out, algo.make_policy, (normalizer, policy))

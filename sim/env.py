@@ -9,8 +9,13 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **per-episode domain randomisation**: each reset draws new model parameters
   (``Task.randomize``) and a new action delay; done envs reset *inside* ``step`` with a
   fresh key (Brax's ``AutoResetWrapper`` would restore one cached first state instead);
-- **action delay**: the action applied is the one chosen ``d`` control steps ago,
-  ``d`` uniform in ``[action_delay_steps[0], action_delay_steps[1]]`` per episode;
+- **action delay**: ``d`` control periods, uniform in ``[action_delay_steps[0],
+  action_delay_steps[1]]`` per episode and not a whole number in general (a link's
+  latency is not quantised to the control period). With ``d = k + f`` (``k`` whole,
+  ``0 <= f < 1``) the command of step ``t - k`` acts for the last ``1 - f`` of the period
+  and that of ``t - k - 1`` for the first ``f``; the period is given their average,
+  ``(1 - f) a_{t-k} + f a_{t-k-1}``, exact for the impulse a period delivers through
+  actuators linear over it, and a first-order approximation otherwise;
 - **observation noise**: Gaussian, per-term standard deviations from the task;
 - **disturbances**: ``perturb`` may change the physics state before a step (pushes);
 - **rewards**: a table of tiny named terms, each weighted by ``reward_scales`` and
@@ -26,6 +31,7 @@ failure, which Brax's PPO uses to avoid bootstrapping through time-outs.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,7 +53,8 @@ class EnvConfig:
     """Settings every task has; tasks subclass this with their own fields."""
 
     episode_length_s: float = field(5.0, min=0.01, doc="episode time limit [s]")
-    action_delay_steps: tuple[int, ...] = field((0, 1), doc="(min, max) delay in control steps, per episode")
+    action_delay_steps: tuple[float, ...] = field((0, 1), min=0.0,
+                                                  doc="(min, max) delay in control periods, uniform per episode")
     obs_noise_scale: float = field(1.0, min=0.0, doc="multiplies the task's per-term noise std")
     randomize: bool = field(True, doc="domain randomisation on/off")
     reward_scales: dict[str, float] = field({}, doc="override weights of named reward terms")
@@ -73,7 +80,7 @@ class MjEnv(BraxEnv):
         self.n_substeps = max(1, round(self.ctrl_dt / sim_dt))
         self.episode_steps = max(1, round(cfg.episode_length_s / self.ctrl_dt))
         lo, hi = (tuple(cfg.action_delay_steps) + (0, 0))[:2]
-        self.delay_range = (int(lo), int(max(lo, hi)))
+        self.delay_range = (float(lo), float(max(lo, hi)))
         self.scales = {**self.reward_scales, **cfg.reward_scales}
         unknown = set(cfg.reward_scales) - set(self.reward_scales)
         if unknown:
@@ -205,15 +212,17 @@ class MjEnv(BraxEnv):
         info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
         if self.record_terminal_obs:
             info["terminal_obs"] = obs
-        return State(pipeline_state=phys, obs=obs, reward=zero, done=zero, metrics=metrics, info=info)
+        state = State(pipeline_state=phys, obs=obs, reward=zero, done=zero, metrics=metrics, info=info)
+        # Strong dtypes throughout: a weakly typed leaf (``jnp.full(n, 0.5)``) would come out of
+        # ``step`` strongly typed, and a jitted training iteration would compile twice.
+        return jax.tree.map(lambda x: x.astype(x.dtype), state)
 
     def step(self, state: State, action: jax.Array) -> State:
         info = dict(state.info)
         rng, k_reset, k_obs, k_push = jax.random.split(info["rng"], 4)
         action = jnp.clip(action, -1.0, 1.0)
-        buf = jnp.concatenate([action[None], info["action_buffer"][:-1]], axis=0)
-        applied = buf[info["delay"]]
-        info["action_buffer"] = buf
+        info["action_buffer"] = jnp.concatenate([action[None], info["action_buffer"][:-1]], axis=0)
+        applied = self.applied_action(info)
 
         phys = self.perturb(state.pipeline_state, info, k_push)
         dec = self.control_decimation or self.n_substeps
@@ -256,6 +265,15 @@ class MjEnv(BraxEnv):
         obs = self._observe(phys, info, k_obs)
         return state.replace(pipeline_state=phys, obs=obs, reward=reward, done=donef, metrics=metrics, info=info)
 
+    def applied_action(self, info: Mapping[str, Any]) -> jax.Array:
+        """The command acting over this control period under the episode's delay (module
+        docstring): ``(1 - f) buf[k] + f buf[k + 1]`` with ``delay = k + f``, ``buf[0]`` the
+        newest action."""
+        k = jnp.floor(info["delay"]).astype(jnp.int32)
+        f = info["delay"] - k
+        buf = info["action_buffer"]
+        return (1.0 - f) * buf[k] + f * buf[k + 1]
+
     # -- internals ------------------------------------------------------------------------------
     def _new_episode(self, rng: jax.Array, active: jax.Array,
                      given: Mapping[str, Any] | None = None) -> tuple[PhysState, dict[str, Any]]:
@@ -270,12 +288,13 @@ class MjEnv(BraxEnv):
             task_info = {**task_info, **{k: jnp.asarray(v, jnp.float32) for k, v in given["task"].items()}}
         phys = self.physics.init(params, qpos, qvel, act, active)
         nu = self.action_size
-        delay = jax.random.randint(k_delay, (), self.delay_range[0], self.delay_range[1] + 1)
+        lo, hi = self.delay_range
+        delay = jax.random.uniform(k_delay, (), minval=lo, maxval=hi) if self.cfg.randomize else jnp.full((), lo)
         info = {
             "model_params": params,
             "step": jnp.zeros((), jnp.int32),
-            "delay": delay if self.cfg.randomize else jnp.full((), self.delay_range[0], jnp.int32),
-            "action_buffer": jnp.zeros((self.delay_range[1] + 1, nu)),
+            "delay": delay,
+            "action_buffer": jnp.zeros((math.floor(hi) + 2, nu)),
             "last_action": jnp.zeros((nu,)),
             "truncation": jnp.zeros(()),
             "episode_return": jnp.zeros(()),

@@ -131,11 +131,13 @@ def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
         if meta.get("choices") and v not in meta["choices"]:
             raise ConfigError(key, f"expected one of {', '.join(map(str, meta['choices']))}, got {v!r}")
         lo, hi = meta.get("min"), meta.get("max")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if lo is not None and v < lo:
-                raise ConfigError(key, f"must be >= {lo}, got {v}")
-            if hi is not None and v > hi:
-                raise ConfigError(key, f"must be <= {hi}, got {v}")
+        for i, x in enumerate(v if isinstance(v, tuple) else (v,)):  # a tuple's bounds hold per element
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                where = f"{key}[{i}]" if isinstance(v, tuple) else key
+                if lo is not None and x < lo:
+                    raise ConfigError(where, f"must be >= {lo}, got {x}")
+                if hi is not None and x > hi:
+                    raise ConfigError(where, f"must be <= {hi}, got {x}")
         kwargs[name] = v
     return cls(**kwargs)
 

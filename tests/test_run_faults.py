@@ -207,8 +207,9 @@ def test_damaged_latest_checkpoint_falls_back_with_one_warning(tmp_path, capsys)
     assert ckpt.latest_checkpoint(tmp_path) == good
     assert ckpt.latest_checkpoint(tmp_path) == good
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all(line.startswith("warning: skipping damaged checkpoint") for line in err)
+    assert len(err) == 3 and all(line.startswith("warning: skipping damaged checkpoint") for line in err[:2])
     assert cut.name in err[0] and rnd.name in err[1]
+    assert err[2] == f"warning: using the newest intact checkpoint instead, {good}"
     assert "pickle" not in "".join(err) and "not a zip archive" in err[1]
     template = {"w": np.zeros(1000, np.float32)}
     assert ckpt.load_pytree(good, template)["w"][0] == 100

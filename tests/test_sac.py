@@ -33,6 +33,7 @@ def test_iterations_fill_the_buffer_and_learn(sac):
     s, m = sac.iterate(s0)
     s, m = sac.iterate(s)
     assert int(sac.buffer.size(s.buffer_state)) == 32 + 2 * 4 * 4
+    assert sac.iterate._cache_size() == 1  # the fresh state has the iteration's own types: one compile
     assert int(s.env_steps) == 32 + 2 * 16
     for k in ("critic_loss", "actor_loss", "alpha_loss", "alpha", "reward_per_step"):
         assert np.isfinite(float(m[k])), k
@@ -44,15 +45,20 @@ def test_iterations_fill_the_buffer_and_learn(sac):
 
 
 def test_checkpoint_resumes_bit_for_bit(sac, tmp_path):
+    """The trainer's restore (a fresh SAC from the config, the checkpoint placed on its mesh)
+    continues exactly, and compiles its iteration once."""
+    from simreal.policies.train import BRAX
+
     s, _ = sac.iterate(sac.init())
-    path = tmp_path / "step.npz"
-    ckpt.save_pytree(path, s)
-    template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), jax.eval_shape(sac.init))
-    restored = ckpt.load_pytree(path, template)
-    a, _ = sac.iterate(s)
-    b, _ = sac.iterate(restored)
+    ckpt.save_pytree(ckpt.checkpoint_path(tmp_path / "checkpoints", int(s.env_steps)), s)
+    _, algo, restored = BRAX.restore(tmp_path, resolve("cartpole-balance", TINY))
+    a, b = s, restored
+    for _ in range(2):
+        a, _ = sac.iterate(a)
+        b, _ = algo.iterate(b)
     for x, y in zip(_leaves(a), _leaves(b)):
         np.testing.assert_array_equal(x, y)
+    assert algo.iterate._cache_size() == 1
 
 
 def test_config_is_the_algorithms_own():

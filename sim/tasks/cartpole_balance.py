@@ -25,7 +25,7 @@ from simreal.sim.episode_stats import defined_where
 @dataclasses.dataclass(frozen=True)
 class CartpoleConfig(EnvConfig):
     episode_length_s: float = field(10.0, min=0.01)
-    action_delay_steps: tuple[int, ...] = field((0, 0))
+    action_delay_steps: tuple[float, ...] = field((0, 0), min=0.0)
     max_angle_rad: float = field(math.radians(12.0), min=0.0,
                                  doc="success: |pole angle| stays below this [rad] (Gymnasium CartPole's 12 deg)")
 

@@ -122,7 +122,7 @@ class G1Velocity(FloorRobotTask):
             "ang_vel_xy": jnp.sum(jnp.square(w_b[:2])),
             "orientation": jnp.sum(jnp.square(g_b[:2])),
             "base_height": jnp.square(phys.qpos[2] - c.base_height_m),
-            "torques": jnp.sum(jnp.square(self.torques(phys, info["action_buffer"][info["delay"]], info))),
+            "torques": jnp.sum(jnp.square(self.torques(phys, self.applied_action(info), info))),
             "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
             "feet_air_time": jnp.sum((air - c.feet_air_time_s) * first_contact) * moving,
             "alive": jnp.ones(()),

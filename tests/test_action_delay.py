@@ -1,0 +1,52 @@
+"""The env's action delay (sim/env.py): whole and fractional control periods."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simreal.policies.run_config import make_env, resolve
+
+QUIET = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0"]
+
+
+def _rollout(delay: float, actions: np.ndarray):
+    env = make_env(resolve("cartpole-balance", QUIET + [f"env.action_delay_steps=[{delay},{delay}]"]))
+    step = jax.jit(env.step)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    applied = []
+    for a in actions:
+        state = step(state, jnp.asarray(a, jnp.float32))
+        applied.append(np.asarray(env.applied_action(state.info)))
+    return np.array(applied), np.asarray(state.pipeline_state.qvel)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    actions = np.array([[0.0]] * 3 + [[1.0]] * 3 + [[-0.5]] * 2)
+    return actions, {d: _rollout(d, actions) for d in (1.0, 1.5, 2.0)}
+
+
+def test_whole_delays_apply_the_action_that_many_periods_back(runs):
+    actions, out = runs
+    np.testing.assert_allclose(out[1.0][0][1:], actions[:-1], atol=1e-6)
+    np.testing.assert_allclose(out[2.0][0][2:], actions[:-2], atol=1e-6)
+    np.testing.assert_allclose(out[2.0][0][:2], 0.0, atol=1e-6)  # nothing chosen yet: zeros
+
+
+def test_a_fractional_delay_applies_the_average_of_its_two_neighbours(runs):
+    actions, out = runs
+    np.testing.assert_allclose(out[1.5][0][2:], 0.5 * (actions[1:-1] + actions[:-2]), atol=1e-6)
+    # the physics sees it: the cart's velocity after a step input lies between the whole delays'
+    v1, v15, v2 = (out[d][1][0] for d in (1.0, 1.5, 2.0))
+    assert min(v1, v2) < v15 < max(v1, v2)
+    assert abs(v15 - 0.5 * (v1 + v2)) < 0.05 * abs(v1 - v2)
+
+
+def test_negative_delay_is_refused_naming_the_element():
+    from simreal.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env.action_delay_steps\[0\]"):
+        resolve("cartpole-balance", ["env.action_delay_steps=[-1,1]"])
