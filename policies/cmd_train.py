@@ -89,6 +89,10 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         if args.resume or any((run_dir / "checkpoints").glob("*")):
             return False
         shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            run_dir.parent.rmdir()  # runs/<task>/, when this run was its only one
+        except OSError:
+            pass
         return True
 
     try:

@@ -382,6 +382,7 @@ def test_sigint_during_the_first_compile_exits_130_and_leaves_no_run(tmp_path):
     assert proc.returncode == 130, text
     assert "stopped by SIGINT before the first iteration finished: nothing saved" in text
     assert not Path(m.group(1)).exists()
+    assert not Path(m.group(1)).parent.exists()  # nor an empty runs/<task>/ folder
 
 
 @pytest.mark.slow
