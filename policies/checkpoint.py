@@ -53,12 +53,16 @@ def load_pytree(path: str | Path, template: Any) -> Any:
     p = Path(path)
     if not p.is_file():
         raise DataFileError(str(p), "checkpoint not found")
-    why = damage(p)  # before np.load: it would take random bytes for a pickle and say so
+    why = _not_zip(p)  # before np.load: it would take random bytes for a pickle and say so
     if why is not None:
         raise DataFileError(str(p), why)
     try:
+        # Reading every member checks its CRC-32 (zipfile): no separate damage() pass, which
+        # would read the whole file once more.
         with np.load(p, allow_pickle=False) as z:
             stored = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise DataFileError(str(p), f"a damaged zip archive ({type(e).__name__}: {e})") from None
     except (ValueError, OSError) as e:
         raise DataFileError(str(p), f"not a readable npz checkpoint ({e})") from None
     leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
@@ -103,6 +107,15 @@ def _step_files(ckpt_dir: Path, steps: int) -> list[Path]:
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, OSError)
 
 
+def _not_zip(p: Path) -> str | None:
+    """Why ``p`` is not a zip archive at all (its signature), or None when it is one."""
+    if zipfile.is_zipfile(p):
+        return None
+    size = p.stat().st_size if p.is_file() else 0
+    return (f"not a zip archive ({size} bytes; every checkpoint format here, .npz, .zip and .pt, is one): "
+            "truncated, or overwritten with something else")
+
+
 def damage(path: str | Path) -> str | None:
     """Why the file at ``path`` is not an intact checkpoint, or None when it is one.
 
@@ -112,10 +125,9 @@ def damage(path: str | Path) -> str | None:
     :func:`load_pytree`'s (or the library loader's) business.
     """
     p = Path(path)
-    if not zipfile.is_zipfile(p):
-        size = p.stat().st_size if p.is_file() else 0
-        return (f"not a zip archive ({size} bytes; every checkpoint format here, .npz, .zip and .pt, is one): "
-                "truncated, or overwritten with something else")
+    why = _not_zip(p)
+    if why is not None:
+        return why
     try:
         with zipfile.ZipFile(p) as z:
             bad = z.testzip()

@@ -26,13 +26,12 @@ from scipy.spatial.transform import Rotation
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
 from simreal.retarget.rotations import euler_to_matrix
-from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, forward_kinematics, snap_fps,
+from simreal.retarget.skeleton import (MAX_LENGTH, HumanMotion, detect_up_axis, forward_kinematics, snap_fps,
                                        tree_extent, units_scale, up_axis_rotation)
 from simreal.yaml_io import read_text
 
 CHANNELS = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
 MAX_DEPTH = 200  # deepest joint nesting read (a full-body rig with fingers nests about 10)
-MAX_LENGTH = 1e9  # largest offset or position read, file units (1000 km in mm): keeps the kinematics finite
 
 
 @dataclasses.dataclass

@@ -23,13 +23,12 @@ import numpy as np
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
 from simreal.npz import open_npz
-from simreal.retarget.skeleton import (HumanMotion, detect_up_axis, snap_fps, tree_extent, units_scale,
-                                       up_axis_rotation)
+from simreal.retarget.skeleton import (MAX_LENGTH, HumanMotion, detect_up_axis, snap_fps, tree_extent,
+                                       units_scale, up_axis_rotation)
 from simreal.yaml_io import read_text
 
 _COL = re.compile(r"^(.+?)[._]([xyzXYZ])$")
 _TIME_COLS = ("time", "t", "time_s", "timestamp")
-MAX_LENGTH = 1e9  # largest coordinate read, file units (1000 km in mm): keeps the unit conversion finite
 
 
 def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | float = "auto",

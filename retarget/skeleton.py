@@ -22,6 +22,9 @@ from simreal.retarget.rotations import R_ZUP_FROM_YUP
 # Metres per file unit for the unit names the loaders accept.
 UNITS_M: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254, "ft": 0.3048}
 UP_AXES = ("auto", "y", "z")
+#: Largest coordinate a motion file may hold, in its own units (1000 km in mm): beyond it the
+#: unit conversion and the kinematics stop being finite.
+MAX_LENGTH = 1e9
 
 
 @dataclasses.dataclass(frozen=True)
