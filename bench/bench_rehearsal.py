@@ -2,11 +2,13 @@
 
 Runs ``simreal deploy sim BUNDLE --latency-ms L --drop P --seed k --json`` for k = 0..n-1 (one
 at a time, each the real two-process rehearsal over DDS) and tabulates pass/fail, the hover
-error after settling, the sim-to-sim gate and the envelope::
+error after settling, the sim-to-sim gate, the envelope, the fault response's landing, how far
+the vehicle went beyond the geofence and how fast it met the ground::
 
     python bench/bench_rehearsal.py runs/quadrotor-hover/RUN/bundle --seeds 10
     python bench/bench_rehearsal.py BUNDLE --latency-ms 10 --drop 0.05 --duration 10 --label "default hover"
     python bench/bench_rehearsal.py BUNDLE --set trigger=state        # a deploy config override
+    python bench/bench_rehearsal.py BAD_BUNDLE --set fault.response=safe --set envelope.geofence_max_m=[1,1,3]
 
 Prints one markdown table row per seed and a summary line (passes out of seeds).
 """
@@ -42,10 +44,13 @@ def row(seed: int, r: dict) -> str:
     err = hover.get("max_error_after_settle_m")
     gate_v = gate.get("value")
     trip = runner.get("envelope_trip_s")
+    fence, safety = robot.get("geofence") or {}, runner.get("safety") or {}
+    outside, ground = fence.get("max_outside_m"), fence.get("ground_speed_m_s")
     return (f"| {seed} | {'pass' if r.get('passed') else 'FAIL'} | {'-' if err is None else f'{err:.3f}'} | "
             f"{'-' if gate_v is None else f'{gate_v:.3f}'} | "
             f"{'-' if trip is None else f'{trip:.2f} s: ' + runner.get('envelope_trip', '')} | "
-            f"{r.get('error', '')} |")
+            f"{safety.get('recovery_end') or '-'} | {'-' if outside is None else f'{outside:.2f}'} | "
+            f"{'-' if ground is None else f'{ground:.2f}'} | {r.get('error', '')} |")
 
 
 def main() -> int:
@@ -62,8 +67,9 @@ def main() -> int:
     load = os.getloadavg()
     print(f"`{' '.join(['python', 'bench/bench_rehearsal.py', *sys.argv[1:]])}`; {os.cpu_count()} CPUs, load "
           f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
-    print("| seed | result | hover max error after settle [m] | gate [m] | envelope trip | error |")
-    print("| ---: | :---: | ---: | ---: | --- | --- |")
+    print("| seed | result | hover max error after settle [m] | gate [m] | envelope trip | landing | "
+          "beyond fence [m] | ground speed [m/s] | error |")
+    print("| ---: | :---: | ---: | ---: | --- | --- | ---: | ---: | --- |")
     passed = 0
     for seed in range(a.seeds):
         r = rehearse(a.bundle, seed, a.latency_ms, a.drop, a.duration, a.overrides)

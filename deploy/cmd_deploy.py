@@ -259,7 +259,9 @@ def _runner_lines(runner: dict[str, Any]) -> list[str]:
             f"{runner['policy_runs']} times, safety {safety['mode']}"
             + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
             "envelope   stayed inside" if trip is None else
-            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; safe command latched"]
+            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
+            + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")
+               else "safe command latched")]
 
 
 def _run_lines(report: dict[str, Any]) -> list[str]:

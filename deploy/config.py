@@ -24,6 +24,8 @@ YAML shape (all keys optional except where the robot spec has no default)::
     max_nan_ticks: 3
     envelope: {geofence_min_m: [-3, -3, -0.5], geofence_max_m: [3, 3, 3], max_tilt_rad: 1.05,
                max_speed_m_s: 4.0, max_body_rate_rad_s: 15.0, joint_margin_rad: .inf}
+    fault: {response: land, descent_m_s: 0.5, max_tilt_rad: 0.5, ground_z_m: 0.0,
+            touchdown_m: 0.05, timeout_s: 15.0}               # response: safe | land (quadrotors)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from simreal.robot_spec import RobotSpec, load_robot_spec
 QOS_PROFILES = ("default", "sensor_data", "reliable", "best_effort")
 TRIGGERS = ("timer", "state")
 INITIAL_COMMANDS = ("safe", "hover")
+FAULT_RESPONSES = ("safe", "land")
 
 #: Command message type -> the action modes it can carry (from the action-mode table).
 COMMAND_MODES: dict[str, tuple[str, ...]] = command_modes()
@@ -123,6 +126,21 @@ class EnvelopeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class FaultConfig:
+    """What a latched fault (an envelope trip, non-finite actions) puts on the wire: the safe
+    command, or for a quadrotor a controlled descent (:mod:`simreal.deploy.landing`) that cuts
+    thrust at touchdown. A stale state, an e-stop and a shutdown always give the safe command."""
+
+    response: str = field("safe", choices=FAULT_RESPONSES,
+                          doc="safe: zero thrust / hold the pose; land: quadrotor descent, then zero thrust")
+    descent_m_s: float = field(0.5, min=0.05, max=3.0, doc="sink rate while landing [m/s]")
+    max_tilt_rad: float = field(0.5, min=0.05, max=1.2, doc="tilt the landing may use to brake [rad]")
+    ground_z_m: float = field(0.0, doc="the ground's height in the state's world frame [m]")
+    touchdown_m: float = field(0.05, min=0.0, doc="cut thrust below this height above the ground [m]")
+    timeout_s: float = field(15.0, min=0.1, doc="cut thrust after this long, landed or not [s]")
+
+
+@dataclasses.dataclass(frozen=True)
 class DeployConfig:
     """Everything a transport needs besides the bundle (see module docstring)."""
 
@@ -136,6 +154,7 @@ class DeployConfig:
     start: StartConfig = field(StartConfig())
     max_nan_ticks: int = field(3, min=1, doc="consecutive non-finite actions before a latched fault")
     envelope: EnvelopeConfig = field(EnvelopeConfig())
+    fault: FaultConfig = field(FaultConfig())
 
     @property
     def period_s(self) -> float:
@@ -163,7 +182,8 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "quadrotor": {"trigger": "state", "start": {"ramp_s": 0.2, "initial_command": "hover"},
                   "watchdog": {"timeout_s": 0.1},
                   "envelope": {"geofence_min_m": [-3.0, -3.0, -0.5], "geofence_max_m": [3.0, 3.0, 3.0],
-                               "max_tilt_rad": 1.0472, "max_speed_m_s": 4.0, "max_body_rate_rad_s": 15.0}},
+                               "max_tilt_rad": 1.0472, "max_speed_m_s": 4.0, "max_body_rate_rad_s": 15.0},
+                  "fault": {"response": "land"}},
     "humanoid": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
                  "envelope": {"max_tilt_rad": 1.0, "joint_margin_rad": 0.1}},
     "arm": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
@@ -251,9 +271,27 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
                                                      f"geofence_max_m {list(fence.geofence_max_m)} on every axis")
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
         raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is a {spec.family}")
+    if cfg.fault.response == "land":
+        from simreal.deploy.landing import NEEDS
+
+        if spec.family != "quadrotor" or mode not in ("rotor_thrust", "ctbr"):
+            raise ConfigError("fault.response", f"'land' flies a quadrotor by rotor thrust or ctbr; robot "
+                                                f"'{spec.name}' is a {spec.family} with action mode '{mode}' (use 'safe')")
+        missing = [k for k in NEEDS if k not in provided_state_keys(cfg)]
+        if missing:
+            raise ConfigError("fault.response", f"'land' needs {', '.join(missing)} from the state topics "
+                                                "(an Odometry topic provides all of them), or use 'safe'")
     return dataclasses.replace(
         cfg, limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
         command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)))
+
+
+def provided_state_keys(cfg: DeployConfig) -> set[str]:
+    """The robot-state keys the configured state topics provide (a goal or object pose by its role)."""
+    keys: set[str] = set()
+    for st in cfg.state.values():
+        keys.update((ROLE_KEYS[st.role],) if st.role != "robot" else STATE_PROVIDES[_norm(st.type)])
+    return keys
 
 
 def required_message_types(cfg: DeployConfig) -> list[str]:

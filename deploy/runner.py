@@ -38,9 +38,10 @@ from simreal.deploy.adapters import (CommandCodec, StateDecoder, StateMessageErr
                                      stamp_ns)
 from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, OnnxPolicy
-from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, DeployConfig, resolve_deploy_config,
-                                   spec_of_bundle)
+from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, DeployConfig, provided_state_keys,
+                                   resolve_deploy_config, spec_of_bundle)
 from simreal.deploy.envelope import Envelope
+from simreal.deploy.landing import landing_for
 from simreal.deploy.safety import ESTOP as ESTOP_MODE, FAULT, RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError
 from simreal.observations import TERMS, build_observation
@@ -95,13 +96,6 @@ class RunnerStats:
     envelope_trip_s: float | None = None    # when, after the hand-over [s]
 
 
-def _provided_keys(cfg: DeployConfig) -> set[str]:
-    keys: set[str] = set()
-    for st in cfg.state.values():
-        keys.update((ROLE_KEYS[st.role],) if st.role != "robot" else STATE_PROVIDES[norm_type(st.type)])
-    return keys
-
-
 def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
     """The command message codec both ends use (the runner encodes, a simulated robot decodes)."""
     act = bundle.action
@@ -148,7 +142,8 @@ class PolicyRunner:
         self.safety = SafetyLayer(np.array(lim.low), np.array(lim.high), np.array(lim.max_rate),
                                   ramp_s=self.cfg.start.ramp_s, latch_watchdog=self.cfg.watchdog.latch,
                                   max_nan_ticks=self.cfg.max_nan_ticks, safe_command=self.safe_command,
-                                  initial_command=self.initial_command)
+                                  initial_command=self.initial_command,
+                                  recovery=landing_for(self.spec, act.mode, act.names, self.cfg.fault))
         # stale when the *next* tick would be past the timeout: the safe command is on the
         # wire no later than timeout_s after the last state message
         self._stale_after_s = self.cfg.watchdog.timeout_s - self.cfg.period_s
@@ -177,7 +172,7 @@ class PolicyRunner:
         hist = int(b.latency.get("obs_history", 1))
         if hist != 1:
             raise BundleError("latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where)
-        provided = _provided_keys(self.cfg) | {"last_action", "default_joint_pos", "command"}
+        provided = provided_state_keys(self.cfg) | {"last_action", "default_joint_pos", "command"}
         if "target_pos_w" in b.task_params:
             provided.add("target_pos_w")
         if b.reference is not None:

@@ -17,6 +17,10 @@ What reaches the wire, in every mode:
 - rate limited in RAMP and RUNNING: ``|u_k - u_{k-1}| <= max_rate * dt``;
 - in WAITING, STALE, FAULT and ESTOP: the *safe command*, taken once on entering the mode
   (zero thrust for rotors, the joint pose measured then for position-controlled joints);
+- except in a FAULT from a trip or from non-finite actions when a *recovery* is configured
+  (a quadrotor's landing, :mod:`simreal.deploy.landing`): its state-feedback command, clamped,
+  every tick while the state is fresh, until it ends (touchdown, timeout); then, or at the
+  first stale tick, the safe command. A watchdog fault has no state to recover with;
 - RAMP blends from the *initial command* (the safe command, or hover thrust for a
   quadrotor handed over in the air) to the policy's: ``u = (1 - s) u0 + s u_pi``,
   ``s = (t - t0) / ramp_s``, so the robot never jumps to the policy's first action.
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,6 +43,16 @@ WAITING, RAMP, RUNNING, STALE, FAULT, ESTOP = "waiting", "ramp", "running", "sta
 SAFE_MODES = (WAITING, STALE, FAULT, ESTOP)
 
 State = Mapping[str, np.ndarray]
+
+
+class Recovery(Protocol):
+    """A fault response driven by state feedback (:class:`simreal.deploy.landing.Landing`)."""
+
+    outcome: str
+
+    def start(self, now_s: float) -> None: ...
+
+    def command(self, now_s: float, state: State) -> np.ndarray | None: ...
 
 
 @dataclasses.dataclass
@@ -53,6 +67,8 @@ class SafetyStats:
     watchdog_trips: int = 0
     estops: int = 0
     faults: int = 0
+    recovery_ticks: int = 0
+    recovery_end: str = ""
     last_reason: str = ""
 
 
@@ -67,17 +83,19 @@ class SafetyLayer:
       max_nan_ticks: consecutive non-finite proposals tolerated (holding the last command).
       safe_command: state (or None) -> the safe command (n,).
       initial_command: state -> the command the start ramp begins from (n,).
+      recovery: the state-feedback fault response, or None (the safe command).
     """
 
     def __init__(self, low: np.ndarray, high: np.ndarray, max_rate: np.ndarray, *, ramp_s: float,
                  latch_watchdog: bool, max_nan_ticks: int,
                  safe_command: Callable[[State | None], np.ndarray],
-                 initial_command: Callable[[State], np.ndarray]):
+                 initial_command: Callable[[State], np.ndarray], recovery: Recovery | None = None):
         self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
         self.max_rate = np.asarray(max_rate, np.float64)
         self._limited = np.isfinite(self.max_rate)
         self.ramp_s, self.latch_watchdog, self.max_nan_ticks = float(ramp_s), bool(latch_watchdog), int(max_nan_ticks)
         self._safe_fn, self._initial_fn = safe_command, initial_command
+        self._recovery, self._recovering, self._recovery_started = recovery, False, False
         self.mode = WAITING
         self.stats = SafetyStats()
         self._nan_run = 0
@@ -102,6 +120,7 @@ class SafetyLayer:
         if self.mode != FAULT:
             self.stats.faults += 1
             self._enter(FAULT, state, reason)
+            self._begin_recovery(state)
 
     def release(self) -> None:
         """Same as an e-stop ``false``: leave ESTOP or a latched FAULT; the start ramp runs again."""
@@ -130,8 +149,9 @@ class SafetyLayer:
             self._nan_run = 0
         if self.mode in SAFE_MODES:
             self.stats.safe_ticks += 1
-            self._prev_u, self._prev_t = self._held, now_s
-            return self._held.copy()
+            u = self._recover(now_s, fresh, state) if self._recovering else self._held
+            self._prev_u, self._prev_t = u, now_s
+            return u.copy()
 
         if proposal is None:
             self.stats.nan_proposals += 1
@@ -139,8 +159,11 @@ class SafetyLayer:
             if self._nan_run >= self.max_nan_ticks:
                 self.stats.faults += 1
                 self._enter(FAULT, state, f"{self._nan_run} non-finite actions in a row")
+                self._begin_recovery(state)
                 self.stats.safe_ticks += 1
-                return self._held.copy()
+                u = self._recover(now_s, fresh, state) if self._recovering else self._held
+                self._prev_u, self._prev_t = u, now_s
+                return u.copy()
             target = self._prev_u
         else:
             self._nan_run = 0
@@ -181,6 +204,27 @@ class SafetyLayer:
         self.mode = mode
         self.stats.last_reason = reason
         self._held = self._safe(state)
+        self._recovering = False
+
+    def _begin_recovery(self, state: State | None) -> None:
+        """After entering FAULT from a trip or non-finite actions: recover where one is configured
+        and the state is known (the first recovery tick is the fault's own tick)."""
+        self._recovering = self._recovery is not None and state is not None
+        self._recovery_started = False
+
+    def _recover(self, now_s: float, fresh: bool, state: State | None) -> np.ndarray:
+        """The recovery's command this tick; the safe command once it ends or the state is stale."""
+        if not self._recovery_started:
+            self._recovery.start(now_s)
+            self._recovery_started = True
+        u = self._recovery.command(now_s, state) if fresh and state is not None else None
+        if u is not None and np.all(np.isfinite(u)):
+            self.stats.recovery_ticks += 1
+            return self._clamp(u)
+        self._recovering = False
+        self.stats.recovery_end = self._recovery.outcome or ("state stale" if not fresh else "non-finite command")
+        self._held = self._safe(state)
+        return self._held
 
     def snapshot(self) -> dict[str, Any]:
         """Mode and counters as plain data (for logs and JSON reports)."""

@@ -304,13 +304,17 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
 
 
 def geofence_excess(traj: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, Any]:
-    """The true base's farthest distance outside the box [lo, hi] [m], until it reaches the ground
-    (z <= 0; the quadrotor model has no contacts, so after that it would fall on forever)."""
+    """The true base's farthest distance outside the box [lo, hi] [m] until it reaches the ground
+    (z <= 0; the quadrotor model has no contacts, so after that it would fall on forever), when
+    it did [s] and its speed then [m/s] (a landing's touchdown, or a fall's impact)."""
     p, t = traj["pos_w"], traj["t"]
     below = np.flatnonzero(p[:, 2] <= 0.0)
     end = int(below[0]) + 1 if below.size else len(p)
     outside = np.linalg.norm(np.maximum(lo - p[:end], 0.0) + np.maximum(p[:end] - hi, 0.0), axis=1)
-    return {"max_outside_m": float(outside.max()), "ground_s": float(t[below[0]]) if below.size else None}
+    hit = int(below[0]) if below.size else None
+    return {"max_outside_m": float(outside.max()), "ground_s": None if hit is None else float(t[hit]),
+            "ground_speed_m_s": None if hit is None or "lin_vel_w" not in traj
+            else float(np.linalg.norm(traj["lin_vel_w"][hit]))}
 
 
 def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig) -> dict[str, Any]:

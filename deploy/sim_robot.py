@@ -106,13 +106,10 @@ class SimRobot:
         self.apply(self.u)
 
     def _make_rate_loop(self):
-        from simreal.sim.robots import quadrotor_control as qc
-        from simreal.sim.robots.crazyflie import ROTOR_SPIN, rotor_positions
+        from simreal import quadrotor_control as qc
 
-        sp = self.spec.physical
-        mixer_inv = np.linalg.inv(qc.allocation_matrix(rotor_positions(self.spec), ROTOR_SPIN,
-                                                       float(sp["torque_to_thrust_m"])))
-        inertia = np.array([sp["ixx_kg_m2"], sp["iyy_kg_m2"], sp["izz_kg_m2"]], dtype=np.float64)
+        mixer_inv = np.linalg.inv(qc.mixer(self.spec))
+        inertia = qc.inertia_diag(self.spec)
         f_max = np.array([a.effort_limit for a in self.spec.actuators])
         return lambda u, w: qc.rate_control(u[1:4], w, u[0], inertia, mixer_inv, f_max, np)
 

@@ -21,7 +21,7 @@ Mappings (a in [-1, 1]):
 
 - rotor_thrust: f = f_max (a + 1) / 2, what PX4's direct actuator control takes;
 - ctbr: T = sum(f_max) (a_0 + 1) / 2, omega = max_rate * a_{1:4} (an onboard rate loop
-  tracks omega; :mod:`simreal.sim.robots.quadrotor_control`);
+  tracks omega; :mod:`simreal.quadrotor_control`);
 - joint_*: u = u_home + action_scale * a, clipped to the actuator's control range (a PD
   set-point for position, the command itself for velocity/effort).
 

@@ -82,35 +82,86 @@ def test_a_bad_envelope_config_names_its_key(hover_bundle, env, key):
     assert e.value.key == key
 
 
-def test_the_runner_latches_the_safe_command_on_the_tick_the_state_leaves(hover_bundle):
-    runner = PolicyRunner(hover_bundle, msg_class=R.msg_class)
+def _tripping_runner(bundle, **overrides):
+    """A runner two ticks into its start ramp that then sees the state leave the envelope (z 3.5 m)."""
+    runner = PolicyRunner(bundle, msg_class=R.msg_class, overrides=overrides)
     good = encode_state("nav_msgs/msg/Odometry", _quad_state(), 0, R.msg_class)
     bad = encode_state("nav_msgs/msg/Odometry", _quad_state(pos=(0.0, 0.0, 3.5)), 0, R.msg_class)
-    runner.on_state("odometry", good, 0.0)
-    assert runner.tick(0.0).mode == RAMP
-    runner.on_state("odometry", good, 0.01)
-    assert runner.tick(0.01).mode == RAMP
+    for t in (0.0, 0.01):
+        runner.on_state("odometry", good, t)
+        assert runner.tick(t).mode == RAMP
     runner.on_state("odometry", bad, 0.02)
-    res = runner.tick(0.02)
+    return runner, runner.tick(0.02)
+
+
+def test_the_runner_latches_the_safe_command_on_the_tick_the_state_leaves(hover_bundle):
+    runner, res = _tripping_runner(hover_bundle, fault={"response": "safe"})
     assert res.mode == FAULT and np.all(res.command == 0.0)  # zero thrust, this very tick
     assert runner.stats.envelope_trip.startswith("geofence: z 3.50 m above")
     assert runner.stats.envelope_trip_s == pytest.approx(0.02)
+    good = encode_state("nav_msgs/msg/Odometry", _quad_state(), 0, R.msg_class)
     runner.on_state("odometry", good, 0.03)  # latched: back inside is not enough
     assert runner.tick(0.03).mode == FAULT
     runner.on_estop(False)
     assert runner.tick(0.04).mode in (WAITING, RAMP)
 
 
-def test_a_random_policy_is_stopped_near_the_fence_in_the_rehearsal(tmp_path):
-    """A random MLP bundle tumbles the quadrotor; the envelope cuts thrust and the vehicle
-    stays within 1 m of the (tight) geofence until it reaches the ground."""
+def test_a_quadrotor_trip_lands_then_cuts_thrust_at_touchdown(hover_bundle):
+    """The quadrotor default ``fault.response: land``: the descent's command on the trip's own
+    tick (level, at rest: four equal thrusts summing to m (g - 1.5 m/s^2), K_v 3/s times the 0.5
+    m/s sink rate), zero thrust once the base is below ``touchdown_m``, and at once on stale state."""
+    spec = load_robot_spec("crazyflie2")
+    runner, res = _tripping_runner(hover_bundle)
+    assert res.mode == FAULT
+    mass = spec.physical["mass_kg"]
+    np.testing.assert_allclose(res.command, np.full(4, mass * (9.81 - 1.5) / 4), rtol=1e-6)
+    low = encode_state("nav_msgs/msg/Odometry", _quad_state(pos=(0.0, 0.0, 0.04)), 0, R.msg_class)
+    runner.on_state("odometry", low, 0.03)
+    res = runner.tick(0.03)
+    assert res.mode == FAULT and np.all(res.command == 0.0)
+    assert runner.safety.stats.recovery_end == "touchdown after 0.01 s"
+    assert runner.safety.stats.recovery_ticks == 1
+    runner2, _ = _tripping_runner(hover_bundle)
+    res = runner2.tick(0.2)  # no state since 0.02 s: stale, never land blind
+    assert res.mode == FAULT and np.all(res.command == 0.0)
+    assert runner2.safety.stats.recovery_end == "state stale"
+
+
+def test_land_is_refused_for_a_robot_that_cannot_fly(tmp_path):
+    bundle = load_bundle(T.make_joint_bundle(tmp_path / "j"))
+    with pytest.raises(ConfigError) as e:
+        resolve_deploy_config(bundle, {"fault": {"response": "land"}})
+    assert e.value.key == "fault.response"
+
+
+@pytest.fixture(scope="module")
+def bad_bundles(tmp_path_factory):
+    """Two policies that fail: a random MLP (tumbles at once) and a PD hover controller with its
+    horizontal position gain inverted (flies away from the target, ever faster)."""
+    d = tmp_path_factory.mktemp("bad")
+    return {"random": load_bundle(T.make_mlp_bundle(d / "mlp", hidden=(32, 32), control_rate_hz=100.0,
+                                                     target_pos_w=(0.0, 0.0, 2.0))),
+            "inverted": load_bundle(T.make_pd_hover_bundle(d / "inv", gains=T.PDHoverGains(kp_xy=-4.0),
+                                                           target_pos_w=(0.0, 0.0, 1.5)))}
+
+
+FENCE = {"geofence_min_m": [-1.0, -1.0, 0.0], "geofence_max_m": [1.0, 1.0, 3.0]}
+
+
+@pytest.mark.parametrize("policy", ["random", "inverted"])
+def test_a_bad_policy_is_stopped_near_the_fence_and_lands(bad_bundles, policy):
+    """10 ms latency, 5% drops: the envelope trips, the landing rights the vehicle and touches
+    down below 1.5 m/s (cutting thrust instead: about 6 m/s), never 1 m beyond the fence."""
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    bundle = load_bundle(T.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0))
-    fence = {"geofence_min_m": [-1.0, -1.0, 0.0], "geofence_max_m": [1.0, 1.0, 2.0]}
-    report = run_offline(bundle, SimLoopConfig(duration_s=3.0, noise_scale=0.0),
-                         overrides={"envelope": fence})
+    sim = SimLoopConfig(duration_s=6.0, latency_ms=10.0, drop=0.05)
+    report = run_offline(bad_bundles[policy], sim, overrides={"envelope": FENCE})
     runner = report["runner"]
     assert runner["envelope_trip_s"] is not None and runner["safety"]["mode"] == FAULT, runner
+    assert runner["safety"]["recovery_end"].startswith("touchdown"), runner["safety"]
     assert not report["passed"]
     assert report["geofence"]["max_outside_m"] < 1.0, report["geofence"]
+    assert report["geofence"]["ground_speed_m_s"] < 1.5, report["geofence"]
+    cut = run_offline(bad_bundles[policy], sim, overrides={"envelope": FENCE, "fault": {"response": "safe"}})
+    assert cut["runner"]["safety"]["recovery_ticks"] == 0
+    assert cut["geofence"]["ground_speed_m_s"] > 3.0, cut["geofence"]

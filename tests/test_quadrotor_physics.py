@@ -7,8 +7,8 @@ import pytest
 
 from simreal.robot_spec import load_robot_spec
 from simreal.sim.robots import build_model
-from simreal.sim.robots import quadrotor_control as qc
-from simreal.sim.robots.crazyflie import ROTOR_SPIN, physical, rotor_positions
+from simreal import quadrotor_control as qc
+from simreal.quadrotor_control import ROTOR_SPIN, physical, rotor_positions
 
 G = 9.81
 

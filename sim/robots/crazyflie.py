@@ -20,35 +20,11 @@ No contacts: the floor is visual; the task ends an episode on ground impact.
 
 from __future__ import annotations
 
-import math
-
 import mujoco
-import numpy as np
 
 from simreal.errors import ConfigError
+from simreal.quadrotor_control import ROTOR_SPIN, physical, rotor_positions
 from simreal.robot_spec import RobotSpec
-
-#: Rotor (x, y) direction of each arm in the body frame, Bitcraze order M1..M4.
-ROTOR_DIRECTIONS = np.array([[1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]]) / math.sqrt(2.0)
-#: +1 for clockwise rotors (M1, M3): their reaction torque on the body is +z.
-ROTOR_SPIN = np.array([1.0, -1.0, 1.0, -1.0])
-
-REQUIRED = ("mass_kg", "arm_length_m", "ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2", "torque_to_thrust_m",
-            "motor_time_constant_s", "physics_dt_s")
-
-
-def physical(spec: RobotSpec, key: str) -> float:
-    """A required physical constant of the spec; the error names the missing key."""
-    if key not in spec.physical:
-        raise ConfigError(f"physical.{key}", f"required for a quadrotor (needs: {', '.join(REQUIRED)})",
-                          spec.source)
-    return float(spec.physical[key])
-
-
-def rotor_positions(spec: RobotSpec) -> np.ndarray:
-    """Rotor centres in the body frame [m], (4, 3)."""
-    arm = physical(spec, "arm_length_m")
-    return np.concatenate([ROTOR_DIRECTIONS * arm, np.zeros((4, 1))], axis=1)
 
 
 def build_spec(spec: RobotSpec) -> mujoco.MjSpec:

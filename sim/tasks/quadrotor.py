@@ -5,7 +5,7 @@ Action modes (never raw body forces):
 - ``rotor_thrust``: a in [-1, 1]^4 -> rotor thrust f = f_max (a + 1) / 2 [N], what PX4's
   direct actuator control and the Crazyflie's power-distribution input take;
 - ``ctbr``: a -> collective thrust and body rates, turned into rotor thrusts by the
-  onboard rate loop (``simreal.sim.robots.quadrotor_control``) at every physics step.
+  onboard rate loop (``simreal.quadrotor_control``) at every physics step.
 
 Randomised per episode (uniform; ranges in :class:`QuadrotorConfig`): mass, inertia,
 thrust coefficient (actuator gain), motor time constant (actuator dynamics), action
@@ -33,8 +33,8 @@ from simreal.robot_spec import RobotSpec
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 from simreal.sim.episode_stats import defined_where
-from simreal.sim.robots import quadrotor_control as qc
-from simreal.sim.robots.crazyflie import ROTOR_SPIN, physical, rotor_positions
+from simreal import quadrotor_control as qc
+from simreal.quadrotor_control import physical
 from simreal.sim.rotations import quat_from_rpy
 
 G = 9.81
@@ -72,9 +72,8 @@ class QuadrotorTask(MjEnv):
 
     def __init__(self, robot: RobotSpec, cfg: QuadrotorConfig, backend: str = "auto"):
         self.f_max = np.array([a.effort_limit for a in robot.actuators])
-        mixer = qc.allocation_matrix(rotor_positions(robot), ROTOR_SPIN, physical(robot, "torque_to_thrust_m"))
-        self.mixer_inv = np.linalg.inv(mixer)
-        self.inertia_diag = np.array([physical(robot, k) for k in ("ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2")])
+        self.mixer_inv = np.linalg.inv(qc.mixer(robot))
+        self.inertia_diag = qc.inertia_diag(robot)
         self.mass = physical(robot, "mass_kg")
         self.max_rate = float(robot.physical.get("max_body_rate_rad_s", 10.0))
         if cfg.action_mode == "ctbr":

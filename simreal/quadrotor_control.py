@@ -1,7 +1,13 @@
 """Quadrotor flight-controller math, array-namespace agnostic (``xp`` = numpy or jax.numpy).
 
 The same functions run inside the simulation (JAX, every physics step) and on the deploy
-side (numpy), so the rate loop a policy trained against is the rate loop it flies with.
+side (numpy: the robot runtime's landing controller, :mod:`simreal.deploy.landing`), so the
+rate loop a policy trained against is the rate loop it flies with. Core, not ``sim``: the
+robot runtime imports it without MuJoCo or JAX.
+
+Geometry (an X frame, Bitcraze numbering: M1 front-right, M2 back-right, M3 back-left,
+M4 front-left; body x forward, y left, z up): rotor i sits at ``arm_length_m`` along
+:data:`ROTOR_DIRECTIONS` [i] and spins :data:`ROTOR_SPIN` [i].
 
 Allocation (mixer). Rotor i at body position (x_i, y_i) with thrust f_i [N] and spin
 s_i (+1 clockwise) gives::
@@ -26,12 +32,49 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import numpy as np
+
+from simreal.errors import ConfigError
+from simreal.robot_spec import RobotSpec
 
 Array = Any
 
+#: Rotor (x, y) direction of each arm in the body frame, Bitcraze order M1..M4.
+ROTOR_DIRECTIONS = np.array([[1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]]) / math.sqrt(2.0)
+#: +1 for clockwise rotors (M1, M3): their reaction torque on the body is +z.
+ROTOR_SPIN = np.array([1.0, -1.0, 1.0, -1.0])
+
+REQUIRED = ("mass_kg", "arm_length_m", "ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2", "torque_to_thrust_m",
+            "motor_time_constant_s", "physics_dt_s")
+
 #: Rate-loop bandwidths [1/s] (desired angular acceleration per unit rate error).
 RATE_GAINS = (40.0, 40.0, 15.0)
+
+
+def physical(spec: RobotSpec, key: str) -> float:
+    """A required physical constant of the spec; the error names the missing key."""
+    if key not in spec.physical:
+        raise ConfigError(f"physical.{key}", f"required for a quadrotor (needs: {', '.join(REQUIRED)})",
+                          spec.source)
+    return float(spec.physical[key])
+
+
+def rotor_positions(spec: RobotSpec) -> np.ndarray:
+    """Rotor centres in the body frame [m], (4, 3)."""
+    arm = physical(spec, "arm_length_m")
+    return np.concatenate([ROTOR_DIRECTIONS * arm, np.zeros((4, 1))], axis=1)
+
+
+def inertia_diag(spec: RobotSpec) -> np.ndarray:
+    """(Jxx, Jyy, Jzz) [kg m^2]."""
+    return np.array([physical(spec, k) for k in ("ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2")])
+
+
+def mixer(spec: RobotSpec) -> np.ndarray:
+    """The spec's allocation matrix A (4, 4) (module docstring)."""
+    return allocation_matrix(rotor_positions(spec), ROTOR_SPIN, physical(spec, "torque_to_thrust_m"))
 
 
 def allocation_matrix(rotor_pos_b: np.ndarray, spin: np.ndarray, torque_to_thrust_m: float) -> np.ndarray:
