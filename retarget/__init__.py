@@ -10,7 +10,9 @@ Modules, in the order data flows through them:
 - targets: scaling (from limb lengths) + contacts (stance labels) -> per-frame targets.
 - ik (mink, frame by frame) and interaction (interaction_mesh + window_qp + qp + collisions:
   windowed SQP with hard constraints) solve for the joint trajectory.
-- metrics: the quality report, the same for both methods.
+- metrics: the physical measurements, the same for both methods; checks: the graded report
+  (thresholds, per-frame-range findings, the verdict); feasibility: PD playback of the result
+  with the robot's own servos and a free base.
 - motion_file: ``save_motion`` / ``load_motion``, the contract sim's tracking tasks read.
 - pipeline: ``retarget`` (one clip end to end); cmd_retarget: the ``simreal retarget`` verb;
   video: robot beside the source skeleton.

@@ -2,6 +2,7 @@
 
     simreal retarget walk.bvh --robot g1 --out walk_g1.npz
     simreal retarget walk.bvh --robot h1 --out walk_h1.npz --method ik --json
+    simreal retarget walk.bvh --robot g1 --out walk_g1.npz --strict    # exit 1 if the verdict is fail
     simreal retarget walk.bvh --robot g1 --out walk_g1.npz --video walk_g1.mp4
     simreal retarget clips/ --robot g1 --out out/ --jobs 2            # a folder, in parallel
     simreal retarget amass/0005_Walking001_poses.npz --robot g1 --out a.npz --body-models ~/smpl
@@ -13,8 +14,13 @@ SMPL+H / SMPL-X npz (with ``--body-models``), CSV or npz of named keypoints. Rob
 ``h1``, a robot spec YAML, or an MJCF / URDF with a keypoint map (``--map``). Methods:
 ``interaction`` (default; interaction mesh with hard contact, collision and limit constraints)
 and ``ik`` (mink differential IK). Each clip's quality report is printed (``--json`` for all
-of it) and stored in the motion file. ``--set key=value`` overrides the map's solver settings
-(``ik.*``, ``interaction.*``, ``contacts.*``).
+of it) and stored in the motion file: the physical metrics (:mod:`metrics`) and the graded
+checks with their verdict, ok / warn / fail (:mod:`checks`, PD playback in :mod:`feasibility`).
+``--strict`` exits 1 when any clip fails a check. ``--set key=value`` overrides the map's solver
+settings (``ik.*``, ``interaction.*``, ``contacts.*``).
+
+Exit codes: 0 done; 1 a clip could not be retargeted (folder runs finish the others) or, with
+``--strict``, a clip's verdict is fail; 2 bad input (a file, a robot, a setting).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=("interaction", "ik"), default="interaction")
     p.add_argument("--video", help="render the robot beside the source skeleton to this .mp4 (a folder for a folder)")
     p.add_argument("--json", action="store_true", help="print the full quality report(s) as JSON")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any clip's quality verdict is fail")
     p.add_argument("--map", help="keypoint map YAML (default configs/retarget/<robot>.yaml)")
     p.add_argument("--joint-map", help="YAML of canonical keypoint: source joint name, for unrecognised rigs")
     p.add_argument("--scene", help="scene YAML with boxes (terrain, obstacles)")
@@ -128,6 +135,7 @@ def _progress(total: int):
 
 
 def _print(summary: dict) -> None:
+    from simreal.retarget.checks import verdict_lines
     from simreal.retarget.metrics import summary_line
 
     if "error" in summary:
@@ -139,6 +147,8 @@ def _print(summary: dict) -> None:
           + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
              if q['solver'].get('infeasible_frames') else ""))
     print(f"  {summary_line(q)}")
+    for line in verdict_lines(q):
+        print(f"  {line}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for s in summaries:
             _print(s)
-    return 1 if any("error" in s for s in summaries) else 0
+    failed = args.strict and any(s.get("quality", {}).get("verdict") == "fail" for s in summaries)
+    return 1 if failed or any("error" in s for s in summaries) else 0
 
 
 def _run_parallel(work: list[tuple], opts: dict, jobs: int) -> list[dict]:

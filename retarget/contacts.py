@@ -1,11 +1,18 @@
-"""Foot contact labels: which frames each foot is in stance.
+"""Foot contact labels: which frames each foot is in stance, from the evidence of its contact points.
 
-A foot is in stance where its sole (smoothed over ``smooth_s`` against capture jitter) is
-near the terrain and barely moving; segments shorter
-than ``min_stance_s`` are dropped and swing gaps shorter than ``min_swing_s`` are filled, so
-one noisy frame neither plants nor lifts a foot. The labels decide where the interaction
-solver pins feet (no slide, flat, on the ground), are written to the motion file, and are
-what the slide metric counts over.
+Each foot has contact points (the heel, under the ankle, and the ball of the foot, the toe
+joint), each given as its position minus its height when the foot stands flat, so a point
+on the ground has z = terrain. A point *touches* where it is near the terrain and barely
+moving. Labels use hysteresis, per foot:
+
+    enter stance  where some point is below ``height_m`` and slower than ``speed_m_s``;
+    stay          while some point is below ``release_height_m`` and slower than ``release_speed_m_s``;
+
+so speed jitter around one threshold neither lifts a planted foot nor plants a swinging
+one. Then stance segments shorter than ``min_stance_s`` are dropped and swing gaps shorter
+than ``min_swing_s`` are filled. Tracks are smoothed over ``smooth_s`` against capture jitter
+first. The labels decide where the interaction solver pins feet (no slide, flat, on the
+ground), are written to the motion file, and are what the slide metric counts over.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from scipy.ndimage import gaussian_filter1d
 from simreal.retarget.settings import ContactConfig
 
 
-def _runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
+def runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
     """(start, stop, value) runs of a boolean array."""
     edges = np.flatnonzero(np.diff(x.astype(np.int8))) + 1
     bounds = np.concatenate([[0], edges, [len(x)]])
@@ -26,34 +33,51 @@ def _runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
 def clean_runs(x: np.ndarray, min_true: int, min_false: int) -> np.ndarray:
     """Fill interior False runs shorter than ``min_false``, then drop True runs shorter than ``min_true``."""
     y = x.copy()
-    for a, b, v in _runs(y):
+    for a, b, v in runs(y):
         if not v and 0 < a and b < len(y) and b - a < min_false:
             y[a:b] = True
-    for a, b, v in _runs(y):
+    for a, b, v in runs(y):
         if v and b - a < min_true:
             y[a:b] = False
     return y
 
 
-def detect_contacts(soles: np.ndarray, fps: float, terrain_z: np.ndarray,
+def hysteresis(enter: np.ndarray, stay: np.ndarray) -> np.ndarray:
+    """(T,) bool: True from a frame where ``enter`` holds until the first frame where ``stay`` fails.
+
+    ``enter`` implies ``stay`` (thresholds nest); a frame that satisfies ``enter`` is always True.
+    """
+    out = np.zeros(len(enter), dtype=bool)
+    on = False
+    for t in range(len(enter)):
+        on = bool(enter[t]) or (on and bool(stay[t]))
+        out[t] = on
+    return out
+
+
+def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
                     cfg: ContactConfig = ContactConfig()) -> np.ndarray:
-    """Stance labels from sole tracks.
+    """Stance labels from foot contact points.
 
     Args:
-      soles: (T, F, 3) sole positions [m] (F feet).
+      points: (T, F, P, 3) contact points [m] of F feet (P per foot), each shifted down by its
+        flat-foot height so that it is at the terrain when that part of the foot is down.
       fps: frame rate [Hz].
-      terrain_z: (T, F) terrain height under each sole [m].
+      terrain_z: (T, F) terrain height under each foot [m].
       cfg: thresholds.
 
     Returns:
       (T, F) bool, True in stance.
     """
-    T = soles.shape[0]
+    T = points.shape[0]
     if cfg.smooth_s > 0 and T > 1:  # mocap jitter would read as speed
-        soles = gaussian_filter1d(soles, cfg.smooth_s * fps, axis=0, mode="nearest")
-    vel = np.gradient(soles, axis=0) * fps if T > 1 else np.zeros_like(soles)
-    speed = np.linalg.norm(vel, axis=-1)
-    raw = (soles[..., 2] - terrain_z < cfg.height_m) & (speed < cfg.speed_m_s)
+        points = gaussian_filter1d(points, cfg.smooth_s * fps, axis=0, mode="nearest")
+    speed = np.linalg.norm(np.gradient(points, axis=0), axis=-1) * fps if T > 1 else np.zeros(points.shape[:-1])
+    height = points[..., 2] - terrain_z[:, :, None]  # (T, F, P)
+    enter = ((height < cfg.height_m) & (speed < cfg.speed_m_s)).any(-1)
+    stay = ((height < max(cfg.release_height_m, cfg.height_m))
+            & (speed < max(cfg.release_speed_m_s, cfg.speed_m_s))).any(-1)
     n_stance = max(1, int(round(cfg.min_stance_s * fps)))
     n_swing = max(1, int(round(cfg.min_swing_s * fps)))
-    return np.stack([clean_runs(raw[:, f], n_stance, n_swing) for f in range(soles.shape[1])], axis=1)
+    return np.stack([clean_runs(hysteresis(enter[:, f], stay[:, f]), n_stance, n_swing)
+                     for f in range(points.shape[1])], axis=1)

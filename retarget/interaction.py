@@ -27,7 +27,9 @@ first frame alone gets ``first_frame_iterations``. Pairs already penetrating by 
 leftover (mm) may not get deeper and are pushed out by a cost. Position and velocity limits are
 never relaxed (they are always jointly feasible); when contact or stance rows conflict, the QP
 is solved again with slack on them and the frame is reported as infeasible, never crashing the
-clip. A committed stance foot left more than 5 mm / 5 mrad off is reported the same way.
+clip. A window whose frames to commit leave a stance foot more than 5 mm / 5 mrad off gets up
+to ``repair_iterations`` more iterations with a halving trust region (a step overshooting over
+a straight knee otherwise cycles at full size); a foot still off is reported the same way.
 
 Written by hand because no library solves this windowed, collision-constrained mesh QP; the
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
@@ -97,28 +99,42 @@ class InteractionSolver:
         q[:3] += self.targets.positions[t, pel] - self.targets.positions[t - 1, pel]
         return q
 
+    def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray]]:
+        """Per frame of [t0, t1): (largest stance residual, stance anchor xy per foot (2, 2), nan in swing)."""
+        r, m, d = self.robot, self.model, self.data
+        prev = self.anchor[t0 - 1].copy() if t0 > 0 else np.full((2, 2), np.nan)
+        out = []
+        for t in range(t0, t1):
+            d.qpos[:] = self.q[t]
+            mujoco.mj_kinematics(m, d)
+            anchor, residual = np.full((2, 2), np.nan), 0.0
+            for f in range(2):
+                if not self.targets.contacts[t, f]:
+                    continue
+                p = d.site_xpos[r.foot_sites[f]]
+                continuing = t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, 0])
+                anchor[f] = prev[f] if continuing else p[:2]
+                up = d.site_xmat[r.foot_sites[f]].reshape(3, 3) @ r.foot_up_local[f]
+                z = float(r.scene.height(p[None, :2], p[2] - r.sole_height[f])[0]) + r.sole_height[f]
+                residual = max(residual, float(np.linalg.norm(p[:2] - anchor[f])), abs(p[2] - z),
+                               float(np.hypot(*up[:2])))
+            out.append((residual, anchor))
+            prev = anchor
+        return out
+
     def commit(self, t: int) -> None:
         """Fix frame ``t``: record stance anchors, and report a stance foot the last linearised
         step left off its anchor, the terrain or level (the solve did not converge there)."""
-        r, m, d = self.robot, self.model, self.data
-        d.qpos[:] = self.q[t]
-        mujoco.mj_kinematics(m, d)
-        for f in range(2):
-            if not self.targets.contacts[t, f]:
-                continue
-            p = d.site_xpos[r.foot_sites[f]]
-            if t > 0 and self.targets.contacts[t - 1, f]:
-                self.anchor[t, f] = self.anchor[t - 1, f]
-            else:
-                self.anchor[t, f] = p[:2]
-            up = d.site_xmat[r.foot_sites[f]].reshape(3, 3) @ r.foot_up_local[f]
-            z = float(r.scene.height(p[None, :2], p[2] - r.sole_height[f])[0]) + r.sole_height[f]
-            residual = max(float(np.linalg.norm(p[:2] - self.anchor[t, f])), abs(p[2] - z), float(np.hypot(*up[:2])))
-            if residual > RESIDUAL_TOL:
-                self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
+        residual, self.anchor[t] = self._stance_state(t, t + 1)[0]
+        if residual > RESIDUAL_TOL:
+            self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
 
     # -- one window ------------------------------------------------------------
-    def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int) -> None:
+    def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int, n_commit: int) -> None:
+        """Iterate frames [t0, t1) at least ``iterations`` and at most ``max_iterations`` times, and
+        up to ``repair_iterations`` more while a stance foot of the first ``n_commit`` frames is
+        left off its constraints, with a shrinking trust region (the linearisation's leftover: a
+        step that overshoots, as over a straight knee, cycles at full size)."""
         tg, cfg, r = self.targets, self.cfg, self.robot
         mid = (t0 + t1 - 1) // 2
         soles = tg.positions[mid, self.feet_k]
@@ -128,16 +144,25 @@ class InteractionSolver:
             near = np.min(np.linalg.norm(pts[:, None] - tg.positions[mid][None], axis=-1), axis=1) < 0.5
             env = np.concatenate([env, pts[near]])
         Q = cfg.laplacian_weight * laplacian_metric(tg.positions[mid], env) + self.Q_kp
-        for it in range(max(iterations, max_iterations)):
+        limit = max(iterations, max_iterations)
+        it, trust = 0, self.trust
+        while it < limit + cfg.repair_iterations:
+            if it >= limit:  # repairing: halve the trust region each time, so a step cycling
+                self.trust = trust * 0.5 ** min(it - limit + 1, 5)  # over a straight knee settles
             lins = [Linearisation(self, self.q[t]) for t in range(t0, t1)]
             x, slack_by_frame = self._solve_qp(t0, t1, lins, Q)
             for w, t in enumerate(range(t0, t1)):
                 mujoco.mj_integratePos(self.model, self.q[t], x[w * self.nv:(w + 1) * self.nv], 1.0)
                 self.q[t, r.qpos_adr] = np.clip(self.q[t, r.qpos_adr], r.q_lower, r.q_upper)
             self.iterations += 1
-            # Linearisation error grows with the step squared: stop once steps are small.
-            if it + 1 >= iterations and np.max(np.abs(x)) < cfg.converged_step:
-                break
+            it += 1
+            # Linearisation error grows with the step squared: stop once steps are small, or at
+            # the limit, unless the frames to commit still leave a stance foot off.
+            if (it >= iterations and np.max(np.abs(x)) < cfg.converged_step) or it >= limit:
+                if max(res for res, _ in self._stance_state(t0, t0 + n_commit)) <= RESIDUAL_TOL:
+                    break
+                limit = min(limit, it)
+        self.trust = trust
         for t, s in slack_by_frame.items():
             if s > SLACK_REPORT_TOL:
                 self.infeasible[t] = max(self.infeasible.get(t, 0.0), s)
@@ -163,7 +188,7 @@ class InteractionSolver:
     def run(self) -> np.ndarray:
         T, cfg = self.targets.num_frames, self.cfg
         self.q[0] = self.initial_guess(0)
-        self.solve_window(0, 1, cfg.first_frame_iterations, cfg.first_frame_iterations)
+        self.solve_window(0, 1, cfg.first_frame_iterations, cfg.first_frame_iterations, 1)
         self.commit(0)
         filled, t0 = 1, 1
         while t0 < T:
@@ -171,8 +196,8 @@ class InteractionSolver:
             for t in range(filled, t1):
                 self.q[t] = self.initial_guess(t)
             filled = t1
-            self.solve_window(t0, t1, cfg.iterations, cfg.max_iterations)
             n_commit = t1 - t0 if t1 == T else min(cfg.stride, t1 - t0)
+            self.solve_window(t0, t1, cfg.iterations, cfg.max_iterations, n_commit)
             for t in range(t0, t0 + n_commit):
                 self.commit(t)
             t0 += n_commit

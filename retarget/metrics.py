@@ -12,6 +12,9 @@
 
 Tolerances: a limit counts as violated beyond 1e-6 rad (or rad/s), far below any physical
 effect; that is the solver's numerical precision, not slack.
+
+These are measurements; :mod:`simreal.retarget.checks` grades a clip (thresholds, frame ranges,
+the ok / warn / fail verdict, PD playback) and adds its ``verdict`` and ``checks`` to the report.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from simreal.errors import UnknownNameError
+from simreal.retarget.checks import graded_report
 from simreal.retarget.ik import solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import quality_report
@@ -111,11 +112,14 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
     quality = quality_report(robot, qpos, targets)
     quality["method"] = method
     quality["solver"] = stats
+    quality.update(graded_report(robot, qpos, targets, stats))
     settings = robot.kmap.ik if method == "ik" else robot.kmap.interaction
     provenance = {
         "source": human.source, "robot": robot.source, "method": method,
         "settings": dataclasses.asdict(settings), "contacts": dataclasses.asdict(robot.kmap.contacts),
-        "scaling": targets.scaling.to_dict(), "vertical_offset_m": targets.vertical_offset_m,
+        "scaling": targets.scaling.to_dict(), "vertical_offset_m": {
+            "median": float(np.median(targets.vertical_offset_m)), "min": float(targets.vertical_offset_m.min()),
+            "max": float(targets.vertical_offset_m.max())},
         "excluded_self_collision_pairs": [list(p) for p in robot.excluded_pairs],
         "versions": _versions(), "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }

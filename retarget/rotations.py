@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 from scipy.spatial.transform import Rotation
 
 # Rotation that takes a Y-up right-handed frame to simreal's Z-up frame (+90 deg about x):
@@ -90,6 +91,55 @@ def yaw_frame(forward: np.ndarray) -> np.ndarray:
     up = np.zeros_like(f)
     up[..., 2] = 1.0
     return frame_from_axes(f, up)
+
+
+def level_frame(yaw: np.ndarray) -> np.ndarray:
+    """Level frames (..., 3, 3): a turn by ``yaw`` (...) [rad] about world z."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return yaw_frame(np.stack([c, s, np.zeros_like(c)], axis=-1))
+
+
+def heading_from_left(left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heading yaw [rad] of a body from its left-pointing axis (..., 3), and how well it is defined.
+
+    The heading is the horizontal direction perpendicular to the horizontal part of ``left``,
+    ``(l_y, -l_x, 0)``: unlike the horizontal projection of a forward axis, it does not flip
+    when the body pitches through vertical (a foot pointing down, a bow), because a lateral
+    axis stays near-horizontal then. Returns (yaw (...), the horizontal length of ``left``
+    over its length (...), 0 where the lateral axis is vertical and the heading undefined).
+    """
+    n = np.maximum(np.linalg.norm(left, axis=-1), 1e-12)
+    return np.arctan2(-left[..., 0], left[..., 1]), np.hypot(left[..., 0], left[..., 1]) / n
+
+
+def wrap_angle(a: np.ndarray) -> np.ndarray:
+    """Angles [rad] wrapped to [-pi, pi)."""
+    return (np.asarray(a) + np.pi) % (2 * np.pi) - np.pi
+
+
+def project_to_so3(M: np.ndarray) -> np.ndarray:
+    """The nearest rotations (..., 3, 3) to matrices ``M`` (..., 3, 3) in the Frobenius norm (SVD)."""
+    U, _, Vt = np.linalg.svd(M)
+    D = np.ones(M.shape[:-1])
+    D[..., -1] = np.sign(np.linalg.det(U @ Vt))
+    return (U * D[..., None, :]) @ Vt
+
+
+def fill_unreliable(R: np.ndarray, reliability: np.ndarray, sigma_frames: float) -> np.ndarray:
+    """Rotation tracks (T, 3, 3) whose poorly defined frames are replaced by their reliable neighbours.
+
+    ``reliability`` (T,) in [0, 1] weights each frame. The fill is the reliability-weighted
+    Gaussian (``sigma_frames``) chordal mean of the track, projected back onto SO(3); each frame
+    becomes ``proj(c R_t + (1 - c) fill_t)``: fully reliable frames are kept as they are. Frames
+    with no reliable neighbour keep their own rotation.
+    """
+    c = np.clip(reliability, 0.0, 1.0)
+    if c.min() >= 1.0 or len(R) < 2:
+        return R
+    num = gaussian_filter1d(R * c[:, None, None], sigma_frames, axis=0, mode="nearest")
+    den = gaussian_filter1d(c, sigma_frames, mode="nearest")
+    fill = np.where(den[:, None, None] > 1e-6, num / np.maximum(den, 1e-6)[:, None, None], R)
+    return project_to_so3(c[:, None, None] * R + (1 - c[:, None, None]) * fill)
 
 
 def rotation_log(R: np.ndarray) -> np.ndarray:

@@ -18,11 +18,17 @@ QP_SOLVERS = ("daqp", "quadprog")
 
 @dataclasses.dataclass(frozen=True)
 class ContactConfig:
-    """Stance labels from the scaled human feet (retarget/contacts.py)."""
+    """Stance labels from the feet's contact points, the human scaled by the leg ratio (retarget/contacts.py).
 
-    height_m: float = field(0.035, min=0.0, doc="sole at most this far above the ground [m]")
-    speed_m_s: float = field(0.4, min=0.0, doc="and moving slower than this [m/s]")
-    smooth_s: float = field(0.05, min=0.0, doc="Gaussian smoothing of the sole tracks, sigma [s]")
+    Hysteresis: a foot enters stance below ``height_m`` and ``speed_m_s`` and stays in it until
+    it rises above ``release_height_m`` or moves faster than ``release_speed_m_s``.
+    """
+
+    height_m: float = field(0.02, min=0.0, doc="a contact point at most this far above the ground enters stance [m]")
+    speed_m_s: float = field(0.25, min=0.0, doc="and moving slower than this [m/s]")
+    release_height_m: float = field(0.04, min=0.0, doc="stance ends once every point is higher than this [m]")
+    release_speed_m_s: float = field(0.5, min=0.0, doc="or faster than this [m/s]")
+    smooth_s: float = field(0.02, min=0.0, doc="Gaussian smoothing of the point tracks, sigma [s]")
     min_stance_s: float = field(0.08, min=0.0, doc="shorter stance segments become swing [s]")
     min_swing_s: float = field(0.06, min=0.0, doc="shorter swing gaps inside stance are filled [s]")
 
@@ -49,6 +55,8 @@ class InteractionConfig:
     stride: int = field(2, min=1, max=32, doc="frames committed per window (<= window)")
     iterations: int = field(2, min=1, max=50, doc="SQP iterations per window (at least)")
     max_iterations: int = field(6, min=1, max=100, doc="more while the last step was large")
+    repair_iterations: int = field(12, min=0, max=100, doc="more while a frame to commit leaves a stance foot "
+                                                            "off its constraints")
     converged_step: float = field(0.08, min=0.0, doc="largest |dq| [rad or m] that ends the iterations")
     first_frame_iterations: int = field(30, min=1, max=1000, doc="SQP iterations for the first frame")
     laplacian_weight: float = field(4.0, min=0.0, doc="interaction-mesh deformation energy")

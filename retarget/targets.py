@@ -3,12 +3,18 @@
 Steps, each a small function:
 
 1. find the canonical keypoints in the source skeleton (:mod:`joint_names`);
-2. add the soles: between ankle and toe, at the lower of the two (or under the ankle);
-3. put the human's floor at z = 0 (a low percentile of the lower sole's height);
+2. the feet's contact points (heel under the ankle, ball at the toe joint), each shifted down
+   by its flat-foot height, and the soles: between ankle and toe, as high as the lower point;
+3. put the human's floor at z = 0 (a low percentile of the contact points' heights);
 4. scale to the robot (:mod:`scaling`, derived from limb lengths);
-5. body frames from keypoints: pelvis (hips + spine), chest (shoulders + neck), feet (heading of
-   the toes, kept level), turned into target orientations of the mapped robot sites;
-6. label contacts on the scaled soles and shift the targets so stance soles rest on the terrain.
+5. body frames from the bones, never from a projection that degenerates when one bone passes
+   vertical: pelvis (hips + spine), chest (shoulders + neck), feet (the lateral axis of the
+   shin and foot bones, which stays near-horizontal when the foot points down, turned into a
+   level heading relative to the pelvis); frames where the bones are near-collinear are filled
+   from their neighbours in time;
+6. label contacts on the human's contact points scaled by the leg ratio (a similarity: a planted
+   foot stays planted and on the floor, which the per-segment scaled targets need not), and
+   shift the targets vertically, frame by frame, so the stance soles rest on the terrain.
 """
 
 from __future__ import annotations
@@ -18,16 +24,26 @@ from collections.abc import Mapping
 
 import mujoco
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.contacts import detect_contacts
+from simreal.retarget.contacts import detect_contacts, runs
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.rotations import frame_from_left_up, yaw_frame
+from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
 from simreal.retarget.skeleton import HumanMotion
 
 ORIENTED = ("pelvis", "torso", "head", "left_foot", "right_foot")
+# A frame built from two bones is reliable when the sine of the angle between them (times, for a
+# heading, the horizontal share of their lateral axis) is above RELIABLE[1], unusable below
+# RELIABLE[0], blended in between.
+RELIABLE = (0.15, 0.35)
+FILL_SIGMA_S = 0.1  # unreliable frames are filled from reliable ones within about this [s]
+# Feet point at most this far from the pelvis heading [rad]: the human hip rotates about
+# +-45 deg; beyond it the bones are mislabelled or the capture glitched.
+FOOT_YAW_MAX_RAD = 0.8
+OFFSET_SMOOTH_S = 0.05  # sigma of the per-frame vertical offset [s]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +57,8 @@ class Targets:
       human: (T, K, 3) the human keypoints before scaling (floor at z = 0) [m].
       contacts: (T, 2) stance of the left and right foot.
       terrain_z: (T, 2) terrain height under each target sole [m].
-      fps: [Hz]; scaling: the derived factors; vertical_offset_m: shift applied after scaling.
+      fps: [Hz]; scaling: the derived factors; vertical_offset_m: (T,) downward shift applied
+        after scaling [m], so that stance soles rest on the terrain.
     """
 
     keypoints: tuple[str, ...]
@@ -52,7 +69,7 @@ class Targets:
     terrain_z: np.ndarray
     fps: float
     scaling: Scaling
-    vertical_offset_m: float
+    vertical_offset_m: np.ndarray
 
     @property
     def num_frames(self) -> int:
@@ -65,8 +82,7 @@ def start_pose(robot: RetargetRobot, targets: Targets) -> np.ndarray:
     q = robot.q_home.copy()
     pel = robot.keypoint_index("pelvis")
     q[:2] = targets.positions[0, pel, :2]
-    fwd = targets.rotations[0, pel][:, 0]
-    yaw = float(np.arctan2(fwd[1], fwd[0]))
+    yaw = float(heading_from_left(targets.rotations[0, pel][:, 1])[0])
     turn = np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
     mujoco.mju_mulQuat(q[3:7], turn, robot.q_home[3:7].copy())
     return q
@@ -86,43 +102,137 @@ def resample(motion: HumanMotion, fps: float) -> HumanMotion:
                                fps=float(fps), source=source)
 
 
-def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
-    """Canonical keypoint tracks (T, 3) [m], soles included, floor at z = 0."""
+def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = None
+                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Canonical keypoint tracks (T, 3) [m], soles included, floor at z = 0, and the feet's
+    contact points (T, 2, P, 3) [m] (left, right; heel and ball, or a heel alone without toes).
+
+    A contact point is a point of the foot shifted down by its height when the foot stands
+    flat (a low percentile of its height over the clip, both feet pooled), so it is at the
+    floor whenever that part of the foot is down. Without a toe joint the heel is a tenth of
+    the leg below the ankle. The sole is between ankle and toe, as high as the lower point.
+    """
     idx = joint_names.resolve_keypoints(motion.names, joint_map)
     kp = {k: motion.positions[:, i] for k, i in idx.items()}
     leg = np.median(np.linalg.norm(kp["left_knee"] - kp["left_hip"], axis=-1)
                     + np.linalg.norm(kp["left_ankle"] - kp["left_knee"], axis=-1))
-    for side in ("left", "right"):
-        ankle = kp[f"{side}_ankle"]
-        toe = kp.get(f"{side}_toe")
-        if toe is not None:
-            sole = 0.5 * (ankle + toe)
-            sole[:, 2] = np.minimum(ankle[:, 2], toe[:, 2])
-        else:  # no toe joint: a point under the ankle, a tenth of the leg down
-            sole = ankle - np.array([0.0, 0.0, 0.1 * leg])
-        kp[f"{side}_foot"] = sole
-    floor = np.percentile(np.minimum(kp["left_foot"][:, 2], kp["right_foot"][:, 2]), 5)
-    return {k: v - np.array([0.0, 0.0, floor]) for k, v in kp.items()}
+    has_toes = "left_toe" in kp and "right_toe" in kp
+    parts = ("ankle", "toe") if has_toes else ("ankle",)
+    points = np.stack([np.stack([kp[f"{side}_{p}"] for p in parts], axis=1) for side in ("left", "right")], axis=1)
+    if not has_toes:
+        points = points - np.array([0.0, 0.0, 0.1 * leg])
+    rest = np.percentile(points[..., 2].reshape(-1, len(parts)), 5, axis=0)  # (P,) flat-foot heights
+    floor = float(rest.min())
+    points = points - np.concatenate([np.zeros((len(parts), 2)), rest[:, None]], axis=1)  # flat: z = 0
+    for f, side in enumerate(("left", "right")):
+        sole = kp[f"{side}_ankle"] if not has_toes else 0.5 * (kp[f"{side}_ankle"] + kp[f"{side}_toe"])
+        kp[f"{side}_foot"] = np.concatenate([sole[:, :2], points[:, f, :, 2].min(axis=1, keepdims=True) + floor], 1)
+    shift = np.array([0.0, 0.0, floor])
+    return {k: v - shift for k, v in kp.items()}, points
 
 
-def human_frames(kp: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Body frames (T, 3, 3), x forward / y left / z up, from keypoints."""
+def _reliability(x: np.ndarray) -> np.ndarray:
+    """Weights in [0, 1] from a sine-like quality measure (see :data:`RELIABLE`)."""
+    return np.clip((x - RELIABLE[0]) / (RELIABLE[1] - RELIABLE[0]), 0.0, 1.0)
+
+
+def _angle_quality(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a x b| / (|a| |b|) (T,): the sine of the angle between two bones."""
+    n = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return np.linalg.norm(np.cross(a, b), axis=-1) / np.maximum(n, 1e-12)
+
+
+def _fill_scalar(x: np.ndarray, reliability: np.ndarray, sigma_frames: float, default: float = 0.0) -> np.ndarray:
+    """``c x + (1 - c) fill``: unreliable samples replaced by the reliability-weighted Gaussian mean of
+    their neighbours, ``default`` where no neighbour is reliable."""
+    c = np.clip(reliability, 0.0, 1.0)
+    num = gaussian_filter1d(c * x, sigma_frames, mode="nearest")
+    den = gaussian_filter1d(c, sigma_frames, mode="nearest")
+    fill = np.where(den > 1e-3, num / np.maximum(den, 1e-3), default)
+    return c * x + (1 - c) * fill
+
+
+def _track_sign(delta: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Angles (T,) [rad] known up to a half turn, made continuous where ``weight`` (T,) > 0.
+
+    Within each run of frames with weight, a frame takes ``delta`` or ``delta + pi``, whichever
+    is nearer the frame before (the bones stay apart there, so the axis cannot flip between
+    frames); each run then faces the way its weighted majority is within 90 deg of 0 (the
+    pelvis heading). Frames without weight are left as they are (the caller fills them).
+    """
+    out = delta.copy()
+    for a, b, on in runs(weight > 0):
+        if not on:
+            continue
+        for t in range(a + 1, b):
+            flipped = wrap_angle(out[t] + np.pi)
+            if abs(wrap_angle(flipped - out[t - 1])) < abs(wrap_angle(out[t] - out[t - 1])):
+                out[t] = flipped
+        if np.sum(weight[a:b] * np.cos(out[a:b])) < 0:
+            out[a:b] = wrap_angle(out[a:b] + np.pi)
+    return out
+
+
+def foot_yaw(knee: np.ndarray, ankle: np.ndarray, toe: np.ndarray, pelvis_yaw: np.ndarray,
+             sigma_frames: float) -> np.ndarray:
+    """Heading [rad] (T,) of a foot from its shin (knee -> ankle) and foot bone (ankle -> toe).
+
+    The foot's lateral axis ``(toe - ankle) x (ankle - knee)`` is defined whenever the ankle is
+    not straight and stays near-horizontal however far the foot pitches down, so its heading
+    (:func:`heading_from_left`) does not flip where the foot bone passes vertical. Relative to
+    the pelvis heading it is made continuous in time (the axis changes sign where the foot bone
+    crosses the shin line; each stretch between such crossings faces forward on the whole), frames where the
+    bones are near collinear are filled from their neighbours in time (or the pelvis heading),
+    and the result is kept within :data:`FOOT_YAW_MAX_RAD` of the pelvis.
+    """
+    shin, foot = ankle - knee, toe - ankle
+    yaw, level = heading_from_left(np.cross(foot, shin))
+    reliability = _reliability(_angle_quality(foot, shin) * level)
+    delta = _track_sign(wrap_angle(yaw - pelvis_yaw), reliability)
+    delta = _fill_scalar(delta, reliability, sigma_frames)
+    return pelvis_yaw + np.clip(delta, -FOOT_YAW_MAX_RAD, FOOT_YAW_MAX_RAD)
+
+
+def human_frames(kp: Mapping[str, np.ndarray], fps: float) -> dict[str, np.ndarray]:
+    """Body frames (T, 3, 3), x forward / y left / z up, from keypoints (see the module docstring)."""
+    sigma = FILL_SIGMA_S * fps
     up_top = kp.get("neck", kp.get("head", kp.get("torso")))
     spine = kp.get("torso", up_top)
-    pelvis = frame_from_left_up(kp["left_hip"] - kp["right_hip"],
-                                (spine if spine is not None else kp["pelvis"] + [0, 0, 1]) - kp["pelvis"])
+    left = kp["left_hip"] - kp["right_hip"]
+    up = (spine if spine is not None else kp["pelvis"] + [0, 0, 1]) - kp["pelvis"]
+    pelvis = fill_unreliable(frame_from_left_up(left, up), _reliability(_angle_quality(left, up)), sigma)
     frames = {"pelvis": pelvis}
     if "left_shoulder" in kp and "right_shoulder" in kp and up_top is not None and spine is not None:
         top = up_top if up_top is not spine else kp.get("head", spine + [0, 0, 0.1])
-        frames["torso"] = frame_from_left_up(kp["left_shoulder"] - kp["right_shoulder"], top - spine)
+        left, up = kp["left_shoulder"] - kp["right_shoulder"], top - spine
+        frames["torso"] = fill_unreliable(frame_from_left_up(left, up), _reliability(_angle_quality(left, up)), sigma)
     else:
         frames["torso"] = pelvis
     frames["head"] = frames["torso"]
+    pelvis_yaw = np.unwrap(heading_from_left(pelvis[:, :, 1])[0])
     for side in ("left", "right"):
         toe = kp.get(f"{side}_toe")
-        fwd = toe - kp[f"{side}_ankle"] if toe is not None else pelvis[:, :, 0]
-        frames[f"{side}_foot"] = yaw_frame(fwd)
+        yaw = pelvis_yaw if toe is None else foot_yaw(kp[f"{side}_knee"], kp[f"{side}_ankle"], toe, pelvis_yaw, sigma)
+        frames[f"{side}_foot"] = level_frame(yaw)
     return frames
+
+
+def vertical_offsets(sole_z: np.ndarray, contacts: np.ndarray, fps: float) -> np.ndarray:
+    """Per-frame downward shift (T,) [m] that puts stance soles at zero height.
+
+    ``sole_z`` (T, F): each target sole's height above where it rests on the terrain [m]. In
+    frames with a stance foot the shift is the mean height of the stance soles; across frames
+    without one (flight) it is interpolated, then smoothed over :data:`OFFSET_SMOOTH_S`. A
+    clip without any stance gets one shift, its lower sole's 5th height percentile. Frame by
+    frame, because scaling limb by limb moves a planted foot when the posture changes.
+    """
+    T = len(sole_z)
+    any_c = contacts.any(axis=1)
+    if not any_c.any():
+        return np.full(T, float(np.percentile(sole_z.min(axis=1), 5)))
+    mean = (sole_z * contacts).sum(axis=1)[any_c] / contacts.sum(axis=1)[any_c]
+    off = np.interp(np.arange(T), np.flatnonzero(any_c), mean)
+    return gaussian_filter1d(off, OFFSET_SMOOTH_S * fps, mode="nearest") if T > 1 else off
 
 
 def robot_home_sites(robot: RetargetRobot) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +247,7 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     """Scaled, oriented, contact-labelled targets for ``robot`` (see the module docstring)."""
     if motion.num_frames < 2:
         raise DataFileError(motion.source.get("path", "motion"), f"need at least 2 frames, got {motion.num_frames}")
-    kp = human_keypoints(motion, joint_map)
+    kp, points = human_keypoints(motion, joint_map)
     missing = [k for k in robot.keypoints if k not in kp]
     if missing:
         raise ConfigError("keypoints", f"the robot's keypoint map uses {', '.join(missing)}, which the source "
@@ -152,19 +262,15 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     scaled = apply_scaling(kp, scaling)
     T, K = motion.num_frames, len(robot.keypoints)
     pos = np.stack([scaled[k] for k in robot.keypoints], axis=1)
-    frames = human_frames(kp)
+    frames = human_frames(kp, motion.fps)
     rots = np.broadcast_to(np.eye(3), (T, K, 3, 3)).copy()
     for i, k in enumerate(robot.keypoints):
         if k in ORIENTED:
             rots[:, i] = frames[k] @ home_rot[i]
     feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
-    # Put the scaled stance soles on the terrain: coarse shift, contacts, then the stance median.
     terrain = robot.scene.height(pos[:, feet, :2], pos[:, feet, 2])
-    offset = float(np.percentile(np.min(pos[:, feet, 2] - terrain, axis=1), 5))
-    contacts = detect_contacts(pos[:, feet] - [0, 0, offset], motion.fps, terrain, robot.kmap.contacts)
-    if contacts.any():
-        offset += float(np.median((pos[:, feet, 2] - offset - terrain)[contacts]))
-    offset -= float(robot.sole_height.mean())  # the sole site's height when the foot is flat
-    pos[..., 2] -= offset
+    contacts = detect_contacts(scaling.root * points, motion.fps, terrain, robot.kmap.contacts)
+    offset = vertical_offsets(pos[:, feet, 2] - terrain - robot.sole_height, contacts, motion.fps)
+    pos[..., 2] -= offset[:, None]
     human = np.stack([kp[k] for k in robot.keypoints], axis=1)
     return Targets(tuple(robot.keypoints), pos, rots, human, contacts, terrain, motion.fps, scaling, offset)

@@ -25,10 +25,15 @@ if TYPE_CHECKING:
     from simreal.retarget.interaction import InteractionSolver
 
 
+ROW_KINDS = ("velocity", "collision", "stance_flat", "stance_slide", "stance_height")
+VELOCITY, COLLISION, STANCE_FLAT, STANCE_SLIDE, STANCE_HEIGHT = range(len(ROW_KINDS))
+
+
 @dataclasses.dataclass
 class WindowQP:
     """``min 1/2 x^T H x + f^T x`` s.t. ``lb <= x <= ub``, ``lo <= A x <= hi``; ``soft`` rows may
-    take slack; ``row_frame`` is the frame each row belongs to."""
+    take slack; ``row_frame`` is the frame each row belongs to, ``row_kind`` its constraint (an
+    index into :data:`ROW_KINDS`)."""
 
     H: np.ndarray
     f: np.ndarray
@@ -39,6 +44,7 @@ class WindowQP:
     hi: np.ndarray
     soft: np.ndarray
     row_frame: np.ndarray
+    row_kind: np.ndarray
 
 
 def _skew(u: np.ndarray) -> np.ndarray:
@@ -74,7 +80,7 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
     H = np.zeros((n, n))
     f = np.zeros(n)
     lb, ub = np.full(n, -INF), np.full(n, INF)
-    blocks: list[tuple] = []  # ([(window frame, (m, nv) block)], lo (m,), hi (m,), soft, frame)
+    blocks: list[tuple] = []  # ([(window frame, (m, nv) block)], lo (m,), hi (m,), soft, frame, kind)
     jd, ja = r.dof_adr, r.qpos_adr
     fin = np.isfinite(solver.vstep)
     P = np.zeros((int(fin.sum()), nv))
@@ -112,7 +118,7 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                 blo, bhi = np.maximum(blo, vlo), np.minimum(bhi, vhi)
                 bhi = np.maximum(bhi, blo)  # empty only if q_prev broke a limit, which commits never do
             elif len(P):
-                blocks.append(([(w, P), (w - 1, -P)], vlo[fin], vhi[fin], False, t))
+                blocks.append(([(w, P), (w - 1, -P)], vlo[fin], vhi[fin], False, t, VELOCITY))
         lb[sl], ub[sl] = -solver.trust, solver.trust
         lb[w * nv + jd] = np.minimum(np.maximum(blo, -solver.trust[jd]), 0.0)
         ub[w * nv + jd] = np.maximum(np.minimum(bhi, solver.trust[jd]), 0.0)
@@ -142,7 +148,8 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     Jc = cs.jac[keep][inside]
                     Hw += cfg.penetration_weight * Jc.T @ Jc
                     fw -= cfg.penetration_weight * Jc.T @ need[inside]
-                blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t))
+                blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t,
+                               COLLISION))
         # Stance feet: on the terrain, flat, not sliding.
         for fo in range(2):
             if not tg.contacts[t, fo]:
@@ -151,18 +158,19 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
             p, jp = L.pos[k], L.jp[k]
             up = L.rot[k] @ r.foot_up_local[fo]
             flat = -_skew(up) @ L.jr[k]
-            blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t))
+            blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t, STANCE_FLAT))
             xy = None
             if t > 0 and tg.contacts[t - 1, fo]:
                 if w == 0:
                     xy = solver.anchor[t - 1, fo]
-                    blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t))
+                    blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t, STANCE_SLIDE))
                 else:
                     pp, jpp = lins[w - 1].pos[k], lins[w - 1].jp[k]
-                    blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t))
+                    blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t,
+                                   STANCE_SLIDE))
             z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2] - r.sole_height[fo])[0]) \
                 + r.sole_height[fo]
-            blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t))
+            blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t, STANCE_HEIGHT))
     add_smoothness(solver, t0, t1, H, f)
 
     m = sum(len(b[1]) for b in blocks)
@@ -170,14 +178,16 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
     lo, hi = np.empty(m), np.empty(m)
     soft = np.zeros(m, dtype=bool)
     row_frame = np.empty(m, dtype=int)
+    row_kind = np.empty(m, dtype=int)
     r0 = 0
-    for coefs, low, high, is_soft, t in blocks:
+    for coefs, low, high, is_soft, t, kind in blocks:
         k = len(low)
         for w, B in coefs:
             A[r0:r0 + k, w * nv:(w + 1) * nv] += B
         lo[r0:r0 + k], hi[r0:r0 + k], soft[r0:r0 + k], row_frame[r0:r0 + k] = low, high, is_soft, t
+        row_kind[r0:r0 + k] = kind
         r0 += k
-    return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame)
+    return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame, row_kind)
 
 
 def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:

@@ -1,4 +1,5 @@
-"""``simreal retarget`` end to end: one clip, --json, folders (in parallel), bad inputs, --video."""
+"""``simreal retarget`` end to end: one clip, --json, the verdict and --strict, folders (in parallel),
+bad inputs, --video."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from fixtures import synth_motion as synth
 from simreal.cli import main
 from simreal.motion_file import load_motion
+from simreal.retarget import checks
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,27 @@ def test_json_and_ik(tmp_path, clips, capsys):
     assert report["quality"]["fps"] == 50.0 and report["quality"]["frames"] == 74  # 44 intervals of 1/30 s at 50 Hz
     assert report["quality"]["limits"]["position_violations"] == 0
     assert load_motion(out).fps == 50.0
+    graded = report["quality"]["checks"]
+    assert set(graded) == set(checks.THRESHOLDS) and report["quality"]["verdict"] in checks.LEVELS
+    for c in graded.values():
+        assert c["level"] in checks.LEVELS and {"value", "warn", "fail", "unit", "ranges"} <= set(c)
+    assert graded["feasibility"]["windows"] == 2 and 0 < graded["feasibility"]["mean_follow_s"] <= 1.0
+
+
+def test_verdict_and_strict(tmp_path, clips, capsys, monkeypatch):
+    out = tmp_path / "w.npz"
+    args = ["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out), "--strict"]
+    assert main(args) == 0
+    assert "\n  verdict ok\n" in capsys.readouterr().out
+    assert load_motion(out).quality["verdict"] == "ok"
+    # A threshold every clip breaks: the verdict is fail, --strict exits 1, without it the exit is 0.
+    monkeypatch.setitem(checks.THRESHOLDS, "root_height", checks.Rule("peak", -1.0, -1.0, "m", "test"))
+    assert main(args) == 1
+    text = capsys.readouterr().out
+    assert "verdict FAIL: root_height " in text and "  root_height frames 0-44: pelvis " in text
+    assert main(args[:-1]) == 0
+    q = load_motion(out).quality
+    assert q["verdict"] == "fail" and q["checks"]["root_height"]["ranges"][0]["frames"] == [0, 44]
 
 
 def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, capsys):

@@ -4,6 +4,7 @@ mesh's Laplacian energy, stance-foot flatness rows, rotations, scaling, and the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import mujoco
 import numpy as np
@@ -11,12 +12,14 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from simreal.retarget import collisions, interaction_mesh as im
-from simreal.retarget.contacts import clean_runs, detect_contacts
+from simreal.retarget.contacts import clean_runs, detect_contacts, hysteresis
 from simreal.retarget.qp import INF, solve_qp
 from simreal.retarget.robot import load_robot
-from simreal.retarget.rotations import frame_from_left_up, log_so3, rotation_log
+from simreal.retarget.rotations import (fill_unreliable, frame_from_left_up, heading_from_left, log_so3,
+                                       rotation_log, wrap_angle, yaw_frame)
 from simreal.retarget.scaling import apply_scaling, derive_scaling
 from simreal.retarget.settings import ContactConfig
+from simreal.retarget.targets import FOOT_YAW_MAX_RAD, foot_yaw, vertical_offsets
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +160,37 @@ def test_contact_labels_clean_short_runs():
     soles = np.zeros((T, 1, 3))
     soles[:, 0, 0] = np.where(np.arange(T) < 30, 0.0, (np.arange(T) - 30) * 0.05)  # stands, then walks off
     soles[30:, 0, 2] = 0.1
-    c = detect_contacts(soles, 30.0, np.zeros((T, 1)), ContactConfig())
+    c = detect_contacts(soles[:, :, None], 30.0, np.zeros((T, 1)), ContactConfig())
     assert c[:28, 0].all() and not c[32:, 0].any()
+
+
+def test_contact_hysteresis_keeps_a_planted_foot_through_speed_jitter():
+    """A planted foot whose capture jitters around the entry speed stays in stance; with the
+    release thresholds equal to the entry ones (no hysteresis) it would flicker."""
+    T, fps = 90, 30.0
+    cfg = ContactConfig(smooth_s=0.0, min_stance_s=0.0, min_swing_s=0.0)
+    # Steps of 0.4x, 0.4x, 1.6x, 1.6x the entry speed: central differences read 0.4x to 1.6x.
+    step = np.where(np.arange(T) % 4 < 2, 0.4, 1.6) * cfg.speed_m_s / fps
+    heel = np.zeros((T, 1, 1, 3))
+    heel[:, 0, 0, 0] = np.cumsum(step)
+    heel[:, 0, 0, 2] = 0.5 * cfg.height_m * (1 + np.sin(np.arange(T)))  # and its height jitters below entry
+    ball = heel + [0.1, 0.0, 0.0]
+    pts = np.concatenate([heel, ball], axis=2)
+    c = detect_contacts(pts, fps, np.zeros((T, 1)), cfg)[:, 0]
+    first = int(np.argmax(c))
+    assert first <= 4 and c[first:].all()
+    plain = detect_contacts(pts, fps, np.zeros((T, 1)), dataclasses.replace(
+        cfg, release_speed_m_s=cfg.speed_m_s, release_height_m=cfg.height_m))[:, 0]
+    assert not plain[first:].all()
+    lifted = pts.copy()  # lifted past the release height: swing
+    lifted[45:, 0, :, 2] += 2 * cfg.release_height_m
+    assert not detect_contacts(lifted, fps, np.zeros((T, 1)), cfg)[46:, 0].any()
+
+
+def test_hysteresis_and_min_durations():
+    enter = np.array([0, 1, 0, 0, 0, 0, 0, 0], dtype=bool)
+    stay = np.array([0, 1, 1, 1, 0, 1, 1, 1], dtype=bool)
+    np.testing.assert_array_equal(hysteresis(enter, stay), [0, 1, 1, 1, 0, 0, 0, 0])
 
 
 def test_slack_qp_relaxes_only_what_it_must():
@@ -178,3 +210,73 @@ def test_slack_qp_relaxes_only_what_it_must():
     for backend in ("daqp", "quadprog"):
         r = solve_qp(H, f, lb, ub, A, lo, hi, soft, 1e3, backend)
         assert r.status == "relaxed" and r.slack[2] < 1e-9
+
+
+def _leg_swing(T: int, heading: float, toe_pitch_deg: np.ndarray, shin_back_deg: np.ndarray):
+    """Knee, ankle, toe tracks (T, 3) of a leg facing ``heading`` [rad]: the shin tilted back by
+    ``shin_back_deg`` and the foot bone pitched ``toe_pitch_deg`` below horizontal (past 90: backwards)."""
+    fwd = np.array([np.cos(heading), np.sin(heading), 0.0])
+    up = np.array([0.0, 0.0, 1.0])
+    a, b = np.radians(shin_back_deg)[:, None], np.radians(toe_pitch_deg)[:, None]
+    ankle = np.tile([0.0, 0.0, 0.1], (T, 1))
+    knee = ankle + 0.4 * (np.cos(a) * up + np.sin(a) * fwd)  # knee above, shifted forward as the shin leans back
+    toe = ankle + 0.12 * (np.cos(b) * fwd - np.sin(b) * up)
+    return knee, ankle, toe
+
+
+def test_foot_heading_from_shin_and_foot_bones_stays_continuous():
+    """In swing the foot points 80-125 deg down (past vertical): the horizontal projection of
+    toe - ankle flips backwards, the heading from the two bones' lateral axis does not."""
+    T, heading = 60, 0.4
+    pitch = 40 + 85 * np.sin(np.linspace(0, np.pi, T))  # 40 (flat rig) -> 125 -> 40 deg down
+    knee, ankle, toe = _leg_swing(T, heading, pitch, 35 * np.sin(np.linspace(0, np.pi, T)))
+    old = yaw_frame(toe - ankle)
+    old_yaw = np.arctan2(old[:, 1, 0], old[:, 0, 0])
+    assert np.abs(wrap_angle(old_yaw - heading)).max() > 3.0  # the projection flips: the bug this guards
+    yaw = foot_yaw(knee, ankle, toe, np.full(T, heading), sigma_frames=3.0)
+    np.testing.assert_allclose(wrap_angle(yaw - heading), 0.0, atol=1e-6)
+    # Turned feet are followed, up to the clamp, relative to the pelvis.
+    for turn in (0.3, -0.3, 1.2):
+        knee, ankle, toe = _leg_swing(T, heading + turn, pitch, np.full(T, 20.0))
+        yaw = foot_yaw(knee, ankle, toe, np.full(T, heading), sigma_frames=3.0)
+        np.testing.assert_allclose(yaw - heading, np.clip(turn, -FOOT_YAW_MAX_RAD, FOOT_YAW_MAX_RAD), atol=1e-6)
+
+
+def test_foot_heading_fills_collinear_bones_and_tracks_the_sign_flip():
+    """The foot bone swings through the shin line (pointed toes, a kick): there the lateral axis
+    vanishes and changes sign; the heading is filled from its neighbours and stays on the pelvis'
+    side, with no jump between frames."""
+    T, heading = 80, -1.0
+    shin_back = np.full(T, 0.0)
+    pitch = 40 + 70 * np.sin(np.linspace(0, np.pi, T))  # foot bone reaches 110 deg down: 20 deg past the shin
+    knee, ankle, toe = _leg_swing(T, heading, pitch, shin_back)
+    rng = np.random.default_rng(0)
+    toe = toe + rng.normal(scale=0.0005, size=toe.shape)  # capture noise makes the collinear frames arbitrary
+    yaw = foot_yaw(knee, ankle, toe, np.full(T, heading), sigma_frames=3.0)
+    assert np.abs(wrap_angle(yaw - heading)).max() < 0.1
+    assert np.abs(np.diff(yaw)).max() < 0.1
+
+
+def test_pelvis_heading_and_fill():
+    yaw, level = heading_from_left(np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.3], [0.0, 0.0, 1.0]]))
+    assert yaw[0] == pytest.approx(0.0) and yaw[1] == pytest.approx(np.pi / 2) and level[2] == pytest.approx(0.0)
+    R = np.stack([Rotation.from_rotvec([0, 0, 0.02 * t]).as_matrix() for t in range(20)])
+    bad = R.copy()
+    bad[10] = Rotation.from_rotvec([np.pi, 0, 0]).as_matrix()  # a degenerate frame flipped upside down
+    rel = np.ones(20)
+    rel[10] = 0.0
+    out = fill_unreliable(bad, rel, 2.0)
+    np.testing.assert_allclose(out[np.arange(20) != 10], R[np.arange(20) != 10], atol=1e-9)
+    assert np.linalg.norm(rotation_log(out[10] @ R[10].T)) < 0.01
+
+
+def test_vertical_offsets_put_stance_soles_on_the_ground():
+    T = 40
+    rng = np.random.default_rng(3)
+    sole_z = 0.05 + rng.uniform(-0.03, 0.03, size=(T, 2))  # scaled stance soles wander by centimetres
+    contacts = np.zeros((T, 2), dtype=bool)
+    contacts[:15, 0] = contacts[25:, 1] = True  # a flight phase in between
+    off = vertical_offsets(sole_z, contacts, fps=1e-9)  # no smoothing
+    z = sole_z - off[:, None]
+    np.testing.assert_allclose(z[contacts], 0.0, atol=1e-12)
+    assert np.all(np.diff(off[14:26]) * np.sign(off[25] - off[14]) >= -1e-12)  # interpolated across the flight

@@ -42,7 +42,6 @@ SOLE_TOL_M = 0.01
 MIN_SUPPORTED_FRACTION = 0.95
 LIFTED_M = 0.03  # a raised foot's sole at least this high
 MAX_STANCE_TILT_RAD = 0.35  # a stance sole at most 20 deg off flat
-ISSUE_10 = pytest.mark.xfail(strict=True, reason="issue 10: retargeting on real-like captures, being fixed")
 
 CLIPS = {
     "walk": lambda: synth.walking(duration_s=3.0, fps=FPS, turn_rate_rad_s=0.1, feet=synth.REAL_FEET),
@@ -205,13 +204,11 @@ def test_flat_footed_walk_meets_the_targets(retargeted, foot_boxes):
     _assert_walk_targets(clip, m, foot_boxes)
 
 
-@ISSUE_10
 def test_real_like_walk_meets_the_targets(retargeted, foot_boxes):
     clip, m = retargeted("walk")
     _assert_walk_targets(clip, m, foot_boxes)
 
 
-@ISSUE_10
 def test_kick_keeps_the_support_foot_planted(retargeted, foot_boxes):
     clip, m = retargeted("kick")
     assert clip.contacts[:, 0].all()

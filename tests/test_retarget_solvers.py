@@ -269,3 +269,22 @@ keypoints:
         q = quality_report(robot, qpos, targets)
         assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
     assert_hard_constraints(q, stats)
+
+
+@pytest.mark.parametrize("robot", ["g1", "h1"])
+def test_real_feet_clips_keep_stance_on_the_ground_and_hips_untwisted(robot):
+    """Captures with real feet (steep swing pitch, a support foot planted the whole kick): the
+    labels find the support, every stance sole ends within 1 cm of the ground, no frame needs
+    slack, and hip yaw stays away from the twist a flipping foot heading caused."""
+    r = load_robot(robot)
+    yaw = [i for i, n in enumerate(r.joint_names) if "hip_yaw" in n]
+    for clip in (synth.kicking(duration_s=3.0), synth.walking(duration_s=2.5, feet=synth.REAL_FEET)):
+        targets = build_targets(_human(clip), r)
+        truth = clip.contacts[: targets.num_frames]
+        found = (targets.contacts & truth).sum() / truth.sum()
+        assert found >= 0.95, (clip.name, found)
+        qpos, stats = solve_interaction(r, targets)
+        q = quality_report(r, qpos, targets)
+        assert -0.01 < q["stance_feet"]["min_height_m"] and q["stance_feet"]["max_height_m"] < 0.01, clip.name
+        assert stats["infeasible_frames"] == [], clip.name
+        assert np.abs(qpos[:, r.qpos_adr[yaw]]).max() < 1.0, clip.name

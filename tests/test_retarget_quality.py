@@ -1,0 +1,231 @@
+"""The graded quality report (retarget/checks.py) and PD playback (retarget/feasibility.py).
+
+A clean synthesised walk passes every check; each failure the real captures showed (a hip-yaw
+flip, a floating stance foot, a joint speed spike, a crouch, frames solved with slack, a
+reference the robot cannot follow) is injected into that walk's result, and the report must
+fail the right check at the right frames."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+from fixtures import synth_motion as synth
+from simreal.retarget import checks, feasibility
+from simreal.retarget.interaction import solve_interaction
+from simreal.retarget.robot import load_robot
+from simreal.retarget.skeleton import HumanMotion
+from simreal.retarget.targets import build_targets
+
+FLIP = (30, 39)  # injected frames (inclusive)
+
+
+@pytest.fixture(scope="module")
+def g1():
+    return load_robot("g1")
+
+
+@pytest.fixture(scope="module")
+def walk(g1):
+    """A clean retargeted synthetic walk: (targets, qpos, stats)."""
+    clip = synth.walking(duration_s=3.0)
+    targets = build_targets(HumanMotion(clip.names, clip.positions, clip.fps, clip.parents, {"path": "walk"}), g1)
+    qpos, stats = solve_interaction(g1, targets)
+    return targets, qpos, stats
+
+
+def _report(g1, walk, qpos=None, stats=None, playback=False):
+    targets, q0, s0 = walk
+    return checks.graded_report(g1, q0 if qpos is None else qpos, targets, s0 if stats is None else stats,
+                                playback=playback)
+
+
+def _col(robot, joint: str) -> int:
+    return int(robot.qpos_adr[robot.joint_names.index(joint)])
+
+
+def _covers(check: dict, frames: tuple[int, int], level: str = "fail") -> bool:
+    """Some range of ``level`` overlaps ``frames``."""
+    return any(r["level"] == level and r["frames"][0] <= frames[1] and frames[0] <= r["frames"][1]
+               for r in check["ranges"])
+
+
+def test_clean_walk_passes_every_check(g1, walk):
+    rep = _report(g1, walk, playback=True)
+    assert rep["verdict"] == "ok", checks.verdict_lines(rep)
+    assert set(rep["checks"]) == set(checks.THRESHOLDS)
+    for name, c in rep["checks"].items():
+        assert c["level"] == "ok" and c["value"] <= c["warn"], name
+    fz = rep["checks"]["feasibility"]
+    assert fz["followed_fraction"] > 0.5 and fz["mean_follow_s"] > 0.4
+    assert checks.verdict_lines(rep) == ["verdict ok"]
+
+
+def test_hip_yaw_flip_fails_speed_twist_jump_and_magnitude(g1, walk):
+    targets, q0, _ = walk
+    q = q0.copy()
+    q[FLIP[0]:FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2  # the real walk's flip: -0.2 -> -2.2 rad
+    rep = _report(g1, walk, q)
+    c = rep["checks"]
+    assert rep["verdict"] == "fail"
+    speed = c["joint_speed_vs_human"]
+    assert speed["level"] == "fail" and _covers(speed, (FLIP[0], FLIP[0]))
+    assert _covers(speed, (FLIP[1] + 1, FLIP[1] + 1))  # and back
+    assert any(r["at"].startswith("left_hip_yaw_joint") for r in speed["ranges"])
+    assert speed["peak_joint"] == "left_hip_yaw_joint" and speed["peak_joint_speed_rad_s"] > 50
+    assert c["foot_twist"]["level"] == "fail"
+    twist = [r for r in c["foot_twist"]["ranges"] if r["level"] == "fail"]
+    assert [r["frames"] for r in twist] == [list(FLIP)] and twist[0]["at"].startswith("left_foot")
+    assert _covers(c["orientation_jump_result"], (FLIP[0], FLIP[0]))
+    assert c["orientation_jump_target"]["level"] == "ok"  # the targets are clean; the result flipped
+    hip = c["hip_magnitude"]
+    assert hip["level"] == "fail" and [r["frames"] for r in hip["ranges"]] == [list(FLIP)]
+    assert hip["value"] == pytest.approx((FLIP[1] - FLIP[0] + 1) / len(q))
+    assert c["slack"]["level"] == "ok"
+    text = "\n".join(checks.verdict_lines(rep))
+    assert text.startswith("verdict FAIL: ") and f"foot_twist frames {FLIP[0]}-{FLIP[1]}: left_foot" in text
+
+
+def test_floating_stance_foot_fails_support_float(g1, walk):
+    targets, q0, _ = walk
+    stance = np.flatnonzero(targets.contacts[:, 0])
+    a = int(stance[0])
+    b = a + int(np.argmax(np.diff(stance) > 1)) if np.any(np.diff(stance) > 1) else int(stance[-1])
+    assert b - a >= 5, "expected a stance phase of the left foot"
+    q = q0.copy()
+    q[a:b + 1, 2] += 0.03  # the whole robot 3 cm up while the left foot supports
+    c = _report(g1, walk, q)["checks"]["support_float"]
+    assert c["level"] == "fail" and c["floating_foot_frames"] >= b - a + 1
+    assert [r["frames"] for r in c["ranges"]] == [[a, b]]
+    assert "cm up while supporting" in c["ranges"][0]["at"]
+    assert c["max_support_clearance_m"] > 0.025
+
+
+def test_joint_speed_spike(g1, walk):
+    q = walk[1].copy()
+    q[50, _col(g1, "right_elbow_joint")] += 0.6  # 18 rad/s in and out of one frame; the arm swings slowly
+    c = _report(g1, walk, q)["checks"]
+    speed = c["joint_speed_vs_human"]
+    assert speed["level"] == "fail" and speed["peak_joint"] == "right_elbow_joint"
+    assert [r["frames"] for r in speed["ranges"] if r["level"] == "fail"] == [[50, 51]]
+    assert c["joint_speed_vs_limit"]["level"] == "ok"  # 18 of the elbow's 37 rad/s
+    assert c["hip_magnitude"]["level"] == "ok" and c["foot_twist"]["level"] == "ok"
+
+
+def test_speed_beyond_the_velocity_limit(g1, walk):
+    q = walk[1].copy()
+    q[40, _col(g1, "waist_yaw_joint")] += 1.2  # 36 rad/s in and out; the limit is 32
+    c = _report(g1, walk, q)["checks"]["joint_speed_vs_limit"]
+    assert c["level"] == "fail" and c["value"] == pytest.approx(36 / 32, rel=0.02)
+    assert [r["frames"] for r in c["ranges"]] == [[40, 41]]
+    assert c["ranges"][0]["at"].startswith("waist_yaw_joint 36.") and c["ranges"][0]["at"].endswith("limit 32")
+
+
+def test_crouch_fails_root_height(g1, walk):
+    q = walk[1].copy()
+    q[60:66, 2] -= 0.15
+    c = _report(g1, walk, q)["checks"]["root_height"]
+    assert c["level"] == "fail" and [r["frames"] for r in c["ranges"]] == [[60, 65]]
+    assert c["min_ratio_to_nominal"] < 0.9 and "below its target" in c["ranges"][0]["at"]
+
+
+def test_slack_frames(g1, walk):
+    T = len(walk[1])
+    c = _report(g1, walk, stats={"infeasible_frames": [7, 8, 9, 20], "infeasible_max_slack": 0.03})["checks"]["slack"]
+    assert c["level"] == "fail" and c["value"] == pytest.approx(4 / T) and c["max_slack"] == 0.03
+    assert [r["frames"] for r in c["ranges"]] == [[7, 9], [20, 20]]
+    one = _report(g1, walk, stats={"infeasible_frames": [3]})["checks"]["slack"]
+    assert one["level"] == "warn"
+
+
+def test_target_flip_is_reported_separately(g1, walk):
+    targets, q0, stats = walk
+    rot = targets.rotations.copy()
+    k = g1.keypoint_index("right_foot")
+    turn = np.diag([-1.0, -1.0, 1.0])  # 180 deg about z: a heading that flips backwards
+    rot[70:73, k] = turn @ rot[70:73, k]
+    rep = checks.graded_report(g1, q0, dataclasses.replace(targets, rotations=rot), stats, playback=False)
+    c = rep["checks"]["orientation_jump_target"]
+    assert c["level"] == "fail" and [r["frames"] for r in c["ranges"]] == [[70, 70], [73, 73]]
+    m = re.fullmatch(r"right_foot (\d+) deg in one frame", c["ranges"][0]["at"])
+    assert m and 170 <= int(m.group(1)) <= 180  # the flip, plus the frame's own small turn
+    assert rep["checks"]["orientation_jump_result"]["level"] == "ok"
+
+
+def test_pd_playback_loses_a_flipping_reference(g1, walk):
+    targets, q0, _ = walk
+    clean = feasibility.play_back(g1, q0, targets.fps)
+    q = q0.copy()
+    for a in (5, 35, 65):  # 5 frames into each window, as the real walk's hips flipped
+        q[a:a + 10, _col(g1, "left_hip_yaw_joint")] = -2.2
+        q[a:a + 10, _col(g1, "right_hip_yaw_joint")] = 2.2
+    bad = feasibility.play_back(g1, q, targets.fps)
+    # Lost at the flip's first frame (start + 5; 4 frames followed): no PD turns a hip 2 rad in a frame.
+    assert bad.followed.tolist() == [4, 4, 4] and [x["lost_at"] for x in bad.summary()["lost"]] == [5, 35, 65]
+    assert bad.followed_mask.mean() < 0.5 * clean.followed_mask.mean()
+    s = bad.summary()
+    assert s["mean_follow_s"] < clean.summary()["mean_follow_s"] and s["lost"]
+    assert {x["reason"] for x in s["lost"]} <= {"tilt", "height", "joints"}
+    assert clean.starts.tolist() == [0, 30, 60] and clean.lengths.tolist() == [30, 30, 29]
+    rep = _report(g1, walk, q, playback=True)
+    assert rep["checks"]["feasibility"]["level"] in ("warn", "fail")
+
+
+def test_pd_playback_holds_a_standing_pose(g1):
+    """A still reference at the home pose: the PD servos hold it the whole time."""
+    q = np.tile(g1.q_home, (61, 1))
+    pb = feasibility.play_back(g1, q, 30.0)
+    assert pb.followed_mask.all() and pb.summary()["min_follow_s"] == pytest.approx(1.0)
+
+
+def test_reference_qvel_is_the_finite_difference(g1):
+    q = np.tile(g1.q_home, (3, 1))
+    q[:, 0] = [0.0, 0.1, 0.2]  # 3 m/s in x at 30 fps
+    j = _col(g1, "left_knee_joint")
+    q[:, j] += [0.0, 0.05, 0.1]
+    v = feasibility.reference_qvel(g1.model, q, 30.0)
+    assert v[1, 0] == pytest.approx(3.0) and v[0, 0] == pytest.approx(3.0)
+    assert v[1, g1.dof_adr[g1.joint_names.index("left_knee_joint")]] == pytest.approx(1.5)
+
+
+def test_playback_needs_pd_servos():
+    spec = mujoco.MjSpec.from_string("""<mujoco><worldbody><body><freejoint/><geom size=".1"/>
+      <body><joint name="j" type="hinge"/><geom size=".1"/></body></body></worldbody>
+      <actuator><motor joint="j"/></actuator></mujoco>""")
+    assert "is not a PD position servo" in feasibility.pd_servo_problem(spec.compile())
+
+
+def test_rotation_speed_matches_a_constant_turn():
+    w, fps = 2.0, 50.0  # [rad/s], [Hz]
+    R = np.stack([np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+                  for a in w * np.arange(10) / fps])
+    s = checks._rotation_speed(R[:, None], fps)[:, 0]
+    assert s[0] == 0.0 and np.allclose(s[1:], w)
+
+
+def test_frame_ranges():
+    rule = checks.Rule("peak", 1.0, 2.0, "x", "")
+    sig = checks.Signal(np.array([0, 1.5, 1.2, 0, 3.0, 0, 0, 1.1]), [f"f{i}" for i in range(8)], 3.0, {})
+    assert checks.frame_ranges(sig, rule, "fail") == [
+        {"frames": [1, 2], "level": "warn", "value": 1.5, "at": "f1"},
+        {"frames": [4, 4], "level": "fail", "value": 3.0, "at": "f4"},
+        {"frames": [7, 7], "level": "warn", "value": 1.1, "at": "f7"}]
+
+
+def test_docs_table_matches_thresholds():
+    """docs/retarget.md prints the threshold table; it must say what the code does (angles in
+    degrees, fractions in %, lengths in cm)."""
+    doc = (Path(__file__).parents[1] / "docs" / "retarget.md").read_text()
+    for name, rule in checks.THRESHOLDS.items():
+        row = next((line for line in doc.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, f"docs/retarget.md has no row for {name}"
+        warn, fail = [c.strip() for c in row.strip().strip("|").split("|")][-2:]
+        scale = {"rad": 1 / checks.DEG, "rad/s": 1 / checks.DEG, "m": 100.0}.get(
+            rule.unit, 100.0 if rule.kind == "fraction" else 1.0)
+        shown = [float(re.match(r"-?\d+(?:\.\d+)?", x).group()) for x in (warn, fail)]
+        assert shown == pytest.approx([rule.warn * scale, rule.fail * scale], rel=1e-3), (name, row)
