@@ -13,7 +13,7 @@ naming the package and the command that installs it: the CLI turns every
     leaves it out): pip install simreal
 
 ``PROVIDERS`` lists every distribution of pyproject.toml's ``dependencies`` and of the
-``torch`` and ``data`` extras (a test keeps them, and the README's robot install, in step).
+``torch``, ``data`` and ``vlm`` extras (a test keeps them, and the README's robot install, in step).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "gymnasium": ("gymnasium", "torch"),
     "pyarrow": ("pyarrow", "data"),
     "cv2": ("opencv-python-headless", "data"),
+    "transformers": ("transformers", "vlm"),
+    "sentencepiece": ("sentencepiece", "vlm"),
 }
 
 # What `simreal deploy run` needs beside simreal itself: the policy runtime, the DDS transport,

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from simreal.config import field
+from simreal.rewards import terms as rw
 from simreal.sim.backends.base import PhysState
 from simreal.sim.tasks.arm_object import ArmObjectConfig, ArmObjectTask
 from simreal.sim.tasks.joint_robot import uniform
@@ -49,8 +50,8 @@ class ArmPick(ArmObjectTask):
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         height = self.object_pos(phys)[2] - self.cfg.object_half_size_m
         return {
-            "reach": 1.0 - jnp.tanh(5.0 * self.ee_object_dist(phys)),
+            "reach": rw.tanh_kernel(self.ee_object_dist(phys), 5.0),
             "lift": jnp.clip(height / self.cfg.lift_height_m[0], 0.0, 1.0),
-            "goal": (1.0 - jnp.tanh(5.0 * self.object_goal_dist(phys, info))) * self.lifted(phys),
-            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
+            "goal": rw.tanh_kernel(self.object_goal_dist(phys, info), 5.0) * self.lifted(phys),
+            "action_rate": rw.action_rate(action, info["last_action"]),
         }

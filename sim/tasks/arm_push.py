@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from simreal.config import field
+from simreal.rewards import terms as rw
 from simreal.sim.backends.base import PhysState
 from simreal.sim.tasks.arm_object import ArmObjectConfig, ArmObjectTask
 
@@ -47,8 +48,8 @@ class ArmPush(ArmObjectTask):
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         d = self.object_goal_dist(phys, info)
         return {
-            "reach": 1.0 - jnp.tanh(5.0 * self.ee_object_dist(phys)),
-            "goal": 1.0 - jnp.tanh(5.0 * d),
+            "reach": rw.tanh_kernel(self.ee_object_dist(phys), 5.0),
+            "goal": rw.tanh_kernel(d, 5.0),
             "distance": d,
-            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
+            "action_rate": rw.action_rate(action, info["last_action"]),
         }

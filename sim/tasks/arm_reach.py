@@ -21,6 +21,7 @@ import mujoco
 import numpy as np
 
 from simreal.config import field
+from simreal.rewards import terms as rw
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
@@ -96,9 +97,9 @@ class ArmReach(JointRobotTask):
         d = self.distance(phys, info)
         return {
             "distance": d,
-            "reach": jnp.exp(-jnp.square(d / 0.05)),
-            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
-            "joint_vel": jnp.sum(jnp.square(self.joint_vel(phys))),
+            "reach": rw.exp_kernel(jnp.square(d), 0.05),  # 5 cm wide
+            "action_rate": rw.action_rate(action, info["last_action"]),
+            "joint_vel": rw.joint_vel(self.joint_vel(phys)),
         }
 
     def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:

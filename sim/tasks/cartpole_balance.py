@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from simreal.action_modes import action_mode
 from simreal.config import field
+from simreal.rewards import terms as rw
 from simreal.sim.env import EnvConfig, MjEnv
 from simreal.sim.episode_stats import defined_where
 
@@ -56,8 +57,8 @@ class CartpoleBalance(MjEnv):
                 "last_action": info["last_action"]}
 
     def reward_terms(self, phys, action, info):
-        return {"upright": (jnp.cos(phys.qpos[1]) + 1) / 2, "centered": jnp.exp(-jnp.square(phys.qpos[0])),
-                "control": jnp.sum(jnp.square(action)), "ang_vel": jnp.square(phys.qvel[1])}
+        return {"upright": rw.upright(jnp.cos(phys.qpos[1])), "centered": rw.exp_kernel(jnp.square(phys.qpos[0]), 1.0),
+                "control": rw.action_magnitude(action), "ang_vel": rw.joint_vel(phys.qvel[1:2])}
 
     def terminated(self, phys, info):
         return jnp.zeros((), bool)
@@ -68,7 +69,7 @@ class CartpoleBalance(MjEnv):
 
     def update_stats(self, stats, phys, info):
         return {"balanced": stats["balanced"] & (jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad),
-                "upright": stats["upright"] + (jnp.cos(phys.qpos[1]) + 1) / 2, "n": stats["n"] + 1.0}
+                "upright": stats["upright"] + rw.upright(jnp.cos(phys.qpos[1])), "n": stats["n"] + 1.0}
 
     def final_stats(self, stats, terminated):
         """``success``: |theta| stayed below ``max_angle_rad`` the whole episode; ``upright``: the

@@ -47,6 +47,7 @@ from simreal.config import field
 from simreal.errors import ConfigError, DataFileError
 from simreal.observations import gravity_b, rotate_inv
 from simreal.reference import Reference
+from simreal.rewards import terms as rw
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
@@ -193,12 +194,12 @@ class G1Tracking(FloorRobotTask):
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         c, e = self.cfg, self.errors(phys, info)
         return {
-            "joint_pos": jnp.exp(-e["joint_pos"] / c.sigma_joint_pos_rad ** 2),
-            "joint_vel": jnp.exp(-e["joint_vel"] / c.sigma_joint_vel_rad_s ** 2),
-            "root_pos": jnp.exp(-e["root_pos"] / c.sigma_root_pos_m ** 2),
-            "root_ori": jnp.exp(-e["root_ori"] / c.sigma_root_ori_rad ** 2),
-            "body_pos": jnp.exp(-e["body_pos"] / c.sigma_body_pos_m ** 2),
-            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
+            "joint_pos": rw.exp_kernel(e["joint_pos"], c.sigma_joint_pos_rad),
+            "joint_vel": rw.exp_kernel(e["joint_vel"], c.sigma_joint_vel_rad_s),
+            "root_pos": rw.exp_kernel(e["root_pos"], c.sigma_root_pos_m),
+            "root_ori": rw.exp_kernel(e["root_ori"], c.sigma_root_ori_rad),
+            "body_pos": rw.exp_kernel(e["body_pos"], c.sigma_body_pos_m),
+            "action_rate": rw.action_rate(action, info["last_action"]),
         }
 
     def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:

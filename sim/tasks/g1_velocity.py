@@ -16,6 +16,7 @@ contract has no hook to perturb the state mid-episode.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 
 from simreal.config import field
 from simreal.observations import gravity_b, rotate_inv
+from simreal.rewards import terms as rw
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
@@ -106,6 +108,7 @@ class G1Velocity(FloorRobotTask):
     # -- rewards ---------------------------------------------------------------------------------
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         c = self.cfg
+        sigma = math.sqrt(c.tracking_sigma)  # legged_gym's tracking_sigma is the kernel's sigma^2
         q = phys.qpos[3:7]
         v_b = rotate_inv(q, phys.qvel[0:3], jnp)
         w_b = phys.qvel[3:6]
@@ -116,16 +119,16 @@ class G1Velocity(FloorRobotTask):
         first_contact = contact & (info["stats"]["feet_air_time"] > 0)
         moving = jnp.linalg.norm(cmd[:2]) > 0.1
         return {
-            "tracking_lin_vel": jnp.exp(-jnp.sum(jnp.square(cmd[:2] - v_b[:2])) / c.tracking_sigma),
-            "tracking_ang_vel": jnp.exp(-jnp.square(cmd[2] - w_b[2]) / c.tracking_sigma),
-            "lin_vel_z": jnp.square(v_b[2]),
-            "ang_vel_xy": jnp.sum(jnp.square(w_b[:2])),
-            "orientation": jnp.sum(jnp.square(g_b[:2])),
-            "base_height": jnp.square(phys.qpos[2] - c.base_height_m),
-            "torques": jnp.sum(jnp.square(self.torques(phys, self.applied_action(info), info))),
-            "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
-            "feet_air_time": jnp.sum((air - c.feet_air_time_s) * first_contact) * moving,
-            "alive": jnp.ones(()),
+            "tracking_lin_vel": rw.exp_kernel(rw.sq_norm(cmd[:2] - v_b[:2]), sigma),
+            "tracking_ang_vel": rw.exp_kernel(jnp.square(cmd[2] - w_b[2]), sigma),
+            "lin_vel_z": rw.lin_vel_z(v_b),
+            "ang_vel_xy": rw.ang_vel_xy(w_b),
+            "orientation": rw.orientation(g_b),
+            "base_height": rw.base_height(phys.qpos[2], c.base_height_m),
+            "torques": rw.torques(self.torques(phys, self.applied_action(info), info)),
+            "action_rate": rw.action_rate(action, info["last_action"]),
+            "feet_air_time": rw.feet_air_time(air, first_contact, c.feet_air_time_s) * moving,
+            "alive": rw.alive(),
         }
 
     def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:

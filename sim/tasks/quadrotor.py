@@ -29,6 +29,7 @@ import numpy as np
 from simreal.action_modes import CTBR_CHANNELS, action_mode
 from simreal.config import field
 from simreal.observations import quat_to_rotmat
+from simreal.rewards import terms as rw
 from simreal.robot_spec import RobotSpec
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
@@ -142,23 +143,25 @@ class QuadrotorTask(MjEnv):
         return ((self.distance(phys, info) > self.cfg.max_distance_m) | (phys.qpos[2] < 0.05)
                 | (r_zz < math.cos(self.cfg.max_tilt_rad)) | (jnp.linalg.norm(phys.qvel[3:6]) > 35.0))
 
-    # Reward terms: each a tiny named function of the state, bounded so that an alive step
-    # always pays more than the worst shaped penalty (else ending the episode early pays).
-    # Penalty kernels 1 - exp(-x / s) behave like x / s near zero and saturate at 1.
+    # Reward terms (simreal.rewards.terms), bounded so that an alive step always pays more than
+    # the worst shaped penalty (else ending the episode early pays): the saturating kernels
+    # 1 - exp(-x / s) behave like x / s near zero and stop at 1; the action terms average
+    # (a - b)^2 <= 4 (a, b in [-1, 1]) over the rotors and divide by 4, into 0..1.
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         e = self.distance(phys, info)
         r_zz = quat_to_rotmat(phys.qpos[3:7], jnp)[2, 2]
         rel_vel = phys.qvel[0:3] - info.get("target_vel_w", jnp.zeros(3))
         a_hover = 2.0 * self.mass * G / float(self.f_max.sum()) - 1.0  # action giving m g total thrust
+        n = action.shape[-1]  # rotors
         return {
-            "alive": jnp.ones(()),
+            "alive": rw.alive(),
             "position": jnp.minimum(e, self.cfg.max_distance_m),        # [m], linear: pulls from afar
-            "position_precise": jnp.exp(-jnp.square(e / 0.1)),          # peaked inside the 10 cm ball
-            "tilt": 1.0 - r_zz,                                         # 0 level .. 2 inverted
-            "lin_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(rel_vel))),    # ~|v|^2 [m^2/s^2] near rest
-            "ang_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(phys.qvel[3:6])) / 16.0),  # ~|w|^2/16 [rad^2/s^2]
-            "action": jnp.mean(jnp.square(action - a_hover)) / 4.0,     # 0..1, around hover thrust
-            "action_rate": jnp.mean(jnp.square(action - info["last_action"])) / 4.0,  # 0..1
+            "position_precise": rw.exp_kernel(jnp.square(e), 0.1),      # peaked inside the 10 cm ball
+            "tilt": rw.tilt(r_zz),                                      # 0 level .. 2 inverted
+            "lin_vel": rw.saturating(rw.sq_norm(rel_vel), 1.0),         # ~|v|^2 [m^2/s^2] near rest
+            "ang_vel": rw.saturating(rw.sq_norm(phys.qvel[3:6]), 16.0),  # ~|w|^2/16 [rad^2/s^2]
+            "action": rw.action_magnitude(action, a_hover) / n / 4.0,   # 0..1, around hover thrust
+            "action_rate": rw.action_rate(action, info["last_action"]) / n / 4.0,  # 0..1
         }
 
     reward_scales = {"alive": 3.0, "position": -3.0, "position_precise": 2.0, "tilt": -0.5, "lin_vel": -0.5,

@@ -1,0 +1,126 @@
+"""Reward terms shared by the tasks: tiny named functions of one environment's state.
+
+Each term is unweighted and pure: jax arrays in, a score out, reducing over the last axis (so
+leading batch axes, or ``jax.vmap``, give one value per env), safe under ``jax.jit``. A task
+returns a ``{name: term}`` table from ``reward_terms``; its ``reward_scales`` weights the table
+(a negative weight makes a penalty) and the env logs each entry as ``reward/<name>``
+(``sim/env.py``). Names and formulas follow legged_gym and MuJoCo Playground
+(``_src/locomotion/go1/joystick.py``: ``_reward_tracking_lin_vel``, ``_cost_action_rate``...).
+
+Three kernels turn an error into a bounded score (``exp_kernel``, ``tanh_kernel``,
+``saturating``); the rest are squared magnitudes (penalties) and legged-robot terms. Kept
+written by hand: each is one line of jax.numpy, and Playground keeps its own inside each env
+rather than in an importable library.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+Scalar = float | Array
+
+
+# -- kernels: an error to a score in [0, 1] ------------------------------------------------------
+def exp_kernel(sq_err: Array, sigma: Scalar) -> Array:
+    """Exponential tracking kernel exp(-|e|^2 / sigma^2): 1 at zero error, e^-1 at |e| = sigma.
+
+    sq_err: the squared error |e|^2 in [unit^2] (already reduced: a sum or mean of squares).
+    sigma: the kernel width in [unit] (legged_gym's ``tracking_sigma`` is sigma^2: pass its root).
+    """
+    return jnp.exp(-sq_err / sigma**2)
+
+
+def tanh_kernel(dist: Array, gain: Scalar) -> Array:
+    """Reach kernel 1 - tanh(k d): 1 at d = 0, falling linearly (slope -k) near it, to 0 far off.
+
+    dist: a distance d >= 0 in [m] (or any unit). gain: k in [1/m].
+    """
+    return 1.0 - jnp.tanh(gain * dist)
+
+
+def saturating(x: Array, scale: Scalar) -> Array:
+    """Saturating penalty 1 - exp(-x / s): about x / s near zero, bounded by 1 far off (so one
+    bad step never outweighs staying alive).
+
+    x: a non-negative cost (e.g. |v|^2 in [m^2/s^2]). scale: s, in the units of x.
+    """
+    return 1.0 - jnp.exp(-x / scale)
+
+
+# -- squared magnitudes (penalties) ---------------------------------------------------------------
+def sq_norm(x: Array) -> Array:
+    """|x|^2 = sum_i x_i^2 over the last axis."""
+    return jnp.sum(jnp.square(x), axis=-1)
+
+
+def action_rate(action: Array, last_action: Array) -> Array:
+    """Action rate |a_t - a_{t-1}|^2 (normalised action units^2): smooth commands."""
+    return sq_norm(action - last_action)
+
+
+def action_magnitude(action: Array, nominal: Scalar | Array = 0.0) -> Array:
+    """Action magnitude |a - a_nom|^2 (normalised action units^2); a_nom: the action that costs
+    nothing (0, or e.g. a quadrotor's hover thrust)."""
+    return sq_norm(action - nominal)
+
+
+def torques(tau: Array) -> Array:
+    """Actuator effort |tau|^2. tau: joint torques [N m] (forces [N] on slide joints)."""
+    return sq_norm(tau)
+
+
+def joint_vel(qd: Array) -> Array:
+    """Joint speed |qd|^2. qd: joint velocities [rad/s] (or [m/s])."""
+    return sq_norm(qd)
+
+
+def lin_vel_z(lin_vel_b: Array) -> Array:
+    """Vertical base speed v_z^2 [m^2/s^2]. lin_vel_b: (..., 3) base velocity in the body frame [m/s]."""
+    return jnp.square(lin_vel_b[..., 2])
+
+
+def ang_vel_xy(ang_vel_b: Array) -> Array:
+    """Roll and pitch rate w_x^2 + w_y^2 [rad^2/s^2]. ang_vel_b: (..., 3) in the body frame [rad/s]."""
+    return sq_norm(ang_vel_b[..., :2])
+
+
+# -- posture --------------------------------------------------------------------------------------
+def orientation(gravity_b: Array) -> Array:
+    """Flat orientation g_x^2 + g_y^2 = sin^2(tilt). gravity_b: (..., 3) unit gravity in the body
+    frame (``simreal.observations.gravity_b``); 0 level."""
+    return sq_norm(gravity_b[..., :2])
+
+
+def tilt(cos_tilt: Array) -> Array:
+    """Tilt 1 - cos(theta), theta the angle between body z and world z (cos_tilt = R_wb[2, 2]):
+    0 level, 1 on its side, 2 inverted."""
+    return 1.0 - cos_tilt
+
+
+def upright(cos_tilt: Array) -> Array:
+    """Uprightness (cos(theta) + 1) / 2 (dm_control's ``upright``): 1 vertical, 0 hanging down.
+    cos_tilt: cos of the angle from vertical."""
+    return (cos_tilt + 1) / 2
+
+
+def base_height(height_m: Array, target_m: Scalar) -> Array:
+    """Base height error (z - z_target)^2 [m^2]."""
+    return jnp.square(height_m - target_m)
+
+
+# -- gait and survival ----------------------------------------------------------------------------
+def feet_air_time(air_time_s: Array, first_contact: Array, threshold_s: Scalar) -> Array:
+    """legged_gym's feet air time sum_f (t_air,f - t_0) [first contact of foot f]: paid at
+    touchdown, positive for steps longer than t_0, negative for shuffling.
+
+    air_time_s: (..., feet) time each foot has been in the air including this step [s].
+    first_contact: (..., feet) bool, the foot touched down this step. threshold_s: t_0 [s].
+    """
+    return jnp.sum((air_time_s - threshold_s) * first_contact, axis=-1)
+
+
+def alive() -> Array:
+    """1 for every step the episode runs: weighted positive, it makes ending early cost."""
+    return jnp.ones(())
