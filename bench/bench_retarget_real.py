@@ -1,0 +1,92 @@
+"""Retargeting on real motion capture: the issue-10 figures per clip and robot.
+
+    python bench/bench_retarget_real.py ~/mocap/*.bvh                  # g1 and h1, interaction
+    python bench/bench_retarget_real.py walk.bvh kick.bvh --robots g1 --method ik
+
+The clips are the user's (public captures such as LAFAN1, CMU or the Bandai Namco Research
+Motion dataset; never committed here). Per clip and robot, through the same pipeline as
+``simreal retarget`` (graded report included): frames, the solver's frames/s, the fraction of
+frames with |hip yaw| > 1 rad, the peak joint speed [rad/s] (backward differences) and its
+joint, the fraction of stance foot-frames whose sole is within 1 cm of the ground, slack
+(infeasible) frames, and the report's verdict with the checks that are not ``ok``. Prints a
+markdown table for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # small dense problems: BLAS threads only contend
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from simreal.retarget.loaders import load_motion_source  # noqa: E402
+from simreal.retarget.pipeline import retarget  # noqa: E402
+from simreal.retarget.robot import RetargetRobot, load_robot  # noqa: E402
+
+HIP_YAW_LIMIT_RAD = 1.0
+GROUND_TOL_M = 0.01
+
+
+def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
+    """(T, 2) height of each sole above z = 0 [m] (the sole site minus its flat-foot height)."""
+    d = mujoco.MjData(robot.model)
+    out = np.empty((len(qpos), 2))
+    for t, q in enumerate(qpos):
+        d.qpos[:] = q
+        mujoco.mj_kinematics(robot.model, d)
+        out[t] = d.site_xpos[robot.foot_sites, 2] - robot.sole_height
+    return out
+
+
+def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
+    """One markdown row (module docstring)."""
+    human = load_motion_source(str(clip))
+    t0 = time.perf_counter()
+    res = retarget(human, robot, method)
+    wall = time.perf_counter() - t0
+    m, q = res.motion, res.motion.dof_pos
+    names = list(m.joint_names)
+    yaw = [i for i, n in enumerate(names) if "hip_yaw" in n]
+    hip = float((np.abs(q[:, yaw]) > HIP_YAW_LIMIT_RAD).any(axis=1).mean()) if yaw else float("nan")
+    speed = np.abs(np.diff(q, axis=0)) * m.fps
+    joint = names[int(speed.max(axis=0).argmax())].removesuffix("_joint")
+    stance = m.foot_contacts.astype(bool)
+    h = sole_heights(robot, res.qpos)
+    on_ground = float((np.abs(h[stance]) < GROUND_TOL_M).mean()) if stance.any() else float("nan")
+    quality = m.quality
+    slack = len(quality["solver"].get("infeasible_frames", []))
+    fps = quality["solver"].get("frames_per_s", len(q) / wall)
+    flagged = "; ".join(f"{k} {c['level']}" for k, c in quality.get("checks", {}).items() if c["level"] != "ok")
+    return (f"| {clip.stem} | {robot_name} | {len(q)} | {fps:.0f} | {100 * hip:.1f} | {speed.max():.1f} ({joint}) | "
+            f"{100 * on_ground:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} |")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("clips", nargs="+", type=Path)
+    p.add_argument("--robots", nargs="+", default=["g1", "h1"])
+    p.add_argument("--method", default="interaction", choices=("interaction", "ik"))
+    a = p.parse_args()
+    load = os.getloadavg()
+    print(f"`python bench/bench_retarget_real.py {' '.join(sys.argv[1:])}`; {os.cpu_count()} CPUs, load "
+          f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
+    print(f"| clip | robot | frames | solver frames/s | % frames \\|hip yaw\\| > {HIP_YAW_LIMIT_RAD:g} rad | "
+          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | slack frames | report |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+    robots = {name: load_robot(name) for name in a.robots}
+    for clip in a.clips:
+        for name, robot in robots.items():
+            print(row(clip, name, robot, a.method), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
