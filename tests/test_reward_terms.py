@@ -114,6 +114,7 @@ def _old_quadrotor(env, phys, action, info):
         "ang_vel": 1.0 - jnp.exp(-jnp.sum(jnp.square(phys.qvel[3:6])) / 16.0),
         "action": jnp.mean(jnp.square(action - a_hover)) / 4.0,
         "action_rate": jnp.mean(jnp.square(action - info["last_action"])) / 4.0,
+        "termination": env.terminated(phys, info).astype(jnp.float32),  # added after the library
     }
 
 
@@ -270,10 +271,23 @@ def test_task_reward_terms_equal_the_formulas_before_the_library(task, request):
         o, n = np.asarray(old[name]), np.asarray(new[name])
         assert n.shape == o.shape == (N_STATES,) and n.dtype == o.dtype, name
         assert np.all(np.isfinite(o)), name
-        assert name == "alive" or np.std(o) > 0, f"{name}: the random states do not vary it"
+        assert name in ("alive", "termination") or np.std(o) > 0, f"{name}: the random states do not vary it"
         if (owner, name) in REGROUPED:
             np.testing.assert_allclose(n, o, rtol=1e-5, atol=1e-7, err_msg=f"{task} reward/{name}")
         else:
             np.testing.assert_array_equal(n, o, err_msg=f"{task} reward/{name}")
     total = lambda t: sum(env.scales[k] * t[k] for k in env.scales)  # noqa: E731  (env.step's weighting)
     np.testing.assert_allclose(np.asarray(total(new)), np.asarray(total(old)), rtol=1e-6, atol=1e-7)
+
+
+def test_the_quadrotor_termination_term_marks_the_crash_step():
+    """``termination`` is 1 exactly where the episode ends (on the ground here), 0 in flight."""
+    from simreal.policies.run_config import make_env, resolve
+
+    env = make_env(resolve("quadrotor-track", ["backend=native"]))
+    phys, action, info = _random_states(env, jax.random.PRNGKey(3))
+    flying = jax.vmap(env.reward_terms)(phys, action, info)["termination"]
+    grounded = phys.replace(qpos=phys.qpos.at[:, 2].set(0.0))
+    crashed = jax.vmap(env.reward_terms)(grounded, action, info)["termination"]
+    np.testing.assert_array_equal(np.asarray(crashed), 1.0)
+    np.testing.assert_array_equal(np.asarray(flying), np.asarray(jax.vmap(env.terminated)(phys, info), np.float32))

@@ -162,10 +162,13 @@ class QuadrotorTask(MjEnv):
             "ang_vel": rw.saturating(rw.sq_norm(phys.qvel[3:6]), 16.0),  # ~|w|^2/16 [rad^2/s^2]
             "action": rw.action_magnitude(action, a_hover) / n / 4.0,   # 0..1, around hover thrust
             "action_rate": rw.action_rate(action, info["last_action"]) / n / 4.0,  # 0..1
+            "termination": self.terminated(phys, info).astype(jnp.float32),  # 1 on the crash step
         }
 
+    # termination 0: a crash already forfeits the alive terms of the discount horizon; a task that
+    # trades crashes for precision (track) prices them explicitly
     reward_scales = {"alive": 3.0, "position": -3.0, "position_precise": 2.0, "tilt": -0.5, "lin_vel": -0.5,
-                     "ang_vel": -0.5, "action": -0.2, "action_rate": -0.2}
+                     "ang_vel": -0.5, "action": -0.2, "action_rate": -0.2, "termination": 0.0}
 
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
