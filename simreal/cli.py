@@ -9,6 +9,7 @@
     simreal play RUN_DIR --out play.mp4
     simreal retarget clip.bvh --robot g1 --out clip.npz
     simreal deploy ros2 BUNDLE --out ws/src
+    simreal label frames.npz --task "..." --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
 
 Each verb lives in its own module (the table below), exposing ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Building the parser imports every verb
@@ -41,6 +42,7 @@ VERBS: dict[str, str] = {
     "play": "simreal.policies.cmd_play",
     "retarget": "simreal.retarget.cmd_retarget",
     "deploy": "simreal.deploy.cmd_deploy",
+    "label": "simreal.rewards.cmd_label",
 }
 
 

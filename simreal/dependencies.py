@@ -51,10 +51,12 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "rsl_rl": ("rsl-rl-lib", "torch"),
     "tensordict": ("rsl-rl-lib", "torch"),  # rsl-rl-lib's dependency; the torch adapters import it
     "gymnasium": ("gymnasium", "torch"),
+    "safetensors": ("safetensors", "torch"),
     "pyarrow": ("pyarrow", "data"),
     "cv2": ("opencv-python-headless", "data"),
     "transformers": ("transformers", "vlm"),
     "sentencepiece": ("sentencepiece", "vlm"),
+    "PIL": ("pillow", "vlm"),
 }
 
 # What `simreal deploy run` needs beside simreal itself: the policy runtime, the DDS transport,

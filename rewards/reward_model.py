@@ -1,0 +1,218 @@
+"""A learned reward: an ensemble of Bradley-Terry reward models fitted to preference labels.
+
+Each member ``k`` maps one observation (a state-feature vector (d,) through an MLP, or an RGB
+frame (H, W, 3) uint8 through a small CNN) to a scalar reward ``r_k``; a segment (T, ...) scores
+the sum over its steps (PEBBLE, Lee et al. 2021). The preference model is Bradley-Terry:
+
+    P(a > b) = sigmoid(R(a) - R(b))
+
+fitted by binary cross-entropy with target ``1`` for label 0 (``a`` closer to the goal), ``0`` for
+label 1, and for label -1 (cannot tell) either no term (``unsure="skip"``) or target 0.5
+(``unsure="tie"``). Members differ by initialisation and by the order of their minibatches, and
+all see every label (as PEBBLE and RL-VLM-F train theirs); the learned reward is the members'
+mean, their spread an uncertainty. State features are standardised with the mean and standard
+deviation of the observations fitted on (kept in the model); frames are scaled to [0, 1].
+
+    >>> model = BTEnsemble(RewardModelConfig(input_shape=(3,)))               # doctest: +SKIP
+    >>> fit(model, obs_a, obs_b, labels)                                      # doctest: +SKIP
+    >>> preference_accuracy(model, test_a, test_b, true_labels)               # doctest: +SKIP
+    >>> save_reward_model("reward.safetensors", model)                        # doctest: +SKIP
+
+Saved with safetensors (tensors plus the config as JSON metadata), never pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from simreal.errors import ConfigError, DataFileError
+from simreal.yaml_io import atomic_write_bytes, read_bytes
+
+#: safetensors metadata ``format`` of a saved model.
+FORMAT = "simreal-bt-reward-ensemble/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardModelConfig:
+    """Shape of one observation, (d,) state features or (H, W, 3) frames, and the network's size."""
+
+    input_shape: tuple[int, ...]
+    members: int = 3
+    hidden: int = 64
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.input_shape)
+        if not (len(shape) == 1 or (len(shape) == 3 and shape[-1] == 3)) or min(shape) < 1:
+            raise ConfigError("reward_model.input_shape", f"expected (d,) state features or (H, W, 3) frames, "
+                                                          f"got {shape}")
+        if self.members < 1 or self.hidden < 1:
+            raise ConfigError("reward_model.members", "members and hidden must be >= 1")
+
+    @property
+    def is_image(self) -> bool:
+        return len(self.input_shape) == 3
+
+
+def _member(config: RewardModelConfig) -> nn.Module:
+    """One reward network: observation (N, *input_shape) -> reward (N, 1)."""
+    h = config.hidden
+    if not config.is_image:
+        return nn.Sequential(nn.Linear(config.input_shape[0], h), nn.LeakyReLU(),
+                             nn.Linear(h, h), nn.LeakyReLU(), nn.Linear(h, 1))
+    height, width, _ = config.input_shape
+    conv = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.LeakyReLU(),
+                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.LeakyReLU(), nn.Flatten())
+    flat = conv(torch.zeros(1, 3, height, width)).shape[1]  # spatial size after the two stride-2 convs
+    return nn.Sequential(conv, nn.Linear(flat, h), nn.LeakyReLU(), nn.Linear(h, 1))
+
+
+class BTEnsemble(nn.Module):
+    """``members`` reward networks and the input normalisation they share."""
+
+    def __init__(self, config: RewardModelConfig):
+        super().__init__()
+        self.config = config
+        self.members = nn.ModuleList(_member(config) for _ in range(config.members))
+        d = config.input_shape[0] if not config.is_image else 1
+        self.register_buffer("obs_mean", torch.zeros(d))
+        self.register_buffer("obs_std", torch.ones(d))
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, *input_shape) raw observations -> the networks' input."""
+        if self.config.is_image:
+            return x.float().permute(0, 3, 1, 2) / 255.0  # (N, 3, H, W) in [0, 1]
+        return (x.float() - self.obs_mean) / self.obs_std
+
+    def forward(self, x: torch.Tensor, member: int | None = None) -> torch.Tensor:
+        """Rewards (K, N) of observations (N, *input_shape), or returns of segments (N, T, *input_shape);
+        (N,) of one ``member`` only when given."""
+        nd = len(self.config.input_shape)
+        if tuple(x.shape[-nd:]) != tuple(self.config.input_shape) or x.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"expected observations (N, *{self.config.input_shape}) or segments "
+                             f"(N, T, *{self.config.input_shape}), got {tuple(x.shape)}")
+        lead = x.shape[:-nd]
+        flat = self._prepare(x.reshape(-1, *self.config.input_shape))
+        nets = self.members if member is None else [self.members[member]]
+        r = torch.stack([net(flat)[:, 0] for net in nets]).reshape(len(nets), *lead)
+        r = r.sum(-1) if x.ndim == nd + 2 else r  # a segment scores the sum of its steps
+        return r if member is None else r[0]
+
+    @torch.no_grad()
+    def reward(self, obs: np.ndarray) -> np.ndarray:
+        """The learned reward: the members' mean (N,) float32, of observations (N, *input_shape)."""
+        return self(torch.as_tensor(np.asarray(obs))).mean(0).numpy().astype(np.float32)
+
+
+def bt_targets(labels: np.ndarray, unsure: str = "skip") -> tuple[np.ndarray, np.ndarray]:
+    """(rows used, P(a > b) targets) for labels in {0, 1, -1}: 0 -> 1.0, 1 -> 0.0, -1 -> dropped or 0.5."""
+    labels = np.asarray(labels)
+    if unsure not in ("skip", "tie"):
+        raise ConfigError("reward_model.unsure", f"expected skip or tie, got {unsure!r}")
+    keep = np.flatnonzero(labels != -1) if unsure == "skip" else np.arange(len(labels))
+    target = np.where(labels[keep] == 0, 1.0, np.where(labels[keep] == 1, 0.0, 0.5))
+    return keep, target.astype(np.float32)
+
+
+def bt_loss(r_a: torch.Tensor, r_b: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean binary cross-entropy of P(a > b) = sigmoid(r_a - r_b) against ``target`` (per member, then summed)."""
+    logits = r_a - r_b  # (K, N)
+    return nn.functional.binary_cross_entropy_with_logits(logits, target.expand_as(logits), reduction="none") \
+        .mean(-1).sum()
+
+
+def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndarray, epochs: int = 100,
+        batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 1e-4, unsure: str = "skip",
+        seed: int = 0) -> list[float]:
+    """Fit every member to the labelled pairs (module docstring); returns each epoch's loss per pair and member.
+
+    Args:
+      obs_a, obs_b: (M, *input_shape) or segments (M, T, *input_shape).
+      labels: (M,) in {0, 1, -1}.
+      unsure: what a -1 label does: "skip" or "tie" (target 0.5).
+    """
+    keep, target = bt_targets(labels, unsure)
+    if len(keep) == 0:
+        raise ValueError(f"no usable labels: all {len(labels)} are -1 (cannot tell) and unsure='skip'")
+    a = torch.as_tensor(np.asarray(obs_a)[keep])
+    b = torch.as_tensor(np.asarray(obs_b)[keep])
+    t = torch.as_tensor(target)
+    if not model.config.is_image:  # standardise with the statistics of every observation fitted on
+        seen = torch.cat([a, b]).reshape(-1, model.config.input_shape[0]).double()
+        model.obs_mean.copy_(seen.mean(0).float())
+        model.obs_std.copy_(seen.std(0).clamp_min(1e-6).float() if len(seen) > 1 else torch.ones_like(model.obs_std))
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    # each member walks the data in its own order: one permutation per member per epoch
+    generator = torch.Generator().manual_seed(seed)
+    n, k = len(t), len(model.members)
+    history = []
+    model.train()
+    for _ in range(epochs):
+        orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(k)])  # (K, n)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            idx = orders[:, start:start + batch_size]  # (K, B)
+            r_a = torch.stack([model(a[idx[m]], member=m) for m in range(k)])
+            r_b = torch.stack([model(b[idx[m]], member=m) for m in range(k)])
+            loss = bt_loss(r_a, r_b, t[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * idx.shape[1]
+        history.append(total / (n * k))
+    model.eval()
+    return history
+
+
+def preference_accuracy(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndarray) -> float:
+    """Fraction of pairs labelled 0 or 1 whose label the ensemble's mean reward agrees with (-1 labels ignored)."""
+    labels = np.asarray(labels)
+    rows = np.flatnonzero(labels != -1)
+    if len(rows) == 0:
+        raise ValueError("no pairs labelled 0 or 1 to score")
+    predicted = np.where(model.reward(np.asarray(obs_a)[rows]) > model.reward(np.asarray(obs_b)[rows]), 0, 1)
+    return float((predicted == labels[rows]).mean())
+
+
+def save_reward_model(path: str | Path, model: BTEnsemble) -> None:
+    """Write the ensemble's tensors and config to ``path`` (safetensors), atomically."""
+    from safetensors.torch import save
+
+    meta = {"format": FORMAT, "config": json.dumps(dataclasses.asdict(model.config))}
+    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    atomic_write_bytes(path, save(tensors, metadata=meta))
+
+
+def load_reward_model(path: str | Path) -> BTEnsemble:
+    """The ensemble saved at ``path``; DataFileError when it is not one (naming what is wrong)."""
+    from safetensors import SafetensorError, safe_open
+
+    read_bytes(path, "reward model", 8)  # a missing or unreadable file: DataFileError naming it
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise DataFileError(str(path), f"not a safetensors file ({str(e).splitlines()[0][:120]})") from None
+    if meta.get("format") != FORMAT:
+        raise DataFileError(str(path), f"metadata 'format' is {meta.get('format')!r}, expected {FORMAT!r} "
+                                       "(a reward model saved by save_reward_model)")
+    try:
+        fields = json.loads(meta["config"])
+        config = RewardModelConfig(input_shape=tuple(fields["input_shape"]), members=int(fields["members"]),
+                                   hidden=int(fields["hidden"]))
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError, ConfigError) as e:
+        raise DataFileError(str(path), f"metadata 'config' is not a reward model config ({e})") from None
+    model = BTEnsemble(config)
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        raise DataFileError(str(path), f"tensors do not match the config {config}: "
+                                       f"{str(e).splitlines()[-1].strip()[:200]}") from None
+    return model.eval()
