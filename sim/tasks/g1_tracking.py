@@ -59,7 +59,8 @@ TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "le
 @dataclasses.dataclass(frozen=True)
 class G1TrackingConfig(JointRobotConfig):
     episode_length_s: float = field(10.0, min=0.01, doc="episode time limit [s]")
-    action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad]")
+    action_scale: float = field(1.2, min=0.0, doc="position-target delta at |a| = 1 [rad]; must reach the clip "
+                                                   "(a walk's knee bends ~1 rad past home)")
     motion_file: str = field("", doc="motion npz (`simreal retarget` output); required")
     sigma_joint_pos_rad: float = field(0.5, min=1e-6, doc="joint position kernel width [rad]")
     sigma_joint_vel_rad_s: float = field(5.0, min=1e-6, doc="joint velocity kernel width [rad/s]")
@@ -124,17 +125,43 @@ class G1Tracking(FloorRobotTask):
                     "root_lin_vel": f32(motion.root_lin_vel), "root_ang_vel": f32(motion.root_ang_vel),
                     "dof_pos": f32(motion.dof_pos[:, cols]), "dof_vel": f32(motion.dof_vel[:, cols]),
                     "body_pos": f32(motion.body_pos[:, bcols])}
+        self._check_reach(np.asarray(motion.dof_pos[:, cols]), act_joints)
         self.num_frames = motion.num_frames
         self.frames_per_step = self.robot.control_dt_s * motion.fps
         self.act_qadr = jnp.asarray([int(m.jnt_qposadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
         self.act_dadr = jnp.asarray([int(m.jnt_dofadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
 
+    def _check_reach(self, dof_pos: np.ndarray, joints: list[str]) -> None:
+        """ConfigError unless every reference joint position (inside the control range) is a
+        position target some action in [-1, 1] gives: ``|q_ref - ctrl_home| <= action_scale``.
+        A clip beyond that would be tracked through set-points clipped short of it (the knee of
+        a walk bends 1 rad past home; the default scale once reached 0.5)."""
+        lo, hi = np.asarray(self.ctrl_lo), np.asarray(self.ctrl_hi)
+        need = np.abs(np.clip(dof_pos, lo, hi) - np.asarray(self.home_ctrl))
+        t, j = np.unravel_index(int(np.argmax(need)), need.shape)
+        if need[t, j] > self.cfg.action_scale + 1e-3:
+            raise ConfigError("env.action_scale", f"{self.cfg.action_scale:g} reaches the home pose +- "
+                              f"{self.cfg.action_scale:g} rad, but {self.cfg.motion_file} needs "
+                              f"{need[t, j]:.2f} rad ({joints[j]}, frame {t}); set env.action_scale="
+                              f"{math.ceil(need[t, j] * 10) / 10:g} or more")
+
     # -- reference -------------------------------------------------------------------------------
     def frame(self, info: Mapping[str, Any], ahead: int = 0) -> dict[str, jax.Array]:
-        """The reference at the episode's current time (+ ``ahead`` control steps), nearest frame."""
-        t = info["motion_t0"] + (info["step"] + ahead) * self.frames_per_step
-        k = jnp.clip(jnp.round(t).astype(jnp.int32), 0, self.num_frames - 1)
-        return {n: v[k] for n, v in self.ref.items()}
+        """The reference at the episode's current time (+ ``ahead`` control steps), linearly
+        interpolated between the two clip frames around it (the root quaternion normalised after
+        interpolating, nlerp, on the hemisphere of the first). A clip captured at 30 fps and
+        played at a 50 Hz control rate would otherwise hold a frame for one or two control steps
+        and jump: position set-points that stall and leap, and a robot compared with a pose up to
+        half a frame (17 ms) away from where the clip is at that time."""
+        t = jnp.clip(info["motion_t0"] + (info["step"] + ahead) * self.frames_per_step, 0.0, self.num_frames - 1.0)
+        k0 = jnp.minimum(jnp.floor(t).astype(jnp.int32), max(self.num_frames - 2, 0))
+        k1 = jnp.minimum(k0 + 1, self.num_frames - 1)
+        a = t - k0
+        out = {n: (1.0 - a) * v[k0] + a * v[k1] for n, v in self.ref.items() if n != "root_quat"}
+        q0, q1 = self.ref["root_quat"][k0], self.ref["root_quat"][k1]
+        q = (1.0 - a) * q0 + a * jnp.where(jnp.dot(q0, q1) < 0.0, -q1, q1)
+        out["root_quat"] = q / jnp.linalg.norm(q)
+        return out
 
     def reference_action(self, info: Mapping[str, Any]) -> jax.Array:
         """The action whose position targets are the next frame's reference joint positions."""
