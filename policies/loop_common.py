@@ -120,6 +120,10 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                         f"{cfg.task} ({run_dir.name})")
             return path or ckpt_dir
 
+        if learner.env_steps < tc.num_timesteps and not stop.requested:
+            # the first iteration compiles the rollout and the update (XLA): the status line
+            # needs two iterations for a rate, so say why nothing moves meanwhile
+            progress.message("compiling the training step (the first iteration; 20-60 s on 2 CPU cores) ...")
         while learner.env_steps < tc.num_timesteps and not stop.requested:
             m = learner.iterate()
             steps = learner.env_steps

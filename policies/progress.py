@@ -64,6 +64,11 @@ class Progress:
         self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
         self.stream.flush()
 
+    def message(self, text: str) -> None:
+        """A one-off line between status lines (what a long silent phase is doing)."""
+        self.stream.write(("\r" + text + "\033[K\n") if self.tty else text + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         if self.tty:
             self.stream.write("\n")

@@ -6,12 +6,13 @@ Steps, each a small function:
 2. the feet's contact points (heel under the ankle, ball at the toe joint), each shifted down
    by its flat-foot height, and the soles: between ankle and toe, as high as the lower point;
 3. put the human's floor at z = 0 (a low percentile of the contact points' heights);
-4. scale to the robot (:mod:`scaling`, derived from limb lengths);
-5. body frames from the bones, never from a projection that degenerates when one bone passes
+4. body frames from the bones, never from a projection that degenerates when one bone passes
    vertical: pelvis (hips + spine), chest (shoulders + neck), feet (the lateral axis of the
    shin and foot bones, which stays near-horizontal when the foot points down, turned into a
    level heading relative to the pelvis); frames where the bones are near-collinear are filled
    from their neighbours in time;
+5. scale to the robot (:mod:`scaling`, derived from limb lengths; the hips rigidly on the pelvis
+   frame of step 4, at the robot's own hip offsets);
 6. label contacts on the human's contact points scaled by the leg ratio (a similarity: a planted
    foot stays planted and on the floor, which the per-segment scaled targets need not), and
    shift the targets vertically, frame by frame, so the stance soles rest on the terrain.
@@ -259,10 +260,10 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
                           f"orientation targets exist only for {', '.join(ORIENTED)}", robot.kmap.source)
     home_pos, home_rot = robot_home_sites(robot)
     scaling = derive_scaling(kp, {k: home_pos[i] for i, k in enumerate(robot.keypoints)})
-    scaled = apply_scaling(kp, scaling)
+    frames = human_frames(kp, motion.fps)
+    scaled = apply_scaling(kp, scaling, frames)
     T, K = motion.num_frames, len(robot.keypoints)
     pos = np.stack([scaled[k] for k in robot.keypoints], axis=1)
-    frames = human_frames(kp, motion.fps)
     rots = np.broadcast_to(np.eye(3), (T, K, 3, 3)).copy()
     for i, k in enumerate(robot.keypoints):
         if k in ORIENTED:

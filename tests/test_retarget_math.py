@@ -144,12 +144,44 @@ def test_scaling_is_derived_from_limb_lengths():
     s = derive_scaling(human, robot_home)
     assert s.root == pytest.approx(0.5)
     assert all(r == pytest.approx(0.5) for r in s.ratios.values())
-    scaled = apply_scaling(human, s)
+    upright = {"pelvis": np.tile(np.eye(3), (T, 1, 1))}
+    scaled = apply_scaling(human, s, upright)
     for k, v in robot_home.items():
         np.testing.assert_allclose(scaled[k][0], v, atol=1e-12)
     human["left_knee"][:, 0] += 0.2  # bent knee: directions follow the human, lengths the robot
-    scaled = apply_scaling(human, derive_scaling(human, robot_home))
+    scaled = apply_scaling(human, derive_scaling(human, robot_home), upright)
     assert np.linalg.norm(scaled["left_knee"][0] - scaled["left_hip"][0]) == pytest.approx(0.3, rel=1e-6)
+    with pytest.raises(ValueError, match="left_hip sits rigidly on pelvis"):
+        apply_scaling(human, s)
+
+
+def test_hips_sit_on_the_pelvis_at_the_robots_offset():
+    """A human hip mostly beside the pelvis joint and a robot hip mostly below it (as a Bandai rig
+    and a G1): the hip target is the robot's offset turned by the pelvis frame, not the human's
+    direction at the robot's length, and the leg hangs from it with the human's directions."""
+    robot_home = {"pelvis": np.array([0, 0, 0.78]), "left_hip": np.array([0, 0.116, 0.65]),
+                  "left_knee": np.array([0, 0.116, 0.35]), "left_ankle": np.array([0, 0.116, 0.04]),
+                  "left_foot": np.array([0, 0.116, 0.0])}
+    human = {"pelvis": np.array([0, 0, 1.0]), "left_hip": np.array([0, 0.09, 0.95]),
+             "left_knee": np.array([0, 0.07, 0.52]), "left_ankle": np.array([0, 0.05, 0.09]),
+             "left_foot": np.array([0, 0.05, 0.0])}
+    T = 4
+    human = {k: np.tile(v, (T, 1)) for k, v in human.items()}
+    yaw = np.linspace(0.0, np.pi / 2, T)  # the pelvis turns a quarter
+    R = np.zeros((T, 3, 3))
+    R[:, 0, 0], R[:, 0, 1], R[:, 1, 0], R[:, 1, 1], R[:, 2, 2] = np.cos(yaw), -np.sin(yaw), np.sin(yaw), np.cos(yaw), 1
+    s = derive_scaling(human, robot_home)
+    assert s.ratios["left_hip"] > 1.4  # 0.18 m of robot offset on 0.10 m of human offset
+    out = apply_scaling(human, s, {"pelvis": R})
+    offset = robot_home["left_hip"] - robot_home["pelvis"]
+    for t in range(T):
+        np.testing.assert_allclose(out["left_hip"][t] - out["pelvis"][t], R[t] @ offset, atol=1e-12)
+    thigh = out["left_knee"] - out["left_hip"]  # the human's direction, the robot's length
+    np.testing.assert_allclose(np.linalg.norm(thigh, axis=1), 0.3, rtol=1e-9)
+    h = human["left_knee"] - human["left_hip"]
+    np.testing.assert_allclose(thigh / 0.3, h / np.linalg.norm(h, axis=1, keepdims=True), atol=1e-12)
+    ratio_rule = out["pelvis"] + s.ratios["left_hip"] * (human["left_hip"] - human["pelvis"])
+    assert ratio_rule[0, 1] > 0.15 and out["left_hip"][0, 1] == pytest.approx(0.116)  # wide vs on the pelvis
 
 
 def test_contact_labels_clean_short_runs():

@@ -106,6 +106,26 @@ def test_floating_stance_foot_fails_support_float(g1, walk):
     assert c["max_support_clearance_m"] > 0.025
 
 
+def test_support_evidence_is_a_low_and_still_human_foot(g1, walk):
+    """Unlabelled frames count as support where the human's sole is low and still, not where a
+    swinging foot skims the floor (real walks pass 1-2 cm over it at 1-4 m/s)."""
+    targets, q0, _ = walk
+    left = targets.keypoints.index("left_foot")
+    clear = checks.foot_clearance(g1, q0)[:, 0]
+    swing = np.flatnonzero(~targets.contacts[:, 0] & (clear > 0.03))
+    t = int(swing[len(swing) // 2])
+    human = targets.human.copy()
+    human[t, left, 2] = 0.005  # the human's swing sole skims the floor in one frame
+    skim = dataclasses.replace(targets, human=human)
+    c = checks.graded_report(g1, q0, skim, walk[2], playback=False)["checks"]["support_float"]
+    speed = np.linalg.norm(human[t + 1, left, :2] - human[t - 1, left, :2]) * targets.fps / 2
+    assert speed > 2 * checks.HUMAN_SUPPORT_SPEED_M_S and not _covers(c, (t, t), c["level"])
+    human[t - 1:t + 2, left, :2] = human[t, left, :2]  # now low and still: it supports, and the robot's foot floats
+    still = dataclasses.replace(targets, human=human)
+    c = checks.graded_report(g1, q0, still, walk[2], playback=False)["checks"]["support_float"]
+    assert _covers(c, (t, t), c["level"]) and c["floating_foot_frames"] >= 1
+
+
 def test_joint_speed_spike(g1, walk):
     q = walk[1].copy()
     q[50, _col(g1, "right_elbow_joint")] += 0.6  # 18 rad/s in and out of one frame; the arm swings slowly
