@@ -5,7 +5,8 @@
 
 Works on every trainer's runs (brax, sb3, rsl_rl). After writing, ONNX Runtime is checked
 against the trainer's own deterministic policy (JAX or torch) on random observations; a
-difference above 1e-5 is an error.
+difference above 1e-5 is an error. A policy on camera images (``arm-push-pixels``) is refused:
+the bundle's observation is one flat vector, with no image inputs yet.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simreal.errors import BundleError
+    from simreal.policies.export import check_flat_observation
+    from simreal.policies.run_config import make_env
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
+    check_flat_observation(make_env(cfg), cfg.task, run_dir)  # before the trainer loads a policy it could not export
     out, err = get_trainer(cfg.trainer).export(run_dir, cfg, Path(args.out) if args.out else None)
     if err > MAX_ABS_DIFF:
         raise BundleError("policy.onnx", f"ONNX Runtime differs from the {cfg.trainer} policy by {err:.2e} "

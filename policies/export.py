@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 import simreal
 from simreal.config import to_dict
 from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
+from simreal.errors import BundleError
 from simreal.reference import REFERENCE_NPZ, write_reference
 from simreal.policies.run_config import RunConfig
 from simreal.yaml_io import atomic_write_bytes
@@ -98,6 +100,15 @@ def _git_commit() -> str:
                               cwd=Path(__file__).parent).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def check_flat_observation(env, task: str, run_dir: Path) -> None:
+    """BundleError naming ``observation`` when ``env`` observes a dict (camera images beside the
+    state): a bundle's observation is one flat vector of named terms, with no image inputs yet."""
+    if isinstance(env.observation_size, Mapping):
+        raise BundleError("observation", f"{task} observes {', '.join(env.observation_size)}; a bundle's observation "
+                                         "is one flat vector and has no image inputs yet, so this policy cannot be "
+                                         "exported (eval and play work on the run)", str(run_dir))
 
 
 def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any,

@@ -28,7 +28,7 @@ from simreal.policies.loop_common import TrainResult
 from simreal.policies.ppo import PPO, evaluate
 from simreal.policies.run_config import RunConfig, from_mapping, make_env
 from simreal.policies.sac import SAC
-from simreal.policies.trainers import LoadedPolicy
+from simreal.policies.trainers import LoadedPolicy, check_observations
 from simreal.rundir import load_run_config, new_run_dir, open_run_dir
 from simreal.yaml_io import dump_yaml
 
@@ -51,7 +51,9 @@ IMPLEMENTATIONS: dict[str, type[PPO] | type[SAC]] = {"ppo": PPO, "sac": SAC}
 
 
 def make_algorithm(cfg: RunConfig, env: Any) -> PPO | SAC:
-    """The run's algorithm, built for ``env``."""
+    """The run's algorithm, built for ``env``; ConfigError naming ``trainer`` for an env with dict
+    observations (camera images), which these MLP networks cannot take."""
+    check_observations(cfg, env)
     return IMPLEMENTATIONS[cfg.algorithm](env, cfg.train, cfg.seed)
 
 

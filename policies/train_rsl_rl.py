@@ -36,6 +36,7 @@ from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.torch_loop import TorchTrainer
+from simreal.policies.trainers import check_observations
 from simreal.yaml_io import atomic_write_bytes
 
 EXT = "pt"
@@ -92,6 +93,7 @@ class Driver:
     def __init__(self, cfg: RunConfig, env: Any, resume_from: Path | None):
         from simreal.sim.adapter_torch import RslRlVecEnv
 
+        check_observations(cfg, env)
         tc = cfg.train
         torch.manual_seed(cfg.seed)
         self.venv = RslRlVecEnv(env, tc.num_envs, seed=cfg.seed)
@@ -151,6 +153,7 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     from tensordict import TensorDict
 
     env = make_env(cfg, backend=backend, **env_overrides)
+    check_observations(cfg, env)
     path = ckpt.require_latest(run_dir / "checkpoints", EXT)
     rc = runner_cfg(cfg)["actor"]
     obs = TensorDict({"policy": torch.zeros(1, env.observation_size)}, batch_size=[1])

@@ -31,18 +31,33 @@ if TYPE_CHECKING:
 
 
 class TrainerEntry(NamedTuple):
-    """A row of the trainer table: where its driver is, and the ``algorithm:`` values it runs."""
+    """A row of the trainer table: where its driver is, the ``algorithm:`` values it runs, and
+    whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys)."""
 
     driver: str  # ``module:attribute`` of a :class:`Trainer`
     algorithms: tuple[str, ...]
+    images: bool = False
 
 
 #: trainer name -> its driver and algorithms.
 TRAINERS: dict[str, TrainerEntry] = {
     "brax": TrainerEntry("simreal.policies.train:BRAX", ("ppo", "sac")),
-    "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac")),
+    "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True),
     "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",)),
 }
+
+
+def check_observations(cfg: RunConfig, env: Any) -> None:
+    """ConfigError naming ``trainer`` when ``env`` has dict observations (camera images) and the
+    run's trainer takes flat observations only."""
+    from collections.abc import Mapping
+
+    from simreal.errors import ConfigError
+
+    if isinstance(env.observation_size, Mapping) and not TRAINERS[cfg.trainer].images:
+        able = ", ".join(n for n, e in TRAINERS.items() if e.images)
+        raise ConfigError("trainer", f"{cfg.task} has image observations ({', '.join(env.observation_size)}); "
+                                     f"trainer={cfg.trainer} takes flat observations; use trainer={able}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Zero-shot vision-language reward: a CLIP or SigLIP model scores rendered frames against prompts.
 
-Selected from a task config's ``reward:`` section::
+Configured by a ``reward:`` mapping (:class:`ClipRewardConfig`)::
 
     reward:
       kind: clip
@@ -25,8 +25,10 @@ embeddings and ``P`` are computed once, at construction; a call embeds a batch o
     >>> reward = ClipReward(build(ClipRewardConfig, section, prefix="reward"))   # doctest: +SKIP
     >>> reward(frames)            # (N, H, W, 3) uint8 -> (N,) float32           # doctest: +SKIP
 
-``ClipReward`` returns the unweighted ``R``. The training loop adds ``weight * R`` as the term
-``reward/clip`` beside the task's hand-written terms (or alone, with their scales at 0).
+``ClipReward`` returns the unweighted ``R``. Not wired into training yet: the intended use is
+``weight * R`` as the term ``reward/clip`` beside the task's hand-written terms (or alone,
+with their scales at 0), scored on the pixel tasks' camera frames every ``every_k_steps``;
+today a task config's ``reward:`` section is not read (docs/rewards.md).
 """
 
 from __future__ import annotations

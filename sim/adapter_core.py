@@ -17,10 +17,12 @@ torch through DLPack for rsl_rl and Isaac Gym style VecTasks).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from simreal.observations import build_observation
 
@@ -29,7 +31,7 @@ from simreal.observations import build_observation
 class StepOut:
     """One batched step, all (N, ...) jax arrays."""
 
-    obs: jax.Array
+    obs: jax.Array  # or a dict of (N, ...) arrays for an env with dict observations (images)
     reward: jax.Array
     terminated: jax.Array  # bool (N,): the episode failed
     truncated: jax.Array  # bool (N,): the episode hit its time limit
@@ -51,6 +53,11 @@ def _with_critic(env: Any, state: Any) -> tuple[Any, jax.Array]:
     return jax.tree.map(lambda x: x.astype(x.dtype), (state, critic))
 
 
+def to_numpy(obs: Any, index: int | None = None) -> Any:
+    """Observations as numpy arrays (a dict stays a dict), optionally one env's row."""
+    return jax.tree.map(lambda x: np.array(x if index is None else x[index]), obs)
+
+
 class JaxBatch:
     """``num_envs`` copies of ``env``, stepped together by one jitted function."""
 
@@ -60,7 +67,9 @@ class JaxBatch:
         env.record_terminal_obs = True
         self.env = env
         self.num_envs = int(num_envs)
-        self.obs_size = int(env.observation_size)
+        size = env.observation_size
+        #: int, or {key: shape} for an env with dict observations (images beside the state)
+        self.obs_size = {k: tuple(v) for k, v in size.items()} if isinstance(size, Mapping) else int(size)
         self.action_size = int(env.action_size)
         self.episode_steps = int(env.episode_steps)
         self._key = jax.random.PRNGKey(seed)
@@ -70,7 +79,10 @@ class JaxBatch:
             fns["reset"] = jax.jit(jax.vmap(lambda k: _with_critic(env, env.reset(k))))
             fns["step"] = jax.jit(jax.vmap(lambda s, a: _with_critic(env, env.step(s, a))))
         self._reset, self._step = fns["reset"], fns["step"]
-        self.critic_obs_size = int(jax.eval_shape(self._reset, jax.random.split(self._key, 1))[1].shape[-1])
+        shapes = jax.eval_shape(self._reset, jax.random.split(self._key, 1))
+        self.critic_obs_size = int(shapes[1].shape[-1])
+        #: per-env shape and dtype of the observation (a dict of them for dict observations)
+        self.obs_spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), shapes[0].obs)
         self.state = None
         self.critic_obs: jax.Array | None = None
         # Every input committed to one device: arrays from DLPack (torch) are committed, and a

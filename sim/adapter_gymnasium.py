@@ -11,6 +11,7 @@ very env the JAX trainers see. The ``MjEnv`` resets itself inside ``step``; ``Gy
 hides that: after an episode ends it returns the terminal observation and keeps the next
 episode ready for ``reset()``. ``GymVectorEnv`` uses Gymnasium's same-step autoreset mode:
 ``infos['final_obs']`` / ``infos['_final_obs']`` carry the ended episodes' last observations.
+Dict observations (camera images beside the state) give a ``Dict`` space.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from simreal.sim.adapter_core import JaxBatch
-from simreal.sim.adapter_sb3 import spaces
+from simreal.sim.adapter_core import JaxBatch, to_numpy
+from simreal.sim.adapter_sb3 import action_space, observation_space
 
 
 class GymEnv(gym.Env):
@@ -33,7 +34,7 @@ class GymEnv(gym.Env):
 
     def __init__(self, env: Any, seed: int = 0):
         self.batch = JaxBatch(env, 1, seed)
-        self.observation_space, self.action_space = spaces(env)
+        self.observation_space, self.action_space = observation_space(self.batch.obs_spec), action_space(env)
         self._pending_reset = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -45,7 +46,7 @@ class GymEnv(gym.Env):
         else:
             obs = self.batch.reset()
         self._pending_reset = False
-        return np.array(obs[0]), {}
+        return to_numpy(obs, 0), {}
 
     def step(self, action):
         if self._pending_reset:
@@ -56,10 +57,10 @@ class GymEnv(gym.Env):
         if terminated or truncated:
             self._pending_reset = True
             info = {k: float(v[0]) for k, v in out.episode_metrics.items()}
-            obs = out.terminal_obs[0]
+            obs = out.terminal_obs
         else:
-            obs = out.obs[0]
-        return np.array(obs), float(out.reward[0]), terminated, truncated, info
+            obs = out.obs
+        return to_numpy(obs, 0), float(out.reward[0]), terminated, truncated, info
 
 
 class GymVectorEnv(VectorEnv):
@@ -70,21 +71,22 @@ class GymVectorEnv(VectorEnv):
     def __init__(self, env: Any, num_envs: int, seed: int = 0):
         self.batch = JaxBatch(env, num_envs, seed)
         self.num_envs = num_envs
-        self.single_observation_space, self.single_action_space = spaces(env)
+        self.single_observation_space = observation_space(self.batch.obs_spec)
+        self.single_action_space = action_space(env)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
         if seed is not None:
             self.batch.seed(int(seed if np.isscalar(seed) else seed[0]))
-        return np.array(self.batch.reset()), {}
+        return to_numpy(self.batch.reset()), {}
 
     def step(self, actions):
         out = self.batch.step(np.asarray(actions, np.float32))
         done = np.array(out.done)
         infos: dict[str, Any] = {}
         if done.any():
-            infos = {"final_obs": np.array(out.terminal_obs), "_final_obs": done}
+            infos = {"final_obs": to_numpy(out.terminal_obs), "_final_obs": done}
             infos.update({k: np.array(v) for k, v in out.episode_metrics.items()})
-        return (np.array(out.obs), np.array(out.reward, np.float32), np.array(out.terminated),
+        return (to_numpy(out.obs), np.array(out.reward, np.float32), np.array(out.terminated),
                 np.array(out.truncated), infos)

@@ -11,27 +11,46 @@ last observation of the one that ended, ``infos[i]['TimeLimit.truncated']`` whet
 ended on its time limit (SB3 then bootstraps from the terminal observation), and
 ``infos[i]['episode'] = {'r', 'l'}`` (what ``Monitor`` would add, so SB3 logs returns).
 
+Dict observations (an env with camera images, ``arm-push-pixels``) become a ``Dict`` space with
+uint8 image boxes, for SB3's ``MultiInputPolicy`` (a CNN per image); ``privileged_state`` is left
+out, since SB3 would feed it to the actor.
+
 All envs live in one process (there is nothing to pickle or dispatch), so ``env_method``
 and ``get_attr`` answer from the single underlying ``MjEnv``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+import jax
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from simreal.sim.adapter_core import JaxBatch
+from simreal.sim.adapter_core import JaxBatch, to_numpy
 
 
-def spaces(env: Any) -> tuple[gym.spaces.Box, gym.spaces.Box]:
-    """(observation_space, action_space) of an ``MjEnv``: unbounded obs, actions in [-1, 1]."""
-    obs = gym.spaces.Box(-np.inf, np.inf, (int(env.observation_size),), np.float32)
-    act = gym.spaces.Box(-1.0, 1.0, (int(env.action_size),), np.float32)
-    return obs, act
+#: Observation keys the SB3 adapter leaves out: SB3's policies feed every key to the actor, and
+#: the privileged state is for an asymmetric critic only (SB3 has none).
+SB3_HIDDEN_KEYS = ("privileged_state",)
+
+
+def observation_space(spec: Any, hidden: tuple[str, ...] = ()) -> gym.Space:
+    """The Gymnasium space of an observation spec (``JaxBatch.obs_spec``): uint8 images are
+    Box(0, 255) (SB3 gives them a CNN), other arrays unbounded float32; a dict of them a ``Dict``
+    space without the ``hidden`` keys."""
+    if isinstance(spec, Mapping):
+        return gym.spaces.Dict({k: observation_space(v) for k, v in spec.items() if k not in hidden})
+    if spec.dtype == np.uint8:
+        return gym.spaces.Box(0, 255, tuple(spec.shape), np.uint8)
+    return gym.spaces.Box(-np.inf, np.inf, tuple(spec.shape), np.float32)
+
+
+def action_space(env: Any) -> gym.spaces.Box:
+    """Actions in [-1, 1]."""
+    return gym.spaces.Box(-1.0, 1.0, (int(env.action_size),), np.float32)
 
 
 class SB3VecEnv(VecEnv):
@@ -39,8 +58,7 @@ class SB3VecEnv(VecEnv):
 
     def __init__(self, env: Any, num_envs: int, seed: int = 0):
         self.batch = JaxBatch(env, num_envs, seed)
-        obs_space, act_space = spaces(env)
-        super().__init__(num_envs, obs_space, act_space)
+        super().__init__(num_envs, observation_space(self.batch.obs_spec, SB3_HIDDEN_KEYS), action_space(env))
         self._actions: np.ndarray | None = None
 
     def reset(self) -> np.ndarray:
@@ -49,7 +67,7 @@ class SB3VecEnv(VecEnv):
             self.batch.seed(int(seeds[0]))
         self._reset_seeds()
         self._reset_options()
-        return np.array(self.batch.reset())
+        return self._visible(self.batch.reset())
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions, np.float32)
@@ -59,18 +77,25 @@ class SB3VecEnv(VecEnv):
             raise RuntimeError("step_wait() without step_async()")
         out = self.batch.step(self._actions)
         self._actions = None
-        obs = np.array(out.obs)
+        obs = self._visible(out.obs)
         done = np.array(out.done)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         if done.any():
             truncated = np.array(out.truncated)
-            terminal = np.array(out.terminal_obs)
+            terminal = self._visible(out.terminal_obs)
             ep = {k.split("/", 1)[1]: np.array(v) for k, v in out.episode_metrics.items()}
             for i in np.flatnonzero(done):
-                infos[i] = {"terminal_observation": terminal[i], "TimeLimit.truncated": bool(truncated[i]),
+                infos[i] = {"terminal_observation": jax.tree.map(lambda x: x[i], terminal),  # noqa: B023
+                            "TimeLimit.truncated": bool(truncated[i]),
                             "episode": {"r": float(ep["return"][i]), "l": int(ep["length"][i])}}
                 infos[i].update({f"episode/{k}": float(v[i]) for k, v in ep.items() if k not in ("return", "length")})
         return obs, np.array(out.reward, np.float32), done, infos
+
+    def _visible(self, obs: Any) -> Any:
+        """Numpy observations as SB3 sees them (dict observations without ``SB3_HIDDEN_KEYS``)."""
+        if isinstance(obs, Mapping):
+            obs = {k: v for k, v in obs.items() if k not in SB3_HIDDEN_KEYS}
+        return to_numpy(obs)
 
     def close(self) -> None:
         pass

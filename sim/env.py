@@ -147,6 +147,13 @@ class MjEnv(BraxEnv):
         """The robot-state mapping read by observation terms (``simreal.observations``)."""
         raise NotImplementedError
 
+    def observe_extra(self, phys: PhysState, info: Mapping[str, Any], active: jax.Array) -> dict[str, jax.Array]:
+        """Observations beside the state vector: camera images (``pixels/<camera>``), a noise-free
+        ``privileged_state`` for an asymmetric critic (Brax's keys). With any, the observation is a
+        dict holding them and the noisy state vector as ``state``; default: none (a flat vector).
+        ``active`` (bool) marks envs whose observation will be used; a renderer may skip the others."""
+        return {}
+
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         """Unweighted reward terms of one step."""
         raise NotImplementedError
@@ -251,8 +258,7 @@ class MjEnv(BraxEnv):
         metrics["episode/length"] = info["step"] * donef
         info["episode_return"] = ep_return
 
-        if self.record_terminal_obs:
-            info["terminal_obs"] = self._observe(phys, info, k_obs)
+        terminal = self._observe(phys, info, k_obs, active=done) if self.record_terminal_obs else None
         # Auto-reset with a fresh key: new randomisation, new initial state.
         phys_new, info_new = self._new_episode(k_reset, done)
         phys = jax.tree.map(lambda a, b: jnp.where(done, a, b), phys_new, phys)
@@ -263,6 +269,10 @@ class MjEnv(BraxEnv):
         info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
         reward = jnp.where(jnp.isfinite(reward), reward, 0.0)
         obs = self._observe(phys, info, k_obs)
+        if terminal is not None:
+            # where no episode ended the two are one observation: keep the one computed for every env
+            # (a renderer draws the terminal images of the ended episodes only)
+            info["terminal_obs"] = jax.tree.map(lambda t, o: jnp.where(done, t, o), terminal, obs)
         return state.replace(pipeline_state=phys, obs=obs, reward=reward, done=donef, metrics=metrics, info=info)
 
     def applied_action(self, info: Mapping[str, Any]) -> jax.Array:
@@ -303,12 +313,14 @@ class MjEnv(BraxEnv):
         }
         return phys, info
 
-    def _observe(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> jax.Array:
+    def _observe(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array,
+                 active: jax.Array | None = None) -> jax.Array | dict[str, jax.Array]:
         obs = build_observation(self.obs_terms, self.robot_state(phys, info), jnp)
         if self.cfg.obs_noise_scale > 0 and self.obs_noise_std:
             std = jnp.concatenate([jnp.full((s,), self.obs_noise_std.get(n, 0.0)) for n, s in self._obs_sizes.items()])
             obs = obs + self.cfg.obs_noise_scale * std * jax.random.normal(rng, obs.shape)
-        return obs
+        extra = self.observe_extra(phys, info, jnp.bool_(True) if active is None else active)
+        return {"state": obs, **extra} if extra else obs
 
     def _measure_obs_sizes(self) -> dict[str, int]:
         from simreal.observations import term

@@ -63,6 +63,44 @@ class SiteSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class CameraSpec:
+    """A camera added to the model: ``name`` on ``body`` (``world``: fixed in the scene) at ``pos`` [m]
+    in the body frame, aimed at ``lookat`` (a point in the same frame, image up towards the body's
+    +z) or turned by ``quat`` (wxyz; MuJoCo's camera looks along its -z with +y up).
+
+    ``width`` x ``height`` [px] is the image a policy sees (MuJoCo's ``cam_resolution``), ``fovy_deg``
+    the vertical field of view [deg]; ``depth`` adds a depth image [m] beside the RGB one.
+    """
+
+    name: str
+    body: str = field("world", doc="body the camera moves with ('world': fixed)")
+    pos: tuple[float, ...] = field((0.0, 0.0, 0.0), doc="(x, y, z) in the body frame [m]")
+    lookat: tuple[float, ...] | None = field(None, doc="(x, y, z) the camera aims at, in the body frame [m]")
+    quat: tuple[float, ...] | None = field(None, doc="(w, x, y, z) orientation in the body frame, instead of lookat")
+    fovy_deg: float = field(45.0, min=1.0, max=179.0, doc="vertical field of view [deg]")
+    width: int = field(64, min=1, max=4096, doc="image width [px]")
+    height: int = field(64, min=1, max=4096, doc="image height [px]")
+    depth: bool = field(False, doc="also render a depth image [m]")
+
+
+def check_cameras(cameras: tuple[CameraSpec, ...], key: str, path: str) -> None:
+    """ConfigError naming ``key[i].field`` for a malformed pose or a repeated name."""
+    seen: set[str] = set()
+    for i, cam in enumerate(cameras):
+        if cam.name in seen:
+            raise ConfigError(f"{key}[{i}].name", f"camera '{cam.name}' is listed twice", path)
+        seen.add(cam.name)
+        if len(cam.pos) != 3:
+            raise ConfigError(f"{key}[{i}].pos", f"expected [x, y, z], got {list(cam.pos)}", path)
+        if (cam.lookat is None) == (cam.quat is None):
+            raise ConfigError(f"{key}[{i}]", "set exactly one of 'lookat' ([x, y, z]) or 'quat' ([w, x, y, z])", path)
+        if cam.lookat is not None and (len(cam.lookat) != 3 or tuple(cam.lookat) == tuple(cam.pos)):
+            raise ConfigError(f"{key}[{i}].lookat", f"expected [x, y, z] away from pos, got {list(cam.lookat)}", path)
+        if cam.quat is not None and (len(cam.quat) != 4 or not any(cam.quat)):
+            raise ConfigError(f"{key}[{i}].quat", f"expected a non-zero [w, x, y, z], got {list(cam.quat)}", path)
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSource:
     """Where the MuJoCo model comes from: exactly one of ``builder`` or ``asset_file``."""
 
@@ -71,6 +109,7 @@ class ModelSource:
     asset_file: str | None = field(None, doc="user MJCF (.xml) or URDF (.urdf)")
     options: dict[str, Any] = field({}, doc="keyword arguments for the builder; a model file takes self_collision")
     sites: tuple[SiteSpec, ...] = field((), doc="sites to add to the model (e.g. ones a user's file lacks)")
+    cameras: tuple[CameraSpec, ...] = field((), doc="cameras to add to the model (a wrist or a scene camera)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +204,7 @@ def _validate(spec: RobotSpec, path: str) -> None:
     for i, site in enumerate(m.sites):
         if len(site.pos) != 3:
             raise ConfigError(f"model.sites[{i}].pos", f"expected [x, y, z], got {list(site.pos)}", path)
+    check_cameras(m.cameras, "model.cameras", path)
     names = spec.actuator_names
     dup = {n for n in names if names.count(n) > 1}
     if dup:

@@ -5,7 +5,9 @@ against its family's simulated robot through the deploy runner (observations fro
 messages, ONNX Runtime, the safety layer, CDR both ways) and compared with the same policy
 in the training simulator (the deploy-side sim-to-sim gate), and gets its ROS 2 package.
 A task that cannot be exported or rehearsed fails here; the tasks that deploy cannot serve
-yet must say so in one line naming the bundle field (``EXPECTED_REFUSALS``).
+yet must say so in one line naming the bundle field (``EXPECTED_REFUSALS``). A task whose policy
+sees camera images (``IMAGE_TASKS``) trains with its YAML's trainer (sb3), and export and
+trainer=brax refuse it in one line each: a bundle has no image inputs yet.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "
 EXPECTED_REFUSALS = {
     "cartpole-balance": "ros2.command",                     # a benchmark model with no robot behind it
 }
+#: Tasks with camera images in their observation: no bundle yet (export names this bundle field).
+IMAGE_TASKS = {"arm-push-pixels": "observation"}
 #: Tasks whose bundle carries a time-varying reference the robot side plays back.
 WITH_REFERENCE = ("g1-tracking", "quadrotor-track")
 
@@ -57,7 +61,7 @@ def _exported(task: str, tmp_path_factory) -> Path:
     return _EXPORTED[task]
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("task", sorted(set(TASKS) - set(IMAGE_TASKS)))
 def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_factory, capsys):
     from simreal.bundle import load_bundle
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
@@ -89,6 +93,26 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
     assert (bundle.reference is not None) == (task in WITH_REFERENCE)
     if bundle.reference is not None:
         assert load_bundle(pkg / "bundle").reference.num_rows == bundle.reference.num_rows
+
+
+@pytest.mark.parametrize("task", sorted(IMAGE_TASKS))
+def test_image_task_trains_and_export_and_brax_refuse_it(task, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert main(["train", task, f"runs_root={runs}", *TINY, "env.render_threads=1"]) == 0
+    run_dir = next((runs / task).iterdir())
+    assert list((run_dir / "checkpoints").glob("step_*.zip"))  # the task's YAML picks trainer sb3
+
+    capsys.readouterr()
+    assert main(["export", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"bundle field '{IMAGE_TASKS[task]}'" in err[0] and "pixels/" in err[0], err
+    assert not (run_dir / "bundle").exists()
+
+    for flat_only in ("brax", "rsl_rl"):
+        assert main(["train", task, f"trainer={flat_only}", f"runs_root={tmp_path / flat_only}", *TINY]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "'trainer'" in err[0] and "use trainer=sb3" in err[0], err
+        assert not any((tmp_path / flat_only).rglob("config.yaml"))  # refused: no run directory left
 
 
 class _Recorder:

@@ -1,8 +1,12 @@
-"""Smoke test over every registered task: jit reset/step on 4 envs (native), shapes, no NaN."""
+"""Smoke test over every registered task: jit reset/step on 4 envs (native), shapes, no NaN.
+
+A task with dict observations (camera images beside the state: ``arm-push-pixels``) declares
+``observation_size`` as ``{key: shape}``; each key is checked against it, and every leaf for NaN."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import jax
@@ -41,16 +45,31 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     env = make_env(cfg)
     reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
     s = reset(jax.random.split(jax.random.PRNGKey(0), N))
-    assert s.obs.shape == (N, env.observation_size)
-    assert sum(t["size"] for t in env.obs_layout) == env.observation_size
+    _check_obs_shapes(env, s.obs)
+    if not isinstance(env.observation_size, Mapping):  # the bundle's layout describes a flat vector
+        assert sum(t["size"] for t in env.obs_layout) == env.observation_size
     a = jax.random.uniform(jax.random.PRNGKey(1), (N, env.action_size), minval=-1.0, maxval=1.0)
     for _ in range(3):
         s = step(s, a)
-    assert s.obs.shape == (N, env.observation_size) and s.reward.shape == (N,) and s.done.shape == (N,)
-    assert np.all(np.isfinite(np.asarray(s.obs))) and np.all(np.isfinite(np.asarray(s.reward)))
+    _check_obs_shapes(env, s.obs)
+    assert s.reward.shape == (N,) and s.done.shape == (N,)
+    for leaf in jax.tree.leaves(s.obs):
+        assert np.all(np.isfinite(np.asarray(leaf)))
+    assert np.all(np.isfinite(np.asarray(s.reward)))
     for k, v in s.metrics.items():
         assert np.all(np.isfinite(np.asarray(v))), k
     _check_statistics_contract(env)
+
+
+def _check_obs_shapes(env, obs) -> None:
+    """A flat observation is (N, observation_size); a dict one has exactly the keys of the
+    ``observation_size`` mapping, each (N, *shape)."""
+    size = env.observation_size
+    if isinstance(size, Mapping):
+        assert isinstance(obs, Mapping), type(obs)
+        assert {k: tuple(v.shape) for k, v in obs.items()} == {k: (N, *shape) for k, shape in size.items()}
+    else:
+        assert obs.shape == (N, size)
 
 
 def _check_statistics_contract(env) -> None:

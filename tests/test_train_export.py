@@ -216,17 +216,6 @@ def test_play_renders_headless_without_mujoco_gl(trained, tmp_path):
     assert video.stat().st_size > 0
 
 
-def test_no_headless_gl_is_one_error_line(monkeypatch):
-    from simreal.errors import SimrealError
-    from simreal.policies import cmd_play
-
-    monkeypatch.delenv("MUJOCO_GL", raising=False)
-    monkeypatch.setattr(cmd_play, "_gl_error", lambda name: f"no {name} library")
-    with pytest.raises(SimrealError, match="MUJOCO_GL=egl: no egl library; MUJOCO_GL=osmesa: no osmesa library"):
-        cmd_play.use_headless_gl()
-    assert "MUJOCO_GL" not in os.environ
-
-
 def test_unknown_trainer_lists_the_valid_ones():
     from simreal.errors import UnknownNameError
     from simreal.policies.trainers import get_trainer

@@ -4,7 +4,8 @@ Built-in robots are built in code: the spec's ``model.builder`` names a
 ``module:function`` that takes the spec and returns a ``mujoco.MjSpec``. A user's own
 robot names an MJCF or URDF file instead (``model.asset_root`` + ``model.asset_file``),
 adapted to the contract below by :mod:`~simreal.sim.robots.user_model` (floor, PD servos from
-the spec, ``home`` keyframe). Either way ``model.sites`` adds sites the model lacks.
+the spec, ``home`` keyframe). Either way ``model.sites`` adds sites the model lacks and
+``model.cameras`` cameras (:mod:`~simreal.sim.cameras`).
 
 Contract every model meets (tests check it for each shipped robot):
 - one actuator per spec actuator, named alike and in the spec's (driver) order;
@@ -22,7 +23,8 @@ import mujoco
 
 from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec
-from simreal.sim.robots.elements import add_spec_sites
+from simreal.sim.cameras import add_cameras
+from simreal.sim.robots.elements import add_spec_sites, model_origin
 from simreal.sim.robots.user_model import load_user_model
 
 
@@ -39,6 +41,7 @@ def build_mjspec(spec: RobotSpec) -> mujoco.MjSpec:
     else:
         s = load_user_model(spec)
     add_spec_sites(s, spec)
+    add_cameras(s, spec.model.cameras, "model.cameras", spec.source, model_origin(spec))
     return s
 
 

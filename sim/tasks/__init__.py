@@ -24,6 +24,7 @@ TASKS: dict[str, str] = {
     "g1-tracking": "simreal.sim.tasks.g1_tracking:G1Tracking",
     "arm-pick": "simreal.sim.tasks.arm_pick:ArmPick",
     "arm-push": "simreal.sim.tasks.arm_push:ArmPush",
+    "arm-push-pixels": "simreal.sim.tasks.arm_push_pixels:ArmPushPixels",
 }
 
 

@@ -1,0 +1,91 @@
+"""``arm-push-pixels``: dict observations (state, privileged state, camera images) from inside the
+jitted step, through the SB3 and Gymnasium adapters, and a tiny SB3 ``MultiInputPolicy`` (CNN)
+training run. 4 envs, 64x64 images (SB3's NatureCNN needs at least 36 px), short episodes."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from simreal.errors import SimrealError, UnknownNameError
+from simreal.policies.run_config import make_env, resolve
+
+N = 4
+
+
+@pytest.fixture(scope="module")
+def env():
+    from simreal.sim.headless_gl import use_headless_gl
+
+    try:
+        use_headless_gl()
+    except SimrealError as e:
+        pytest.skip(f"no headless OpenGL here: {e}")
+    return make_env(resolve("arm-push-pixels", ["backend=native", "env.episode_length_s=0.1", "env.render_threads=2"]))
+
+
+def test_observation_is_state_privileged_state_and_pixels_rendered_in_the_step(env):
+    assert env.observation_size == {"state": (27,), "privileged_state": (30,), "pixels/front": (64, 64, 3)}
+    reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
+    s = reset(jax.random.split(jax.random.PRNGKey(0), N))
+    assert {k: v.shape[1:] for k, v in s.obs.items()} == env.observation_size
+    img0 = np.asarray(s.obs["pixels/front"])
+    assert img0.dtype == np.uint8 and img0.std() > 5
+    # the cube is where each episode put it: the images differ between envs
+    assert len({img0[i].tobytes() for i in range(N)}) == N
+    # the critic sees the cube (object_pos_w after the joints); the policy's state does not
+    priv = np.asarray(s.obs["privileged_state"])
+    obj = np.asarray(s.pipeline_state.qpos)[:, env.obj_qpos][:, :3]
+    nq = env.action_size
+    np.testing.assert_allclose(priv[:, 2 * nq:2 * nq + 3], obj, atol=1e-6)
+    a = jax.random.uniform(jax.random.PRNGKey(1), (N, env.action_size), minval=-1, maxval=1)
+    for _ in range(3):
+        s = step(s, a)
+    assert np.all(np.isfinite(np.asarray(s.obs["state"]))) and np.all(np.isfinite(np.asarray(s.reward)))
+    # the images follow the state: rendering the stepped qpos gives the observed pixels
+    np.testing.assert_array_equal(env.renderer.render(np.asarray(s.pipeline_state.qpos))["pixels/front"],
+                                  np.asarray(s.obs["pixels/front"]))
+
+
+def test_unknown_pixel_camera_lists_the_cameras():
+    with pytest.raises(UnknownNameError, match="unknown camera \\(env.pixel_cameras\\) 'wrist'; valid .*: front"):
+        make_env(resolve("arm-push-pixels", ["backend=native", "env.pixel_cameras=[wrist]"]))
+
+
+def test_sb3_dict_observations_terminal_images_and_multi_input_ppo(env):
+    from stable_baselines3 import PPO
+
+    from simreal.sim.adapter_sb3 import SB3VecEnv
+
+    venv = SB3VecEnv(env, N, seed=0)
+    space = venv.observation_space
+    assert set(space.spaces) == {"state", "pixels/front"}  # the privileged state stays with the critic
+    assert space["pixels/front"].dtype == np.uint8 and space["pixels/front"].shape == (64, 64, 3)
+    obs = venv.reset()
+    assert space.contains({k: v[0] for k, v in obs.items()})
+    ended = []
+    for _ in range(env.episode_steps):
+        obs, rew, done, infos = venv.step(np.zeros((N, env.action_size), np.float32))
+        ended += [infos[i] for i in np.flatnonzero(done)]
+    assert len(ended) == N
+    term = ended[0]["terminal_observation"]
+    assert set(term) == {"state", "pixels/front"} and term["pixels/front"].std() > 5  # rendered, not zeros
+
+    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, n_epochs=1, seed=0, device="cpu",
+                policy_kwargs={"net_arch": [16], "features_extractor_kwargs": {"cnn_output_dim": 16}})
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(total_timesteps=2 * 8 * N)
+    assert model.num_timesteps >= 2 * 8 * N
+    assert any(not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.policy.parameters()))
+    action, _ = model.predict(obs, deterministic=True)
+    assert action.shape == (N, env.action_size)
+
+
+def test_gymnasium_vector_env_gives_a_dict_space(env):
+    from simreal.sim.adapter_gymnasium import GymVectorEnv
+
+    venv = GymVectorEnv(env, N, seed=0)
+    obs, _ = venv.reset()
+    assert set(obs) == {"state", "privileged_state", "pixels/front"}
+    assert venv.observation_space.contains(obs)
