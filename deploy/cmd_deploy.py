@@ -18,6 +18,7 @@ quadrotor holds its target within 10 cm from 2 s after hand-over), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import subprocess
@@ -25,7 +26,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simreal.deploy.sim_loop import SimLoopConfig
 
 HELP = "deploy a policy bundle: ROS 2 package (ros2), DDS runtime (run), sim-in-the-loop (sim)"
 
@@ -87,8 +91,35 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return deep_merge(tree, parse_overrides(args.overrides))
 
 
+def _set_by(args: argparse.Namespace, key: str) -> str | None:
+    """Where the user set the dotted deploy ``key``: ``--set`` (which wins), the ``--config`` file, or
+    None (the bundle and its robot spec)."""
+    from simreal.config import parse_overrides
+    from simreal.yaml_io import load_yaml
+
+    def sets(tree: Any) -> bool:
+        for part in key.split("."):
+            if not isinstance(tree, dict) or part not in tree:
+                return False
+            tree = tree[part]
+        return True
+
+    if sets(parse_overrides(args.overrides)):
+        return "--set"
+    return args.config if args.config and sets(load_yaml(args.config)) else None
+
+
 def run(args: argparse.Namespace) -> int:
-    return {"ros2": _ros2, "run": _run, "sim": _sim}[args.deploy_verb](args)
+    from simreal.errors import ConfigError
+
+    try:
+        return {"ros2": _ros2, "run": _run, "sim": _sim}[args.deploy_verb](args)
+    except ConfigError as e:
+        # The resolver sees one merged tree: name the file (or --set) a bad key came from.
+        where = None if e.source else _set_by(args, e.key)
+        if where is None:
+            raise
+        raise ConfigError(e.key, str(e).removeprefix(f"config key '{e.key}': "), where) from None
 
 
 def _ros2(args: argparse.Namespace) -> int:
@@ -151,18 +182,52 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+#: ``deploy sim``'s flags -> the SimLoopConfig keys they set (a bad value names the flag typed).
+SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latency-ms",
+                             "state_latency_ms": "--state-latency-ms", "drop": "--drop", "noise_scale": "--noise",
+                             "seed": "--seed", "startup_timeout_s": "--startup-timeout"}
+
+
+def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
+    """The rehearsal settings from the flags, validated here before any robot process starts
+    (SimLoopConfig's ranges); a bad one is a SimrealError naming the flag."""
+    from simreal.config import build
+    from simreal.deploy.sim_loop import SimLoopConfig
+    from simreal.errors import ConfigError, SimrealError
+
+    timeout = args.startup_timeout if args.startup_timeout is not None else (60.0 if args.external else 20.0)
+    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
+               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout}
+    try:
+        return build(SimLoopConfig, sim_cfg, prefix="sim")
+    except ConfigError as e:
+        flag = SIM_FLAGS[e.key.removeprefix("sim.")]
+        raise SimrealError(f"{flag}: {str(e).removeprefix(f'config key {e.key!r}: ')}") from None
+
+
+def _new_bags(record: Path, sides: tuple[str, ...]) -> None:
+    """DataFileError when a bag ``--record`` would write exists already (bags are never
+    overwritten): said here, before a robot process starts and fails on it."""
+    from simreal.errors import DataFileError
+
+    for side in sides:
+        if (record / side).exists():
+            raise DataFileError(str(record / side), "bag folder exists already (rosbag2 bags are never overwritten); "
+                                                    "give --record a new folder")
+
+
 def _sim(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
     from simreal.dependencies import require
     from simreal.deploy.runner import PolicyRunner
 
     require("mujoco")  # the simulated robot needs it: say so here, not in a child process's traceback
+    sim_cfg = _sim_config(args)
+    if args.record:
+        _new_bags(Path(args.record), ("robot",) if args.external else ("robot", "runner"))
     bundle = load_bundle(args.bundle)
     overrides = _overrides(args)
     runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot
-    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
-               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed,
-               "startup_timeout_s": args.startup_timeout or (60.0 if args.external else 20.0)}
     if args.external:
         report = _sim_external(args, bundle, overrides, sim_cfg)
     else:
@@ -171,24 +236,24 @@ def _sim(args: argparse.Namespace) -> int:
     return 0 if report["passed"] else 1
 
 
-def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any], sim_cfg: dict[str, Any]) -> dict[str, Any]:
+def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any],
+                  sim_cfg: SimLoopConfig) -> dict[str, Any]:
     """The robot side alone, in this process, for a controller started separately."""
-    from simreal.config import build
-    from simreal.deploy.sim_loop import SimLoopConfig, run_sim_robot
+    from simreal.deploy.sim_loop import run_sim_robot
     from simreal.deploy.transport_dds import default_domain_id, realtime_priority
 
     domain = default_domain_id() if args.domain_id is None else args.domain_id
     print(f"simulated robot '{bundle.robot}' on DDS domain {domain} (loopback); waiting up to "
-          f"{sim_cfg['startup_timeout_s']:g} s for the first command", file=sys.stderr, flush=True)
+          f"{sim_cfg.startup_timeout_s:g} s for the first command", file=sys.stderr, flush=True)
     with realtime_priority(args.realtime) as realtime:
-        robot = run_sim_robot(bundle, build(SimLoopConfig, sim_cfg, prefix="sim"), domain_id=domain,
+        robot = run_sim_robot(bundle, sim_cfg, domain_id=domain,
                               overrides=overrides, record=Path(args.record) / "robot" if args.record else None)
     return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
             "passed": bool(robot["passed"] and robot["handover"])}
 
 
 def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any],
-              sim_cfg: dict[str, Any]) -> dict[str, Any]:
+              sim_cfg: SimLoopConfig) -> dict[str, Any]:
     """The robot in a subprocess, the runner here, over DDS on a private domain."""
     from simreal.deploy.bag import BagRecorder
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
@@ -201,15 +266,17 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
         dump_yaml(cfg_path, overrides)
         cmd = [sys.executable, "-m", "simreal.deploy.sim_loop", str(bundle.path), "--domain-id", str(domain),
-               "--report", str(report_path), "--config", str(cfg_path), "--sim", json.dumps(sim_cfg)]
+               "--report", str(report_path), "--config", str(cfg_path),
+               "--sim", json.dumps(dataclasses.asdict(sim_cfg))]
         if args.realtime:
             cmd.append("--rt")
         if record is not None:
             record.mkdir(parents=True, exist_ok=True)
             cmd += ["--record", str(record / "robot")]
         proc = subprocess.Popen(cmd)
-        recorder = BagRecorder(record / "runner") if record is not None else None
+        recorder = None
         try:
+            recorder = BagRecorder(record / "runner") if record is not None else None
             with realtime_priority(args.realtime) as realtime, DdsTransport(domain) as tr:
                 node = DdsPolicyNode(runner, tr, recorder=recorder)
                 # the rehearsal ends duration_s after the robot's hand-over (the runner's, plus the
@@ -223,7 +290,7 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
                     since = runner.engaged_for(time.monotonic())
                     return proc.poll() is not None or (since is not None and since > end_after)
 
-                node.spin(args.duration + sim_cfg["startup_timeout_s"] + 240.0, until=over)
+                node.spin(args.duration + sim_cfg.startup_timeout_s + 240.0, until=over)
                 res = runner.shutdown(time.monotonic(), reason="end of the rehearsal")
                 for topic, msg in runner.messages(res, time.time_ns()):
                     tr.publishers[topic].publish(msg)
@@ -282,10 +349,16 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     hover, gate = robot.get("hover"), robot.get("gate")
     lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
              f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
+    ground_s = robot.get("on_ground_s")
+    if ground_s is not None:  # the model has no contacts: the flight ends there (deploy/sim_loop.py)
+        speed = (robot.get("geofence") or {}).get("ground_speed_m_s")
+        lines.append(f"ground     on the ground at {ground_s:.2f} s after the hand-over"
+                     + (f", {speed:.2f} m/s" if speed is not None else ""))
     if hover and "max_error_after_settle_m" in hover:
         lines.append(f"hover      max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
                      f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
-                     f"{'PASS' if hover['passed'] else 'FAIL'}")
+                     f"{'PASS' if hover['passed'] else 'FAIL'}"
+                     + (f": {hover['reason']}" if hover.get("reason") else ""))
     elif hover:
         lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
     if gate:

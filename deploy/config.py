@@ -256,8 +256,14 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     if np.any(rate <= 0):
         raise ConfigError("limits.max_rate", "must be > 0 (use .inf for no limit)")
     cmap = cfg.command.channel_map or tuple(range(len(names)))
-    if sorted(cmap) != sorted(set(cmap)) or len(cmap) != len(names) or min(cmap) < 0:
-        raise ConfigError("command.channel_map", f"expected {len(names)} distinct slot indices, got {list(cmap)}")
+    if len(cmap) != len(names):
+        channels = "joints" if table.joint_space else f"{mode} action channels"
+        raise ConfigError("command.channel_map",
+                          f"the config's channel map has {len(cmap)} slots {list(cmap)} for the {len(names)} "
+                          f"{channels} of robot '{spec.name}' (a config for another robot?); expected "
+                          f"{len(names)} distinct slot indices, one per channel")
+    if sorted(cmap) != sorted(set(cmap)) or min(cmap) < 0:
+        raise ConfigError("command.channel_map", f"expected {len(names)} distinct slot indices >= 0, got {list(cmap)}")
     if cmd_type == "px4_msgs/msg/ActuatorMotors" and max(cmap) >= 12:
         raise ConfigError("command.channel_map", "ActuatorMotors has 12 slots (0..11)")
     if cfg.watchdog.timeout_s < 2.0 * cfg.period_s:
@@ -270,13 +276,15 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
         raise ConfigError("envelope.geofence_min_m", f"{list(fence.geofence_min_m)} is not below "
                                                      f"geofence_max_m {list(fence.geofence_max_m)} on every axis")
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
-        raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is a {spec.family}")
+        raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is "
+                                                   f"{_a(spec.family)}")
     if cfg.fault.response == "land":
         from simreal.deploy.landing import NEEDS
 
         if spec.family != "quadrotor" or mode not in ("rotor_thrust", "ctbr"):
             raise ConfigError("fault.response", f"'land' flies a quadrotor by rotor thrust or ctbr; robot "
-                                                f"'{spec.name}' is a {spec.family} with action mode '{mode}' (use 'safe')")
+                                                f"'{spec.name}' is {_a(spec.family)} with action mode '{mode}' "
+                                                "(use 'safe')")
         missing = [k for k in NEEDS if k not in provided_state_keys(cfg)]
         if missing:
             raise ConfigError("fault.response", f"'land' needs {', '.join(missing)} from the state topics "
@@ -284,6 +292,11 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     return dataclasses.replace(
         cfg, limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
         command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)))
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article, by its first letter (the family names: an arm, a humanoid)."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def provided_state_keys(cfg: DeployConfig) -> set[str]:

@@ -29,6 +29,11 @@ from ``settle_s`` after the hand-over on, every true position within ``success_r
 of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 
+The ground ends a flight: the quadrotor model has no contacts (nothing to land on), so once
+the true base reaches z <= 0 (a landing's touchdown, a fall) it would fall on forever. The
+report records when (``on_ground_s``, after the hand-over), the hover check measures only up
+to then and fails with "on the ground after X s", and the geofence excess stops there too.
+
 Run by ``simreal deploy sim``; directly: ``python -m simreal.deploy.sim_loop BUNDLE
 --domain-id 42 --report report.json``. Needs MuJoCo and ``simreal.sim`` (this is the
 simulation side, not the robot's runtime).
@@ -116,12 +121,15 @@ class Rehearsal:
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
                                "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
+        ground = ground_index(traj)
+        out["on_ground_s"] = None if ground is None else float(traj["t"][ground])
         if "pos_w" in traj and len(traj["t"]):
             out["geofence"] = geofence_excess(traj, np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m))
         checks = []
         if self.target is not None:
-            errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in self.samples]
-            out["hover"] = hover_metrics(errors, self.target, sim_cfg)
+            flight = self.samples if ground is None else self.samples[:ground + 1]  # below the ground: no flight
+            errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in flight]
+            out["hover"] = hover_metrics(errors, self.target, sim_cfg, out["on_ground_s"])
             checks.append(out["hover"]["passed"])
         if self.env is not None and len(traj["t"]):
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s)
@@ -303,22 +311,34 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
     return {"robot": spec.name, "runner": runner.snapshot(), **report}
 
 
+def ground_index(traj: dict[str, np.ndarray]) -> int | None:
+    """Index of the first sample whose true base is at or below the ground (z <= 0 [m]), or None
+    (never, or no free base). The quadrotor model has no contacts, so from there it would fall
+    on forever: the flight ends at that sample (module docstring)."""
+    if "pos_w" not in traj:
+        return None
+    below = np.flatnonzero(traj["pos_w"][:, 2] <= 0.0)
+    return int(below[0]) if below.size else None
+
+
 def geofence_excess(traj: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, Any]:
     """The true base's farthest distance outside the box [lo, hi] [m] until it reaches the ground
-    (z <= 0; the quadrotor model has no contacts, so after that it would fall on forever), when
-    it did [s] and its speed then [m/s] (a landing's touchdown, or a fall's impact)."""
+    (:func:`ground_index`), when it did [s] and its speed then [m/s] (a landing's touchdown, or
+    a fall's impact)."""
     p, t = traj["pos_w"], traj["t"]
-    below = np.flatnonzero(p[:, 2] <= 0.0)
-    end = int(below[0]) + 1 if below.size else len(p)
+    hit = ground_index(traj)
+    end = len(p) if hit is None else hit + 1
     outside = np.linalg.norm(np.maximum(lo - p[:end], 0.0) + np.maximum(p[:end] - hi, 0.0), axis=1)
-    hit = int(below[0]) if below.size else None
     return {"max_outside_m": float(outside.max()), "ground_s": None if hit is None else float(t[hit]),
             "ground_speed_m_s": None if hit is None or "lin_vel_w" not in traj
             else float(np.linalg.norm(traj["lin_vel_w"][hit]))}
 
 
-def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig) -> dict[str, Any]:
-    """Position error statistics after ``settle_s``; ``passed`` when all within the radius."""
+def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig,
+                  ground_s: float | None = None) -> dict[str, Any]:
+    """Position error statistics after ``settle_s`` of the flight's (t [s], error [m]) samples;
+    ``passed`` when all within the radius for the whole duration. ``ground_s``: when the base
+    reached the ground (the samples end there), which fails the check with that reason."""
     if not errors:
         return {"target_pos_w": target.tolist(), "passed": False, "reason": "no hand-over"}
     t = np.array([e[0] for e in errors])
@@ -326,11 +346,14 @@ def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: Si
     after = e[t >= cfg.settle_s]
     out = {"target_pos_w": target.tolist(), "settle_s": cfg.settle_s, "radius_m": cfg.success_radius_m,
            "flight_s": float(t[-1]), "initial_error_m": float(e[0]), "final_error_m": float(e[-1])}
+    if after.size:
+        out.update(max_error_after_settle_m=float(after.max()), rmse_after_settle_m=float(np.sqrt(np.mean(after ** 2))),
+                   samples_after_settle=int(after.size))
+    if ground_s is not None:
+        return {**out, "passed": False, "reason": f"on the ground after {ground_s:.2f} s"}
     if after.size == 0:
         return {**out, "passed": False, "reason": "flight shorter than settle_s"}
-    return {**out, "max_error_after_settle_m": float(after.max()), "rmse_after_settle_m": float(np.sqrt(np.mean(after ** 2))),
-            "samples_after_settle": int(after.size),
-            "passed": bool(after.max() < cfg.success_radius_m and t[-1] >= cfg.duration_s - 0.5)}
+    return {**out, "passed": bool(after.max() < cfg.success_radius_m and t[-1] >= cfg.duration_s - 0.5)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ HELP = "evaluate a trained run"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
-    p.add_argument("--episodes", type=int, default=None, help="episodes (default: eval.episodes of the run)")
+    p.add_argument("--episodes", type=int, default=None, help="episodes, >= 1 (default: eval.episodes of the run)")
     p.add_argument("--backend", choices=("native", "mjx", "mjx-warp"), default=None,
                    help="physics backend; when it differs from training's, both are run and the gap printed")
     p.add_argument("--no-randomize", action="store_true", help="evaluate without domain randomisation")
@@ -44,7 +44,8 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | No
     of ``episodes`` envs, default ``eval.episodes``) plus the backend's name."""
     from simreal.policies.trainers import get_trainer
 
-    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, episodes or cfg.eval.episodes,
+    n = cfg.eval.episodes if episodes is None else episodes
+    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, n,
                                                           seed=cfg.seed + 12345, backend=backend, randomize=randomize)
     r["backend"] = backend
     return r
@@ -80,9 +81,12 @@ def jsonable(x: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simreal.errors import SimrealError
     from simreal.policies.train import load_config
     from simreal.sim.backends.base import default_backend_name
 
+    if args.episodes is not None and args.episodes < 1:  # before anything loads: 0 is no default
+        raise SimrealError(f"--episodes: expected an integer >= 1, got {args.episodes}")
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
     trained_on = cfg.backend if cfg.backend != "auto" else default_backend_name()

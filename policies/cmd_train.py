@@ -15,6 +15,13 @@ before its first iteration finished has nothing to save and its directory is rem
 ``--resume`` says on stderr which checkpoint it continues from; a run with no checkpoint yet
 starts from step 0 in its directory (said too); a run that spent its budget or reached its
 target says nothing is left to do and exits 0.
+
+A resumed run keeps what its checkpoint is shaped by (:data:`RESUME_KEEPS`: the task, robot,
+trainer, algorithm, network sizes and, for ``trainer=brax``, the env count and SAC's replay
+size): an override of one is refused, naming the key, before anything is written. Any other
+resume that fails before its first new checkpoint (an env setting that changes the
+observation size) leaves ``config.yaml`` as it was, so eval, export and a plain ``--resume``
+still match the checkpoints.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ if TYPE_CHECKING:
     from simreal.policies.stop_signal import StopRequest
 
 HELP = "train a policy"
+
+#: The settings a run's checkpoint is shaped by, so a resumed run keeps them: every trainer's,
+#: then what only one trainer's checkpoints hold (brax's: the env states, SAC's replay buffer).
+RESUME_KEEPS: dict[str, tuple[str, ...]] = {
+    "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden",
+            "train.q_hidden"),
+    "brax": ("train.num_envs", "train.max_replay_size"),
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,22 +69,29 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     import shutil
 
-    from simreal.errors import ConfigError
+    from simreal.errors import ConfigError, DataFileError
     from simreal.policies.cmd_eval import jsonable
     from simreal.policies.devices import initialize_distributed
     from simreal.policies.run_config import resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.trainers import get_trainer
-    from simreal.yaml_io import dump_yaml
+    from simreal.yaml_io import atomic_write_bytes, dump_yaml
 
     initialize_distributed()  # a multi-host launch (SLURM, JAX_COORDINATOR_ADDRESS); else nothing
 
+    saved_config = b""  # a resumed run's config.yaml before this command
+    checkpoints_before: list[Path] = []
+    overrides = ([args.task] if args.task else []) + list(args.overrides)
     if args.resume:
         run_dir = Path(args.resume)
-        overrides = ([args.task] if args.task else []) + list(args.overrides)
         base = load_config(run_dir)
-        cfg = resolve(None, overrides, base=base.to_dict(), source=str(run_dir / "config.yaml"))
+        source = str(run_dir / "config.yaml")
+        cfg = resolve(None, overrides, base=base.to_dict(), source=source)
+        checkpoints_before = _checkpoint_files(run_dir)
+        if checkpoints_before:
+            _check_resume(base, cfg, f"{source} + command-line overrides")
         trainer = get_trainer(cfg.trainer)
+        saved_config = (run_dir / "config.yaml").read_bytes()
         dump_yaml(run_dir / "config.yaml", cfg.to_dict())
     else:
         if not args.task:
@@ -95,10 +117,25 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
             pass
         return True
 
+    def restore_config() -> bool:
+        """Put a resumed run's config.yaml back when this command saved no checkpoint: the run's
+        checkpoints were made with that config (see module docstring)."""
+        if not args.resume or _checkpoint_files(run_dir) != checkpoints_before:
+            return False
+        atomic_write_bytes(run_dir / "config.yaml", saved_config)
+        return True
+
     try:
         result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
+    except DataFileError as e:
+        discard_if_empty()
+        if restore_config() and overrides:
+            raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}, resumed with the overrides "
+                                        f"{' '.join(overrides)}; {run_dir / 'config.yaml'} is left as it was") from None
+        raise
     except BaseException:
         discard_if_empty()
+        restore_config()
         raise
     summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
                "reached_target": result.reached_target, "stop": result.stop,
@@ -113,6 +150,42 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     if args.json:
         print(json.dumps(jsonable(summary)))
     return stop.exit_code if result.stop == "signal" else 0
+
+
+def _checkpoint_files(run_dir: Path) -> list[Path]:
+    """Every ``step_*`` file of the run (any trainer's format and side files)."""
+    return sorted((run_dir / "checkpoints").glob("step_*"))
+
+
+def _check_resume(base: RunConfig, cfg: RunConfig, source: str) -> None:
+    """ConfigError naming the first :data:`RESUME_KEEPS` setting that ``cfg`` (the saved config
+    plus the overrides) changes from ``base`` (the config the checkpoints were made with)."""
+    from simreal.errors import ConfigError
+
+    for key in RESUME_KEEPS["all"] + RESUME_KEEPS.get(base.trainer, ()):
+        was, now = _setting(base, key), _setting(cfg, key)
+        if was == now:
+            continue
+        if key == "train.num_envs":
+            why = (f"the checkpoint has {was} envs, the overrides ask for {now}; a resumed run keeps num_envs "
+                   "(and the network sizes)")
+        else:
+            why = (f"the checkpoint was made with {key.rsplit('.', 1)[-1]} {_shown(was)}, the overrides ask for "
+                   f"{_shown(now)}; a resumed run keeps what its checkpoint is shaped by")
+        raise ConfigError(key, f"{why}: start a new run to change it", source)
+
+
+def _setting(cfg: RunConfig, key: str) -> object:
+    """The value of dotted ``key`` in ``cfg`` (None where the algorithm has no such setting)."""
+    value: object = cfg
+    for part in key.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _shown(value: object) -> str:
+    """A setting as the user writes it in an override (tuples as lists)."""
+    return str(list(value)) if isinstance(value, tuple) else str(value)
 
 
 def _interrupted(result: TrainResult, stop: StopRequest, removed: bool) -> str:

@@ -21,13 +21,22 @@ the robot computer"; ``tests/test_lean_runtime.py`` blocks the heavy packages an
 Any ``SimrealError`` is printed as one line on stderr and the process exits with code 2; so
 is a ``ModuleNotFoundError`` for a package some simreal install provides, as the pip command
 that installs it (``simreal.dependencies``).
+
+Output piped into a reader that stops early (``simreal list | head -1``) ends quietly, as a
+Unix tool killed by SIGPIPE does: no traceback, exit code 141 (128 + SIGPIPE), so a pipeline
+under ``set -o pipefail`` sees what it sees from ``yes | head -1``. Python ignores SIGPIPE and
+raises BrokenPipeError instead; :func:`main` catches it when stdout's reader is gone and points
+stdout at /dev/null, so the flush at interpreter exit does not raise again (the recipe in
+Python's ``signal`` documentation, "Note on SIGPIPE").
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
+import select
 import sys
 from collections.abc import Sequence
 
@@ -68,8 +77,45 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The exit code of a process that SIGPIPE ended: 128 + signal 13, what shells report.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point; returns the process exit code (141 when stdout's reader went away)."""
+    try:
+        try:
+            code = _dispatch(argv)
+        except SystemExit:  # argparse after --help, --version or a usage error
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # here, not at exit: a closed pipe then raises where it is caught
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe or socket broke: not the reader of our output, keep the traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the unwritten rest goes nowhere, quietly
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it: Linux and the BSDs report POLLERR on
+    the write end of such a pipe (``select.poll``; without it, assume so)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): no pipe to lose
+        return False
+    if not hasattr(select, "poll"):  # Windows: cannot tell; a closed reader is the usual cause
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its verb; a SimrealError is one line on stderr and exit code 2."""
     args = _parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
+
+import pytest
 
 from simreal.cli import main
 from simreal.robot_spec import available_robots, load_robot_spec
@@ -45,3 +49,30 @@ def test_list_json_and_text_carry_descriptions(capsys):
         line = next(line for line in lines if line.split()[0] == name)
         assert f"{r['actuators']} actuators" in line and f"{r['control_rate_hz']:g} Hz" in line, line
         assert line.endswith(r["description"]) and r["family"] in line, line
+
+
+# -- output into a pipe whose reader stopped early (`simreal list | head -1`) ---------------------
+
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"]])
+def test_a_closed_pipe_ends_quietly_with_141(argv):
+    """The reader has gone before the first write: no traceback, no 'Exception ignored', exit
+    code 141 (128 + SIGPIPE), as a Unix tool killed by SIGPIPE."""
+    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before simreal writes anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
+def test_a_broken_pipe_that_is_not_stdout_keeps_its_traceback(monkeypatch):
+    """A BrokenPipeError from somewhere else (a socket, a child's pipe) is a real failure."""
+    from simreal.sim import cmd_list
+
+    def broken(args):
+        raise BrokenPipeError("a socket")
+
+    monkeypatch.setattr(cmd_list, "run", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["list"])

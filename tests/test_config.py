@@ -54,3 +54,12 @@ def test_cli_config_errors_exit_2(argv, fragment, capsys):
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("episodes", ["0", "-3"])
+def test_eval_refuses_episodes_below_one_in_one_line(episodes, tmp_path, capsys):
+    """`--episodes 0` once ran the default silently and `-3` ended in a JAX traceback: both are
+    refused before the run is even opened (this run directory does not exist)."""
+    assert main(["eval", str(tmp_path / "no-run"), "--episodes", episodes]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"simreal eval: error: --episodes: expected an integer >= 1, got {episodes}", err

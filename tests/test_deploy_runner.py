@@ -177,6 +177,35 @@ def test_config_defaults_and_errors_name_the_key(hover_bundle):
         PolicyRunner(hover_bundle, overrides={"state": {"odometry": {"type": "geometry_msgs/msg/PoseStamped"}}})
 
 
+def test_a_config_for_another_robot_names_the_file_and_the_slot_count(tmp_path, capsys):
+    """The Crazyflie's PX4 config on a 2-joint arm bundle: the error names the config file and
+    says its channel map has 4 slots for the arm's 2 joints (once: 'expected 2 distinct slot
+    indices, got [0, 3, 1, 2]', no file)."""
+    from simreal.cli import main
+    from simreal.config import configs_dir
+
+    bundle = T.make_joint_bundle(tmp_path / "arm")
+    cf = configs_dir() / "deploy" / "crazyflie2_px4.yaml"
+    assert main(["deploy", "ros2", str(bundle), "--out", str(tmp_path / "ws"), "--config", str(cf)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"simreal deploy: error: {cf}: config key 'command.channel_map': the config's channel map "
+                           "has 4 slots [0, 3, 1, 2] for the 2 joints of robot 'test_arm2' (a config for another "
+                           "robot?); expected 2 distinct slot indices, one per channel"), err
+    assert not (tmp_path / "ws").exists()
+    # the same key given with --set is named as such
+    argv = ["deploy", "ros2", str(bundle), "--out", str(tmp_path / "ws"), "--set", "command.channel_map=[1,1]"]
+    assert main(argv) == 2
+    assert "--set: config key 'command.channel_map': expected 2 distinct slot indices >= 0, got [1, 1]" in \
+        capsys.readouterr().err
+
+
+def test_family_names_take_their_article(joint_bundle):
+    with pytest.raises(ConfigError, match="robot 'test_arm2' is an arm with action mode"):
+        resolve_deploy_config(joint_bundle, {"fault": {"response": "land"}})
+    with pytest.raises(ConfigError, match="'hover' is for quadrotors; robot 'test_arm2' is an arm$"):
+        resolve_deploy_config(joint_bundle, {"start": {"initial_command": "hover"}})
+
+
 def test_runner_refuses_mismatched_bundle(tmp_path):
     b = load_bundle(T.make_pd_hover_bundle(tmp_path / "b"))
     import dataclasses
@@ -370,3 +399,26 @@ def test_shipped_deploy_configs_resolve(hover_bundle):
     assert files
     for f in files:
         resolve_deploy_config(hover_bundle, load_yaml(f))
+
+
+def test_default_yaml_lists_every_deploy_key(hover_bundle):
+    """configs/deploy/default.yaml says it lists every key: uncommented, its sections hold exactly
+    the config classes' fields (envelope and fault were once missing), and its values resolve."""
+    import dataclasses
+
+    import yaml
+
+    from simreal.config import configs_dir
+    from simreal.deploy import config as C
+
+    text = (configs_dir() / "deploy" / "default.yaml").read_text()
+    body = text[text.index("# control_rate_hz"):].splitlines()
+    tree = yaml.safe_load("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in body))
+    names = lambda cls: {f.name for f in dataclasses.fields(cls)}  # noqa: E731
+    assert set(tree) == names(C.DeployConfig)
+    sections = {"command": C.CommandTopicConfig, "limits": C.LimitsConfig, "watchdog": C.WatchdogConfig,
+                "start": C.StartConfig, "envelope": C.EnvelopeConfig, "fault": C.FaultConfig}
+    for key, cls in sections.items():
+        assert set(tree[key]) == names(cls), key
+    assert set(tree["state"]["odometry"]) == names(C.StateTopicConfig)
+    resolve_deploy_config(hover_bundle, tree)  # the documented values are valid ones

@@ -42,3 +42,116 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path):
     runner_bag = read_bag_counts(rec / "runner")
     assert runner_bag["/cf/odom"] == report["runner"]["state_msgs"]
     assert runner_bag["/fmu/in/actuator_motors"] >= robot["commands_received"]
+
+
+def _no_robot_process(monkeypatch) -> None:
+    """Fail the test if `deploy sim` starts its robot process."""
+    import subprocess as sp
+
+    def spawned(*a, **k):
+        raise AssertionError(f"a robot process was started: {a}")
+
+    monkeypatch.setattr(sp, "Popen", spawned)
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--drop", "1.5", "--drop: must be <= 1.0, got 1.5"),
+    ("--duration", "-1", "--duration: must be >= 0.1, got -1.0"),
+    ("--latency-ms", "-5", "--latency-ms: must be >= 0.0, got -5.0"),
+    ("--noise", "-1", "--noise: must be >= 0.0, got -1.0"),
+    ("--startup-timeout", "0", "--startup-timeout: must be >= 1.0, got 0.0"),
+])
+def test_bad_rehearsal_flags_are_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, flag, value, says):
+    """Once the robot process's traceback ending in `config key 'sim.drop'`, then 'the simulated
+    robot process failed': now refused in the parent, before any process starts."""
+    from simreal.cli import main
+
+    bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
+    _no_robot_process(monkeypatch)
+    assert main(["deploy", "sim", str(bundle), flag, value]) == 2
+    assert capsys.readouterr().err.strip() == f"simreal deploy: error: {says}"
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_record_into_an_earlier_recording_is_refused_before_starting(tmp_path, monkeypatch, capsys, external):
+    """`--record DIR` where DIR holds an earlier rehearsal's bags: one line naming the bag, and no
+    robot process (once: that line, then the child's traceback about its vanished temp folder)."""
+    from simreal.cli import main
+
+    bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
+    (tmp_path / "bags" / "robot").mkdir(parents=True)
+    _no_robot_process(monkeypatch)
+    argv = ["deploy", "sim", str(bundle), "--record", str(tmp_path / "bags")] + (["--external"] if external else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"simreal deploy: error: {tmp_path / 'bags' / 'robot'}: bag folder exists already (rosbag2 bags "
+                   "are never overwritten); give --record a new folder"), err
+
+
+# -- the ground ends a flight (the quadrotor model has no contacts) -------------------------------
+
+
+def _falling_rehearsal():
+    """A quadrotor rehearsal's samples: on the target until 3 s, then free fall (z = 1 - g/2
+    (t-3)^2 reaches the ground at 3.45 s and, with no contacts, -39 m by 6 s)."""
+    import types
+
+    import numpy as np
+
+    from simreal.deploy.sim_loop import Rehearsal
+
+    t = np.round(np.arange(0.0, 6.0 + 1e-9, 0.01), 2)
+    z = np.where(t < 3.0, 1.0, 1.0 - 4.905 * (t - 3.0) ** 2)
+    vz = np.where(t < 3.0, 0.0, -9.81 * (t - 3.0))
+    samples = [(ti, {"pos_w": np.array([0.0, 0.0, zi]), "lin_vel_w": np.array([0.0, 0.0, vi])})
+               for ti, zi, vi in zip(t, z, vz)]
+    robot = types.SimpleNamespace(spec=types.SimpleNamespace(family="quadrotor"), time_s=6.0)
+    return Rehearsal(bundle=types.SimpleNamespace(reference=None), robot=robot, start=None,
+                     target=np.array([0.0, 0.0, 1.0]), env=None, samples=samples)
+
+
+def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
+    """Once 'hover max error 23.95 m' after a touchdown: now the hover error is measured until
+    the base reaches z <= 0, and the check fails because it is on the ground."""
+    import types
+
+    from simreal.deploy.cmd_deploy import _sim_lines
+    from simreal.deploy.sim_loop import SimLoopConfig
+
+    fence = types.SimpleNamespace(geofence_min_m=(-3.0, -3.0, -0.5), geofence_max_m=(3.0, 3.0, 3.0))
+    report = _falling_rehearsal().report(SimLoopConfig(duration_s=6.0), fence)
+    hover = report["hover"]
+    assert report["on_ground_s"] == pytest.approx(3.46) and report["geofence"]["ground_s"] == pytest.approx(3.46)
+    assert not hover["passed"] and hover["reason"] == "on the ground after 3.46 s", hover
+    assert hover["flight_s"] == pytest.approx(3.46) and hover["max_error_after_settle_m"] < 1.05, hover  # not 39 m
+    assert report["geofence"]["ground_speed_m_s"] == pytest.approx(9.81 * 0.46)
+    robot = {"robot": "crazyflie2", "handover": True, **report}
+    lines = _sim_lines({"domain_id": 7, "passed": False}, robot)
+    assert "ground     on the ground at 3.46 s after the hand-over, 4.51 m/s" in lines, lines
+    assert any(line.startswith("hover") and line.endswith("-> FAIL: on the ground after 3.46 s") for line in lines)
+
+
+def test_a_hover_that_stays_up_has_no_ground_time():
+    import numpy as np
+
+    from simreal.deploy.sim_loop import SimLoopConfig, hover_metrics
+
+    errors = [(0.01 * k, 0.02) for k in range(601)]
+    hover = hover_metrics(errors, np.array([0.0, 0.0, 1.0]), SimLoopConfig(duration_s=6.0))
+    assert hover["passed"] and "reason" not in hover
+
+
+def test_a_cut_thrust_rehearsal_ends_on_the_ground(tmp_path):
+    """The real model in simulated time: a random policy trips the fence, thrust is cut, the
+    vehicle hits the ground; the report says when, and the hover error stops there (metres
+    below the floor once)."""
+    from simreal.bundle import load_bundle
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    bundle = load_bundle(T.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0,
+                                           target_pos_w=(0.0, 0.0, 2.0)))
+    fence = {"geofence_min_m": [-1.0, -1.0, 0.0], "geofence_max_m": [1.0, 1.0, 3.0]}
+    r = run_offline(bundle, SimLoopConfig(duration_s=6.0), overrides={"envelope": fence, "fault": {"response": "safe"}})
+    assert r["on_ground_s"] is not None and r["on_ground_s"] < 3.0, r["on_ground_s"]
+    assert r["hover"]["reason"] == f"on the ground after {r['on_ground_s']:.2f} s" and not r["passed"]
+    assert r["hover"]["flight_s"] == r["on_ground_s"] and r["hover"]["final_error_m"] < 3.0, r["hover"]

@@ -326,3 +326,24 @@ def _refused(read: Callable[[], Any], says: list[str]) -> None:
     assert "\n" not in msg, msg
     for s in says:
         assert s in msg, f"{s!r} not in {msg!r}"
+
+
+def test_a_motion_clip_for_another_robot_names_the_key_the_file_and_the_robot(tmp_path):
+    """g1-tracking given a clip retargeted for H1: once only "unknown joint
+    'left_ankle_pitch_joint'; valid joints: ..."; now the key, the file, and whose joints it has."""
+    from fixtures.robot_motion import synthetic_motion
+    from simreal.errors import DataFileError
+    from simreal.motion_file import save_motion
+    from simreal.policies.run_config import make_env, resolve
+    from simreal.sim.robots import build_model
+
+    h1 = build_model(load_robot_spec("h1"))
+    clip = tmp_path / "walk_h1.npz"
+    save_motion(clip, synthetic_motion(h1, seconds=0.2))
+    with pytest.raises(DataFileError) as e:
+        make_env(resolve("g1-tracking", ["backend=native", f"env.motion_file={clip}"]))
+    msg = str(e.value)
+    assert msg.startswith(f"{clip}: env.motion_file: the clip's joints are not robot g1's: it lacks "
+                          "'left_ankle_pitch_joint' (13 of 29 missing)"), msg
+    assert "retargeted for another robot? it has the joints of h1;" in msg
+    assert msg.endswith("retarget the source for g1: simreal retarget SOURCE --robot g1") and "\n" not in msg

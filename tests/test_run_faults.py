@@ -411,3 +411,55 @@ def test_sigterm_after_iterations_saves_and_resume_continues(tmp_path):
     r = subprocess.run(CLI + ["train", "--resume", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert f"nothing left to do: {steps + 64} env steps done of the budget of {steps + 64}" in r.stderr
+
+
+# -- a resume whose overrides do not fit the checkpoint -------------------------------------------
+
+
+def _run_dir_with_checkpoint(tmp_path: Path) -> Path:
+    """A cartpole run (4 envs) with config.yaml and one stand-in checkpoint, made without training."""
+    from simreal.policies.run_config import resolve
+    from simreal.policies.train import start_run
+
+    cfg = resolve("cartpole-balance", [*CARTPOLE, "train.num_envs=4", f"runs_root={tmp_path}"])
+    run_dir = start_run(cfg)
+    ckpt.save_pytree(ckpt.checkpoint_path(run_dir / "checkpoints", 64), {"w": np.zeros(3, np.float32)})
+    return run_dir
+
+
+@pytest.mark.parametrize("override, says", [
+    ("train.num_envs=8", "config key 'train.num_envs': the checkpoint has 4 envs, the overrides ask for 8; "
+                         "a resumed run keeps num_envs (and the network sizes)"),
+    ("train.policy_hidden=[32,32]", "config key 'train.policy_hidden': the checkpoint was made with policy_hidden "
+                                    "[16, 16], the overrides ask for [32, 32]"),
+    ("train.value_hidden=[8]", "config key 'train.value_hidden': the checkpoint was made with value_hidden [16]"),
+    ("trainer=sb3", "config key 'trainer': the checkpoint was made with trainer brax, the overrides ask for sb3"),
+])
+def test_a_resume_that_changes_the_checkpoints_shape_is_refused_before_writing(tmp_path, capsys, override, says):
+    """`--resume RUN train.num_envs=8` on a 4-env run once wrote num_envs 8 into config.yaml and
+    then failed on the checkpoint, so plain --resume and export failed too: now one line naming
+    the key, exit 2, config.yaml untouched."""
+    from simreal.cli import main
+
+    run_dir = _run_dir_with_checkpoint(tmp_path)
+    saved = (run_dir / "config.yaml").read_bytes()
+    assert main(["train", "--resume", str(run_dir), override]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert f"{run_dir / 'config.yaml'} + command-line overrides" in err
+    assert (run_dir / "config.yaml").read_bytes() == saved
+
+
+def test_a_resume_that_fails_on_the_checkpoint_leaves_config_yaml_as_it_was(tmp_path, capsys):
+    """Whatever else makes the checkpoint not load (here: it holds other arrays), the failed
+    resume restores config.yaml, and says the overrides do not fit."""
+    from simreal.cli import main
+
+    run_dir = _run_dir_with_checkpoint(tmp_path)
+    saved = (run_dir / "config.yaml").read_bytes()
+    assert main(["train", "--resume", str(run_dir), "train.num_timesteps=640"]) == 2
+    err = capsys.readouterr().err
+    assert "missing array" in err and "resumed with the overrides train.num_timesteps=640; " in err
+    assert f"{run_dir / 'config.yaml'} is left as it was" in err
+    assert "Traceback" not in err
+    assert (run_dir / "config.yaml").read_bytes() == saved

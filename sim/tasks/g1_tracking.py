@@ -114,7 +114,7 @@ class G1Tracking(FloorRobotTask):
     def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
         """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
         act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
-        cols = [motion.joint_index(j) for j in act_joints]  # UnknownNameError lists the clip's joints
+        cols = self._joint_columns(motion, act_joints)
         missing = [b for b in TRACKED_BODIES if b not in motion.body_names]
         if missing:
             raise DataFileError(self.cfg.motion_file, f"motion has no body {missing[0]!r}; "
@@ -130,6 +130,25 @@ class G1Tracking(FloorRobotTask):
         self.frames_per_step = self.robot.control_dt_s * motion.fps
         self.act_qadr = jnp.asarray([int(m.jnt_qposadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
         self.act_dadr = jnp.asarray([int(m.jnt_dofadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
+
+    def _joint_columns(self, motion: Any, joints: list[str]) -> list[int]:
+        """The clip's column of each of the robot's ``joints``; DataFileError naming env.motion_file
+        when the clip lacks one: a clip retargeted for another robot (named when its joints are
+        exactly a shipped robot's)."""
+        missing = [j for j in joints if j not in motion.joint_names]
+        if missing:
+            from simreal.robot_spec import available_robots, load_robot_spec
+
+            clip = set(motion.joint_names)
+            owners = [r for r in available_robots() if set(load_robot_spec(r).actuator_names) == clip]
+            who = (f"it has the joints of {' or '.join(owners)}" if owners
+                   else f"its joints: {', '.join(motion.joint_names)}")
+            name = self.robot.name
+            raise DataFileError(self.cfg.motion_file,
+                                f"env.motion_file: the clip's joints are not robot {name}'s: it lacks {missing[0]!r} "
+                                f"({len(missing)} of {len(joints)} missing); retargeted for another robot? {who}; "
+                                f"retarget the source for {name}: simreal retarget SOURCE --robot {name}")
+        return [motion.joint_index(j) for j in joints]
 
     def _check_reach(self, dof_pos: np.ndarray, joints: list[str]) -> None:
         """ConfigError unless every reference joint position (inside the control range) is a
