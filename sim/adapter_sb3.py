@@ -105,6 +105,8 @@ class SB3VecEnv(VecEnv):
         return len(self._get_indices(indices))
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
+        if attr_name == "render_mode":  # asked by VecEnv.__init__: these envs render through `simreal play`
+            return [None] * self._count(indices)
         return [getattr(self.batch.env, attr_name)] * self._count(indices)
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
