@@ -85,11 +85,11 @@ def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_d
 def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int, seed: int) -> dict[str, float]:
     """``num_envs`` first episodes of the deterministic ``policy``, each statistic averaged over the
     episodes it is defined for (as ``ppo.evaluate``: :func:`simreal.sim.episode_stats.episode_means`)."""
-    from simreal.sim.adapter_core import JaxBatch
+    from simreal.sim.adapter_core import JaxBatch, to_numpy
     from simreal.sim.episode_stats import episode_means
 
     batch = JaxBatch(env, num_envs, seed)
-    obs = np.asarray(batch.reset())
+    obs = to_numpy(batch.reset())  # an array, or a dict of arrays (camera images)
     seen = np.zeros(num_envs, bool)
     acc: dict[str, np.ndarray] = {}
     for _ in range(env.episode_steps):
@@ -99,7 +99,7 @@ def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int
         for k, v in out.episode_metrics.items():
             acc[k] = acc.get(k, np.zeros(num_envs)) + np.where(first, np.asarray(v), 0.0)
         seen |= done
-        obs = np.asarray(out.obs)
+        obs = to_numpy(out.obs)
     r: dict[str, float] = episode_means({k: float(v.sum()) for k, v in acc.items()})
     r["episodes"] = int(seen.sum())
     return r

@@ -179,8 +179,6 @@ class DictActor:
         self.policy, self.obs_mean, self.obs_std, self.obs_clip = policy, obs_mean, obs_std, obs_clip
 
     def act(self, obs: Any) -> np.ndarray:
-        if isinstance(obs, np.ndarray) and obs.dtype == object:
-            obs = obs.item()  # torch_policy.evaluate hands over np.asarray(obs): a dict in a 0-d array
         obs = {k: np.asarray(v) for k, v in obs.items() if k in self.policy.observation_space.spaces}
         obs[STATE_KEY] = np.clip((obs[STATE_KEY] - self.obs_mean) / self.obs_std, -self.obs_clip,
                                  self.obs_clip).astype(np.float32)
