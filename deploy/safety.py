@@ -148,10 +148,7 @@ class SafetyLayer:
             self._prev_u, self._prev_t = self._u0, now_s
             self._nan_run = 0
         if self.mode in SAFE_MODES:
-            self.stats.safe_ticks += 1
-            u = self._recover(now_s, fresh, state) if self._recovering else self._held
-            self._prev_u, self._prev_t = u, now_s
-            return u.copy()
+            return self._safe_tick(now_s, fresh, state)
 
         if proposal is None:
             self.stats.nan_proposals += 1
@@ -160,10 +157,7 @@ class SafetyLayer:
                 self.stats.faults += 1
                 self._enter(FAULT, state, f"{self._nan_run} non-finite actions in a row")
                 self._begin_recovery(state)
-                self.stats.safe_ticks += 1
-                u = self._recover(now_s, fresh, state) if self._recovering else self._held
-                self._prev_u, self._prev_t = u, now_s
-                return u.copy()
+                return self._safe_tick(now_s, fresh, state)
             target = self._prev_u
         else:
             self._nan_run = 0
@@ -211,6 +205,13 @@ class SafetyLayer:
         and the state is known (the first recovery tick is the fault's own tick)."""
         self._recovering = self._recovery is not None and state is not None
         self._recovery_started = False
+
+    def _safe_tick(self, now_s: float, fresh: bool, state: State | None) -> np.ndarray:
+        """A tick in a safe mode: the recovery's command while one runs, else the held safe command."""
+        self.stats.safe_ticks += 1
+        u = self._recover(now_s, fresh, state) if self._recovering else self._held
+        self._prev_u, self._prev_t = u, now_s
+        return u.copy()
 
     def _recover(self, now_s: float, fresh: bool, state: State | None) -> np.ndarray:
         """The recovery's command this tick; the safe command once it ends or the state is stale."""

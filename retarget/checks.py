@@ -318,7 +318,7 @@ def grade(signal: Signal, rule: Rule) -> dict:
 
 
 def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stats: Mapping,
-                  playback: bool = True) -> dict:
+                  playback: bool = True, fk: tuple | None = None) -> dict:
     """``{"verdict": ok|warn|fail, "checks": {name: entry}}`` for one clip (module docstring).
 
     Args:
@@ -326,9 +326,10 @@ def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stat
       stats: the solver's stats (``infeasible_frames``, ``infeasible_max_slack``; absent = none).
       playback: run the PD playback (``feasibility``); a robot whose actuators are not PD servos
         gets ``checks.feasibility.skipped`` with the reason instead.
+      fk: :func:`~simreal.retarget.metrics.forward_all`'s result when the caller has it already.
     """
     T, fps = len(qpos), targets.fps
-    site_pos, site_rot, _ = forward_all(robot, qpos)
+    site_pos, site_rot, _ = fk if fk is not None else forward_all(robot, qpos)
     oriented = [k for k in range(len(robot.keypoints)) if robot.rot_weights[k] > 0]
     names = [robot.keypoints[k] for k in oriented]
     signals: dict[str, Signal | None] = {}

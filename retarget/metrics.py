@@ -49,11 +49,12 @@ def forward_all(robot: RetargetRobot, qpos: np.ndarray):
     return site_pos, site_rot, depth
 
 
-def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets) -> dict:
-    """Every metric of the module docstring as a JSON-ready dict."""
+def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk: tuple | None = None) -> dict:
+    """Every metric of the module docstring as a JSON-ready dict; ``fk``: :func:`forward_all`'s
+    result when the caller has it already (the pipeline shares it with the graded report)."""
     T = len(qpos)
     fps = targets.fps
-    site_pos, site_rot, depth = forward_all(robot, qpos)
+    site_pos, site_rot, depth = fk if fk is not None else forward_all(robot, qpos)
     pen = {}
     for k, name in enumerate(collisions.KIND_NAMES):
         bad = depth[:, k] > PENETRATION_TOL_M

@@ -21,7 +21,7 @@ from simreal.errors import UnknownNameError
 from simreal.retarget.checks import graded_report
 from simreal.retarget.ik import solve_ik
 from simreal.retarget.interaction import solve_interaction
-from simreal.retarget.metrics import quality_report
+from simreal.retarget.metrics import forward_all, quality_report
 from simreal.motion_file import Motion
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.skeleton import HumanMotion
@@ -109,10 +109,11 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
         human = resample(human, fps)
     targets = build_targets(human, robot, joint_map)
     qpos, stats = METHODS[method](robot, targets)
-    quality = quality_report(robot, qpos, targets)
+    fk = forward_all(robot, qpos)  # kinematics and collisions of every frame, read by both reports
+    quality = quality_report(robot, qpos, targets, fk)
     quality["method"] = method
     quality["solver"] = stats
-    quality.update(graded_report(robot, qpos, targets, stats))
+    quality.update(graded_report(robot, qpos, targets, stats, fk=fk))
     settings = robot.kmap.ik if method == "ik" else robot.kmap.interaction
     provenance = {
         "source": human.source, "robot": robot.source, "method": method,
