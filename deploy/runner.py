@@ -226,13 +226,22 @@ class PolicyRunner:
             self.stats.bad_state_msgs += 1
             self.stats.last_error = f"{name}: {e}"
             return False
+        header = getattr(msg, "header", None)
+        return self._store((name,), d, now_s, stamp_ns(header.stamp) if header is not None else None)
+
+    def on_robot_state(self, state: Mapping[str, np.ndarray], now_s: float) -> bool:
+        """Store a robot state already in robot-state keys (a :mod:`simreal.hardware` driver's
+        ``observation()``) as every watched state topic, measured at ``now_s``; False if refused."""
+        d = {k: np.asarray(v, np.float64) for k, v in state.items() if k != "t_s"}
+        return self._store(tuple(self._watched), d, now_s, None)
+
+    def _store(self, names: tuple[str, ...], d: dict[str, np.ndarray], now_s: float, stamp: int | None) -> bool:
         if not np.isfinite(np.concatenate([np.ravel(v) for v in d.values()])).all():
             self.stats.bad_state_msgs += 1
-            self.stats.last_error = f"{name}: non-finite values"
+            self.stats.last_error = f"{'/'.join(names)}: non-finite values"
             return False
-        header = getattr(msg, "header", None)
-        stamp = stamp_ns(header.stamp) if header is not None else None
-        self._latest[name] = (now_s, d, stamp)  # one assignment: safe against a concurrent tick
+        for name in names:
+            self._latest[name] = (now_s, d, stamp)  # one assignment: safe against a concurrent tick
         self.stats.state_msgs += 1
         return True
 

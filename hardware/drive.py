@@ -1,0 +1,116 @@
+"""The deploy runner driving a robot through the robot interface, at the control rate.
+
+One loop, one thread, per period ``dt`` (the runner's control period)::
+
+    t  = clock()
+    s  = robot.observation()          # HardwareError: counted, no state this tick
+    runner.on_robot_state(s, s.t_s)   # the runner's watchdog sees the measurement time
+    r  = runner.tick(t)               # observation -> ONNX -> safety layer
+    robot.send_action(full(r.command))
+
+``full`` places the bundle's action channels into the robot's actuator order; channels the
+bundle does not drive get the action mode's safe command (hold the measured pose). A read
+that fails leaves the runner's state to age, so its watchdog puts the safe command on the
+wire after ``watchdog.timeout_s``, exactly as a silent DDS topic would. The loop sleeps to
+absolute deadlines ``t0 + k dt`` (no drift); a tick that overruns is counted and the next
+deadline is the next period boundary after now (no burst of catch-up ticks).
+
+On any exit (duration reached, Ctrl-C, an exception) the runner's shutdown tick (e-stop,
+safe command) is sent before the robot disconnects, and ``disconnect()`` sends the safe
+command once more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from simreal.deploy.runner import PolicyRunner, TickResult
+from simreal.errors import ConfigError
+from simreal.hardware.robot import HardwareError, Robot
+
+
+@dataclasses.dataclass
+class DriveReport:
+    """What the loop did; times in [s]."""
+
+    ticks: int = 0
+    sent: int = 0
+    read_errors: int = 0
+    overruns: int = 0
+    tick_s_max: float = 0.0
+    last_error: str = ""
+    final_mode: str = ""
+    tick_s: list[float] = dataclasses.field(default_factory=list, repr=False)
+
+    def tick_p99_s(self) -> float:
+        return float(np.percentile(self.tick_s, 99)) if self.tick_s else 0.0
+
+
+def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
+    """Indices of the bundle's action channels in the robot's actuator order; refuses a bundle
+    for another robot or action mode with one line naming the field."""
+    act = runner.bundle.action
+    if act.mode != robot.mode.name:
+        raise ConfigError("action_mode", f"the bundle commands {act.mode}, the {type(robot).__name__} is "
+                                         f"configured for {robot.mode.name}")
+    if runner.spec.name != robot.spec.name:
+        raise ConfigError("robot", f"the bundle is for '{runner.spec.name}', the driver drives '{robot.spec.name}'")
+    if not robot.mode.joint_space:
+        return np.arange(len(robot.names))
+    return np.array([robot.names.index(n) for n in act.names])
+
+
+def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+          on_tick: Callable[[TickResult, np.ndarray], None] | None = None) -> DriveReport:
+    """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C);
+    ``on_tick(result, sent)`` sees every tick (a recorder, a plot)."""
+    idx = action_index(runner, robot)
+    dt = runner.cfg.period_s
+    report = DriveReport()
+    t0 = clock()
+    k = 0
+    try:
+        while duration_s is None or clock() - t0 < duration_s:
+            t = clock()
+            try:
+                s = robot.observation()
+                runner.on_robot_state(s, float(s.get("t_s", t)))
+            except HardwareError as e:
+                report.read_errors += 1
+                report.last_error = str(e)
+            result = runner.tick(t)
+            sent = _send(robot, idx, result)
+            report.ticks += 1
+            report.sent += sent is not None
+            if on_tick is not None and sent is not None:
+                on_tick(result, sent)
+            spent = clock() - t
+            report.tick_s.append(spent)
+            report.tick_s_max = max(report.tick_s_max, spent)
+            k += 1
+            deadline = t0 + k * dt
+            now = clock()
+            if now > deadline:
+                report.overruns += 1
+                k = math.ceil((now - t0) / dt)
+                deadline = t0 + k * dt
+            sleep(max(0.0, deadline - now))
+    finally:
+        last = runner.shutdown(clock())
+        report.final_mode = last.mode
+        _send(robot, idx, last)
+    return report
+
+
+def _send(robot: Robot, idx: np.ndarray, result: TickResult) -> np.ndarray | None:
+    if not result.publish:
+        return None
+    u = robot.safe_command()
+    u[idx] = result.command
+    return robot.send_action(u)

@@ -1,0 +1,113 @@
+"""The robot interface (clamping, refusal, safe command on exit) and the deploy runner driving
+a robot through it (hardware.drive), on a fake joint robot and a simulated clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures import bundles
+from fixtures.fake_robot import FakeJointRobot
+from simreal.bundle import load_bundle
+from simreal.deploy.runner import PolicyRunner
+from simreal.errors import ConfigError
+from simreal.hardware.drive import drive
+from simreal.hardware.robot import HardwareError
+
+
+class SimClock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s + 1e-4  # the loop itself takes a little time
+
+
+@pytest.fixture()
+def arm(tmp_path):
+    spec = bundles.joint_robot_spec()
+    bundle = load_bundle(bundles.make_joint_bundle(tmp_path / "b", gain=2.0))
+    return spec, bundle
+
+
+def test_send_action_clamps_refuses_and_needs_connect(arm):
+    spec, _ = arm
+    robot = FakeJointRobot(spec)
+    with pytest.raises(HardwareError, match="not connected"):
+        robot.send_action(np.zeros(2))
+    with robot:
+        sent = robot.send_action(np.array([9.0, -9.0]))
+        np.testing.assert_allclose(sent, [1.5, -2.0])  # the spec's joint ranges
+        with pytest.raises(HardwareError, match="non-finite"):
+            robot.send_action(np.array([np.nan, 0.0]))
+        with pytest.raises(HardwareError, match="takes 2 channels"):
+            robot.send_action(np.zeros(3))
+        robot.observation()
+    assert robot.closed == 1 and not robot.connected
+    np.testing.assert_allclose(robot.written[-1], robot.last_state["joint_pos"])  # the safe command: hold
+
+
+def test_exit_on_exception_sends_safe_command(arm):
+    spec, _ = arm
+    robot = FakeJointRobot(spec)
+    with pytest.raises(RuntimeError):
+        with robot:
+            robot.observation()
+            robot.send_action(np.array([1.0, 1.0]))
+            raise RuntimeError("policy crashed")
+    np.testing.assert_allclose(robot.written[-1], robot.last_state["joint_pos"])
+    assert robot.closed == 1
+
+
+def test_runner_drives_robot_to_policy_pose(arm):
+    spec, bundle = arm
+    clock = SimClock()
+    robot = FakeJointRobot(spec, clock=clock)
+    robot.q[:] = [1.0, 0.8]
+    runner = PolicyRunner(bundle, spec=spec)
+    with robot:
+        report = drive(robot, runner, duration_s=3.0, clock=clock, sleep=clock.sleep)
+    home = np.array([a.default for a in spec.actuators])
+    assert np.abs(robot.q - home).max() < 0.05, robot.q
+    assert report.ticks >= 140 and report.sent == report.ticks and report.read_errors == 0
+    assert report.final_mode == "estop"  # the shutdown tick
+    # every command within the spec's range and rate-limited by the joints' velocity limits
+    w = np.array(robot.written[:-2])
+    assert np.all(np.abs(np.diff(w, axis=0)) <= np.array([2.0, 3.0]) * runner.cfg.period_s + 1e-9)
+
+
+def test_lost_state_puts_safe_command_on_the_wire(arm):
+    spec, bundle = arm
+    clock = SimClock()
+    robot = FakeJointRobot(spec, clock=clock)
+    runner = PolicyRunner(bundle, spec=spec)
+    seen: list[tuple[str, np.ndarray]] = []
+
+    def on_tick(result, sent):
+        seen.append((result.mode, robot.q.copy()))
+        if len(seen) == 150:  # the cable is pulled 3 s in
+            robot.fail_reads = 10 ** 6
+
+    with robot:
+        report = drive(robot, runner, duration_s=5.0, clock=clock, sleep=clock.sleep, on_tick=on_tick)
+    modes = [m for m, _ in seen]
+    assert modes[149] == "running"
+    assert report.read_errors == report.ticks - 150
+    lost = modes[150:]
+    # the watchdog acts within its timeout (+ one tick), and then only the held pose goes out
+    k = next(i for i, m in enumerate(lost) if m in ("stale", "fault"))
+    assert k * runner.cfg.period_s <= runner.cfg.watchdog.timeout_s + runner.cfg.period_s
+    np.testing.assert_allclose(robot.written[-1], seen[149][1], atol=0.05)
+
+
+def test_bundle_for_another_mode_is_refused(arm):
+    import dataclasses
+
+    spec, bundle = arm
+    robot = FakeJointRobot(spec)
+    robot.mode = dataclasses.replace(robot.mode, name="joint_effort")
+    with robot, pytest.raises(ConfigError, match="action_mode"):
+        drive(robot, PolicyRunner(bundle, spec=spec), duration_s=0.1)
