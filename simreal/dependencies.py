@@ -13,7 +13,7 @@ naming the package and the command that installs it: the CLI turns every
     leaves it out): pip install simreal
 
 ``PROVIDERS`` lists every distribution of pyproject.toml's ``dependencies`` and of the
-``torch``, ``data`` and ``vlm`` extras (a test keeps them, and the README's robot install, in step).
+``torch``, ``data``, ``vlm``, ``so100`` and ``teleop`` extras (a test keeps them, and the README's robot install, in step).
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "transformers": ("transformers", "vlm"),
     "sentencepiece": ("sentencepiece", "vlm"),
     "PIL": ("pillow", "vlm"),
+    "serial": ("pyserial", "so100"),
+    "pygame": ("pygame", "teleop"),
+    "hid": ("hidapi", "teleop"),
 }
 
 # What `simreal deploy run` needs beside simreal itself: the policy runtime, the DDS transport,
