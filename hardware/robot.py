@@ -79,6 +79,7 @@ class Robot(abc.ABC):
         self.low, self.high = self.mode.spec_limits(self.spec, self.names)
         self.connected = False
         self.last_state: State | None = None
+        self.takes_commands = True  # False: a device only read (a leader arm): no safe command on disconnect
 
     # -- what drivers implement ----------------------------------------------------------------
     @abc.abstractmethod
@@ -108,7 +109,8 @@ class Robot(abc.ABC):
         if not self.connected:
             return
         try:
-            self._write(self.safe_command())
+            if self.takes_commands:
+                self._write(self.safe_command())
         finally:
             self.connected = False
             self._close()

@@ -66,6 +66,8 @@ class SO100Config(RobotConfig):
         None, doc="largest step of a goal from the present position per command, one or per joint [rad]; "
                   "None: unlimited (LeRobot's default)")
     disable_torque_on_disconnect: bool = field(True, doc="leave the arm limp after disconnect (LeRobot's default)")
+    leader: bool = field(False, doc="a leader arm moved by hand: torque stays off and send_action is refused "
+                                    "(simreal.hardware.leader_arm)")
     timeout_s: float = field(0.1, min=0.001, doc="how long a servo may take to answer [s]")
     retries: int = field(2, min=0, doc="extra tries of a transaction whose answer was lost or corrupt (LeRobot's 2)")
     baudrate: int = field(1_000_000, min=1, doc="[bit/s]; STS3215s ship at 1 Mbit/s")
@@ -92,6 +94,7 @@ class SO100Robot(Robot):
                 raise ConfigError("max_relative_target", f"expected a step > 0 rad, or one per joint "
                                                          f"({', '.join(self.names)}), got {config.max_relative_target}")
             self.max_step_rad = step
+        self.takes_commands = not config.leader
         self.bus: FeetechBus | None = None
         self.cals: tuple[MotorCalibration, ...] = ()
 
@@ -125,6 +128,8 @@ class SO100Robot(Robot):
             phase = bus.read(i, "Phase")
             if phase & PHASE_ANGLE_FEEDBACK:
                 bus.write(i, "Phase", phase & ~PHASE_ANGLE_FEEDBACK)
+        if self.config.leader:
+            return
         present = bus.sync_read(self.ids, ("Present_Position",))["Present_Position"]
         bus.sync_write("Goal_Position", dict(zip(self.ids, present)))  # torque on must not jump to a stale goal
         self._set_torque(bus, True)
@@ -179,6 +184,9 @@ class SO100Robot(Robot):
                 "joint_vel": speed_to_rad_s(r["Present_Velocity"]), "t_s": np.float64(t_s)}
 
     def _write(self, u: np.ndarray) -> np.ndarray:
+        if self.config.leader:
+            raise HardwareError(f"{self.spec.name} on {self.config.port} is a leader arm (torque off): it takes no "
+                                f"commands")
         goal = u
         if self.max_step_rad is not None:
             present = steps_to_rad(self.bus.sync_read(self.ids, ("Present_Position",))["Present_Position"], self.cals)

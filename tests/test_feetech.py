@@ -302,3 +302,23 @@ def test_calibration_file_errors_name_the_motor(tmp_path):
     save_calibration(path, NAMES, cals[:5])
     with pytest.raises(DataFileError, match="motor 'gripper' needs integer fields"):
         load_calibration(path, NAMES)
+
+
+# -- a leader arm driving a follower ---------------------------------------------------------------
+def test_leader_arm_drives_the_follower_and_stays_limp():
+    from simreal.hardware.leader_arm import SO100Leader
+
+    pose = np.array([0.4, -0.3, 0.5, 0.2, -0.5, 0.3])
+    with FeetechTwin("so100", start_joint_pos=pose) as lt, FeetechTwin("so100") as ft:
+        leader = SO100Leader(SO100Config(robot="so100", port=lt.port, timeout_s=0.5))
+        with leader, arm(ft) as follower:
+            assert not lt.torque.any()  # the leader is never powered
+            for _ in range(40):
+                u = leader.command(follower.observation())
+                sent = follower.send_action(u)
+                time.sleep(0.02)
+            np.testing.assert_allclose(sent, u, atol=2e-3)  # one encoder step is 1.5e-3 rad
+            np.testing.assert_allclose(follower.observation()["joint_pos"], lt.joint_pos(), atol=0.05)
+            with pytest.raises(HardwareError, match="leader arm"):
+                leader.arm.send_action(u)
+        assert not lt.torque.any()
