@@ -79,17 +79,27 @@ def loopback_config(max_participants: int = 32) -> str:
     )
 
 
+def interface_config(name: str) -> str:
+    """Cyclone DDS XML for one network interface, as unitree_sdk2's ChannelFactoryInitialize writes it."""
+    return (f"<CycloneDDS><Domain id='any'><General><Interfaces><NetworkInterface name='{name}' priority='default' "
+            "multicast='default'/></Interfaces></General></Domain></CycloneDDS>")
+
+
 _domains: dict[int, Domain] = {}
 _domains_lock = threading.Lock()
 
 
-def _domain(domain_id: int, loopback: bool) -> Domain | None:
-    """One Domain object per id per process (Cyclone allows one configuration per domain)."""
-    if not loopback:
+def domain(domain_id: int, interface: str | None = "lo") -> Domain | None:
+    """The process's Domain for ``domain_id`` (Cyclone takes one configuration per domain and
+    process): loopback (``"lo"``, :func:`loopback_config`), a named network interface
+    (``"enp3s0"``, :func:`interface_config`), or None / ``""`` for Cyclone's own configuration
+    (``CYCLONEDDS_URI``). The first caller's choice holds for the process."""
+    if not interface:
         return None
     with _domains_lock:
         if domain_id not in _domains:
-            _domains[domain_id] = Domain(domain_id, loopback_config())
+            xml = loopback_config() if interface == "lo" else interface_config(interface)
+            _domains[domain_id] = Domain(domain_id, xml)
         return _domains[domain_id]
 
 
@@ -171,7 +181,7 @@ class DdsTransport:
         if not 0 <= domain_id <= 232:
             raise ConfigError("domain_id", f"must be in 0..232 (ROS_DOMAIN_ID), got {domain_id}")
         self.domain_id = domain_id
-        self._domain = _domain(domain_id, loopback)
+        self._domain = domain(domain_id, "lo" if loopback else None)
         self.participant = DomainParticipant(domain_id)
         self.waitset = WaitSet(self.participant)
         self._topics: dict[str, Topic] = {}
