@@ -157,7 +157,7 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
         if sim_cfg.start_joint_pos:
             start = dataclasses.replace(start, qpos=with_joints(model, spec, start.qpos, sim_cfg.start_joint_pos))
     else:
-        start = spec_start(model, spec, np.zeros(3), sim_cfg.start_joint_pos)
+        start = spec_start(model, spec, None, sim_cfg.start_joint_pos)
     return Rehearsal(bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env)
 
 

@@ -192,12 +192,16 @@ def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                      w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
-def spec_start(model: Any, spec: RobotSpec, start_pos_w: np.ndarray, start_joint_pos: tuple[float, ...]) -> StartState:
-    """A start state from the robot spec alone: the free base at ``start_pos_w`` upright, the
+def spec_start(model: Any, spec: RobotSpec, start_pos_w: np.ndarray | None,
+               start_joint_pos: tuple[float, ...]) -> StartState:
+    """A start state from the robot spec alone: the free base at ``start_pos_w`` upright (None:
+    where the model stands it, its ``qpos0``: a humanoid on its feet, not in the floor), the
     joints at ``start_joint_pos`` (default: the spec's default pose)."""
     qpos, qvel = model.qpos0.copy(), np.zeros(model.nv)
     if FAMILIES[spec.family].free_base:
-        qpos[0:3], qpos[3:7] = start_pos_w, [1.0, 0.0, 0.0, 0.0]
+        qpos[3:7] = [1.0, 0.0, 0.0, 0.0]
+        if start_pos_w is not None:
+            qpos[0:3] = start_pos_w
     if FAMILIES[spec.family].joints:
         qpos = with_joints(model, spec, qpos, start_joint_pos or [a.default for a in spec.actuators])
     act = np.full(model.na, hover_thrust_n(spec))  # motor states of the rotors at hover

@@ -19,7 +19,8 @@ Two kinds:
   targets: ``q*_{k+1} = clip(q*_k + v_max * a * dt, range)``, axis ``i`` moving joint
   ``i`` (or the joints in ``axis_joints``), at most ``v_max = speed * velocity_limit``.
   ``dt`` is the measured time between calls (capped at 0.1 s, so a stall does not jump).
-  The target starts at, and button 0 resets it to, the measured pose. The target never
+  The target starts at, and button 0 resets it to, the measured pose; button 3 ends the
+  episode being recorded. The target never
   leads the measured pose by more than ``max_lead`` [rad]: a blocked joint does not wind up.
 
 Imports numpy and simreal core only.
@@ -39,6 +40,8 @@ from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec
 
 State = dict[str, np.ndarray]
+#: The device button that ends an episode (a keyboard's x or Esc).
+END_BUTTON = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +81,10 @@ class Teleop(abc.ABC):
     def command(self, state: State) -> np.ndarray:
         """The next physical command (spec actuator order) given the measured robot state."""
 
+    def end_requested(self) -> bool:
+        """Whether the operator asked to end the episode (a device's end button)."""
+        return False
+
     def __enter__(self) -> Teleop:
         self.connect()
         return self
@@ -114,6 +121,7 @@ class JointJog(Teleop):
         self.low, self.high = np.array([r[0] for r in rng]), np.array([r[1] for r in rng])
         self.target: np.ndarray | None = None
         self._t: float | None = None
+        self._end = False
 
     def connect(self) -> None:
         self.device.open()
@@ -124,6 +132,7 @@ class JointJog(Teleop):
     def command(self, state: State) -> np.ndarray:
         q = np.asarray(state["joint_pos"], np.float64)
         inp = self.device.read()
+        self._end = len(inp.buttons) > END_BUTTON and inp.buttons[END_BUTTON]
         t = self.clock()
         dt = 0.0 if self._t is None else min(t - self._t, 0.1)
         self._t = t
@@ -137,3 +146,6 @@ class JointJog(Teleop):
         self.target = np.clip(self.target + step, np.maximum(self.low, q - self.max_lead),
                               np.minimum(self.high, q + self.max_lead))
         return self.target.copy()
+
+    def end_requested(self) -> bool:
+        return self._end

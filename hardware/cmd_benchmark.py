@@ -1,0 +1,208 @@
+"""Benchmark a policy bundle on its simulated twin or on the real robot, and report.
+
+    # 75 trials (the default) of the hover suite on the twin, results + report into bench/
+    simreal benchmark quadrotor-hover --policy runs/quadrotor-hover/RUN/bundle --robot twin --out bench/
+
+    # walking at three commanded speeds, 20 trials each, 10 ms actuation latency
+    simreal benchmark humanoid-walk --policy BUNDLE --robot twin --conditions 0,0.5,1.0 --trials 20 --latency-ms 10
+
+    # reach a given goal (a task input the bundle does not fix)
+    simreal benchmark arm-reach --policy BUNDLE --robot twin --task-param target_pos_w=[0.25,0.0,0.15]
+
+    # the same suite on the robot: the operator resets it before each trial (--yes: no prompt)
+    simreal benchmark arm-reach --policy BUNDLE --robot real --driver so100 --driver-config port=/dev/ttyACM0 \\
+        --task-param target_pos_w=[0.25,0.0,0.15] --trials 30 --out bench/
+
+    # twin and real side by side: Markdown + PNG plots
+    simreal benchmark report bench/arm-reach_twin.json bench/arm-reach_real.json --out report/
+
+Suites (simreal.hardware.suites): quadrotor-hover, quadrotor-figure8, humanoid-walk,
+humanoid-track, arm-reach, arm-push, arm-pick. Each trial runs the bundle through the deploy
+runner and the safety layer at the control rate (simreal.hardware.drive); the twin runs in
+simulated time, deterministic per --seed. Results: per condition the success rate with its
+Wilson interval and each metric's mean with its t interval; ``--out DIR`` writes
+``DIR/<suite>_<robot>.json`` and a report of the run, ``--json`` prints the results. A progress
+line per trial goes to stderr. Exit 0 when the benchmark ran (whatever its success rate), 2 on
+a bad suite, bundle or flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HELP = "benchmark a bundle on its twin or the real robot (success rates with intervals), and report"
+
+#: Flags -> the config keys they set (a bad value names the flag typed).
+FLAGS = {"trials": "--trials", "seed": "--seed", "duration_s": "--duration", "values": "--conditions",
+         "task": "--task-param", "noise_scale": "--noise", "latency_ms": "--latency-ms"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("suite", help="suite name (quadrotor-hover, humanoid-walk, arm-reach, ...), or 'report'")
+    p.add_argument("results", nargs="*", help="with 'report': the result JSON files to put side by side")
+    p.add_argument("--policy", metavar="BUNDLE", help="bundle folder (policy.onnx + bundle.yaml)")
+    p.add_argument("--robot", choices=("twin", "real"), default="twin",
+                   help="twin: the MuJoCo twin in simulated time; real: a robot driver (--driver)")
+    p.add_argument("--trials", type=int, default=None, help="trials per condition (default 75)")
+    p.add_argument("--seed", type=int, default=0, help="trial k uses seed + k")
+    p.add_argument("--duration", type=float, default=None, help="trial length [s] (default: the suite's)")
+    p.add_argument("--conditions", help="the suite's condition values, comma-separated (humanoid-walk: speeds [m/s])")
+    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task input for every trial, e.g. target_pos_w=[0.3,0,0.2] or command=[0.5,0,0]")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a deploy config override, e.g. --set watchdog.timeout_s=0.05 (repeatable)")
+    p.add_argument("--noise", type=float, default=None, help="twin: sensor noise scale (default 1; 0 = none)")
+    p.add_argument("--latency-ms", type=float, default=None, help="twin: actuation latency [ms] (default 0)")
+    p.add_argument("--driver", help="real: the driver's name in the drivers table (simreal.hardware.drivers)")
+    p.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="real: one field of the driver's config (port, address, ...), repeatable")
+    p.add_argument("--yes", action="store_true", help="real: do not ask the operator before each trial")
+    p.add_argument("--out", help="folder for the results JSON and the report")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.suite == "report":
+        return _report(args)
+    return _benchmark(args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from simreal.errors import SimrealError
+    from simreal.hardware.report import load_results, write_report
+
+    if not args.results or not args.out:
+        raise SimrealError("report: give the result JSON files and --out DIR, e.g. "
+                           "simreal benchmark report twin.json real.json --out report/")
+    path = write_report(load_results(args.results), args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+def _config(cls: type, tree: dict[str, Any]) -> Any:
+    """Build ``cls`` from flag values; a bad one is one line naming the flag."""
+    from simreal.config import build
+    from simreal.errors import ConfigError, SimrealError
+
+    try:
+        return build(cls, tree)
+    except ConfigError as e:
+        flag = FLAGS[e.key.split(".")[0].split("[")[0]]
+        raise SimrealError(f"{flag}: {str(e).split(': ', 1)[1]}") from None
+
+
+def _values(text: str | None) -> tuple[float, ...]:
+    from simreal.errors import SimrealError
+
+    if text is None:
+        return ()
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise SimrealError(f"--conditions: expected numbers separated by commas, got {text!r}") from None
+
+
+def _task_params(items: list[str]) -> dict[str, Any]:
+    from simreal.config import parse_overrides
+    from simreal.errors import SimrealError
+
+    tree = parse_overrides(items)
+    for k, v in tree.items():
+        flat = v if isinstance(v, list) else [v]
+        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
+            raise SimrealError(f"--task-param {k}: expected a number or a list of numbers, got {v!r}")
+    return tree
+
+
+def _benchmark(args: argparse.Namespace) -> int:
+    from simreal.bundle import load_bundle
+    from simreal.config import parse_overrides
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.errors import SimrealError
+    from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
+    from simreal.hardware.suites import SUITES, suite_for
+
+    if args.results:
+        raise SimrealError(f"unexpected arguments {args.results}; only 'report' takes result files")
+    if not args.policy:
+        raise SimrealError("--policy BUNDLE is required (the bundle to benchmark)")
+    bundle = load_bundle(args.policy)
+    spec = spec_of_bundle(bundle)
+    suite = suite_for(args.suite, bundle, spec)
+    values = _values(args.conditions)
+    if values and not suite.axis:
+        swept = ", ".join(f"{n} ({s.axis})" for n, s in SUITES.items() if s.axis)
+        raise SimrealError(f"--conditions: suite {suite.name} has one condition; suites with conditions: {swept}")
+    tree = {"seed": args.seed, "values": list(values), "task": _task_params(args.task_params),
+            **({"trials": args.trials} if args.trials is not None else {}),
+            **({"duration_s": args.duration} if args.duration is not None else {})}
+    cfg = _config(BenchmarkConfig, tree)
+    overrides = parse_overrides(args.overrides)
+    PolicyRunner(bundle, overrides=overrides)  # the graph and the deploy config, checked before any trial
+    n_total = cfg.trials * len(suite.conditions(cfg.values))
+    with contextlib.ExitStack() as stack:
+        bench = _twin(args, bundle, cfg.task) if args.robot == "twin" else stack.enter_context(_real(args, bundle))
+        results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides, progress=ProgressLine(n_total))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(f"{suite.name} on the {bench.kind}, {results['wall_s']:.1f} s: {suite.summary}")
+        print("\n".join(summary_lines(results)))
+    if args.out:
+        from simreal.hardware.report import write_report
+        from simreal.yaml_io import atomic_write_text
+
+        path = Path(args.out) / f"{suite.name}_{bench.kind}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(results, indent=2))
+        report = write_report([(bench.kind, {**results, "file": str(path)})], args.out)
+        print(f"wrote {path} and {report}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
+    """The twin, built with the given task inputs (a hover target moves its start)."""
+    import dataclasses
+
+    from simreal.dependencies import require
+    from simreal.errors import SimrealError
+    from simreal.hardware.benchmark import TwinBench
+    from simreal.hardware.sim_twin import TwinConfig
+
+    if args.driver or args.driver_config:
+        raise SimrealError("--driver and --driver-config are for --robot real")
+    require("mujoco")  # the twin needs it: said here, not as a traceback
+    tree = {"seed": args.seed, **({"noise_scale": args.noise} if args.noise is not None else {}),
+            **({"latency_ms": args.latency_ms} if args.latency_ms is not None else {})}
+    return TwinBench(dataclasses.replace(bundle, task_params={**bundle.task_params, **task}), _config(TwinConfig, tree))
+
+
+@contextlib.contextmanager
+def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
+    """The robot of --driver from the drivers table (simreal.hardware.drivers), configured by
+    --driver-config, connected for the benchmark."""
+    from simreal.config import parse_overrides
+    from simreal.errors import SimrealError
+    from simreal.hardware.benchmark import RealBench
+
+    if args.noise is not None or args.latency_ms is not None:
+        raise SimrealError("--noise and --latency-ms are for --robot twin (a real robot has its own)")
+    if not args.driver:
+        raise SimrealError("--robot real needs --driver NAME (and --driver-config KEY=VALUE for its port or address)")
+    try:
+        from simreal.hardware.drivers import open_robot
+    except ModuleNotFoundError as e:
+        if e.name != "simreal.hardware.drivers":
+            raise
+        raise SimrealError("--robot real: this install has no robot drivers table (simreal.hardware.drivers) yet; "
+                           "use --robot twin") from None
+    settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}
+    with open_robot(args.driver, bundle.robot, settings) as robot:
+        yield RealBench(robot, args.driver, ask=None if args.yes else input)

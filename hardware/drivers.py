@@ -1,0 +1,96 @@
+"""The drivers table: ``--driver NAME`` -> the robot class, its config and its twin, in one place.
+
+==========  ==================================  =======================================  ==========
+driver      robot class                          twin (same wire)                         robots
+==========  ==================================  =======================================  ==========
+so100       hardware.so100.SO100Robot            FeetechTwin: the bus on a pseudo-tty     so100
+unitree     hardware.unitree.UnitreeRobot        UnitreeTwin: LowState/LowCmd over DDS    g1, h1 ...
+==========  ==================================  =======================================  ==========
+
+:func:`open_robot` builds the driver's config from ``robot`` plus ``KEY=VALUE`` settings
+(validated by :func:`simreal.config.build`: an unknown key is one line listing the valid
+ones) and, with ``twin=True``, first starts the twin and points the config at it (the pty's
+path, a private DDS domain on loopback), so every command that drives hardware also runs
+against the twin, over the very same wire. Modules load when a driver is used, so naming
+one never imports another's dependencies (pyserial, cyclonedds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import random
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from simreal.errors import UnknownNameError
+from simreal.hardware.robot import Robot
+
+
+def _load(path: str) -> Any:
+    mod, name = path.split(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+@contextlib.contextmanager
+def _feetech_twin(robot: str) -> Iterator[dict[str, Any]]:
+    twin = _load("simreal.hardware.feetech_twin:FeetechTwin")(robot)
+    with twin:
+        yield {"port": twin.port}
+
+
+@contextlib.contextmanager
+def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
+    twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
+    domain_id = random.randint(100, 149)  # private: away from ROS's 0 and from `deploy sim`'s 150..230
+    twin = twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo"))
+    with twin:
+        yield {"domain_id": domain_id, "network_interface": "lo"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Driver:
+    """One row of the table: ``robot`` is ``module:Class``; ``twin(robot)`` is a context manager
+    that serves the wire and yields the config settings that reach it."""
+
+    robot: str
+    twin: Callable[[str], contextlib.AbstractContextManager[dict[str, Any]]]
+    robots: tuple[str, ...]   # robot specs it drives by default
+    summary: str
+
+    def robot_class(self) -> type[Robot]:
+        return _load(self.robot)
+
+
+DRIVERS: dict[str, Driver] = {
+    "so100": Driver("simreal.hardware.so100:SO100Robot", _feetech_twin, ("so100",),
+                    "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)"),
+    "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin, ("g1", "g1_23dof", "h1"),
+                      "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)"),
+}
+
+
+def driver(name: str) -> Driver:
+    try:
+        return DRIVERS[name]
+    except KeyError:
+        raise UnknownNameError("driver", name, DRIVERS) from None
+
+
+@contextlib.contextmanager
+def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None = None, *,
+               twin: bool = False) -> Iterator[Robot]:
+    """A connected robot of ``driver_name`` for the robot spec ``robot``; on exit it sends its
+    safe command and disconnects (and the twin, if any, stops)."""
+    from simreal.config import build
+
+    entry = driver(driver_name)
+    cls = entry.robot_class()
+    with contextlib.ExitStack() as stack:
+        data = {"robot": robot, **(settings or {})}
+        if twin:
+            data.update(stack.enter_context(entry.twin(robot)))
+        r = cls(build(cls.config_class, data, prefix="driver"))
+        with r:
+            yield r
