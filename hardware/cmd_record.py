@@ -1,0 +1,142 @@
+"""Record teleoperated episodes from a robot (or its twin) into a LeRobot v3 dataset.
+
+    # an SO-100 follower driven by its leader arm, two cameras, 10 episodes of 20 s
+    simreal record so100 --set port=/dev/ttyACM0 --teleop leader --leader-set port=/dev/ttyACM1 \\
+        --camera front=0 --camera wrist=2 --task "put the cube in the bowl" --episodes 10 --out data/cube
+
+    # the same against the twin (the Feetech bus on a pseudo-terminal), keyboard teleop
+    simreal record so100 --twin --teleop keyboard --camera front=pattern --task "wave" --out /tmp/ds
+
+    # append more episodes later
+    simreal record so100 ... --out data/cube --resume
+
+Teleop devices: ``keyboard`` (the terminal; keys q/a w/s e/d r/f t/g y/h jog joints 1-6,
+space re-syncs, x ends the episode), ``gamepad``, ``spacemouse`` (6 axes jog joints 1-6),
+``leader`` (an SO-100 leader arm: the follower copies it). Cameras: ``NAME=SOURCE`` with a
+device index, a file or stream URL, or ``pattern`` (a test pattern: checks the pipeline
+without a camera). Every late tick and dropped camera frame is counted and printed per
+episode; Ctrl-C keeps every finished episode (the one in progress is discarded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+HELP = "record teleoperated episodes into a LeRobot v3 dataset (robot or twin)"
+TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("robot", help="robot spec name (simreal list) or path")
+    p.add_argument("--driver", help="hardware driver (default: the one that drives ROBOT)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
+    p.add_argument("--twin", action="store_true", help="record from the driver's twin (same wire, simulated robot)")
+    p.add_argument("--teleop", required=True, choices=TELEOPS, help="teleoperation device")
+    p.add_argument("--leader-set", dest="leader_settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="leader arm setting, e.g. --leader-set port=/dev/ttyACM1")
+    p.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
+                   help="a camera: device index, file/URL, or 'pattern' (repeatable)")
+    p.add_argument("--camera-size", default="640x480", metavar="WxH", help="camera image size (default 640x480)")
+    p.add_argument("--task", required=True, help="the instruction stored with every episode")
+    p.add_argument("--out", required=True, help="dataset folder")
+    p.add_argument("--resume", action="store_true", help="append to the dataset in --out")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--episode-s", type=float, default=20.0, help="episode length [s]")
+    p.add_argument("--reset-s", type=float, default=5.0, help="teleoperation without recording between episodes [s]")
+    p.add_argument("--fps", type=float, default=None, help="recording rate (default: the robot's control rate)")
+    p.add_argument("--json", action="store_true", help="print the session's counters as JSON")
+
+
+def _settings(items: list[str], flag: str) -> dict[str, Any]:
+    from simreal.config import parse_overrides
+    from simreal.errors import ConfigError
+
+    for it in items:
+        if "=" not in it:
+            raise ConfigError(flag, f"expected KEY=VALUE, got '{it}'")
+    return parse_overrides(items)
+
+
+def _camera(spec: str, size: str):
+    from simreal.errors import ConfigError
+    from simreal.hardware.cameras import OpenCVCamera, PatternCamera
+
+    if "=" not in spec:
+        raise ConfigError("--camera", f"expected NAME=SOURCE (index, file/URL or 'pattern'), got '{spec}'")
+    try:
+        w, h = (int(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise ConfigError("--camera-size", f"expected WIDTHxHEIGHT like 640x480, got '{size}'") from None
+    name, source = spec.split("=", 1)
+    if source == "pattern":
+        return PatternCamera(name, w, h)
+    return OpenCVCamera(name, int(source) if source.isdigit() else source, w, h)
+
+
+def _teleop(args: argparse.Namespace, robot, stack):
+    from simreal.hardware.teleop import JointJog
+
+    if args.teleop == "leader":
+        from simreal.config import build
+        from simreal.hardware.leader_arm import SO100Leader
+        from simreal.hardware.so100 import SO100Config
+
+        settings = {"robot": args.robot, **_settings(args.leader_settings, "--leader-set")}
+        if args.twin:
+            from simreal.hardware.drivers import driver
+
+            settings.update(stack.enter_context(driver("so100").twin(args.robot)))
+        return SO100Leader(build(SO100Config, settings, prefix="leader"))
+    from simreal.hardware import input_devices
+
+    device = {"keyboard": input_devices.Keyboard, "gamepad": input_devices.Gamepad,
+              "spacemouse": input_devices.SpaceMouse}[args.teleop]()
+    return JointJog(device, robot.spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from simreal.errors import ConfigError
+    from simreal.hardware.drivers import DRIVERS, open_robot
+    from simreal.hardware.record import Recorder, dataset_features
+    from simreal.robot_spec import load_robot_spec
+
+    if args.episodes < 1 or args.episode_s <= 0 or args.reset_s < 0:
+        raise ConfigError("--episodes/--episode-s/--reset-s", "need episodes >= 1, episode-s > 0, reset-s >= 0")
+    spec = load_robot_spec(args.robot)
+    name = args.driver or next((n for n, d in DRIVERS.items() if spec.name in d.robots), None)
+    if name is None:
+        raise ConfigError("--driver", f"no driver drives robot '{spec.name}' by default; pick one of "
+                                      f"{', '.join(DRIVERS)}")
+    cameras = [_camera(c, args.camera_size) for c in args.camera]
+    fps = args.fps or spec.control_rate_hz
+    from simreal.dataset_writer import DatasetWriter
+
+    with contextlib.ExitStack() as stack:
+        robot = stack.enter_context(open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin))
+        teleop = stack.enter_context(_teleop(args, robot, stack))
+        for cam in cameras:
+            stack.enter_context(cam)
+        if args.resume:
+            writer = DatasetWriter.resume(args.out)
+        else:
+            writer = DatasetWriter.create(args.out, fps=fps, features=dataset_features(robot, cameras),
+                                          robot_type=spec.name)
+        stack.callback(writer.close)
+        rec = Recorder(robot, teleop, cameras, writer, fps=fps, task=args.task,
+                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+        stats = rec.run(args.episodes, args.episode_s, args.reset_s)
+    totals = stats.totals()
+    if args.json:
+        print(json.dumps({**totals, "interrupted": stats.interrupted, "out": args.out}))
+    else:
+        print(f"recorded {totals['episodes']} episodes, {totals['frames']} frames into {args.out}: "
+              f"{totals['late_ticks']} late ticks, {totals['dropped_frames']} dropped frames, "
+              f"longest gap between episodes {totals['max_gap_s']:.2f} s"
+              + (" (interrupted)" if stats.interrupted else ""))
+    return 130 if stats.interrupted else 0

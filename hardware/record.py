@@ -1,0 +1,167 @@
+"""Teleoperated recording into a LeRobot v3 dataset (:mod:`simreal.dataset_writer`).
+
+One loop at the dataset's ``fps``, sleeping to absolute deadlines ``t0 + k / fps``::
+
+    s    = robot.observation()
+    u    = teleop.command(s)
+    sent = robot.send_action(u)           # the action recorded is what really went out
+    imgs = {cam: cam.read()}              # newest frame of each camera, never waits
+    writer.add_frame({observation.state: s.joint_pos, action: sent, images...}, task)
+
+What is counted, and reported per episode and in total:
+
+- a *late* tick started more than half a period after its deadline (the loop fell behind);
+  the loop then skips to the next period boundary, so the dataset's timestamps stay
+  ``frame_index / fps`` and a late tick is a frame recorded off its time, not a lost one;
+- a *dropped* frame: a camera delivered no new frame since the previous tick, so the
+  previous image is recorded again (the dataset stays rectangular at ``fps``);
+- the *gap* between episodes: from the last frame of one episode to the first of the next,
+  less the configured reset time; ``save_episode`` hands video encoding to a background
+  worker, so the gap is the time to write the episode's table.
+
+An episode ends after ``episode_s``, when the teleoperator reports its end button
+(``Teleop.end_requested``), or when anyone sets :attr:`Recorder.end` (a success detector). Ctrl-C discards the episode in progress and keeps every
+finished one; the writer's ``close()`` then waits for the encoders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from simreal.hardware.cameras import Camera
+from simreal.hardware.robot import Robot
+from simreal.hardware.teleop import Teleop
+
+IMAGE_KEY = "observation.images."
+
+
+@dataclasses.dataclass
+class EpisodeStats:
+    index: int
+    frames: int
+    late_ticks: int
+    dropped: dict[str, int]
+    gap_s: float | None      # from the previous episode's last frame, reset time excluded [s]
+
+
+@dataclasses.dataclass
+class RecordStats:
+    episodes: list[EpisodeStats] = dataclasses.field(default_factory=list)
+    interrupted: bool = False
+
+    def totals(self) -> dict[str, float]:
+        gaps = [e.gap_s for e in self.episodes if e.gap_s is not None]
+        return {"episodes": len(self.episodes), "frames": sum(e.frames for e in self.episodes),
+                "late_ticks": sum(e.late_ticks for e in self.episodes),
+                "dropped_frames": sum(sum(e.dropped.values()) for e in self.episodes),
+                "max_gap_s": max(gaps) if gaps else 0.0}
+
+
+class EndSignal:
+    """Set by whoever decides an episode is over early (a device button, a success detector)."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
+def dataset_features(robot: Robot, cameras: Sequence[Camera]) -> dict[str, dict]:
+    """LeRobot features: ``observation.state`` (joint positions), ``action`` (the sent command),
+    one video per camera; names are the robot's actuators, in driver order."""
+    n = list(robot.names)
+    feats: dict[str, dict] = {
+        "observation.state": {"dtype": "float32", "shape": [len(n)], "names": n},
+        "action": {"dtype": "float32", "shape": [len(n)], "names": n},
+    }
+    for cam in cameras:
+        feats[IMAGE_KEY + cam.name] = {"dtype": "video", "shape": [cam.height, cam.width, 3],
+                                       "names": ["height", "width", "channels"]}
+    return feats
+
+
+class Recorder:
+    """The loop (module docstring). ``writer``: a :class:`simreal.dataset_writer.DatasetWriter`."""
+
+    def __init__(self, robot: Robot, teleop: Teleop, cameras: Sequence[Camera], writer, *, fps: float,
+                 task: str, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 progress: Callable[[str], None] | None = None):
+        self.robot, self.teleop, self.cameras, self.writer = robot, teleop, list(cameras), writer
+        self.fps, self.task, self.clock, self.sleep = fps, task, clock, sleep
+        self.progress = progress
+        self.end = EndSignal()
+        self.stats = RecordStats()
+        self._last_frame_t: float | None = None
+
+    def _frame(self, s: Mapping[str, np.ndarray], sent: np.ndarray, seen: dict[str, int],
+               dropped: dict[str, int]) -> dict[str, np.ndarray]:
+        frame = {"observation.state": np.asarray(s["joint_pos"], np.float32),
+                 "action": np.asarray(sent, np.float32)}
+        for cam in self.cameras:
+            f = cam.read()
+            if seen.get(cam.name) == f.seq:
+                dropped[cam.name] += 1
+            seen[cam.name] = f.seq
+            frame[IMAGE_KEY + cam.name] = f.image
+        return frame
+
+    def episode(self, duration_s: float, reset_s: float = 0.0) -> EpisodeStats:
+        """Record one episode of at most ``duration_s`` [s]; save it (encoding continues in the
+        background) and return its counters. Raises KeyboardInterrupt after discarding it."""
+        dt = 1.0 / self.fps
+        n_max = int(round(duration_s * self.fps))
+        dropped = {c.name: 0 for c in self.cameras}
+        seen: dict[str, int] = {}
+        late = 0
+        self.end.flag = False
+        t0 = self.clock()
+        gap = None if self._last_frame_t is None else max(0.0, t0 - self._last_frame_t - reset_s)
+        k = 0
+        try:
+            while k < n_max and not self.end.flag:
+                s = self.robot.observation()
+                sent = self.robot.send_action(self.teleop.command(s))
+                self.writer.add_frame(self._frame(s, sent, seen, dropped), task=self.task)
+                self.end.flag |= self.teleop.end_requested()
+                self._last_frame_t = self.clock()
+                k += 1
+                deadline = t0 + k * dt
+                now = self.clock()
+                if now > deadline + 0.5 * dt:
+                    late += 1
+                    deadline = t0 + math.ceil((now - t0) / dt) * dt
+                self.sleep(max(0.0, deadline - now))
+        except KeyboardInterrupt:
+            self.writer.discard_episode()
+            self.stats.interrupted = True
+            raise
+        index = self.writer.save_episode()
+        ep = EpisodeStats(index, k, late, dropped, gap)
+        self.stats.episodes.append(ep)
+        return ep
+
+    def reset_period(self, duration_s: float) -> None:
+        """Teleoperate without recording for ``duration_s`` [s] (the operator resets the scene)."""
+        t_end = self.clock() + duration_s
+        while self.clock() < t_end:
+            s = self.robot.observation()
+            self.robot.send_action(self.teleop.command(s))
+            self.sleep(1.0 / self.fps)
+
+    def run(self, episodes: int, episode_s: float, reset_s: float) -> RecordStats:
+        """``episodes`` episodes with a reset period between them; Ctrl-C ends the session
+        keeping every finished episode."""
+        try:
+            for i in range(episodes):
+                ep = self.episode(episode_s, reset_s)
+                if self.progress is not None:
+                    self.progress(f"episode {ep.index}: {ep.frames} frames, {ep.late_ticks} late, "
+                                  f"{sum(ep.dropped.values())} dropped ({i + 1}/{episodes})")
+                if i + 1 < episodes and reset_s > 0:
+                    self.reset_period(reset_s)
+        except KeyboardInterrupt:
+            self.stats.interrupted = True
+        return self.stats
