@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--episode-s", type=float, default=20.0, help="episode length [s]")
     p.add_argument("--reset-s", type=float, default=5.0, help="teleoperation without recording between episodes [s]")
-    p.add_argument("--fps", type=float, default=None, help="recording rate (default: the robot's control rate)")
+    p.add_argument("--fps", type=int, default=None,
+                   help="recording rate [frames/s], whole (LeRobot's fps is an integer; default: the robot's control rate)")
     p.add_argument("--json", action="store_true", help="print the session's counters as JSON")
 
 
@@ -114,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--driver", f"no driver drives robot '{spec.name}' by default; pick one of "
                                       f"{', '.join(DRIVERS)}")
     cameras = [_camera(c, args.camera_size) for c in args.camera]
-    fps = args.fps or spec.control_rate_hz
+    fps = args.fps or int(round(spec.control_rate_hz))
+    if fps < 1:
+        raise ConfigError("--fps", f"expected a whole number of frames per second >= 1, got {fps}")
     from simreal.dataset_writer import DatasetWriter
 
     with contextlib.ExitStack() as stack:

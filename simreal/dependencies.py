@@ -54,6 +54,7 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "safetensors": ("safetensors", "torch"),
     "pyarrow": ("pyarrow", "data"),
     "cv2": ("opencv-python-headless", "data"),
+    "av": ("av", "data"),
     "transformers": ("transformers", "vlm"),
     "sentencepiece": ("sentencepiece", "vlm"),
     "PIL": ("pillow", "vlm"),

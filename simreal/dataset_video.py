@@ -1,0 +1,195 @@
+"""Camera frames to mp4 (and PNG) and back, as LeRobot v3.0 encodes and decodes them (PyAV).
+
+Encoding uses lerobot's default RGB encoder (``lerobot/configs/video.py``,
+``RGBEncoderConfig``): AV1 through ``libsvtav1``, ``yuv420p``, GOP ``g=2``, ``crf=30``,
+``preset=12``, ``svtav1-params=fast-decode=0``; frame k of an episode has pts k in a 1/fps
+time base (lerobot's streaming encoder), so it sits at k / fps seconds. Episodes of one camera
+share an mp4: they are joined without re-encoding through FFmpeg's concat demuxer
+(lerobot's ``concatenate_video_files``), each starting where the previous one ended; the
+episodes parquet keeps that start and end (``from_timestamp``, ``to_timestamp``) in seconds.
+
+Decoding follows lerobot's PyAV decoder (``video_utils.decode_video_frames_pyav``): seek to
+the keyframe before the first wanted time, decode forward, and take for each wanted time
+``from_timestamp + timestamp`` the nearest decoded frame, which must lie within
+``tolerance_s`` (lerobot's default 1e-4 s).
+
+A feature of dtype ``image`` keeps each frame as PNG bytes inside the data parquet (zlib level
+6, as lerobot's image writer saves them); :func:`encode_png` / :func:`decode_png` use OpenCV.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+
+from simreal.errors import DataFileError, MissingDependencyError
+from simreal.npz import short_reason
+
+VIDEO_CODEC = "libsvtav1"
+PIX_FMT = "yuv420p"
+# lerobot's RGBEncoderConfig defaults; recorded in info.json as video.<name>.
+ENCODER_SETTINGS: dict[str, Any] = {"g": 2, "crf": 30, "preset": 12, "fast_decode": 0,
+                                    "video_backend": "pyav", "extra_options": {}}
+TOLERANCE_S = 1e-4
+
+# SVT-AV1 prints its configuration and a preset warning to stderr for every episode unless
+# told otherwise; keep its errors (level 1) and let a user's own SVT_LOG win.
+os.environ.setdefault("SVT_LOG", "1")
+
+
+def encoder_options() -> dict[str, str]:
+    """The codec options lerobot's ``get_codec_options(as_strings=True)`` gives ``libsvtav1``."""
+    s = ENCODER_SETTINGS
+    return {"g": str(s["g"]), "crf": str(s["crf"]), "preset": str(s["preset"]),
+            "svtav1-params": f"fast-decode={s['fast_decode']}"}
+
+
+def check_encoder() -> None:
+    """Fail early, in one line, when this PyAV build cannot encode AV1 with SVT-AV1.
+
+    Raises:
+      MissingDependencyError: naming the encoder and how to get a PyAV that has it.
+    """
+    try:
+        av.codec.Codec(VIDEO_CODEC, "w")
+    except (av.FFmpegError, ValueError):  # PyAV raises UnknownCodecError (a ValueError) for a missing encoder
+        raise MissingDependencyError(f"the {VIDEO_CODEC} encoder", "pip install --force-reinstall av "
+                                     "(PyPI's PyAV wheels include it)", "which this PyAV build lacks") from None
+
+
+def encode_frames(frames: np.ndarray, path: Path, fps: int) -> None:
+    """Encode RGB frames (T, H, W, 3) uint8 into a new mp4 at ``path``; frame k at k / fps [s]."""
+    time_base = Fraction(1, fps)
+    with av.open(str(path), "w", format="mp4") as container:
+        stream = container.add_stream(VIDEO_CODEC, fps, options=encoder_options())
+        stream.pix_fmt = PIX_FMT
+        stream.height, stream.width = frames.shape[1:3]
+        stream.time_base = time_base
+        for k, image in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+            frame.pts, frame.time_base = k, time_base
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+
+
+def concatenate(inputs: Sequence[Path], output: Path, list_file: Path) -> None:
+    """Join mp4s of the same codec and size into ``output`` without re-encoding.
+
+    Args:
+      list_file: where to write the ffconcat list (a scratch path; removed afterwards).
+    """
+    lines = ["ffconcat version 1.0"] + ["file '" + str(p.resolve()).replace("'", "'\\''") + "'" for p in inputs]
+    list_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        with av.open(str(list_file), "r", format="concat", options={"safe": "0"}) as src, \
+                av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as dst:
+            in_stream = src.streams.video[0]
+            out_stream = dst.add_stream_from_template(in_stream, opaque=True)
+            out_stream.time_base = in_stream.time_base
+            for packet in src.demux(in_stream):
+                if packet.dts is None:  # the demuxer's flush packet
+                    continue
+                packet.stream = out_stream
+                dst.mux(packet)
+    finally:
+        list_file.unlink(missing_ok=True)
+
+
+def duration_s(path: Path) -> float:
+    """The video stream's duration [s] (the container's when the stream has none)."""
+    with _open(path) as container:
+        stream = container.streams.video[0]
+        if stream.duration is not None:
+            return float(stream.duration * stream.time_base)
+        return float(container.duration / av.time_base)
+
+
+def video_info(path: Path) -> dict[str, Any]:
+    """The ``info`` block lerobot's ``get_video_info`` records for a video feature in info.json."""
+    with _open(path) as container:
+        stream = container.streams.video[0]
+        info: dict[str, Any] = {
+            "video.height": stream.height,
+            "video.width": stream.width,
+            "video.codec": stream.codec.canonical_name,
+            "video.pix_fmt": stream.pix_fmt,
+            "video.fps": int(stream.base_rate),
+            "video.channels": len(av.VideoFormat(stream.pix_fmt).components),
+            "has_audio": bool(container.streams.audio),
+        }
+    info.update({f"video.{k}": v for k, v in ENCODER_SETTINGS.items()})
+    info["is_depth_map"] = False
+    return info
+
+
+def decode_frames(path: Path, timestamps: Sequence[float], tolerance_s: float = TOLERANCE_S) -> np.ndarray:
+    """The frames nearest to ``timestamps`` [s] in the mp4, as (len(timestamps), H, W, 3) uint8.
+
+    Raises:
+      DataFileError: the file cannot be decoded, or a wanted time has no frame within tolerance_s.
+    """
+    first, last = min(timestamps), max(timestamps)
+    times: list[float] = []
+    frames: list[np.ndarray] = []
+    try:
+        with _open(path) as container:
+            stream = container.streams.video[0]
+            container.seek(max(0, round(first / stream.time_base) - 1), backward=True, any_frame=False, stream=stream)
+            for frame in container.decode(stream):
+                if frame.pts is None:
+                    continue
+                times.append(float(frame.pts * stream.time_base))
+                frames.append(frame.to_ndarray(format="rgb24"))
+                if times[-1] >= last:
+                    break
+    except (av.FFmpegError, ValueError, IndexError) as e:
+        raise DataFileError(str(path), f"cannot decode video: {short_reason(e)}") from None
+    if not frames:
+        raise DataFileError(str(path), f"no frames between {first:.4f} s and {last:.4f} s")
+    t = np.asarray(times)
+    gap = np.abs(np.asarray(timestamps, dtype=np.float64)[:, None] - t[None, :])
+    nearest = gap.argmin(axis=1)
+    worst = int(np.argmax(gap[np.arange(len(nearest)), nearest]))
+    if gap[worst, nearest[worst]] > tolerance_s:
+        raise DataFileError(str(path), f"no frame within {tolerance_s} s of {timestamps[worst]:.6f} s (nearest "
+                            f"{t[nearest[worst]]:.6f} s); the episodes parquet and the video disagree")
+    return np.stack([frames[i] for i in nearest])
+
+
+def _open(path: Path) -> av.container.InputContainer:
+    """Open an mp4 for reading; a missing or unreadable file is a DataFileError naming it."""
+    try:
+        container = av.open(str(path), "r")
+    except (av.FFmpegError, OSError) as e:
+        raise DataFileError(str(path), f"cannot open video: {short_reason(e)}") from None
+    if not container.streams.video:
+        container.close()
+        raise DataFileError(str(path), "has no video stream")
+    return container
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """PNG bytes of an RGB image (H, W, 3) uint8."""
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 6])
+    if not ok:
+        raise ValueError("OpenCV could not encode the image as PNG")
+    return buf.tobytes()
+
+
+def decode_png(data: bytes | None, path: str, field: str) -> np.ndarray:
+    """An RGB image (H, W, 3) uint8 from PNG (or any OpenCV-readable) bytes.
+
+    Raises:
+      DataFileError: naming the file and ``field`` when the bytes are not an image.
+    """
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
+    if image is None:
+        raise DataFileError(path, f"field '{field}' is not a readable image")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
