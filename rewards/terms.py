@@ -8,9 +8,10 @@ returns a ``{name: term}`` table from ``reward_terms``; its ``reward_scales`` we
 (``_src/locomotion/go1/joystick.py``: ``_reward_tracking_lin_vel``, ``_cost_action_rate``...).
 
 Three kernels turn an error into a bounded score (``exp_kernel``, ``tanh_kernel``,
-``saturating``); the rest are squared magnitudes (penalties) and legged-robot terms. Kept
-written by hand: each is one line of jax.numpy, and Playground keeps its own inside each env
-rather than in an importable library.
+``saturating``), as does Human2Sim2Robot's object-keypoint tracking (``keypoint_tracking``); the
+rest are squared magnitudes (penalties) and legged-robot terms. Kept written by hand: each is one
+line of jax.numpy, and Playground keeps its own inside each env rather than in an importable
+library.
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ def saturating(x: Array, scale: Scalar) -> Array:
     x: a non-negative cost (e.g. |v|^2 in [m^2/s^2]). scale: s, in the units of x.
     """
     return 1.0 - jnp.exp(-x / scale)
+
+
+# -- object keypoints (Human2Sim2Robot) -----------------------------------------------------------
+def keypoint_distance(kp: Array, kp_ref: Array) -> Array:
+    """Mean keypoint distance d = mean_k |p_k - p*_k| [m], reducing the last two axes.
+
+    kp, kp_ref: (..., K, 3) keypoint positions [m] (e.g. an object's 8 box corners and where the
+    demonstration had them)."""
+    return jnp.mean(jnp.linalg.norm(kp - kp_ref, axis=-1), axis=-1)
+
+
+def keypoint_tracking(kp: Array, kp_ref: Array, gain: Scalar) -> Array:
+    """Object-keypoint tracking exp(-k d) (Human2Sim2Robot), d = :func:`keypoint_distance`: 1 on
+    the reference, e^-1 at d = 1/k. A distance, not its square: the slope -k stays steep close to
+    the reference, where the object's last centimetres are earned.
+
+    kp, kp_ref: (..., K, 3) keypoints [m]. gain: k in [1/m].
+    """
+    return jnp.exp(-gain * keypoint_distance(kp, kp_ref))
 
 
 # -- squared magnitudes (penalties) ---------------------------------------------------------------

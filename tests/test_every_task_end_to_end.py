@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures.task_data import data_overrides
 from simreal.cli import main
 from simreal.sim.tasks import TASKS
 
@@ -30,20 +31,7 @@ EXPECTED_REFUSALS = {
 #: Tasks with camera images in their observation: no bundle yet (export names this bundle field).
 IMAGE_TASKS = {"arm-push-pixels": "observation"}
 #: Tasks whose bundle carries a time-varying reference the robot side plays back.
-WITH_REFERENCE = ("g1-tracking", "quadrotor-track")
-
-
-def _motion_file(tmp: Path) -> str:
-    """A short g1 clip (the home pose and joint sways) written as a motion file."""
-    from fixtures.robot_motion import synthetic_motion
-
-    from simreal.motion_file import save_motion
-    from simreal.robot_spec import load_robot_spec
-    from simreal.sim.robots import build_model
-
-    path = tmp / "clip.npz"
-    save_motion(path, synthetic_motion(build_model(load_robot_spec("g1")), seconds=1.5))
-    return str(path)
+WITH_REFERENCE = ("arm-demo-track", "g1-tracking", "quadrotor-track")
 
 
 _EXPORTED: dict[str, Path] = {}
@@ -53,7 +41,7 @@ def _exported(task: str, tmp_path_factory) -> Path:
     """Train ``task`` on the tiny budget through the CLI and export it (once per module)."""
     if task not in _EXPORTED:
         tmp = tmp_path_factory.mktemp(task)
-        extra = [f"env.motion_file={_motion_file(tmp)}"] if task == "g1-tracking" else []
+        extra = data_overrides(task, tmp)
         assert main(["train", task, f"runs_root={tmp / 'runs'}", *TINY, *extra]) == 0
         run_dir = next((tmp / "runs" / task).iterdir())
         assert main(["export", str(run_dir)]) == 0

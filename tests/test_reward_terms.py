@@ -233,16 +233,9 @@ def _random_states(env, rng: jax.Array):
 
 
 @pytest.fixture(scope="module")
-def g1_motion_file(tmp_path_factory) -> Path:
-    """A short synthetic G1 clip (1 s, 50 fps): g1-tracking's motion file."""
-    from fixtures.robot_motion import synthetic_motion
-    from simreal.motion_file import save_motion
-    from simreal.robot_spec import load_robot_spec
-    from simreal.sim.robots import build_model
-
-    path = tmp_path_factory.mktemp("motion") / "sway.npz"
-    save_motion(path, synthetic_motion(build_model(load_robot_spec("g1")), seconds=1.0, amplitude_rad=0.2))
-    return path
+def data_dir(tmp_path_factory) -> Path:
+    """Where the data files tasks need are written (fixtures.task_data), once per module."""
+    return tmp_path_factory.mktemp("task_data")
 
 
 def _tasks() -> list[str]:
@@ -255,9 +248,9 @@ def _tasks() -> list[str]:
 def test_task_reward_terms_equal_the_formulas_before_the_library(task, request):
     from simreal.policies.run_config import make_env, resolve
 
-    overrides = ["backend=native"]
-    if task == "g1-tracking":
-        overrides.append(f"env.motion_file={request.getfixturevalue('g1_motion_file')}")
+    from fixtures.task_data import data_overrides
+
+    overrides = ["backend=native", *data_overrides(task, request.getfixturevalue("data_dir"))]
     env = make_env(resolve(task, overrides))
     owner = type(env).reward_terms.__qualname__.split(".")[0]
     if owner not in OLD_TERMS:

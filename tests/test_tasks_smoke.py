@@ -14,10 +14,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fixtures.task_data import data_overrides
 from simreal.policies.run_config import make_env, resolve
 from simreal.sim.tasks import TASKS
 
 N = 4
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """Where the data files tasks need are written (fixtures.task_data), once per module."""
+    return tmp_path_factory.mktemp("task_data")
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +42,7 @@ def g1_motion_file(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_task_jit_reset_step_shapes_finite(task, request):
-    overrides = ["backend=native"]
-    if task == "g1-tracking":  # the one task that needs data: a motion file
-        overrides.append(f"env.motion_file={request.getfixturevalue('g1_motion_file')}")
+    overrides = ["backend=native", *data_overrides(task, request.getfixturevalue("data_dir"))]
     try:
         cfg = resolve(task, overrides)
     except ImportError as e:  # a task registered by another change whose module is not here yet

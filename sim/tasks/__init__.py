@@ -25,6 +25,7 @@ TASKS: dict[str, str] = {
     "arm-pick": "simreal.sim.tasks.arm_pick:ArmPick",
     "arm-push": "simreal.sim.tasks.arm_push:ArmPush",
     "arm-push-pixels": "simreal.sim.tasks.arm_push_pixels:ArmPushPixels",
+    "arm-demo-track": "simreal.sim.tasks.arm_demo_track:ArmDemoTrack",
 }
 
 
