@@ -119,7 +119,8 @@ class Recorder:
         self.end.flag = False
         t0 = self.clock()
         gap = None if self._last_frame_t is None else max(0.0, t0 - self._last_frame_t - reset_s)
-        k = 0
+        k = 0       # frames recorded
+        slot = 0    # schedule slots since t0 (skips ahead after a late tick)
         try:
             while k < n_max and not self.end.flag:
                 s = self.robot.observation()
@@ -128,12 +129,12 @@ class Recorder:
                 self.end.flag |= self.teleop.end_requested()
                 self._last_frame_t = self.clock()
                 k += 1
-                deadline = t0 + k * dt
+                slot += 1
                 now = self.clock()
-                if now > deadline + 0.5 * dt:
+                if now > t0 + (slot + 0.5) * dt:
                     late += 1
-                    deadline = t0 + math.ceil((now - t0) / dt) * dt
-                self.sleep(max(0.0, deadline - now))
+                    slot = math.ceil((now - t0) / dt)
+                self.sleep(max(0.0, t0 + slot * dt - now))
         except KeyboardInterrupt:
             self.writer.discard_episode()
             self.stats.interrupted = True

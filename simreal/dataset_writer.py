@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -377,6 +378,7 @@ class DatasetWriter:
         """Prepare episode ``ep``, wait for the episode before it, then append it. The first failure
         is kept (the caller's next save_episode, wait or close raises it) and stops later appends."""
         encoded: dict[str, Path] = {}
+        _yield_cpu()
         try:
             try:
                 saved = self._prepare(ep, encoded)
@@ -403,3 +405,17 @@ class DatasetWriter:
             encode_frames(columns[key], encoded[key], self._fps)
         return SavedEpisode(ep.index, ep.first, ep.tasks, ep.known_tasks, episode_stats(columns, self.features),
                             self._appender.data_table(columns), encoded)
+
+
+#: Niceness of the background save threads: a recording loop at 30 fps shares the CPU with them.
+BACKGROUND_NICE = 10
+
+
+def _yield_cpu() -> None:
+    """Lower the calling thread's scheduling priority (Linux: each thread is a task with its own
+    nice value, and the encoder threads SVT-AV1 starts inherit it), so a control or recording
+    loop in the same process keeps its period while an episode encodes. No-op elsewhere."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):
+        pass

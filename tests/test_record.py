@@ -129,3 +129,39 @@ def test_record_cli_bad_input_is_one_line(tmp_path, flags, needle):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_one_slow_tick_counts_once_and_the_schedule_recovers(tmp_path):
+    """A tick that takes three periods is one late tick; the loop then skips to the next slot
+    instead of counting every later tick late."""
+    from simreal.dataset_writer import DatasetWriter
+
+    class Clock:
+        t = 0.0
+
+        def __call__(self):
+            return self.t
+
+        def sleep(self, s):
+            self.t += s
+
+    clock = Clock()
+    spec = bundles.joint_robot_spec()
+    robot = FakeJointRobot(spec, clock=clock)
+    slow_at = 5
+    real_read = robot._read
+
+    def read():
+        if robot.reads == slow_at:
+            clock.t += 3 / 15  # this read stalls for three periods
+        robot.reads += 1
+        return real_read()
+
+    robot.reads = 0
+    robot._read = read
+    with robot, JointJog(Wave(), spec, clock=clock) as teleop:
+        writer = DatasetWriter.create(tmp_path / "ds", fps=15, features=dataset_features(robot, []), robot_type="x")
+        rec = Recorder(robot, teleop, [], writer, fps=15, task="t", clock=clock, sleep=clock.sleep)
+        ep = rec.episode(2.0)
+        writer.close()
+    assert ep.frames == 30 and ep.late_ticks == 1
