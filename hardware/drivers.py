@@ -5,6 +5,8 @@ driver      robot class                          twin (same wire)               
 ==========  ==================================  =======================================  ==========
 so100       hardware.so100.SO100Robot            FeetechTwin: the bus on a pseudo-tty     so100
 unitree     hardware.unitree.UnitreeRobot        UnitreeTwin: LowState/LowCmd over DDS    g1, h1 ...
+crazyflie   hardware.crazyflie.CrazyflieRobot    CrazyflieTwin: CRTP over UDP (cflib's)   crazyflie2
+px4         hardware.px4_mavlink.PX4Robot        PX4Twin: MAVLink 2 over UDP loopback     crazyflie2
 ==========  ==================================  =======================================  ==========
 
 :func:`open_robot` builds the driver's config from ``robot`` plus ``KEY=VALUE`` settings
@@ -12,7 +14,7 @@ unitree     hardware.unitree.UnitreeRobot        UnitreeTwin: LowState/LowCmd ov
 ones) and, with ``twin=True``, first starts the twin and points the config at it (the pty's
 path, a private DDS domain on loopback), so every command that drives hardware also runs
 against the twin, over the very same wire. Modules load when a driver is used, so naming
-one never imports another's dependencies (pyserial, cyclonedds).
+one never imports another's dependencies (pyserial, cyclonedds, pymavlink, cflib).
 """
 
 from __future__ import annotations
@@ -49,6 +51,18 @@ def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
         yield {"domain_id": domain_id, "network_interface": "lo"}
 
 
+def _serving(twin_class: str, setting: str) -> Callable[[str], contextlib.AbstractContextManager[dict[str, Any]]]:
+    """The twin of a ``module:Class`` built from the robot's name alone, serving while in use;
+    the driver's ``setting`` reaches it, and the twin has the attribute of that name."""
+
+    @contextlib.contextmanager
+    def serve(robot: str) -> Iterator[dict[str, Any]]:
+        with _load(twin_class)(robot) as twin:
+            yield {setting: getattr(twin, setting)}
+
+    return serve
+
+
 @dataclasses.dataclass(frozen=True)
 class Driver:
     """One row of the table: ``robot`` is ``module:Class``; ``twin(robot)`` is a context manager
@@ -68,6 +82,12 @@ DRIVERS: dict[str, Driver] = {
                     "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)"),
     "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin, ("g1", "g1_23dof", "h1"),
                       "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)"),
+    "crazyflie": Driver("simreal.hardware.crazyflie:CrazyflieRobot",
+                        _serving("simreal.hardware.crazyflie_twin:CrazyflieTwin", "uri"), ("crazyflie2",),
+                        "Crazyflie 2.x over cflib, RPYT in rate mode (settings: uri=radio://0/80/2M/E7E7E7E7E7 ...)"),
+    "px4": Driver("simreal.hardware.px4_mavlink:PX4Robot", _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
+                  ("crazyflie2",),
+                  "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)"),
 }
 
 
