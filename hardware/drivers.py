@@ -36,13 +36,6 @@ def _load(path: str) -> Any:
 
 
 @contextlib.contextmanager
-def _feetech_twin(robot: str) -> Iterator[dict[str, Any]]:
-    twin = _load("simreal.hardware.feetech_twin:FeetechTwin")(robot)
-    with twin:
-        yield {"port": twin.port}
-
-
-@contextlib.contextmanager
 def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
     domain_id = random.randint(100, 149)  # private: away from ROS's 0 and from `deploy sim`'s 150..230
@@ -78,7 +71,8 @@ class Driver:
 
 
 DRIVERS: dict[str, Driver] = {
-    "so100": Driver("simreal.hardware.so100:SO100Robot", _feetech_twin, ("so100",),
+    "so100": Driver("simreal.hardware.so100:SO100Robot", _serving("simreal.hardware.feetech_twin:FeetechTwin", "port"),
+                    ("so100",),
                     "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)"),
     "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin, ("g1", "g1_23dof", "h1"),
                       "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)"),

@@ -27,9 +27,11 @@ counted in ``ignored``. Servo k drives the spec's actuator k:
   the set-point follows the joint, leaving only the servo's damping against gravity;
 - before the first ``Torque_Enable = 1`` the arm is held at its start pose (it rests there).
 
-Physics runs on demand: before each packet is served the model steps until its time catches up
-with the wall clock since :meth:`start` (idle gaps over :data:`MAX_CATCHUP_S` are skipped: the
-arm has settled), so commands act at the times they arrive and an idle twin costs no CPU.
+Physics runs on demand (:class:`~simreal.hardware.twin_runtime.WallClock`): before each packet
+is served the model steps until its time catches up with the wall clock, so commands act at the
+times they arrive and an idle twin costs no CPU. A gap over 50 ms is skipped rather than
+replayed (the arm has settled, or the twin was starved of CPU and must answer within the
+master's timeout).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ import math
 import os
 import select
 import threading
-import time
 import tty
 from collections.abc import Sequence
 
@@ -48,10 +49,11 @@ import numpy as np
 from simreal.hardware.feetech import (BROADCAST_ID, STEPS_PER_TURN, STS3215, STS3215_MODEL, Instruction, Packet,
                                       PacketReader, decode_register, encode_register)
 from simreal.hardware.feetech_calibration import STEPS_PER_RAD, MotorCalibration
+from simreal.hardware.twin_runtime import ServingThread, WallClock, serve_until_interrupted
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
-#: Longest idle gap the physics replays [s]; a longer one is skipped.
-MAX_CATCHUP_S = 0.5
+#: Longest gap the physics replays [s] (module docstring): well inside a master's ~100 ms timeout.
+MAX_CATCHUP_S = 0.05
 #: Registers a twin servo starts with besides its id and calibration (the rest read 0).
 FACTORY = {"Model_Number": STS3215_MODEL, "Lock": 1, "Present_Voltage": 120, "Present_Temperature": 25}
 
@@ -66,7 +68,7 @@ def spec_calibration(spec: RobotSpec) -> tuple[MotorCalibration, ...]:
     return tuple(cals)
 
 
-class FeetechTwin:
+class FeetechTwin(ServingThread):
     """The bus of the spec's arm on a pseudo-terminal (see module docstring).
 
     Args:
@@ -110,30 +112,16 @@ class FeetechTwin:
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no line discipline: bytes pass as they are
         self.port = os.ttyname(self._slave)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"feetech-twin {self.port}", daemon=True)
-        self._t0 = time.monotonic()  # wall-clock time of simulated time 0
+        super().__init__(f"feetech-twin {self.port}")
+        self.clock = WallClock(self.sim.m.opt.timestep, max_catchup_s=MAX_CATCHUP_S)
 
     # -- life cycle ----------------------------------------------------------------------------
-    def start(self) -> FeetechTwin:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join()
+    def _release(self) -> None:
         for fd in (self._master, self._slave):
             try:
                 os.close(fd)
             except OSError:  # closed already: stop() is idempotent
                 pass
-
-    def __enter__(self) -> FeetechTwin:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- what tests and users look at ----------------------------------------------------------
     @property
@@ -185,12 +173,7 @@ class FeetechTwin:
 
     def _advance(self) -> None:
         """Step the physics until its time reaches the wall clock's."""
-        dt = self.sim.m.opt.timestep
-        behind = time.monotonic() - self._t0 - self.sim.time_s
-        if behind > MAX_CATCHUP_S:
-            self._t0 += behind - MAX_CATCHUP_S
-            behind = MAX_CATCHUP_S
-        for _ in range(int(behind / dt)):
+        for _ in range(self.clock.steps_due(self.sim.time_s)):
             if not self.released:
                 self.sim.hold()
             else:
@@ -250,12 +233,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--robot", default="so100", help="robot spec name or path (default so100)")
     args = ap.parse_args(argv)
     with FeetechTwin(args.robot) as twin:
-        print(f"Feetech twin of {twin.spec.name} on {twin.port} (servo ids {twin.ids[0]}-{twin.ids[-1]}); "
-              f"Ctrl-C stops", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        serve_until_interrupted(f"Feetech twin of {twin.spec.name} on {twin.port} (servo ids {twin.ids[0]}-"
+                                f"{twin.ids[-1]}); Ctrl-C stops")
 
 
 if __name__ == "__main__":
