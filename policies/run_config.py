@@ -92,7 +92,21 @@ class SACConfig(LoopConfig):
 
 
 #: ``algorithm:`` -> its ``train:`` settings.
-ALGORITHMS: dict[str, type[LoopConfig]] = {"ppo": PPOConfig, "sac": SACConfig}
+@dataclasses.dataclass(frozen=True)
+class BCConfig(LoopConfig):
+    """Behaviour cloning from a dataset (``simreal train-bc``; ``policies/bc.py``). Of the loop's
+    settings it reads the network's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
+
+    dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
+    policy: str = field("mlp", choices=("mlp",), doc="policy network")
+    epochs: int = field(200, min=1, doc="passes over the training episodes")
+    batch_size: int = field(256, min=1)
+    learning_rate: float = field(1e-3, min=0.0)
+    weight_decay: float = field(1e-4, min=0.0, doc="AdamW's decoupled weight decay")
+    val_fraction: float = field(0.1, min=0.0, max=0.5, doc="share of the episodes held out for validation")
+
+
+ALGORITHMS: dict[str, type[LoopConfig]] = {"ppo": PPOConfig, "sac": SACConfig, "bc": BCConfig}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ TRAINERS: dict[str, TrainerEntry] = {
     "brax": TrainerEntry("simreal.policies.train:BRAX", ("ppo", "sac")),
     "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True),
     "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",)),
+    "bc": TrainerEntry("simreal.policies.bc:TRAINER", ("bc",)),
 }
 
 

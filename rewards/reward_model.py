@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from simreal.errors import ConfigError, DataFileError
-from simreal.yaml_io import atomic_write_bytes, read_bytes
+from simreal.safetensors_io import load_tensors, save_tensors
 
 #: safetensors metadata ``format`` of a saved model.
 FORMAT = "simreal-bt-reward-ensemble/1"
@@ -182,27 +182,12 @@ def preference_accuracy(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray,
 
 def save_reward_model(path: str | Path, model: BTEnsemble) -> None:
     """Write the ensemble's tensors and config to ``path`` (safetensors), atomically."""
-    from safetensors.torch import save
-
-    meta = {"format": FORMAT, "config": json.dumps(dataclasses.asdict(model.config))}
-    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    atomic_write_bytes(path, save(tensors, metadata=meta))
+    save_tensors(path, model.state_dict(), FORMAT, {"config": json.dumps(dataclasses.asdict(model.config))})
 
 
 def load_reward_model(path: str | Path) -> BTEnsemble:
     """The ensemble saved at ``path``; DataFileError when it is not one (naming what is wrong)."""
-    from safetensors import SafetensorError, safe_open
-
-    read_bytes(path, "reward model", 8)  # a missing or unreadable file: DataFileError naming it
-    try:
-        with safe_open(str(path), "pt") as f:
-            meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError) as e:
-        raise DataFileError(str(path), f"not a safetensors file ({str(e).splitlines()[0][:120]})") from None
-    if meta.get("format") != FORMAT:
-        raise DataFileError(str(path), f"metadata 'format' is {meta.get('format')!r}, expected {FORMAT!r} "
-                                       "(a reward model saved by save_reward_model)")
+    meta, tensors = load_tensors(path, "reward model saved by save_reward_model", FORMAT)
     try:
         fields = json.loads(meta["config"])
         config = RewardModelConfig(input_shape=tuple(fields["input_shape"]), members=int(fields["members"]),

@@ -52,6 +52,8 @@ VERBS: dict[str, str] = {
     "retarget": "simreal.retarget.cmd_retarget",
     "deploy": "simreal.deploy.cmd_deploy",
     "label": "simreal.rewards.cmd_label",
+    "demos": "simreal.policies.cmd_demos",
+    "train-bc": "simreal.policies.cmd_train_bc",
     "record": "simreal.hardware.cmd_record",
     "benchmark": "simreal.hardware.cmd_benchmark",
 }

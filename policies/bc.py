@@ -1,0 +1,202 @@
+"""Behaviour cloning (``trainer: bc``, ``simreal train-bc``): an MLP regressing a teacher's
+normalised action on the observation, from a LeRobot dataset of demonstrations::
+
+    x = (o - mu_o) / sigma_o          y = (a - mu_a) / sigma_a
+    loss = mean over frames and action dimensions of (f_theta(x) - y)^2
+
+with the dataset's statistics and the deployed actor of ``policies/bc_actor.py``
+(``a = clip(mu_a + sigma_a * f_theta(x), -1, 1)``, both normalisations inside it and its ONNX
+graph). ``f_theta`` is an MLP of ``train.policy_hidden`` and ``train.activation`` (the PPO
+policies' convention), fitted with AdamW on minibatches. Episodes, not frames, are split into
+training and validation sets (``train.val_fraction``, at least one validation episode when
+there are two), so no validation frame has a neighbour in training; the checkpoint keeps the
+epoch with the lowest validation loss (the last one without validation episodes).
+
+A run directory is every trainer's: ``config.yaml`` (``trainer: bc``, ``algorithm: bc``,
+``train.dataset``), ``checkpoints/policy.safetensors`` (``bc_actor``), ``metrics.csv`` (one row
+per epoch); ``simreal eval``, ``export`` and ``play`` reach it through the trainer table
+(``TRAINER``, a :class:`TorchTrainer` whose ``load_actor`` is ``bc_actor.load_actor``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simreal.errors import ConfigError, DataFileError
+from simreal.policies import torch_policy
+from simreal.policies.bc_actor import CHECKPOINT, Normalization, load_actor, make_actor, save_actor
+from simreal.policies.demos import ACTION, STATE, state_size
+from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.torch_loop import TorchTrainer
+
+
+@dataclasses.dataclass(frozen=True)
+class Demos:
+    """Demonstrations as arrays: per episode ``obs`` (T, n) and ``actions`` (T, m), and the
+    dataset's normalisation."""
+
+    obs: list[np.ndarray]
+    actions: list[np.ndarray]
+    norm: Normalization
+
+
+def load_demos(root: str | Path, env: Any) -> Demos:
+    """The state and action of every episode of the dataset at ``root``, checked against the
+    sizes ``env`` observes and acts with; DataFileError naming the feature that does not fit.
+    (``Dataset.episode`` decodes camera videos too, which an MLP on the state does not need.)"""
+    from simreal.dataset_reader import Dataset
+
+    ds = Dataset(root)
+    info = str(Path(root) / "meta" / "info.json")
+    for key, size in ((STATE, state_size(env)), (ACTION, int(env.action_size))):
+        if key not in ds.features:
+            raise DataFileError(info, f"no feature '{key}'; features: {', '.join(ds.features)}")
+        shape = list(ds.features[key]["shape"])
+        if shape != [size]:
+            raise DataFileError(info, f"feature '{key}' has shape {shape}; the task's env has [{size}]")
+        if key not in ds.stats:
+            raise DataFileError(str(Path(root) / "meta" / "stats.json"), f"no statistics of '{key}'")
+    if ds.num_episodes < 1:
+        raise DataFileError(info, "no episodes")
+    episodes = [ds.episode(i) for i in range(ds.num_episodes)]
+    return Demos(obs=[np.asarray(e[STATE], np.float32) for e in episodes],
+                 actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats))
+
+
+def split_episodes(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation) episode indices: ``round(val_fraction * n)`` random episodes held
+    out, at least one when ``n >= 2`` and ``val_fraction > 0``, never all of them."""
+    k = min(n - 1, max(round(val_fraction * n), 1 if val_fraction > 0 else 0)) if n > 1 else 0
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[k:]), np.sort(order[:k])
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """Where fitting ended: the kept epoch (lowest validation loss) and its losses."""
+
+    best_epoch: int
+    train_loss: float
+    val_loss: float  # NaN without validation episodes
+    gradient_steps: int
+
+
+def _normalised(demos: Demos, episodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) of ``episodes``' frames: the normalised observations and actions (module docstring)."""
+    n = demos.norm
+    obs = np.concatenate([demos.obs[i] for i in episodes]) if len(episodes) else np.zeros((0, len(n.obs_mean)))
+    act = np.concatenate([demos.actions[i] for i in episodes]) if len(episodes) else np.zeros((0, len(n.act_mean)))
+    return (torch.as_tensor((obs - n.obs_mean) / n.obs_std, dtype=torch.float32),
+            torch.as_tensor((act - n.act_mean) / n.act_std, dtype=torch.float32))
+
+
+def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int,
+        on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None) -> FitResult:
+    """Fit ``actor``'s MLP to ``demos`` (module docstring) with the BC settings ``tc``; ``actor``
+    ends holding the kept epoch's weights. ``on_epoch(epoch, gradient_steps, losses, kept)`` is
+    called after each epoch (``kept``: this epoch is the best so far); ``seed`` splits the
+    episodes and shuffles the minibatches."""
+    train_ep, val_ep = split_episodes(len(demos.obs), tc.val_fraction, seed)
+    x, y = _normalised(demos, train_ep)
+    xv, yv = _normalised(demos, val_ep)
+    mlp = actor.body[0]
+    opt = torch.optim.AdamW(mlp.parameters(), lr=tc.learning_rate, weight_decay=tc.weight_decay)
+    gen = torch.Generator().manual_seed(seed)
+    best: FitResult | None = None
+    best_weights: dict[str, torch.Tensor] = {}
+    steps = 0
+    for epoch in range(1, tc.epochs + 1):
+        mlp.train()
+        total = 0.0
+        for batch in torch.randperm(len(x), generator=gen).split(tc.batch_size):
+            loss = torch.mean((mlp(x[batch]) - y[batch]) ** 2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(batch)
+            steps += 1
+        mlp.eval()
+        with torch.no_grad():
+            val = torch.mean((mlp(xv) - yv) ** 2).item() if len(xv) else float("nan")
+        # without validation episodes every epoch is kept over the one before: the last one stays
+        kept = best is None or not len(xv) or val <= best.val_loss
+        if kept:
+            best = FitResult(best_epoch=epoch, train_loss=total / len(x), val_loss=val, gradient_steps=steps)
+            best_weights = {k: v.clone() for k, v in mlp.state_dict().items()}
+        if on_epoch is not None:
+            on_epoch(epoch, steps, {"train": total / len(x), "val": val}, kept)
+    mlp.load_state_dict(best_weights)
+    return dataclasses.replace(best, gradient_steps=steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class BCResult:
+    """A finished BC run: the fit, the simulated evaluation of the kept actor, the wall time [s]."""
+
+    run_dir: Path
+    fit: FitResult
+    eval: dict[str, float]
+    wall_s: float
+
+
+def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
+    """Fit the run's actor to ``cfg.train.dataset``, write its checkpoint and metrics.csv, and
+    evaluate it in simulation on ``train.num_eval_envs`` episodes (module docstring)."""
+    import os
+    import sys
+
+    from simreal.policies.progress import Progress
+    from simreal.rundir import MetricsCsv
+
+    t0 = time.time()
+    tc = cfg.train
+    if tc.policy != "mlp":
+        raise ConfigError("train.policy", f"{tc.policy!r} is not built; built: mlp")
+    if not tc.dataset:
+        raise ConfigError("train.dataset", "no dataset to learn from (simreal train-bc DATASET sets it)")
+    env = make_env(cfg)
+    demos = load_demos(tc.dataset, env)
+    torch.manual_seed(cfg.seed)  # the MLP's initial weights
+    actor = make_actor(state_size(env), int(env.action_size), tuple(tc.policy_hidden), tc.activation, demos.norm)
+    train_episodes, _ = split_episodes(len(demos.obs), tc.val_fraction, cfg.seed)  # as fit() splits
+    per_epoch = -(-sum(len(demos.obs[i]) for i in train_episodes) // tc.batch_size)
+    progress = Progress(tc.epochs * per_epoch, stream=open(os.devnull, "w") if quiet else sys.stderr)
+    metrics = MetricsCsv(run_dir / "metrics.csv")
+
+    def on_epoch(epoch: int, steps: int, losses: dict[str, float], kept: bool) -> None:
+        metrics.append({"epoch": epoch, "gradient_steps": steps, "wall_s": time.time() - t0,
+                        "loss/train": losses["train"], "loss/val": losses["val"]})
+        if kept:
+            save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
+        progress.update(steps, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
+
+    result = fit(actor, demos, tc, cfg.seed, on_epoch)
+    progress.close()
+    metrics.flush()
+    evaluation = torch_policy.evaluate(env, actor.act, tc.num_eval_envs, seed=cfg.seed + 1)
+    metrics.rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
+    metrics.flush()
+    return BCResult(run_dir=run_dir, fit=result, eval=evaluation, wall_s=time.time() - t0)
+
+
+class BCTrainer(TorchTrainer):
+    """``trainer=bc``: eval, export and play as every torch trainer's; training is
+    :func:`train_bc` from a dataset (``simreal train-bc``), not an env-step loop."""
+
+    def __init__(self) -> None:
+        super().__init__("bc", None, load_actor)  # no env-step driver: train() below replaces its use
+
+    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
+              quiet: bool = False) -> Any:
+        raise ConfigError("trainer", "trainer=bc learns from a dataset of demonstrations: "
+                                     "simreal train-bc DATASET (simreal demos records one)")
+
+
+TRAINER = BCTrainer()

@@ -1,0 +1,108 @@
+"""``simreal demos``: record demonstrations of a privileged teacher as a LeRobot v3 dataset.
+
+    simreal demos arm-reach --teacher scripted --episodes 50 --out data/reach50
+    simreal demos arm-push env.action_scale=1.5 --teacher scripted --episodes 50 --only-success --out data/push
+    simreal demos arm-push-pixels env.action_scale=1.5 --teacher scripted --episodes 20 --camera front \\
+        --image-size 96x96 --out data/push_px
+    simreal demos arm-reach --teacher runs/arm-reach/20261121-120000 --episodes 200 --out data/reach_ppo
+
+The teacher (``policies/teachers.py``) is ``scripted`` (the task's controller, from the full
+simulator state) or a trained run's directory (its deterministic policy). It drives the task's
+env through the env's own reset and step, in batches of ``--num-envs``; each env's first episode
+is one dataset episode: ``observation.state`` (the policy's observation), ``action`` (the
+normalised action the env applied), ``next.reward``, ``next.done``, ``next.success``, camera
+videos ``observation.images.<camera>`` for each ``--camera``, and the episode's instruction as its
+task string (``policies/demos.py``, ``policies/instructions.py``). ``key=value`` overrides set
+the task's config (or the run's) as for ``simreal train``; ``meta/simreal.yaml`` keeps the resolved
+config and the teacher, so ``simreal train-bc`` rebuilds the same env.
+
+Progress (frames/s, episodes, success, ETA) goes to stderr; the last line is the teacher's
+success rate over the episodes it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from simreal.policies.cmd_play import _positive_int
+
+HELP = "record demonstrations of a teacher as a LeRobot dataset"
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    """``HxW`` -> (H, W) [px]."""
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HEIGHTxWIDTH in pixels (e.g. 96x96), got {text!r}") from None
+    if h < 1 or w < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
+    return h, w
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="registered task name (see `simreal list`)")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. env.action_scale=1.5)")
+    p.add_argument("--teacher", required=True, help="'scripted' (the task's controller) or a trained run's directory")
+    p.add_argument("--episodes", type=_positive_int, required=True, help="episodes to write")
+    p.add_argument("--out", required=True, help="dataset folder (new or empty)")
+    p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")
+    p.add_argument("--image-size", type=_image_size, default=None, metavar="HxW",
+                   help="image size of every --camera in pixels (default: each camera's own)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only-success", action="store_true",
+                   help="keep only successful episodes (running up to ten times --episodes)")
+    p.add_argument("--num-envs", type=_positive_int, default=16, help="episodes run side by side")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    import time
+    from pathlib import Path
+
+    from simreal.dataset_writer import DatasetWriter
+    from simreal.errors import ConfigError, DataFileError
+    from simreal.policies.demos import Tally, camera_sizes, features, record, reports_success, write_source
+    from simreal.policies.progress import Progress
+    from simreal.policies.teachers import load_teacher
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):  # before the env is built
+        raise DataFileError(str(out), "exists and is not an empty folder; choose a new --out")
+    if args.image_size is not None and not args.camera:
+        raise ConfigError("--image-size", "sets the size of --camera images; no --camera given")
+    cfg, env, teacher = load_teacher(args.teacher, args.task, args.overrides)
+    cameras = camera_sizes(env, args.camera, cfg.task, args.image_size)
+    fps = round(env.robot.control_rate_hz)
+    if abs(fps - env.robot.control_rate_hz) > 1e-9:
+        raise ConfigError("control_rate_hz", f"{env.robot.control_rate_hz} Hz is not a whole number of frames per "
+                                             "second, which a LeRobot dataset's fps must be")
+    t0 = time.time()
+    tally = Tally()
+    batch = min(args.num_envs, args.episodes)  # record() runs whole batches: count their frames
+    progress = Progress(-(-args.episodes // batch) * batch * env.episode_steps)
+    frames = 0
+    success = reports_success(env)
+
+    def on_step(n: int) -> None:
+        nonlocal frames
+        frames += n
+        progress.update(frames, episodes=tally.ran, **({"success": tally.rate} if success else {}))
+
+    with DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name) as writer:
+        write_source(out, cfg, args.teacher, args.seed, cameras)  # now: an interrupted recording is still usable
+        for ep in record(env, teacher, cfg.task, args.episodes, seed=args.seed, num_envs=args.num_envs,
+                         cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step):
+            for t in range(ep.length):
+                writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
+            writer.save_episode()
+    progress.close()
+    write_source(out, cfg, args.teacher, args.seed, cameras, tally)
+    print(f"dataset: {out} ({writer.num_episodes} episodes, {writer.num_frames} frames, {time.time() - t0:.1f} s)")
+    if success:
+        print(f"teacher success: {tally.succeeded}/{tally.ran} episodes ({100.0 * tally.rate:.1f}%)")
+    if writer.num_episodes < args.episodes:
+        print(f"simreal demos: only {writer.num_episodes} of {args.episodes} episodes succeeded within {tally.ran} "
+              "attempts", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,108 @@
+"""``simreal train-bc``: behaviour cloning from a LeRobot dataset of demonstrations.
+
+    simreal train-bc data/reach50                      # task and env from the dataset's meta/simreal.yaml
+    simreal train-bc data/reach50 --epochs 100 train.policy_hidden=[256,256] train.activation=relu
+    simreal train-bc data/teleop --task arm-reach      # recorded elsewhere: name the task
+    simreal train-bc data/reach50 --out runs/arm-reach/bc-reach50
+    simreal eval RUN_DIR && simreal export RUN_DIR     # as for every run
+
+Writes a run directory (``runs/<task>/<stamp>/`` unless ``--out``) with ``config.yaml``
+(``trainer: bc``, ``algorithm: bc``, ``train.dataset``), ``checkpoints/policy.safetensors`` and
+``metrics.csv``, then evaluates the policy in simulation (``train.num_eval_envs`` episodes) and
+prints the task's statistics. The env is the one the demonstrations were recorded in (the
+resolved config ``simreal demos`` keeps in ``meta/simreal.yaml``); ``key=value`` overrides
+change it or the ``train.*`` settings (``policies/bc.py``: normalisation from the dataset's
+``stats.json``, MSE on normalised actions, episodes split into training and validation).
+Progress (gradient steps/s, epoch, losses, ETA) goes to stderr.
+
+``--policy`` is ``mlp``; ``act`` and ``diffusion`` (action chunking transformers, diffusion
+policies) are named for what is planned and refused with exit code 2: they are not built yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "train a policy by behaviour cloning from a dataset"
+
+#: Every --policy named; those in BUILT train.
+POLICIES = ("mlp", "act", "diffusion")
+BUILT = ("mlp",)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="LeRobot v3 dataset folder (simreal demos writes one)")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. train.learning_rate=3e-4)")
+    p.add_argument("--policy", choices=POLICIES, default="mlp", help="policy network (built: mlp)")
+    p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
+    p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
+    p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")
+
+
+def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, overrides: list[str]):
+    """The BC run's config: the task's defaults, the recorded env (``meta/simreal.yaml``), then
+    ``trainer: bc``, ``algorithm: bc``, the ``train`` settings given, then ``overrides``."""
+    from pathlib import Path
+
+    from simreal.config import deep_merge
+    from simreal.errors import ConfigError, DataFileError
+    from simreal.policies.demos import SOURCE_FILE, read_source
+    from simreal.policies.run_config import resolve, task_yaml
+    from simreal.yaml_io import load_yaml
+
+    root = Path(dataset)
+    if not (root / "meta" / "info.json").is_file():
+        raise DataFileError(str(root), "not a LeRobot dataset (no meta/info.json)")
+    source = read_source(root)
+    recorded = source["config"] if source else None
+    if recorded is None and task is None:
+        raise ConfigError("--task", f"{root} has no {SOURCE_FILE} (not recorded by simreal demos): name the task")
+    if recorded is not None and task is not None and task != recorded.get("task"):
+        raise ConfigError("--task", f"{root} was recorded in {recorded.get('task')}, not {task}")
+    task = task or recorded["task"]
+    path = task_yaml(task)
+    base = load_yaml(path) if path.is_file() else {"task": task}
+    if recorded is not None:
+        base = deep_merge(base, {k: recorded[k] for k in ("robot", "seed", "backend", "env") if k in recorded})
+    train = {"dataset": str(root.resolve()), "policy": policy, **({"epochs": epochs} if epochs is not None else {})}
+    base = deep_merge(base, {"task": task, "trainer": "bc", "algorithm": "bc", "train": train})
+    return resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    from simreal.errors import ConfigError
+    from simreal.policies.bc import train_bc
+    from simreal.policies.bc_actor import CHECKPOINT
+    from simreal.policies.cmd_eval import format_eval
+    from simreal.policies.train import start_run
+    from simreal.yaml_io import dump_yaml
+
+    if args.policy not in BUILT:
+        raise ConfigError("--policy", f"{args.policy} is not built yet; built: {', '.join(BUILT)}")
+    if args.epochs is not None and args.epochs < 1:
+        raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
+    cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides)
+    if args.out is None:
+        run_dir = start_run(cfg)
+    else:
+        out = Path(args.out)
+        if out.exists() and any(out.iterdir()):
+            raise ConfigError("--out", f"{out} exists and is not empty; a run directory starts empty")
+        run_dir = out
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        dump_yaml(run_dir / "config.yaml", cfg.to_dict())
+    print(f"run directory: {run_dir}", flush=True)
+    try:
+        result = train_bc(run_dir, cfg)
+    except BaseException:
+        if not (run_dir / CHECKPOINT).is_file():  # nothing trained: leave no empty run behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    f = result.fit
+    print(f"done: {cfg.train.epochs} epochs ({f.gradient_steps} gradient steps) in {result.wall_s:.1f} s; kept epoch "
+          f"{f.best_epoch} (loss train {f.train_loss:.4g}, val {f.val_loss:.4g})")
+    print(f"eval ({result.eval['episodes']} episodes) {format_eval(result.eval)}")
+    return 0

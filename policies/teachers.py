@@ -1,0 +1,202 @@
+"""Teachers for ``simreal demos``: who acts while a demonstration is recorded.
+
+    cfg, env, teacher = load_teacher("scripted", "arm-reach")          # SCRIPTED's controller
+    cfg, env, teacher = load_teacher("runs/arm-reach/20261121-120000", "arm-reach")  # a trained run
+    actions = teacher.act(batch.state)                                 # (B, m) in [-1, 1]
+
+A teacher is privileged: it reads the whole batched env state (Brax's ``State``: physics in
+``pipeline_state``, task inputs such as ``target_pos_w`` in ``info``), not only what the
+policy observes, and returns the task's own normalised action, the action a policy trained
+on the recording must reproduce. Two kinds:
+
+- ``scripted``: the controller of the task in :data:`SCRIPTED` (one row per task);
+- a run directory: that run's deterministic policy (any trainer's, through the trainer table)
+  on the observation, in the env the run was trained in.
+
+Scripted controllers command joint position targets through :class:`~simreal.policies.arm_ik.ArmIK`,
+solved each control step from the measured pose, so they correct what the PD servos, the
+randomised gains and masses and the action delay do to the motion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from simreal.policies.arm_ik import ArmIK
+
+if TYPE_CHECKING:
+    from simreal.policies.run_config import RunConfig
+
+#: The site's z axis pointing down: the gripper's fingers vertical above the table.
+DOWN = np.array([0.0, 0.0, -1.0])
+
+
+class Teacher(Protocol):
+    """Actions for a batch of envs from their full state."""
+
+    def act(self, state: Any) -> np.ndarray:
+        """(B, m) normalised actions in [-1, 1] for the batched Brax ``State``."""
+        ...
+
+
+class ReachTeacher:
+    """``arm-reach``: joint targets putting the end effector on the goal, from the measured pose.
+
+    The target is the goal itself, not a path towards it: the PD servos move the arm there
+    within a few hundred milliseconds of a 4 s episode, and the action, a function of the goal
+    and the pose, is what an MLP copies most easily.
+    """
+
+    def __init__(self, env: Any):
+        self.ik = ArmIK(env)
+
+    def act(self, state: Any) -> np.ndarray:
+        qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
+        return np.stack([self.ik.action(self.ik.solve(q, g)) for q, g in zip(qpos, goal)])
+
+
+class PushTeacher:
+    """``arm-push``: push the cube to the goal with the closed fingers, fingers pointing down.
+
+    A function of the current positions only (as Meta-World's scripted policies are), so it
+    recovers by itself when the cube turns or slides off the line: with ``u`` the unit vector
+    from the cube to the goal on the table and the pre-push point ``b = cube - u (h + c)``
+    (``h`` the cube's half size, ``c`` the clearance of the fingers),
+
+    1. fingers low (within ``LOW_M`` of ``PUSH_Z_M``), behind the cube (at most ``BEHIND_M``
+       beyond ``b``) and on the line through it along ``u`` (within ``ALIGN_M``): push, the
+       target ``PUSH_LEAD_M`` beyond the cube's centre along ``u``;
+    2. else above ``b`` (within ``ALIGN_M``): go down to ``b`` at push height;
+    3. else: go to ``b`` at ``HIGH_Z_M``, which clears the cube;
+
+    and stop where the cube is within ``DONE_M`` of the goal. The site's command is at most
+    ``STEP_M`` from the site, towards that target.
+
+    ConfigError naming ``env.action_scale`` when the arm cannot put its fingers on the table at
+    the cube's spawn centre within the action box (home +- ``action_scale``).
+    """
+
+    #: Site height while pushing [m] (the fingertips' lower end is ~4 mm below the site).
+    PUSH_Z_M = 0.03
+    #: Site height while moving to the pre-push point [m].
+    HIGH_Z_M = 0.12
+    #: Gap between the fingers and the cube's face at the pre-push point [m].
+    CLEARANCE_M = 0.02
+    #: How far ahead of the cube's centre a push aims [m].
+    PUSH_LEAD_M = 0.03
+    #: Largest distance from the line, and from the pre-push point, that counts as aligned [m].
+    ALIGN_M = 0.015
+    #: Height above ``PUSH_Z_M`` still counted as low enough to push [m].
+    LOW_M = 0.02
+    #: How far behind the pre-push point (away from the cube) a push may start [m].
+    BEHIND_M = 0.03
+    #: Cube-to-goal distance at which pushing stops [m].
+    DONE_M = 0.01
+    #: Largest move of the site's target per control step [m].
+    STEP_M = 0.03
+
+    def __init__(self, env: Any):
+        self.ik = ArmIK(env)
+        self.obj = env.obj_qpos  # the cube's free-joint qpos slice
+        self.half = float(env.cfg.object_half_size_m)
+        self._check_reach(env)
+
+    def _check_reach(self, env: Any, tolerance_m: float = 0.02) -> None:
+        """ConfigError when the site cannot reach push height above the spawn centre (class docstring)."""
+        from simreal.errors import ConfigError
+
+        goal = np.array([*np.asarray(env.spawn_center)[:2], self.PUSH_Z_M])
+        q = np.array(env.home_qpos, np.float64)
+        for _ in range(10):  # 10 solves of a few steps each: converged wherever the box allows
+            q[self.ik.qpos_adr] = self.ik.solve(q, goal, DOWN)
+        miss = float(np.linalg.norm(self.ik.site_pose(q)[0] - goal))
+        if miss > tolerance_m:
+            raise ConfigError("env.action_scale", f"the scripted push needs the fingers on the table; within home "
+                                                  f"+- {env.cfg.action_scale} the {env.robot.name} misses push height "
+                                                  f"above the spawn centre by {miss:.2f} m: raise env.action_scale "
+                                                  "(1.5 reaches it on the Franka)")
+
+    def target(self, ee: np.ndarray, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """Where the site goes next [m] (class docstring), from its position, the cube's and the goal's."""
+        v = goal[:2] - cube[:2]
+        dist = np.linalg.norm(v)
+        if dist < self.DONE_M:
+            return ee
+        u = v / dist
+        behind = cube[:2] - u * (self.half + self.CLEARANCE_M)
+        rel = ee[:2] - cube[:2]
+        along, across = rel @ u, abs(rel[0] * u[1] - rel[1] * u[0])
+        low = ee[2] < self.PUSH_Z_M + self.LOW_M
+        if low and across < self.ALIGN_M and -(self.half + self.CLEARANCE_M + self.BEHIND_M) < along < 0:
+            return np.array([*(cube[:2] + u * min(self.PUSH_LEAD_M, dist)), self.PUSH_Z_M])
+        if np.linalg.norm(ee[:2] - behind) < self.ALIGN_M:
+            return np.array([*behind, self.PUSH_Z_M])
+        return np.array([*behind, self.HIGH_Z_M])
+
+    def act(self, state: Any) -> np.ndarray:
+        qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
+        out = []
+        for q, g in zip(qpos, goal):
+            ee, _ = self.ik.site_pose(q)
+            step = self.target(ee, q[self.obj][:3], g) - ee
+            n = np.linalg.norm(step)
+            if n > self.STEP_M:
+                step *= self.STEP_M / n
+            out.append(self.ik.action(self.ik.solve(q, ee + step, DOWN), others=-1.0))  # -1: gripper closed
+        return np.stack(out)
+
+
+class PolicyTeacher:
+    """A trained run's deterministic policy on the observation the env gives it."""
+
+    def __init__(self, act: Callable[[Any], Any]):
+        self._act = act
+
+    def act(self, state: Any) -> np.ndarray:
+        from simreal.sim.adapter_core import to_numpy
+
+        return np.asarray(self._act(to_numpy(state.obs)), np.float64)
+
+
+#: task -> its scripted teacher, built from the task's env.
+SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
+    "arm-reach": ReachTeacher,
+    "arm-push": PushTeacher,
+    "arm-push-pixels": PushTeacher,  # arm-push's physics; only the policy's observation differs
+}
+
+
+def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tuple[RunConfig, Any, Teacher]:
+    """(the resolved config, its env, the teacher) for ``--teacher scripted`` or a run directory.
+
+    ``overrides`` (``key=value``) apply to the task's default config, or to the run's saved one.
+    ConfigError naming ``--teacher`` for a task without a scripted teacher (listing those with
+    one), for something that is neither ``scripted`` nor a run directory, and for a run of
+    another task.
+    """
+    from simreal.errors import ConfigError
+    from simreal.policies.run_config import make_env, resolve
+
+    if teacher == "scripted":
+        if task not in SCRIPTED:
+            raise ConfigError("--teacher", f"no scripted teacher for task {task}; tasks with one: "
+                                           f"{', '.join(SCRIPTED)} (or give a trained run's directory)")
+        cfg = resolve(task, overrides)
+        env = make_env(cfg)
+        return cfg, env, SCRIPTED[task](env)
+    from simreal.policies.train import load_config
+    from simreal.policies.trainers import get_trainer
+
+    run_dir = Path(teacher)
+    if not run_dir.is_dir():
+        raise ConfigError("--teacher", f"expected 'scripted' or a run directory; {teacher!r} is neither")
+    saved = load_config(run_dir)
+    cfg = resolve(None, overrides, base=saved.to_dict(), source=str(run_dir / "config.yaml"))
+    if cfg.task != task:
+        raise ConfigError("--teacher", f"{run_dir} is a {cfg.task} run; the demonstrations asked for are {task}")
+    policy = get_trainer(cfg.trainer).load(run_dir, cfg)
+    return cfg, policy.env, PolicyTeacher(policy.act)

@@ -1,0 +1,199 @@
+"""``simreal demos`` and ``simreal train-bc``: the scripted teachers, the IK under them, the
+dataset a recording writes (read back with the dataset reader), and a BC run that ``simreal
+eval`` and ``simreal export`` take like any other, its ONNX equal to the torch actor on raw
+observations. Tiny: 1 s arm-reach episodes, a few epochs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from simreal.cli import main  # noqa: E402
+from simreal.policies.run_config import make_env, resolve  # noqa: E402
+
+SHORT = "env.episode_length_s=1.0"  # 50 control steps: the scripted reach settles in ~0.5 s
+
+
+def test_ik_reaches_points_in_the_action_box_and_stays_in_it():
+    from simreal.policies.arm_ik import ArmIK
+
+    env = make_env(resolve("arm-reach", ["backend=native"]))
+    ik = ArmIK(env)
+    home = np.asarray(env.home_qpos, np.float64)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        # a point some joint targets inside the box reach: solvable by construction
+        u_true = rng.uniform(ik.lo, ik.hi)
+        q = home.copy()
+        q[ik.qpos_adr] = u_true
+        p_goal, _ = ik.site_pose(q)
+        u = ik.solve(home, p_goal)
+        q[ik.qpos_adr] = u
+        assert np.all(u >= ik.lo - 1e-12) and np.all(u <= ik.hi + 1e-12)
+        assert np.linalg.norm(ik.site_pose(q)[0] - p_goal) < 0.01
+        a = ik.action(u)
+        assert np.all(np.abs(a) <= 1.0) and a[-1] == 0.0  # the gripper (a tendon) is not an IK variable
+        np.testing.assert_allclose(np.asarray(env.targets(a))[ik.joints], u, atol=1e-5)
+
+
+def test_scripted_reach_teacher_succeeds_on_most_episodes():
+    from simreal.policies.demos import Tally, record
+    from simreal.policies.teachers import load_teacher
+
+    cfg, env, teacher = load_teacher("scripted", "arm-reach", ["backend=native", SHORT])
+    tally = Tally()
+    episodes = list(record(env, teacher, cfg.task, episodes=4, num_envs=4, tally=tally))
+    assert len(episodes) == 4 and tally.ran == 4
+    assert tally.succeeded >= 3, [e.frames["next.success"][-1] for e in episodes]
+    for ep in episodes:
+        assert ep.length == env.episode_steps
+        assert np.all(np.abs(ep.frames["action"]) <= 1.0)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demos") / "reach"
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "3",
+                 "--num-envs", "3", "--seed", "1", "--out", str(out)]) == 0
+    return out
+
+
+def test_demos_dataset_reads_back_with_the_tasks_sizes_and_one_instruction_per_episode(dataset):
+    from simreal.dataset_reader import Dataset
+
+    env = make_env(resolve("arm-reach", ["backend=native", SHORT]))
+    ds = Dataset(dataset)
+    assert ds.num_episodes == 3 and ds.num_frames == 3 * env.episode_steps
+    assert ds.fps == round(env.robot.control_rate_hz) and ds.robot_type == "franka"
+    assert tuple(ds.features["observation.state"]["shape"]) == (env.observation_size,)
+    assert tuple(ds.features["action"]["shape"]) == (env.action_size,)
+    assert list(ds.features["action"]["names"]) == list(env.robot.actuator_names)
+    goal = slice(16, 19)  # target_pos_w in arm-reach's observation (joint_pos_rel 8, joint_vel 8, goal 3)
+    assert [t["name"] for t in env.obs_layout][2] == "target_pos_w"
+    instructions = set()
+    for i in range(3):
+        ep = ds.episode(i)
+        assert len(ds.episode_tasks(i)) == 1
+        text = ds.episode_task(i)
+        instructions.add(text)
+        # the sentence names this episode's own goal, the one in its observations (noise-free term)
+        xyz = [float(v) for v in re.findall(r"[xyz]=(-?\d+\.\d+)", text)]
+        np.testing.assert_allclose(xyz, ep["observation.state"][0, goal], atol=6e-4)
+        assert np.all(ep["observation.state"][:, goal] == ep["observation.state"][0, goal])
+        done = ep["next.done"].reshape(-1)
+        assert done[-1] and not done[:-1].any()
+        assert np.all(np.abs(ep["action"]) <= 1.0)
+    assert len(instructions) == 3  # three goals, three sentences
+    mean = np.concatenate([ds.episode(i)["observation.state"] for i in range(3)]).mean(axis=0)
+    np.testing.assert_allclose(ds.stats["observation.state"]["mean"], mean, rtol=1e-4, atol=1e-5)
+
+
+def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, capsys):
+    import torch
+
+    from simreal.bundle import OnnxPolicy, load_bundle
+    from simreal.dataset_reader import Dataset
+    from simreal.policies.bc_actor import CHECKPOINT, STD_FLOOR, load_actor
+    from simreal.policies.train import load_config
+
+    run_dir = tmp_path / "bc"
+    assert main(["train-bc", str(dataset), "train.num_eval_envs=2", "train.policy_hidden=[32,32]", "--epochs", "3",
+                 "--out", str(run_dir)]) == 0
+    assert "eval (2 episodes) success" in capsys.readouterr().out
+    cfg = load_config(run_dir)
+    assert (cfg.trainer, cfg.algorithm, cfg.task, cfg.env.episode_length_s) == ("bc", "bc", "arm-reach", 1.0)
+    assert (run_dir / CHECKPOINT).is_file() and (run_dir / "metrics.csv").read_text().count("\n") == 4
+
+    assert main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result[result["trained_on"]]["episodes"] == 2 and "success" in result[result["trained_on"]]
+    assert main(["export", str(run_dir)]) == 0
+    assert "max abs diff" in capsys.readouterr().out
+
+    # one source of truth: the dataset's statistics are the actor's and the bundle's normalisation
+    ds = Dataset(dataset)
+    _, actor = load_actor(run_dir, cfg)
+    bundle = load_bundle(run_dir / "bundle")
+    np.testing.assert_allclose(bundle.obs_mean, ds.stats["observation.state"]["mean"], rtol=1e-6)
+    np.testing.assert_allclose(bundle.obs_std, np.maximum(ds.stats["observation.state"]["std"], STD_FLOOR), rtol=1e-6)
+    np.testing.assert_allclose(actor.body[1].shift.numpy(), ds.stats["action"]["mean"], rtol=1e-6)
+    # the ONNX graph takes raw observations (normalisation inside) and gives the torch actor's action
+    obs = np.concatenate([ds.episode(i)["observation.state"] for i in range(ds.num_episodes)])
+    with torch.no_grad():
+        expected = actor(torch.from_numpy(obs)).numpy()
+    np.testing.assert_allclose(OnnxPolicy(bundle)(obs), expected, atol=1e-5)
+    assert np.abs(expected).max() <= 1.0
+
+    # the run is a teacher too: its recorded actions are its own on the recorded observations
+    relay = tmp_path / "relay"
+    assert main(["demos", "arm-reach", "--teacher", str(run_dir), "--episodes", "2", "--num-envs", "2",
+                 "--out", str(relay)]) == 0
+    capsys.readouterr()
+    ep = Dataset(relay).episode(1)
+    np.testing.assert_allclose(ep["action"], actor.act(ep["observation.state"]), atol=1e-6)
+
+    (run_dir / CHECKPOINT).write_bytes(b"not a checkpoint")
+    assert main(["eval", str(run_dir), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "policy.safetensors: not a safetensors file" in err
+
+
+def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
+    assert main(["train-bc", str(dataset), "--policy", "act"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "act is not built yet; built: mlp" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
+                                                    "arm-reach, arm-push"),
+    (["arm-reach", "--teacher", "scriptd"], "expected 'scripted' or a run directory; 'scriptd' is neither"),
+    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "front"],
+     "arm-reach's model has no camera 'front'; its cameras: none"),
+    # arm-push's default action box keeps the Franka's fingers 0.26 m above the table
+    (["arm-push", "backend=native", "--teacher", "scripted"], "config key 'env.action_scale': the scripted push "
+                                                              "needs the fingers on the table"),
+])
+def test_demos_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
+    assert main(["demos", *args, "--episodes", "1", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_demos_record_camera_videos(tmp_path):
+    from simreal.dataset_reader import Dataset
+    from simreal.errors import SimrealError
+    from simreal.sim.headless_gl import use_headless_gl
+
+    try:
+        use_headless_gl()
+    except SimrealError as e:
+        pytest.skip(f"no headless OpenGL here: {e}")
+    out = tmp_path / "px"
+    assert main(["demos", "arm-push-pixels", "backend=native", "env.action_scale=1.5", "env.episode_length_s=0.1",
+                 "env.render_threads=1", "--teacher", "scripted", "--episodes", "2", "--num-envs", "2",
+                 "--camera", "front", "--image-size", "32x48", "--out", str(out)]) == 0
+    ds = Dataset(out)
+    assert tuple(ds.features["observation.images.front"]["shape"]) == (32, 48, 3)
+    assert tuple(ds.features["observation.state"]["shape"]) == (27,)  # the pixel policy's state, without the cube
+    frames = [ds.episode(i)["observation.images.front"] for i in range(2)]
+    assert frames[0].shape == (5, 32, 48, 3) and frames[0].std() > 5
+    assert np.abs(frames[0][0].astype(int) - frames[1][0]).mean() > 1  # two episodes, two cube positions
+
+
+def test_scripted_push_teacher_succeeds_where_the_arm_reaches_the_table():
+    from simreal.policies.demos import Tally, record
+    from simreal.policies.teachers import load_teacher
+
+    cfg, env, teacher = load_teacher("scripted", "arm-push", ["backend=native", "env.action_scale=1.5"])
+    tally = Tally()
+    for _ in record(env, teacher, cfg.task, episodes=8, num_envs=8, tally=tally):
+        pass
+    assert tally.ran == 8 and tally.succeeded >= 6
