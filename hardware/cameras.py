@@ -1,8 +1,8 @@
 """Cameras for recording: a background thread per camera keeps the newest frame.
 
-``read()`` never waits for the sensor: it returns the newest frame with its capture time and
-a sequence number, so a recorder at 30 fps sees at once when a camera delivered nothing new
-since its last tick (a dropped frame) instead of stalling its loop (LeRobot's ``async_read``
+``read()`` returns the newest frame with its capture time and a sequence number, waiting at
+most a given bound for one newer than the last it saw, so a recorder at 30 fps sees when a
+camera delivered nothing new since its last tick (a dropped frame) instead of stalling its loop (LeRobot's ``async_read``
 idea, without its blocking ``read``). Each camera's grab thread spends its time inside the
 driver (OpenCV releases the GIL while it waits), so two cameras and the control loop share
 two cores.
@@ -45,6 +45,7 @@ class Camera(abc.ABC):
         self._thread: threading.Thread | None = None
         self._error: str = ""
         self._ready = threading.Event()
+        self._new = threading.Condition()
 
     @abc.abstractmethod
     def _open(self) -> None: ...
@@ -77,12 +78,21 @@ class Camera(abc.ABC):
             if img is None:
                 self._error = "the stream ended"
                 return
-            self._latest = Frame(img, time.monotonic(), seq)
+            with self._new:
+                self._latest = Frame(img, time.monotonic(), seq)
+                self._new.notify_all()
             seq += 1
             self._ready.set()
 
-    def read(self) -> Frame:
-        """The newest frame; HardwareError if the stream died."""
+    def read(self, newer_than: int | None = None, timeout_s: float = 0.0) -> Frame:
+        """The newest frame; HardwareError if the stream died. With ``newer_than`` (a sequence
+        number already seen), wait up to ``timeout_s`` [s] for a later frame, then return the
+        newest either way: a camera and a recorder at the same nominal rate drift in phase, and
+        a short bounded wait keeps each tick on a fresh frame without ever stalling the loop."""
+        if newer_than is not None and timeout_s > 0:
+            with self._new:
+                self._new.wait_for(lambda: self._error or (self._latest is not None and self._latest.seq > newer_than),
+                                   timeout_s)
         if self._error:
             raise HardwareError(f"camera '{self.name}': {self._error}")
         if self._latest is None:

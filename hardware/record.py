@@ -13,8 +13,9 @@ What is counted, and reported per episode and in total:
 - a *late* tick started more than half a period after its deadline (the loop fell behind);
   the loop then skips to the next period boundary, so the dataset's timestamps stay
   ``frame_index / fps`` and a late tick is a frame recorded off its time, not a lost one;
-- a *dropped* frame: a camera delivered no new frame since the previous tick, so the
-  previous image is recorded again (the dataset stays rectangular at ``fps``);
+- a *dropped* frame: a camera delivered no new frame since the previous tick, even after a
+  wait of ``FRAME_WAIT`` periods, so the previous image is recorded again (the dataset stays
+  rectangular at ``fps``);
 - the *gap* between episodes: from the last frame of one episode to the first of the next,
   less the configured reset time; ``save_episode`` hands video encoding to a background
   worker, so the gap is the time to write the episode's table.
@@ -38,6 +39,8 @@ from simreal.hardware.robot import Robot
 from simreal.hardware.teleop import Teleop
 
 IMAGE_KEY = "observation.images."
+#: How long a tick waits for a camera frame newer than the last one, in periods (cameras.Camera.read).
+FRAME_WAIT = 0.3
 
 
 @dataclasses.dataclass
@@ -91,6 +94,7 @@ class Recorder:
                  progress: Callable[[str], None] | None = None):
         self.robot, self.teleop, self.cameras, self.writer = robot, teleop, list(cameras), writer
         self.fps, self.task, self.clock, self.sleep = fps, task, clock, sleep
+        self._dt = 1.0 / fps
         self.progress = progress
         self.end = EndSignal()
         self.stats = RecordStats()
@@ -101,7 +105,7 @@ class Recorder:
         frame = {"observation.state": np.asarray(s["joint_pos"], np.float32),
                  "action": np.asarray(sent, np.float32)}
         for cam in self.cameras:
-            f = cam.read()
+            f = cam.read(newer_than=seen.get(cam.name), timeout_s=FRAME_WAIT * self._dt)
             if seen.get(cam.name) == f.seq:
                 dropped[cam.name] += 1
             seen[cam.name] = f.seq

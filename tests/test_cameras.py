@@ -40,3 +40,15 @@ def test_opencv_camera_reads_a_file_then_reports_its_end(tmp_path):
 def test_opencv_camera_missing_device_is_one_line():
     with pytest.raises(HardwareError, match="cannot open"):
         OpenCVCamera("cam", "/nonexistent/video.mp4").connect()
+
+
+def test_read_waits_a_bounded_time_for_a_newer_frame():
+    with PatternCamera("front", 32, 24, fps=10) as cam:
+        f0 = cam.read()
+        assert cam.read().seq == f0.seq  # no wait asked: the same frame at once
+        t = time.monotonic()
+        f1 = cam.read(newer_than=f0.seq, timeout_s=0.5)
+        assert f1.seq > f0.seq and time.monotonic() - t < 0.2  # a frame every 0.1 s
+        t = time.monotonic()
+        f2 = cam.read(newer_than=f1.seq + 100, timeout_s=0.05)  # nothing that new will come in time
+        assert 0.04 < time.monotonic() - t < 0.5 and f2.seq >= f1.seq
