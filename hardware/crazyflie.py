@@ -223,6 +223,9 @@ class CrazyflieRobot(Robot):
         if cf is not None:
             cf.close_link()
 
+    def engage(self) -> None:
+        self.arm()
+
     def arm(self) -> None:
         """Open the firmware's thrust lock: one set-point with zero thrust (module docstring)."""
         self._require()

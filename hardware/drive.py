@@ -1,6 +1,7 @@
 """The deploy runner driving a robot through the robot interface, at the control rate.
 
-One loop, one thread, per period ``dt`` (the runner's control period)::
+After the robot's hand-over (``robot.engage()``: arming a flight controller), one loop, one
+thread, per period ``dt`` (the runner's control period)::
 
     t  = clock()
     s  = robot.observation()          # HardwareError: counted, no state this tick
@@ -71,6 +72,7 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
     """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C);
     ``on_tick(result, sent)`` sees every tick (a recorder, a plot)."""
     idx = action_index(runner, robot)
+    robot.engage()
     dt = runner.cfg.period_s
     report = DriveReport()
     t0 = clock()

@@ -349,6 +349,14 @@ class PX4Robot(Robot):
         self._expect("disarm", self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, 0.0, FORCE if force else 0.0),
                      "" if force else "; PX4 disarms only when landed (force=True cuts the motors in the air)")
 
+    def engage(self) -> None:
+        """Stream the safe set-point, switch to OFFBOARD, then arm (PX4's offboard recipe: the
+        mode needs set-points flowing, and arming last means the motors start under offboard)."""
+        self.send_action(self.safe_command())
+        self.set_offboard()
+        if not self.armed:
+            self.arm()
+
     def set_offboard(self) -> None:
         """Switch to OFFBOARD; needs the set-point stream running (``send_action`` first)."""
         self._expect("OFFBOARD (MAV_CMD_DO_SET_MODE)",

@@ -16,6 +16,8 @@ A robot is four calls, LeRobot's shape::
   clamped to the spec's hard limits (joint range, effort or thrust limits) *here*, before any
   driver sees it, and a non-finite command is refused with :class:`HardwareError`; the
   returned array is what the driver put on the wire, in the same units.
+- ``engage()`` is the hand-over some robots need before they move (arming a flight
+  controller); never implicit in ``connect()``.
 - ``disconnect()`` first sends the action mode's safe command (hold the measured pose, zero
   thrust, zero effort), then releases the device. It is idempotent and runs on any exit
   from the ``with`` block, exceptions included.
@@ -129,6 +131,11 @@ class Robot(abc.ABC):
         if not np.all(np.isfinite(u)):
             raise HardwareError(f"{self.spec.name}: refused a non-finite command {u.tolist()}")
         return self._write(np.clip(u, self.low, self.high))
+
+    def engage(self) -> None:
+        """The hand-over before the robot takes a policy's commands (PX4: arm and OFFBOARD; a
+        Crazyflie: open the thrust lock); nothing for robots that take commands once connected.
+        :func:`simreal.hardware.drive.drive` calls it once, before its first tick."""
 
     def safe_command(self) -> np.ndarray:
         """The action mode's safe command from the last measured state (or the spec's default)."""

@@ -248,8 +248,7 @@ def test_drive_runs_a_ctbr_hover_bundle_through_the_drivers_table(tmp_path):
     bundle = load_bundle(bundles.make_ctbr_hover_bundle(tmp_path / "b"))
     runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2}})
     with open_robot("px4", "crazyflie2", twin=True) as robot:
-        take_off(robot)
-        report = drive(robot, runner, duration_s=1.5)
+        report = drive(robot, runner, duration_s=1.5)  # drive's hand-over: OFFBOARD, armed
         s = robot.observation()
     assert report.read_errors == 0 and report.sent == report.ticks and report.ticks >= 100
     assert report.final_mode == "estop"
