@@ -110,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if args.episodes < 1 or args.episode_s <= 0 or args.reset_s < 0:
         raise ConfigError("--episodes/--episode-s/--reset-s", "need episodes >= 1, episode-s > 0, reset-s >= 0")
     spec = load_robot_spec(args.robot)
+    if spec.family not in ("arm", "humanoid", "classic"):
+        raise ConfigError("robot", f"recording takes joint robots (arms, humanoids); '{spec.name}' is a "
+                                   f"{spec.family}, whose teleoperation is not built")
     name = args.driver or next((n for n, d in DRIVERS.items() if spec.name in d.robots), None)
     if name is None:
         raise ConfigError("--driver", f"no driver drives robot '{spec.name}' by default; pick one of "
