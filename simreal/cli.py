@@ -55,6 +55,7 @@ VERBS: dict[str, str] = {
     "demos": "simreal.policies.cmd_demos",
     "train-bc": "simreal.policies.cmd_train_bc",
     "record": "simreal.hardware.cmd_record",
+    "drive": "simreal.hardware.cmd_drive",
     "benchmark": "simreal.hardware.cmd_benchmark",
 }
 
