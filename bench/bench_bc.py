@@ -2,11 +2,12 @@
 
     python bench/bench_bc.py                                  # 50 demos, arm-reach and arm-push
     python bench/bench_bc.py --episodes 20 --epochs 50 --eval-episodes 64 --cases arm-reach
+    python bench/bench_bc.py --policy act --epochs 30 --cases arm-reach  # ACT's chunking transformer
 
 Each case runs the three commands a user runs, in this process (``simreal.cli.main``)::
 
     simreal demos TASK OVERRIDES --teacher scripted --episodes N --out DIR/TASK-demos
-    simreal train-bc DIR/TASK-demos train.num_eval_envs=16 --epochs K --out DIR/TASK-bc
+    simreal train-bc DIR/TASK-demos train.num_eval_envs=16 --policy P --epochs K --out DIR/TASK-bc
     simreal eval DIR/TASK-bc --episodes E --json
 
 and prints a markdown table: the scripted teacher's success over the recorded episodes, the BC
@@ -49,8 +50,10 @@ def _run(argv: list[str]) -> str:
     return out.getvalue()
 
 
-def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes: int, seed: int) -> dict:
-    """One row: record ``episodes`` scripted demos, train BC for ``epochs``, evaluate it."""
+def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes: int, seed: int,
+               policy: str = "mlp") -> dict:
+    """One row: record ``episodes`` scripted demos, train BC (``--policy policy``) for ``epochs``,
+    evaluate it."""
     task, overrides = CASES[name]
     demos, run_dir = root / f"{name}-demos", root / f"{name}-bc"
     t = time.perf_counter()
@@ -60,11 +63,12 @@ def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes:
     teacher = load_yaml(demos / "meta" / "simreal.yaml")["teacher_success"]
     t = time.perf_counter()
     # train-bc's own evaluation kept small: simreal eval below is the figure reported
-    _run(["train-bc", str(demos), "train.num_eval_envs=16", "--epochs", str(epochs), "--out", str(run_dir)])
+    _run(["train-bc", str(demos), "train.num_eval_envs=16", "--policy", policy, "--epochs", str(epochs),
+          "--out", str(run_dir)])
     train_s = time.perf_counter() - t
     result = json.loads(_run(["eval", str(run_dir), "--episodes", str(eval_episodes), "--json"]))
     ev = result[result["trained_on"]]
-    return {"case": name, "overrides": " ".join(overrides) or "-", "demos": episodes,
+    return {"case": name, "policy": policy, "overrides": " ".join(overrides) or "-", "demos": episodes,
             "teacher": teacher["succeeded"] / teacher["episodes"], "demo_s": demo_s, "epochs": epochs,
             "train_s": train_s, "eval_episodes": ev["episodes"], "success": ev["success"],
             "final_distance_m": ev.get("final_distance_m")}
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--episodes", type=int, default=50, help="scripted demonstrations per case")
     p.add_argument("--epochs", type=int, default=100)
+    p.add_argument("--policy", choices=("mlp", "act"), default="mlp", help="train-bc --policy")
     p.add_argument("--eval-episodes", type=int, default=128)
     p.add_argument("--seed", type=int, default=0, help="the recording's seed")
     p.add_argument("--out", default=None, help="folder for the datasets and runs (default: a temporary one)")
@@ -82,16 +87,18 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.out or tmp)
-        rows = [bench_case(c, root, args.episodes, args.epochs, args.eval_episodes, args.seed) for c in args.cases]
+        rows = [bench_case(c, root, args.episodes, args.epochs, args.eval_episodes, args.seed, args.policy)
+                for c in args.cases]
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; load average "
           f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n")
-    print("| task | overrides | scripted demos | teacher success | demos wall [s] | BC epochs | train-bc wall [s] "
-          "| eval episodes | BC success | BC final distance [m] |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| task | policy | overrides | scripted demos | teacher success | demos wall [s] | BC epochs "
+          "| train-bc wall [s] | eval episodes | BC success | BC final distance [m] |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         dist = "-" if r["final_distance_m"] is None else f"{r['final_distance_m']:.3f}"
-        print(f"| {r['case']} | `{r['overrides']}` | {r['demos']} | {r['teacher']:.2f} | {r['demo_s']:.0f} | "
-              f"{r['epochs']} | {r['train_s']:.0f} | {r['eval_episodes']} | {r['success']:.3f} | {dist} |")
+        print(f"| {r['case']} | {r['policy']} | `{r['overrides']}` | {r['demos']} | {r['teacher']:.2f} | "
+              f"{r['demo_s']:.0f} | {r['epochs']} | {r['train_s']:.0f} | {r['eval_episodes']} | {r['success']:.3f} "
+              f"| {dist} |")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ Per tick: the newest message of each state topic is decoded into the robot-state
 :mod:`simreal.observations` (the very functions the simulation used, with ``xp=numpy``),
 completed by the task's fixed inputs and, for a bundle with a time-varying reference
 (:mod:`simreal.reference`), the reference's row at the time since the first policy run;
-the observation goes through ONNX Runtime, the normalised action becomes physical
+the observation goes through ONNX Runtime (a chunked policy's temporal ensemble: one
+prediction per tick, started over after a tick without one), the normalised action becomes physical
 (``offset + scale * a``), and :class:`simreal.deploy.safety.SafetyLayer` decides what
 goes on the wire; a measured state outside the robot's envelope
 (:mod:`simreal.deploy.envelope`) latches a fault first. Callbacks only store the decoded message (one reference assignment), so
@@ -329,6 +330,10 @@ class PolicyRunner:
                     self.stats.nonfinite_actions += 1
             else:
                 self.stats.nonfinite_obs += 1
+        if action is None and isinstance(self.policy, OnnxPolicy):
+            # a chunked bundle ensembles one prediction per tick: after a tick without one the
+            # earlier chunks no longer line up with the ticks, so the ensemble starts over
+            self.policy.reset()
         u = self.safety.step(now_s, proposal, fresh=fresh, state=state)
         if action is not None and self.safety.mode in (RAMP, RUNNING):
             self.last_action[:] = action

@@ -1,14 +1,17 @@
-"""Behaviour cloning (``trainer: bc``, ``simreal train-bc``): an MLP regressing a teacher's
-normalised action on the observation, from a LeRobot dataset of demonstrations::
+"""Behaviour cloning (``trainer: bc``, ``simreal train-bc``): a network regressing a teacher's
+normalised actions on the observation, from a LeRobot dataset of demonstrations::
 
-    x = (o - mu_o) / sigma_o          y = (a - mu_a) / sigma_a
-    loss = mean over frames and action dimensions of (f_theta(x) - y)^2
+    x_t = (o_t - mu_o) / sigma_o          y_t = (a_t - mu_a) / sigma_a
+    loss = mean over frames and action dimensions of e(f_theta(x_t) - y_t)
 
 with the dataset's statistics and the deployed actor of ``policies/bc_actor.py``
 (``a = clip(mu_a + sigma_a * f_theta(x), -1, 1)``, both normalisations inside it and its ONNX
-graph). ``f_theta`` is an MLP of ``train.policy_hidden`` and ``train.activation`` (the PPO
-policies' convention), fitted with AdamW on minibatches. Episodes, not frames, are split into
-training and validation sets (``train.val_fraction``, at least one validation episode when
+graph). ``train.policy`` picks ``f_theta`` and the error ``e`` (``bc_actor.NETWORKS``): ``mlp``, an
+MLP of ``train.policy_hidden`` and ``train.activation`` (the PPO policies' convention) with
+e = squared error; ``act``, ACT's chunking transformer (``policies/act.py``) with e = |.|, whose
+target is the chunk ``y_{t,j} = y_{t+j}``, j < k, and whose mean runs over the ``t + j`` inside the
+episode (ACT's padding mask). One loop fits both, with AdamW on minibatches. Episodes, not
+frames, are split into training and validation sets (``train.val_fraction``, at least one validation episode when
 there are two), so no validation frame has a neighbour in training; the checkpoint keeps the
 epoch with the lowest validation loss (the last one without validation episodes).
 
@@ -31,10 +34,12 @@ import torch
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.policies import torch_policy
-from simreal.policies.bc_actor import CHECKPOINT, Normalization, load_actor, make_actor, save_actor
+from simreal.policies.bc_actor import (CHECKPOINT, NETWORKS, Normalization, action_chunk, deployed_policy,
+                                       load_actor, make_actor, save_actor)
 from simreal.policies.demos import ACTION, STATE, state_size
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.torch_loop import TorchTrainer
+from simreal.policies.trainers import LoadedPolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,51 +93,73 @@ class FitResult:
     gradient_steps: int
 
 
-def _normalised(demos: Demos, episodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, y) of ``episodes``' frames: the normalised observations and actions (module docstring)."""
+def targets(actions: np.ndarray, chunk: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """An episode's targets and which of them lie inside it: ``y_t = a_t`` (T, m), all valid (T,);
+    or the chunks ``y_{t,j} = a_{t+j}`` (T, k, m), valid where ``t + j < T`` (T, k), the steps past
+    the end holding the last action (LeRobot pads the same way and masks them out of the loss)."""
+    if chunk is None:
+        return actions, np.ones(len(actions), bool)
+    idx = np.arange(len(actions))[:, None] + np.arange(chunk)
+    return actions[np.minimum(idx, len(actions) - 1)], idx < len(actions)
+
+
+def _normalised(demos: Demos, episodes: np.ndarray,
+                chunk: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x, y, valid) of ``episodes``' frames: the normalised observations and :func:`targets`."""
     n = demos.norm
-    obs = np.concatenate([demos.obs[i] for i in episodes]) if len(episodes) else np.zeros((0, len(n.obs_mean)))
-    act = np.concatenate([demos.actions[i] for i in episodes]) if len(episodes) else np.zeros((0, len(n.act_mean)))
-    return (torch.as_tensor((obs - n.obs_mean) / n.obs_std, dtype=torch.float32),
-            torch.as_tensor((act - n.act_mean) / n.act_std, dtype=torch.float32))
+    obs = [demos.obs[i] for i in episodes] or [np.zeros((0, len(n.obs_mean)))]  # no episodes: no frames
+    actions = [demos.actions[i] for i in episodes] or [np.zeros((0, len(n.act_mean)))]
+    act, valid = zip(*(targets(a, chunk) for a in actions))
+    return (torch.as_tensor((np.concatenate(obs) - n.obs_mean) / n.obs_std, dtype=torch.float32),
+            torch.as_tensor((np.concatenate(act) - n.act_mean) / n.act_std, dtype=torch.float32),
+            torch.as_tensor(np.concatenate(valid)))
 
 
-def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int,
+def masked_mean(err: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean of the elementwise error ``err`` (..., m) over the valid targets (...) and the m action
+    dimensions (ACT's padded L1 loss; all targets valid: the plain mean)."""
+    v = valid.unsqueeze(-1).to(err.dtype)
+    return (err * v).sum() / (v.sum() * err.shape[-1]).clamp_min(1)
+
+
+def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chunk: int | None = None,
         on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None) -> FitResult:
-    """Fit ``actor``'s MLP to ``demos`` (module docstring) with the BC settings ``tc``; ``actor``
-    ends holding the kept epoch's weights. ``on_epoch(epoch, gradient_steps, losses, kept)`` is
-    called after each epoch (``kept``: this epoch is the best so far); ``seed`` splits the
-    episodes and shuffles the minibatches."""
+    """Fit ``actor``'s network (``train.policy``'s, predicting chunks of ``chunk`` actions or one
+    action) to ``demos`` (module docstring) with the BC settings ``tc``; ``actor`` ends holding the
+    kept epoch's weights. ``on_epoch(epoch, gradient_steps, losses, kept)`` is called after each
+    epoch (``kept``: this epoch is the best so far); ``seed`` splits the episodes and shuffles the
+    minibatches."""
     train_ep, val_ep = split_episodes(len(demos.obs), tc.val_fraction, seed)
-    x, y = _normalised(demos, train_ep)
-    xv, yv = _normalised(demos, val_ep)
-    mlp = actor.body[0]
-    opt = torch.optim.AdamW(mlp.parameters(), lr=tc.learning_rate, weight_decay=tc.weight_decay)
+    x, y, valid = _normalised(demos, train_ep, chunk)
+    xv, yv, valid_v = _normalised(demos, val_ep, chunk)
+    error = NETWORKS[tc.policy].error
+    net = actor.body[0]
+    opt = torch.optim.AdamW(net.parameters(), lr=tc.learning_rate, weight_decay=tc.weight_decay)
     gen = torch.Generator().manual_seed(seed)
     best: FitResult | None = None
     best_weights: dict[str, torch.Tensor] = {}
     steps = 0
     for epoch in range(1, tc.epochs + 1):
-        mlp.train()
+        net.train()
         total = 0.0
         for batch in torch.randperm(len(x), generator=gen).split(tc.batch_size):
-            loss = torch.mean((mlp(x[batch]) - y[batch]) ** 2)
+            loss = masked_mean(error(net(x[batch]) - y[batch]), valid[batch])
             opt.zero_grad()
             loss.backward()
             opt.step()
             total += loss.item() * len(batch)
             steps += 1
-        mlp.eval()
+        net.eval()
         with torch.no_grad():
-            val = torch.mean((mlp(xv) - yv) ** 2).item() if len(xv) else float("nan")
+            val = masked_mean(error(net(xv) - yv), valid_v).item() if len(xv) else float("nan")
         # without validation episodes every epoch is kept over the one before: the last one stays
         kept = best is None or not len(xv) or val <= best.val_loss
         if kept:
             best = FitResult(best_epoch=epoch, train_loss=total / len(x), val_loss=val, gradient_steps=steps)
-            best_weights = {k: v.clone() for k, v in mlp.state_dict().items()}
+            best_weights = {k: v.clone() for k, v in net.state_dict().items()}
         if on_epoch is not None:
             on_epoch(epoch, steps, {"train": total / len(x), "val": val}, kept)
-    mlp.load_state_dict(best_weights)
+    net.load_state_dict(best_weights)
     return dataclasses.replace(best, gradient_steps=steps)
 
 
@@ -157,14 +184,13 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
 
     t0 = time.time()
     tc = cfg.train
-    if tc.policy != "mlp":
-        raise ConfigError("train.policy", f"{tc.policy!r} is not built; built: mlp")
     if not tc.dataset:
         raise ConfigError("train.dataset", "no dataset to learn from (simreal train-bc DATASET sets it)")
     env = make_env(cfg)
     demos = load_demos(tc.dataset, env)
-    torch.manual_seed(cfg.seed)  # the MLP's initial weights
-    actor = make_actor(state_size(env), int(env.action_size), tuple(tc.policy_hidden), tc.activation, demos.norm)
+    torch.manual_seed(cfg.seed)  # the network's initial weights
+    actor = make_actor(env, tc, demos.norm)
+    chunk = action_chunk(env, tc)
     train_episodes, _ = split_episodes(len(demos.obs), tc.val_fraction, cfg.seed)  # as fit() splits
     per_epoch = -(-sum(len(demos.obs[i]) for i in train_episodes) // tc.batch_size)
     progress = Progress(tc.epochs * per_epoch, stream=open(os.devnull, "w") if quiet else sys.stderr)
@@ -177,21 +203,31 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
             save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
         progress.update(steps, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
 
-    result = fit(actor, demos, tc, cfg.seed, on_epoch)
+    result = fit(actor, demos, tc, cfg.seed, chunk.size if chunk else None, on_epoch)
     progress.close()
     metrics.flush()
-    evaluation = torch_policy.evaluate(env, actor.act, tc.num_eval_envs, seed=cfg.seed + 1)
+    evaluation = torch_policy.evaluate(env, deployed_policy(actor, chunk), tc.num_eval_envs, seed=cfg.seed + 1)
     metrics.rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
     metrics.flush()
     return BCResult(run_dir=run_dir, fit=result, eval=evaluation, wall_s=time.time() - t0)
 
 
 class BCTrainer(TorchTrainer):
-    """``trainer=bc``: eval, export and play as every torch trainer's; training is
-    :func:`train_bc` from a dataset (``simreal train-bc``), not an env-step loop."""
+    """``trainer=bc``: eval, export and play as every torch trainer's, with a chunked actor's
+    temporal ensembling in the policy they run and an ``action_chunk`` section in its bundle;
+    training is :func:`train_bc` from a dataset (``simreal train-bc``), not an env-step loop."""
 
     def __init__(self) -> None:
         super().__init__("bc", None, load_actor)  # no env-step driver: train() below replaces its use
+
+    def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
+        env, actor = load_actor(run_dir, cfg, backend, **env_overrides)
+        return LoadedPolicy(env=env, act=deployed_policy(actor, action_chunk(env, cfg.train)))
+
+    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+        env, actor = load_actor(run_dir, cfg)
+        out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir, action_chunk(env, cfg.train))
+        return out, torch_policy.check_export(out, actor)
 
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
               quiet: bool = False) -> Any:

@@ -1,11 +1,17 @@
-"""The behaviour-cloned actor: an MLP between the dataset's normalisations, and its checkpoint.
+"""The behaviour-cloned actor: a network between the dataset's normalisations, and its checkpoint.
 
-    actor = make_actor(n, m, hidden=(64, 64), activation="tanh", norm=Normalization.from_stats(ds.stats))
+    actor = make_actor(env, cfg.train, norm=Normalization.from_stats(ds.stats))
     a = actor.act(obs)                       # raw observation (N, n) -> action (N, m) in [-1, 1]
+                                             #   (train.policy act: the chunk (N, k, m))
+    policy = deployed_policy(actor, action_chunk(env, cfg.train))   # one action per step (N, m)
 
 The computation (``policies/bc.py`` fits ``f_theta``)::
 
     a = clip(mu_a + sigma_a * f_theta((o - mu_o) / sigma_o), -1, 1)
+
+``f_theta`` is ``train.policy``'s row of :data:`NETWORKS`: ``mlp`` (``train.policy_hidden``,
+``train.activation``; (N, n) -> (N, m)) or ``act`` (``policies/act.py``, ``train.act``; (N, n) ->
+(N, k, m), the actions of the next ``k`` steps, ensembled over steps by :func:`deployed_policy`).
 
 ``mu`` and ``sigma`` are the dataset's per-feature mean and standard deviation of
 ``observation.state`` and ``action`` (``meta/stats.json``), ``sigma`` floored at
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +35,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from simreal.action_chunk import ActionChunk, ChunkedPolicy
+from simreal.config import to_dict
 from simreal.errors import DataFileError
-from simreal.policies import torch_policy
+from simreal.policies import act, torch_policy
 from simreal.policies.demos import ACTION, STATE, state_size
 from simreal.policies.run_config import RunConfig, make_env
 
@@ -78,22 +86,55 @@ class Normalization:
         return cls(np.zeros(n), np.ones(n), np.zeros(m), np.ones(m))
 
 
-def make_actor(obs_size: int, action_size: int, hidden: tuple[int, ...], activation: str,
-               norm: Normalization | None = None) -> torch_policy.DeployedActor:
-    """The deployed BC actor, ``DeployedActor(Sequential(mlp, Affine(sigma_a, mu_a)), mu_o, sigma_o)``
-    (module docstring); ``norm`` defaults to :meth:`Normalization.identity`."""
+def _mlp(env: Any, tc: Any) -> nn.Module:
+    """``f_theta`` of ``train.policy: mlp``: (N, n) -> (N, m) through ``train.policy_hidden``."""
     from simreal.policies.train_sb3 import ACTIVATIONS
 
-    norm = norm or Normalization.identity(obs_size, action_size)
-    sizes = (obs_size, *hidden)
+    sizes = (state_size(env), *tc.policy_hidden)
     layers: list[nn.Module] = []
     for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
-    mlp = nn.Sequential(*layers, nn.Linear(sizes[-1], action_size))
-    body = nn.Sequential(mlp, Affine(norm.act_std, norm.act_mean))
+        layers += [nn.Linear(a, b), ACTIVATIONS[tc.activation]()]
+    return nn.Sequential(*layers, nn.Linear(sizes[-1], int(env.action_size)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """A ``train.policy``: its network, the error its fit averages, and its action chunk."""
+
+    build: Callable[[Any, Any], nn.Module]  # (env, train config) -> f_theta on normalised observations
+    error: Callable[[torch.Tensor], torch.Tensor]  # elementwise error of f_theta(x) - y
+    settings: tuple[str, ...]  # the train.* keys that shape it (named when a checkpoint does not fit)
+    chunk: Callable[[Any, Any], ActionChunk] | None = None  # (env, train config) -> its chunk; None: one action
+
+
+#: ``train.policy`` -> its network: the MLP's squared error (a regression of the mean action), ACT's
+#: L1 error (the paper's loss).
+NETWORKS: dict[str, Network] = {
+    "mlp": Network(_mlp, torch.square, ("policy_hidden", "activation")),
+    "act": Network(act.build, torch.abs, ("act",), chunk=act.action_chunk),
+}
+
+
+def action_chunk(env: Any, tc: Any) -> ActionChunk | None:
+    """The chunk ``train.policy``'s network predicts for ``env``, None for one action per step."""
+    chunk = NETWORKS[tc.policy].chunk
+    return None if chunk is None else chunk(env, tc)
+
+
+def make_actor(env: Any, tc: Any, norm: Normalization | None = None) -> torch_policy.DeployedActor:
+    """The deployed BC actor of train config ``tc`` for ``env``,
+    ``DeployedActor(Sequential(f_theta, Affine(sigma_a, mu_a)), mu_o, sigma_o)`` (module docstring);
+    ``norm`` defaults to :meth:`Normalization.identity`."""
+    norm = norm or Normalization.identity(state_size(env), int(env.action_size))
+    body = nn.Sequential(NETWORKS[tc.policy].build(env, tc), Affine(norm.act_std, norm.act_mean))
     return torch_policy.DeployedActor(body, norm.obs_mean, norm.obs_std)
 
 
+def deployed_policy(actor: torch_policy.DeployedActor, chunk: ActionChunk | None) -> Callable[[Any], np.ndarray]:
+    """The actor as the per-step policy the robot runs: ``actor.act``, or for a chunked actor its
+    chunks temporally ensembled (:class:`~simreal.action_chunk.ChunkedPolicy`, as the bundle's
+    ONNX policy does; stateful, one call per control step)."""
+    return actor.act if chunk is None else ChunkedPolicy(actor.act, chunk)
 
 
 def save_actor(path: Path, actor: torch_policy.DeployedActor, meta: dict[str, Any]) -> None:
@@ -114,11 +155,12 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     if not path.is_file():
         raise DataFileError(str(path), "no BC checkpoint in this run (train it with simreal train-bc)")
     _, tensors = load_tensors(path, "BC checkpoint", FORMAT)
-    actor = make_actor(state_size(env), int(env.action_size), tuple(cfg.train.policy_hidden), cfg.train.activation)
+    actor = make_actor(env, cfg.train)
     try:
         actor.load_state_dict(tensors, strict=True)
     except RuntimeError as e:
-        raise DataFileError(str(path), f"tensors do not fit the run's config (train.policy_hidden "
-                                       f"{list(cfg.train.policy_hidden)}, the task's sizes): "
-                                       f"{str(e).splitlines()[-1].strip()[:200]}") from None
+        tc = cfg.train
+        shape = ", ".join(f"train.{k} {to_dict(getattr(tc, k))}" for k in NETWORKS[tc.policy].settings)
+        raise DataFileError(str(path), f"tensors do not fit the run's config (train.policy {tc.policy}, {shape}, "
+                                       f"the task's sizes): {str(e).splitlines()[-1].strip()[:200]}") from None
     return env, actor.eval()

@@ -18,10 +18,10 @@ target says nothing is left to do and exits 0.
 
 A resumed run keeps what its checkpoint is shaped by (:data:`RESUME_KEEPS`: the task, robot,
 trainer, algorithm, network sizes and, for ``trainer=brax``, the env count and SAC's replay
-size): an override of one is refused, naming the key, before anything is written. Any other
-resume that fails before its first new checkpoint (an env setting that changes the
-observation size) leaves ``config.yaml`` as it was, so eval, export and a plain ``--resume``
-still match the checkpoints.
+size; for ``trainer=residual`` the env count and the residual's base and scale): an override
+of one is refused, naming the key, before anything is written. Any other resume that fails
+before its first new checkpoint (an env setting that changes the observation size) leaves
+``config.yaml`` as it was, so eval, export and a plain ``--resume`` still match the checkpoints.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ RESUME_KEEPS: dict[str, tuple[str, ...]] = {
     "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden",
             "train.q_hidden"),
     "brax": ("train.num_envs", "train.max_replay_size"),
+    "residual": ("train.num_envs", "residual.base", "residual.scale"),
 }
 
 

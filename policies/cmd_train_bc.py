@@ -2,6 +2,7 @@
 
     simreal train-bc data/reach50                      # task and env from the dataset's meta/simreal.yaml
     simreal train-bc data/reach50 --epochs 100 train.policy_hidden=[256,256] train.activation=relu
+    simreal train-bc data/reach50 --policy act train.act.chunk_size=20 train.learning_rate=0.0003
     simreal train-bc data/teleop --task arm-reach      # recorded elsewhere: name the task
     simreal train-bc data/reach50 --out runs/arm-reach/bc-reach50
     simreal eval RUN_DIR && simreal export RUN_DIR     # as for every run
@@ -15,8 +16,10 @@ change it or the ``train.*`` settings (``policies/bc.py``: normalisation from th
 ``stats.json``, MSE on normalised actions, episodes split into training and validation).
 Progress (gradient steps/s, epoch, losses, ETA) goes to stderr.
 
-``--policy`` is ``mlp``; ``act`` and ``diffusion`` (action chunking transformers, diffusion
-policies) are named for what is planned and refused with exit code 2: they are not built yet.
+``--policy`` is ``mlp`` or ``act`` (ACT's action chunking transformer, ``policies/act.py``: it
+predicts the next ``train.act.chunk_size`` actions, ensembled over steps in ``simreal eval`` and on
+the robot alike; its bundle says so in ``action_chunk``). ``diffusion`` (a diffusion policy) is
+named for what is planned and refused with exit code 2: it is not built yet.
 """
 
 from __future__ import annotations
@@ -27,13 +30,13 @@ HELP = "train a policy by behaviour cloning from a dataset"
 
 #: Every --policy named; those in BUILT train.
 POLICIES = ("mlp", "act", "diffusion")
-BUILT = ("mlp",)
+BUILT = ("mlp", "act")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", help="LeRobot v3 dataset folder (simreal demos writes one)")
     p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. train.learning_rate=3e-4)")
-    p.add_argument("--policy", choices=POLICIES, default="mlp", help="policy network (built: mlp)")
+    p.add_argument("--policy", choices=POLICIES, default="mlp", help="policy network (built: mlp, act)")
     p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
     p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
     p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")

@@ -29,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import simreal
 from simreal.config import to_dict
+from simreal.action_chunk import ActionChunk
 from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
 from simreal.errors import BundleError
 from simreal.reference import REFERENCE_NPZ, write_reference
@@ -121,9 +122,10 @@ def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_pa
 
 
 def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
-                 obs_std: np.ndarray, out_dir: Path | None = None) -> Path:
-    """Write any trainer's ONNX policy (raw obs -> action in [-1, 1], normalisation baked in)
-    and its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed)."""
+                 obs_std: np.ndarray, out_dir: Path | None = None, action_chunk: ActionChunk | None = None) -> Path:
+    """Write any trainer's ONNX policy (raw obs -> action in [-1, 1], normalisation baked in; with
+    ``action_chunk``, the chunk of the next actions and the bundle's ``action_chunk`` section) and
+    its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed)."""
     out = Path(out_dir) if out_dir else run_dir / "bundle"
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -150,6 +152,8 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
                        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "simreal_version": simreal.__version__, "backend": env.backend, "trainer": cfg.trainer},
     }
+    if action_chunk is not None:
+        data["action_chunk"] = action_chunk.to_yaml()
     ref = env.deploy_reference()
     if ref is not None:
         write_reference(tmp / REFERENCE_NPZ, ref)

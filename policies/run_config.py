@@ -91,14 +91,33 @@ class SACConfig(LoopConfig):
     activation: str = field("relu", choices=("tanh", "swish", "relu", "elu"))
 
 
+@dataclasses.dataclass(frozen=True)
+class ACTConfig:
+    """The action chunking transformer of ``train.policy: act`` (``policies/act.py``); names and
+    meanings as LeRobot's ``ACTConfig``, smaller defaults (LeRobot's: 512, 3200, chunk 100) so
+    that a CPU trains it in minutes."""
+
+    chunk_size: int = field(0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control "
+                                          "steps (20 at 50 Hz)")
+    temporal_ensemble_coeff: float = field(0.01, min=-1.0, max=1.0,
+                                           doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction")
+    dim_model: int = field(256, min=1, doc="width of the transformer's tokens")
+    n_heads: int = field(8, min=1, doc="attention heads; must divide dim_model")
+    dim_feedforward: int = field(1024, min=1)
+    n_encoder_layers: int = field(4, min=1)
+    n_decoder_layers: int = field(1, min=1, doc="1 as ACT's code effectively uses")
+    dropout: float = field(0.1, min=0.0, max=1.0)
+
+
 #: ``algorithm:`` -> its ``train:`` settings.
 @dataclasses.dataclass(frozen=True)
 class BCConfig(LoopConfig):
     """Behaviour cloning from a dataset (``simreal train-bc``; ``policies/bc.py``). Of the loop's
-    settings it reads the network's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
+    settings it reads the MLP's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
 
     dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
-    policy: str = field("mlp", choices=("mlp",), doc="policy network")
+    policy: str = field("mlp", choices=("mlp", "act"), doc="policy network: an MLP, or ACT's chunking transformer")
+    act: ACTConfig = field(ACTConfig(), doc="the transformer of policy act")
     epochs: int = field(200, min=1, doc="passes over the training episodes")
     batch_size: int = field(256, min=1)
     learning_rate: float = field(1e-3, min=0.0)
@@ -107,6 +126,21 @@ class BCConfig(LoopConfig):
 
 
 ALGORITHMS: dict[str, type[LoopConfig]] = {"ppo": PPOConfig, "sac": SACConfig, "bc": BCConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualConfig:
+    """``trainer: residual`` (``policies/residual.py``): PPO trains a correction ``r`` in [-1, 1]^m
+    to a frozen base policy's action, ``a = clip(a_base + scale * r, -1, 1)``, observing
+    ``[o, a_base]``. Giving ``residual.base`` selects ``trainer: residual``."""
+
+    base: str = field("", doc="the frozen base: a run directory (any trainer's) or a bundle folder")
+    scale: float = field(0.1, min=0.0, doc="the residual's reach in normalised action units (ResiP: 0.1)")
+
+
+#: ``train:`` defaults of ``trainer: residual`` (ResiP's, ``policies/residual.py``): over a task's
+#: ``algorithms.<name>`` defaults, which are for a policy trained from scratch; ``train:`` wins.
+RESIDUAL_TRAIN: dict[str, Any] = {"init_noise_std": 0.22, "entropy_cost": 0.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,9 +167,13 @@ class RunConfig:
     eval: EvalConfig
     runs_root: str = "runs"
     algorithm: str = "ppo"
+    residual: ResidualConfig | None = None  # trainer: residual only
 
     def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
+        d = to_dict(self)
+        if self.residual is None:  # other runs' configs (and hashes) stay as they were
+            del d["residual"]
+        return d
 
     def hash(self) -> str:
         """sha256 of the resolved config (first 12 hex digits), recorded in bundles."""
@@ -146,7 +184,7 @@ class RunConfig:
 
 
 TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "algorithm", "env", "train", "algorithms", "eval",
-            "runs_root")
+            "runs_root", "residual")
 TRAINERS = tuple(sorted(trainers.TRAINERS))  # the driver table's names
 
 
@@ -184,7 +222,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     backend = data.get("backend", "auto")
     if backend not in ("auto",) + BACKENDS:
         raise ConfigError("backend", f"expected one of auto, {', '.join(BACKENDS)}, got {backend!r}", source)
-    trainer = data.get("trainer", "brax")
+    trainer = data.get("trainer", "residual" if data.get("residual") is not None else "brax")
     if trainer not in TRAINERS:
         raise ConfigError("trainer", f"expected one of {', '.join(TRAINERS)}, got {trainer!r}", source)
     algorithm = data.get("algorithm", "ppo")
@@ -212,7 +250,9 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
                                                         f"{type(section).__name__}")
             build(ALGORITHMS[name], section, prefix=f"algorithms.{name}")
         env = build(cls.config_class, data.get("env"), prefix="env")
-        train_data = deep_merge(per_algorithm.get(algorithm) or {}, data.get("train") or {})
+        residual = _residual(trainer, data.get("residual"))
+        defaults = deep_merge(per_algorithm.get(algorithm) or {}, RESIDUAL_TRAIN if residual else {})
+        train_data = deep_merge(defaults, data.get("train") or {})
         _check_algorithm_keys(algorithm, train_data)
         train = build(ALGORITHMS[algorithm], train_data, prefix="train")
         ev = build(EvalConfig, data.get("eval"), prefix="eval")
@@ -222,10 +262,27 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise
     if isinstance(train, PPOConfig) and train.num_envs % train.num_minibatches:
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
+    if isinstance(train, BCConfig) and train.act.dim_model % train.act.n_heads:
+        raise ConfigError("train.act.n_heads", f"must divide train.act.dim_model ({train.act.dim_model})", source)
     load_robot_spec(robot)
     return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
-                     eval=ev, algorithm=algorithm,
+                     eval=ev, algorithm=algorithm, residual=residual,
                      runs_root=str(data.get("runs_root", "runs")))
+
+
+def _residual(trainer: str, section: Any) -> ResidualConfig | None:
+    """The ``residual:`` section of ``trainer: residual`` (ConfigError naming ``residual.base`` when
+    it names no base); ConfigError naming ``residual`` when another trainer is given one."""
+    if trainer != "residual":
+        if section is not None:
+            raise ConfigError("residual", f"a residual over a frozen base trains with trainer=residual, not "
+                                          f"trainer={trainer}; drop trainer= (residual.base selects it)")
+        return None
+    cfg = build(ResidualConfig, section, prefix="residual")
+    if not cfg.base:
+        raise ConfigError("residual.base", "missing: the frozen base policy, a run directory or a bundle folder "
+                                           "(residual.base=runs/<task>/<stamp>)")
+    return cfg
 
 
 def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:

@@ -14,6 +14,7 @@ Gaussian is unbounded, SB3 clips samples to the action space, and ``MjEnv.step``
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import onnx
 import torch
 from torch import nn
 
+from simreal.action_chunk import ActionChunk
 from simreal.policies.export import IR_VERSION, OPSET
 
 
@@ -52,14 +54,23 @@ class DeployedActor(nn.Module):
 
 
 def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
-    """The actor as an ONNX graph: input 'obs' (N, n), output 'action' (N, m); IR 9, opset 17."""
+    """The actor as an ONNX graph: input 'obs' (N, n), output 'action' (N, m) (a chunked actor's:
+    (N, k, m)); IR 9, opset 17."""
     actor = actor.eval().cpu()
     buf = io.BytesIO()
-    with torch.no_grad():
-        # The TorchScript exporter (dynamo=False): deterministic, quiet, fast for a plain MLP.
-        torch.onnx.export(actor, (torch.zeros(1, actor.obs_size),), buf, input_names=["obs"],
-                          output_names=["action"], opset_version=OPSET, dynamo=False,
-                          dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}})
+    # torch's fused transformer kernels (taken in eval without grad) have no ONNX form: trace the plain ops
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # attention's shape checks are traced as constants, which they are for a fixed network
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # The TorchScript exporter (dynamo=False): deterministic, quiet, fast for a plain MLP.
+            torch.onnx.export(actor, (torch.zeros(1, actor.obs_size),), buf, input_names=["obs"],
+                              output_names=["action"], opset_version=OPSET, dynamo=False,
+                              dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}})
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     model = onnx.load_from_string(buf.getvalue())
     model.ir_version = IR_VERSION  # onnxruntime on robot computers reads IR <= 9 reliably
     onnx.checker.check_model(model)
@@ -67,19 +78,22 @@ def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
 
 
 def check_export(bundle_dir: Path, actor: DeployedActor, n: int = 256, seed: int = 0) -> float:
-    """Max |ONNX Runtime - torch| over ``n`` random observations."""
+    """Max |ONNX Runtime - torch| over ``n`` random observations (a chunked actor's whole chunks)."""
     from simreal.bundle import OnnxPolicy, load_bundle
 
     obs = np.random.default_rng(seed).normal(size=(n, actor.obs_size)).astype(np.float32) * 2.0
     obs = obs * actor.obs_std.numpy() + actor.obs_mean.numpy()  # around the data the actor saw
-    return float(np.max(np.abs(actor.act(obs) - OnnxPolicy(load_bundle(bundle_dir))(obs))))
+    return float(np.max(np.abs(actor.act(obs) - OnnxPolicy(load_bundle(bundle_dir)).graph(obs))))
 
 
-def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_dir: Path | None = None) -> Path:
-    """Write ``bundle/`` for a torch-trained run (policies.export.write_bundle)."""
+def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_dir: Path | None = None,
+                  action_chunk: ActionChunk | None = None) -> Path:
+    """Write ``bundle/`` for a torch-trained run (policies.export.write_bundle; ``action_chunk``:
+    the actor outputs chunks, ensembled on the robot as the section says)."""
     from simreal.policies.export import write_bundle
 
-    return write_bundle(run_dir, cfg, env, to_onnx(actor), actor.obs_mean.numpy(), actor.obs_std.numpy(), out_dir)
+    return write_bundle(run_dir, cfg, env, to_onnx(actor), actor.obs_mean.numpy(), actor.obs_std.numpy(), out_dir,
+                        action_chunk)
 
 
 def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int, seed: int) -> dict[str, float]:

@@ -96,11 +96,17 @@ class BraxTrainer:
 
     name = "brax"
 
+    def build(self, run_dir: Path, cfg: RunConfig, backend: str | None = None,
+              **env_overrides: Any) -> tuple[Any, PPO | SAC]:
+        """(env, algorithm) of the run: the task's env on ``backend`` and the config's algorithm on it
+        (``residual.ResidualTrainer`` wraps the env around its frozen base)."""
+        env = make_env(cfg, backend=backend, **env_overrides)
+        return env, make_algorithm(cfg, env)
+
     def restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
                  **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
         """(env, algorithm, training state) from ``path`` (default: the run's latest intact checkpoint)."""
-        env = make_env(cfg, backend=backend, **env_overrides)
-        algo = make_algorithm(cfg, env)
+        env, algo = self.build(run_dir, cfg, backend, **env_overrides)
         path = path or ckpt.require_latest(run_dir / "checkpoints")
         # placed as the iteration's outputs are: host arrays would make the second call compile again
         return env, algo, jax.device_put(ckpt.load_pytree(path, _template(algo)), algo.shardings)
@@ -112,8 +118,7 @@ class BraxTrainer:
         if path is not None:
             env, algo, ts = self.restore(run_dir, cfg, path=path)
         else:
-            env = make_env(cfg)
-            algo = make_algorithm(cfg, env)
+            env, algo = self.build(run_dir, cfg)
             ts = algo.init()
         return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, algo, ts), t_start, quiet)
 

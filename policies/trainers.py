@@ -1,6 +1,6 @@
 """The trainers behind one driver interface, and the table that maps ``trainer:`` to them.
 
-    driver = get_trainer(cfg.trainer)                      # 'brax' | 'sb3' | 'rsl_rl'
+    driver = get_trainer(cfg.trainer)                      # 'brax' | 'sb3' | 'rsl_rl' | 'bc' | 'residual'
     # cfg.algorithm: 'ppo' | 'sac' (brax, sb3); the table says which trainer runs which
     result = driver.train(run_dir, cfg)                    # resume=True continues the run
     policy = driver.load(run_dir, cfg, randomize=False)    # env + deterministic act(obs)
@@ -45,6 +45,7 @@ TRAINERS: dict[str, TrainerEntry] = {
     "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True),
     "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",)),
     "bc": TrainerEntry("simreal.policies.bc:TRAINER", ("bc",)),
+    "residual": TrainerEntry("simreal.policies.residual:TRAINER", ("ppo",)),
 }
 
 

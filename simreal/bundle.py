@@ -27,17 +27,22 @@
     reference: {file: reference.npz, rate_hz: 100.0, loop: true}   # optional: a time-varying
                                       # task input played back from the hand-over (simreal/reference.py)
     onnx: {file: policy.onnx, input: obs, output: action, opset: 17}
+    action_chunk: {size: 20, temporal_ensemble_coeff: 0.01}   # optional: a chunked policy (ACT)
     provenance: {run_dir: ..., config_hash: ..., git_commit: ..., created_utc: ..., simreal_version: ...}
 
 The ONNX graph maps a raw observation ``obs`` (1, size) float32 to the deterministic
 normalised action ``action`` (1, action.size) in [-1, 1]; observation normalisation is
-baked into the graph. :func:`load_bundle` validates all of it and raises
-:class:`BundleError` naming the field. Imports: numpy, yaml, onnxruntime only.
+baked into the graph. With ``action_chunk`` the graph's output is the chunk of the next
+``action_chunk.size`` actions (1, size, action.size), and :class:`OnnxPolicy` returns one
+action per call, the temporal ensemble of the chunks so far (:mod:`simreal.action_chunk`);
+bundles without the section are read as before. :func:`load_bundle` validates all of it and
+raises :class:`BundleError` naming the field. Imports: numpy, yaml, onnxruntime only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from simreal.action_chunk import ActionChunk, ChunkedPolicy
 from simreal.errors import BundleError
 from simreal.npz import short_reason
 from simreal.reference import Reference, as_rate_hz, read_reference
@@ -107,6 +113,13 @@ class Bundle:
     onnx_output: str
     provenance: dict[str, Any]
     raw: dict[str, Any]
+    action_chunk: ActionChunk | None = None  # None: the graph outputs one action
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """The graph's output per observation: (action.size,), or (chunk size, action.size)."""
+        m = self.action.size
+        return (m,) if self.action_chunk is None else (self.action_chunk.size, m)
 
     @property
     def obs_size(self) -> int:
@@ -172,6 +185,17 @@ def _vec(d: Mapping[str, Any], key: str, n: int, prefix: str, path: str) -> np.n
     return arr
 
 
+def _action_chunk(raw: Mapping[str, Any], path: str) -> ActionChunk | None:
+    """The optional ``action_chunk`` section (absent or null: a policy of one action per step)."""
+    if raw.get("action_chunk") is None:
+        return None
+    section = _section(raw, "action_chunk", path)
+    m = _req(section, "temporal_ensemble_coeff", "action_chunk.", path)
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
+        raise BundleError("action_chunk.temporal_ensemble_coeff", f"expected a finite number, got {m!r:.60}", path)
+    return ActionChunk(_int(section, "size", "action_chunk.", path), float(m))
+
+
 def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     """Validate a ``bundle.yaml`` mapping; every error names its field."""
     path = str(bundle_dir / BUNDLE_YAML)
@@ -220,7 +244,7 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
-        provenance=_section(raw, "provenance", path), raw=dict(raw))
+        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=_action_chunk(raw, path))
 
 
 def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None,
@@ -254,9 +278,12 @@ class OnnxPolicy:
 
     Opening it checks the graph against ``bundle.yaml`` before anything runs: the file loads
     as an ONNX model, its input ``onnx.input`` is a float tensor (N, observation.size), its
-    output ``onnx.output`` a tensor (N, action.size), and one zero observation runs through
-    it to an action of shape (1, action.size). Any failure is a BundleError naming
-    ``policy.onnx`` and what the bundle expected.
+    output ``onnx.output`` a tensor (N, action.size) (with ``action_chunk``: (N, chunk size,
+    action.size)), and one zero observation runs through it to an output of that shape with
+    N = 1. Any failure is a BundleError naming ``policy.onnx`` and what the bundle expected.
+
+    A chunked bundle's policy is stateful: each call is one control step, and :meth:`reset`
+    starts the ensemble over (a new episode, a gap in the steps).
     """
 
     def __init__(self, bundle: Bundle, *, intra_op_threads: int = 1):
@@ -268,9 +295,9 @@ class OnnxPolicy:
         so.log_severity_level = 3  # errors only: a damaged graph's warnings would break the one-line report
         self.bundle = bundle
         where = str(bundle.onnx_file)
-        n_obs, n_act = bundle.obs_size, bundle.action.size
+        n_obs, out_shape = bundle.obs_size, bundle.action_shape
         expected = (f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float -> "
-                    f"{bundle.onnx_output} (N, {n_act}) as bundle.yaml says")
+                    f"{bundle.onnx_output} {_shape(['N', *out_shape])} as bundle.yaml says")
         try:
             # enable_fallback=0: onnxruntime would otherwise print a banner and retry on a bad file
             self.session = ort.InferenceSession(where, so, providers=["CPUExecutionProvider"], enable_fallback=0)
@@ -288,12 +315,12 @@ class OnnxPolicy:
         if len(inp) != 1:
             raise BundleError("onnx.input", f"graph has {len(inp)} inputs {sorted(inp)}; {expected}", where)
         x, y = inp[bundle.onnx_input], out[bundle.onnx_output]
-        if x.type != "tensor(float)" or not _is_2d(x.shape, n_obs):
+        if x.type != "tensor(float)" or not _is_shape(x.shape, (n_obs,)):
             raise BundleError("observation.size", f"graph input '{x.name}' is {x.type} {_shape(x.shape)}; {expected}",
                               where)
-        if not _is_2d(y.shape, n_act):
-            raise BundleError("action.size", f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}",
-                              where)
+        if not _is_shape(y.shape, out_shape):
+            key = "action.size" if bundle.action_chunk is None else "action_chunk.size"
+            raise BundleError(key, f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}", where)
         probe = ort.RunOptions()
         probe.log_severity_level = 4  # a failing probe is reported below, not logged by onnxruntime too
         try:
@@ -301,22 +328,34 @@ class OnnxPolicy:
         except Exception as e:  # as above: any onnxruntime failure on the probe
             raise BundleError("onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}",
                               where) from None
-        if np.shape(a) != (1, n_act):
+        if np.shape(a) != (1, *out_shape):
             raise BundleError("action.size", f"one observation gives an action of shape {np.shape(a)}, "
-                                             f"expected (1, {n_act}) as bundle.yaml says", where)
+                                             f"expected {(1, *out_shape)} as bundle.yaml says", where)
+        self._chunked = ChunkedPolicy(self.graph, bundle.action_chunk) if bundle.action_chunk is not None else None
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """obs (obs_size,) or (B, obs_size) -> action in [-1, 1], same leading shape."""
+    def graph(self, obs: np.ndarray) -> np.ndarray:
+        """The graph's own output: obs (obs_size,) or (B, obs_size) -> action in [-1, 1] (the chunk
+        of a chunked bundle), same leading shape."""
         x = np.asarray(obs, dtype=np.float32)
         single = x.ndim == 1
         x = x.reshape(1, -1) if single else x
         (y,) = self.session.run([self.bundle.onnx_output], {self.bundle.onnx_input: x})
         return y[0] if single else y
 
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """obs (obs_size,) or (B, obs_size) -> this step's action in [-1, 1], same leading shape
+        (a chunked bundle's: the temporal ensemble, one call per control step)."""
+        return self.graph(obs) if self._chunked is None else self._chunked(obs)
 
-def _is_2d(shape: list[Any], width: int) -> bool:
-    """An ONNX value's shape is (N, width); a symbolic or unknown width passes (the probe checks it)."""
-    return len(shape) == 2 and (not isinstance(shape[1], int) or shape[1] == width)
+    def reset(self) -> None:
+        """Start a chunked bundle's ensemble over (nothing to do for one action per step)."""
+        if self._chunked is not None:
+            self._chunked.reset()
+
+
+def _is_shape(shape: list[Any], tail: tuple[int, ...]) -> bool:
+    """An ONNX value's shape is (N, *tail); a symbolic or unknown size passes (the probe checks it)."""
+    return len(shape) == 1 + len(tail) and all(not isinstance(d, int) or d == t for d, t in zip(shape[1:], tail))
 
 
 def _shape(shape: list[Any]) -> str:

@@ -145,9 +145,9 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
 
 
 def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
-    assert main(["train-bc", str(dataset), "--policy", "act"]) == 2
+    assert main(["train-bc", str(dataset), "--policy", "diffusion"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "act is not built yet; built: mlp" in err
+    assert len(err.splitlines()) == 1 and "diffusion is not built yet; built: mlp, act" in err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -156,9 +156,9 @@ def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
     (["arm-reach", "--teacher", "scriptd"], "expected 'scripted' or a run directory; 'scriptd' is neither"),
     (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "front"],
      "arm-reach's model has no camera 'front'; its cameras: none"),
-    # arm-push's default action box keeps the Franka's fingers 0.26 m above the table
-    (["arm-push", "backend=native", "--teacher", "scripted"], "config key 'env.action_scale': the scripted push "
-                                                              "needs the fingers on the table"),
+    # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table
+    (["arm-push", "backend=native", "env.action_scale=0.3", "--teacher", "scripted"],
+     "config key 'env.action_scale': the scripted push needs the fingers on the table"),
 ])
 def test_demos_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert main(["demos", *args, "--episodes", "1", "--out", str(tmp_path / "d")]) == 2

@@ -220,7 +220,7 @@ def test_unknown_trainer_lists_the_valid_ones():
     from simreal.errors import UnknownNameError
     from simreal.policies.trainers import get_trainer
 
-    with pytest.raises(UnknownNameError, match="valid trainers: bc, brax, rsl_rl, sb3"):
+    with pytest.raises(UnknownNameError, match="valid trainers: bc, brax, residual, rsl_rl, sb3"):
         get_trainer("cleanrl")
 
 
