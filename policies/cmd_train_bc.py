@@ -1,8 +1,8 @@
 """``simreal train-bc``: behaviour cloning from a LeRobot dataset of demonstrations.
 
     simreal train-bc data/reach50                      # task and env from the dataset's meta/simreal.yaml
-    simreal train-bc data/reach50 --epochs 100 train.policy_hidden=[256,256] train.activation=relu
-    simreal train-bc data/reach50 --policy act train.act.chunk_size=20 train.learning_rate=0.0003
+    simreal train-bc data/reach50 train.policy_hidden=[256,256] train.activation=relu --epochs 100
+    simreal train-bc data/reach50 train.act.chunk_size=40 --policy act   # ACT, chunks of 0.8 s at 50 Hz
     simreal train-bc data/teleop --task arm-reach      # recorded elsewhere: name the task
     simreal train-bc data/reach50 --out runs/arm-reach/bc-reach50
     simreal eval RUN_DIR && simreal export RUN_DIR     # as for every run
