@@ -35,7 +35,8 @@ BUILT = ("mlp", "act")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", help="LeRobot v3 dataset folder (simreal demos writes one)")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. train.learning_rate=3e-4)")
+    p.add_argument("overrides", nargs="*", help="config overrides key=value, before the options (e.g. "
+                                                "train.learning_rate=0.0003; YAML reads 3e-4 as a string)")
     p.add_argument("--policy", choices=POLICIES, default="mlp", help="policy network (built: mlp, act)")
     p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
     p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
