@@ -24,10 +24,9 @@ HELP = "run a bundle on a robot through its hardware driver (or the driver's twi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bundle", help="bundle folder (policy.onnx + bundle.yaml)")
-    p.add_argument("--driver", help="hardware driver (default: the one that drives the bundle's robot)")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
-    p.add_argument("--twin", action="store_true", help="drive the driver's twin (same wire, simulated robot)")
+    from simreal.hardware.drivers import add_driver_arguments
+
+    add_driver_arguments(p, "drive the driver's twin (same wire, simulated robot)")
     p.add_argument("--config", help="deploy YAML (limits, watchdog, start ramp, envelope)")
     p.add_argument("--deploy-set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05")
@@ -41,16 +40,13 @@ def run(args: argparse.Namespace) -> int:
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError
     from simreal.hardware.drive import drive
-    from simreal.hardware.drivers import DRIVERS, open_robot
+    from simreal.hardware.drivers import default_driver, open_robot
     from simreal.yaml_io import load_yaml
 
     if args.duration is not None and args.duration <= 0:
         raise ConfigError("--duration", f"expected seconds > 0, got {args.duration}")
     bundle = load_bundle(args.bundle)
-    name = args.driver or next((n for n, d in DRIVERS.items() if bundle.robot in d.robots), None)
-    if name is None:
-        raise ConfigError("--driver", f"no driver drives robot '{bundle.robot}' by default; pick one of "
-                                      f"{', '.join(DRIVERS)}")
+    name = default_driver(bundle.robot, args.driver)
     overrides = deep_merge(load_yaml(args.config) if args.config else {}, parse_overrides(args.overrides))
     runner = PolicyRunner(bundle, overrides=overrides)
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}

@@ -31,10 +31,9 @@ TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("robot", help="robot spec name (simreal list) or path")
-    p.add_argument("--driver", help="hardware driver (default: the one that drives ROBOT)")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
-    p.add_argument("--twin", action="store_true", help="record from the driver's twin (same wire, simulated robot)")
+    from simreal.hardware.drivers import add_driver_arguments
+
+    add_driver_arguments(p, "record from the driver's twin (same wire, simulated robot)")
     p.add_argument("--teleop", required=True, choices=TELEOPS, help="teleoperation device")
     p.add_argument("--leader-set", dest="leader_settings", action="append", default=[], metavar="KEY=VALUE",
                    help="leader arm setting, e.g. --leader-set port=/dev/ttyACM1")
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     import contextlib
 
     from simreal.errors import ConfigError
-    from simreal.hardware.drivers import DRIVERS, open_robot
+    from simreal.hardware.drivers import default_driver, open_robot
     from simreal.hardware.record import Recorder, dataset_features
     from simreal.robot_spec import load_robot_spec
 
@@ -113,10 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.family not in ("arm", "humanoid", "classic"):
         raise ConfigError("robot", f"recording takes joint robots (arms, humanoids); '{spec.name}' is a "
                                    f"{spec.family}, whose teleoperation is not built")
-    name = args.driver or next((n for n, d in DRIVERS.items() if spec.name in d.robots), None)
-    if name is None:
-        raise ConfigError("--driver", f"no driver drives robot '{spec.name}' by default; pick one of "
-                                      f"{', '.join(DRIVERS)}")
+    name = default_driver(spec.name, args.driver)
     cameras = [_camera(c, args.camera_size) for c in args.camera]
     fps = args.fps or int(round(spec.control_rate_hz))
     if fps < 1:

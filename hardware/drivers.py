@@ -85,6 +85,25 @@ DRIVERS: dict[str, Driver] = {
 }
 
 
+def add_driver_arguments(p: Any, twin_help: str) -> None:
+    """The ``--driver``, ``--set`` and ``--twin`` options of every verb that opens a robot."""
+    p.add_argument("--driver", help="hardware driver (default: the one that drives the robot)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
+    p.add_argument("--twin", action="store_true", help=twin_help)
+
+
+def default_driver(robot: str, chosen: str | None) -> str:
+    """``chosen``, or the driver whose row lists robot spec ``robot``; ConfigError naming
+    ``--driver`` when none does."""
+    from simreal.errors import ConfigError
+
+    name = chosen or next((n for n, d in DRIVERS.items() if robot in d.robots), None)
+    if name is None:
+        raise ConfigError("--driver", f"no driver drives robot '{robot}' by default; pick one of {', '.join(DRIVERS)}")
+    return name
+
+
 def driver(name: str) -> Driver:
     try:
         return DRIVERS[name]
