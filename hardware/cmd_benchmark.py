@@ -196,13 +196,8 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
         raise SimrealError("--noise and --latency-ms are for --robot twin (a real robot has its own)")
     if not args.driver:
         raise SimrealError("--robot real needs --driver NAME (and --driver-config KEY=VALUE for its port or address)")
-    try:
-        from simreal.hardware.drivers import open_robot
-    except ModuleNotFoundError as e:
-        if e.name != "simreal.hardware.drivers":
-            raise
-        raise SimrealError("--robot real: this install has no robot drivers table (simreal.hardware.drivers) yet; "
-                           "use --robot twin") from None
+    from simreal.hardware.drivers import open_robot
+
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}
     with open_robot(args.driver, bundle.robot, settings) as robot:
         yield RealBench(robot, args.driver, ask=None if args.yes else input)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import types
 
 import numpy as np
@@ -304,13 +303,6 @@ def test_cli_bad_input_is_one_line(args, says, hover_dir, capsys):
     assert main(["benchmark", *args, "--policy", hover_dir, *guard]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
-
-
-def test_cli_real_without_a_drivers_table_is_one_line(hover_dir, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "simreal.hardware.drivers", None)  # an install without the table
-    assert main(["benchmark", "quadrotor-hover", "--policy", hover_dir, "--robot", "real", "--driver", "cf"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no robot drivers table" in err[0], err
 
 
 @pytest.mark.parametrize("args, says", [
