@@ -12,6 +12,8 @@ of an episode holds, under LeRobot's names:
 =============================  ===========  ==================================================
 ``observation.state``          (n,) f32     o_t, what the policy sees (a dict observation's ``state``)
 ``observation.images.<cam>``   (H, W, 3) u8 camera ``<cam>`` at the state o_t was taken in
+``observation.environment_state`` (k,) f32  the task's noise-free scene state at o_t (its
+                                            ``environment_state_terms``; only tasks naming some)
 ``action``                     (m,) f32     a_t, the teacher's command clipped to [-1, 1] (env.step's input)
 ``next.reward``                (1,) f32     r_{t+1}
 ``next.done``                  (1,) bool    the episode ended with this step (time limit or failure)
@@ -40,6 +42,7 @@ from simreal.policies.instructions import instruction
 from simreal.policies.teachers import Teacher
 
 STATE, ACTION = "observation.state", "action"
+ENV_STATE = "observation.environment_state"
 IMAGE_PREFIX = "observation.images."
 #: The sidecar beside LeRobot's metadata saying where a recording came from (lerobot ignores it):
 #: ``format``, ``teacher``, ``seed``, ``cameras``, ``config`` (the resolved run config of the env
@@ -105,6 +108,10 @@ def features(env: Any, cameras: Mapping[str, tuple[int, int]] = {}) -> dict[str,
         "next.reward": {"dtype": "float32", "shape": [1], "names": None},
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
     }
+    if env.environment_state_terms:
+        layout = env.environment_state_layout
+        out[ENV_STATE] = {"dtype": "float32", "shape": [sum(t["size"] for t in layout)],
+                          "names": [f"{t['name']}.{i}" for t in layout for i in range(t["size"])]}
     if reports_success(env):
         out["next.success"] = {"dtype": "bool", "shape": [1], "names": None}
     for cam, (h, w) in cameras.items():
@@ -185,6 +192,8 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
     from simreal.sim.adapter_core import JaxBatch, to_numpy
 
     success_now = _success_now(env)
+    env_state = jax.jit(jax.vmap(env.environment_state)) if env.environment_state_terms else None
+    markers = jax.jit(jax.vmap(env.mocap_pos)) if env.mj_model.nmocap else None
     if only_success and success_now is None:
         raise ConfigError("--only-success", f"{task} reports no success statistic to keep episodes by")
     tally = tally if tally is not None else Tally()
@@ -205,8 +214,11 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
                 obs = to_numpy(s.obs)
                 row = {STATE: (obs["state"] if isinstance(obs, dict) else obs).astype(np.float32),
                        ACTION: np.clip(teacher.act(s), -1.0, 1.0).astype(np.float32)}
+                if env_state is not None:
+                    row[ENV_STATE] = np.asarray(env_state(s.pipeline_state, s.info), np.float32)
                 if renderer is not None:
-                    images = renderer.render(np.asarray(s.pipeline_state.qpos), alive)
+                    images = renderer.render(np.asarray(s.pipeline_state.qpos), alive,
+                                             None if markers is None else np.asarray(markers(s.info)))
                     row.update({IMAGE_PREFIX + c: images[f"pixels/{c}"] for c in cameras})
                 out = batch.step(row[ACTION])
                 done = np.asarray(out.done)

@@ -14,6 +14,8 @@ A task YAML::
       sac: {...}               #   once that algorithm is chosen (train: and overrides win)
       ppo: {...}
     eval: {...}                # EvalConfig
+    reward: {...}              # optional: a reward model's term beside (or instead of) the task's
+                               #   (simreal.rewards.learned: kind learned | clip)
 
 The resolved config (a run's ``config.yaml``) holds the chosen algorithm's ``train:`` alone.
 
@@ -32,6 +34,7 @@ from typing import Any
 from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
 from simreal.errors import ConfigError, UnknownNameError, printable
 from simreal.policies import trainers
+from simreal.rewards.learned import attach, reward_section
 from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.backends.base import BACKENDS
 from simreal.sim.tasks import TASKS, task_class
@@ -170,11 +173,13 @@ class RunConfig:
     runs_root: str = "runs"
     algorithm: str = "ppo"
     residual: ResidualConfig | None = None  # trainer: residual only
+    reward: Any = None  # simreal.rewards.learned's sections; None: the task's own reward
 
     def to_dict(self) -> dict[str, Any]:
         d = to_dict(self)
-        if self.residual is None:  # other runs' configs (and hashes) stay as they were
-            del d["residual"]
+        for optional in ("residual", "reward"):
+            if d[optional] is None:  # other runs' configs (and hashes) stay as they were
+                del d[optional]
         return d
 
     def hash(self) -> str:
@@ -186,7 +191,7 @@ class RunConfig:
 
 
 TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "algorithm", "env", "train", "algorithms", "eval",
-            "runs_root", "residual")
+            "runs_root", "residual", "reward")
 TRAINERS = tuple(sorted(trainers.TRAINERS))  # the driver table's names
 
 
@@ -258,6 +263,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         _check_algorithm_keys(algorithm, train_data)
         train = build(ALGORITHMS[algorithm], train_data, prefix="train")
         ev = build(EvalConfig, data.get("eval"), prefix="eval")
+        reward = reward_section(data.get("reward"))
     except ConfigError as e:
         if source and not e.source:
             raise ConfigError(e.key, str(e).split(": ", 1)[-1], source) from None
@@ -268,7 +274,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise ConfigError("train.act.n_heads", f"must divide train.act.dim_model ({train.act.dim_model})", source)
     load_robot_spec(robot)
     return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
-                     eval=ev, algorithm=algorithm, residual=residual,
+                     eval=ev, algorithm=algorithm, residual=residual, reward=reward,
                      runs_root=str(data.get("runs_root", "runs")))
 
 
@@ -299,6 +305,10 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
 
 
 def make_env(cfg: RunConfig, backend: str | None = None, **env_overrides: Any):
-    """The task's env for a resolved config (optionally another backend or env settings)."""
+    """The task's env for a resolved config (optionally another backend or env settings), with the
+    ``reward:`` section's term added when there is one."""
     env_cfg = dataclasses.replace(cfg.env, **env_overrides) if env_overrides else cfg.env
-    return task_class(cfg.task)(cfg.robot_spec(), env_cfg, backend or cfg.backend)
+    env = task_class(cfg.task)(cfg.robot_spec(), env_cfg, backend or cfg.backend)
+    if cfg.reward is not None:
+        attach(env, cfg.reward)
+    return env

@@ -45,6 +45,9 @@ class RewardModelConfig:
     input_shape: tuple[int, ...]
     members: int = 3
     hidden: int = 64
+    #: For state features: the observation terms (``simreal.observations``) they concatenate, in
+    #: order, so training can rebuild them from the simulator; empty for frames or unnamed features.
+    obs_terms: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape)
@@ -191,7 +194,7 @@ def load_reward_model(path: str | Path) -> BTEnsemble:
     try:
         fields = json.loads(meta["config"])
         config = RewardModelConfig(input_shape=tuple(fields["input_shape"]), members=int(fields["members"]),
-                                   hidden=int(fields["hidden"]))
+                                   hidden=int(fields["hidden"]), obs_terms=tuple(fields.get("obs_terms", ())))
     except (KeyError, TypeError, ValueError, json.JSONDecodeError, ConfigError) as e:
         raise DataFileError(str(path), f"metadata 'config' is not a reward model config ({e})") from None
     model = BTEnsemble(config)

@@ -19,7 +19,9 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **observation noise**: Gaussian, per-term standard deviations from the task;
 - **disturbances**: ``perturb`` may change the physics state before a step (pushes);
 - **rewards**: a table of tiny named terms, each weighted by ``reward_scales`` and
-  multiplied by the control period, logged as ``reward/<name>``;
+  multiplied by the control period, logged as ``reward/<name>``; a term learned or scored
+  outside the task (a reward model, ``simreal.rewards.learned``) joins the table through
+  :meth:`MjEnv.add_reward_term`, a function of the robot-state mapping after the step;
 - **episode statistics** (success, crash, RMSE...) reported at episode end as
   ``episode/<name>`` multiplied by the done flag, plus ``episode/done``.
 
@@ -69,6 +71,10 @@ class MjEnv(BraxEnv):
     reward_scales: Mapping[str, float] = {}
     #: Standard deviation of observation noise per term (before ``obs_noise_scale``).
     obs_noise_std: Mapping[str, float] = {}
+    #: Observation terms of the scene's state, noise-free and privileged (an end effector's and an
+    #: object's position, a goal): what datasets record as ``observation.environment_state`` and
+    #: what a learned reward may read. Empty: the task names none.
+    environment_state_terms: tuple[str, ...] = ()
 
     def __init__(self, robot: RobotSpec, cfg: EnvConfig, backend: str = "auto"):
         self.robot = robot
@@ -89,6 +95,7 @@ class MjEnv(BraxEnv):
             raise ConfigError(f"env.reward_scales.{sorted(unknown)[0]}",
                               f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}")
         self._obs_sizes = self._measure_obs_sizes()
+        self._added_terms: dict[str, Any] = {}
 
     # -- hooks for tasks -----------------------------------------------------------------------
     def build_model(self) -> mujoco.MjModel:
@@ -154,6 +161,12 @@ class MjEnv(BraxEnv):
         ``active`` (bool) marks envs whose observation will be used; a renderer may skip the others."""
         return {}
 
+    def mocap_pos(self, info: Mapping[str, Any]) -> jax.Array:
+        """Where the model's mocap bodies (goal markers the cameras see) stand this episode,
+        (nmocap, 3) [m]; default: where the model puts them."""
+        m = self.mj_model
+        return jnp.asarray(m.body_pos[m.body_mocapid >= 0], jnp.float32).reshape(m.nmocap, 3)
+
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         """Unweighted reward terms of one step."""
         raise NotImplementedError
@@ -196,6 +209,32 @@ class MjEnv(BraxEnv):
     def obs_layout(self) -> list[dict[str, Any]]:
         """[{name, size}] in observation order, for the bundle."""
         return [{"name": n, "size": s} for n, s in self._obs_sizes.items()]
+
+    @property
+    def environment_state_layout(self) -> list[dict[str, Any]]:
+        """[{name, size}] of :meth:`environment_state`, in order."""
+        return self.layout_of(self.environment_state_terms)
+
+    def layout_of(self, terms: tuple[str, ...]) -> list[dict[str, Any]]:
+        """[{name, size}] of observation ``terms`` built from this task's robot state; KeyError
+        naming a robot-state key the task lacks."""
+        return [{"name": n, "size": s} for n, s in self._measure_obs_sizes(terms).items()]
+
+    def environment_state(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+        """The noise-free vector of :attr:`environment_state_terms`, in order."""
+        return build_observation(self.environment_state_terms, self.robot_state(phys, info), jnp)
+
+    def add_reward_term(self, name: str, fn: Any, weight: float, task_weight: float = 1.0) -> None:
+        """Add the term ``name``, ``fn(robot_state) -> ()`` of the robot-state mapping after each
+        step, weighted by ``weight``; the task's own terms are rescaled by ``task_weight`` (0: the
+        added term alone). Logged as ``reward/<name>`` like the task's; call before the first
+        ``reset`` is traced."""
+        from simreal.errors import ConfigError
+
+        if name in self.scales:
+            raise ConfigError(f"reward.{name}", f"the task already has a reward term '{name}'")
+        self.scales = {**{k: v * task_weight for k, v in self.scales.items()}, name: float(weight)}
+        self._added_terms[name] = fn
 
     def reset(self, rng: jax.Array) -> State:
         return self.reset_from(rng)
@@ -240,6 +279,9 @@ class MjEnv(BraxEnv):
         info["step"] = info["step"] + 1
         info = self.advance_task(info)
         terms = self.reward_terms(phys, action, info)
+        if self._added_terms:
+            s = self.robot_state(phys, info)
+            terms = {**terms, **{k: fn(s) for k, fn in self._added_terms.items()}}
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
         info["last_action"] = action
         terminated = self.terminated(phys, info) | ~jnp.all(jnp.isfinite(phys.qpos))
@@ -322,8 +364,11 @@ class MjEnv(BraxEnv):
         extra = self.observe_extra(phys, info, jnp.bool_(True) if active is None else active)
         return {"state": obs, **extra} if extra else obs
 
-    def _measure_obs_sizes(self) -> dict[str, int]:
+    def _measure_obs_sizes(self, names: tuple[str, ...] | None = None) -> dict[str, int]:
+        """Size of each observation term ``names`` (default: the policy's ``obs_terms``)."""
         from simreal.observations import term
+
+        names = self.obs_terms if names is None else names
 
         def sizes(rng):
             qpos, qvel, act, task_info = self.sample_initial(rng)
@@ -331,7 +376,7 @@ class MjEnv(BraxEnv):
                              sensordata=jnp.zeros((self.mj_model.nsensordata,)))
             info = {"last_action": jnp.zeros((self.action_size,)), "step": jnp.zeros((), jnp.int32), **task_info}
             s = self.robot_state(phys, info)
-            return {n: term(n)(s, jnp) for n in self.obs_terms}
+            return {n: term(n)(s, jnp) for n in names}
 
         shapes = jax.eval_shape(sizes, jax.random.PRNGKey(0))
-        return {n: int(max(1, jnp.size(jnp.zeros(shapes[n].shape)))) for n in self.obs_terms}
+        return {n: int(max(1, jnp.size(jnp.zeros(shapes[n].shape)))) for n in names}

@@ -119,10 +119,12 @@ class _Worker(threading.Thread):
             return
         self.done.put(None)
         while (job := self.jobs.get()) is not None:
-            rows, qpos, out = job
+            rows, qpos, mocap_pos, out = job
             try:
                 for i in rows:
                     d.qpos[:] = qpos[i]
+                    if mocap_pos is not None:
+                        d.mocap_pos[:] = mocap_pos[i]
                     mujoco.mj_kinematics(m, d)
                     mujoco.mj_camlight(m, d)
                     for c in self.cameras:
@@ -194,36 +196,46 @@ class BatchRenderer:
                 out[f"depth/{c.name}"] = jax.ShapeDtypeStruct((c.height, c.width, 1), jnp.float32)
         return out
 
-    def render(self, qpos: np.ndarray, active: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def render(self, qpos: np.ndarray, active: np.ndarray | None = None,
+               mocap_pos: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Images of every camera for each row of ``qpos`` (B, nq); rows where ``active`` (B,) is
-        False are left zero (not rendered)."""
+        False are left zero (not rendered). ``mocap_pos`` (B, nmocap, 3) [m] places the model's
+        mocap bodies (a task's goal marker); default: where the model puts them."""
         qpos = np.asarray(qpos, np.float64)
         b = qpos.shape[0]
+        if mocap_pos is not None:
+            mocap_pos = np.asarray(mocap_pos, np.float64).reshape(b, self.model.nmocap, 3)
         out = {k: np.zeros((b,) + s.shape, s.dtype) for k, s in self.output_shapes().items()}
         rows = np.arange(b) if active is None else np.flatnonzero(np.asarray(active).reshape(b))
         shares = [s for s in np.array_split(rows, self.nthread) if s.size]
         for w, share in zip(self._workers, shares):
-            w.jobs.put((share, qpos, out))
+            w.jobs.put((share, qpos, mocap_pos, out))
         errors = [w.done.get() for w, _ in zip(self._workers, shares)]
         err = next((e for e in errors if e is not None), None)
         if err is not None:
             raise err
         return out
 
-    def _host_render(self, qpos: np.ndarray, active: np.ndarray) -> dict[str, np.ndarray]:
+    def _host_render(self, qpos: np.ndarray, active: np.ndarray, mocap_pos: np.ndarray) -> dict[str, np.ndarray]:
         batch_shape = qpos.shape[:-1]
-        flat = self.render(qpos.reshape(-1, qpos.shape[-1]), np.asarray(active).reshape(-1))
+        flat = self.render(qpos.reshape(-1, qpos.shape[-1]), np.asarray(active).reshape(-1),
+                           mocap_pos.reshape(-1, self.model.nmocap, 3) if self.model.nmocap else None)
         return {k: v.reshape(batch_shape + v.shape[1:]) for k, v in flat.items()}
 
-    def observe(self, qpos: jax.Array, active: jax.Array | None = None) -> dict[str, jax.Array]:
+    def observe(self, qpos: jax.Array, active: jax.Array | None = None,
+                mocap_pos: jax.Array | None = None) -> dict[str, jax.Array]:
         """:meth:`render` from inside jit/vmap: one host callback for the whole batch.
 
         Args:
           qpos: (nq,) per env (vmapped: the callback sees (B, nq)).
           active: bool per env; False leaves that env's images zero (not rendered). Default: True.
+          mocap_pos: (nmocap, 3) per env [m]; default: the model's own mocap positions.
         """
         active = jnp.bool_(True) if active is None else jnp.asarray(active, jnp.bool_)
+        if mocap_pos is None:
+            mocap_pos = jnp.asarray(self.model.body_pos[self.model.body_mocapid >= 0], jnp.float32)
         return jax.pure_callback(self._host_render, self.output_shapes(), qpos, active,
+                                 jnp.asarray(mocap_pos, jnp.float32).reshape(self.model.nmocap, 3),
                                  vmap_method="broadcast_all")
 
     def __enter__(self) -> BatchRenderer:

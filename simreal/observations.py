@@ -19,6 +19,7 @@ key                       shape    meaning
 ``default_joint_pos``     (n,)     the robot spec's default pose [rad]
 ``target_pos_w``          (3,)     task target position [m]
 ``object_pos_w``          (3,)     manipulated object's position in world [m]
+``ee_pos_w``              (3,)     an arm's end-effector position in world [m]
 ``command``               (k,)     task command (e.g. vx, vy, yaw rate)
 ``last_action``           (m,)     the previous normalised action in [-1, 1]
 ========================  =======  ===============================================
@@ -73,6 +74,11 @@ def object_pos_w(s: State, xp: Any) -> Array:
     return s["object_pos_w"]
 
 
+def ee_pos_w(s: State, xp: Any) -> Array:
+    """The end effector's position in world (fixed-base arms: the robot base frame) [m], (3,)."""
+    return s["ee_pos_w"]
+
+
 def lin_vel_w(s: State, xp: Any) -> Array:
     """Base linear velocity in world [m/s], (3,)."""
     return s["lin_vel_w"]
@@ -117,7 +123,7 @@ def last_action(s: State, xp: Any) -> Array:
 
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
-    for f in (pos_error_w, target_pos_w, object_pos_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
+    for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
               joint_vel, command, last_action)
 }
 

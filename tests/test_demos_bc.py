@@ -154,8 +154,8 @@ def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
                                                     "arm-reach, arm-push"),
     (["arm-reach", "--teacher", "scriptd"], "expected 'scripted' or a run directory; 'scriptd' is neither"),
-    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "front"],
-     "arm-reach's model has no camera 'front'; its cameras: none"),
+    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
+     "arm-reach's model has no camera 'wrist'; its cameras: front"),
     # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table
     (["arm-push", "backend=native", "env.action_scale=0.3", "--teacher", "scripted"],
      "config key 'env.action_scale': the scripted push needs the fingers on the table"),

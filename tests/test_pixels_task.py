@@ -43,9 +43,12 @@ def test_observation_is_state_privileged_state_and_pixels_rendered_in_the_step(e
     for _ in range(3):
         s = step(s, a)
     assert np.all(np.isfinite(np.asarray(s.obs["state"]))) and np.all(np.isfinite(np.asarray(s.reward)))
-    # the images follow the state: rendering the stepped qpos gives the observed pixels
-    np.testing.assert_array_equal(env.renderer.render(np.asarray(s.pipeline_state.qpos))["pixels/front"],
+    # the images follow the state: rendering the stepped qpos, the goal marker on each goal, gives
+    # the observed pixels; without the marker (the model's own mocap position) they differ
+    qpos, goals = np.asarray(s.pipeline_state.qpos), np.asarray(jax.vmap(env.mocap_pos)(s.info))
+    np.testing.assert_array_equal(env.renderer.render(qpos, None, goals)["pixels/front"],
                                   np.asarray(s.obs["pixels/front"]))
+    assert (env.renderer.render(qpos)["pixels/front"] != np.asarray(s.obs["pixels/front"])).any()
 
 
 def test_unknown_pixel_camera_lists_the_cameras():

@@ -139,7 +139,7 @@ def test_observe_renders_the_whole_vmapped_batch_in_one_callback():
     with BatchRenderer(m, ["c"], nthread=1) as r:
         calls = []
         host = r._host_render
-        r._host_render = lambda q, a: (calls.append(q.shape), host(q, a))[1]
+        r._host_render = lambda q, a, mocap: (calls.append(q.shape), host(q, a, mocap))[1]
         out = jax.jit(jax.vmap(r.observe))(jnp.asarray(qpos))
         want = r.render(qpos)
     assert calls == [(3, m.nq)]

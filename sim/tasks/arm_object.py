@@ -19,9 +19,10 @@ import jax.numpy as jnp
 import mujoco
 
 from simreal.config import field
+from simreal.robot_spec import CameraSpec
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
-from simreal.sim.tasks.arm_reach import ArmReach, ArmReachConfig
+from simreal.sim.tasks.arm_reach import FRONT, ArmReach, ArmReachConfig
 from simreal.sim.tasks.joint_robot import uniform
 
 
@@ -33,6 +34,8 @@ class ArmObjectConfig(ArmReachConfig):
     spawn_center_offset_m: tuple[float, ...] = field((0.1, 0.0), doc="spawn centre minus home EE (x, y) [m]")
     spawn_half_extent_m: tuple[float, ...] = field((0.08, 0.12), doc="spawn box half sizes (x, y) [m]")
     max_object_dist_m: float = field(1.0, min=0.0, doc="cube farther than this from the spawn centre ends the episode [m]")
+    cameras: tuple[CameraSpec, ...] = field((FRONT,), doc="cameras the task adds to the scene (the default is "
+                                                          "placed for a Franka)")
 
 
 class ArmObjectTask(ArmReach):
@@ -40,12 +43,14 @@ class ArmObjectTask(ArmReach):
 
     cfg: ArmObjectConfig
     obs_terms = ("joint_pos_rel", "joint_vel", "object_pos_w", "target_pos_w", "last_action")
+    environment_state_terms = ("ee_pos_w", "object_pos_w", "target_pos_w")
     #: the goal is held until replaced; the object's pose streams from perception (watched for staleness)
     task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"},
                    "object": {"topic": "/simreal/object_pose", "type": "geometry_msgs/msg/PoseStamped",
                               "role": "object"}}
 
     def customize_spec(self, s: mujoco.MjSpec) -> None:
+        super().customize_spec(s)
         h = self.cfg.object_half_size_m
         body = s.worldbody.add_body(name="object", pos=[0.5, 0.0, h])
         body.add_freejoint(name="object_joint")

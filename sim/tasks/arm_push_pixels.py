@@ -8,9 +8,9 @@ and a robot does not. The observation is the dict Brax's vision trainers take::
 
     {"state": (n,), "privileged_state": (n_priv,), "pixels/front": (64, 64, 3) uint8}
 
-Cameras: the task's own ``cameras`` (a scene camera on the table by default) are added to the
-model, and ``pixel_cameras`` picks the ones observed, among them and the robot spec's
-``model.cameras`` (a wrist camera). Images come from :class:`~simreal.sim.render.BatchRenderer`
+Cameras: the arm tasks' ``cameras`` (a scene camera on the table by default, ``arm_reach``) are
+added to the model, which draws the goal as a green sphere; ``pixel_cameras`` picks the ones
+observed, among them and the robot spec's ``model.cameras`` (a wrist camera). Images come from :class:`~simreal.sim.render.BatchRenderer`
 through one host callback per step for the whole batch, on any physics backend.
 Rewards, resets and statistics are ``arm-push``'s.
 """
@@ -23,24 +23,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mujoco
 
 from simreal.config import field
 from simreal.errors import UnknownNameError
 from simreal.observations import build_observation
-from simreal.robot_spec import CameraSpec, check_cameras
 from simreal.sim.backends.base import PhysState
 from simreal.sim.tasks.arm_object import ArmObjectTask
 from simreal.sim.tasks.arm_push import ArmPush, ArmPushConfig
 
-#: Above and in front of a Franka on the floor, looking down on the cube's spawn and goal area
-#: (about +-0.35 m around x = 0.42 m) with the gripper at the top of the image.
-FRONT = CameraSpec("front", pos=(0.75, 0.0, 0.7), lookat=(0.42, 0.0, 0.0), fovy_deg=50.0, width=64, height=64)
-
 
 @dataclasses.dataclass(frozen=True)
 class ArmPushPixelsConfig(ArmPushConfig):
-    cameras: tuple[CameraSpec, ...] = field((FRONT,), doc="cameras the task adds to the scene")
     pixel_cameras: tuple[str, ...] = field(("front",), doc="cameras the policy sees (the task's or the robot's)")
     render_threads: int = field(0, min=0, doc="renderer threads, one GL context each (0: one per CPU core)")
 
@@ -68,21 +61,13 @@ class ArmPushPixels(ArmPush):
         obs = jax.eval_shape(self.reset, jax.random.PRNGKey(0)).obs  # traced only: nothing renders
         self._obs_shapes = {k: tuple(v.shape) for k, v in obs.items()}
 
-    def customize_spec(self, s: mujoco.MjSpec) -> None:
-        from simreal.sim.cameras import add_cameras
-        from simreal.sim.robots.elements import model_origin
-
-        super().customize_spec(s)
-        check_cameras(self.cfg.cameras, "env.cameras", self.robot.source)
-        add_cameras(s, self.cfg.cameras, "env.cameras", self.robot.source, model_origin(self.robot))
-
     @property
     def observation_size(self) -> dict[str, tuple[int, ...]]:
         """Per-key shapes (Brax's ``ObservationSize`` mapping)."""
         return self._obs_shapes
 
     def observe_extra(self, phys: PhysState, info: Mapping[str, Any], active: jax.Array) -> dict[str, jax.Array]:
-        return {"privileged_state": self._privileged(phys, info), **self.renderer.observe(phys.qpos, active)}
+        return {"privileged_state": self._privileged(phys, info), **self.renderer.observe(phys.qpos, active, self.mocap_pos(info))}
 
     def _privileged(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         return build_observation(self.critic_obs_terms, self.robot_state(phys, info), jnp)

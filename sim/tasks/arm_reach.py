@@ -22,9 +22,19 @@ import numpy as np
 
 from simreal.config import field
 from simreal.rewards import terms as rw
+from simreal.robot_spec import CameraSpec, check_cameras
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+
+
+#: Above and in front of a Franka on the floor, looking down on the cube's spawn and goal area
+#: (about +-0.35 m around x = 0.42 m) with the gripper at the top of the image (the object tasks').
+FRONT = CameraSpec("front", pos=(0.75, 0.0, 0.7), lookat=(0.42, 0.0, 0.0), fovy_deg=50.0, width=64, height=64)
+#: In front of and beside a Franka, on the reach's goal box around the home pose's gripper.
+REACH_VIEW = CameraSpec("front", pos=(0.95, 0.55, 0.65), lookat=(0.3, 0.0, 0.42), fovy_deg=45.0, width=64, height=64)
+#: Radius of the goal marker the cameras see (a green sphere, no collision) [m].
+GOAL_MARKER_RADIUS_M = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +46,8 @@ class ArmReachConfig(JointRobotConfig):
     kp_scale: tuple[float, ...] = field((0.8, 1.2), doc="PD stiffness scale range")
     mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
     success_radius_m: float = field(0.05, min=0.0)
+    cameras: tuple[CameraSpec, ...] = field((REACH_VIEW,), doc="cameras the task adds to the scene (the default is "
+                                                          "placed for a Franka)")
 
 
 class ArmReach(JointRobotTask):
@@ -46,9 +58,26 @@ class ArmReach(JointRobotTask):
     tracked_sites = ("end_effector",)
     obs_terms = ("joint_pos_rel", "joint_vel", "target_pos_w", "last_action")
     obs_noise_std = {"joint_pos_rel": 0.005, "joint_vel": 0.05}
+    environment_state_terms = ("ee_pos_w", "target_pos_w")
     reward_scales = {"distance": -1.0, "reach": 2.0, "action_rate": -0.02, "joint_vel": -1e-3}
     #: the goal arrives as a pose (a GUI, a planner, a perception node) and is held until replaced
     task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"}}
+
+    def customize_spec(self, s: mujoco.MjSpec) -> None:
+        """The scene cameras, and the goal as a mocap sphere that only cameras see (no collision,
+        no mass in the dynamics); :meth:`mocap_pos` puts it on each episode's goal."""
+        from simreal.sim.cameras import add_cameras
+        from simreal.sim.robots.elements import model_origin
+
+        marker = s.worldbody.add_body(name="goal_marker", mocap=True, pos=[0.5, 0.0, 0.3])
+        marker.add_geom(name="goal_marker_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[GOAL_MARKER_RADIUS_M, 0, 0],
+                        contype=0, conaffinity=0, rgba=[0.1, 0.8, 0.2, 0.8])
+        check_cameras(self.cfg.cameras, "env.cameras", self.robot.source)
+        add_cameras(s, self.cfg.cameras, "env.cameras", self.robot.source, model_origin(self.robot))
+
+    def mocap_pos(self, info: Mapping[str, Any]) -> jax.Array:
+        """The goal marker on the goal, (1, 3) [m]."""
+        return info["target_pos_w"][None]
 
     def build_model(self) -> mujoco.MjModel:
         m = super().build_model()
@@ -87,7 +116,7 @@ class ArmReach(JointRobotTask):
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {"joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
                 "default_joint_pos": self.default_joint_pos, "target_pos_w": info["target_pos_w"],
-                "last_action": info["last_action"]}
+                "last_action": info["last_action"], "ee_pos_w": self.site_pos(phys, "end_effector")}
 
     def distance(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """End effector to goal [m]."""

@@ -1,0 +1,111 @@
+"""``simreal fit-reward``: a Bradley-Terry reward ensemble fitted to ``simreal label``'s preferences.
+
+    simreal fit-reward frames.npz labels.npz --out reward.safetensors
+    simreal train arm-reach reward.kind=learned reward.model=reward.safetensors reward.task_weight=0
+
+The frames file is ``simreal frames``'s (or any npz with ``frames`` and, for ``--input
+state``, ``state`` and ``state_terms``); the labels file must have been made from these very
+frames (its ``frames_sha256``). ``--input state`` (default) fits on the state beside each frame
+(the model then records its observation terms, and training rebuilds them from the
+simulator); ``--input frames`` fits a small CNN on the pixels (not usable in training yet).
+
+A random ``--holdout`` share of the labelled pairs is kept out of the fit; the report (one JSON
+line) gives the ensemble's agreement with those held-out labels, and, when the frames file has
+``task_reward`` (the task's own reward: ``simreal frames`` copies a dataset's ``next.reward``),
+the agreement of the labels and of the model with it on held-out pairs, where the rewards differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "fit a reward model (Bradley-Terry ensemble) to preference labels from simreal label"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("frames", help="frames npz the labels were made from (simreal frames)")
+    p.add_argument("labels", help="labels npz (simreal label)")
+    p.add_argument("--out", required=True, help="reward model to write (safetensors)")
+    p.add_argument("--input", choices=("state", "frames"), default="state",
+                   help="what the model reads: the state beside each frame (default), or the frames")
+    p.add_argument("--members", type=int, default=3, help="ensemble members")
+    p.add_argument("--hidden", type=int, default=64, help="hidden width")
+    p.add_argument("--epochs", type=int, default=100, help="passes over the labels")
+    p.add_argument("--holdout", type=float, default=0.1, help="share of labelled pairs kept out to score the fit")
+    p.add_argument("--unsure", choices=("skip", "tie"), default="skip", help="what a -1 label does")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the members' initialisation")
+
+
+def _agreement(reward_a, reward_b, labels) -> float | None:
+    """Share of ``labels`` (0: a preferred, 1: b) the rewards order the same way, over pairs whose
+    rewards differ and whose label is 0 or 1; None when there are none."""
+    import numpy as np
+
+    rows = (labels != -1) & (reward_a != reward_b)
+    if not rows.any():
+        return None
+    return float((np.where(reward_a[rows] > reward_b[rows], 0, 1) == labels[rows]).mean())
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from simreal.errors import DataFileError, SimrealError
+    from simreal.npz import open_npz
+    from simreal.rewards.label_file import load_labels
+    from simreal.rewards.labelling import frame_digest
+    from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, fit, save_reward_model
+
+    if not 0.0 <= args.holdout < 1.0:
+        raise SimrealError(f"--holdout {args.holdout}: expected a share in [0, 1)")
+    for flag in ("members", "hidden", "epochs"):
+        if getattr(args, flag) < 1:
+            raise SimrealError(f"--{flag} {getattr(args, flag)}: expected an integer >= 1")
+    with open_npz(args.frames, "frames file") as z:
+        frames = z.array("frames", "(N, H, W, 3) uint8 frames")
+        if args.input == "state":
+            x = z.floats("state", "(N, d) state features beside the frames (simreal frames writes them)") \
+                .astype(np.float32)
+            terms = z.strings("state_terms", "the observation terms the state concatenates")
+        else:
+            x, terms = frames, ()
+        truth = z.floats("task_reward", "(N,) the task's reward at each frame") if "task_reward" in z else None
+    labels = load_labels(args.labels)
+    if labels.frames_sha256 != frame_digest(frames):
+        raise DataFileError(args.labels, f"field 'frames_sha256' does not match {args.frames}: the labels were made "
+                                         "from other frames")
+    if args.input == "state" and (x.ndim != 2 or len(x) != len(frames)):
+        raise DataFileError(args.frames, f"field 'state' has shape {x.shape}, expected ({len(frames)}, d)")
+    n = len(labels.label)
+    if n < 2:
+        raise DataFileError(args.labels, f"{n} labelled pair(s); fitting needs at least 2")
+    rng = np.random.default_rng(args.seed)
+    order = rng.permutation(n)
+    n_out = int(round(args.holdout * n))
+    held, kept = order[:n_out], order[n_out:]
+    a, b, y = labels.index_a, labels.index_b, labels.label
+    torch.manual_seed(args.seed)
+    model = BTEnsemble(RewardModelConfig(input_shape=tuple(x.shape[1:]), members=args.members, hidden=args.hidden,
+                                         obs_terms=tuple(terms)))
+    try:
+        losses = fit(model, x[a[kept]], x[b[kept]], y[kept], epochs=args.epochs, unsure=args.unsure, seed=args.seed)
+    except ValueError as e:
+        raise DataFileError(args.labels, str(e)) from None
+    save_reward_model(args.out, model)
+    report: dict[str, object] = {"model": str(args.out), "input": args.input, "obs_terms": list(terms),
+                                 "pairs_fitted": int(len(kept)), "pairs_held_out": int(len(held)),
+                                 "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4)}
+    if len(held):
+        r = model.reward(x)
+        report["held_out_agreement_with_labels"] = _agreement(r[a[held]], r[b[held]], y[held])
+        if truth is not None:
+            true_labels = np.where(truth[a[held]] > truth[b[held]], 0, 1)
+            same = truth[a[held]] != truth[b[held]]
+            report["held_out_labels_agreement_with_task_reward"] = _agreement(
+                truth[a[held]], truth[b[held]], np.where(same, y[held], -1))
+            report["held_out_model_agreement_with_task_reward"] = _agreement(
+                r[a[held]], r[b[held]], np.where(same, true_labels, -1))
+    print(json.dumps(report))
+    return 0

@@ -1,0 +1,106 @@
+"""``simreal frames``: the frames file ``simreal label`` labels, taken from a recorded dataset.
+
+    simreal demos arm-reach --teacher scripted --camera front --size 64x64 --episodes 40 --out data/reach
+    simreal frames data/reach --camera front --every 5 --out frames.npz
+    simreal label frames.npz --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
+    simreal fit-reward frames.npz labels.npz --out reward.safetensors
+
+Reads a LeRobot v3 dataset (``simreal demos``, ``simreal record``, or lerobot's own) and keeps
+every ``--every``-th frame of each episode. Writes an npz (no pickle, written atomically):
+
+| key | shape, dtype | holds |
+| --- | --- | --- |
+| ``frames`` | (N, H, W, 3) uint8 | camera ``--camera`` |
+| ``task`` | str | the goal to label against (``--task``, default the first episode's instruction) |
+| ``state`` | (N, d) float32 | the state feature ``--state`` at each frame |
+| ``state_terms`` | (k,) str | the observation terms ``state`` concatenates (``simreal.observations``) |
+| ``episode_index``, ``frame_index`` | (N,) int64 | where each frame came from |
+| ``task_reward`` | (N,) float32 | the dataset's ``next.reward`` at the frame, when it has one: the task's own reward, a ground truth for ``simreal fit-reward`` to report agreement with |
+
+``--state`` defaults to ``observation.environment_state`` (the scene's noise-free state:
+``simreal demos`` records it for tasks naming ``environment_state_terms``), else
+``observation.state``. The terms come from the feature's names (``<term>.<i>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+HELP = "frames (and the state at each) from a recorded dataset, for simreal label and simreal fit-reward"
+
+ENV_STATE, STATE = "observation.environment_state", "observation.state"
+IMAGE_PREFIX = "observation.images."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="LeRobot v3 dataset folder")
+    p.add_argument("--camera", required=True, help="camera NAME (the dataset's observation.images.NAME)")
+    p.add_argument("--out", required=True, help="frames npz to write")
+    p.add_argument("--every", type=int, default=1, help="keep every K-th frame of each episode")
+    p.add_argument("--state", default=None,
+                   help=f"state feature to keep beside each frame (default {ENV_STATE}, else {STATE})")
+    p.add_argument("--task", default=None, help="the goal the frames are labelled against "
+                                                "(default: the first episode's instruction)")
+
+
+def term_names(feature_names: list[str], key: str, where: str) -> tuple[str, ...]:
+    """The observation terms of a state feature whose per-element names are ``<term>.<i>``, in order."""
+    from simreal.errors import DataFileError
+    from simreal.observations import TERMS
+
+    terms: list[str] = []
+    for name in feature_names:
+        term = str(name).rsplit(".", 1)[0]
+        if term not in TERMS:
+            raise DataFileError(where, f"feature '{key}' element {name!r} is not <observation term>.<i>; terms: "
+                                       f"{', '.join(TERMS)}")
+        if not terms or terms[-1] != term:
+            terms.append(term)
+    return tuple(terms)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from simreal.dataset_reader import Dataset
+    from simreal.errors import DataFileError, SimrealError
+    from simreal.yaml_io import atomic_write_bytes
+
+    if args.every < 1:
+        raise SimrealError(f"--every {args.every}: expected an integer >= 1")
+    ds = Dataset(args.dataset)
+    info_path = str(Path(args.dataset) / "meta" / "info.json")
+    image = IMAGE_PREFIX + args.camera
+    if image not in ds.features:
+        cams = [k[len(IMAGE_PREFIX):] for k in ds.features if k.startswith(IMAGE_PREFIX)]
+        raise SimrealError(f"--camera {args.camera}: {args.dataset} has no {image}; its cameras: "
+                           f"{', '.join(cams) or 'none'}")
+    state_key = args.state or (ENV_STATE if ENV_STATE in ds.features else STATE)
+    if state_key not in ds.features:
+        raise SimrealError(f"--state {state_key}: {args.dataset} has no such feature")
+    terms = term_names(ds.features[state_key].get("names") or [], state_key, info_path)
+    if ds.num_episodes == 0:
+        raise DataFileError(args.dataset, "the dataset holds no episodes")
+    task = args.task if args.task is not None else ds.episode_task(0)
+    has_reward = "next.reward" in ds.features
+    parts: dict[str, list[np.ndarray]] = {"frames": [], "state": [], "episode_index": [], "frame_index": [],
+                                          "task_reward": []}
+    for i in range(ds.num_episodes):
+        ep = ds.episode(i)
+        keep = slice(None, None, args.every)
+        parts["frames"].append(ep[image][keep])
+        parts["state"].append(np.asarray(ep[state_key], np.float32)[keep])
+        parts["episode_index"].append(np.asarray(ep["episode_index"], np.int64)[keep])
+        parts["frame_index"].append(np.asarray(ep["frame_index"], np.int64)[keep])
+        if has_reward:
+            parts["task_reward"].append(np.asarray(ep["next.reward"], np.float32).reshape(-1)[keep])
+    out = {k: np.concatenate(v) for k, v in parts.items() if v}
+    buf = io.BytesIO()
+    np.savez(buf, **out, task=np.str_(task), state_terms=np.array(terms, dtype=np.str_))
+    atomic_write_bytes(Path(args.out), buf.getvalue())
+    print(json.dumps({"frames": str(args.out), "count": int(len(out["frames"])), "shape": list(out["frames"].shape[1:]),
+                      "state": state_key, "state_terms": list(terms), "task": task, "task_reward": has_reward}))
+    return 0

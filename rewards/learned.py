@@ -1,0 +1,132 @@
+"""A run's ``reward:`` section: a reward model scoring the task's env during training.
+
+    reward:
+      kind: learned
+      model: reward.safetensors   # `simreal fit-reward`'s ensemble, fitted on state features
+      weight: 1.0                 # of the term reward/learned
+      task_weight: 0.0            # the task's own terms x this (0: the learned reward alone)
+
+``kind: learned`` adds the term ``learned`` to the task's reward table:
+
+    r_learned = 1/K sum_k f_k((x - mu) / sigma)
+
+``x`` the model's observation terms (``RewardModelConfig.obs_terms``, e.g. ``ee_pos_w,
+target_pos_w``) built from the robot-state mapping after each step (noise-free: the
+simulator's truth, as the labels judged what happened), ``mu``, ``sigma`` the standardisation
+saved with the model, ``f_k`` member ``k``'s MLP. As every term, it is weighted, multiplied by
+the control period and logged as ``reward/learned``; success and the other episode statistics
+stay the task's, so an evaluation measures the task, not the learned reward.
+
+The ensemble is evaluated in ``jax.numpy`` inside the jitted step, from the saved tensors (a
+two-hidden-layer MLP: a host round trip to torch per step would cost more than the network);
+:func:`jax_reward` is checked equal to the torch ensemble in the tests.
+
+``kind: clip`` (``simreal.rewards.vlm``) scores rendered frames; rendering and scoring frames
+inside training is not wired yet, and such a section is a ConfigError saying so, as is a
+frame-based learned model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from simreal.config import build, field
+from simreal.errors import ConfigError, SimrealError
+from simreal.rewards.vlm import ClipRewardConfig
+
+#: The name of the learned term in the reward table (logged as ``reward/learned``).
+TERM = "learned"
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedRewardConfig:
+    """The ``reward:`` section of ``kind: learned``."""
+
+    model: str = field(doc="the reward model file, simreal fit-reward's output (safetensors)")
+    kind: str = field("learned", choices=("learned",), doc="learned: a Bradley-Terry ensemble on state features")
+    weight: float = field(1.0, doc="scale of the term reward/learned")
+    task_weight: float = field(1.0, min=0.0, doc="multiplies the task's own reward terms (0: the learned reward alone)")
+
+
+#: ``reward.kind`` -> its section's config class.
+KINDS: dict[str, type] = {"learned": LearnedRewardConfig, "clip": ClipRewardConfig}
+
+
+def reward_section(section: Any) -> LearnedRewardConfig | ClipRewardConfig | None:
+    """The validated ``reward:`` section (None when absent); ConfigError naming ``reward.<key>``."""
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise ConfigError("reward", f"expected a mapping with kind: {' | '.join(KINDS)}, got {type(section).__name__}")
+    kind = section.get("kind")
+    if kind not in KINDS:
+        raise ConfigError("reward.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
+    cfg = build(KINDS[kind], section, prefix="reward")
+    if isinstance(cfg, LearnedRewardConfig):  # a run's saved config works from any directory
+        cfg = dataclasses.replace(cfg, model=str(Path(cfg.model).expanduser().absolute()))
+    return cfg
+
+
+def jax_reward(model: Any) -> Callable[[jax.Array], jax.Array]:
+    """The ensemble's mean reward as a jax function of state features (..., d) -> (...), from the
+    tensors of a state :class:`~simreal.rewards.reward_model.BTEnsemble` (Linear, LeakyReLU,
+    Linear, LeakyReLU, Linear per member; torch's LeakyReLU slope 0.01)."""
+    if model.config.is_image:
+        raise ValueError("a frame-based reward model is not a function of state features")
+    t = {k: jnp.asarray(v.detach().cpu().numpy(), jnp.float32) for k, v in model.state_dict().items()}
+    k = model.config.members
+    w = [jnp.stack([t[f"members.{m}.{i}.weight"] for m in range(k)]) for i in (0, 2, 4)]  # (K, out, in)
+    b = [jnp.stack([t[f"members.{m}.{i}.bias"] for m in range(k)]) for i in (0, 2, 4)]    # (K, out)
+    mean, std = t["obs_mean"], t["obs_std"]
+
+    def reward(x: jax.Array) -> jax.Array:
+        h = (x - mean) / std
+        h = jax.nn.leaky_relu(jnp.einsum("koi,...i->...ko", w[0], h) + b[0], 0.01)
+        h = jax.nn.leaky_relu(jnp.einsum("koi,...ki->...ko", w[1], h) + b[1], 0.01)
+        r = jnp.einsum("koi,...ki->...ko", w[2], h) + b[2]  # (..., K, 1)
+        return r[..., 0].mean(-1)
+
+    return reward
+
+
+def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
+    """Add the ``reward:`` section's term to ``env`` (a task's :class:`~simreal.sim.env.MjEnv`),
+    after checking the model fits the task; ConfigError naming ``reward.<key>`` otherwise."""
+    if isinstance(cfg, ClipRewardConfig):
+        raise ConfigError("reward.kind", "clip scores rendered frames, and scoring frames inside training is not "
+                                         "wired yet (docs/rewards.md); label frames with simreal label and train "
+                                         "on a state reward model (kind: learned) instead")
+    from simreal.observations import TERMS, build_observation
+    from simreal.rewards.reward_model import load_reward_model
+
+    try:
+        model = load_reward_model(cfg.model)
+    except SimrealError as e:
+        raise ConfigError("reward.model", str(e)) from None
+    c = model.config
+    if c.is_image:
+        raise ConfigError("reward.model", f"{cfg.model} scores frames {c.input_shape}; a reward in training reads "
+                                          "state features for now (simreal fit-reward --input state)")
+    if not c.obs_terms:
+        raise ConfigError("reward.model", f"{cfg.model} does not name the observation terms of its features; fit it "
+                                          "with simreal fit-reward, which records them")
+    unknown = [n for n in c.obs_terms if n not in TERMS]
+    if unknown:
+        raise ConfigError("reward.model", f"{cfg.model}: unknown observation term {unknown[0]!r}; terms: "
+                                          f"{', '.join(TERMS)}")
+    try:
+        size = sum(t["size"] for t in env.layout_of(c.obs_terms))
+    except KeyError as e:
+        raise ConfigError("reward.model", f"{cfg.model} reads the term(s) {', '.join(c.obs_terms)}, and the robot "
+                                          f"state of this task has no {e}") from None
+    if size != c.input_shape[0]:
+        raise ConfigError("reward.model", f"{cfg.model} takes {c.input_shape[0]} features, and its terms "
+                                          f"{', '.join(c.obs_terms)} make {size} in this task")
+    score = jax_reward(model)
+    env.add_reward_term(TERM, lambda s: score(build_observation(c.obs_terms, s, jnp)), cfg.weight, cfg.task_weight)

@@ -1,0 +1,132 @@
+"""A learned reward in training (``simreal.rewards.learned``): the jax ensemble equals the torch
+one, the ``reward:`` section's errors, and the whole loop through the CLI on an arm task:
+``simreal demos`` (camera frames with the goal drawn) -> ``simreal frames`` -> ``simreal label``
+against the loopback oracle at 10% noise -> ``simreal fit-reward`` -> ``simreal train`` with
+``reward.kind=learned`` alone, whose logged term is the model's score of the simulator's state."""
+
+from __future__ import annotations
+
+import csv
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from fixtures.oracle_server import OracleServer
+
+from simreal.cli import main
+from simreal.rewards.labelling import frame_digest
+from simreal.rewards.learned import jax_reward
+from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, load_reward_model, save_reward_model
+
+TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
+        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
+        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0", "backend=native"]
+
+
+def test_jax_reward_is_the_torch_ensembles_mean():
+    torch.manual_seed(0)
+    model = BTEnsemble(RewardModelConfig(input_shape=(6,), members=3, hidden=16, obs_terms=("ee_pos_w", "target_pos_w")))
+    model.obs_mean.copy_(torch.linspace(-1, 1, 6))
+    model.obs_std.copy_(torch.linspace(0.5, 2, 6))
+    x = np.random.default_rng(0).normal(size=(32, 6)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(jax_reward(model)(jnp.asarray(x))), model.reward(x), rtol=1e-5, atol=1e-5)
+    assert np.ptp(model.reward(x)) > 0  # not a constant
+
+
+def _state_model(path, obs_terms=("ee_pos_w", "target_pos_w"), size=6):
+    save_reward_model(path, BTEnsemble(RewardModelConfig(input_shape=(size,), members=1, hidden=4, obs_terms=obs_terms)))
+    return str(path)
+
+
+@pytest.mark.parametrize("reward, says", [
+    (["reward.model=x"], "'reward.kind': expected one of learned, clip"),
+    (["reward.kind=learned"], "'reward.model'"),
+    (["reward.kind=learned", "reward.model={missing}"], "'reward.model': "),
+    (["reward.kind=learned", "reward.model={untermed}"], "does not name the observation terms"),
+    (["reward.kind=learned", "reward.model={wrong_size}"], "takes 5 features, and its terms ee_pos_w, target_pos_w make 6"),
+    (["reward.kind=learned", "reward.model={no_key}"], "robot state of this task has no 'object_pos_w'"),
+    (["reward.kind=learned", "reward.model={good}", "reward.task_weight=-1"], "'reward.task_weight'"),
+    (["reward.kind=clip", "reward.model=m", "reward.prompts=[a robot]"], "clip scores rendered frames"),
+])
+def test_bad_reward_sections_are_one_line(reward, says, tmp_path, capsys):
+    files = {"missing": tmp_path / "missing.safetensors",
+             "untermed": _state_model(tmp_path / "u.safetensors", obs_terms=()),
+             "wrong_size": _state_model(tmp_path / "w.safetensors", size=5),
+             "no_key": _state_model(tmp_path / "k.safetensors", obs_terms=("object_pos_w", "target_pos_w")),
+             "good": _state_model(tmp_path / "g.safetensors")}
+    args = [a.format(**files) for a in reward]
+    assert main(["train", "arm-reach", *TINY, f"runs_root={tmp_path / 'runs'}", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("checkpoints/*"))
+
+
+def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
+    from simreal.sim.headless_gl import use_headless_gl
+    from simreal.errors import SimrealError
+
+    try:
+        use_headless_gl()
+    except SimrealError as e:
+        pytest.skip(f"no headless OpenGL here: {e}")
+    data, frames_file = tmp_path / "data", tmp_path / "frames.npz"
+    assert main(["demos", "arm-reach", "backend=native", "env.episode_length_s=1.0", "--teacher", "scripted",
+                 "--episodes", "6", "--num-envs", "6", "--camera", "front", "--image-size", "32x32",
+                 "--out", str(data)]) == 0
+    assert main(["frames", str(data), "--camera", "front", "--every", "2", "--out", str(frames_file)]) == 0
+    z = np.load(frames_file, allow_pickle=False)
+    assert z["frames"].shape == (150, 32, 32, 3) and z["state"].shape == (150, 6)
+    assert list(z["state_terms"]) == ["ee_pos_w", "target_pos_w"]
+    # the goal is drawn: each episode's first frame differs where its own goal marker stands
+    assert np.abs(z["frames"][0].astype(int) - z["frames"][25]).sum() > 0
+
+    # the oracle judges by the simulator's truth: the end effector's distance to the goal
+    progress = -np.linalg.norm(z["state"][:, :3] - z["state"][:, 3:], axis=1)
+    oracle = {frame_digest(f): float(p) for f, p in zip(z["frames"], progress)}
+    labels = tmp_path / "labels.npz"
+    with OracleServer(oracle, noise=0.1, seed=1) as server:
+        assert main(["label", str(frames_file), "--endpoint", server.url, "--model", "oracle", "--pairs", "800",
+                     "--out", str(labels), "--cache", str(tmp_path / "cache")]) == 0
+    capsys.readouterr()
+    model_file = tmp_path / "reward.safetensors"
+    assert main(["fit-reward", str(frames_file), str(labels), "--out", str(model_file), "--epochs", "100",
+                 "--holdout", "0.2"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["pairs_held_out"] == 160 and report["obs_terms"] == ["ee_pos_w", "target_pos_w"]
+    assert report["held_out_agreement_with_labels"] >= 0.75, report
+    model = load_reward_model(model_file)
+    r = model.reward(z["state"].astype(np.float32))
+    rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731  (preferences fix an order, not a scale)
+    assert np.corrcoef(rank(r), rank(progress))[0, 1] > 0.75  # the model learned the distance from noisy labels
+
+    runs = tmp_path / "runs"
+    assert main(["train", "arm-reach", *TINY, f"runs_root={runs}", "reward.kind=learned",
+                 f"reward.model={model_file}", "reward.task_weight=0"]) == 0
+    (metrics,) = runs.glob("arm-reach/*/metrics.csv")
+    rows = list(csv.DictReader(metrics.open()))
+    learned = [float(row["reward/learned"]) for row in rows if row.get("reward/learned")]
+    assert learned and all(np.isfinite(learned)), rows[-1].keys()
+
+
+def test_the_learned_term_scores_the_state_after_the_step(tmp_path):
+    """In the env, reward/learned is the model's score of the environment state after the step,
+    and with task_weight 0 it is the whole reward (times the control period)."""
+    import jax
+
+    from simreal.policies.run_config import make_env, resolve
+
+    torch.manual_seed(1)
+    model = BTEnsemble(RewardModelConfig(input_shape=(6,), members=2, hidden=8, obs_terms=("ee_pos_w", "target_pos_w")))
+    save_reward_model(tmp_path / "r.safetensors", model)
+    cfg = resolve("arm-reach", ["backend=native", "reward.kind=learned", f"reward.model={tmp_path / 'r.safetensors'}",
+                                "reward.task_weight=0", "reward.weight=2"])
+    env = make_env(cfg)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    state = jax.jit(env.step)(state, jnp.full(env.action_size, 0.3))
+    s = np.asarray(env.environment_state(state.pipeline_state, state.info), np.float32)[None]
+    assert float(state.metrics["reward/learned"]) == pytest.approx(float(model.reward(s)[0]), abs=1e-5)
+    assert float(state.reward) == pytest.approx(env.ctrl_dt * 2 * float(model.reward(s)[0]), abs=1e-5)
+    assert float(state.metrics["reward/reach"]) > 0  # the task's terms are still logged, weighted 0
