@@ -222,7 +222,8 @@ class BCTrainer(TorchTrainer):
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         env, actor = load_actor(run_dir, cfg, backend, **env_overrides)
-        return LoadedPolicy(env=env, act=deployed_policy(actor, action_chunk(env, cfg.train)))
+        policy = deployed_policy(actor, action_chunk(env, cfg.train))
+        return LoadedPolicy(env=env, act=policy, reset=getattr(policy, "reset", LoadedPolicy.reset))
 
     def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
         env, actor = load_actor(run_dir, cfg)

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         for _ in range(args.episodes):
             key, k = jax.random.split(key)
             state = reset(k)
+            policy.reset()
             for _t in range(steps):
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
                 mujoco.mj_forward(m, d)

@@ -204,6 +204,7 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
     try:
         while kept < episodes and tally.ran < limit:
             batch.reset()
+            teacher.reset()
             b = batch.num_envs
             info = {k: np.asarray(v) for k, v in batch.state.info.items() if isinstance(v, jax.Array)}
             frames: list[dict[str, list[np.ndarray]]] = [{} for _ in range(b)]

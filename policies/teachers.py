@@ -42,6 +42,10 @@ class Teacher(Protocol):
         """(B, m) normalised actions in [-1, 1] for the batched Brax ``State``."""
         ...
 
+    def reset(self) -> None:
+        """The batch starts new episodes (a teacher with memory starts over)."""
+        ...
+
 
 class ReachTeacher:
     """``arm-reach``: joint targets putting the end effector on the goal, from the measured pose.
@@ -53,6 +57,9 @@ class ReachTeacher:
 
     def __init__(self, env: Any):
         self.ik = ArmIK(env)
+
+    def reset(self) -> None:
+        """A controller of the measured state has no memory: nothing to start over."""
 
     def act(self, state: Any) -> np.ndarray:
         qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
@@ -137,6 +144,9 @@ class PushTeacher:
             return np.array([*behind, self.PUSH_Z_M])
         return np.array([*behind, self.HIGH_Z_M])
 
+    def reset(self) -> None:
+        """A controller of the measured state has no memory: nothing to start over."""
+
     def act(self, state: Any) -> np.ndarray:
         qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
         out = []
@@ -153,8 +163,9 @@ class PushTeacher:
 class PolicyTeacher:
     """A trained run's deterministic policy on the observation the env gives it."""
 
-    def __init__(self, act: Callable[[Any], Any]):
+    def __init__(self, act: Callable[[Any], Any], reset: Callable[[], None]):
         self._act = act
+        self.reset = reset
 
     def act(self, state: Any) -> np.ndarray:
         from simreal.sim.adapter_core import to_numpy
@@ -199,4 +210,4 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
     if cfg.task != task:
         raise ConfigError("--teacher", f"{run_dir} is a {cfg.task} run; the demonstrations asked for are {task}")
     policy = get_trainer(cfg.trainer).load(run_dir, cfg)
-    return cfg, policy.env, PolicyTeacher(policy.act)
+    return cfg, policy.env, PolicyTeacher(policy.act, policy.reset)

@@ -62,6 +62,10 @@ def check_observations(cfg: RunConfig, env: Any) -> None:
                                      f"trainer={cfg.trainer} takes flat observations; use trainer={able}")
 
 
+def _memoryless() -> None:
+    """A policy without memory: nothing to start over."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LoadedPolicy:
     """A run's latest policy, ready for rollouts.
@@ -70,10 +74,13 @@ class LoadedPolicy:
     act: deterministic policy, raw observation (n,) or (N, n) -> action (m,) or (N, m) in
       [-1, 1]; takes and returns numpy or JAX arrays, so both ``jax.jit(env.step)`` and a
       numpy batch can call it.
+    reset: call at the start of each episode (of every env of a batch at once): a policy with
+      memory (an action-chunk ensemble) starts over; a memoryless one does nothing.
     """
 
     env: Any
     act: Callable[[Any], Any]
+    reset: Callable[[], None] = _memoryless
 
 
 class Trainer(Protocol):

@@ -329,6 +329,18 @@ def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys
     obs = ds.episode(0)["observation.state"]
     np.testing.assert_allclose(OnnxPolicy(bundle).graph(obs), actor.act(obs), atol=1e-5)
 
+    # the loaded policy (play's, a --teacher run's) starts its ensemble over at each episode
+    from simreal.policies.trainers import get_trainer
+
+    loaded = get_trainer("bc").load(run_dir, cfg)
+    first = loaded.act(obs[0])
+    for o in obs[1:4]:
+        loaded.act(o)
+    assert not np.allclose(loaded.act(obs[0]), first)  # the old chunks still weigh in
+    loaded.reset()
+    np.testing.assert_allclose(loaded.act(obs[0]), first, atol=1e-6)
+    assert main(["play", str(run_dir), "--episodes", "2", "--out", str(tmp_path / "play.mp4")]) == 0
+
     # a checkpoint of another shape is one line naming the settings that shape it
     (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text().replace("dim_model: 16",
                                                                                        "dim_model: 32"))
