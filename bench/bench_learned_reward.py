@@ -38,6 +38,13 @@ from fixtures.oracle_server import OracleServer  # noqa: E402  (the tests' loopb
 from simreal.rewards.labelling import frame_digest  # noqa: E402
 
 
+def _json(out: str) -> dict:
+    """The JSON document a verb printed with --json (from its first line opening one)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("{"))
+    return json.loads("\n".join(lines[start:]))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=40, help="scripted demonstrations recorded")
@@ -47,6 +54,7 @@ def main() -> None:
     p.add_argument("--timesteps", type=int, default=600_000, help="PPO env-step budget per run (the same for both)")
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
+    p.add_argument("--input", choices=("state", "frames"), default="state", help="what the reward model reads")
     args = p.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench_learned_reward_"))
     root.mkdir(parents=True, exist_ok=True)
@@ -61,7 +69,7 @@ def main() -> None:
                       seed=1) as server:
         _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(args.pairs),
               "--out", str(labels), "--cache", str(root / "cache")])
-    fit = json.loads(_run(["fit-reward", str(frames), str(labels), "--out", str(model)]).strip().splitlines()[-1])
+    fit = _json(_run(["fit-reward", str(frames), str(labels), "--out", str(model), "--input", args.input]))
     print(json.dumps(fit))
 
     rows = []
@@ -69,9 +77,9 @@ def main() -> None:
     for name, extra in (("hand-written (the task's)", []),
                         ("learned alone", ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"])):
         load = os.getloadavg()[0]
-        summary = json.loads(_run(["train", "arm-reach", *budget, *extra, "--json"]).strip().splitlines()[-1])
-        ev = json.loads(_run(["eval", summary["run_dir"], "--episodes", str(args.eval_episodes), "--json"])
-                        .strip().splitlines()[-1])
+        summary = _json(_run(["train", "arm-reach", *budget, *extra, "--json"]))
+        ev = _json(_run(["eval", summary["run_dir"], "--episodes", str(args.eval_episodes), "--json"]))
+        ev = ev[ev["trained_on"]]
         rows.append((name, summary, ev, load))
     print(f"\n{len(z['frames'])} frames from {args.episodes} episodes, {args.pairs} pairs at {args.noise:.0%} noise\n")
     print("| reward | env steps | wall-clock [s] | eval success | load at start |")

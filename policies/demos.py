@@ -27,7 +27,6 @@ from the nominal model (:class:`~simreal.sim.render.BatchRenderer`) at the size 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 from simreal.errors import ConfigError
 from simreal.policies.instructions import instruction
 from simreal.policies.teachers import Teacher
+from simreal.sim.render import sized_renderer
 
 STATE, ACTION = "observation.state", "action"
 ENV_STATE = "observation.environment_state"
@@ -136,18 +136,6 @@ def camera_sizes(env: Any, names: Sequence[str], task: str,
     return out
 
 
-def camera_renderer(env: Any, cameras: Mapping[str, tuple[int, int]]) -> Any:
-    """A :class:`~simreal.sim.render.BatchRenderer` of the model cameras ``cameras`` (name ->
-    (H, W) [px], from :func:`camera_sizes`), on a copy of the model with those image sizes."""
-    from simreal.sim.render import BatchRenderer
-
-    m = copy.deepcopy(env.mj_model)  # the image size is the model's cam_resolution: set it on a copy
-    names = [m.camera(i).name for i in range(m.ncam)]
-    for cam, (h, w) in cameras.items():
-        m.cam_resolution[names.index(cam)] = (w, h)
-    return BatchRenderer(m, list(cameras))
-
-
 def reports_success(env: Any) -> bool:
     """Whether the task's episode statistics include ``success``."""
     return "success" in env.final_stats(env.init_stats(), jnp.bool_(False))
@@ -199,7 +187,7 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
     tally = tally if tally is not None else Tally()
     limit = max_attempts or (10 * episodes if only_success else episodes)
     batch = JaxBatch(env, max(1, min(num_envs, limit)), seed)
-    renderer = camera_renderer(env, cameras) if cameras else None
+    renderer = sized_renderer(env.mj_model, cameras) if cameras else None
     kept = 0
     try:
         while kept < episodes and tally.ran < limit:

@@ -15,7 +15,8 @@ A task YAML::
       ppo: {...}
     eval: {...}                # EvalConfig
     reward: {...}              # optional: a reward model's term beside (or instead of) the task's
-                               #   (simreal.rewards.learned: kind learned | clip)
+                               #   (simreal.rewards.learned: kind learned | clip;
+                               #   simreal.policies.learned_reward adds it to the env)
 
 The resolved config (a run's ``config.yaml``) holds the chosen algorithm's ``train:`` alone.
 
@@ -34,7 +35,7 @@ from typing import Any
 from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
 from simreal.errors import ConfigError, UnknownNameError, printable
 from simreal.policies import trainers
-from simreal.rewards.learned import attach, reward_section
+from simreal.rewards.learned import reward_section
 from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.backends.base import BACKENDS
 from simreal.sim.tasks import TASKS, task_class
@@ -310,5 +311,7 @@ def make_env(cfg: RunConfig, backend: str | None = None, **env_overrides: Any):
     env_cfg = dataclasses.replace(cfg.env, **env_overrides) if env_overrides else cfg.env
     env = task_class(cfg.task)(cfg.robot_spec(), env_cfg, backend or cfg.backend)
     if cfg.reward is not None:
+        from simreal.policies.learned_reward import attach
+
         attach(env, cfg.reward)
     return env

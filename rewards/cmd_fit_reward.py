@@ -7,7 +7,8 @@ The frames file is ``simreal frames``'s (or any npz with ``frames`` and, for ``-
 state``, ``state`` and ``state_terms``); the labels file must have been made from these very
 frames (its ``frames_sha256``). ``--input state`` (default) fits on the state beside each frame
 (the model then records its observation terms, and training rebuilds them from the
-simulator); ``--input frames`` fits a small CNN on the pixels (not usable in training yet).
+simulator); ``--input frames`` fits a small CNN on the pixels (training then renders the camera of the frames
+file, ``camera``, at their size).
 
 A random ``--holdout`` share of the labelled pairs is kept out of the fit; the report (one JSON
 line) gives the ensemble's agreement with those held-out labels, and, when the frames file has
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
             terms = z.strings("state_terms", "the observation terms the state concatenates")
         else:
             x, terms = frames, ()
+        camera = z.text("camera", "the camera's name") if args.input == "frames" else ""
         truth = z.floats("task_reward", "(N,) the task's reward at each frame") if "task_reward" in z else None
     labels = load_labels(args.labels)
     if labels.frames_sha256 != frame_digest(frames):
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     a, b, y = labels.index_a, labels.index_b, labels.label
     torch.manual_seed(args.seed)
     model = BTEnsemble(RewardModelConfig(input_shape=tuple(x.shape[1:]), members=args.members, hidden=args.hidden,
-                                         obs_terms=tuple(terms)))
+                                         obs_terms=tuple(terms), camera=camera))
     try:
         losses = fit(model, x[a[kept]], x[b[kept]], y[kept], epochs=args.epochs, unsure=args.unsure, seed=args.seed)
     except ValueError as e:

@@ -12,6 +12,7 @@ every ``--every``-th frame of each episode. Writes an npz (no pickle, written at
 | --- | --- | --- |
 | ``frames`` | (N, H, W, 3) uint8 | camera ``--camera`` |
 | ``task`` | str | the goal to label against (``--task``, default the first episode's instruction) |
+| ``camera`` | str | the camera's name |
 | ``state`` | (N, d) float32 | the state feature ``--state`` at each frame |
 | ``state_terms`` | (k,) str | the observation terms ``state`` concatenates (``simreal.observations``) |
 | ``episode_index``, ``frame_index`` | (N,) int64 | where each frame came from |
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             parts["task_reward"].append(np.asarray(ep["next.reward"], np.float32).reshape(-1)[keep])
     out = {k: np.concatenate(v) for k, v in parts.items() if v}
     buf = io.BytesIO()
-    np.savez(buf, **out, task=np.str_(task), state_terms=np.array(terms, dtype=np.str_))
+    np.savez(buf, **out, task=np.str_(task), camera=np.str_(args.camera), state_terms=np.array(terms, dtype=np.str_))
     atomic_write_bytes(Path(args.out), buf.getvalue())
     print(json.dumps({"frames": str(args.out), "count": int(len(out["frames"])), "shape": list(out["frames"].shape[1:]),
                       "state": state_key, "state_terms": list(terms), "task": task, "task_reward": has_reward}))

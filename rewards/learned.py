@@ -17,13 +17,13 @@ saved with the model, ``f_k`` member ``k``'s MLP. As every term, it is weighted,
 the control period and logged as ``reward/learned``; success and the other episode statistics
 stay the task's, so an evaluation measures the task, not the learned reward.
 
-The ensemble is evaluated in ``jax.numpy`` inside the jitted step, from the saved tensors (a
+A state model is evaluated in ``jax.numpy`` inside the jitted step, from the saved tensors (a
 two-hidden-layer MLP: a host round trip to torch per step would cost more than the network);
-:func:`jax_reward` is checked equal to the torch ensemble in the tests.
-
-``kind: clip`` (``simreal.rewards.vlm``) scores rendered frames; rendering and scoring frames
-inside training is not wired yet, and such a section is a ConfigError saying so, as is a
-frame-based learned model.
+:func:`jax_reward` is checked equal to the torch ensemble in the tests. A frame model (``x`` a
+camera image) and ``kind: clip`` (``simreal.rewards.vlm``) score frames rendered from the state
+after the step, on the host, every ``every_k_steps`` (``simreal.policies.learned_reward``
+wires both into the env: the renderer lives in ``simreal.sim``, which this package does not
+import).
 """
 
 from __future__ import annotations
@@ -37,11 +37,9 @@ import jax
 import jax.numpy as jnp
 
 from simreal.config import build, field
-from simreal.errors import ConfigError, SimrealError
+from simreal.errors import ConfigError
 from simreal.rewards.vlm import ClipRewardConfig
 
-#: The name of the learned term in the reward table (logged as ``reward/learned``).
-TERM = "learned"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +50,8 @@ class LearnedRewardConfig:
     kind: str = field("learned", choices=("learned",), doc="learned: a Bradley-Terry ensemble on state features")
     weight: float = field(1.0, doc="scale of the term reward/learned")
     task_weight: float = field(1.0, min=0.0, doc="multiplies the task's own reward terms (0: the learned reward alone)")
+    every_k_steps: int = field(1, min=1, doc="a frame model scores every K-th step; the steps between keep the last "
+                                             "score (a state model scores every step)")
 
 
 #: ``reward.kind`` -> its section's config class.
@@ -93,40 +93,3 @@ def jax_reward(model: Any) -> Callable[[jax.Array], jax.Array]:
         return r[..., 0].mean(-1)
 
     return reward
-
-
-def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
-    """Add the ``reward:`` section's term to ``env`` (a task's :class:`~simreal.sim.env.MjEnv`),
-    after checking the model fits the task; ConfigError naming ``reward.<key>`` otherwise."""
-    if isinstance(cfg, ClipRewardConfig):
-        raise ConfigError("reward.kind", "clip scores rendered frames, and scoring frames inside training is not "
-                                         "wired yet (docs/rewards.md); label frames with simreal label and train "
-                                         "on a state reward model (kind: learned) instead")
-    from simreal.observations import TERMS, build_observation
-    from simreal.rewards.reward_model import load_reward_model
-
-    try:
-        model = load_reward_model(cfg.model)
-    except SimrealError as e:
-        raise ConfigError("reward.model", str(e)) from None
-    c = model.config
-    if c.is_image:
-        raise ConfigError("reward.model", f"{cfg.model} scores frames {c.input_shape}; a reward in training reads "
-                                          "state features for now (simreal fit-reward --input state)")
-    if not c.obs_terms:
-        raise ConfigError("reward.model", f"{cfg.model} does not name the observation terms of its features; fit it "
-                                          "with simreal fit-reward, which records them")
-    unknown = [n for n in c.obs_terms if n not in TERMS]
-    if unknown:
-        raise ConfigError("reward.model", f"{cfg.model}: unknown observation term {unknown[0]!r}; terms: "
-                                          f"{', '.join(TERMS)}")
-    try:
-        size = sum(t["size"] for t in env.layout_of(c.obs_terms))
-    except KeyError as e:
-        raise ConfigError("reward.model", f"{cfg.model} reads the term(s) {', '.join(c.obs_terms)}, and the robot "
-                                          f"state of this task has no {e}") from None
-    if size != c.input_shape[0]:
-        raise ConfigError("reward.model", f"{cfg.model} takes {c.input_shape[0]} features, and its terms "
-                                          f"{', '.join(c.obs_terms)} make {size} in this task")
-    score = jax_reward(model)
-    env.add_reward_term(TERM, lambda s: score(build_observation(c.obs_terms, s, jnp)), cfg.weight, cfg.task_weight)

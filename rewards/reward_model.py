@@ -48,6 +48,8 @@ class RewardModelConfig:
     #: For state features: the observation terms (``simreal.observations``) they concatenate, in
     #: order, so training can rebuild them from the simulator; empty for frames or unnamed features.
     obs_terms: tuple[str, ...] = ()
+    #: For frames: the model camera they were rendered from (training renders it at input_shape).
+    camera: str = ""
 
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape)
@@ -109,7 +111,7 @@ class BTEnsemble(nn.Module):
     @torch.no_grad()
     def reward(self, obs: np.ndarray) -> np.ndarray:
         """The learned reward: the members' mean (N,) float32, of observations (N, *input_shape)."""
-        return self(torch.as_tensor(np.asarray(obs))).mean(0).numpy().astype(np.float32)
+        return self(torch.as_tensor(np.array(obs))).mean(0).numpy().astype(np.float32)  # a copy: jax hands read-only arrays
 
 
 def bt_targets(labels: np.ndarray, unsure: str = "skip") -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +196,8 @@ def load_reward_model(path: str | Path) -> BTEnsemble:
     try:
         fields = json.loads(meta["config"])
         config = RewardModelConfig(input_shape=tuple(fields["input_shape"]), members=int(fields["members"]),
-                                   hidden=int(fields["hidden"]), obs_terms=tuple(fields.get("obs_terms", ())))
+                                   hidden=int(fields["hidden"]), obs_terms=tuple(fields.get("obs_terms", ())),
+                                   camera=str(fields.get("camera", "")))
     except (KeyError, TypeError, ValueError, json.JSONDecodeError, ConfigError) as e:
         raise DataFileError(str(path), f"metadata 'config' is not a reward model config ({e})") from None
     model = BTEnsemble(config)

@@ -25,10 +25,10 @@ embeddings and ``P`` are computed once, at construction; a call embeds a batch o
     >>> reward = ClipReward(build(ClipRewardConfig, section, prefix="reward"))   # doctest: +SKIP
     >>> reward(frames)            # (N, H, W, 3) uint8 -> (N,) float32           # doctest: +SKIP
 
-``ClipReward`` returns the unweighted ``R``. Not wired into training yet: the intended use is
-``weight * R`` as the term ``reward/clip`` beside the task's hand-written terms (or alone,
-with their scales at 0), scored on the pixel tasks' camera frames every ``every_k_steps``;
-today a task config's ``reward:`` section is not read (docs/rewards.md).
+``ClipReward`` returns the unweighted ``R``. In training (a run's ``reward:`` section,
+``simreal.policies.learned_reward``) ``weight * R`` is the term ``reward/clip`` beside the
+task's hand-written terms scaled by ``task_weight`` (0: alone), scored on ``camera``'s frame of
+the state after the step every ``every_k_steps``.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ class ClipRewardConfig:
                          doc="VLM-RM projection strength with baselines: 0 = plain cosine, 1 = only the "
                              "baseline-to-goal direction")
     weight: float = field(1.0, doc="scale of the reward term reward/clip")
+    task_weight: float = field(1.0, min=0.0, doc="multiplies the task's own reward terms (0: the CLIP reward alone)")
+    camera: str = field("front", doc="the model camera whose frames are scored (at its own resolution)")
     every_k_steps: int = field(1, min=1, doc="score every K-th control step's frame; the steps between keep "
                                              "the last score")
     batch_size: int = field(64, min=1, doc="frames per forward pass (bounds memory)")

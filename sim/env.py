@@ -21,7 +21,7 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **rewards**: a table of tiny named terms, each weighted by ``reward_scales`` and
   multiplied by the control period, logged as ``reward/<name>``; a term learned or scored
   outside the task (a reward model, ``simreal.rewards.learned``) joins the table through
-  :meth:`MjEnv.add_reward_term`, a function of the robot-state mapping after the step;
+  :meth:`MjEnv.add_reward_term`, a function of the physics state and task info after the step;
 - **episode statistics** (success, crash, RMSE...) reported at episode end as
   ``episode/<name>`` multiplied by the done flag, plus ``episode/done``.
 
@@ -224,17 +224,18 @@ class MjEnv(BraxEnv):
         """The noise-free vector of :attr:`environment_state_terms`, in order."""
         return build_observation(self.environment_state_terms, self.robot_state(phys, info), jnp)
 
-    def add_reward_term(self, name: str, fn: Any, weight: float, task_weight: float = 1.0) -> None:
-        """Add the term ``name``, ``fn(robot_state) -> ()`` of the robot-state mapping after each
-        step, weighted by ``weight``; the task's own terms are rescaled by ``task_weight`` (0: the
-        added term alone). Logged as ``reward/<name>`` like the task's; call before the first
-        ``reset`` is traced."""
+    def add_reward_term(self, name: str, fn: Any, weight: float, task_weight: float = 1.0, every: int = 1) -> None:
+        """Add the term ``name`` to the reward table, weighted by ``weight``; the task's own terms
+        are rescaled by ``task_weight`` (0: the added term alone). ``fn(phys, info, due) -> ()`` scores
+        the state after a step; it is asked at the first step of an episode and every ``every``-th after (``due`` True;
+        a scorer may skip envs where it is False) and the steps between keep its last score.
+        Logged as ``reward/<name>`` like the task's terms; call before the first ``reset`` is traced."""
         from simreal.errors import ConfigError
 
         if name in self.scales:
             raise ConfigError(f"reward.{name}", f"the task already has a reward term '{name}'")
         self.scales = {**{k: v * task_weight for k, v in self.scales.items()}, name: float(weight)}
-        self._added_terms[name] = fn
+        self._added_terms[name] = (fn, max(1, int(every)))
 
     def reset(self, rng: jax.Array) -> State:
         return self.reset_from(rng)
@@ -279,9 +280,9 @@ class MjEnv(BraxEnv):
         info["step"] = info["step"] + 1
         info = self.advance_task(info)
         terms = self.reward_terms(phys, action, info)
-        if self._added_terms:
-            s = self.robot_state(phys, info)
-            terms = {**terms, **{k: fn(s) for k, fn in self._added_terms.items()}}
+        for k, (fn, every) in self._added_terms.items():
+            due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
+            terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
         info["last_action"] = action
         terminated = self.terminated(phys, info) | ~jnp.all(jnp.isfinite(phys.qpos))
@@ -351,6 +352,7 @@ class MjEnv(BraxEnv):
             "truncation": jnp.zeros(()),
             "episode_return": jnp.zeros(()),
             "stats": self.init_stats(),
+            **{f"last_score/{k}": jnp.zeros(()) for k in self._added_terms},
             **task_info,
         }
         return phys, info

@@ -36,7 +36,7 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -244,3 +244,16 @@ class BatchRenderer:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+
+def sized_renderer(model: mujoco.MjModel, cameras: Mapping[str, tuple[int, int]], nthread: int | None = None
+                   ) -> BatchRenderer:
+    """A :class:`BatchRenderer` of the model cameras ``cameras`` (name -> (H, W) [px]) at those
+    sizes, on a copy of ``model`` (a camera's image size is the model's ``cam_resolution``)."""
+    m = copy.deepcopy(model)
+    names = [m.camera(i).name for i in range(m.ncam)]
+    for cam, (h, w) in cameras.items():
+        if cam not in names:
+            raise UnknownNameError("camera", cam, names)
+        m.cam_resolution[names.index(cam)] = (w, h)
+    return BatchRenderer(m, list(cameras), nthread=nthread)

@@ -47,14 +47,19 @@ def _state_model(path, obs_terms=("ee_pos_w", "target_pos_w"), size=6):
     (["reward.kind=learned", "reward.model={wrong_size}"], "takes 5 features, and its terms ee_pos_w, target_pos_w make 6"),
     (["reward.kind=learned", "reward.model={no_key}"], "robot state of this task has no 'object_pos_w'"),
     (["reward.kind=learned", "reward.model={good}", "reward.task_weight=-1"], "'reward.task_weight'"),
-    (["reward.kind=clip", "reward.model=m", "reward.prompts=[a robot]"], "clip scores rendered frames"),
+    (["reward.kind=clip", "reward.model={missing}", "reward.prompts=[a robot]"], "(reward.model)"),
+    (["reward.kind=clip", "reward.model=m", "reward.prompts=[a robot]", "reward.camera=wrist"],
+     "the task's model has no camera 'wrist'; its cameras: front"),
+    (["reward.kind=learned", "reward.model={uncamera}"], "does not name their camera"),
 ])
 def test_bad_reward_sections_are_one_line(reward, says, tmp_path, capsys):
     files = {"missing": tmp_path / "missing.safetensors",
              "untermed": _state_model(tmp_path / "u.safetensors", obs_terms=()),
              "wrong_size": _state_model(tmp_path / "w.safetensors", size=5),
              "no_key": _state_model(tmp_path / "k.safetensors", obs_terms=("object_pos_w", "target_pos_w")),
-             "good": _state_model(tmp_path / "g.safetensors")}
+             "good": _state_model(tmp_path / "g.safetensors"),
+             "uncamera": tmp_path / "i.safetensors"}
+    save_reward_model(files["uncamera"], BTEnsemble(RewardModelConfig(input_shape=(8, 8, 3), members=1, hidden=4)))
     args = [a.format(**files) for a in reward]
     assert main(["train", "arm-reach", *TINY, f"runs_root={tmp_path / 'runs'}", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -130,3 +135,73 @@ def test_the_learned_term_scores_the_state_after_the_step(tmp_path):
     assert float(state.metrics["reward/learned"]) == pytest.approx(float(model.reward(s)[0]), abs=1e-5)
     assert float(state.reward) == pytest.approx(env.ctrl_dt * 2 * float(model.reward(s)[0]), abs=1e-5)
     assert float(state.metrics["reward/reach"]) > 0  # the task's terms are still logged, weighted 0
+
+
+def _gl_or_skip():
+    from simreal.errors import SimrealError
+    from simreal.sim.headless_gl import use_headless_gl
+
+    try:
+        use_headless_gl()
+    except SimrealError as e:
+        pytest.skip(f"no headless OpenGL here: {e}")
+
+
+def _frames_of(env, state, size):
+    """The camera's frames of a batched state, the goal markers on each env's goal."""
+    import jax
+
+    from simreal.sim.render import sized_renderer
+
+    with sized_renderer(env.mj_model, {"front": size}, nthread=1) as r:
+        return r.render(np.asarray(state.pipeline_state.qpos), None,
+                        np.asarray(jax.vmap(env.mocap_pos)(state.info)))["pixels/front"]
+
+
+def test_a_frame_model_scores_the_rendered_state_every_k_steps(tmp_path):
+    """reward/learned of a frame model is its score of the camera's frame after the step (the
+    goal drawn), asked at the first step and every K-th; the steps between keep the last score."""
+    import jax
+
+    from simreal.policies.run_config import make_env, resolve
+
+    _gl_or_skip()
+    torch.manual_seed(2)
+    model = BTEnsemble(RewardModelConfig(input_shape=(16, 16, 3), members=2, hidden=8, camera="front"))
+    save_reward_model(tmp_path / "f.safetensors", model)
+    cfg = resolve("arm-reach", ["backend=native", "reward.kind=learned", f"reward.model={tmp_path / 'f.safetensors'}",
+                                "reward.every_k_steps=2"])
+    env = make_env(cfg)
+    state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 3))
+    step = jax.jit(jax.vmap(env.step))
+    a = jnp.full((3, env.action_size), 0.5)
+    scores = []
+    for _ in range(3):
+        state = step(state, a)
+        scores.append(np.asarray(state.metrics["reward/learned"]))
+        if len(scores) in (1, 3):  # steps 1 and 3 are due
+            np.testing.assert_allclose(scores[-1], model.reward(_frames_of(env, state, (16, 16))), atol=1e-5)
+    np.testing.assert_array_equal(scores[1], scores[0])  # step 2 keeps step 1's score
+    assert not np.allclose(scores[2], scores[0])  # the arm moved, the frames and scores changed
+
+
+def test_clip_scores_the_rendered_state_in_training(tmp_path):
+    import jax
+
+    from simreal.policies.run_config import make_env, resolve
+    from simreal.rewards.vlm import ClipReward
+
+    pytest.importorskip("transformers")
+    from fixtures import vlm_models
+
+    _gl_or_skip()
+    directory = vlm_models.make_tiny_clip(tmp_path / "clip")
+    section = [f"reward.model={directory}", "reward.prompts=[the gripper on the green ball]",
+               "reward.baselines=[a robot arm]", "reward.task_weight=0"]
+    cfg = resolve("arm-reach", ["backend=native", "reward.kind=clip", *section])
+    env = make_env(cfg)
+    state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 2))
+    state = jax.jit(jax.vmap(env.step))(state, jnp.full((2, env.action_size), 0.5))
+    want = ClipReward(cfg.reward)(_frames_of(env, state, (64, 64)))
+    np.testing.assert_allclose(np.asarray(state.metrics["reward/clip"]), want, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(state.reward), env.ctrl_dt * want, atol=1e-6)
