@@ -8,7 +8,8 @@ the tests standing in for a vision-language model (it answers from the simulator
 end effector's distance to the goal, each answer flipped with probability ``--noise``)::
 
     simreal demos arm-reach --teacher scripted --episodes D --camera front --image-size 64x64 --out DIR/demos
-    simreal frames DIR/demos --camera front --every K --out DIR/frames.npz
+    simreal demos arm-reach --teacher random --episodes R --camera front --image-size 64x64 --out DIR/explore
+    simreal frames DIR/demos DIR/explore --camera front --every K --out DIR/frames.npz
     simreal label DIR/frames.npz --endpoint ORACLE --model oracle --pairs P --out DIR/labels.npz
     simreal fit-reward DIR/frames.npz DIR/labels.npz --out DIR/reward.safetensors
     simreal train arm-reach train.num_timesteps=S --json                                # hand-written reward
@@ -48,6 +49,7 @@ def _json(out: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=40, help="scripted demonstrations recorded")
+    p.add_argument("--random-episodes", type=int, default=40, help="episodes of held random actions (0: none)")
     p.add_argument("--every", type=int, default=4, help="keep every K-th frame")
     p.add_argument("--pairs", type=int, default=2000, help="pairs labelled")
     p.add_argument("--noise", type=float, default=0.1, help="share of the oracle's answers flipped")
@@ -62,7 +64,12 @@ def main() -> None:
 
     _run(["demos", "arm-reach", "--teacher", "scripted", "--episodes", str(args.episodes), "--camera", "front",
           "--image-size", "64x64", "--out", str(demos)])
-    _run(["frames", str(demos), "--camera", "front", "--every", str(args.every), "--out", str(frames)])
+    sources = [str(demos)]
+    if args.random_episodes:
+        sources.append(str(root / "explore"))
+        _run(["demos", "arm-reach", "--teacher", "random", "--episodes", str(args.random_episodes), "--camera",
+              "front", "--image-size", "64x64", "--out", sources[-1]])
+    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--out", str(frames)])
     z = np.load(frames, allow_pickle=False)
     progress = -np.linalg.norm(z["state"][:, :3] - z["state"][:, 3:], axis=1)  # ee_pos_w, target_pos_w
     with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
@@ -81,7 +88,8 @@ def main() -> None:
         ev = _json(_run(["eval", summary["run_dir"], "--episodes", str(args.eval_episodes), "--json"]))
         ev = ev[ev["trained_on"]]
         rows.append((name, summary, ev, load))
-    print(f"\n{len(z['frames'])} frames from {args.episodes} episodes, {args.pairs} pairs at {args.noise:.0%} noise\n")
+    print(f"\n{len(z['frames'])} frames from {args.episodes} scripted and {args.random_episodes} random episodes, "
+          f"{args.pairs} pairs at {args.noise:.0%} noise, reward model on {args.input}\n")
     print("| reward | env steps | wall-clock [s] | eval success | load at start |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, s, ev, load in rows:

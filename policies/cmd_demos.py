@@ -7,7 +7,9 @@
     simreal demos arm-reach --teacher runs/arm-reach/20261121-120000 --episodes 200 --out data/reach_ppo
 
 The teacher (``policies/teachers.py``) is ``scripted`` (the task's controller, from the full
-simulator state) or a trained run's directory (its deterministic policy). It drives the task's
+simulator state), ``random`` (held random actions: exploration, the broad coverage a reward
+model's frames need, not a demonstration to imitate) or a trained run's directory (its
+deterministic policy). It drives the task's
 env through the env's own reset and step, in batches of ``--num-envs``; each env's first episode
 is one dataset episode: ``observation.state`` (the policy's observation), ``action`` (the
 normalised action the env applied), ``next.reward``, ``next.done``, ``next.success``, camera
@@ -43,7 +45,8 @@ def _image_size(text: str) -> tuple[int, int]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="registered task name (see `simreal list`)")
     p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. env.action_scale=1.5)")
-    p.add_argument("--teacher", required=True, help="'scripted' (the task's controller) or a trained run's directory")
+    p.add_argument("--teacher", required=True, help="'scripted' (the task's controller), 'random' (held random actions: "
+                                                    "exploration for a reward model's data) or a trained run's directory")
     p.add_argument("--episodes", type=_positive_int, required=True, help="episodes to write")
     p.add_argument("--out", required=True, help="dataset folder (new or empty)")
     p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")

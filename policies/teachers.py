@@ -173,6 +173,29 @@ class PolicyTeacher:
         return np.asarray(self._act(to_numpy(state.obs)), np.float64)
 
 
+class RandomTeacher:
+    """``--teacher random``: exploration, not a demonstration. Each env holds a uniform random
+    action in [-1, 1]^m and draws a new one with probability ``switch`` per step (held for
+    1 / switch steps on average, so the robot travels to the edges of its action range rather
+    than jittering in place): states a learned reward must also score (``simreal frames``)."""
+
+    def __init__(self, env: Any, seed: int = 0, switch: float = 0.05):
+        self.m, self.switch = int(env.action_size), switch
+        self.rng = np.random.default_rng(seed)
+        self.held: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self.held = None
+
+    def act(self, state: Any) -> np.ndarray:
+        b = np.asarray(state.done).shape[0]
+        fresh = self.rng.uniform(-1.0, 1.0, (b, self.m))
+        if self.held is None or len(self.held) != b:
+            self.held = fresh
+        self.held = np.where(self.rng.uniform(size=(b, 1)) < self.switch, fresh, self.held)
+        return self.held
+
+
 #: task -> its scripted teacher, built from the task's env.
 SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
     "arm-reach": ReachTeacher,
@@ -182,7 +205,8 @@ SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
 
 
 def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tuple[RunConfig, Any, Teacher]:
-    """(the resolved config, its env, the teacher) for ``--teacher scripted`` or a run directory.
+    """(the resolved config, its env, the teacher) for ``--teacher scripted``, ``random`` (any task) or
+    a run directory.
 
     ``overrides`` (``key=value``) apply to the task's default config, or to the run's saved one.
     ConfigError naming ``--teacher`` for a task without a scripted teacher (listing those with
@@ -192,6 +216,10 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
     from simreal.errors import ConfigError
     from simreal.policies.run_config import make_env, resolve
 
+    if teacher == "random":
+        cfg = resolve(task, overrides)
+        env = make_env(cfg)
+        return cfg, env, RandomTeacher(env, cfg.seed)
     if teacher == "scripted":
         if task not in SCRIPTED:
             raise ConfigError("--teacher", f"no scripted teacher for task {task}; tasks with one: "
@@ -204,7 +232,7 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
 
     run_dir = Path(teacher)
     if not run_dir.is_dir():
-        raise ConfigError("--teacher", f"expected 'scripted' or a run directory; {teacher!r} is neither")
+        raise ConfigError("--teacher", f"expected 'scripted', 'random' or a run directory; {teacher!r} is none of these")
     saved = load_config(run_dir)
     cfg = resolve(None, overrides, base=saved.to_dict(), source=str(run_dir / "config.yaml"))
     if cfg.task != task:

@@ -1,12 +1,15 @@
 """``simreal frames``: the frames file ``simreal label`` labels, taken from a recorded dataset.
 
-    simreal demos arm-reach --teacher scripted --camera front --size 64x64 --episodes 40 --out data/reach
-    simreal frames data/reach --camera front --every 5 --out frames.npz
+    simreal demos arm-reach --teacher scripted --camera front --image-size 64x64 --episodes 40 --out data/reach
+    simreal demos arm-reach --teacher random --camera front --image-size 64x64 --episodes 40 --out data/explore
+    simreal frames data/reach data/explore --camera front --every 5 --out frames.npz
     simreal label frames.npz --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
     simreal fit-reward frames.npz labels.npz --out reward.safetensors
 
-Reads a LeRobot v3 dataset (``simreal demos``, ``simreal record``, or lerobot's own) and keeps
-every ``--every``-th frame of each episode. Writes an npz (no pickle, written atomically):
+Reads LeRobot v3 datasets (``simreal demos``, ``simreal record``, or lerobot's own) and keeps
+every ``--every``-th frame of each episode. A reward model fitted on demonstrations alone is
+exploited by the policy it trains wherever the demonstrations never went (measured:
+BENCHMARKS.md), so give it exploration too (``--teacher random``). Writes an npz (no pickle, written atomically):
 
 | key | shape, dtype | holds |
 | --- | --- | --- |
@@ -15,7 +18,7 @@ every ``--every``-th frame of each episode. Writes an npz (no pickle, written at
 | ``camera`` | str | the camera's name |
 | ``state`` | (N, d) float32 | the state feature ``--state`` at each frame |
 | ``state_terms`` | (k,) str | the observation terms ``state`` concatenates (``simreal.observations``) |
-| ``episode_index``, ``frame_index`` | (N,) int64 | where each frame came from |
+| ``dataset_index``, ``episode_index``, ``frame_index`` | (N,) int64 | where each frame came from |
 | ``task_reward`` | (N,) float32 | the dataset's ``next.reward`` at the frame, when it has one: the task's own reward, a ground truth for ``simreal fit-reward`` to report agreement with |
 
 ``--state`` defaults to ``observation.environment_state`` (the scene's noise-free state:
@@ -37,7 +40,8 @@ IMAGE_PREFIX = "observation.images."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", help="LeRobot v3 dataset folder")
+    p.add_argument("datasets", nargs="+", metavar="dataset", help="LeRobot v3 dataset folder(s), in order "
+                                                                  "(e.g. demonstrations and random exploration)")
     p.add_argument("--camera", required=True, help="camera NAME (the dataset's observation.images.NAME)")
     p.add_argument("--out", required=True, help="frames npz to write")
     p.add_argument("--every", type=int, default=1, help="keep every K-th frame of each episode")
@@ -72,32 +76,39 @@ def run(args: argparse.Namespace) -> int:
 
     if args.every < 1:
         raise SimrealError(f"--every {args.every}: expected an integer >= 1")
-    ds = Dataset(args.dataset)
-    info_path = str(Path(args.dataset) / "meta" / "info.json")
     image = IMAGE_PREFIX + args.camera
-    if image not in ds.features:
-        cams = [k[len(IMAGE_PREFIX):] for k in ds.features if k.startswith(IMAGE_PREFIX)]
-        raise SimrealError(f"--camera {args.camera}: {args.dataset} has no {image}; its cameras: "
-                           f"{', '.join(cams) or 'none'}")
-    state_key = args.state or (ENV_STATE if ENV_STATE in ds.features else STATE)
-    if state_key not in ds.features:
-        raise SimrealError(f"--state {state_key}: {args.dataset} has no such feature")
-    terms = term_names(ds.features[state_key].get("names") or [], state_key, info_path)
-    if ds.num_episodes == 0:
-        raise DataFileError(args.dataset, "the dataset holds no episodes")
-    task = args.task if args.task is not None else ds.episode_task(0)
-    has_reward = "next.reward" in ds.features
-    parts: dict[str, list[np.ndarray]] = {"frames": [], "state": [], "episode_index": [], "frame_index": [],
-                                          "task_reward": []}
-    for i in range(ds.num_episodes):
-        ep = ds.episode(i)
-        keep = slice(None, None, args.every)
-        parts["frames"].append(ep[image][keep])
-        parts["state"].append(np.asarray(ep[state_key], np.float32)[keep])
-        parts["episode_index"].append(np.asarray(ep["episode_index"], np.int64)[keep])
-        parts["frame_index"].append(np.asarray(ep["frame_index"], np.int64)[keep])
-        if has_reward:
-            parts["task_reward"].append(np.asarray(ep["next.reward"], np.float32).reshape(-1)[keep])
+    datasets, state_key, terms = [], args.state, None
+    for root in args.datasets:
+        ds = Dataset(root)
+        if image not in ds.features:
+            cams = [k[len(IMAGE_PREFIX):] for k in ds.features if k.startswith(IMAGE_PREFIX)]
+            raise SimrealError(f"--camera {args.camera}: {root} has no {image}; its cameras: {', '.join(cams) or 'none'}")
+        state_key = state_key or (ENV_STATE if ENV_STATE in ds.features else STATE)
+        if state_key not in ds.features:
+            raise SimrealError(f"--state {state_key}: {root} has no such feature")
+        these = term_names(ds.features[state_key].get("names") or [], state_key, str(Path(root) / "meta" / "info.json"))
+        if terms is not None and (these != terms or ds.features[image]["shape"] != datasets[0].features[image]["shape"]):
+            raise DataFileError(root, f"its {state_key} terms {', '.join(these)} or {image} shape "
+                                      f"{ds.features[image]['shape']} differ from {args.datasets[0]}'s")
+        if ds.num_episodes == 0:
+            raise DataFileError(root, "the dataset holds no episodes")
+        datasets.append(ds)
+        terms = these
+    task = args.task if args.task is not None else datasets[0].episode_task(0)
+    has_reward = all("next.reward" in ds.features for ds in datasets)
+    parts: dict[str, list[np.ndarray]] = {"frames": [], "state": [], "dataset_index": [], "episode_index": [],
+                                          "frame_index": [], "task_reward": []}
+    keep = slice(None, None, args.every)
+    for d, ds in enumerate(datasets):
+        for i in range(ds.num_episodes):
+            ep = ds.episode(i)
+            parts["frames"].append(ep[image][keep])
+            parts["state"].append(np.asarray(ep[state_key], np.float32)[keep])
+            parts["dataset_index"].append(np.full(len(parts["state"][-1]), d, np.int64))
+            parts["episode_index"].append(np.asarray(ep["episode_index"], np.int64)[keep])
+            parts["frame_index"].append(np.asarray(ep["frame_index"], np.int64)[keep])
+            if has_reward:
+                parts["task_reward"].append(np.asarray(ep["next.reward"], np.float32).reshape(-1)[keep])
     out = {k: np.concatenate(v) for k, v in parts.items() if v}
     buf = io.BytesIO()
     np.savez(buf, **out, task=np.str_(task), camera=np.str_(args.camera), state_terms=np.array(terms, dtype=np.str_))

@@ -153,7 +153,7 @@ def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
 @pytest.mark.parametrize("args, message", [
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
                                                     "arm-reach, arm-push"),
-    (["arm-reach", "--teacher", "scriptd"], "expected 'scripted' or a run directory; 'scriptd' is neither"),
+    (["arm-reach", "--teacher", "scriptd"], "expected 'scripted', 'random' or a run directory; 'scriptd' is none of these"),
     (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
      "arm-reach's model has no camera 'wrist'; its cameras: front"),
     # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table

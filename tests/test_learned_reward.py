@@ -205,3 +205,18 @@ def test_clip_scores_the_rendered_state_in_training(tmp_path):
     want = ClipReward(cfg.reward)(_frames_of(env, state, (64, 64)))
     np.testing.assert_allclose(np.asarray(state.metrics["reward/clip"]), want, atol=1e-5)
     np.testing.assert_allclose(np.asarray(state.reward), env.ctrl_dt * want, atol=1e-6)
+
+
+def test_the_random_teacher_holds_each_action_for_a_while():
+    from types import SimpleNamespace
+
+    from simreal.policies.teachers import RandomTeacher
+
+    teacher = RandomTeacher(SimpleNamespace(action_size=3), seed=0, switch=0.1)
+    state = SimpleNamespace(done=np.zeros(64))
+    actions = np.stack([teacher.act(state) for _ in range(200)])  # (T, B, m)
+    assert actions.min() >= -1 and actions.max() <= 1 and actions.std() > 0.5  # the whole range
+    changed = (np.diff(actions, axis=0) != 0).any(-1).mean()
+    assert 0.05 < changed < 0.15  # a new action on about 10% of the steps, held in between
+    teacher.reset()
+    assert not np.array_equal(teacher.act(state), actions[-1])
