@@ -44,11 +44,20 @@ TOLERANCE_S = 1e-4
 os.environ.setdefault("SVT_LOG", "1")
 
 
+#: SVT-AV1's level of parallelism: one thread per encoder. With SVT's default (a pool of threads
+#: per encoder), ``simreal demos`` (40 episodes of 64x64 frames, saved in background threads beside
+#: the simulator and the renderer) hung in ``svt_av1_enc_send_picture`` or failed with EINVAL in 3
+#: of 5 runs here (SVT-AV1 4.1 in PyAV's wheel; SVT's users report such hangs for 3.1); with
+#: ``lp=1``, 6 of 6 ran through. Episodes are encoded in parallel threads anyway, one per episode.
+SVT_PARALLELISM = "lp=1"
+
+
 def encoder_options() -> dict[str, str]:
-    """The codec options lerobot's ``get_codec_options(as_strings=True)`` gives ``libsvtav1``."""
+    """The codec options lerobot's ``get_codec_options(as_strings=True)`` gives ``libsvtav1``, plus
+    :data:`SVT_PARALLELISM`."""
     s = ENCODER_SETTINGS
     return {"g": str(s["g"]), "crf": str(s["crf"]), "preset": str(s["preset"]),
-            "svtav1-params": f"fast-decode={s['fast_decode']}"}
+            "svtav1-params": f"fast-decode={s['fast_decode']}:{SVT_PARALLELISM}"}
 
 
 def check_encoder() -> None:
