@@ -71,7 +71,7 @@ def main() -> None:
               "front", "--image-size", "64x64", "--out", sources[-1]])
     _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--out", str(frames)])
     z = np.load(frames, allow_pickle=False)
-    progress = -np.linalg.norm(z["state"][:, :3] - z["state"][:, 3:], axis=1)  # ee_pos_w, target_pos_w
+    progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
     with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
                       seed=1) as server:
         _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(args.pairs),

@@ -79,6 +79,11 @@ def ee_pos_w(s: State, xp: Any) -> Array:
     return s["ee_pos_w"]
 
 
+def ee_to_target_w(s: State, xp: Any) -> Array:
+    """target_pos_w - ee_pos_w [m], (3,): where the goal is from the end effector."""
+    return s["target_pos_w"] - s["ee_pos_w"]
+
+
 def lin_vel_w(s: State, xp: Any) -> Array:
     """Base linear velocity in world [m/s], (3,)."""
     return s["lin_vel_w"]
@@ -123,7 +128,7 @@ def last_action(s: State, xp: Any) -> Array:
 
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
-    for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
+    for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, ee_to_target_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
               joint_vel, command, last_action)
 }
 

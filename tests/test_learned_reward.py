@@ -81,13 +81,14 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
                  "--out", str(data)]) == 0
     assert main(["frames", str(data), "--camera", "front", "--every", "2", "--out", str(frames_file)]) == 0
     z = np.load(frames_file, allow_pickle=False)
-    assert z["frames"].shape == (150, 32, 32, 3) and z["state"].shape == (150, 6)
-    assert list(z["state_terms"]) == ["ee_pos_w", "target_pos_w"]
+    assert z["frames"].shape == (150, 32, 32, 3) and z["state"].shape == (150, 9)
+    assert list(z["state_terms"]) == ["ee_pos_w", "target_pos_w", "ee_to_target_w"]
+    np.testing.assert_allclose(z["state"][:, 6:], z["state"][:, 3:6] - z["state"][:, :3], atol=1e-6)
     # the goal is drawn: each episode's first frame differs where its own goal marker stands
     assert np.abs(z["frames"][0].astype(int) - z["frames"][25]).sum() > 0
 
     # the oracle judges by the simulator's truth: the end effector's distance to the goal
-    progress = -np.linalg.norm(z["state"][:, :3] - z["state"][:, 3:], axis=1)
+    progress = -np.linalg.norm(z["state"][:, 6:], axis=1)
     oracle = {frame_digest(f): float(p) for f, p in zip(z["frames"], progress)}
     labels = tmp_path / "labels.npz"
     with OracleServer(oracle, noise=0.1, seed=1) as server:
@@ -100,7 +101,7 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     import json
 
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["pairs_held_out"] == 160 and report["obs_terms"] == ["ee_pos_w", "target_pos_w"]
+    assert report["pairs_held_out"] == 160 and report["obs_terms"] == ["ee_pos_w", "target_pos_w", "ee_to_target_w"]
     assert report["held_out_agreement_with_labels"] >= 0.75, report
     model = load_reward_model(model_file)
     r = model.reward(z["state"].astype(np.float32))
@@ -131,7 +132,7 @@ def test_the_learned_term_scores_the_state_after_the_step(tmp_path):
     env = make_env(cfg)
     state = jax.jit(env.reset)(jax.random.PRNGKey(0))
     state = jax.jit(env.step)(state, jnp.full(env.action_size, 0.3))
-    s = np.asarray(env.environment_state(state.pipeline_state, state.info), np.float32)[None]
+    s = np.asarray(env.environment_state(state.pipeline_state, state.info), np.float32)[None, :6]  # ee, target
     assert float(state.metrics["reward/learned"]) == pytest.approx(float(model.reward(s)[0]), abs=1e-5)
     assert float(state.reward) == pytest.approx(env.ctrl_dt * 2 * float(model.reward(s)[0]), abs=1e-5)
     assert float(state.metrics["reward/reach"]) > 0  # the task's terms are still logged, weighted 0

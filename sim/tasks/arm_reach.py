@@ -58,7 +58,9 @@ class ArmReach(JointRobotTask):
     tracked_sites = ("end_effector",)
     obs_terms = ("joint_pos_rel", "joint_vel", "target_pos_w", "last_action")
     obs_noise_std = {"joint_pos_rel": 0.005, "joint_vel": 0.05}
-    environment_state_terms = ("ee_pos_w", "target_pos_w")
+    #: the goal from the end effector too: a learned reward then scores a distance it can see
+    #: directly, rather than one an MLP must learn to subtract (measured: BENCHMARKS.md)
+    environment_state_terms = ("ee_pos_w", "target_pos_w", "ee_to_target_w")
     reward_scales = {"distance": -1.0, "reach": 2.0, "action_rate": -0.02, "joint_vel": -1e-3}
     #: the goal arrives as a pose (a GUI, a planner, a perception node) and is held until replaced
     task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"}}
