@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from simreal.errors import SimrealError, UnknownNameError
+    from simreal.sim.cameras import camera_names
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     policy = get_trainer(cfg.trainer).load(run_dir, cfg)
     env = policy.env
     m = env.mj_model
-    cameras = [m.camera(i).name for i in range(m.ncam)]
+    cameras = camera_names(m)
     if args.camera is not None and args.camera not in cameras:
         raise UnknownNameError("camera", args.camera, cameras)
     offscreen = (m.vis.global_.offwidth, m.vis.global_.offheight)

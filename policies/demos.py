@@ -101,17 +101,15 @@ def state_size(env: Any) -> int:
 
 def features(env: Any, cameras: Mapping[str, tuple[int, int]] = {}) -> dict[str, dict[str, Any]]:
     """LeRobot feature specs of a recording of ``env`` with ``cameras`` (name -> (H, W) [px])."""
-    state_names = [f"{t['name']}.{i}" for t in env.obs_layout for i in range(t["size"])]
     out: dict[str, dict[str, Any]] = {
-        STATE: {"dtype": "float32", "shape": [state_size(env)], "names": state_names},
+        STATE: {"dtype": "float32", "shape": [state_size(env)], "names": _element_names(env.obs_layout)},
         ACTION: {"dtype": "float32", "shape": [int(env.action_size)], "names": list(env.robot.actuator_names)},
         "next.reward": {"dtype": "float32", "shape": [1], "names": None},
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
     }
     if env.environment_state_terms:
-        layout = env.environment_state_layout
-        out[ENV_STATE] = {"dtype": "float32", "shape": [sum(t["size"] for t in layout)],
-                          "names": [f"{t['name']}.{i}" for t in layout for i in range(t["size"])]}
+        names = _element_names(env.environment_state_layout)
+        out[ENV_STATE] = {"dtype": "float32", "shape": [len(names)], "names": names}
     if reports_success(env):
         out["next.success"] = {"dtype": "bool", "shape": [1], "names": None}
     for cam, (h, w) in cameras.items():
@@ -119,21 +117,18 @@ def features(env: Any, cameras: Mapping[str, tuple[int, int]] = {}) -> dict[str,
     return out
 
 
+def _element_names(layout: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``<term>.<i>`` for each element of a [{name, size}] layout (what ``simreal frames`` reads back)."""
+    return [f"{t['name']}.{i}" for t in layout for i in range(t["size"])]
+
+
 def camera_sizes(env: Any, names: Sequence[str], task: str,
                  size: tuple[int, int] | None = None) -> dict[str, tuple[int, int]]:
     """name -> (H, W) [px] of the model cameras ``names``: ``size``, or each camera's own
     resolution; ConfigError naming ``--camera`` for a name the model lacks, listing its cameras."""
-    m = env.mj_model
-    have = [m.camera(i).name for i in range(m.ncam)]
-    out = {}
-    for cam in names:
-        if cam not in have:
-            raise ConfigError("--camera", f"{task}'s model has no camera '{cam}'; its cameras: "
-                                          f"{', '.join(have) or 'none'} (a robot spec's model.cameras or a task's "
-                                          "env.cameras adds one)")
-        w, h = (int(v) for v in m.cam_resolution[have.index(cam)])
-        out[cam] = size or (h, w)
-    return out
+    from simreal.sim.cameras import camera_size
+
+    return {cam: size or camera_size(env.mj_model, cam, "--camera", owner=task) for cam in names}
 
 
 def reports_success(env: Any) -> bool:

@@ -33,6 +33,7 @@ import numpy as np
 from simreal.errors import ConfigError, SimrealError
 from simreal.rewards.learned import LearnedRewardConfig, jax_reward
 from simreal.rewards.vlm import ClipRewardConfig
+from simreal.sim.cameras import camera_size
 
 
 def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
@@ -41,9 +42,8 @@ def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
     if isinstance(cfg, ClipRewardConfig):
         from simreal.rewards.vlm import ClipReward
 
-        _check_camera(env, cfg.camera)
-        h, w = (int(v) for v in env.mj_model.cam_resolution[_camera_names(env).index(cfg.camera)][::-1])
-        env.add_reward_term("clip", _frame_scorer(env, cfg.camera, (h, w), ClipReward(cfg)), cfg.weight,
+        size = camera_size(env.mj_model, cfg.camera, "reward.camera")
+        env.add_reward_term("clip", _frame_scorer(env, cfg.camera, size, ClipReward(cfg)), cfg.weight,
                             cfg.task_weight, cfg.every_k_steps)
         return
     from simreal.rewards.reward_model import load_reward_model
@@ -57,7 +57,7 @@ def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
         if not c.camera:
             raise ConfigError("reward.model", f"{cfg.model} scores frames and does not name their camera; fit it with "
                                               "simreal fit-reward --input frames, which records it")
-        _check_camera(env, c.camera, key="reward.model")
+        camera_size(env.mj_model, c.camera, "reward.model")
         scorer = _frame_scorer(env, c.camera, c.input_shape[:2], model.reward)
         env.add_reward_term("learned", scorer, cfg.weight, cfg.task_weight, cfg.every_k_steps)
         return
@@ -111,16 +111,3 @@ def _frame_scorer(env: Any, camera: str, size: tuple[int, int],
                                  jnp.asarray(due, jnp.bool_), vmap_method="broadcast_all")
 
     return scorer
-
-
-def _camera_names(env: Any) -> list[str]:
-    m = env.mj_model
-    return [m.camera(i).name for i in range(m.ncam)]
-
-
-def _check_camera(env: Any, camera: str, key: str = "reward.camera") -> None:
-    """ConfigError naming ``key`` when the task's model has no camera ``camera``, listing its cameras."""
-    names = _camera_names(env)
-    if camera not in names:
-        raise ConfigError(key, f"the task's model has no camera '{camera}'; its cameras: {', '.join(names) or 'none'} "
-                               "(an arm task's env.cameras, or a robot spec's model.cameras, adds one)")

@@ -38,17 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the members' initialisation")
 
 
-def _agreement(reward_a, reward_b, labels) -> float | None:
-    """Share of ``labels`` (0: a preferred, 1: b) the rewards order the same way, over pairs whose
-    rewards differ and whose label is 0 or 1; None when there are none."""
-    import numpy as np
-
-    rows = (labels != -1) & (reward_a != reward_b)
-    if not rows.any():
-        return None
-    return float((np.where(reward_a[rows] > reward_b[rows], 0, 1) == labels[rows]).mean())
-
-
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
@@ -57,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.npz import open_npz
     from simreal.rewards.label_file import load_labels
     from simreal.rewards.labelling import frame_digest
-    from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, fit, save_reward_model
+    from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, agreement, fit, save_reward_model
 
     if not 0.0 <= args.holdout < 1.0:
         raise SimrealError(f"--holdout {args.holdout}: expected a share in [0, 1)")
@@ -100,14 +89,11 @@ def run(args: argparse.Namespace) -> int:
                                  "pairs_fitted": int(len(kept)), "pairs_held_out": int(len(held)),
                                  "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4)}
     if len(held):
-        r = model.reward(x)
-        report["held_out_agreement_with_labels"] = _agreement(r[a[held]], r[b[held]], y[held])
-        if truth is not None:
-            true_labels = np.where(truth[a[held]] > truth[b[held]], 0, 1)
-            same = truth[a[held]] != truth[b[held]]
-            report["held_out_labels_agreement_with_task_reward"] = _agreement(
-                truth[a[held]], truth[b[held]], np.where(same, y[held], -1))
-            report["held_out_model_agreement_with_task_reward"] = _agreement(
-                r[a[held]], r[b[held]], np.where(same, true_labels, -1))
+        r, ha, hb = model.reward(x), a[held], b[held]
+        report["held_out_agreement_with_labels"] = agreement(r[ha], r[hb], y[held])
+        if truth is not None:  # the task's reward as labels: 0, 1, or -1 where it cannot tell
+            truth_labels = np.where(truth[ha] > truth[hb], 0, np.where(truth[hb] > truth[ha], 1, -1))
+            report["held_out_labels_agreement_with_task_reward"] = agreement(truth[ha], truth[hb], y[held])
+            report["held_out_model_agreement_with_task_reward"] = agreement(r[ha], r[hb], truth_labels)
     print(json.dumps(report))
     return 0

@@ -175,14 +175,25 @@ def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndar
     return history
 
 
+def agreement(reward_a: np.ndarray, reward_b: np.ndarray, labels: np.ndarray) -> float | None:
+    """Share of the pairs labelled 0 (``a`` preferred) or 1 whose rewards (M,) order them the same
+    way, over the pairs whose rewards differ; None when no pair counts."""
+    labels = np.asarray(labels)
+    rows = (labels != -1) & (reward_a != reward_b)
+    if not rows.any():
+        return None
+    return float((np.where(reward_a[rows] > reward_b[rows], 0, 1) == labels[rows]).mean())
+
+
 def preference_accuracy(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of pairs labelled 0 or 1 whose label the ensemble's mean reward agrees with (-1 labels ignored)."""
+    """:func:`agreement` of the ensemble's mean reward with ``labels`` (-1 labels ignored)."""
     labels = np.asarray(labels)
     rows = np.flatnonzero(labels != -1)
-    if len(rows) == 0:
+    score = agreement(model.reward(np.asarray(obs_a)[rows]), model.reward(np.asarray(obs_b)[rows]), labels[rows]) \
+        if len(rows) else None
+    if score is None:
         raise ValueError("no pairs labelled 0 or 1 to score")
-    predicted = np.where(model.reward(np.asarray(obs_a)[rows]) > model.reward(np.asarray(obs_b)[rows]), 0, 1)
-    return float((predicted == labels[rows]).mean())
+    return score
 
 
 def save_reward_model(path: str | Path, model: BTEnsemble) -> None:

@@ -21,6 +21,22 @@ from simreal.errors import ConfigError
 from simreal.robot_spec import CameraSpec
 
 
+def camera_names(model: mujoco.MjModel) -> list[str]:
+    """The model's camera names, in camera-id order."""
+    return [model.camera(i).name for i in range(model.ncam)]
+
+
+def camera_size(model: mujoco.MjModel, name: str, key: str, owner: str = "the task") -> tuple[int, int]:
+    """(H, W) [px] of camera ``name`` (its ``cam_resolution``); ConfigError naming ``key`` when
+    ``owner``'s model has no such camera, listing the cameras it has."""
+    names = camera_names(model)
+    if name not in names:
+        raise ConfigError(key, f"{owner}'s model has no camera '{name}'; its cameras: {', '.join(names) or 'none'} "
+                               "(a robot spec's model.cameras or a task's env.cameras adds one)")
+    w, h = (int(v) for v in model.cam_resolution[names.index(name)])
+    return h, w
+
+
 def lookat_quat(pos: Sequence[float], lookat: Sequence[float]) -> np.ndarray:
     """(4,) wxyz orientation of a camera at ``pos`` aimed at ``lookat`` (module docstring)."""
     z = np.asarray(pos, np.float64) - np.asarray(lookat, np.float64)

@@ -164,8 +164,9 @@ class MjEnv(BraxEnv):
     def mocap_pos(self, info: Mapping[str, Any]) -> jax.Array:
         """Where the model's mocap bodies (goal markers the cameras see) stand this episode,
         (nmocap, 3) [m]; default: where the model puts them."""
-        m = self.mj_model
-        return jnp.asarray(m.body_pos[m.body_mocapid >= 0], jnp.float32).reshape(m.nmocap, 3)
+        from simreal.sim.render import mocap_home
+
+        return jnp.asarray(mocap_home(self.mj_model))
 
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         """Unweighted reward terms of one step."""

@@ -44,6 +44,7 @@ import mujoco
 import numpy as np
 
 from simreal.errors import UnknownNameError
+from simreal.sim.cameras import camera_names
 
 #: Half size of the square an infinite plane is drawn as [m] (also its grid spacing: one quad).
 PLANE_HALF_EXTENT_M = 5.0
@@ -114,6 +115,7 @@ class _Worker(threading.Thread):
                         r.scene.flags[flag] = False
                     renderers[(c.height, c.width)] = r
             d = mujoco.MjData(m)
+            home = mocap_home(m)
         except Exception as e:  # the GL libraries' own errors, whatever their type
             self.done.put(e)
             return
@@ -123,8 +125,7 @@ class _Worker(threading.Thread):
             try:
                 for i in rows:
                     d.qpos[:] = qpos[i]
-                    if mocap_pos is not None:
-                        d.mocap_pos[:] = mocap_pos[i]
+                    d.mocap_pos[:] = home if mocap_pos is None else mocap_pos[i]
                     mujoco.mj_kinematics(m, d)
                     mujoco.mj_camlight(m, d)
                     for c in self.cameras:
@@ -150,6 +151,11 @@ def _stop(workers: Sequence[_Worker]) -> None:
         w.join(timeout=10)
 
 
+def mocap_home(model: mujoco.MjModel) -> np.ndarray:
+    """(nmocap, 3) [m]: where the model itself puts its mocap bodies (mocap ids follow body order)."""
+    return np.asarray(model.body_pos[model.body_mocapid >= 0], np.float32).reshape(model.nmocap, 3)
+
+
 class BatchRenderer:
     """Renders a batch of states from named cameras on ``nthread`` threads (module docstring).
 
@@ -166,7 +172,7 @@ class BatchRenderer:
                  nthread: int | None = None):
         from simreal.sim.headless_gl import use_headless_gl
 
-        names = [model.camera(i).name for i in range(model.ncam)]
+        names = camera_names(model)
         for name in list(cameras) + list(depth):
             if name not in names:
                 raise UnknownNameError("camera", name, names)
@@ -233,7 +239,7 @@ class BatchRenderer:
         """
         active = jnp.bool_(True) if active is None else jnp.asarray(active, jnp.bool_)
         if mocap_pos is None:
-            mocap_pos = jnp.asarray(self.model.body_pos[self.model.body_mocapid >= 0], jnp.float32)
+            mocap_pos = mocap_home(self.model)
         return jax.pure_callback(self._host_render, self.output_shapes(), qpos, active,
                                  jnp.asarray(mocap_pos, jnp.float32).reshape(self.model.nmocap, 3),
                                  vmap_method="broadcast_all")
@@ -245,13 +251,12 @@ class BatchRenderer:
         self.close()
 
 
-
 def sized_renderer(model: mujoco.MjModel, cameras: Mapping[str, tuple[int, int]], nthread: int | None = None
                    ) -> BatchRenderer:
     """A :class:`BatchRenderer` of the model cameras ``cameras`` (name -> (H, W) [px]) at those
     sizes, on a copy of ``model`` (a camera's image size is the model's ``cam_resolution``)."""
     m = copy.deepcopy(model)
-    names = [m.camera(i).name for i in range(m.ncam)]
+    names = camera_names(m)
     for cam, (h, w) in cameras.items():
         if cam not in names:
             raise UnknownNameError("camera", cam, names)
