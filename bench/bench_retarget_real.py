@@ -8,8 +8,11 @@ Motion dataset; never committed here). Per clip and robot, through the same pipe
 ``simreal retarget`` (graded report included): frames, the solver's frames/s, the fraction of
 frames with |hip yaw| > 1 rad, the peak joint speed [rad/s] (backward differences) and its
 joint, the fraction of stance foot-frames whose sole is within 1 cm of the ground, slack
-(infeasible) frames, and the report's verdict with the checks that are not ``ok``. Prints a
-markdown table for BENCHMARKS.md.
+(infeasible) frames, and the report's verdict with the checks that are not ``ok``; then what
+``simreal retarget`` emits after its default ``--defects repair`` (``retarget/repair.py``): the
+frames kept, in how many parts, the frames bridged (and emitted) and cut, the worst verdict of the parts, and
+PD playback's mean follow time over the parts' windows (before -> after). Prints a markdown
+table for BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from simreal.retarget.loaders import load_motion_source  # noqa: E402
+from simreal.retarget.checks import LEVELS  # noqa: E402
 from simreal.retarget.pipeline import retarget  # noqa: E402
+from simreal.retarget.repair import fix_defects  # noqa: E402
 from simreal.retarget.robot import RetargetRobot, load_robot  # noqa: E402
 
 HIP_YAW_LIMIT_RAD = 1.0
@@ -65,8 +70,20 @@ def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
     slack = len(quality["solver"].get("infeasible_frames", []))
     fps = quality["solver"].get("frames_per_s", len(q) / wall)
     flagged = "; ".join(f"{k} {c['level']}" for k, c in quality.get("checks", {}).items() if c["level"] != "ok")
+    parts, rec = fix_defects(robot, res)
+    kept = sum(p.last - p.first + 1 for p in parts)
+    emitted = np.zeros(len(q), dtype=bool)
+    for part in parts:
+        emitted[part.first:part.last + 1] = True
+    bridged = sum(int(emitted[a:b + 1].sum()) for a, b in rec["repaired"])  # bridged and emitted
+    cut = len(q) - kept
+    verdict = max((p.result.motion.quality["verdict"] for p in parts), key=LEVELS.index, default="-")
+    follow = [(p.result.motion.quality["checks"]["feasibility"], p.last - p.first + 1) for p in parts]
+    after = sum(f["mean_follow_s"] * n for f, n in follow) / max(kept, 1)
+    before = quality["checks"]["feasibility"]["mean_follow_s"]
     return (f"| {clip.stem} | {robot_name} | {len(q)} | {fps:.0f} | {100 * hip:.1f} | {speed.max():.1f} ({joint}) | "
-            f"{100 * on_ground:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} |")
+            f"{100 * on_ground:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} | "
+            f"{kept} in {len(parts)} | {bridged} / {cut} | {verdict} | {before:.2f} -> {after:.2f} |")
 
 
 def main() -> int:
@@ -79,8 +96,9 @@ def main() -> int:
     print(f"`python bench/bench_retarget_real.py {' '.join(sys.argv[1:])}`; {os.cpu_count()} CPUs, load "
           f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
     print(f"| clip | robot | frames | solver frames/s | % frames \\|hip yaw\\| > {HIP_YAW_LIMIT_RAD:g} rad | "
-          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | slack frames | report |")
-    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | slack frames | report | emitted frames in "
+          f"parts | frames bridged / cut | emitted verdict | playback follows [s] |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- | --- | --- |")
     robots = {name: load_robot(name) for name in a.robots}
     for clip in a.clips:
         for name, robot in robots.items():

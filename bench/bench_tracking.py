@@ -109,8 +109,10 @@ def main() -> None:
 
     if a.run is None:
         ret, t_ret = run_cli(["retarget", a.clip, "--robot", a.robot, "--out", str(motion)])
-        feas = ret["quality"]["checks"].get("feasibility", {})
-        print(f"retarget {t_ret:.0f} s: verdict {ret['quality']['verdict']}, PD playback follows "
+        part = max(ret["parts"], key=lambda p: p["quality"]["frames"])  # a clip cut in pieces: the longest
+        motion = Path(part["out"])
+        feas = part["quality"]["checks"].get("feasibility", {})
+        print(f"retarget {t_ret:.0f} s: frames {part['frames']}, verdict {part['quality']['verdict']}, PD playback follows "
               f"{feas.get('mean_follow_s', float('nan')):.2f} s of each {feas.get('window_s', float('nan')):.0f} s "
               "window", file=sys.stderr)
         train, t_train = run_cli([

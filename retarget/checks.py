@@ -2,7 +2,9 @@
 
 Each check computes one figure per clip and compares it with a warning and a failure threshold
 (:data:`THRESHOLDS`, the one table; docs/retarget.md prints it). A figure above ``warn`` warns,
-above ``fail`` fails; the clip's verdict is its worst check (``ok`` / ``warn`` / ``fail``).
+above ``fail`` fails; the clip's verdict is its worst check of what it emits (``ok`` / ``warn``
+/ ``fail``): the checks of the input (``subject`` "input") are shown, they do not count, and
+the frames the result's checks fail on are repaired or cut by :mod:`~simreal.retarget.repair`.
 Every check also lists the contiguous frame ranges where it fires, with the worst value and
 where it is ("frames 40-47: left_hip_yaw_joint 31.2 rad/s, human 5.9 rad/s").
 
@@ -78,21 +80,28 @@ class Rule:
     fail: float
     unit: str
     meaning: str
+    # What it judges: "result" (frames of the motion emitted), "input" (the targets: shown, not
+    # in the verdict, which judges what is emitted) or "clip" (the result as a whole).
+    subject: str = "result"
+    # Which of a result check's frame ranges mark frames defective (:mod:`repair` repairs or cuts
+    # them): "fail" its failing ranges, "any" all of them.
+    defect: str = "fail"
 
 
 DEG = np.pi / 180.0
 THRESHOLDS: dict[str, Rule] = {
     "joint_speed_vs_human": Rule("peak", 2.0, 3.0, "x", "joint speed / the human's speed at the joints it moves"),
     "joint_speed_vs_limit": Rule("peak", 0.9, 1.001, "x", "joint speed / the robot's velocity limit"),
-    "orientation_jump_target": Rule("peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a target frame"),
+    "orientation_jump_target": Rule("peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a target frame",
+                                    subject="input"),
     "orientation_jump_result": Rule("peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a robot frame"),
     "foot_twist": Rule("peak", 45 * DEG, 60 * DEG, "rad", "|foot heading - pelvis heading|"),
     "hip_magnitude": Rule("fraction", 0.01, 0.05, "of frames", f"|hip yaw| or |hip roll| > {HIP_BOUND_RAD} rad"),
     "support_float": Rule("fraction", 0.05, 0.20, "of support foot-frames",
                           f"supporting foot more than {100 * FLOAT_M:g} cm above the terrain"),
     "root_height": Rule("peak", 0.05, 0.10, "m", "pelvis below its target"),
-    "slack": Rule("fraction", 0.0, 0.02, "of frames", "solved with slack (infeasible)"),
-    "feasibility": Rule("fraction", 0.50, 0.90, "of frames", "lost in PD playback"),
+    "slack": Rule("fraction", 0.0, 0.02, "of frames", "solved with slack (infeasible)", defect="any"),
+    "feasibility": Rule("fraction", 0.50, 0.90, "of frames", "lost in PD playback", subject="clip"),
 }
 
 
@@ -106,12 +115,15 @@ class Signal:
       where: (T,) what the value is about at each frame (a joint, a frame, a foot), for the ranges.
       figure: the clip's figure (peak: value.max(); fraction: the share of relevant frames).
       extra: further JSON-ready figures of the check.
+      element: (T,) the robot joint or keypoint the value is about at each frame, or None when
+        it is about the whole body; the ranges carry it (``repair`` bridges that element's limb).
     """
 
     value: np.ndarray
     where: Sequence[str]
     figure: float
     extra: dict
+    element: Sequence[str] | None = None
 
 
 def _speed(x: np.ndarray, fps: float) -> np.ndarray:
@@ -190,8 +202,8 @@ def joint_speed_signals(robot: RetargetRobot, qpos: np.ndarray, targets: Targets
     tp, jp = np.unravel_index(qd.argmax(), qd.shape)
     extra = {"peak_joint_speed_rad_s": float(qd[tp, jp]), "peak_joint": names[jp], "peak_frame": int(tp),
              "human_peak_joint_speed_rad_s": float(per_kp.max())}
-    vs_human = Signal(ratio.max(axis=1), where_h, float(ratio.max()), extra)
-    vs_limit = Signal(lim.max(axis=1), where_l, float(lim.max()), {})
+    vs_human = Signal(ratio.max(axis=1), where_h, float(ratio.max()), extra, [names[j] for j in jr])
+    vs_limit = Signal(lim.max(axis=1), where_l, float(lim.max()), {}, [names[j] for j in jl])
     return vs_human, vs_limit
 
 
@@ -200,7 +212,7 @@ def orientation_jump_signal(R: np.ndarray, names: Sequence[str], fps: float) -> 
     w = _rotation_speed(R, fps)  # (T, k)
     k = w.argmax(axis=1)
     where = [f"{names[i]} {w[t, i] / DEG / fps:.0f} deg in one frame" for t, i in enumerate(k)]
-    return Signal(w.max(axis=1), where, float(w.max()), {})
+    return Signal(w.max(axis=1), where, float(w.max()), {}, [names[i] for i in k])
 
 
 def foot_twist_signal(robot: RetargetRobot, site_rot: np.ndarray) -> Signal:
@@ -216,7 +228,7 @@ def foot_twist_signal(robot: RetargetRobot, site_rot: np.ndarray) -> Signal:
     twist = np.stack([np.abs(wrap_angle(heading(robot.keypoint_index(f)) - pelvis)) for f in feet], 1)
     f = twist.argmax(axis=1)
     where = [f"{feet[i]} {twist[t, i] / DEG:.0f} deg off the pelvis" for t, i in enumerate(f)]
-    return Signal(twist.max(axis=1), where, float(twist.max()), {})
+    return Signal(twist.max(axis=1), where, float(twist.max()), {}, [feet[i] for i in f])
 
 
 def hip_magnitude_signal(robot: RetargetRobot, qpos: np.ndarray) -> Signal | None:
@@ -228,7 +240,8 @@ def hip_magnitude_signal(robot: RetargetRobot, qpos: np.ndarray) -> Signal | Non
     bad = (q > HIP_BOUND_RAD).any(axis=1)
     j = q.argmax(axis=1)
     where = [f"{robot.joint_names[cols[i]]} {qpos[t, robot.qpos_adr[cols[i]]]:+.2f} rad" for t, i in enumerate(j)]
-    return Signal(np.where(bad, q.max(axis=1), 0.0), where, float(bad.mean()), {"max_abs_rad": float(q.max())})
+    return Signal(np.where(bad, q.max(axis=1), 0.0), where, float(bad.mean()), {"max_abs_rad": float(q.max())},
+                  [robot.joint_names[cols[i]] for i in j])
 
 
 def foot_clearance(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
@@ -262,7 +275,7 @@ def support_float_signal(robot: RetargetRobot, qpos: np.ndarray, targets: Target
              "floating_foot_frames": int(floating.sum()),
              "max_support_clearance_m": float(clear[support].max()) if n else 0.0}
     worst = np.where(floating, clear, 0.0).max(axis=1)
-    return Signal(worst, where, float(floating.sum() / n) if n else 0.0, extra)
+    return Signal(worst, where, float(floating.sum() / n) if n else 0.0, extra, [names[i] for i in f])
 
 
 def root_height_signal(robot: RetargetRobot, site_pos: np.ndarray, targets: Targets) -> Signal:
@@ -306,7 +319,7 @@ def frame_ranges(signal: Signal, rule: Rule, level: str) -> list[dict]:
         t = a + int(np.argmax(signal.value[a:b]))
         lvl = ("fail" if signal.value[t] > rule.fail else "warn") if rule.kind == "peak" else level
         out.append({"frames": [int(a), int(b - 1)], "level": lvl, "value": float(signal.value[t]),
-                    "at": signal.where[t]})
+                    "at": signal.where[t], "element": signal.element[t] if signal.element is not None else None})
     return out
 
 
@@ -351,7 +364,7 @@ def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stat
     for name, sig in signals.items():
         if sig is not None:
             checks[name] = grade(sig, THRESHOLDS[name])
-    verdict = max((c["level"] for c in checks.values()), key=LEVELS.index)
+    verdict = max((c["level"] for n, c in checks.items() if THRESHOLDS[n].subject != "input"), key=LEVELS.index)
     return {"verdict": verdict, "checks": {k: checks[k] for k in THRESHOLDS if k in checks}}
 
 
@@ -361,7 +374,7 @@ def verdict_lines(report: Mapping, max_ranges: int = 3) -> list[str]:
     checks = report["checks"]
     bad = sorted(((c["level"], n) for n, c in checks.items() if c["level"] != "ok"),
                  key=lambda x: -LEVELS.index(x[0]))
-    figs = [f"{n} {_fmt(checks[n])}" for _, n in bad]
+    figs = [f"{n}{' (input)' if THRESHOLDS[n].subject == 'input' else ''} {_fmt(checks[n])}" for _, n in bad]
     lines = [f"verdict {report['verdict'].upper() if report['verdict'] == 'fail' else report['verdict']}"
              + (": " + "; ".join(figs) if figs else "")]
     for _, n in (x for x in bad if x[0] == "fail"):

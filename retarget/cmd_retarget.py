@@ -4,6 +4,7 @@
     simreal retarget walk.bvh --robot h1 --out walk_h1.npz --method ik --json
     simreal retarget walk.bvh --robot g1 --out walk_g1.npz --strict    # exit 1 if the verdict is fail
     simreal retarget walk.bvh --robot g1 --out walk_g1.npz --video walk_g1.mp4
+    simreal retarget dance.bvh --robot g1 --out dance_g1.npz --defects cut  # dance_g1.part1.npz, ...
     simreal retarget clips/ --robot g1 --out out/ --jobs 2            # a folder, in parallel
     simreal retarget amass/0005_Walking001_poses.npz --robot g1 --out a.npz --body-models ~/smpl
     simreal retarget take.csv --robot my_robot.xml --map my_robot.yaml --out take.npz
@@ -18,6 +19,12 @@ of it) and stored in the motion file: the physical metrics (:mod:`metrics`) and 
 checks with their verdict, ok / warn / fail (:mod:`checks`, PD playback in :mod:`feasibility`).
 ``--strict`` exits 1 when any clip fails a check. ``--set key=value`` overrides the map's solver
 settings (``ik.*``, ``interaction.*``, ``contacts.*``).
+
+Frames a check of the result fails on are never written as they are (:mod:`repair`):
+``--defects repair`` (default) bridges short ranges and cuts the rest, ``cut`` cuts them,
+``keep`` keeps them flagged. A clip cut in pieces is written as ``OUT.part1.npz``,
+``OUT.part2.npz``, ... (videos the same), each with its source frames and its own report;
+pieces shorter than 1 s are dropped.
 
 Exit codes: 0 done; 1 a clip could not be retargeted (folder runs finish the others) or, with
 ``--strict``, a clip's verdict is fail; 2 bad input (a file, a robot, a setting).
@@ -43,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--video", help="render the robot beside the source skeleton to this .mp4 (a folder for a folder)")
     p.add_argument("--json", action="store_true", help="print the full quality report(s) as JSON")
     p.add_argument("--strict", action="store_true", help="exit 1 when any clip's quality verdict is fail")
+    p.add_argument("--defects", choices=("repair", "cut", "keep"), default="repair",
+                   help="frames the quality checks fail on: bridge short ranges and cut the rest (repair), "
+                        "cut them (cut; a clip cut in pieces is written as OUT.part1.npz, ...), or keep them "
+                        "flagged (keep)")
     p.add_argument("--map", help="keypoint map YAML (default configs/retarget/<robot>.yaml)")
     p.add_argument("--joint-map", help="YAML of canonical keypoint: source joint name, for unrecognised rigs")
     p.add_argument("--scene", help="scene YAML with boxes (terrain, obstacles)")
@@ -65,7 +76,8 @@ def _options(args: argparse.Namespace) -> dict:
     joint_map = {str(k): str(v) for k, v in load_yaml(args.joint_map).items()} if args.joint_map else None
     return {"robot": args.robot, "map": args.map, "scene": args.scene, "method": args.method,
             "overrides": parse_overrides(args.overrides), "units": units, "up": args.up, "fps": args.fps,
-            "source_fps": args.source_fps, "body_models": args.body_models, "joint_map": joint_map}
+            "source_fps": args.source_fps, "body_models": args.body_models, "joint_map": joint_map,
+            "defects": args.defects}
 
 
 _ROBOTS: dict = {}
@@ -81,22 +93,44 @@ def _robot(opts: dict):
     return _ROBOTS[key]
 
 
+def part_paths(path: str, n: int) -> list[str]:
+    """Where the ``n`` parts of a clip go: ``path`` itself for one, else ``STEM.partK.SUFFIX``."""
+    if n == 1:
+        return [path]
+    p = Path(path)
+    return [str(p.with_name(f"{p.stem}.part{k}{p.suffix}")) for k in range(1, n + 1)]
+
+
 def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
-    """Retarget one file and write its motion file (and video); returns a summary dict."""
-    from simreal.retarget.loaders import load_motion_source
+    """Retarget one file, repair or cut its defective frames and write its motion file(s) (and
+    videos); returns a summary dict: the clip, the defects record and each part's output,
+    source frames and quality report."""
+    from simreal.errors import DataFileError
     from simreal.motion_file import save_motion
+    from simreal.retarget.loaders import load_motion_source
     from simreal.retarget.pipeline import retarget
+    from simreal.retarget.repair import DefectConfig, fix_defects
 
     robot = _robot(opts)
     human = load_motion_source(src, units=opts["units"], up=opts["up"], fps=opts["source_fps"],
                                body_models=opts["body_models"], joint_map=opts["joint_map"])
     result = retarget(human, robot, opts["method"], opts["joint_map"], opts["fps"])
-    save_motion(out, result.motion)
-    if video:
-        from simreal.retarget.video import render_video
+    cfg = DefectConfig(mode=opts["defects"])
+    parts, record = fix_defects(robot, result, cfg)
+    if not parts:
+        raise DataFileError(src, f"every part between its defective frames is shorter than {cfg.min_part_s:g} s; "
+                                 "nothing written (--defects keep writes the clip as it is, defects flagged)")
+    outs = part_paths(out, len(parts))
+    videos = part_paths(video, len(parts)) if video else [None] * len(parts)
+    for part, path, vid in zip(parts, outs, videos):
+        save_motion(path, part.result.motion)
+        if vid:
+            from simreal.retarget.video import render_video
 
-        render_video(video, robot, result)
-    return {"clip": src, "out": out, "video": video, "quality": result.motion.quality}
+            render_video(vid, robot, part.result)
+    return {"clip": src, "defects": record, "parts": [
+        {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
+        for p, path, vid in zip(parts, outs, videos)]}
 
 
 def _worker(src: str, out: str, video: str | None, opts: dict) -> dict:
@@ -141,14 +175,23 @@ def _print(summary: dict) -> None:
     if "error" in summary:
         print(f"{summary['clip']}: error: {summary['error']}")
         return
-    q = summary["quality"]
-    print(f"{summary['clip']} -> {summary['out']}: {q['frames']} frames @ {q['fps']:g} Hz, "
-          f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
-          + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
-             if q['solver'].get('infeasible_frames') else ""))
-    print(f"  {summary_line(q)}")
-    for line in verdict_lines(q):
-        print(f"  {line}")
+    rec = summary["defects"]
+    if rec["defective_frames"]:
+        spans = {k: ", ".join(f"{a}-{b}" for a, b in rec[k]) for k in ("repaired", "cut", "dropped")}
+        done = "; ".join(f"{k} {v}" for k, v in spans.items() if v) or "kept as they are (--defects keep)"
+        print(f"{summary['clip']}: {rec['defective_frames']} defective frames ({', '.join(rec['why'])}); {done}")
+    whole = not (rec["cut"] or rec["dropped"])
+    for part in summary["parts"]:
+        q = part["quality"]
+        a, b = part["frames"]
+        print(f"{summary['clip']}{'' if whole else f' frames {a}-{b}'} -> {part['out']}: "
+              f"{q['frames']} frames @ {q['fps']:g} Hz, "
+              f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
+              + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
+                 if q['solver'].get('infeasible_frames') else ""))
+        print(f"  {summary_line(q)}")
+        for line in verdict_lines(q):
+            print(f"  {line}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for s in summaries:
             _print(s)
-    failed = args.strict and any(s.get("quality", {}).get("verdict") == "fail" for s in summaries)
+    failed = args.strict and any(p["quality"]["verdict"] == "fail" for s in summaries for p in s.get("parts", []))
     return 1 if failed or any("error" in s for s in summaries) else 0
 
 

@@ -109,11 +109,6 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
         human = resample(human, fps)
     targets = build_targets(human, robot, joint_map)
     qpos, stats = METHODS[method](robot, targets)
-    fk = forward_all(robot, qpos)  # kinematics and collisions of every frame, read by both reports
-    quality = quality_report(robot, qpos, targets, fk)
-    quality["method"] = method
-    quality["solver"] = stats
-    quality.update(graded_report(robot, qpos, targets, stats, fk=fk))
     settings = robot.kmap.ik if method == "ik" else robot.kmap.interaction
     provenance = {
         "source": human.source, "robot": robot.source, "method": method,
@@ -124,6 +119,17 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
         "excluded_self_collision_pairs": [list(p) for p in robot.excluded_pairs],
         "versions": _versions(), "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }
+    return assess(robot, qpos, targets, stats, provenance)
+
+
+def assess(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stats: dict, provenance: dict) -> RetargetResult:
+    """Judge a joint trajectory (the metrics and the graded checks) and pack it as a motion file;
+    the solver's ``stats`` and the ``provenance`` (its ``method`` among them) go into the report."""
+    fk = forward_all(robot, qpos)  # kinematics and collisions of every frame, read by both reports
+    quality = quality_report(robot, qpos, targets, fk)
+    quality["method"] = provenance["method"]
+    quality["solver"] = stats
+    quality.update(graded_report(robot, qpos, targets, stats, fk=fk))
     motion = motion_from_qpos(robot, qpos, targets, provenance, quality)
     return RetargetResult(motion, targets, qpos, stats)
 

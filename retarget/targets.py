@@ -76,6 +76,13 @@ class Targets:
     def num_frames(self) -> int:
         return int(self.positions.shape[0])
 
+    def frames(self, first: int, stop: int) -> Targets:
+        """The targets of frames ``first .. stop - 1`` (a part of the clip)."""
+        cut = slice(first, stop)
+        return dataclasses.replace(self, positions=self.positions[cut], rotations=self.rotations[cut],
+                                   human=self.human[cut], contacts=self.contacts[cut],
+                                   terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut])
+
 
 def start_pose(robot: RetargetRobot, targets: Targets) -> np.ndarray:
     """The home pose standing at the first frame's pelvis target, turned to its heading: the

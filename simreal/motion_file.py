@@ -19,8 +19,10 @@ body_pos           (T, b, 3)    body frame positions, world [m]
 body_quat          (T, b, 4)    body frame orientations, world, wxyz
 foot_names         (2,)         the feet the contact labels are for (left, right)
 foot_contacts      (T, 2)       True where the foot is in stance
-provenance         ()           JSON: source file, robot, method, solver settings, versions
-quality            ()           JSON: the quality report (retarget/metrics.py)
+provenance         ()           JSON: source file, robot, method, solver settings, versions,
+                               source_frames (the clip's frames this file holds)
+quality            ()           JSON: the quality report (retarget/metrics.py, checks.py) and
+                               the defects bridged or cut (retarget/repair.py)
 =================  ===========  ==========================================================
 
     >>> save_motion("walk_g1.npz", motion)            # doctest: +SKIP

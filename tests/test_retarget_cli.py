@@ -40,8 +40,10 @@ def test_json_and_ik(tmp_path, clips, capsys):
     rc = main(["retarget", str(clips / "walk.bvh"), "--robot", "h1", "--out", str(out), "--method", "ik", "--json",
                "--fps", "50"])
     assert rc == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["out"] == str(out) and report["quality"]["method"] == "ik"
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["defects"]["defective_frames"] == 0 and len(summary["parts"]) == 1
+    report = summary["parts"][0]
+    assert report["out"] == str(out) and report["quality"]["method"] == "ik" and report["frames"] == [0, 73]
     assert report["quality"]["fps"] == 50.0 and report["quality"]["frames"] == 74  # 44 intervals of 1/30 s at 50 Hz
     assert report["quality"]["limits"]["position_violations"] == 0
     assert load_motion(out).fps == 50.0
@@ -54,7 +56,7 @@ def test_json_and_ik(tmp_path, clips, capsys):
 
 def test_verdict_and_strict(tmp_path, clips, capsys, monkeypatch):
     out = tmp_path / "w.npz"
-    args = ["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out), "--strict"]
+    args = ["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out), "--defects", "keep", "--strict"]
     assert main(args) == 0
     assert "\n  verdict ok\n" in capsys.readouterr().out
     assert load_motion(out).quality["verdict"] == "ok"
@@ -66,6 +68,48 @@ def test_verdict_and_strict(tmp_path, clips, capsys, monkeypatch):
     assert main(args[:-1]) == 0
     q = load_motion(out).quality
     assert q["verdict"] == "fail" and q["checks"]["root_height"]["ranges"][0]["frames"] == [0, 44]
+    # Without --defects keep, a clip that fails in every frame is not written at all.
+    out.unlink()
+    assert main(args[:-3]) == 2
+    assert "walk.bvh: every part between its defective frames is shorter than 1 s; nothing written" in \
+        capsys.readouterr().err and not out.exists()
+
+
+def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
+    """Frames the solver needed slack for (here: told so) are cut; the pieces go to OUT.partK.npz,
+    each with its source frames and its own report; the default (repair) emits none of them."""
+    from simreal.retarget import pipeline
+    from simreal.retarget.interaction import solve_interaction
+
+    def slack_in_the_middle(robot, targets):
+        q, stats = solve_interaction(robot, targets)
+        return q, {**stats, "infeasible_frames": [44, 45, 46], "infeasible_max_slack": 0.05}
+
+    monkeypatch.setitem(pipeline.METHODS, "interaction", slack_in_the_middle)
+    bvh = tmp_path / "walk3.bvh"
+    synth.write_bvh(bvh, synth.walking(duration_s=3.0), units="cm", up="y")
+    out = tmp_path / "w.npz"
+    assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out), "--defects", "cut", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["defects"]["cut"] == [[44, 46]] and summary["defects"]["why"] == {"slack": [[44, 46]]}
+    parts = summary["parts"]
+    assert [p["out"] for p in parts] == [str(tmp_path / "w.part1.npz"), str(tmp_path / "w.part2.npz")]
+    assert [p["frames"] for p in parts] == [[0, 43], [47, 89]] and not out.exists()
+    for p in parts:
+        m = load_motion(p["out"])
+        assert m.num_frames == p["frames"][1] - p["frames"][0] + 1 and m.provenance["source_frames"] == p["frames"]
+        assert m.quality["solver"]["infeasible_frames"] == [] and m.quality["defects"]["mode"] == "cut"
+    for f in tmp_path.glob("w*.npz"):
+        f.unlink()
+    assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out)]) == 0
+    assert "3 defective frames (slack); " in capsys.readouterr().out
+    written = [load_motion(f) for f in sorted(tmp_path.glob("w*.npz"))]
+    assert written and all(m.quality["defects"]["mode"] == "repair" for m in written)
+    for m in written:  # each slack frame is bridged (all joints, no planted foot dragged) or in no piece
+        a, b = m.provenance["source_frames"]
+        bridged = any(r[0] <= 44 and 46 <= r[1] for r in m.quality["defects"]["repaired"])
+        assert bridged or b < 44 or a > 46
+        assert m.quality["solver"]["infeasible_frames"] == []
 
 
 def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, capsys):
@@ -86,7 +130,7 @@ def test_folder(tmp_path, clips, capsys):
     rc = main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1", "--json"])
     assert rc == 0
     reports = json.loads(capsys.readouterr().out)
-    assert [r["out"] for r in reports] == [str(out / "sub" / "crouch.npz"), str(out / "walk.npz")]
+    assert [r["parts"][0]["out"] for r in reports] == [str(out / "sub" / "crouch.npz"), str(out / "walk.npz")]
     assert (out / "sub" / "crouch.npz").is_file()
     (clips / "broken.bvh").write_text("HIERARCHY\n")
     try:

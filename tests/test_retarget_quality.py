@@ -3,7 +3,8 @@
 A clean synthesised walk passes every check; each failure the real captures showed (a hip-yaw
 flip, a floating stance foot, a joint speed spike, a crouch, frames solved with slack, a
 reference the robot cannot follow) is injected into that walk's result, and the report must
-fail the right check at the right frames."""
+fail the right check at the right frames; then retarget/repair.py must bridge the defect or cut
+it, never emit it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import numpy as np
 import pytest
 
 from fixtures import synth_motion as synth
-from simreal.retarget import checks, feasibility
+from simreal.errors import ConfigError
+from simreal.retarget import checks, feasibility, repair
 from simreal.retarget.interaction import solve_interaction
+from simreal.retarget.metrics import SLIDE_TOL_M, forward_all
+from simreal.retarget.pipeline import assess
 from simreal.retarget.robot import load_robot
 from simreal.retarget.skeleton import HumanMotion
 from simreal.retarget.targets import build_targets
@@ -232,9 +236,9 @@ def test_frame_ranges():
     rule = checks.Rule("peak", 1.0, 2.0, "x", "")
     sig = checks.Signal(np.array([0, 1.5, 1.2, 0, 3.0, 0, 0, 1.1]), [f"f{i}" for i in range(8)], 3.0, {})
     assert checks.frame_ranges(sig, rule, "fail") == [
-        {"frames": [1, 2], "level": "warn", "value": 1.5, "at": "f1"},
-        {"frames": [4, 4], "level": "fail", "value": 3.0, "at": "f4"},
-        {"frames": [7, 7], "level": "warn", "value": 1.1, "at": "f7"}]
+        {"frames": [1, 2], "level": "warn", "value": 1.5, "at": "f1", "element": None},
+        {"frames": [4, 4], "level": "fail", "value": 3.0, "at": "f4", "element": None},
+        {"frames": [7, 7], "level": "warn", "value": 1.1, "at": "f7", "element": None}]
 
 
 def test_docs_table_matches_thresholds():
@@ -249,3 +253,124 @@ def test_docs_table_matches_thresholds():
             rule.unit, 100.0 if rule.kind == "fraction" else 1.0)
         shown = [float(re.match(r"-?\d+(?:\.\d+)?", x).group()) for x in (warn, fail)]
         assert shown == pytest.approx([rule.warn * scale, rule.fail * scale], rel=1e-3), (name, row)
+
+
+# -- repair: defects are bridged or cut, never emitted -------------------------------------------
+
+def _judged(g1, walk, q):
+    targets, _, stats = walk
+    return assess(g1, q, targets, stats, {"method": "interaction"})
+
+
+def _stance_steps(g1, q, contacts) -> float:
+    """The largest frame-to-frame move of a sole in stance at both frames [m]."""
+    soles = forward_all(g1, q)[0][:, g1.foot_sites]
+    held = contacts[1:] & contacts[:-1]
+    return float(np.linalg.norm(np.diff(soles, axis=0), axis=-1)[held].max())
+
+
+def test_hermite_bridge_restores_a_line_and_keeps_the_rest():
+    q = np.stack([np.arange(20.0), 3.0 - 0.5 * np.arange(20.0)], axis=1)
+    hit = q.copy()
+    hit[8:12] = [[40.0, -9.0]] * 4
+    out = repair.hermite_bridge(hit, 8, 11)
+    assert np.allclose(out, q) and np.array_equal(hit[8:12], [[40.0, -9.0]] * 4)  # the input is untouched
+    curve = np.sin(np.linspace(0, 3, 40))[:, None]
+    out = repair.hermite_bridge(curve + (np.arange(40) == 20)[:, None], 18, 22)
+    assert np.abs(out - curve).max() < 1e-2  # a smooth curve through a spike: the curve again (one-sided slopes)
+    slopes = np.diff(out[:, 0])
+    assert np.abs(np.diff(slopes)).max() < 2 * np.abs(np.diff(np.diff(curve[:, 0]))).max()  # no kink at the seams
+
+
+def test_limb_is_the_joint_and_below_or_the_path_to_a_frame(g1):
+    def joints(e):
+        return {j for j, x in zip(g1.joint_names, repair.limb(g1, e)) if x}
+
+    assert joints("right_elbow_joint") == {"right_elbow_joint", "right_wrist_roll_joint", "right_wrist_pitch_joint",
+                                           "right_wrist_yaw_joint"}
+    left_leg = {j for j in g1.joint_names if j.startswith("left_") and ("hip" in j or "knee" in j or "ankle" in j)}
+    assert joints("left_foot") == left_leg and len(left_leg) == 6
+    assert joints(None) == joints("no_such_element") == set(g1.joint_names)
+
+
+def test_a_hip_flip_in_swing_is_bridged_and_the_rest_kept(g1, walk):
+    targets, q0, _ = walk
+    swing = np.flatnonzero(~targets.contacts[:, 0])
+    t = int(swing[len(swing) // 2])
+    assert not targets.contacts[t - 3:t + 5, 0].any(), "expected the middle of a left swing"
+    q = q0.copy()
+    q[t:t + 2, _col(g1, "left_hip_yaw_joint")] = -2.2
+    parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
+    assert len(parts) == 1 and (parts[0].first, parts[0].last) == (0, len(q) - 1)
+    assert rec["cut"] == [] and len(rec["repaired"]) == 1
+    a, b = rec["repaired"][0]
+    assert a < t and b > t + 1 and (b - a + 1) / targets.fps <= repair.DefectConfig().max_repair_s
+    assert set(rec["why"]) >= {"foot_twist", "joint_speed_vs_human"}  # 2 of 90 frames: hip_magnitude only warns
+    out = parts[0].result
+    outside = np.r_[0:a, b + 1:len(q)]
+    assert np.array_equal(out.qpos[outside], q[outside])  # nothing outside the range changes
+    assert np.array_equal(out.qpos[:, :7], q[:, :7])  # nor the root
+    right = [g1.joint_names.index(j) for j in g1.joint_names if not j.startswith("left_")]
+    assert np.array_equal(out.qpos[:, g1.qpos_adr[right]], q[:, g1.qpos_adr[right]])  # only the left leg's joints
+    # A cubic from outside the range flattens the swing's knee peak (1.08 -> 0.70 rad here); the
+    # swing foot stays off the floor.
+    assert np.abs(out.qpos[a:b + 1] - q0[a:b + 1]).max() < 0.5
+    assert checks.foot_clearance(g1, out.qpos[a:b + 1])[:, 0].min() > 0.005
+    rep = out.motion.quality
+    assert rep["verdict"] == "ok", checks.verdict_lines(rep)
+    assert rep["defects"] is rec and out.motion.provenance["source_frames"] == [0, len(q) - 1]
+    assert _stance_steps(g1, out.qpos, targets.contacts) <= SLIDE_TOL_M
+
+
+def test_a_bridge_that_would_drag_a_planted_foot_is_cut_instead(g1, walk):
+    """The long flip runs into the left foot's landing: a cubic over the leg cannot follow a
+    swing into a stance, the planted sole would slide, so the range is cut."""
+    targets, q0, _ = walk
+    assert targets.contacts[FLIP[1] - 4:FLIP[1] + 4, 0].all() and not targets.contacts[FLIP[0], 0]
+    q = q0.copy()
+    q[FLIP[0]:FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2
+    parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
+    assert not any(a <= FLIP[0] <= b for a, b in rec["repaired"])
+    assert any(a <= FLIP[0] and FLIP[1] <= b for a, b in rec["cut"])
+    assert parts and all(p.last < FLIP[0] or p.first > FLIP[1] for p in parts)
+    for p in parts:
+        assert np.array_equal(p.result.qpos, q[p.first:p.last + 1])
+        assert p.result.motion.quality["verdict"] != "fail", checks.verdict_lines(p.result.motion.quality)
+
+
+def test_an_arm_spike_changes_only_that_arm(g1, walk):
+    q = walk[1].copy()
+    q[50, _col(g1, "right_elbow_joint")] += 0.6
+    parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
+    assert len(parts) == 1 and rec["why"] == {"joint_speed_vs_human": [[50, 51]]}
+    changed = np.flatnonzero(np.abs(parts[0].result.qpos - q).max(axis=0) > 0)
+    names = {g1.joint_names[list(g1.qpos_adr).index(c)] for c in changed}
+    assert "right_elbow_joint" in names and names <= {"right_elbow_joint", "right_wrist_roll_joint",
+                                                      "right_wrist_pitch_joint", "right_wrist_yaw_joint"}
+    assert abs(parts[0].result.qpos[50, _col(g1, "right_elbow_joint")] - walk[1][50, _col(g1, "right_elbow_joint")]) < 0.05
+    assert parts[0].result.motion.quality["verdict"] == "ok"
+
+
+def test_cut_splits_the_clip_and_judges_each_part(g1, walk):
+    targets, q0, _ = walk
+    q = q0.copy()
+    q[44:47, _col(g1, "left_hip_yaw_joint")] = -2.2
+    parts, rec = repair.fix_defects(g1, _judged(g1, walk, q), repair.DefectConfig(mode="cut"))
+    assert rec["repaired"] == [] and rec["cut"] and rec["dropped"] == []
+    assert [(p.first, p.last) for p in parts] == [(0, rec["cut"][0][0] - 1), (rec["cut"][-1][1] + 1, len(q) - 1)]
+    assert rec["cut"][0][0] <= 44 and rec["cut"][-1][1] >= 47
+    for p in parts:
+        assert np.array_equal(p.result.qpos, q[p.first:p.last + 1])
+        assert p.result.motion.num_frames == p.last - p.first + 1
+        assert np.array_equal(p.result.motion.foot_contacts, targets.contacts[p.first:p.last + 1])
+        assert p.result.motion.provenance["source_frames"] == [p.first, p.last]
+        assert p.result.motion.quality["verdict"] != "fail", checks.verdict_lines(p.result.motion.quality)
+    kept, rec = repair.fix_defects(g1, _judged(g1, walk, q), repair.DefectConfig(mode="keep"))
+    assert len(kept) == 1 and np.array_equal(kept[0].result.qpos, q) and rec["defective_frames"] > 0
+    short = repair.DefectConfig(mode="cut", min_part_s=2.0)  # neither side of the cut lasts 2 s
+    assert repair.fix_defects(g1, _judged(g1, walk, q), short)[0] == []
+
+
+def test_defects_mode_is_checked():
+    with pytest.raises(ConfigError, match="defects"):
+        repair.DefectConfig(mode="fix")
