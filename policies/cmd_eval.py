@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.episodes is not None and args.episodes < 1:  # before anything loads: 0 is no default
         raise SimrealError(f"--episodes: expected an integer >= 1, got {args.episodes}")
     run_dir = Path(args.run_dir)
-    cfg = load_config(run_dir)
+    cfg = load_config(run_dir, reward=False)
     trained_on = cfg.backend if cfg.backend != "auto" else default_backend_name()
     randomize = not args.no_randomize and cfg.eval.randomize
     results = {"trained_on": trained_on}

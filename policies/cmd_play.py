@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.policies.trainers import get_trainer
 
     run_dir = Path(args.run_dir)
-    cfg = load_config(run_dir)
+    cfg = load_config(run_dir, reward=False)
     policy = get_trainer(cfg.trainer).load(run_dir, cfg)
     env = policy.env
     m = env.mj_model

@@ -233,7 +233,7 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
     run_dir = Path(teacher)
     if not run_dir.is_dir():
         raise ConfigError("--teacher", f"expected 'scripted', 'random' or a run directory; {teacher!r} is none of these")
-    saved = load_config(run_dir)
+    saved = load_config(run_dir, reward=False)  # the teacher acts; the dataset records the task's own reward
     cfg = resolve(None, overrides, base=saved.to_dict(), source=str(run_dir / "config.yaml"))
     if cfg.task != task:
         raise ConfigError("--teacher", f"{run_dir} is a {cfg.task} run; the demonstrations asked for are {task}")

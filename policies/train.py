@@ -15,6 +15,8 @@ run continues bit for bit.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from pathlib import Path
 from typing import Any
@@ -40,9 +42,13 @@ def start_run(cfg: RunConfig) -> Path:
     return run_dir
 
 
-def load_config(run_dir: Path) -> RunConfig:
-    """The resolved config saved in a run directory."""
-    return from_mapping(load_run_config(open_run_dir(run_dir)), str(run_dir / "config.yaml"))
+def load_config(run_dir: Path, reward: bool = True) -> RunConfig:
+    """The resolved config saved in a run directory; ``reward=False`` drops its ``reward:``
+    section, for using the trained policy (eval, play, demos): the policy's observations and
+    actions and the task's success do not depend on it, and a frame or CLIP reward would render
+    a camera every few steps for a figure nobody reads."""
+    cfg = from_mapping(load_run_config(open_run_dir(run_dir)), str(run_dir / "config.yaml"))
+    return cfg if reward else dataclasses.replace(cfg, reward=None)
 
 
 #: ``algorithm:`` -> its JAX implementation: ``init()``, ``iterate(state)``, ``make_policy``,

@@ -116,6 +116,13 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     learned = [float(row["reward/learned"]) for row in rows if row.get("reward/learned")]
     assert learned and all(np.isfinite(learned)), rows[-1].keys()
 
+    # Using the policy needs no reward model: eval measures the task (a frame model would render
+    # for nothing), so it never attaches one, even when the model file is gone.
+    model_file.unlink()
+    capsys.readouterr()
+    assert main(["eval", str(metrics.parent), "--episodes", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["native"]["episodes"] == 2
+
 
 def test_the_learned_term_scores_the_state_after_the_step(tmp_path):
     """In the env, reward/learned is the model's score of the environment state after the step,
