@@ -76,6 +76,7 @@ def check_encoder() -> None:
 def encode_frames(frames: np.ndarray, path: Path, fps: int) -> None:
     """Encode RGB frames (T, H, W, 3) uint8 into a new mp4 at ``path``; frame k at k / fps [s]."""
     time_base = Fraction(1, fps)
+    before = _realtime_threads()
     with av.open(str(path), "w", format="mp4") as container:
         stream = container.add_stream(VIDEO_CODEC, fps, options=encoder_options())
         stream.pix_fmt = PIX_FMT
@@ -85,7 +86,49 @@ def encode_frames(frames: np.ndarray, path: Path, fps: int) -> None:
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
             frame.pts, frame.time_base = k, time_base
             container.mux(stream.encode(frame))
+            if k % DEMOTE_EVERY_FRAMES == 0:  # the encoder opens at the first frame
+                _demote_realtime(before)
         container.mux(stream.encode())
+
+
+#: Frames between two checks for real-time encoder threads (:func:`_demote_realtime`).
+DEMOTE_EVERY_FRAMES = 32
+_REALTIME = tuple(getattr(os, name) for name in ("SCHED_FIFO", "SCHED_RR") if hasattr(os, name))
+
+
+def _threads() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # not Linux
+        return []
+
+
+def _realtime_threads() -> set[int]:
+    """This process's threads that run on a real-time policy (SCHED_FIFO, SCHED_RR)."""
+    out = set()
+    for tid in _threads():
+        try:
+            if os.sched_getscheduler(tid) in _REALTIME:
+                out.add(tid)
+        except OSError:  # the thread ended
+            pass
+    return out
+
+
+def _demote_realtime(before: set[int]) -> None:
+    """Put every thread of this process that turned real-time since ``before`` back on the normal
+    scheduler (SCHED_OTHER, its nice value kept).
+
+    SVT-AV1 run as root (a robot computer's usual user, and this container's) creates its
+    encoder threads SCHED_FIFO at priority 99 and moves the thread that opens the encoder there
+    too: seen here with ``ps -L``, they preempted a 30 fps recording loop and a 100 Hz test loop
+    for up to 94 ms, nice or not. A deliberately real-time thread of ours (the deploy runner's
+    loop) was real-time before the encoder opened and is left alone."""
+    for tid in _realtime_threads() - before:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:  # the thread ended, or no permission: nothing to undo then
+            pass
 
 
 def concatenate(inputs: Sequence[Path], output: Path, list_file: Path) -> None:

@@ -488,3 +488,39 @@ def test_damaged_episode_files_fail_in_one_line(tmp_path, damage, where):
 def _edit_info(root: Path, **changes) -> None:
     path = root / "meta/info.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+class _WatchedFrames:
+    """Frames for ``encode_frames`` that note, at frame ``at``, the threads of this process that
+    run on a real-time policy."""
+
+    def __init__(self, n: int, at: int):
+        self.images = np.zeros((n, 48, 64, 3), np.uint8)
+        self.shape, self.at, self.seen = self.images.shape, at, None
+
+    def __iter__(self):
+        from simreal import dataset_video
+
+        for k, image in enumerate(self.images):
+            if k == self.at:
+                self.seen = dataset_video._realtime_threads()
+            yield image
+
+
+def test_the_video_encoder_leaves_no_thread_real_time(tmp_path, monkeypatch):
+    """SVT-AV1 as root runs its threads SCHED_FIFO 99, above any control or recording loop;
+    encode_frames puts them back on the normal scheduler once the encoder is open."""
+    import os
+
+    from simreal import dataset_video
+
+    before = dataset_video._realtime_threads()
+    watched = _WatchedFrames(40, at=35)
+    dataset_video.encode_frames(watched, tmp_path / "a.mp4", 30)
+    assert watched.seen == before
+    if os.geteuid() != 0:
+        pytest.skip("SVT-AV1 makes its threads real-time only as root: the check above cannot fail here")
+    monkeypatch.setattr(dataset_video, "_demote_realtime", lambda before: None)
+    undemoted = _WatchedFrames(40, at=35)
+    dataset_video.encode_frames(undemoted, tmp_path / "b.mp4", 30)
+    assert undemoted.seen - before, "expected SVT-AV1's real-time threads when nothing demotes them"

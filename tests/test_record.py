@@ -165,3 +165,23 @@ def test_one_slow_tick_counts_once_and_the_schedule_recovers(tmp_path):
         ep = rec.episode(2.0)
         writer.close()
     assert ep.frames == 30 and ep.late_ticks == 1
+
+
+def test_an_episode_starts_just_after_a_frame_of_the_first_camera():
+    """The loop runs on the first camera's clock: its first tick is TICK_AFTER_FRAME of a frame
+    period after that camera's next frame, whatever the phase at which the episode was asked for."""
+    from simreal.hardware.cameras import Frame
+    from simreal.hardware.record import TICK_AFTER_FRAME
+
+    class StillCamera:
+        fps = 30.0
+
+        def read(self):
+            return Frame(np.zeros((2, 2, 3), np.uint8), 10.0, 7)  # its last frame came at t = 10 s
+
+    for now in (10.0, 10.001, 10.02, 10.05, 10.5):
+        rec = Recorder(None, None, [StillCamera()], None, fps=30, task="t", clock=lambda now=now: now)
+        t0 = rec._first_tick()
+        phase = (t0 - 10.0) * 30.0  # in frame periods after the last frame
+        assert 0 <= t0 - now < 1 / 30 and phase == pytest.approx(round(phase - TICK_AFTER_FRAME) + TICK_AFTER_FRAME)
+    assert Recorder(None, None, [], None, fps=30, task="t", clock=lambda: 3.0)._first_tick() == 3.0
