@@ -3,6 +3,7 @@
     python bench/bench_bc.py                                  # 50 demos, arm-reach and arm-push
     python bench/bench_bc.py --episodes 20 --epochs 50 --eval-episodes 64 --cases arm-reach
     python bench/bench_bc.py --policy act --epochs 30 --cases arm-reach  # ACT's chunking transformer
+    python bench/bench_bc.py --policy flow --epochs 100              # the flow-matching chunk head
 
 Each case runs the three commands a user runs, in this process (``simreal.cli.main``)::
 
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 from simreal.cli import main as simreal
+from simreal.policies.cmd_train_bc import POLICIES
 from simreal.yaml_io import load_yaml
 
 #: case name -> (task, config overrides)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--episodes", type=int, default=50, help="scripted demonstrations per case")
     p.add_argument("--epochs", type=int, default=100)
-    p.add_argument("--policy", choices=("mlp", "act"), default="mlp", help="train-bc --policy")
+    p.add_argument("--policy", choices=POLICIES, default="mlp", help="train-bc --policy")
     p.add_argument("--eval-episodes", type=int, default=128)
     p.add_argument("--seed", type=int, default=0, help="the recording's seed")
     p.add_argument("--out", default=None, help="folder for the datasets and runs (default: a temporary one)")

@@ -41,10 +41,6 @@ from torch import nn
 
 from simreal.action_chunk import ActionChunk
 
-#: Horizon of a chunk when ``train.act.chunk_size`` is 0 [s]: 20 steps at 50 Hz (ACT: 100 at 50 Hz).
-CHUNK_S = 0.4
-
-
 class ACT(nn.Module):
     """Normalised observation (N, n) -> normalised action chunk (N, k, m) (module docstring)."""
 
@@ -77,9 +73,8 @@ class ACT(nn.Module):
 
 def action_chunk(env: Any, tc: Any) -> ActionChunk:
     """The chunk ``train.act`` asks for at ``env``'s control rate: ``chunk_size``, or
-    :data:`CHUNK_S` of control steps when it is 0; with its ensembling coefficient."""
-    k = tc.act.chunk_size or max(1, round(CHUNK_S * float(env.robot.control_rate_hz)))
-    return ActionChunk(int(k), float(tc.act.temporal_ensemble_coeff))
+    ``action_chunk.CHUNK_S`` of control steps when it is 0; with its ensembling coefficient."""
+    return ActionChunk.at_rate(tc.act.chunk_size, tc.act.temporal_ensemble_coeff, float(env.robot.control_rate_hz))
 
 
 def build(env: Any, tc: Any) -> ACT:

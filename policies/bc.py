@@ -6,11 +6,13 @@ normalised actions on the observation, from a LeRobot dataset of demonstrations:
 
 with the dataset's statistics and the deployed actor of ``policies/bc_actor.py``
 (``a = clip(mu_a + sigma_a * f_theta(x), -1, 1)``, both normalisations inside it and its ONNX
-graph). ``train.policy`` picks ``f_theta`` and the error ``e`` (``bc_actor.NETWORKS``): ``mlp``, an
+graph). ``train.policy`` picks ``f_theta`` and its loss (``bc_actor.NETWORKS``): ``mlp``, an
 MLP of ``train.policy_hidden`` and ``train.activation`` (the PPO policies' convention) with
 e = squared error; ``act``, ACT's chunking transformer (``policies/act.py``) with e = |.|, whose
 target is the chunk ``y_{t,j} = y_{t+j}``, j < k, and whose mean runs over the ``t + j`` inside the
-episode (ACT's padding mask). One loop fits both, with AdamW on minibatches. Episodes, not
+episode (ACT's padding mask); ``flow``, a flow-matching head over the same chunks
+(``policies/flow.py``: its flow-matching loss, validated by the squared error of the chunks it
+samples). One loop fits them all, with AdamW on minibatches. Episodes, not
 frames, are split into training and validation sets (``train.val_fraction``, at least one validation episode when
 there are two), so no validation frame has a neighbour in training; the checkpoint keeps the
 epoch with the lowest validation loss (the last one without validation episodes).
@@ -115,13 +117,6 @@ def _normalised(demos: Demos, episodes: np.ndarray,
             torch.as_tensor(np.concatenate(valid)))
 
 
-def masked_mean(err: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Mean of the elementwise error ``err`` (..., m) over the valid targets (...) and the m action
-    dimensions (ACT's padded L1 loss; all targets valid: the plain mean)."""
-    v = valid.unsqueeze(-1).to(err.dtype)
-    return (err * v).sum() / (v.sum() * err.shape[-1]).clamp_min(1)
-
-
 def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chunk: int | None = None,
         on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None) -> FitResult:
     """Fit ``actor``'s network (``train.policy``'s, predicting chunks of ``chunk`` actions or one
@@ -132,7 +127,7 @@ def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chu
     train_ep, val_ep = split_episodes(len(demos.obs), tc.val_fraction, seed)
     x, y, valid = _normalised(demos, train_ep, chunk)
     xv, yv, valid_v = _normalised(demos, val_ep, chunk)
-    error = NETWORKS[tc.policy].error
+    network = NETWORKS[tc.policy]
     net = actor.body[0]
     opt = torch.optim.AdamW(net.parameters(), lr=tc.learning_rate, weight_decay=tc.weight_decay)
     gen = torch.Generator().manual_seed(seed)
@@ -143,7 +138,7 @@ def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chu
         net.train()
         total = 0.0
         for batch in torch.randperm(len(x), generator=gen).split(tc.batch_size):
-            loss = masked_mean(error(net(x[batch]) - y[batch]), valid[batch])
+            loss = network.loss(net, x[batch], y[batch], valid[batch], gen)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -151,7 +146,7 @@ def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chu
             steps += 1
         net.eval()
         with torch.no_grad():
-            val = masked_mean(error(net(xv) - yv), valid_v).item() if len(xv) else float("nan")
+            val = network.validate(net, xv, yv, valid_v, gen).item() if len(xv) else float("nan")
         # without validation episodes every epoch is kept over the one before: the last one stays
         kept = best is None or not len(xv) or val <= best.val_loss
         if kept:

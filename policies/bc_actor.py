@@ -10,8 +10,9 @@ The computation (``policies/bc.py`` fits ``f_theta``)::
     a = clip(mu_a + sigma_a * f_theta((o - mu_o) / sigma_o), -1, 1)
 
 ``f_theta`` is ``train.policy``'s row of :data:`NETWORKS`: ``mlp`` (``train.policy_hidden``,
-``train.activation``; (N, n) -> (N, m)) or ``act`` (``policies/act.py``, ``train.act``; (N, n) ->
-(N, k, m), the actions of the next ``k`` steps, ensembled over steps by :func:`deployed_policy`).
+``train.activation``; (N, n) -> (N, m)), ``act`` (``policies/act.py``, ``train.act``) or ``flow``
+(``policies/flow.py``, ``train.flow``), both (N, n) -> (N, k, m), the actions of the next ``k``
+steps, ensembled over steps by :func:`deployed_policy`.
 
 ``mu`` and ``sigma`` are the dataset's per-feature mean and standard deviation of
 ``observation.state`` and ``action`` (``meta/stats.json``), ``sigma`` floored at
@@ -38,7 +39,7 @@ from torch import nn
 from simreal.action_chunk import ActionChunk, ChunkedPolicy
 from simreal.config import to_dict
 from simreal.errors import DataFileError
-from simreal.policies import act, torch_policy
+from simreal.policies import act, flow, torch_policy
 from simreal.policies.demos import ACTION, STATE, state_size
 from simreal.policies.run_config import RunConfig, make_env
 
@@ -97,21 +98,51 @@ def _mlp(env: Any, tc: Any) -> nn.Module:
     return nn.Sequential(*layers, nn.Linear(sizes[-1], int(env.action_size)))
 
 
+#: A fit's loss of a batch: (f_theta, x (N, n), y targets, valid targets, generator) -> scalar.
+Loss = Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+#: An elementwise error of a batch: (f_theta, x, y (N, [k,] m), generator) -> (N, [k,] m).
+Error = Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+
+
+def masked_mean(err: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean of the elementwise error ``err`` (..., m) over the valid targets (...) and the m action
+    dimensions (ACT's padded L1 loss; all targets valid: the plain mean)."""
+    v = valid.unsqueeze(-1).to(err.dtype)
+    return (err * v).sum() / (v.sum() * err.shape[-1]).clamp_min(1)
+
+
+def masked(error: Error) -> Loss:
+    """The loss that averages ``error`` over the valid targets (:func:`masked_mean`)."""
+    def loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
+             generator: torch.Generator) -> torch.Tensor:
+        return masked_mean(error(net, x, y, generator), valid)
+    return loss
+
+
+def regression(e: Callable[[torch.Tensor], torch.Tensor]) -> Loss:
+    """``mean e(f_theta(x) - y)`` over the valid targets and the action dimensions."""
+    return masked(lambda net, x, y, generator: e(net(x) - y))
+
+
 @dataclasses.dataclass(frozen=True)
 class Network:
-    """A ``train.policy``: its network, the error its fit averages, and its action chunk."""
+    """A ``train.policy``: its network, the losses its fit minimises and validates with, and its
+    action chunk."""
 
     build: Callable[[Any, Any], nn.Module]  # (env, train config) -> f_theta on normalised observations
-    error: Callable[[torch.Tensor], torch.Tensor]  # elementwise error of f_theta(x) - y
+    loss: Loss  # what the fit's gradient steps minimise
+    validate: Loss  # what picks the kept epoch: the error of what the network outputs
     settings: tuple[str, ...]  # the train.* keys that shape it (named when a checkpoint does not fit)
     chunk: Callable[[Any, Any], ActionChunk] | None = None  # (env, train config) -> its chunk; None: one action
 
 
 #: ``train.policy`` -> its network: the MLP's squared error (a regression of the mean action), ACT's
-#: L1 error (the paper's loss).
+#: L1 error (the paper's loss), the flow head's flow-matching loss (validated on the chunks it samples).
 NETWORKS: dict[str, Network] = {
-    "mlp": Network(_mlp, torch.square, ("policy_hidden", "activation")),
-    "act": Network(act.build, torch.abs, ("act",), chunk=act.action_chunk),
+    "mlp": Network(_mlp, regression(torch.square), regression(torch.square), ("policy_hidden", "activation")),
+    "act": Network(act.build, regression(torch.abs), regression(torch.abs), ("act",), chunk=act.action_chunk),
+    "flow": Network(flow.build, masked(flow.flow_matching_error), regression(torch.square), ("flow",),
+                    chunk=flow.action_chunk),
 }
 
 

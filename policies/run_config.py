@@ -115,6 +115,18 @@ class ACTConfig:
     dropout: float = field(0.0, min=0.0, max=1.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class FlowConfig:
+    """The flow-matching action head of ``train.policy: flow`` (``policies/flow.py``)."""
+
+    chunk_size: int = field(0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control "
+                                          "steps (20 at 50 Hz)")
+    temporal_ensemble_coeff: float = field(0.01, min=-1.0, max=1.0,
+                                           doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction")
+    hidden: tuple[int, ...] = field((256, 256, 256), doc="the velocity MLP's hidden layers")
+    steps: int = field(10, min=1, doc="Euler steps from the noise's mean to the chunk, in eval and in policy.onnx")
+
+
 #: ``algorithm:`` -> its ``train:`` settings.
 @dataclasses.dataclass(frozen=True)
 class BCConfig(LoopConfig):
@@ -122,8 +134,10 @@ class BCConfig(LoopConfig):
     settings it reads the MLP's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
 
     dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
-    policy: str = field("mlp", choices=("mlp", "act"), doc="policy network: an MLP, or ACT's chunking transformer")
+    policy: str = field("mlp", choices=("mlp", "act", "flow"),
+                        doc="policy network: an MLP, ACT's chunking transformer, or a flow-matching chunk head")
     act: ACTConfig = field(ACTConfig(), doc="the transformer of policy act")
+    flow: FlowConfig = field(FlowConfig(), doc="the flow-matching head of policy flow")
     epochs: int = field(200, min=1, doc="passes over the training episodes")
     batch_size: int = field(256, min=1)
     learning_rate: float = field(1e-3, min=0.0)

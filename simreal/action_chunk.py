@@ -32,6 +32,10 @@ from typing import Any
 import numpy as np
 
 
+#: Horizon of a chunk whose size is 0 (a chunked policy's default) [s].
+CHUNK_S = 0.4
+
+
 @dataclasses.dataclass(frozen=True)
 class ActionChunk:
     """A chunked policy's output: ``size`` (k) actions per prediction, ensembled with
@@ -39,6 +43,12 @@ class ActionChunk:
 
     size: int
     temporal_ensemble_coeff: float
+
+    @classmethod
+    def at_rate(cls, size: int, temporal_ensemble_coeff: float, control_rate_hz: float) -> ActionChunk:
+        """A chunk of ``size`` actions, or of :data:`CHUNK_S` of control steps at ``control_rate_hz``
+        when ``size`` is 0 (20 steps at 50 Hz; ACT's paper: 100 at 50 Hz)."""
+        return cls(int(size) or max(1, round(CHUNK_S * control_rate_hz)), float(temporal_ensemble_coeff))
 
     def to_yaml(self) -> dict[str, Any]:
         return {"size": self.size, "temporal_ensemble_coeff": self.temporal_ensemble_coeff}

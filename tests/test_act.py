@@ -7,7 +7,6 @@ last (slow) test's two epochs."""
 from __future__ import annotations
 
 import dataclasses
-import types
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ pytest.importorskip("onnxruntime")
 
 import torch  # noqa: E402
 
+from fixtures.bc_data import fake_env, phase_demos  # noqa: E402
 from simreal.action_chunk import ActionChunk, ChunkedPolicy, TemporalEnsembler  # noqa: E402
 from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import make_env, resolve  # noqa: E402
@@ -27,13 +27,6 @@ TINY = ["backend=native", "env.episode_length_s=1.0", "trainer=bc", "algorithm=b
         "train.act.n_encoder_layers=1", "train.act.chunk_size=5", "train.act.temporal_ensemble_coeff=0.2"]
 
 
-def fake_env(terms=(("joint", 3), ("goal", 2)), action_size=2, rate_hz=50.0):
-    """What make_actor reads of an env: the observation layout, the sizes, the control rate."""
-    return types.SimpleNamespace(obs_layout=[{"name": n, "size": s} for n, s in terms],
-                                 observation_size=sum(s for _, s in terms), action_size=action_size,
-                                 robot=types.SimpleNamespace(control_rate_hz=rate_hz))
-
-
 def act_config(*overrides: str):
     return resolve("arm-reach", [*TINY, *overrides]).train
 
@@ -41,7 +34,8 @@ def act_config(*overrides: str):
 # -- the network and its targets --------------------------------------------------------------
 
 def test_act_maps_an_observation_batch_to_chunks_scaled_to_the_control_rate():
-    from simreal.policies.act import CHUNK_S, action_chunk
+    from simreal.action_chunk import CHUNK_S
+    from simreal.policies.act import action_chunk
     from simreal.policies.bc_actor import make_actor
 
     tc = act_config("train.act.chunk_size=0")
@@ -63,7 +57,8 @@ def test_act_maps_an_observation_batch_to_chunks_scaled_to_the_control_rate():
 
 
 def test_chunk_targets_pad_past_the_episode_end_and_the_loss_ignores_the_padding():
-    from simreal.policies.bc import masked_mean, targets
+    from simreal.policies.bc import targets
+    from simreal.policies.bc_actor import masked_mean
 
     a = np.arange(10, dtype=np.float32).reshape(5, 2)  # a_t = (2t, 2t + 1)
     y, valid = targets(a, 3)
@@ -85,13 +80,7 @@ def test_fitting_act_on_a_tiny_synthetic_dataset_lowers_the_l1_loss():
     from simreal.policies.bc import Demos, fit
     from simreal.policies.bc_actor import Normalization, make_actor
 
-    rng = np.random.default_rng(0)
-    obs, actions = [], []
-    for _ in range(6):
-        phase = rng.uniform(0, 2 * np.pi) + 0.2 * np.arange(40)
-        obs.append(np.stack([np.sin(phase), np.cos(phase), np.full(40, 0.5), np.zeros(40), np.ones(40)],
-                            1).astype(np.float32))
-        actions.append(np.stack([np.sin(phase), 0.5 * np.cos(phase)], 1).astype(np.float32))
+    obs, actions = phase_demos(6)
     norm = Normalization(np.zeros(5), np.ones(5), np.zeros(2), np.ones(2))
     tc = act_config("train.epochs=15", "train.batch_size=64", "train.learning_rate=0.005", "train.val_fraction=0.2",
                     "train.act.dropout=0.0")
@@ -282,11 +271,11 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
 def test_policy_names_agree_and_heads_must_divide_the_width():
     from simreal.errors import ConfigError
     from simreal.policies.bc_actor import NETWORKS
-    from simreal.policies.cmd_train_bc import BUILT
+    from simreal.policies.cmd_train_bc import POLICIES
     from simreal.policies.run_config import BCConfig
 
     choices = next(f for f in dataclasses.fields(BCConfig) if f.name == "policy").metadata["choices"]
-    assert set(NETWORKS) == set(BUILT) == set(choices)
+    assert set(NETWORKS) == set(POLICIES) == set(choices)
     with pytest.raises(ConfigError, match=r"train\.act\.n_heads.*must divide train\.act\.dim_model \(16\)"):
         act_config("train.act.n_heads=3")
 

@@ -144,12 +144,6 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     assert len(err.splitlines()) == 1 and "policy.safetensors: not a safetensors file" in err
 
 
-def test_train_bc_refuses_the_policies_not_built_yet(dataset, capsys):
-    assert main(["train-bc", str(dataset), "--policy", "diffusion"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "diffusion is not built yet; built: mlp, act" in err
-
-
 @pytest.mark.parametrize("args, message", [
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
                                                     "arm-reach, arm-push"),
