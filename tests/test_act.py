@@ -16,10 +16,10 @@ pytest.importorskip("onnxruntime")
 
 import torch  # noqa: E402
 
-from fixtures.bc_data import fake_env, phase_demos  # noqa: E402
+from fixtures.bc_data import export_random_actor, fake_env, phase_demos  # noqa: E402
 from simreal.action_chunk import ActionChunk, ChunkedPolicy, TemporalEnsembler  # noqa: E402
 from simreal.cli import main  # noqa: E402
-from simreal.policies.run_config import make_env, resolve  # noqa: E402
+from simreal.policies.run_config import resolve  # noqa: E402
 
 #: A tiny ACT on arm-reach (1 s episodes: 50 steps at 50 Hz).
 TINY = ["backend=native", "env.episode_length_s=1.0", "trainer=bc", "algorithm=bc", "train.policy=act",
@@ -140,20 +140,7 @@ def test_chunked_policy_takes_one_observation_or_a_batch_and_restarts_on_another
 @pytest.fixture(scope="module")
 def tiny_bundle(tmp_path_factory):
     """A randomly initialised tiny ACT for arm-reach, exported as ``simreal export`` does."""
-    from simreal.policies import torch_policy
-    from simreal.policies.bc_actor import Normalization, action_chunk, make_actor
-
-    cfg = resolve("arm-reach", TINY)
-    env = make_env(cfg)
-    n, m = env.observation_size, env.action_size
-    rng = np.random.default_rng(0)
-    norm = Normalization(rng.normal(size=n) * 0.1, rng.uniform(0.5, 2, n), rng.normal(size=m) * 0.1,
-                         rng.uniform(0.2, 0.5, m))
-    torch.manual_seed(0)
-    actor = make_actor(env, cfg.train, norm).eval()
-    chunk = action_chunk(env, cfg.train)
-    tmp = tmp_path_factory.mktemp("act")
-    out = torch_policy.export_bundle(tmp, cfg, env, actor, tmp / "bundle", chunk)
+    out, actor, chunk, _ = export_random_actor(resolve("arm-reach", TINY), tmp_path_factory.mktemp("act"))
     return out, actor, chunk
 
 

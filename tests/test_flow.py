@@ -13,10 +13,10 @@ pytest.importorskip("onnxruntime")
 
 import torch  # noqa: E402
 
-from fixtures.bc_data import fake_env, phase_demos  # noqa: E402
+from fixtures.bc_data import export_random_actor, fake_env, phase_demos  # noqa: E402
 from simreal.action_chunk import ActionChunk  # noqa: E402
 from simreal.cli import main  # noqa: E402
-from simreal.policies.run_config import make_env, resolve  # noqa: E402
+from simreal.policies.run_config import resolve  # noqa: E402
 
 TINY = ["backend=native", "env.episode_length_s=1.0", "trainer=bc", "algorithm=bc", "train.policy=flow",
         "train.flow.hidden=[32,32]", "train.flow.chunk_size=4", "train.flow.steps=5",
@@ -79,19 +79,10 @@ def test_fitting_recovers_chunks_that_are_a_function_of_the_observation():
 
 def test_the_bundle_unrolls_the_steps_and_equals_torch(tmp_path):
     from simreal.bundle import OnnxPolicy, load_bundle
-    from simreal.policies import torch_policy
-    from simreal.policies.bc_actor import Normalization, action_chunk, make_actor
 
-    cfg = resolve("arm-reach", TINY)
-    env = make_env(cfg)
+    out, actor, chunk, env = export_random_actor(resolve("arm-reach", TINY), tmp_path)
     n, m = env.observation_size, env.action_size
     rng = np.random.default_rng(0)
-    norm = Normalization(rng.normal(size=n) * 0.1, rng.uniform(0.5, 2, n), rng.normal(size=m) * 0.1,
-                         rng.uniform(0.2, 0.5, m))
-    torch.manual_seed(0)
-    actor = make_actor(env, cfg.train, norm).eval()
-    chunk = action_chunk(env, cfg.train)
-    out = torch_policy.export_bundle(tmp_path, cfg, env, actor, tmp_path / "bundle", chunk)
     bundle = load_bundle(out)
     assert bundle.action_chunk == chunk == ActionChunk(4, 0.2) and bundle.action_shape == (4, m)
     obs = rng.normal(size=(7, n)).astype(np.float32)
