@@ -126,3 +126,19 @@ def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     out = json.loads(r.stdout)
     assert out["ticks"] >= 30 and out["sent"] == out["ticks"] and out["read_errors"] == 0
     assert out["policy_runs"] >= 30 and out["safety"]["faults"] == 0 and out["final_mode"] == "estop"
+
+
+def test_tick_times_keep_fixed_memory_and_a_quantile_within_one_bin():
+    from simreal.hardware.drive import TickTimes
+
+    times = TickTimes()
+    assert times.quantile(0.99) == 0.0
+    rng = np.random.default_rng(0)
+    samples = np.concatenate([rng.lognormal(np.log(300e-6), 0.4, 20_000), [0.0, 25.0]])  # and two off the ends
+    size = times.counts.nbytes
+    for s in samples:
+        times.add(float(s))
+    assert times.counts.nbytes == size and times.counts.sum() == len(samples)
+    for q in (0.5, 0.99):
+        exact = float(np.quantile(samples, q))
+        assert exact <= times.quantile(q) <= exact * 10 ** (1 / TickTimes.BINS_PER_DECADE) * 1.0001
