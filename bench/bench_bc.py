@@ -1,6 +1,6 @@
 """Behaviour cloning from scripted demonstrations: demos -> train-bc -> eval, per arm task.
 
-    python bench/bench_bc.py                                  # 50 demos, arm-reach and arm-push
+    python bench/bench_bc.py                                  # 50 demos, arm-reach, arm-push and arm-pick
     python bench/bench_bc.py --episodes 20 --epochs 50 --eval-episodes 64 --cases arm-reach
     python bench/bench_bc.py --policy act --epochs 30 --cases arm-reach  # ACT's chunking transformer
     python bench/bench_bc.py --policy flow --epochs 100              # the flow-matching chunk head
@@ -39,6 +39,7 @@ from simreal.yaml_io import load_yaml
 CASES: dict[str, tuple[str, list[str]]] = {
     "arm-reach": ("arm-reach", []),
     "arm-push": ("arm-push", ["env.action_scale=1.5"]),
+    "arm-pick": ("arm-pick", []),
 }
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import mujoco
 import numpy as np
 
 from simreal.policies.arm_ik import ArmIK
@@ -64,6 +65,24 @@ class ReachTeacher:
     def act(self, state: Any) -> np.ndarray:
         qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
         return np.stack([self.ik.action(self.ik.solve(q, g)) for q, g in zip(qpos, goal)])
+
+
+def check_table_reach(ik: ArmIK, env: Any, height_m: float, what: str, tolerance_m: float = 0.02) -> None:
+    """ConfigError naming ``env.action_scale`` when the site, fingers down, cannot reach
+    ``height_m`` above the table at the cube's spawn centre within the action box (home +-
+    ``action_scale``): a scripted ``what`` would never touch the cube."""
+    from simreal.errors import ConfigError
+
+    goal = np.array([*np.asarray(env.spawn_center)[:2], height_m])
+    q = np.array(env.home_qpos, np.float64)
+    for _ in range(10):  # 10 solves of a few steps each: converged wherever the box allows
+        q[ik.qpos_adr] = ik.solve(q, goal, DOWN)
+    miss = float(np.linalg.norm(ik.site_pose(q)[0] - goal))
+    if miss > tolerance_m:
+        raise ConfigError("env.action_scale", f"the scripted {what} needs the fingers on the table; within home "
+                                              f"+- {env.cfg.action_scale} the {env.robot.name} misses "
+                                              f"{100 * height_m:.1f} cm above the spawn centre by {miss:.2f} m: raise "
+                                              "env.action_scale (1.5 reaches it on the Franka)")
 
 
 class PushTeacher:
@@ -110,22 +129,7 @@ class PushTeacher:
         self.ik = ArmIK(env)
         self.obj = env.obj_qpos  # the cube's free-joint qpos slice
         self.half = float(env.cfg.object_half_size_m)
-        self._check_reach(env)
-
-    def _check_reach(self, env: Any, tolerance_m: float = 0.02) -> None:
-        """ConfigError when the site cannot reach push height above the spawn centre (class docstring)."""
-        from simreal.errors import ConfigError
-
-        goal = np.array([*np.asarray(env.spawn_center)[:2], self.PUSH_Z_M])
-        q = np.array(env.home_qpos, np.float64)
-        for _ in range(10):  # 10 solves of a few steps each: converged wherever the box allows
-            q[self.ik.qpos_adr] = self.ik.solve(q, goal, DOWN)
-        miss = float(np.linalg.norm(self.ik.site_pose(q)[0] - goal))
-        if miss > tolerance_m:
-            raise ConfigError("env.action_scale", f"the scripted push needs the fingers on the table; within home "
-                                                  f"+- {env.cfg.action_scale} the {env.robot.name} misses push height "
-                                                  f"above the spawn centre by {miss:.2f} m: raise env.action_scale "
-                                                  "(1.5 reaches it on the Franka)")
+        check_table_reach(self.ik, env, self.PUSH_Z_M, "push")
 
     def target(self, ee: np.ndarray, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
         """Where the site goes next [m] (class docstring), from its position, the cube's and the goal's."""
@@ -157,6 +161,80 @@ class PushTeacher:
             if n > self.STEP_M:
                 step *= self.STEP_M / n
             out.append(self.ik.action(self.ik.solve(q, ee + step, DOWN), others=-1.0))  # -1: gripper closed
+        return np.stack(out)
+
+
+class PickTeacher:
+    """``arm-pick``: grasp the cube from above with the fingers pointing down, lift it and carry
+    it to the goal in the air.
+
+    A function of the current state only (as :class:`PushTeacher`), with ``w`` the fingers'
+    opening (the sum of the two finger joints) and the cube's width ``2 h``:
+
+    1. the cube held (the site within ``HOLD_M`` of the cube's centre and ``w < 2 h + GRIP_M``):
+       carry it, the site's target the goal plus the site's offset from the cube; fingers closed;
+    2. the site at grasp height over the cube (within ``ALIGN_M`` of it): close the fingers and
+       stay (the grip tightens over the next steps, then rule 1 lifts);
+    3. the site above the cube (within ``ALIGN_M`` horizontally): go down to grasp height,
+       fingers open;
+    4. else: go above the cube at ``HIGH_Z_M``, fingers open.
+
+    The site's target is at most ``STEP_M`` from the site. The cube spawns at any yaw: open
+    fingers (8 cm) take a 5 cm cube across its diagonal (7.1 cm), and closing turns it square.
+    ConfigError naming ``robot`` for a gripper that is not two parallel finger slides (the
+    Franka's); ``env.action_scale`` as for the push when the fingers cannot reach the table.
+    """
+
+    #: Site height above the cube's centre while approaching from above [m].
+    HIGH_Z_M = 0.10
+    #: Largest horizontal (approach) or 3-d (grasp) distance of the site from its goal that counts as there [m].
+    ALIGN_M = 0.01
+    #: Largest distance of the site from the cube's centre while it holds the cube [m].
+    HOLD_M = 0.03
+    #: Finger opening beyond the cube's width that still counts as gripping it [m].
+    GRIP_M = 0.004
+    #: Largest move of the site's target per control step [m].
+    STEP_M = 0.03
+
+    def __init__(self, env: Any):
+        from simreal.errors import ConfigError
+
+        self.ik = ArmIK(env)
+        self.obj = env.obj_qpos
+        self.half = float(env.cfg.object_half_size_m)
+        m = env.mj_model
+        fingers = [j for j in range(m.njnt) if "finger" in m.joint(j).name and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE]
+        if len(fingers) != 2:
+            raise ConfigError("robot", f"the scripted pick needs a parallel gripper of two finger slide joints; the "
+                                       f"{env.robot.name} has {len(fingers)} (the franka has them)")
+        self.fingers = m.jnt_qposadr[fingers]
+        check_table_reach(self.ik, env, self.half, "pick")  # the site at the cube's centre
+
+    def target(self, ee: np.ndarray, cube: np.ndarray, goal: np.ndarray, opening: float) -> tuple[np.ndarray, bool]:
+        """(where the site goes next [m], close the fingers) (class docstring)."""
+        if np.linalg.norm(ee - cube) < self.HOLD_M and opening < 2 * self.half + self.GRIP_M:
+            return goal + (ee - cube), True
+        grasp = cube.copy()
+        if np.linalg.norm(ee - grasp) < self.ALIGN_M:
+            return grasp, True
+        if np.linalg.norm(ee[:2] - cube[:2]) < self.ALIGN_M:
+            return grasp, False
+        return np.array([*cube[:2], cube[2] + self.HIGH_Z_M]), False
+
+    def reset(self) -> None:
+        """A controller of the measured state has no memory: nothing to start over."""
+
+    def act(self, state: Any) -> np.ndarray:
+        qpos, goal = np.asarray(state.pipeline_state.qpos), np.asarray(state.info["target_pos_w"])
+        out = []
+        for q, g in zip(qpos, goal):
+            ee, _ = self.ik.site_pose(q)
+            target, close = self.target(ee, q[self.obj][:3], g, float(q[self.fingers].sum()))
+            step = target - ee
+            n = np.linalg.norm(step)
+            if n > self.STEP_M:
+                step *= self.STEP_M / n
+            out.append(self.ik.action(self.ik.solve(q, ee + step, DOWN), others=-1.0 if close else 1.0))
         return np.stack(out)
 
 
@@ -201,6 +279,7 @@ SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
     "arm-reach": ReachTeacher,
     "arm-push": PushTeacher,
     "arm-push-pixels": PushTeacher,  # arm-push's physics; only the policy's observation differs
+    "arm-pick": PickTeacher,
 }
 
 

@@ -191,3 +191,22 @@ def test_scripted_push_teacher_succeeds_where_the_arm_reaches_the_table():
     for _ in record(env, teacher, cfg.task, episodes=8, num_envs=8, tally=tally):
         pass
     assert tally.ran == 8 and tally.succeeded >= 6
+
+
+def test_scripted_pick_teacher_lifts_the_cube_to_the_goal():
+    from simreal.policies.demos import Tally, record
+    from simreal.policies.teachers import load_teacher
+
+    cfg, env, teacher = load_teacher("scripted", "arm-pick", ["backend=native"])
+    tally = Tally()
+    for _ in record(env, teacher, cfg.task, episodes=8, num_envs=8, tally=tally):
+        pass
+    assert tally.ran == 8 and tally.succeeded >= 6
+
+
+def test_scripted_pick_needs_a_parallel_gripper():
+    from simreal.errors import ConfigError
+    from simreal.policies.teachers import load_teacher
+
+    with pytest.raises(ConfigError, match="robot.*two finger slide joints; the so100 has 0"):
+        load_teacher("scripted", "arm-pick", ["backend=native", "robot=so100"])
