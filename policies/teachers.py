@@ -67,6 +67,17 @@ class ReachTeacher:
         return np.stack([self.ik.action(self.ik.solve(q, g)) for q, g in zip(qpos, goal)])
 
 
+def towards(ik: ArmIK, qpos: np.ndarray, site: np.ndarray, target: np.ndarray, gripper: float,
+            step_m: float) -> np.ndarray:
+    """The action moving the site, fingers down, from ``site`` towards ``target`` [m] by at most
+    ``step_m``, with ``gripper`` the command of the actuators IK does not drive (-1 closed, 1 open)."""
+    step = target - site
+    n = np.linalg.norm(step)
+    if n > step_m:
+        step *= step_m / n
+    return ik.action(ik.solve(qpos, site + step, DOWN), others=gripper)
+
+
 def check_table_reach(ik: ArmIK, env: Any, height_m: float, what: str, tolerance_m: float = 0.02) -> None:
     """ConfigError naming ``env.action_scale`` when the site, fingers down, cannot reach
     ``height_m`` above the table at the cube's spawn centre within the action box (home +-
@@ -156,11 +167,7 @@ class PushTeacher:
         out = []
         for q, g in zip(qpos, goal):
             ee, _ = self.ik.site_pose(q)
-            step = self.target(ee, q[self.obj][:3], g) - ee
-            n = np.linalg.norm(step)
-            if n > self.STEP_M:
-                step *= self.STEP_M / n
-            out.append(self.ik.action(self.ik.solve(q, ee + step, DOWN), others=-1.0))  # -1: gripper closed
+            out.append(towards(self.ik, q, ee, self.target(ee, q[self.obj][:3], g), -1.0, self.STEP_M))  # -1: closed
         return np.stack(out)
 
 
@@ -230,11 +237,7 @@ class PickTeacher:
         for q, g in zip(qpos, goal):
             ee, _ = self.ik.site_pose(q)
             target, close = self.target(ee, q[self.obj][:3], g, float(q[self.fingers].sum()))
-            step = target - ee
-            n = np.linalg.norm(step)
-            if n > self.STEP_M:
-                step *= self.STEP_M / n
-            out.append(self.ik.action(self.ik.solve(q, ee + step, DOWN), others=-1.0 if close else 1.0))
+            out.append(towards(self.ik, q, ee, target, -1.0 if close else 1.0, self.STEP_M))
         return np.stack(out)
 
 
