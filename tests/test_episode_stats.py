@@ -101,7 +101,7 @@ def test_eval_sim_to_sim_gap_covers_every_statistic_and_prints_no_nan(monkeypatc
     cfg = SimpleNamespace(backend="native", eval=SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.05))
     results = {"native": {"success": 0.5, "fall": 0.5, "vel_rmse_m_s": 0.2, "return": 3.0, "episodes": 4},
                "mjx": {"success": 0.0, "fall": 1.0, "vel_rmse_m_s": math.nan, "return": 1.0, "episodes": 4}}
-    monkeypatch.setattr(train, "load_config", lambda run_dir: cfg)
+    monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: cfg)
     monkeypatch.setattr(cmd_eval, "evaluate_run", lambda run_dir, cfg, backend, episodes, randomize:
                         {**results[backend], "backend": backend})
     args = SimpleNamespace(run_dir=str(tmp_path), backend="mjx", episodes=None, no_randomize=False, json=False)
