@@ -5,6 +5,8 @@
     simreal demos arm-push-pixels env.action_scale=1.5 --teacher scripted --episodes 20 --camera front \\
         --image-size 96x96 --out data/push_px
     simreal demos arm-reach --teacher runs/arm-reach/20261121-120000 --episodes 200 --out data/reach_ppo
+    simreal demos arm-push env.action_scale=1.5 --teacher scripted --drive runs/arm-push/bc1 --episodes 50 \
+        --append --out data/push      # DAgger: the BC run acts, the teacher labels, the dataset grows
 
 The teacher (``policies/teachers.py``) is ``scripted`` (the task's controller, from the full
 simulator state), ``random`` (held random actions: exploration, the broad coverage a reward
@@ -18,8 +20,14 @@ task string (``policies/demos.py``, ``policies/instructions.py``). ``key=value``
 the task's config (or the run's) as for ``simreal train``; ``meta/simreal.yaml`` keeps the resolved
 config and the teacher, so ``simreal train-bc`` rebuilds the same env.
 
-Progress (frames/s, episodes, success, ETA) goes to stderr; the last line is the teacher's
-success rate over the episodes it ran.
+``--drive RUN`` lets a trained run's policy act while the teacher only labels (DAgger: the
+states a cloned policy visits, labelled with what the teacher would do there; the success
+printed is the driver's), and ``--append`` adds the episodes to the dataset already in ``--out``
+(recorded in the same task; its ``meta/simreal.yaml`` stays the first recording's). Aggregate
+and retrain with ``simreal train-bc`` until the clone stops failing.
+
+Progress (frames/s, episodes, success, ETA) goes to stderr; the last line is the success rate
+of whoever acted (the teacher, or the driver) over the episodes run.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only-success", action="store_true",
                    help="keep only successful episodes (running up to ten times --episodes)")
     p.add_argument("--num-envs", type=_positive_int, default=16, help="episodes run side by side")
+    p.add_argument("--drive", default=None, metavar="RUN",
+                   help="a trained run's directory whose policy acts while the teacher labels (DAgger)")
+    p.add_argument("--append", action="store_true", help="add the episodes to the dataset in --out (same task)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,16 +76,28 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.dataset_writer import DatasetWriter
     from simreal.errors import ConfigError, DataFileError
-    from simreal.policies.demos import Tally, camera_sizes, features, record, reports_success, write_source
+    from simreal.policies.demos import Tally, camera_sizes, features, read_source, record, reports_success, write_source
     from simreal.policies.progress import Progress
     from simreal.policies.teachers import load_teacher
 
     out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):  # before the env is built
-        raise DataFileError(str(out), "exists and is not an empty folder; choose a new --out")
+    if args.append:
+        source = read_source(out) if (out / "meta" / "info.json").is_file() else None
+        if source is None:
+            raise DataFileError(str(out), "holds no dataset recorded by simreal demos to --append to")
+        if source["config"]["task"] != args.task:
+            raise ConfigError("--append", f"{out} was recorded in {source['config']['task']}, not {args.task}")
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):  # before the env is built
+        raise DataFileError(str(out), "exists and is not an empty folder; choose a new --out (or --append)")
     if args.image_size is not None and not args.camera:
         raise ConfigError("--image-size", "sets the size of --camera images; no --camera given")
     cfg, env, teacher = load_teacher(args.teacher, args.task, args.overrides)
+    driver = None
+    if args.drive is not None:
+        _, drive_env, driver = load_teacher(args.drive, args.task, args.overrides)
+        if drive_env.observation_size != env.observation_size or drive_env.action_size != env.action_size:
+            raise ConfigError("--drive", f"{args.drive} observes {drive_env.observation_size} and acts with "
+                                         f"{drive_env.action_size}; this env {env.observation_size} and {env.action_size}")
     cameras = camera_sizes(env, args.camera, cfg.task, args.image_size)
     fps = round(env.robot.control_rate_hz)
     if abs(fps - env.robot.control_rate_hz) > 1e-9:
@@ -92,20 +115,28 @@ def run(args: argparse.Namespace) -> int:
         frames += n
         progress.update(frames, episodes=tally.ran, **({"success": tally.rate} if success else {}))
 
-    with DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name) as writer:
-        write_source(out, cfg, args.teacher, args.seed, cameras)  # now: an interrupted recording is still usable
+    writer = DatasetWriter.resume(out) if args.append else \
+        DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name)
+    before = writer.num_episodes
+    with writer:
+        if not args.append:
+            write_source(out, cfg, args.teacher, args.seed, cameras)  # now: an interrupted recording is still usable
         for ep in record(env, teacher, cfg.task, args.episodes, seed=args.seed, num_envs=args.num_envs,
-                         cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step):
+                         cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
+                         driver=driver):
             for t in range(ep.length):
                 writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
             writer.save_episode()
     progress.close()
-    write_source(out, cfg, args.teacher, args.seed, cameras, tally)
+    if not args.append:
+        write_source(out, cfg, args.teacher, args.seed, cameras, tally)
     print(f"dataset: {out} ({writer.num_episodes} episodes, {writer.num_frames} frames, {time.time() - t0:.1f} s)")
     if success:
-        print(f"teacher success: {tally.succeeded}/{tally.ran} episodes ({100.0 * tally.rate:.1f}%)")
-    if writer.num_episodes < args.episodes:
-        print(f"simreal demos: only {writer.num_episodes} of {args.episodes} episodes succeeded within {tally.ran} "
+        who = "teacher" if driver is None else "driver"
+        print(f"{who} success: {tally.succeeded}/{tally.ran} episodes ({100.0 * tally.rate:.1f}%)")
+    kept = writer.num_episodes - before
+    if kept < args.episodes:
+        print(f"simreal demos: only {kept} of {args.episodes} episodes succeeded within {tally.ran} "
               "attempts", file=sys.stderr)
         return 1
     return 0

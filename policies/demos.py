@@ -14,14 +14,20 @@ of an episode holds, under LeRobot's names:
 ``observation.images.<cam>``   (H, W, 3) u8 camera ``<cam>`` at the state o_t was taken in
 ``observation.environment_state`` (k,) f32  the task's noise-free scene state at o_t (its
                                             ``environment_state_terms``; only tasks naming some)
-``action``                     (m,) f32     a_t, the teacher's command clipped to [-1, 1] (env.step's input)
+``action``                     (m,) f32     a_t, the teacher's command clipped to [-1, 1] (env.step's input,
+                                            unless a driver acts)
 ``next.reward``                (1,) f32     r_{t+1}
 ``next.done``                  (1,) bool    the episode ended with this step (time limit or failure)
 ``next.success``               (1,) bool    the task's success criterion after this step
 =============================  ===========  ==================================================
 
 ``next.success`` is the task's ``final_stats`` success on the state after the step, "success
-if the episode ended here" (at the last frame: the episode's own result). Images are rendered
+if the episode ended here" (at the last frame: the episode's own result).
+
+With a ``driver`` (DAgger, Ross et al. 2011: ``simreal demos --drive RUN``) the driver's action
+steps the env and the teacher only labels: the states are those the driver visits (a cloned
+policy's own mistakes), the recorded action is what the teacher would do there, and success is
+the driver's. Images are rendered
 from the nominal model (:class:`~simreal.sim.render.BatchRenderer`) at the size asked for.
 """
 
@@ -159,7 +165,8 @@ class Tally:
 
 def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, num_envs: int = 16,
            cameras: Mapping[str, tuple[int, int]] = {}, only_success: bool = False, max_attempts: int | None = None,
-           tally: Tally | None = None, on_step: Callable[[int], None] | None = None) -> Iterator[Episode]:
+           tally: Tally | None = None, on_step: Callable[[int], None] | None = None,
+           driver: Teacher | None = None) -> Iterator[Episode]:
     """Yield ``episodes`` episodes of ``teacher`` in ``env`` (module docstring), in env order.
 
     Args:
@@ -171,6 +178,7 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
         times that with ``only_success``); fewer than ``episodes`` may then come out.
       tally: counts every episode run (kept or not) and its successes, as they finish.
       on_step: called with the number of frames recorded by each batched step (progress).
+      driver: acts in the env instead of the teacher, which then only labels (module docstring).
     """
     from simreal.sim.adapter_core import JaxBatch, to_numpy
 
@@ -188,6 +196,8 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
         while kept < episodes and tally.ran < limit:
             batch.reset()
             teacher.reset()
+            if driver is not None:
+                driver.reset()
             b = batch.num_envs
             info = {k: np.asarray(v) for k, v in batch.state.info.items() if isinstance(v, jax.Array)}
             frames: list[dict[str, list[np.ndarray]]] = [{} for _ in range(b)]
@@ -204,7 +214,7 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
                     images = renderer.render(np.asarray(s.pipeline_state.qpos), alive,
                                              None if markers is None else np.asarray(markers(s.info)))
                     row.update({IMAGE_PREFIX + c: images[f"pixels/{c}"] for c in cameras})
-                out = batch.step(row[ACTION])
+                out = batch.step(row[ACTION] if driver is None else np.clip(driver.act(s), -1.0, 1.0))
                 done = np.asarray(out.done)
                 row["next.reward"] = np.asarray(out.reward, np.float32)[:, None]
                 row["next.done"] = done[:, None]

@@ -210,3 +210,43 @@ def test_scripted_pick_needs_a_parallel_gripper():
 
     with pytest.raises(ConfigError, match="robot.*two finger slide joints; the so100 has 0"):
         load_teacher("scripted", "arm-pick", ["backend=native", "robot=so100"])
+
+
+def test_a_driver_acts_while_the_teacher_labels():
+    """DAgger's recording: with a driver that commands the home pose (action 0), the arm stays
+    where it starts, and the recorded actions are the teacher's, which reach for the goal."""
+    from types import SimpleNamespace
+
+    from simreal.policies.demos import record
+    from simreal.policies.teachers import load_teacher
+
+    cfg, env, teacher = load_teacher("scripted", "arm-reach", ["backend=native", SHORT])
+    still = SimpleNamespace(act=lambda s: np.zeros((np.asarray(s.done).shape[0], env.action_size)), reset=lambda: None)
+    alone = next(record(env, teacher, cfg.task, episodes=1, num_envs=1, seed=3))
+    driven = next(record(env, teacher, cfg.task, episodes=1, num_envs=1, seed=3, driver=still))
+    np.testing.assert_allclose(driven.frames["action"][0], alone.frames["action"][0], atol=1e-6)  # same first state
+    joints = slice(0, 7)  # the observation starts with the arm's joint positions (relative to home)
+    moved = np.abs(alone.frames["observation.state"][-1, joints] - alone.frames["observation.state"][0, joints]).max()
+    stayed = np.abs(driven.frames["observation.state"][:, joints]).max()
+    assert moved > 0.2 and stayed < 0.1 and np.abs(driven.frames["action"]).mean() > 0.1
+
+
+def test_dagger_appends_the_drivers_episodes_labelled_by_the_teacher(dataset, tmp_path, capsys):
+    import shutil
+
+    from simreal.dataset_reader import Dataset
+
+    data = tmp_path / "reach"
+    shutil.copytree(dataset, data)
+    run_dir = tmp_path / "bc"
+    assert main(["train-bc", str(data), "train.num_eval_envs=1", "train.policy_hidden=[16]", "--epochs", "1",
+                 "--out", str(run_dir)]) == 0
+    capsys.readouterr()
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--drive", str(run_dir),
+                 "--episodes", "2", "--num-envs", "2", "--seed", "5", "--append", "--out", str(data)]) == 0
+    assert "driver success: " in capsys.readouterr().out
+    ds = Dataset(data)
+    assert ds.num_episodes == 5 and ds.episode(4)["action"].shape == (50, 8)
+    assert main(["demos", "arm-push", "--teacher", "scripted", "--episodes", "1", "--append", "--out", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was recorded in arm-reach, not arm-push" in err, err
