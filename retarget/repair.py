@@ -199,8 +199,9 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
 
 def _split(robot: RetargetRobot, result: RetargetResult, cut: np.ndarray, offset: int, cfg: DefectConfig,
            record: dict, rounds: int) -> list[Part]:
-    """The parts of ``result`` between the ``cut`` frames, each judged on its own and cut again
-    while it has defects; ``offset`` is the source frame of ``result``'s first frame."""
+    """The parts of ``result`` between the ``cut`` frames (some frame is cut), each judged on its
+    own and cut again while it has defects; ``offset`` is the source frame of ``result``'s first
+    frame."""
     fps = result.targets.fps
     parts: list[Part] = []
     for a, stop, is_cut in runs(cut):
@@ -211,13 +212,10 @@ def _split(robot: RetargetRobot, result: RetargetResult, cut: np.ndarray, offset
         if (stop - a) / fps < cfg.min_part_s:
             record["dropped"].append(span)
             continue
-        if a == 0 and stop == len(cut):
-            part = result
-        else:
-            part = assess(robot, result.qpos[a:stop], result.targets.frames(a, stop),
-                          _sub_stats(result.stats, a, stop), dict(result.motion.provenance))
+        part = assess(robot, result.qpos[a:stop], result.targets.frames(a, stop),
+                      _sub_stats(result.stats, a, stop), dict(result.motion.provenance))
         bad = defects(part.motion.quality, robot, stop - a)[0].any(axis=1)
-        if bad.any() and rounds < MAX_ROUNDS and not (a == 0 and stop == len(cut)):
+        if bad.any() and rounds < MAX_ROUNDS:
             parts += _split(robot, part, bad, offset + a, cfg, record, rounds + 1)
         else:
             parts.append(Part(offset + a, offset + stop - 1, part))

@@ -16,7 +16,7 @@ pytest.importorskip("onnxruntime")
 
 import torch  # noqa: E402
 
-from fixtures.bc_data import export_random_actor, fake_env, phase_demos  # noqa: E402
+from fixtures.bc_data import export_random_actor, fake_env, fit_phase_demos  # noqa: E402
 from simreal.action_chunk import ActionChunk, ChunkedPolicy, TemporalEnsembler  # noqa: E402
 from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import resolve  # noqa: E402
@@ -77,24 +77,15 @@ def test_chunk_targets_pad_past_the_episode_end_and_the_loss_ignores_the_padding
 def test_fitting_act_on_a_tiny_synthetic_dataset_lowers_the_l1_loss():
     """Actions a_t = sin(w t + phi), the observation (sin, cos) of the phase and a constant: the
     chunk a_{t..t+k-1} is a function of the observation, which ACT must learn."""
-    from simreal.policies.bc import Demos, fit
-    from simreal.policies.bc_actor import Normalization, make_actor
+    from simreal.policies.bc_actor import make_actor
 
-    obs, actions = phase_demos(6)
-    norm = Normalization(np.zeros(5), np.ones(5), np.zeros(2), np.ones(2))
     tc = act_config("train.epochs=15", "train.batch_size=64", "train.learning_rate=0.005", "train.val_fraction=0.2",
                     "train.act.dropout=0.0")
     torch.manual_seed(0)
-    actor = make_actor(fake_env(), tc, norm)
-    losses = []
-    result = fit(actor, Demos(obs, actions, norm), tc, seed=0, chunk=5,
-                 on_epoch=lambda epoch, steps, loss, kept: losses.append(loss))
+    losses, result, pred, expected = fit_phase_demos(make_actor(fake_env(), tc), tc, episodes=6, chunk=5)
     assert losses[-1]["train"] < 0.3 * losses[0]["train"], losses
     assert result.val_loss < 0.5 * losses[0]["val"]
-    with torch.no_grad():  # the kept network predicts the chunk: a_{t+j} for j < 5
-        pred = actor(torch.from_numpy(obs[0][:30]))
-    expected = np.stack([actions[0][t:t + 5] for t in range(30)])
-    assert np.abs(pred.numpy() - expected).mean() < 0.15
+    assert np.abs(pred - expected).mean() < 0.15
 
 
 # -- temporal ensembling ----------------------------------------------------------------------

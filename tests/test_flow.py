@@ -13,7 +13,7 @@ pytest.importorskip("onnxruntime")
 
 import torch  # noqa: E402
 
-from fixtures.bc_data import export_random_actor, fake_env, phase_demos  # noqa: E402
+from fixtures.bc_data import export_random_actor, fake_env, fit_phase_demos  # noqa: E402
 from simreal.action_chunk import ActionChunk  # noqa: E402
 from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import resolve  # noqa: E402
@@ -57,24 +57,15 @@ def test_the_loss_is_the_flow_matching_error_of_the_straight_path():
 def test_fitting_recovers_chunks_that_are_a_function_of_the_observation():
     """Actions a_t = (sin, 0.5 cos) of a phase the observation carries: the sampled chunk from the
     noise's mean must land on a_{t..t+3}."""
-    from simreal.policies.bc import Demos, fit
-    from simreal.policies.bc_actor import Normalization, make_actor
+    from simreal.policies.bc_actor import make_actor
 
-    obs, actions = phase_demos(8)
-    norm = Normalization(np.zeros(5), np.ones(5), np.zeros(2), np.ones(2))
     tc = flow_config("train.epochs=60", "train.batch_size=64", "train.learning_rate=0.003", "train.val_fraction=0.2",
                      "train.flow.hidden=[64,64]")
     torch.manual_seed(0)
-    actor = make_actor(fake_env(), tc, norm)
-    losses = []
-    result = fit(actor, Demos(obs, actions, norm), tc, seed=0, chunk=4,
-                 on_epoch=lambda epoch, steps, loss, kept: losses.append(loss))
+    losses, result, pred, expected = fit_phase_demos(make_actor(fake_env(), tc), tc, episodes=8, chunk=4)
     assert losses[-1]["train"] < 0.5 * losses[0]["train"], losses
     assert result.val_loss < 0.02, result  # the validation error is of the sampled chunks
-    with torch.no_grad():
-        pred = actor(torch.from_numpy(obs[0][:30]))
-    expected = np.stack([actions[0][t:t + 4] for t in range(30)])
-    assert np.abs(pred.numpy() - expected).mean() < 0.1
+    assert np.abs(pred - expected).mean() < 0.1
 
 
 def test_the_bundle_unrolls_the_steps_and_equals_torch(tmp_path):
