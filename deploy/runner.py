@@ -53,7 +53,7 @@ TERM_NEEDS: dict[str, tuple[str, ...]] = {
     "pos_error_w": ("pos_w", "target_pos_w"), "rot_mat_wb": ("quat_wxyz",), "lin_vel_w": ("lin_vel_w",),
     "lin_vel_b": ("quat_wxyz", "lin_vel_w"), "ang_vel_b": ("ang_vel_b",), "gravity_b": ("quat_wxyz",),
     "joint_pos_rel": ("joint_pos", "default_joint_pos"), "joint_vel": ("joint_vel",), "command": ("command",),
-    "last_action": ("last_action",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
+    "last_action": ("last_action",), "action_history": ("action_history",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
 }
 ESTOP = "__estop__"
 
@@ -153,8 +153,11 @@ class PolicyRunner:
         self._started = False
         self._state_stamp: int | None = None
         self.last_action = np.zeros(act.size)
+        # the actions before last_action, newest first, as the training env keeps them
+        k = sum(t.size for t in bundle.obs_terms if t.name == "action_history") // max(act.size, 1)
+        self.action_history = np.zeros((k, act.size))
         self.stats = RunnerStats()
-        self._fixed: dict[str, np.ndarray] = {"last_action": self.last_action}
+        self._fixed: dict[str, np.ndarray] = {"last_action": self.last_action, "action_history": self.action_history}
         tp = bundle.task_params
         if "target_pos_w" in tp:
             self._fixed["target_pos_w"] = np.asarray(tp["target_pos_w"], np.float64)
@@ -173,7 +176,7 @@ class PolicyRunner:
         hist = int(b.latency.get("obs_history", 1))
         if hist != 1:
             raise BundleError("latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where)
-        provided = provided_state_keys(self.cfg) | {"last_action", "default_joint_pos", "command"}
+        provided = provided_state_keys(self.cfg) | {"last_action", "action_history", "default_joint_pos", "command"}
         if "target_pos_w" in b.task_params:
             provided.add("target_pos_w")
         if b.reference is not None:
@@ -314,7 +317,9 @@ class PolicyRunner:
                     self.stats.envelope_trip_s = self.engaged_for(now_s) or 0.0
         if self.safety.mode in SAFE_MODES and state is not None:
             # the ramp will start from initial_command: that is the policy's "previous action"
+            # (and, held, each one before it)
             self.last_action[:] = self._normalised(self.initial_command(state))
+            self.action_history[:] = self.last_action
         proposal, action = None, None
         if state is not None and fresh and self.safety.mode not in (FAULT, ESTOP_MODE):
             if self._engaged_s is None:  # the hand-over: a reference's clock starts here
@@ -336,6 +341,9 @@ class PolicyRunner:
             self.policy.reset()
         u = self.safety.step(now_s, proposal, fresh=fresh, state=state)
         if action is not None and self.safety.mode in (RAMP, RUNNING):
+            if len(self.action_history):
+                self.action_history[1:] = self.action_history[:-1]
+                self.action_history[0] = self.last_action
             self.last_action[:] = action
         if state is not None:
             self._started = True

@@ -84,7 +84,7 @@ def _state_scorer(env: Any, model: Any, path: str) -> Callable[..., jax.Array]:
         raise ConfigError("reward.model", f"{path} takes {model.config.input_shape[0]} features, and its terms "
                                           f"{', '.join(terms)} make {size} in this task")
     score = jax_reward(model)
-    return lambda phys, info, due: score(build_observation(terms, env.robot_state(phys, info), jnp))
+    return lambda phys, info, due: score(build_observation(terms, env.observed_state(phys, info), jnp))
 
 
 def _frame_scorer(env: Any, camera: str, size: tuple[int, int],

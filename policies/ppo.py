@@ -93,13 +93,15 @@ class PPO:
         self._update = gradients.gradient_update_fn(loss, self.optimizer, pmap_axis_name=None, has_aux=True)
         self.steps_per_iteration = cfg.num_envs * cfg.unroll_length
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
-        self.shardings = devices.split_envs(self.mesh, jax.eval_shape(self._init), batched=("env_state",))
+        #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
+        self.state_shapes = jax.eval_shape(self._init)
+        self.shardings = devices.split_envs(self.mesh, self.state_shapes, batched=("env_state",))
         self.iterate = jax.jit(self._iterate, in_shardings=(self.shardings,),
                                out_shardings=(self.shardings, devices.replicated(self.mesh)), donate_argnums=0)
 
     def init(self) -> TrainingState:
-        """Fresh networks, optimiser and envs from the seed, placed on the mesh."""
-        return jax.device_put(self._init(), self.shardings)
+        """Fresh networks, optimiser and envs from the seed, placed on the mesh (``INIT_COMPILE``)."""
+        return jax.jit(self._init, out_shardings=self.shardings, compiler_options=devices.INIT_COMPILE)()
 
     def _init(self) -> TrainingState:
         key = jax.random.PRNGKey(self.seed)
@@ -109,7 +111,7 @@ class PPO:
             policy=self._with_init_std(self.networks.policy_network.init(k_pol)),
             value=self.networks.value_network.init(k_val))
         normalizer = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
-        env_state = jax.jit(self.venv.reset)(k_env)
+        env_state = self.venv.reset(k_env)
         return TrainingState(params=params, optimizer_state=self.optimizer.init(params),
                              normalizer_params=normalizer, env_state=env_state, key=key,
                              env_steps=jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
@@ -173,22 +175,43 @@ class PPO:
 
 
 def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_envs: int, seed: int,
-             deterministic: bool = True) -> dict[str, float]:
+             deterministic: bool = True, batch: int | None = None) -> dict[str, float]:
     """Run ``num_envs`` episodes (one per env, first episode only) and average their statistics.
 
     Every env runs exactly ``env.episode_steps`` steps; an env's statistics are read at
     its first ``done`` (an env that fails early restarts, and that second episode is not
     counted). Each statistic is averaged over the episodes it is defined for
     (:func:`simreal.sim.episode_stats.episode_means`: NaN where there is none); ``episodes``
-    is the number of episodes read.
+    is the number of episodes read. The jitted episode program is compiled once per (env,
+    ``make_policy``, ``num_envs``, ``deterministic``) and takes the parameters as an argument,
+    so a training run's periodic evaluations do not compile again (measured: 5-6 s per
+    128-episode evaluation of the hover task on 2 cores, most of a 6 s evaluation). With
+    ``batch`` dividing ``num_envs``, the episodes run ``batch`` at a time (chunk i from the key
+    ``fold_in(PRNGKey(seed), i)``) on the program a ``batch``-episode evaluation compiled:
+    training's confirming evaluation reuses its periodic one's.
     """
     from simreal.sim.episode_stats import episode_means
 
+    key = jax.random.PRNGKey(seed)
+    if batch and batch < num_envs and num_envs % batch == 0:
+        run = _episode_program(env, make_policy, batch, deterministic)
+        chunks = [run(policy_params, jax.random.fold_in(key, i)) for i in range(num_envs // batch)]
+    else:
+        chunks = [_episode_program(env, make_policy, num_envs, deterministic)(policy_params, key)]
+    sums = {k: sum(float(jnp.sum(acc[k])) for _, acc in chunks) for k in chunks[0][1]}
+    out: dict[str, float] = episode_means(sums)
+    out["episodes"] = sum(int(jnp.sum(seen)) for seen, _ in chunks)
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _episode_program(env, make_policy: Callable, num_envs: int, deterministic: bool) -> Callable:
+    """``run(policy_params, key) -> (seen, per-env sums of the episode statistics)``, jitted."""
     venv = VmapWrapper(env, batch_size=num_envs)
-    policy = make_policy(policy_params, deterministic=deterministic)
 
     @jax.jit
-    def run(key):
+    def run(policy_params, key):
+        policy = make_policy(policy_params, deterministic=deterministic)
         k_reset, k_run = jax.random.split(key)
         state = venv.reset(k_reset)
         keys = jax.random.split(k_run, env.episode_steps)
@@ -206,7 +229,4 @@ def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_env
         (s, seen, acc), _ = jax.lax.scan(step, (state, jnp.zeros((num_envs,), bool), acc0), keys)
         return seen, acc
 
-    seen, acc = run(jax.random.PRNGKey(seed))
-    out: dict[str, float] = episode_means({k: float(jnp.sum(v)) for k, v in acc.items()})
-    out["episodes"] = int(jnp.sum(seen))
-    return out
+    return run

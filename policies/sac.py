@@ -106,14 +106,16 @@ class SAC:
         self.steps_per_iteration = cfg.num_envs * cfg.steps_per_iteration
         self.prefill_actor_steps = -(-cfg.min_replay_size // cfg.num_envs)
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
-        self.shardings = devices.split_envs(self.mesh, jax.eval_shape(self._fresh), batched=("env_state",))
+        #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
+        self.state_shapes = jax.eval_shape(self._fresh)
+        self.shardings = devices.split_envs(self.mesh, self.state_shapes, batched=("env_state",))
         self.iterate = jax.jit(self._iterate, in_shardings=(self.shardings,),
                                out_shardings=(self.shardings, devices.replicated(self.mesh)), donate_argnums=0)
 
     def init(self) -> SACState:
         """Fresh networks, optimisers and envs from the seed, placed on the mesh, the buffer
         filled to ``min_replay_size`` with the initial policy's transitions."""
-        state = jax.device_put(self._fresh(), self.shardings)
+        state = jax.jit(self._fresh, out_shardings=self.shardings, compiler_options=devices.INIT_COMPILE)()
         if self.prefill_actor_steps:
             state = jax.jit(self._prefill, in_shardings=(self.shardings,), out_shardings=self.shardings,
                             donate_argnums=0)(state)
@@ -132,7 +134,7 @@ class SAC:
             log_alpha=log_alpha, alpha_optimizer_state=self.optimizer.init(log_alpha),
             normalizer_params=running_statistics.init_state(
                 jax.ShapeDtypeStruct((self.env.observation_size,), jnp.float32)),
-            env_state=jax.jit(self.venv.reset)(k_env), buffer_state=self.buffer.init(k_buf), key=key,
+            env_state=self.venv.reset(k_env), buffer_state=self.buffer.init(k_buf), key=key,
             env_steps=jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
             iteration=jnp.zeros((), jnp.int32))
 

@@ -64,9 +64,9 @@ def make_algorithm(cfg: RunConfig, env: Any) -> PPO | SAC:
 
 
 def _template(algo: PPO | SAC) -> Any:
-    """Zeros shaped like ``algo.init()``, traced rather than run: a checkpoint only needs the
+    """Zeros shaped like ``algo.init()``, from its traced shapes: a checkpoint only needs the
     structure, and running ``init`` would compile the batched env reset."""
-    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(algo.init))
+    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), algo.state_shapes)
 
 
 class _BraxLearner:
@@ -94,7 +94,8 @@ class _BraxLearner:
 
     def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
         return evaluate(self.env, self.algo.make_policy, self.algo.policy_params(self.ts),
-                        episodes or self.cfg.train.num_eval_envs, seed=self.cfg.seed + 1 if seed is None else seed)
+                        episodes or self.cfg.train.num_eval_envs, seed=self.cfg.seed + 1 if seed is None else seed,
+                        batch=self.cfg.train.num_eval_envs)
 
 
 class BraxTrainer:

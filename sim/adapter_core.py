@@ -48,7 +48,7 @@ def _with_critic(env: Any, state: Any) -> tuple[Any, jax.Array]:
     """(state, critic observation): the env's ``critic_obs_terms`` (default: its ``obs_terms``)
     without observation noise."""
     terms = getattr(env, "critic_obs_terms", None) or env.obs_terms
-    critic = build_observation(terms, env.robot_state(state.pipeline_state, state.info), jnp)
+    critic = build_observation(terms, env.observed_state(state.pipeline_state, state.info), jnp)
     # Strong dtypes: a weakly typed leaf from reset would make step compile twice.
     return jax.tree.map(lambda x: x.astype(x.dtype), (state, critic))
 

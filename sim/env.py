@@ -60,6 +60,8 @@ class EnvConfig:
     obs_noise_scale: float = field(1.0, min=0.0, doc="multiplies the task's per-term noise std")
     randomize: bool = field(True, doc="domain randomisation on/off")
     reward_scales: dict[str, float] = field({}, doc="override weights of named reward terms")
+    action_history_steps: int = field(0, min=0, doc="k actions before the last one the policy observes "
+                                                    "(term action_history, appended to the task's terms)")
 
 
 class MjEnv(BraxEnv):
@@ -87,6 +89,11 @@ class MjEnv(BraxEnv):
         self.episode_steps = max(1, round(cfg.episode_length_s / self.ctrl_dt))
         lo, hi = (tuple(cfg.action_delay_steps) + (0, 0))[:2]
         self.delay_range = (float(lo), float(max(lo, hi)))
+        if cfg.action_history_steps:
+            # the actor's terms and, where the task has a separate critic's, the critic's
+            self.obs_terms = (*type(self).obs_terms, "action_history")
+            if getattr(self, "critic_obs_terms", None):
+                self.critic_obs_terms = (*type(self).critic_obs_terms, "action_history")
         self.scales = {**self.reward_scales, **cfg.reward_scales}
         unknown = set(cfg.reward_scales) - set(self.reward_scales)
         if unknown:
@@ -153,6 +160,10 @@ class MjEnv(BraxEnv):
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         """The robot-state mapping read by observation terms (``simreal.observations``)."""
         raise NotImplementedError
+
+    def observed_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """:meth:`robot_state` plus what every env keeps of its own commands (``action_history``)."""
+        return {**self.robot_state(phys, info), "action_history": info["action_history"]}
 
     def observe_extra(self, phys: PhysState, info: Mapping[str, Any], active: jax.Array) -> dict[str, jax.Array]:
         """Observations beside the state vector: camera images (``pixels/<camera>``), a noise-free
@@ -223,7 +234,7 @@ class MjEnv(BraxEnv):
 
     def environment_state(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """The noise-free vector of :attr:`environment_state_terms`, in order."""
-        return build_observation(self.environment_state_terms, self.robot_state(phys, info), jnp)
+        return build_observation(self.environment_state_terms, self.observed_state(phys, info), jnp)
 
     def add_reward_term(self, name: str, fn: Any, weight: float, task_weight: float = 1.0, every: int = 1) -> None:
         """Add the term ``name`` to the reward table, weighted by ``weight``; the task's own terms
@@ -285,6 +296,7 @@ class MjEnv(BraxEnv):
             due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
             terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
+        info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
         terminated = self.terminated(phys, info) | ~jnp.all(jnp.isfinite(phys.qpos))
         truncated = (info["step"] >= self.episode_steps) & ~terminated
@@ -350,6 +362,7 @@ class MjEnv(BraxEnv):
             "delay": delay,
             "action_buffer": jnp.zeros((math.floor(hi) + 2, nu)),
             "last_action": jnp.zeros((nu,)),
+            "action_history": jnp.zeros((self.cfg.action_history_steps, nu)),
             "truncation": jnp.zeros(()),
             "episode_return": jnp.zeros(()),
             "stats": self.init_stats(),
@@ -360,7 +373,7 @@ class MjEnv(BraxEnv):
 
     def _observe(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array,
                  active: jax.Array | None = None) -> jax.Array | dict[str, jax.Array]:
-        obs = build_observation(self.obs_terms, self.robot_state(phys, info), jnp)
+        obs = build_observation(self.obs_terms, self.observed_state(phys, info), jnp)
         if self.cfg.obs_noise_scale > 0 and self.obs_noise_std:
             std = jnp.concatenate([jnp.full((s,), self.obs_noise_std.get(n, 0.0)) for n, s in self._obs_sizes.items()])
             obs = obs + self.cfg.obs_noise_scale * std * jax.random.normal(rng, obs.shape)
@@ -377,8 +390,9 @@ class MjEnv(BraxEnv):
             qpos, qvel, act, task_info = self.sample_initial(rng)
             phys = PhysState(qpos=qpos, qvel=qvel, act=act,
                              sensordata=jnp.zeros((self.mj_model.nsensordata,)))
-            info = {"last_action": jnp.zeros((self.action_size,)), "step": jnp.zeros((), jnp.int32), **task_info}
-            s = self.robot_state(phys, info)
+            info = {"last_action": jnp.zeros((self.action_size,)), "step": jnp.zeros((), jnp.int32),
+                    "action_history": jnp.zeros((self.cfg.action_history_steps, self.action_size)), **task_info}
+            s = self.observed_state(phys, info)
             return {n: term(n)(s, jnp) for n in names}
 
         shapes = jax.eval_shape(sizes, jax.random.PRNGKey(0))

@@ -22,6 +22,7 @@ key                       shape    meaning
 ``ee_pos_w``              (3,)     an arm's end-effector position in world [m]
 ``command``               (k,)     task command (e.g. vx, vy, yaw rate)
 ``last_action``           (m,)     the previous normalised action in [-1, 1]
+``action_history``        (k, m)   the k normalised actions before ``last_action``, newest first
 ========================  =======  ===============================================
 """
 
@@ -126,10 +127,19 @@ def last_action(s: State, xp: Any) -> Array:
     return s["last_action"]
 
 
+def action_history(s: State, xp: Any) -> Array:
+    """The k normalised actions before ``last_action``, newest first, flattened (k m,). With
+    ``last_action`` they are the commands still acting on the robot: under an actuation delay of
+    d control periods and a first-order motor lag of time constant tau, the thrust (or torque)
+    now depends on the commands of about d + 3 tau / dt periods, which the state alone does not
+    show (Eschmann et al., "Learning to Fly in Seconds", 2024, observe an action history)."""
+    return s["action_history"]
+
+
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
     for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, ee_to_target_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
-              joint_vel, command, last_action)
+              joint_vel, command, last_action, action_history)
 }
 
 

@@ -50,3 +50,22 @@ def test_negative_delay_is_refused_naming_the_element():
 
     with pytest.raises(ConfigError, match=r"env.action_delay_steps\[0\]"):
         resolve("cartpole-balance", ["env.action_delay_steps=[-1,1]"])
+
+
+def test_action_history_observes_the_actions_before_the_last_newest_first():
+    env = make_env(resolve("quadrotor-hover", QUIET + ["env.action_history_steps=2"]))
+    assert env.obs_terms[-2:] == ("last_action", "action_history") and env.observation_size == 22 + 8
+    step = jax.jit(env.step)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(np.asarray(state.obs)[-12:], 0.0)  # nothing chosen yet
+    actions = [np.array([0.1, 0.11, 0.12, 0.13]) + 0.1 * i for i in range(3)]
+    for a in actions:
+        state = step(state, jnp.asarray(a, jnp.float32))
+    obs = np.asarray(state.obs)
+    np.testing.assert_allclose(obs[-12:-8], actions[2], atol=1e-6)  # last_action
+    np.testing.assert_allclose(obs[-8:], np.concatenate([actions[1], actions[0]]), atol=1e-6)
+
+
+def test_without_action_history_the_observation_is_unchanged():
+    env = make_env(resolve("quadrotor-hover", QUIET + ["env.action_history_steps=0"]))
+    assert "action_history" not in env.obs_terms and env.observation_size == 22

@@ -422,3 +422,32 @@ def test_default_yaml_lists_every_deploy_key(hover_bundle):
         assert set(tree[key]) == names(cls), key
     assert set(tree["state"]["odometry"]) == names(C.StateTopicConfig)
     resolve_deploy_config(hover_bundle, tree)  # the documented values are valid ones
+
+
+def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
+    """The runner's ``action_history`` input: the actions before ``last_action``, newest first,
+    each starting at the initial command (as ``last_action`` does); as ``sim/env.py`` keeps it."""
+    from simreal.robot_spec import load_robot_spec
+
+    spec = load_robot_spec("crazyflie2")
+    terms = T.HOVER_TERMS + (("action_history", 8),)
+    path = T.write_bundle(tmp_path / "b", spec=spec, model=T.mlp_onnx(30, 4, (8,)), task="quadrotor-hover",
+                          obs_terms=terms, control_rate_hz=100.0, task_params={"target_pos_w": [0.0, 0.0, 1.0]},
+                          **T._rotor_layout(spec))
+    actions = [np.array([0.01, 0.02, 0.03, 0.04]) + 0.1 * k for k in range(6)]
+    seen: list[np.ndarray] = []
+
+    def policy(obs):
+        seen.append(np.array(obs))
+        return actions[len(seen) - 1]
+
+    r = PolicyRunner(load_bundle(path), policy=policy)
+    for k in range(1, 7):
+        r.on_state("odometry", odom(), 0.01 * k - 0.001)
+        r.tick(0.01 * k)
+    assert len(seen) == 6
+    init = seen[0][18:22]  # the initial command, normalised
+    np.testing.assert_allclose(seen[0][22:], np.concatenate([init, init]))
+    np.testing.assert_allclose(seen[1][18:], np.concatenate([actions[0], init, init]))
+    for j in range(3, 6):
+        np.testing.assert_allclose(seen[j][18:], np.concatenate([actions[j - 1], actions[j - 2], actions[j - 3]]))

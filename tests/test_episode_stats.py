@@ -69,6 +69,25 @@ def test_brax_evaluate_all_crashed_reports_no_rmse(hover_env):
     _check_all_crashed(evaluate(hover_env, make_policy, (None, None), N, seed=0))
 
 
+def test_brax_evaluate_in_batches_reuses_the_batch_program_and_counts_every_episode(hover_env):
+    import jax.numpy as jnp
+
+    from simreal.policies.ppo import _episode_program, evaluate
+
+    def hover_thrust(params, deterministic=True):  # params is the thrust: a traced argument, not a constant
+        return lambda obs, key: (jnp.full((obs.shape[0], hover_env.action_size), params), {})
+
+    one = evaluate(hover_env, hover_thrust, 0.0, N, seed=0)
+    compiled = _episode_program.cache_info().misses
+    three = evaluate(hover_env, hover_thrust, 0.0, 3 * N, seed=0, batch=N)
+    assert _episode_program.cache_info().misses == compiled  # no new program for 3 N episodes
+    assert three["episodes"] == 3 * N and one["episodes"] == N
+    cut = evaluate(hover_env, hover_thrust, -1.0, 3 * N, seed=0, batch=N)  # same program, other params
+    assert _episode_program.cache_info().misses == compiled
+    _check_all_crashed({**cut, "episodes": cut["episodes"] // 3})
+    assert three["crash"] < 1.0  # hover thrust keeps some up: the params reached the program
+
+
 def test_torch_evaluate_all_crashed_reports_no_rmse(hover_env):
     from simreal.policies.torch_policy import evaluate
 

@@ -63,12 +63,13 @@ def test_export_matches_jax(ppo, tmp_path):
     norm, pol = algo.policy_params(ts)
     out = export_bundle(tmp_path, cfg, algo.env, norm, pol)
     assert check_export(out, algo.make_policy, (norm, pol), n=512) < 1e-5
-    b = load_bundle(out, robot="crazyflie2", obs_size=22, action_size=4)
-    assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action")
+    b = load_bundle(out, robot="crazyflie2", obs_size=30, action_size=4)
+    assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action",
+                           "action_history")
     assert b.action.names == ("m1", "m2", "m3", "m4")
     np.testing.assert_allclose(b.action.to_physical(np.array([-1, 0, 1, 2.0])), [0, 0.075, 0.15, 0.15])
     assert b.task_params["target_pos_w"] == [0.0, 0.0, 1.0]
-    assert OnnxPolicy(b)(np.zeros(22)).shape == (4,)
+    assert OnnxPolicy(b)(np.zeros(30)).shape == (4,)
 
 
 @pytest.mark.parametrize("edit, field", [

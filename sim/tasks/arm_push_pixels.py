@@ -70,4 +70,4 @@ class ArmPushPixels(ArmPush):
         return {"privileged_state": self._privileged(phys, info), **self.renderer.observe(phys.qpos, active, self.mocap_pos(info))}
 
     def _privileged(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
-        return build_observation(self.critic_obs_terms, self.robot_state(phys, info), jnp)
+        return build_observation(self.critic_obs_terms, self.observed_state(phys, info), jnp)
