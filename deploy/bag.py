@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +28,20 @@ from simreal.errors import DataFileError
 _STOP = object()
 
 
-def typestore():
-    """rosbags' ROS 2 Jazzy type store plus the px4_msgs types deploy speaks."""
+def typestore(classes: Sequence[type] = ()):
+    """rosbags' ROS 2 Jazzy type store plus the px4_msgs types deploy speaks and the message
+    classes ``classes`` (a driver's wire types, e.g. Unitree's ``unitree_hg/msg/LowCmd``),
+    each with the types it nests, registered from their fields' ``.msg`` spelling."""
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    from simreal.deploy.ros_types import MESSAGE_TYPES, msg_definition
+    from simreal.deploy.ros_types import MESSAGE_TYPES, msg_definition, nested_types, ros_type_name
 
     ts = get_typestore(Stores.ROS2_JAZZY)
-    extra: dict[str, Any] = {}
-    for name, cls in MESSAGE_TYPES.items():
+    wanted = [c for cls in (*MESSAGE_TYPES.values(), *classes) for c in nested_types(cls)]
+    for cls in wanted:  # nested first, so a type's fields resolve when it is registered
+        name = ros_type_name(cls)
         if name not in ts.types:
-            extra.update(get_types_from_msg(msg_definition(cls), name))
-    ts.register(extra)
+            ts.register(get_types_from_msg(msg_definition(cls), name))
     return ts
 
 
@@ -47,16 +50,17 @@ class BagRecorder:
 
     Args:
       path: the bag folder to create (must not exist).
+      classes: message classes beyond ROS 2 Jazzy's and deploy's (:func:`typestore`).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, classes: Sequence[type] = ()):
         from rosbags.rosbag2 import StoragePlugin, Writer
 
         self.path = Path(path)
         if self.path.exists():
             raise DataFileError(str(self.path), "bag folder exists already; rosbag2 bags are never overwritten")
         self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-        self._ts = typestore()
+        self._ts = typestore(classes)
         self._writer.open()
         self._conns: dict[str, Any] = {}
         self._types: dict[str, str] = {}
@@ -111,7 +115,8 @@ class BagRecorder:
 
 
 def read_bag_counts(path: str | Path) -> dict[str, int]:
-    """Messages per topic, read back with rosbags (deserializing every message)."""
+    """Messages per topic, read back with rosbags (deserializing every message; types the
+    Jazzy store lacks come from the definitions the bag carries)."""
     from rosbags.highlevel import AnyReader
 
     counts: dict[str, int] = {}

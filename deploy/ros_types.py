@@ -303,11 +303,19 @@ def dds_topic_name(ros_topic: str) -> str:
     return "rt/" + ros_topic.lstrip("/")
 
 
+def ros_topic_name(dds_topic: str) -> str:
+    """Inverse of :func:`dds_topic_name`: DDS topic ``rt/lowcmd`` -> ROS 2 topic ``/lowcmd``; a
+    DDS topic without rmw's ``rt/`` prefix is not a ROS 2 topic and keeps its name under ``/``."""
+    return "/" + (dds_topic[3:] if dds_topic.startswith("rt/") else dds_topic).lstrip("/")
+
+
 def ros_type_name(cls: type[IdlStruct]) -> str:
-    """Inverse of :func:`msg_class`: ``nav_msgs/msg/Odometry``."""
-    for k, v in MESSAGE_TYPES.items():
-        if v is cls:
-            return k
+    """The ROS 2 name of a DDS message class: rmw's mapping of DDS type ``pkg::msg::dds_::Name_``
+    to ``pkg/msg/Name`` (``nav_msgs/msg/Odometry``; ``unitree_hg/msg/LowCmd`` for Unitree's
+    types, which follow it). The inverse of :func:`msg_class` for the types deploy knows."""
+    parts = cls.__idl_typename__.split(".")
+    if len(parts) == 4 and parts[1:3] == ["msg", "dds_"] and parts[3].endswith("_"):
+        return f"{parts[0]}/msg/{parts[3][:-1]}"
     raise UnknownNameError("DDS message class", cls.__name__, (c.__name__ for c in MESSAGE_TYPES.values()))
 
 
@@ -346,3 +354,24 @@ def msg_definition(cls: type[IdlStruct]) -> str:
 
     hints = typing.get_type_hints(cls, include_extras=True)
     return "\n".join(f"{name_of(hints[f.name])} {f.name}" for f in dataclasses.fields(cls)) + "\n"
+
+
+def nested_types(cls: type[IdlStruct]) -> list[type[IdlStruct]]:
+    """``cls`` and every message class its fields hold (arrays and sequences included), each
+    once, nested ones first: the order to register their ``.msg`` definitions in."""
+    import typing
+
+    from cyclonedds.idl._type_helper import Annotated, get_args, get_origin
+
+    def structs(tp) -> list[type[IdlStruct]]:
+        if isinstance(tp, type) and issubclass(tp, IdlStruct):
+            return nested_types(tp)
+        if get_origin(tp) is Annotated and isinstance(get_args(tp)[1], (t.array, t.sequence)):
+            return structs(get_args(tp)[1].subtype)
+        return []
+
+    out: list[type[IdlStruct]] = []
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for f in dataclasses.fields(cls):
+        out += [c for c in structs(hints[f.name]) if c not in out]
+    return out + [cls]

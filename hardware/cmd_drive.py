@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     runner = PolicyRunner(bundle, overrides=overrides)
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}
     try:
-        with open_robot(name, bundle.robot, settings, twin=args.twin) as robot:
+        with open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag) as robot:
             report = drive(robot, runner, duration_s=args.duration)
     except KeyboardInterrupt:  # drive() sent the safe command on its way out; the robot disconnected
         print("simreal drive: interrupted; the safe command was sent", file=sys.stderr)

@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     from simreal.dataset_writer import DatasetWriter
 
     with contextlib.ExitStack() as stack:
-        robot = stack.enter_context(open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin))
+        robot = stack.enter_context(open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin,
+                                                      bag=args.bag))
         teleop = stack.enter_context(_teleop(args, robot, stack))
         for cam in cameras:
             stack.enter_context(cam)

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import importlib
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -91,6 +92,8 @@ def add_driver_arguments(p: Any, twin_help: str) -> None:
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
     p.add_argument("--twin", action="store_true", help=twin_help)
+    p.add_argument("--bag", metavar="DIR", help="record the driver's DDS traffic (every state received, every command "
+                                                "sent) as a rosbag2 (MCAP) in DIR; DDS drivers only (unitree)")
 
 
 def default_driver(robot: str, chosen: str | None) -> str:
@@ -113,10 +116,15 @@ def driver(name: str) -> Driver:
 
 @contextlib.contextmanager
 def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None = None, *,
-               twin: bool = False) -> Iterator[Robot]:
+               twin: bool = False, bag: str | None = None) -> Iterator[Robot]:
     """A connected robot of ``driver_name`` for the robot spec ``robot``; on exit it sends its
-    safe command and disconnects (and the twin, if any, stops)."""
+    safe command and disconnects (and the twin, if any, stops).
+
+    ``bag``: a rosbag2 folder (MCAP) to create, recording the driver's wire from before
+    ``connect()`` to after the safe command (:class:`simreal.deploy.bag.BagRecorder`); a
+    ConfigError naming ``--bag`` when the driver's wire is not DDS."""
     from simreal.config import build
+    from simreal.errors import ConfigError
 
     entry = driver(driver_name)
     cls = entry.robot_class()
@@ -125,5 +133,17 @@ def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None 
         if twin:
             data.update(stack.enter_context(entry.twin(robot)))
         r = cls(build(cls.config_class, data, prefix="driver"))
+        if bag:
+            topics = r.ros_topics()
+            if not topics:
+                raise ConfigError("--bag", f"driver '{driver_name}' speaks no DDS (ROS 2) wire to record; "
+                                           f"rosbag2 recording takes a DDS driver (unitree)")
+            from simreal.deploy.bag import BagRecorder
+            from simreal.deploy.ros_types import ros_type_name
+
+            rec = stack.enter_context(BagRecorder(bag, classes=tuple(topics.values())))
+            for topic, msg in topics.items():
+                rec.add_topic(topic, ros_type_name(msg))
+            r.wire_tap = lambda topic, payload: rec.write(topic, payload, time.time_ns())
         with r:
             yield r

@@ -24,12 +24,18 @@ A robot is four calls, LeRobot's shape::
 
 A driver subclasses :class:`Robot` and implements ``_open``, ``_close``, ``_read`` and
 ``_write``. Imports numpy and simreal core only (the lean robot runtime).
+
+A driver whose wire is DDS (a ROS 2 graph, Unitree's low level) names its topics and message
+classes in ``ros_topics()`` and hands every sample it receives or sends, as the CDR bytes on
+the wire, to ``wire_tap(topic, data)`` when one is set: ``open_robot(..., bag=DIR)`` records
+them as a rosbag2 (``--bag`` on ``simreal record`` and ``simreal drive``).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from types import TracebackType
 from typing import ClassVar
 
@@ -82,6 +88,12 @@ class Robot(abc.ABC):
         self.connected = False
         self.last_state: State | None = None
         self.takes_commands = True  # False: a device only read (a leader arm): no safe command on disconnect
+        self.wire_tap: Callable[[str, bytes], None] | None = None  # see the module docstring
+
+    def ros_topics(self) -> dict[str, type]:
+        """The ROS 2 topics of the driver's DDS wire, ``{"/lowcmd": LowCmd class, ...}``; empty for
+        a driver whose wire is not DDS (a serial bus, a radio, MAVLink)."""
+        return {}
 
     # -- what drivers implement ----------------------------------------------------------------
     @abc.abstractmethod

@@ -40,6 +40,7 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
+from simreal.deploy.ros_types import ros_topic_name
 from simreal.deploy.transport_dds import domain, ddspy_take, ddspy_write, qos_profile
 from simreal.errors import ConfigError
 from simreal.hardware import unitree_msgs as um
@@ -289,9 +290,15 @@ class UnitreeRobot(Robot):
 
     @property
     def topics(self) -> tuple[str, str]:
-        """(command topic, state topic)."""
+        """(command topic, state topic), as DDS names them."""
         p = self.config.topic_prefix
         return p + "lowcmd", p + "lowstate"
+
+    def ros_topics(self) -> dict[str, type]:
+        """The two topics as ROS 2 names them (``rt/lowcmd`` is ``/lowcmd``: rmw's prefix), with
+        Unitree's ROS 2 types (``unitree_hg/msg/LowCmd``, as unitree_ros2 declares them)."""
+        cmd, state = (ros_topic_name(t) for t in self.topics)
+        return {cmd: self.wire.cmd.idl, state: self.wire.state.idl}
 
     # -- Robot ---------------------------------------------------------------------------------
     def _open(self) -> None:
@@ -315,6 +322,8 @@ class UnitreeRobot(Robot):
 
     def _on_state(self, data: bytes, t_rx: float) -> None:
         self.states_received += 1
+        if self.wire_tap is not None:
+            self.wire_tap(ros_topic_name(self.topics[1]), data)
         try:
             rec = self.wire.state.decode(data, check_crc=self.config.check_state_crc)
         except um.WireError:
@@ -353,6 +362,9 @@ class UnitreeRobot(Robot):
             if self.config.tick_probe:
                 cmd["reserve"].reshape(-1)[0] = self.low_state["tick"]
         cmd["crc"] = um.message_crc(cmd)
-        self.chan.write(self.wire.cmd.encode(cmd))
+        data = self.wire.cmd.encode(cmd)
+        self.chan.write(data)
         self.commands_sent += 1
+        if self.wire_tap is not None:
+            self.wire_tap(ros_topic_name(self.topics[0]), data)
         return cmd["motor_cmd"][self.field][self.slots].astype(np.float64)

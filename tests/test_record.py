@@ -119,6 +119,7 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     (["--camera-size", "big", "--camera", "f=pattern"], "--camera-size"),
     (["--episodes", "0"], "--episodes"),
     (["--set", "prot=1"], "driver.prot"),
+    (["--bag", "never-written-bag"], "--bag"),  # the Feetech bus is not DDS
 ])
 def test_record_cli_bad_input_is_one_line(tmp_path, flags, needle):
     import subprocess

@@ -274,6 +274,56 @@ def test_twin_and_driver_end_to_end():
     assert twin.stats.commands_malformed == 0 and twin.stats.commands_bad_crc == 1
 
 
+def test_a_session_bag_is_the_wire_as_rosbags_reads_it(tmp_path):
+    """``open_robot(..., bag=DIR)``: every LowState received and LowCmd sent, from connect to the
+    safe command at disconnect, in a rosbag2 (MCAP) that rosbags, an independent CDR reader,
+    deserializes as Unitree's ROS 2 types (``unitree_hg/msg/LowCmd`` on ``/lowcmd``) with the
+    values the driver put on the wire."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    from simreal.hardware.drivers import open_robot
+
+    spec = load_robot_spec("g1")
+    target = np.array([a.default for a in spec.actuators])
+    knee = spec.actuator_names.index("left_knee_joint")
+    target[knee] += 0.4
+    bag = tmp_path / "session"
+    with open_robot("unitree", "g1", twin=True, bag=str(bag)) as robot:
+        for _ in range(50):
+            robot.observation()
+            robot.send_action(target)
+        held = robot.observation()["joint_pos"]
+    slots = robot.slots
+    # a plain Jazzy type store: Unitree's types come from the definitions the bag carries
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        assert {c.topic: c.msgtype for c in reader.connections} == {"/lowcmd": "unitree_hg/msg/LowCmd",
+                                                                      "/lowstate": "unitree_hg/msg/LowState"}
+        msgs = {"/lowcmd": [], "/lowstate": []}
+        for conn, _t, raw in reader.messages():
+            msgs[conn.topic].append((reader.deserialize(raw, conn.msgtype), raw))
+    assert len(msgs["/lowcmd"]) == robot.commands_sent == 51  # 50 commands and the safe one
+    assert len(msgs["/lowstate"]) == robot.states_received >= 51  # each observation waits for a new one
+    first, raw = msgs["/lowcmd"][0]
+    q = np.array([m.q for m in first.motor_cmd], np.float32)
+    np.testing.assert_array_equal(q[slots], target.astype(np.float32))
+    assert first.crc == um.message_crc(um.codec(um.HgLowCmd_).decode(raw)) and first.mode_machine == 5
+    assert [m.kp for m in first.motor_cmd][slots[knee]] == pytest.approx(spec.actuators[knee].kp)
+    last = msgs["/lowcmd"][-1][0]  # disconnect: hold the measured pose
+    np.testing.assert_allclose(np.array([m.q for m in last.motor_cmd])[slots], held, atol=1e-6)
+    state = msgs["/lowstate"][-1][0]
+    assert len(state.motor_state) == 35 and state.imu_state.quaternion[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_bag_of_a_driver_without_dds_is_refused_naming_the_flag(tmp_path):
+    from simreal.hardware.drivers import open_robot
+
+    with pytest.raises(ConfigError, match="'--bag'.*so100.*no DDS"):
+        with open_robot("so100", "so100", twin=True, bag=str(tmp_path / "bag")):
+            pass
+    assert not (tmp_path / "bag").exists()
+
+
 def test_h1_torso_imu_reads_as_the_base():
     """H1's IMU is in the torso: the twin publishes it there, the driver turns it back."""
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
