@@ -3,6 +3,7 @@
     python bench/bench_throughput.py                     # quadrotor + cartpole vs CartpoleBalance, 1024 envs
     python bench/bench_throughput.py --tasks g1-velocity arm-pick --playground HumanoidWalk --envs 256
     python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
+    python bench/bench_throughput.py --tasks quadrotor-hover --backends native mjx --playground --bare
 
 Each row: compile once, then the best of ``--repeats`` timed ``lax.scan`` rollouts of
 ``--steps`` control steps of the vmapped env with uniform random actions (the shape of a
@@ -52,6 +53,45 @@ def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int) -
     return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
 
 
+def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_models: bool) -> float:
+    """Env-steps/s of ``mujoco.rollout`` alone on the task's model: ``envs`` states stepped
+    ``n_substeps`` physics steps per control step with random controls in range, on the thread
+    pool the native backend uses (one thread per core), states and controls prepared beforehand:
+    the engine's limit the native backend is measured against. ``per_env_models``: one
+    ``MjModel`` copy per env, as domain randomisation makes the native backend keep."""
+    import copy
+    import os
+
+    import mujoco
+    import numpy as np
+
+    from simreal.policies.run_config import make_env, resolve
+    from simreal.sim.backends.native import _pool
+
+    env = make_env(resolve(task), backend="native")
+    m, n = env.mj_model, env.n_substeps
+    models = [copy.deepcopy(m) for _ in range(envs)] if per_env_models else [m] * envs
+    datas = [mujoco.MjData(m) for _ in range(os.cpu_count() or 1)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state = np.empty((envs, mujoco.mj_stateSize(m, spec)))
+    mujoco.mj_getState(m, mujoco.MjData(m), state[0], spec)
+    state[:] = state[0]
+    lo, hi = m.actuator_ctrlrange.T
+    rng = np.random.default_rng(0)
+    ctrls = [np.repeat(rng.uniform(lo, hi, (envs, 1, m.nu)), n, axis=1) for _ in range(steps)]
+    out = np.empty((envs, n, state.shape[1]))
+    sens = np.empty((envs, n, m.nsensordata))
+    best = 0.0
+    for _ in range(repeats + 1):  # the first warms the pool up
+        s = state.copy()
+        t = time.perf_counter()
+        for c in ctrls:
+            _pool().rollout(models, datas, s, c, skip_checks=True, nstep=n, state=out, sensordata=sens)
+            s[:] = out[:, -1]
+        best = max(best, envs * steps / (time.perf_counter() - t))
+    return best
+
+
 def playground_rate(name: str, envs: int, steps: int, repeats: int) -> float:
     from mujoco_playground import registry
 
@@ -67,9 +107,12 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--bare", action="store_true", help="also time bare mujoco.rollout on each task's model")
     a = p.parse_args()
     ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats) for t in a.tasks for b in a.backends}
     theirs = {n: playground_rate(n, a.envs, a.steps, a.repeats) for n in a.playground}
+    bare = {(t, per_env): bare_rollout_rate(t, a.envs, a.steps, a.repeats, per_env)
+            for t in a.tasks for per_env in (False, True)} if a.bare else {}
     dev = jax.devices()[0]
     print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
           f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}\n")
@@ -78,10 +121,15 @@ def main() -> None:
         print(f"| simreal {t} | {b} | {v:,.0f} |")
     for n, v in theirs.items():
         print(f"| Playground {n} | mjx | {v:,.0f} |")
+    for (t, per_env), v in bare.items():
+        print(f"| {t}: bare `mujoco.rollout`, {'a model per env' if per_env else 'one model'} | - | {v:,.0f} |")
     print()
     for t in a.tasks:
         if ("native" in a.backends) and ("mjx" in a.backends):
             print(f"- {t}: native / mjx = {ours[(t, 'native')] / ours[(t, 'mjx')]:.1f}x")
+        if "native" in a.backends and bare:
+            print(f"- {t}: native / bare rollout = {ours[(t, 'native')] / bare[(t, False)]:.2f} (one model), "
+                  f"{ours[(t, 'native')] / bare[(t, True)]:.2f} (a model per env)")
         if MATCHED.get(t) in theirs:
             for b in a.backends:
                 print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ours[(t, b)] / theirs[MATCHED[t]]:.2f}x")

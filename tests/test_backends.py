@@ -44,7 +44,8 @@ def test_backends_agree(native, mjx):
 
 def test_rollout_is_finite_and_shaped(native):
     s, (q, o) = native
-    assert q.shape == (N_STEPS, N_ENVS, 7) and o.shape == (N_STEPS, N_ENVS, 22)
+    # 22 + 8: the hover default also observes its two actions before the last (action_history_steps: 2)
+    assert q.shape == (N_STEPS, N_ENVS, 7) and o.shape == (N_STEPS, N_ENVS, 22 + 8)
     assert np.isfinite(q).all() and np.isfinite(o).all()
 
 

@@ -92,17 +92,39 @@ class NativeBackend:
         mujoco.mj_getState(model, mujoco.MjData(model), template, spec)
         self._template = template
         self._batches: dict[int, _BatchModels] = {}
+        self._shared: list[mujoco.MjModel] = []
+        self._out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         nq, nv, na = model.nq, model.nv, model.na
         self._sl = {"qpos": slice(1, 1 + nq), "qvel": slice(1 + nq, 1 + nq + nv),
                     "act": slice(1 + nq + nv, 1 + nq + nv + na)}
 
     # -- host side -------------------------------------------------------------------------
-    def _models(self, params: dict[str, np.ndarray], batch: int) -> list[mujoco.MjModel] | mujoco.MjModel:
+    def _models(self, params: dict[str, np.ndarray], batch: int) -> list[mujoco.MjModel]:
+        """One model per env: the randomised copies, or the nominal model ``batch`` times."""
         if not params:
-            return self.model
+            if len(self._shared) != batch:
+                self._shared = [self.model] * batch
+            return self._shared
         if batch not in self._batches:
             self._batches[batch] = _BatchModels(self.model, batch)
         return self._batches[batch].apply(params)
+
+    def _roll(self, models: list[mujoco.MjModel], state: np.ndarray, ctrl: np.ndarray,
+              nstep: int) -> tuple[np.ndarray, np.ndarray]:
+        """``nstep`` physics steps of every env from ``state`` (b, nstate) under a constant
+        ``ctrl`` (b, nu): the last state and sensor values. Calls the rollout with
+        ``skip_checks``: its checking path loops in Python over the models (two
+        ``mj_stateSize`` calls per env, every step) and tiles the controls anew."""
+        b = state.shape[0]
+        key = (b, nstep)
+        if key not in self._out:  # reused: fresh megabytes each step cost page faults in the workers
+            self._out[key] = (np.empty((b, nstep, self._nstate)), np.empty((b, nstep, self.model.nsensordata)),
+                              np.empty((b, nstep, self.model.nu)))
+        out_state, out_sens, controls = self._out[key]
+        controls[...] = ctrl[:, None, :]
+        _pool().rollout(models, self._datas, np.ascontiguousarray(state), controls, skip_checks=True, nstep=nstep,
+                        state=out_state, sensordata=out_sens)
+        return out_state[:, -1], out_sens[:, -1]
 
     def _state(self, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray) -> np.ndarray:
         state = np.tile(self._template, (qpos.shape[0], 1))
@@ -117,10 +139,8 @@ class NativeBackend:
         qpos, qvel, act, ctrl = flat(qpos), flat(qvel), flat(act), flat(ctrl)
         b = qpos.shape[0]
         models = self._models({n: flat(v) for n, v in zip(names, param_values)}, b)
-        state, sens = _pool().rollout(models, self._datas, self._state(qpos, qvel, act), ctrl[:, None, :],
-                                      nstep=nstep)
-        last = state[:, -1]
-        out = [last[:, self._sl["qpos"]], last[:, self._sl["qvel"]], last[:, self._sl["act"]], sens[:, -1]]
+        last, sens = self._roll(models, self._state(qpos, qvel, act), ctrl, nstep)
+        out = [last[:, self._sl["qpos"]], last[:, self._sl["qvel"]], last[:, self._sl["act"]], sens]
         return tuple(o.astype(np.float32).reshape(batch_shape + o.shape[1:]) for o in out)
 
     def _host_forward(self, names: tuple[str, ...], qpos, qvel, act, active, *param_values):
@@ -132,11 +152,8 @@ class NativeBackend:
         out = np.zeros((qpos.shape[0], self.model.nsensordata), np.float32)
         if rows.size:
             models = self._models({n: flat(v) for n, v in zip(names, param_values)}, qpos.shape[0])
-            sub = [models[i] for i in rows] if isinstance(models, list) else models
-            zero = np.zeros((rows.size, 1, self.model.nu))
-            _, sens = _pool().rollout(sub, self._datas, self._state(qpos[rows], qvel[rows], act[rows]), zero,
-                                      nstep=1)
-            out[rows] = sens[:, 0]
+            _, out[rows] = self._roll([models[i] for i in rows], self._state(qpos[rows], qvel[rows], act[rows]),
+                                      np.zeros((rows.size, self.model.nu)), 1)
         return out.reshape(batch_shape + (self.model.nsensordata,))
 
     # -- traced side -----------------------------------------------------------------------
