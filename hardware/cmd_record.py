@@ -12,7 +12,9 @@
 
 Teleop devices: ``keyboard`` (the terminal; keys q/a w/s e/d r/f t/g y/h jog joints 1-6,
 space re-syncs, x ends the episode), ``gamepad``, ``spacemouse`` (6 axes jog joints 1-6),
-``leader`` (an SO-100 leader arm: the follower copies it). Cameras: ``NAME=SOURCE`` with a
+``leader`` (an SO-100 leader arm: the follower copies it). ``--teleop-mode ee`` makes a rate
+device's axes move an arm's end effector along world x, y, z and turn it about them, through IK
+(:mod:`simreal.hardware.ee_jog`; keys c and v close and open the gripper). Cameras: ``NAME=SOURCE`` with a
 device index, a file or stream URL, or ``pattern`` (a test pattern: checks the pipeline
 without a camera). Every late tick and dropped camera frame is counted and printed per
 episode; Ctrl-C keeps every finished episode (the one in progress is discarded).
@@ -35,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_driver_arguments(p, "record from the driver's twin (same wire, simulated robot)")
     p.add_argument("--teleop", required=True, choices=TELEOPS, help="teleoperation device")
+    p.add_argument("--teleop-mode", choices=("joint", "ee"), default="joint",
+                   help="what a rate device's six axes move: joints 1-6 (joint), or the arm's end effector "
+                        "along world axes through IK (ee)")
     p.add_argument("--leader-set", dest="leader_settings", action="append", default=[], metavar="KEY=VALUE",
                    help="leader arm setting, e.g. --leader-set port=/dev/ttyACM1")
     p.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
@@ -81,6 +86,11 @@ def _teleop(args: argparse.Namespace, robot, stack):
     from simreal.hardware.teleop import JointJog
 
     if args.teleop == "leader":
+        if args.teleop_mode != "joint":
+            from simreal.errors import ConfigError
+
+            raise ConfigError("--teleop-mode", "a leader arm sets the follower's joints; --teleop-mode ee takes a "
+                                               "rate device (keyboard, gamepad, spacemouse)")
         from simreal.config import build
         from simreal.hardware.leader_arm import SO100Leader
         from simreal.hardware.so100 import SO100Config
@@ -95,6 +105,10 @@ def _teleop(args: argparse.Namespace, robot, stack):
 
     device = {"keyboard": input_devices.Keyboard, "gamepad": input_devices.Gamepad,
               "spacemouse": input_devices.SpaceMouse}[args.teleop]()
+    if args.teleop_mode == "ee":
+        from simreal.hardware.ee_jog import EndEffectorJog
+
+        return EndEffectorJog(device, robot.spec)
     return JointJog(device, robot.spec)
 
 

@@ -93,7 +93,39 @@ class Teleop(abc.ABC):
         self.disconnect()
 
 
-class JointJog(Teleop):
+class DeviceTeleop(Teleop):
+    """A teleoperator driven by a rate device: opens and closes it, reads it once per command
+    with the time since the last read (``dt``, capped at 0.1 s, so a stall does not jump; 0 on
+    the first), and ends the episode on :data:`END_BUTTON`. ``low``, ``high``: the spec's joint
+    ranges (spec order; unbounded joints infinite)."""
+
+    def __init__(self, device: InputDevice, spec: RobotSpec, clock: Callable[[], float]):
+        self.device, self.spec, self.clock = device, spec, clock
+        rng = [spec.actuator(n).range or (-np.inf, np.inf) for n in spec.actuator_names]
+        self.low, self.high = np.array([r[0] for r in rng]), np.array([r[1] for r in rng])
+        self._t: float | None = None
+        self._end = False
+
+    def connect(self) -> None:
+        self.device.open()
+
+    def disconnect(self) -> None:
+        self.device.close()
+
+    def read(self) -> tuple[DeviceInput, float]:
+        """The device's input and ``dt`` [s]."""
+        inp = self.device.read()
+        self._end = len(inp.buttons) > END_BUTTON and inp.buttons[END_BUTTON]
+        t = self.clock()
+        dt = 0.0 if self._t is None else min(t - self._t, 0.1)
+        self._t = t
+        return inp, dt
+
+    def end_requested(self) -> bool:
+        return self._end
+
+
+class JointJog(DeviceTeleop):
     """Joint position targets integrated from a rate device (see module docstring).
 
     Args:
@@ -112,30 +144,16 @@ class JointJog(Teleop):
         unknown = [n for n in axis_joints if n not in names]
         if unknown or len(axis_joints) > 6:
             raise ConfigError("teleop.axis_joints", f"expected up to 6 of {', '.join(names)}; got {list(axis_joints)}")
-        self.device, self.spec, self.clock = device, spec, clock
+        super().__init__(device, spec, clock)
         self.idx = np.array([names.index(n) for n in axis_joints], int)
         lim = np.array([spec.actuator(n).velocity_limit for n in axis_joints])
         self.v_max = speed * lim
         self.max_lead = max_lead
-        rng = [spec.actuator(n).range or (-np.inf, np.inf) for n in names]
-        self.low, self.high = np.array([r[0] for r in rng]), np.array([r[1] for r in rng])
         self.target: np.ndarray | None = None
-        self._t: float | None = None
-        self._end = False
-
-    def connect(self) -> None:
-        self.device.open()
-
-    def disconnect(self) -> None:
-        self.device.close()
 
     def command(self, state: State) -> np.ndarray:
         q = np.asarray(state["joint_pos"], np.float64)
-        inp = self.device.read()
-        self._end = len(inp.buttons) > END_BUTTON and inp.buttons[END_BUTTON]
-        t = self.clock()
-        dt = 0.0 if self._t is None else min(t - self._t, 0.1)
-        self._t = t
+        inp, dt = self.read()
         if self.target is None or (inp.buttons and inp.buttons[0]):
             self.target = q.copy()
         a = np.zeros(len(self.idx))
@@ -146,6 +164,3 @@ class JointJog(Teleop):
         self.target = np.clip(self.target + step, np.maximum(self.low, q - self.max_lead),
                               np.minimum(self.high, q + self.max_lead))
         return self.target.copy()
-
-    def end_requested(self) -> bool:
-        return self._end

@@ -120,6 +120,7 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     (["--episodes", "0"], "--episodes"),
     (["--set", "prot=1"], "driver.prot"),
     (["--bag", "never-written-bag"], "--bag"),  # the Feetech bus is not DDS
+    (["--teleop-mode", "ee"], "--teleop-mode"),  # with the leader arm of these tests
 ])
 def test_record_cli_bad_input_is_one_line(tmp_path, flags, needle):
     import subprocess
