@@ -29,6 +29,7 @@ import datetime
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import numpy as np
@@ -41,10 +42,12 @@ from simreal.errors import BundleError, ConfigError
 from simreal.hardware.drive import drive
 from simreal.hardware.robot import HardwareError, Robot, State
 from simreal.hardware.suites import Condition, Suite, TrialData
+from simreal.hardware.trial_video import TrialFilm
 from simreal.reference import PLAYABLE_KEYS
 from simreal.robot_spec import RobotSpec
 
 if TYPE_CHECKING:
+    from simreal.hardware.cameras import Camera
     from simreal.hardware.sim_twin import TwinConfig
 
 FORMAT = "simreal-benchmark/1"
@@ -62,6 +65,7 @@ class BenchmarkConfig:
     values: tuple[float, ...] = field((), doc="the suite's condition values (humanoid-walk: speeds [m/s]); (): its own")
     task: dict[str, Any] = field({}, doc="task inputs for every trial (target_pos_w, command)")
     confidence: float = field(0.95, min=0.5, max=0.999, doc="confidence level of the intervals")
+    videos: int = field(0, min=0, doc="trials filmed per condition (the first ones; hardware.trial_video)")
 
 
 # -- statistics ---------------------------------------------------------------------------------
@@ -133,6 +137,9 @@ class Bench(Protocol):
     def describe(self) -> dict[str, Any]:
         """What ran, for the results (twin settings, driver and its config)."""
 
+    def frames(self) -> Callable[[], np.ndarray] | None:
+        """A source of the scene's current image (RGB, for trial videos); None: no camera."""
+
 
 class TwinBench:
     """Trials on the simulated twin (:class:`simreal.hardware.sim_twin.SimTwin`), in simulated time."""
@@ -145,6 +152,7 @@ class TwinBench:
         self.twin_cfg = twin_cfg or TwinConfig()
         self.robot = SimTwin(bundle, self.twin_cfg)
         self.clock, self.sleep = self.robot.clock, self.robot.sleep
+        self._camera: Callable[[], np.ndarray] | None = None
 
     def task_inputs(self) -> dict[str, np.ndarray]:
         return self.robot.task_inputs
@@ -162,6 +170,15 @@ class TwinBench:
     def describe(self) -> dict[str, Any]:
         return {"twin": to_dict(self.twin_cfg)}
 
+    def frames(self) -> Callable[[], np.ndarray]:
+        """The twin rendered by MuJoCo (:class:`~simreal.hardware.trial_video.TwinCamera`)."""
+        if self._camera is None:
+            from simreal.hardware.trial_video import TwinCamera
+
+            sim = self.robot.sim
+            self._camera = TwinCamera(sim.m, lambda: self.robot.sim.d, sim.free)
+        return self._camera
+
 
 class RealBench:
     """Trials on a connected robot driver, in real time; ``ask`` prompts the operator before each
@@ -169,8 +186,9 @@ class RealBench:
 
     kind = "real"
 
-    def __init__(self, robot: Robot, driver: str, ask: Callable[[str], str] | None = input):
-        self.robot, self.driver, self.ask = robot, driver, ask
+    def __init__(self, robot: Robot, driver: str, ask: Callable[[str], str] | None = input,
+                 camera: Camera | None = None):
+        self.robot, self.driver, self.ask, self.camera = robot, driver, ask, camera
         self.clock, self.sleep = time.monotonic, time.sleep
 
     def task_inputs(self) -> dict[str, np.ndarray]:
@@ -194,6 +212,11 @@ class RealBench:
     def describe(self) -> dict[str, Any]:
         return {"driver": self.driver, "driver_class": type(self.robot).__name__,
                 "driver_config": to_dict(self.robot.config)}
+
+    def frames(self) -> Callable[[], np.ndarray] | None:
+        """The newest frame of the scene camera (connected by the caller), if there is one."""
+        camera = self.camera
+        return None if camera is None else lambda: camera.read().image
 
 
 # -- the harness --------------------------------------------------------------------------------
@@ -224,8 +247,10 @@ def check_inputs(suite: Suite, bundle: Bundle, task: Mapping[str, np.ndarray], g
 
 
 def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task: Mapping[str, np.ndarray],
-              duration_s: float, overrides: Mapping[str, Any] | None, kinematics: dict[str, Any]) -> dict[str, Any]:
-    """One trial on a robot already at its start: drive it, record, detect (see module docstring)."""
+              duration_s: float, overrides: Mapping[str, Any] | None, kinematics: dict[str, Any],
+              film: TrialFilm | None = None) -> dict[str, Any]:
+    """One trial on a robot already at its start: drive it, record, detect (see module
+    docstring); ``film`` takes the trial's frames, timed from the hand-over."""
     runner_bundle = dataclasses.replace(bundle, task_params={**bundle.task_params,
                                                               **{k: v.tolist() for k, v in task.items()}})
     runner = PolicyRunner(runner_bundle, overrides=overrides)
@@ -235,6 +260,8 @@ def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task:
         s = bench.state()
         s.pop("t_s", None)
         samples.append((result.t_s, s))
+        if film is not None:
+            film.tick(result.t_s - samples[0][0])
 
     wall = time.perf_counter()
     report = drive(bench.robot, runner, duration_s=duration_s, clock=bench.clock, sleep=bench.sleep, on_tick=record)
@@ -279,14 +306,17 @@ class ProgressLine:
 
 def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, cfg: BenchmarkConfig = BenchmarkConfig(),
                   *, overrides: Mapping[str, Any] | None = None,
-                  progress: Callable[[str, Mapping[str, Any], int, int], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[str, Mapping[str, Any], int, int], None] | None = None,
+                  video_dir: Path | None = None) -> dict[str, Any]:
     """All conditions x trials of ``suite`` on ``bench`` (a :class:`TwinBench` or a
     :class:`RealBench`; its robot is connected for the run and disconnected after it); returns
     the results (JSON-able; per condition :func:`summarize`). Task inputs and state keys the
     suite lacks are refused before the first trial; a run the operator stops keeps the trials run
-    so far (``complete: false``)."""
+    so far (``complete: false``). With ``video_dir`` and a frame source, the first
+    ``cfg.videos`` trials of each condition are filmed into it (a trial's ``video`` entry)."""
     conditions = suite.conditions(cfg.values)
     duration = cfg.duration_s or suite.duration_s(bundle)
+    grab = bench.frames() if video_dir is not None and cfg.videos else None
     start = bench.task_inputs()
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]
     t_start = time.monotonic()
@@ -303,8 +333,12 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                 if not bench.begin(label, cfg.seed + i):
                     complete = False
                     break
+                film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
                 r = {"trial": i, "seed": cfg.seed + i,
-                     **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics)}
+                     **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
+                if film is not None and film.frames:
+                    stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
+                    r["video"] = film.save(video_dir / "videos" / f"{stem}.mp4")
                 trials.append(r)
                 if progress is not None:
                     progress(label, r, sum(t["success"] for t in trials), len(trials))

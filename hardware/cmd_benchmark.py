@@ -21,7 +21,9 @@ humanoid-track, arm-reach, arm-push, arm-pick. Each trial runs the bundle throug
 runner and the safety layer at the control rate (simreal.hardware.drive); the twin runs in
 simulated time, deterministic per --seed. Results: per condition the success rate with its
 Wilson interval and each metric's mean with its t interval; ``--out DIR`` writes
-``DIR/<suite>_<robot>.json`` and a report of the run, ``--json`` prints the results. A progress
+``DIR/<suite>_<robot>.json`` and a report of the run, with the first trial of each condition
+filmed into ``DIR/videos`` (``--videos N``: the first N; the twin rendered by MuJoCo, a real
+robot through ``--camera``), ``--json`` prints the results. A progress
 line per trial goes to stderr. Exit 0 when the benchmark ran (whatever its success rate), 2 on
 a bad suite, bundle or flag.
 """
@@ -40,7 +42,7 @@ HELP = "benchmark a bundle on its twin or the real robot (success rates with int
 
 #: Flags -> the config keys they set (a bad value names the flag typed).
 FLAGS = {"trials": "--trials", "seed": "--seed", "duration_s": "--duration", "values": "--conditions",
-         "task": "--task-param", "noise_scale": "--noise", "latency_ms": "--latency-ms"}
+         "task": "--task-param", "noise_scale": "--noise", "latency_ms": "--latency-ms", "videos": "--videos"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,6 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="real: one field of the driver's config (port, address, ...), repeatable")
     p.add_argument("--yes", action="store_true", help="real: do not ask the operator before each trial")
     p.add_argument("--out", help="folder for the results JSON and the report")
+    p.add_argument("--videos", type=int, default=None,
+                   help="trials filmed per condition into OUT/videos (mp4 + a contact sheet in the report); "
+                        "default 1 with --out (the twin rendered by MuJoCo; a real robot needs --camera), 0: none")
+    p.add_argument("--camera", metavar="SOURCE", help="real: the scene camera that films trials (device index, "
+                                                      "file or stream URL)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -140,7 +147,10 @@ def _benchmark(args: argparse.Namespace) -> int:
     if values and not suite.axis:
         swept = ", ".join(f"{n} ({s.axis})" for n, s in SUITES.items() if s.axis)
         raise SimrealError(f"--conditions: suite {suite.name} has one condition; suites with conditions: {swept}")
-    tree = {"seed": args.seed, "values": list(values), "task": _task_params(args.task_params),
+    videos = args.videos if args.videos is not None else (1 if args.out else 0)
+    if videos and not args.out:
+        raise SimrealError("--videos: needs --out DIR (the videos go to DIR/videos)")
+    tree = {"seed": args.seed, "values": list(values), "task": _task_params(args.task_params), "videos": videos,
             **({"trials": args.trials} if args.trials is not None else {}),
             **({"duration_s": args.duration} if args.duration is not None else {})}
     cfg = _config(BenchmarkConfig, tree)
@@ -149,7 +159,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     n_total = cfg.trials * len(suite.conditions(cfg.values))
     with contextlib.ExitStack() as stack:
         bench = _twin(args, bundle, cfg.task) if args.robot == "twin" else stack.enter_context(_real(args, bundle))
-        results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides, progress=ProgressLine(n_total))
+        results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides, progress=ProgressLine(n_total),
+                                video_dir=Path(args.out) if args.out else None)
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -176,8 +187,8 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
     from simreal.hardware.benchmark import TwinBench
     from simreal.hardware.sim_twin import TwinConfig
 
-    if args.driver or args.driver_config:
-        raise SimrealError("--driver and --driver-config are for --robot real")
+    if args.driver or args.driver_config or args.camera:
+        raise SimrealError("--driver, --driver-config and --camera are for --robot real")
     require("mujoco")  # the twin needs it: said here, not as a traceback
     tree = {"seed": args.seed, **({"noise_scale": args.noise} if args.noise is not None else {}),
             **({"latency_ms": args.latency_ms} if args.latency_ms is not None else {})}
@@ -199,5 +210,11 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     from simreal.hardware.drivers import open_robot
 
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}
-    with open_robot(args.driver, bundle.robot, settings) as robot:
-        yield RealBench(robot, args.driver, ask=None if args.yes else input)
+    with contextlib.ExitStack() as stack:
+        camera = None
+        if args.camera is not None:
+            from simreal.hardware.cameras import OpenCVCamera
+
+            camera = stack.enter_context(OpenCVCamera("scene", int(args.camera) if args.camera.isdigit() else args.camera))
+        robot = stack.enter_context(open_robot(args.driver, bundle.robot, settings))
+        yield RealBench(robot, args.driver, ask=None if args.yes else input, camera=camera)

@@ -11,15 +11,18 @@ twin and the real robot, or two twins), writes into the folder:
   success rates; then the figures;
 - ``success.png``: the success rate per condition, a bar per run, the interval as error bars;
 - ``metric_<name>.png``: each metric's trial values per condition and run (box plots over the
-  points), the distribution the means summarise.
+  points), the distribution the means summarise;
 
-No video: the harness records robot states, not camera frames, and the report says so.
+and, in ``report.md``, the filmed trials (:mod:`simreal.hardware.trial_video`): per run and
+condition a link to each trial's mp4 and its contact sheet inline, linked where the results
+file's ``videos/`` folder lies.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,8 +93,27 @@ def _describe(label: str, r: Mapping[str, Any]) -> str:
             f"{r['created_utc']}, {r['wall_s']:.1f} s wall")
 
 
-def markdown(runs: Sequence[Run], figures: Sequence[str]) -> str:
-    """The report's text (see module docstring)."""
+def _videos(runs: Sequence[Run], out: Path) -> list[str]:
+    """The report's video section: a line per filmed trial, its contact sheet inline."""
+    lines = []
+    for label, r in runs:
+        where = Path(r["file"]).parent / "videos"
+        for c in r["conditions"]:
+            for t in c["trials"]:
+                v = t.get("video")
+                if v is None:
+                    continue
+                rel = Path(os.path.relpath(where, out))
+                outcome = "pass" if t["success"] else f"FAIL ({t['reason']})" if t["reason"] else "FAIL"
+                lines += [f"- {label}, {c['name']}, trial {t['trial'] + 1}: {outcome}, "
+                          f"[video]({(rel / v['video']).as_posix()}) ({v['frames']} frames)", "",
+                          f"  ![{label} {c['name']} trial {t['trial'] + 1}]({(rel / v['sheet']).as_posix()})", ""]
+    return lines
+
+
+def markdown(runs: Sequence[Run], figures: Sequence[str], out: Path = Path(".")) -> str:
+    """The report's text (see module docstring); ``out``: the report's folder (video links are
+    relative to it)."""
     first = runs[0][1]
     pct = round(100 * first["config"]["confidence"])
     metrics = _metric_names(runs)
@@ -116,7 +138,9 @@ def markdown(runs: Sequence[Run], figures: Sequence[str]) -> str:
     if gaps:
         lines += ["", "Differences:", "", *gaps]
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
-    lines += ["", "Video: not built (the harness records robot states, not camera frames).", ""]
+    videos = _videos(runs, out)
+    lines += ["", "## Videos", ""] + (videos or ["No trial was filmed (`simreal benchmark --videos N`; a real "
+                                                 "robot needs `--camera`).", ""])
     return "\n".join(lines)
 
 
@@ -195,5 +219,5 @@ def write_report(runs: Sequence[Run], out_dir: str | Path) -> Path:
     for m in _metric_names(runs):
         figures.append(f"metric_{m}.png")
         plot_metric(runs, m, out / figures[-1])
-    atomic_write_text(out / "report.md", markdown(runs, figures))
+    atomic_write_text(out / "report.md", markdown(runs, figures, out))
     return out / "report.md"

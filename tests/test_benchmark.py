@@ -272,10 +272,23 @@ def test_cli_runs_the_twin_and_reports_twin_against_twin(tmp_path, capsys):
     assert main(["benchmark", "report", str(a), str(b), "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| default | twin 1 | 2/2 |" in text and "| default | twin 2 | 0/2 |" in text and f"(`{b}`)" in text
-    assert "success rate = -1.000" in text and "Video: not built" in text
+    assert "success rate = -1.000" in text
     for png in ("success.png", "metric_rmse_m.png"):
         assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({png})" in text
+    # --out films the first trial of each condition; the side-by-side report links both films
+    import imageio.v2 as imageio
+
+    for name, outcome in (("pd", "pass"), ("mlp", "FAIL")):
+        video = json.loads((tmp_path / name / "quadrotor-hover_twin.json").read_text())["conditions"][0]["trials"][0]["video"]
+        mp4 = tmp_path / name / "videos" / video["video"]
+        with imageio.get_reader(mp4) as r:
+            frames = [f for f in r]
+        assert len(frames) == video["frames"] and frames[0].shape == (240, 320, 3)
+        assert (tmp_path / name / "videos" / video["sheet"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"default, trial 1: {outcome}" in text and f"(../{name}/videos/{video['video']})" in text
+    pd_frames = json.loads(a.read_text())["conditions"][0]["trials"][0]["video"]["frames"]
+    assert abs(pd_frames - 90) <= 1  # 3 s of trial time at 30 frames/s (the twin runs faster than real time)
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +308,8 @@ def hover_dir(tmp_path_factory):
     (["quadrotor-hover", "--robot", "real"], "--robot real needs --driver NAME"),
     (["quadrotor-hover", "--robot", "real", "--driver", "nope"], "unknown driver 'nope'; valid drivers:"),
     (["quadrotor-hover", "--robot", "real", "--driver", "so100", "--noise", "0"], "--noise and --latency-ms are for"),
-    (["quadrotor-hover", "--driver", "so100"], "--driver and --driver-config are for --robot real"),
+    (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config and --camera are for --robot real"),
+    (["quadrotor-hover", "--videos", "2"], "--videos: needs --out DIR"),
     (["quadrotor-hover", "--set", "watchdog.timeout_s=-1"], "watchdog.timeout_s"),
 ])
 def test_cli_bad_input_is_one_line(args, says, hover_dir, capsys):
@@ -317,3 +331,30 @@ def test_cli_bad_files_are_one_line(args, says, tmp_path, capsys):
     assert main(["benchmark", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
+    """The twin's camera follows a free base: a G1 moved 5 m away still covers a good part of
+    the image (MuJoCo's segmentation rendering: pixels showing the robot's own geoms), and a
+    filmed trial has a frame per 1/30 s of trial time."""
+    import imageio.v2 as imageio
+    import mujoco
+
+    b = bundles.make_joint_mlp_bundle(tmp_path / "g1", "g1")
+    bundle = load_bundle(b)
+    spec = spec_of_bundle(bundle)
+    bench = TwinBench(bundle)
+    res = run_benchmark(suite_for("humanoid-walk", bundle, spec), bundle, spec, bench,
+                        BenchmarkConfig(trials=1, duration_s=1.5, videos=1), video_dir=tmp_path / "out")
+    video = res["conditions"][0]["trials"][0]["video"]
+    with imageio.get_reader(tmp_path / "out" / "videos" / video["video"]) as r:
+        assert abs(sum(1 for _ in r) - 45) <= 1
+    camera, sim = bench.frames(), bench.robot.sim
+    camera.renderer.enable_segmentation_rendering()
+    for shift in (0.0, 5.0):
+        sim.d.qpos[0] += shift
+        mujoco.mj_kinematics(sim.m, sim.d)
+        ids, kinds = camera()[..., 0], camera()[..., 1]
+        geoms = ids[kinds == mujoco.mjtObj.mjOBJ_GEOM]
+        robot = np.isin(geoms, np.flatnonzero(sim.m.geom_bodyid > 0)).sum() / ids.size
+        assert robot > 0.03, (shift, robot)
