@@ -48,6 +48,7 @@ from simreal.robot_spec import RobotSpec
 
 if TYPE_CHECKING:
     from simreal.hardware.cameras import Camera
+    from simreal.hardware.object_locator import ObjectLocator
     from simreal.hardware.sim_twin import TwinConfig
 
 FORMAT = "simreal-benchmark/1"
@@ -187,15 +188,15 @@ class RealBench:
     kind = "real"
 
     def __init__(self, robot: Robot, driver: str, ask: Callable[[str], str] | None = input,
-                 camera: Camera | None = None):
-        self.robot, self.driver, self.ask, self.camera = robot, driver, ask, camera
+                 camera: Camera | None = None, locator: ObjectLocator | None = None):
+        self.robot, self.driver, self.ask, self.camera, self.locator = robot, driver, ask, camera, locator
         self.clock, self.sleep = time.monotonic, time.sleep
 
     def task_inputs(self) -> dict[str, np.ndarray]:
         return {}
 
     def state_keys(self) -> set[str]:
-        return set(self.robot.observation()) - {"t_s"}
+        return set(self.robot.observation()) - {"t_s"} | ({"object_pos_w"} if self.locator else set())
 
     def begin(self, label: str, seed: int) -> bool:
         if self.ask is None:
@@ -207,7 +208,13 @@ class RealBench:
         return answer.strip().lower() != "q"
 
     def state(self) -> State:
-        return dict(self.robot.last_state or {})
+        """The robot's last measured state; with a locator, ``object_pos_w`` from the camera's
+        newest frame (NaN while the object is not seen)."""
+        s = dict(self.robot.last_state or {})
+        if self.locator is not None:
+            seen = self.locator(self.camera.read().image)
+            s["object_pos_w"] = np.full(3, np.nan) if seen is None else seen
+        return s
 
     def describe(self) -> dict[str, Any]:
         return {"driver": self.driver, "driver_class": type(self.robot).__name__,

@@ -71,6 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default 1 with --out (the twin rendered by MuJoCo; a real robot needs --camera), 0: none")
     p.add_argument("--camera", metavar="SOURCE", help="real: the scene camera that films trials (device index, "
                                                       "file or stream URL)")
+    p.add_argument("--locate-object", metavar="CALIBRATION", help="real: judge object_pos_w from --camera "
+                   "(a calibration YAML: intrinsics, the camera's pose, the object's colour; hardware.object_locator)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -187,8 +189,8 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
     from simreal.hardware.benchmark import TwinBench
     from simreal.hardware.sim_twin import TwinConfig
 
-    if args.driver or args.driver_config or args.camera:
-        raise SimrealError("--driver, --driver-config and --camera are for --robot real")
+    if args.driver or args.driver_config or args.camera or args.locate_object:
+        raise SimrealError("--driver, --driver-config, --camera and --locate-object are for --robot real")
     require("mujoco")  # the twin needs it: said here, not as a traceback
     tree = {"seed": args.seed, **({"noise_scale": args.noise} if args.noise is not None else {}),
             **({"latency_ms": args.latency_ms} if args.latency_ms is not None else {})}
@@ -210,11 +212,20 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     from simreal.hardware.drivers import open_robot
 
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}
+    locator = None
+    if args.locate_object:
+        from simreal.hardware.object_locator import ObjectLocator, load_calibration
+
+        if args.camera is None:
+            raise SimrealError("--locate-object needs --camera SOURCE (the calibrated camera)")
+        locator = ObjectLocator(load_calibration(args.locate_object))
     with contextlib.ExitStack() as stack:
         camera = None
         if args.camera is not None:
             from simreal.hardware.cameras import OpenCVCamera
 
-            camera = stack.enter_context(OpenCVCamera("scene", int(args.camera) if args.camera.isdigit() else args.camera))
+            source = int(args.camera) if args.camera.isdigit() else args.camera
+            size = (locator.cal.width, locator.cal.height) if locator else (640, 480)
+            camera = stack.enter_context(OpenCVCamera("scene", source, *size))
         robot = stack.enter_context(open_robot(args.driver, bundle.robot, settings))
-        yield RealBench(robot, args.driver, ask=None if args.yes else input, camera=camera)
+        yield RealBench(robot, args.driver, ask=None if args.yes else input, camera=camera, locator=locator)

@@ -242,7 +242,9 @@ def at_goal(key: str, default_radius_m: float) -> Callable[[TrialData], Verdict]
         entered = len(inside) - int(np.argmin(inside[::-1])) if not inside.all() else 0
         metrics = {"final_distance_m": float(dist[-1]), "min_distance_m": float(dist.min()),
                    "cycle_time_s": float(d.traj["t"][entered]) if ok else None}
-        return Verdict(ok, metrics, "" if ok else f"{key} {dist[-1]:.3f} m from the goal at the end (>= {radius:g} m)")
+        why = (f"{key} not seen at the end" if not np.isfinite(dist[-1]) else
+               f"{key} {dist[-1]:.3f} m from the goal at the end (>= {radius:g} m)")
+        return Verdict(ok, metrics, "" if ok else why)
 
     return detect
 

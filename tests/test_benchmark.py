@@ -308,7 +308,7 @@ def hover_dir(tmp_path_factory):
     (["quadrotor-hover", "--robot", "real"], "--robot real needs --driver NAME"),
     (["quadrotor-hover", "--robot", "real", "--driver", "nope"], "unknown driver 'nope'; valid drivers:"),
     (["quadrotor-hover", "--robot", "real", "--driver", "so100", "--noise", "0"], "--noise and --latency-ms are for"),
-    (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config and --camera are for --robot real"),
+    (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config, --camera and --locate-object are for"),
     (["quadrotor-hover", "--videos", "2"], "--videos: needs --out DIR"),
     (["quadrotor-hover", "--set", "watchdog.timeout_s=-1"], "watchdog.timeout_s"),
 ])
