@@ -110,17 +110,22 @@ class NativeBackend:
         return self._batches[batch].apply(params)
 
     def _roll(self, models: list[mujoco.MjModel], state: np.ndarray, ctrl: np.ndarray,
-              nstep: int) -> tuple[np.ndarray, np.ndarray]:
+              nstep: int, reuse: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``nstep`` physics steps of every env from ``state`` (b, nstate) under a constant
         ``ctrl`` (b, nu): the last state and sensor values. Calls the rollout with
         ``skip_checks``: its checking path loops in Python over the models (two
-        ``mj_stateSize`` calls per env, every step) and tiles the controls anew."""
+        ``mj_stateSize`` calls per env, every step) and tiles the controls anew. ``reuse``: keep
+        the output arrays for the next call of this size (the step's whole batch; not the
+        varying subsets a reset computes sensors for)."""
         b = state.shape[0]
         key = (b, nstep)
-        if key not in self._out:  # reused: fresh megabytes each step cost page faults in the workers
-            self._out[key] = (np.empty((b, nstep, self._nstate)), np.empty((b, nstep, self.model.nsensordata)),
-                              np.empty((b, nstep, self.model.nu)))
-        out_state, out_sens, controls = self._out[key]
+        bufs = self._out.get(key)
+        if bufs is None:  # reused: fresh megabytes each step cost page faults in the workers
+            bufs = (np.empty((b, nstep, self._nstate)), np.empty((b, nstep, self.model.nsensordata)),
+                    np.empty((b, nstep, self.model.nu)))
+            if reuse:
+                self._out[key] = bufs
+        out_state, out_sens, controls = bufs
         controls[...] = ctrl[:, None, :]
         _pool().rollout(models, self._datas, np.ascontiguousarray(state), controls, skip_checks=True, nstep=nstep,
                         state=out_state, sensordata=out_sens)
@@ -153,7 +158,7 @@ class NativeBackend:
         if rows.size:
             models = self._models({n: flat(v) for n, v in zip(names, param_values)}, qpos.shape[0])
             _, out[rows] = self._roll([models[i] for i in rows], self._state(qpos[rows], qvel[rows], act[rows]),
-                                      np.zeros((rows.size, self.model.nu)), 1)
+                                      np.zeros((rows.size, self.model.nu)), 1, reuse=False)
         return out.reshape(batch_shape + (self.model.nsensordata,))
 
     # -- traced side -----------------------------------------------------------------------
