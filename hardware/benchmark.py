@@ -323,6 +323,9 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     ``cfg.videos`` trials of each condition are filmed into it (a trial's ``video`` entry)."""
     conditions = suite.conditions(cfg.values)
     duration = cfg.duration_s or suite.duration_s(bundle)
+    if duration <= suite.settle_s(bundle):
+        raise ConfigError("duration_s", f"suite {suite.name} judges from {suite.settle_s(bundle):g} s on; a trial of "
+                                        f"{duration:g} s ends before that")
     grab = bench.frames() if video_dir is not None and cfg.videos else None
     start = bench.task_inputs()
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]

@@ -134,7 +134,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     from simreal.config import parse_overrides
     from simreal.deploy.config import spec_of_bundle
     from simreal.deploy.runner import PolicyRunner
-    from simreal.errors import SimrealError
+    from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
     from simreal.hardware.suites import SUITES, suite_for
 
@@ -161,8 +161,13 @@ def _benchmark(args: argparse.Namespace) -> int:
     n_total = cfg.trials * len(suite.conditions(cfg.values))
     with contextlib.ExitStack() as stack:
         bench = _twin(args, bundle, cfg.task) if args.robot == "twin" else stack.enter_context(_real(args, bundle))
-        results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides, progress=ProgressLine(n_total),
-                                video_dir=Path(args.out) if args.out else None)
+        try:
+            results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides,
+                                    progress=ProgressLine(n_total), video_dir=Path(args.out) if args.out else None)
+        except ConfigError as e:  # a setting of this command: name its flag
+            if e.key not in FLAGS:
+                raise
+            raise SimrealError(f"{FLAGS[e.key]}: {str(e).split(': ', 1)[1]}") from None
     if args.json:
         print(json.dumps(results, indent=2))
     else:

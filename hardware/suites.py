@@ -92,6 +92,7 @@ class Suite:
       check: raises BundleError for a bundle the suite cannot judge.
       axis, values, condition: the swept quantity (empty: one condition, ``default``), its
         default values and the condition of one value.
+      settle_s: when the detector starts judging, for a bundle [s]; a trial must be longer.
     """
 
     name: str
@@ -105,6 +106,7 @@ class Suite:
     axis: str = ""
     values: tuple[float, ...] = ()
     condition: Callable[[float], Condition] | None = None
+    settle_s: Callable[[Bundle], float] = lambda bundle: 0.0
 
     def conditions(self, values: tuple[float, ...] = ()) -> list[Condition]:
         """The conditions to run: one per value of the axis (``values`` or the defaults)."""
@@ -141,10 +143,15 @@ def _flight_verdict(stats: dict[str, Any], outside_m: float, passed: bool, why: 
     return Verdict(passed, metrics, "" if passed else why)
 
 
+def flight_settle_s(bundle: Bundle) -> float:
+    """When a flight suite starts judging [s]: the task's settle time (2 s by default)."""
+    return task_value(bundle, "settle_time_s", 2.0)
+
+
 def detect_hover(d: TrialData) -> Verdict:
     radius = task_value(d.bundle, "success_radius_m", 0.1)
     target = np.broadcast_to(d.task["target_pos_w"], d.traj["pos_w"].shape)
-    stats, outside = _flight(d, target, radius, task_value(d.bundle, "settle_time_s", 2.0))
+    stats, outside = _flight(d, target, radius, flight_settle_s(d.bundle))
     err = stats.get("max_error_after_settle_m", np.inf)
     return _flight_verdict(stats, outside, bool(stats["passed"]), f"max error {err:.3f} m >= {radius:g} m after settling")
 
@@ -153,7 +160,7 @@ def detect_figure8(d: TrialData) -> Verdict:
     radius = task_value(d.bundle, "success_radius_m", 0.15)
     ref = d.bundle.reference
     target = np.stack([ref.at(t)["target_pos_w"] for t in d.traj["t"]])
-    stats, outside = _flight(d, target, radius, task_value(d.bundle, "settle_time_s", 2.0))
+    stats, outside = _flight(d, target, radius, flight_settle_s(d.bundle))
     rmse = stats.get("rmse_after_settle_m", np.inf)
     return _flight_verdict(stats, outside, rmse < radius, f"RMSE {rmse:.3f} m >= {radius:g} m")
 
@@ -262,11 +269,12 @@ _WALK = ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b")
 
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("quadrotor-hover", "quadrotor", "hold the target within 0.1 m from 2 s on", _FLIGHT, detect_hover,
-          _fixed(10.0), task_inputs=("target_pos_w",)),
+          _fixed(10.0), task_inputs=("target_pos_w",), settle_s=flight_settle_s),
     Suite("quadrotor-figure8", "quadrotor", "fly the bundle's figure-8, RMSE below 0.15 m", _FLIGHT, detect_figure8,
-          _fixed(12.0), check=check_figure8),
+          _fixed(12.0), check=check_figure8, settle_s=flight_settle_s),
     Suite("humanoid-walk", "humanoid", "walk at the commanded speed without falling", _WALK, detect_walk,
-          _fixed(10.0), task_inputs=("command",), axis="vx_m_s", values=(0.0, 0.5, 1.0), condition=walk_condition),
+          _fixed(10.0), task_inputs=("command",), axis="vx_m_s", values=(0.0, 0.5, 1.0), condition=walk_condition,
+          settle_s=_fixed(WALK_SETTLE_S)),
     Suite("humanoid-track", "humanoid", "play the reference motion without falling, joint RMSE below 0.3 rad",
           _WALK + ("joint_pos",), detect_track, _clip_length, check=check_motion),
     Suite("arm-reach", "arm", "end effector within 5 cm of the goal at the end", ("ee_pos_w",),

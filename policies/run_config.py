@@ -319,6 +319,22 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
                                               f"algorithms.{others[0]} in the task YAML, or drop it")
 
 
+#: Config keys that name an input file the run reads (the task's clip, a learned reward model):
+#: ``simreal train`` refuses a missing one before it makes the run directory.
+INPUT_FILES: dict[str, Any] = {
+    "env.motion_file": lambda cfg: getattr(cfg.env, "motion_file", ""),
+    "reward.model": lambda cfg: cfg.reward.model if getattr(cfg.reward, "kind", "") == "learned" else "",
+}
+
+
+def check_input_files(cfg: RunConfig) -> None:
+    """A ConfigError naming the key of the first input file (:data:`INPUT_FILES`) that is absent."""
+    for key, path_of in INPUT_FILES.items():
+        path = path_of(cfg)
+        if path and not Path(path).expanduser().is_file():
+            raise ConfigError(key, f"{printable(path)}: file not found")
+
+
 def make_env(cfg: RunConfig, backend: str | None = None, **env_overrides: Any):
     """The task's env for a resolved config (optionally another backend or env settings), with the
     ``reward:`` section's term added when there is one."""

@@ -6,8 +6,9 @@
     simreal label frames.npz --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
     simreal fit-reward frames.npz labels.npz --out reward.safetensors
 
-Reads LeRobot v3 datasets (``simreal demos``, ``simreal record``, or lerobot's own) and keeps
-every ``--every``-th frame of each episode. A reward model fitted on demonstrations alone is
+Reads LeRobot v3 datasets whose state feature is made of observation terms (``simreal demos``:
+element names ``<term>.<i>``; a ``simreal record`` or lerobot dataset names the robot's joints
+instead, and is refused in one line) and keeps every ``--every``-th frame of each episode. A reward model fitted on demonstrations alone is
 exploited by the policy it trains wherever the demonstrations never went (measured:
 BENCHMARKS.md), so give it exploration too (``--teacher random``). Writes an npz (no pickle, written atomically):
 
@@ -60,8 +61,9 @@ def term_names(feature_names: list[str], key: str, where: str) -> tuple[str, ...
     for name in feature_names:
         term = str(name).rsplit(".", 1)[0]
         if term not in TERMS:
-            raise DataFileError(where, f"feature '{key}' element {name!r} is not <observation term>.<i>; terms: "
-                                       f"{', '.join(TERMS)}")
+            raise DataFileError(where, f"feature '{key}' element {name!r} is not <observation term>.<i> (a joint's "
+                                       f"name: a `simreal record` or lerobot dataset?); simreal frames takes datasets "
+                                       f"of `simreal demos`, whose state is observation terms ({', '.join(TERMS)})")
         if not terms or terms[-1] != term:
             terms.append(term)
     return tuple(terms)

@@ -228,3 +228,14 @@ def test_the_random_teacher_holds_each_action_for_a_while():
     assert 0.05 < changed < 0.15  # a new action on about 10% of the steps, held in between
     teacher.reset()
     assert not np.array_equal(teacher.act(state), actions[-1])
+
+
+def test_frames_refuses_a_state_of_joint_names_saying_which_datasets_it_takes():
+    """A `simreal record` dataset names its state by joint: one line pointing at `simreal demos`."""
+    from simreal.errors import DataFileError
+    from simreal.rewards.cmd_frames import term_names
+
+    assert term_names(["joint_vel.0", "joint_vel.1", "last_action.0"], "observation.state", "x") == (
+        "joint_vel", "last_action")
+    with pytest.raises(DataFileError, match="'shoulder_pan' is not <observation term>.*simreal demos"):
+        term_names(["shoulder_pan", "shoulder_lift"], "observation.state", "ds/meta/info.json")

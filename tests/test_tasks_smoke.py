@@ -232,14 +232,28 @@ def test_g1_velocity_push_changes_base_velocity():
     assert float(jnp.abs(quiet.qvel - state.pipeline_state.qvel).max()) == 0.0
 
 
-def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
-    """A motion file that does not exist is found when the env is built, after the run
-    directory was made: the directory is removed again, and the error is one line."""
+def test_a_missing_input_file_is_refused_before_the_run_directory(tmp_path, capsys):
+    """A motion file that does not exist: one line naming the key, nothing announced or made."""
     from simreal.cli import main
 
     runs = tmp_path / "runs"
     assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}",
                  f"env.motion_file={tmp_path / 'missing.npz'}"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "\n" not in out.err.strip(), out
+    assert "config key 'env.motion_file'" in out.err and "missing.npz: file not found" in out.err
+    assert not runs.exists()
+
+
+def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
+    """A motion file that is not one is found when the env is built, after the run directory
+    was made: the directory is removed again, and the error is one line."""
+    from simreal.cli import main
+
+    runs = tmp_path / "runs"
+    bad = tmp_path / "clip.npz"
+    bad.write_bytes(b"not an npz")
+    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}", f"env.motion_file={bad}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "missing.npz" in err, err
+    assert "\n" not in err and "clip.npz" in err, err
     assert not runs.exists() or not any(runs.rglob("config.yaml"))
