@@ -56,6 +56,8 @@ TERM_NEEDS: dict[str, tuple[str, ...]] = {
     "last_action": ("last_action",), "action_history": ("action_history",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
 }
 ESTOP = "__estop__"
+#: The task inputs of a source that is not a topic (:meth:`PolicyRunner.on_task_input`).
+TELEOP_INPUT = "__teleop__"
 
 
 class Subscription(NamedTuple):
@@ -135,7 +137,7 @@ class PolicyRunner:
                          for name, st in self.cfg.state.items()}
         # task inputs (a velocity command, a goal pose) are held until replaced; state is watched
         self._inputs = {n for n, st in self.cfg.state.items()
-                        if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES}
+                        if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES} | {TELEOP_INPUT}
         self._watched = [n for n in self.cfg.state if n not in self._inputs]
         self.codec = command_codec(bundle, self.spec, self.cfg)
         self.envelope = Envelope.from_config(self.cfg.envelope, self.spec)
@@ -248,6 +250,12 @@ class PolicyRunner:
             self._latest[name] = (now_s, d, stamp)  # one assignment: safe against a concurrent tick
         self.stats.state_msgs += 1
         return True
+
+    def on_task_input(self, values: Mapping[str, np.ndarray], now_s: float) -> None:
+        """Task inputs from a source that is not a topic (a teleoperator of ``simreal drive``:
+        a velocity ``command``), received at ``now_s``: held and aged like a Twist topic's (a
+        command older than the watchdog's timeout reads as zero)."""
+        self._latest[TELEOP_INPUT] = (now_s, {k: np.asarray(v, np.float64) for k, v in values.items()}, None)
 
     def on_estop(self, msg: Any, now_s: float | None = None) -> None:
         """std_msgs/Bool: true engages the e-stop, false releases it (applied at the next tick)."""

@@ -10,14 +10,18 @@ The runner and its safety layer are ``simreal deploy run``'s (clamping, rate lim
 ramp, watchdog, envelope; settings from ``--config``/``--deploy-set``), fed by the driver's
 ``observation()`` instead of ROS topics; the robot's hand-over (arming a flight controller)
 happens once, before the first tick. Ctrl-C or the end of ``--duration`` sends the safe
-command before the driver disconnects. Exit 0 when the run ended without a fault, 1 otherwise.
+command before the driver disconnects. ``--teleop DEVICE`` steers a walking policy: the
+device's axes set the velocity command it observes (forward, sideways, yaw), within the range
+it was trained on; no deflection stands still. Exit 0 when the run ended without a fault, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from typing import Any
 
 HELP = "run a bundle on a robot through its hardware driver (or the driver's twin), no ROS"
 
@@ -31,7 +35,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deploy-set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
+    p.add_argument("--teleop", choices=("keyboard", "gamepad", "spacemouse"),
+                   help="steer a walking policy: the device's axes set its velocity command (bundles that "
+                        "observe `command`), within the range it was trained on")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+#: The task config keys of a velocity command's (low, high) ranges, and the defaults (g1-velocity's).
+COMMAND_RANGES = (("cmd_vx_m_s", (-1.0, 1.0)), ("cmd_vy_m_s", (-0.5, 0.5)), ("cmd_yaw_rad_s", (-1.0, 1.0)))
+
+
+def velocity_teleop(device: Any, bundle: Any) -> Any:
+    """A :class:`~simreal.hardware.teleop.VelocityCommand` on ``device`` within the bundle's
+    trained command ranges; a ConfigError for a bundle that observes no velocity command."""
+    from simreal.errors import ConfigError
+    from simreal.hardware.teleop import VelocityCommand
+
+    if "command" not in bundle.obs_names:
+        raise ConfigError("--teleop", f"bundle '{bundle.task}' observes no velocity command (its observation: "
+                                      f"{', '.join(bundle.obs_names)}); --teleop steers walking policies")
+    ranges = [tuple(bundle.task_config.get(key, default)) for key, default in COMMAND_RANGES]
+    return VelocityCommand(device, ranges)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,8 +75,14 @@ def run(args: argparse.Namespace) -> int:
     runner = PolicyRunner(bundle, overrides=overrides)
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}
     try:
-        with open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag) as robot:
-            report = drive(robot, runner, duration_s=args.duration)
+        with contextlib.ExitStack() as stack:
+            steer = None
+            if args.teleop:
+                from simreal.hardware.input_devices import DEVICES
+
+                steer = stack.enter_context(velocity_teleop(DEVICES[args.teleop](), bundle))
+            robot = stack.enter_context(open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag))
+            report = drive(robot, runner, duration_s=args.duration, task_input=steer)
     except KeyboardInterrupt:  # drive() sent the safe command on its way out; the robot disconnected
         print("simreal drive: interrupted; the safe command was sent", file=sys.stderr)
         return 130

@@ -103,8 +103,7 @@ def _teleop(args: argparse.Namespace, robot, stack):
         return SO100Leader(build(SO100Config, settings, prefix="leader"))
     from simreal.hardware import input_devices
 
-    device = {"keyboard": input_devices.Keyboard, "gamepad": input_devices.Gamepad,
-              "spacemouse": input_devices.SpaceMouse}[args.teleop]()
+    device = input_devices.DEVICES[args.teleop]()
     if args.teleop_mode == "ee":
         from simreal.hardware.ee_jog import EndEffectorJog
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -93,9 +93,11 @@ def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
 
 def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None,
           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-          on_tick: Callable[[TickResult, np.ndarray], None] | None = None) -> DriveReport:
+          on_tick: Callable[[TickResult, np.ndarray], None] | None = None,
+          task_input: Callable[[], Mapping[str, np.ndarray]] | None = None) -> DriveReport:
     """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C);
-    ``on_tick(result, sent)`` sees every tick (a recorder, a plot)."""
+    ``on_tick(result, sent)`` sees every tick (a recorder, a plot); ``task_input()``, read every
+    tick, gives task inputs (a teleoperated velocity command, :class:`~simreal.hardware.teleop.VelocityCommand`)."""
     idx = action_index(runner, robot)
     robot.engage()
     dt = runner.cfg.period_s
@@ -111,6 +113,8 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
             except HardwareError as e:
                 report.read_errors += 1
                 report.last_error = str(e)
+            if task_input is not None:
+                runner.on_task_input(task_input(), t)
             result = runner.tick(t)
             sent = _send(robot, idx, result)
             report.ticks += 1

@@ -186,3 +186,7 @@ class SpaceMouse(InputDevice):
                 break
             parse_spacemouse_report(report, self._axes, self._buttons)
         return DeviceInput(np.clip(self._axes, -1, 1), tuple(self._buttons))
+
+
+#: ``--teleop`` name -> the rate device (``simreal record``, ``simreal drive``).
+DEVICES: dict[str, type[InputDevice]] = {"keyboard": Keyboard, "gamepad": Gamepad, "spacemouse": SpaceMouse}

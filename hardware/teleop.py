@@ -164,3 +164,35 @@ class JointJog(DeviceTeleop):
         self.target = np.clip(self.target + step, np.maximum(self.low, q - self.max_lead),
                               np.minimum(self.high, q + self.max_lead))
         return self.target.copy()
+
+
+class VelocityCommand:
+    """A walking policy's velocity command from a rate device, for ``simreal drive --teleop``.
+
+    ``command = (vx, vy, yaw rate)`` [m/s, m/s, rad/s] from the axes (a keyboard's w/s, q/a and
+    y/h; a gamepad's or SpaceMouse's forward, sideways and yaw): ``vx`` from axis 1 (forward),
+    ``vy`` from minus axis 0 (left), the yaw rate from axis 5. Full deflection reaches the end
+    of the range the policy was trained on (``ranges``: (low, high) per component, from the
+    bundle's task config), never beyond it; no deflection commands standing still. The deploy
+    runner holds the command like a Twist topic's and zeroes it when it goes stale
+    (:meth:`simreal.deploy.runner.PolicyRunner.on_task_input`).
+    """
+
+    def __init__(self, device: InputDevice, ranges: Sequence[tuple[float, float]]):
+        self.device = device
+        self.low = np.array([r[0] for r in ranges], np.float64)
+        self.high = np.array([r[1] for r in ranges], np.float64)
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        a = np.zeros(6)
+        axes = np.clip(np.asarray(self.device.read().axes, np.float64).reshape(-1)[:6], -1.0, 1.0)
+        a[: len(axes)] = axes
+        x = np.array([a[1], -a[0], a[5]])
+        return {"command": np.where(x > 0, x * self.high, -x * self.low)}
+
+    def __enter__(self) -> VelocityCommand:
+        self.device.open()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.device.close()

@@ -163,3 +163,52 @@ def test_tick_times_keep_fixed_memory_and_a_quantile_within_one_bin():
     for q in (0.5, 0.99):
         exact = float(np.quantile(samples, q))
         assert exact <= times.quantile(q) <= exact * 10 ** (1 / TickTimes.BINS_PER_DECADE) * 1.0001
+
+
+def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_range(tmp_path):
+    """`drive(..., task_input=VelocityCommand(device, ranges))`: the device's axes become the
+    `command` the policy observes, full deflection at the ends of the trained range."""
+    from simreal.bundle import write_bundle_yaml
+    from simreal.hardware.teleop import DeviceInput, InputDevice, VelocityCommand
+    from simreal.yaml_io import load_yaml
+
+    class Stick(InputDevice):
+        def __init__(self):
+            self.now = DeviceInput(np.zeros(6))
+
+        def open(self):
+            pass
+
+        def close(self):
+            pass
+
+        def read(self):
+            return self.now
+
+    spec = bundles.joint_robot_spec()
+    terms = [("joint_pos_rel", 2), ("joint_vel", 2), ("command", 3), ("last_action", 2)]
+    d = bundles.write_bundle(tmp_path / "walk", spec=spec, model=bundles.mlp_onnx(9, 2, (8,)), task="walk-like",
+                             obs_terms=terms, mode="joint_position", names=spec.actuator_names, units=["rad"] * 2,
+                             scale=[0.5, 0.5], offset=[a.default for a in spec.actuators],
+                             low=[a.range[0] for a in spec.actuators], high=[a.range[1] for a in spec.actuators],
+                             control_rate_hz=spec.control_rate_hz)
+    raw = load_yaml(d / "bundle.yaml")
+    raw["task_config"] = {"cmd_vx_m_s": [-0.5, 1.5], "cmd_vy_m_s": [-0.2, 0.2], "cmd_yaw_rad_s": [-1.0, 1.0]}
+    write_bundle_yaml(d, raw)
+    from simreal.hardware.cmd_drive import velocity_teleop
+
+    stick = Stick()
+    steer = velocity_teleop(stick, load_bundle(d))
+    seen = []
+    clock = SimClock()
+    for axes, want in (([-1.0, 1.0, 0, 0, 0, 0.5], [1.5, 0.2, 0.5]),     # full forward, full left, half yaw
+                       ([0.5, -1.0, 0, 0, 0, 0.0], [-0.5, -0.1, 0.0])):  # full back, half right
+        stick.now = DeviceInput(np.array(axes))
+        seen.clear()
+        runner = PolicyRunner(load_bundle(d), spec=spec,
+                              policy=lambda obs: (seen.append(obs[4:7].copy()), np.zeros(2))[1])
+        with FakeJointRobot(spec, clock=clock) as robot:
+            drive(robot, runner, duration_s=0.5, clock=clock, sleep=clock.sleep, task_input=steer)
+        assert len(seen) > 10 and np.allclose(seen, want), (seen[-1], want)
+    with pytest.raises(ConfigError, match="'--teleop'.*observes no velocity command"):
+        velocity_teleop(stick, load_bundle(bundles.make_joint_bundle(tmp_path / "hold")))
