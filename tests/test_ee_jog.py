@@ -8,28 +8,13 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+from fixtures.scripted_device import ScriptedDevice  # noqa: E402
 from simreal.errors import ConfigError  # noqa: E402
 from simreal.hardware.ee_jog import EndEffectorJog  # noqa: E402
-from simreal.hardware.teleop import DeviceInput, InputDevice  # noqa: E402
+from simreal.hardware.teleop import DeviceInput  # noqa: E402
 from simreal.robot_spec import load_robot_spec  # noqa: E402
 
 DT = 1 / 30
-
-
-class Scripted(InputDevice):
-    """Returns ``self.now`` (axes, buttons) on every read."""
-
-    def __init__(self):
-        self.now = DeviceInput(np.zeros(6))
-
-    def open(self):
-        pass
-
-    def close(self):
-        pass
-
-    def read(self):
-        return self.now
 
 
 class Clock:
@@ -43,7 +28,7 @@ class Clock:
 
 def _jog(robot: str, **kw):
     spec = load_robot_spec(robot)
-    dev = Scripted()
+    dev = ScriptedDevice()
     jog = EndEffectorJog(dev, spec, clock=Clock(), **kw)
     q = np.array([a.default for a in spec.actuators], np.float64)
     if robot == "so100":
@@ -117,7 +102,7 @@ def test_gripper_buttons_move_the_gripper_only():
 
 def test_a_robot_that_is_not_an_arm_is_refused_naming_the_field():
     with pytest.raises(ConfigError, match="'teleop'.*arm"):
-        EndEffectorJog(Scripted(), load_robot_spec("g1"))
+        EndEffectorJog(ScriptedDevice(), load_robot_spec("g1"))
 
 
 def test_jogging_the_so100_twin_over_its_feetech_bus_lifts_the_tool():
@@ -127,7 +112,7 @@ def test_jogging_the_so100_twin_over_its_feetech_bus_lifts_the_tool():
 
     from simreal.hardware.drivers import open_robot
 
-    dev = Scripted()
+    dev = ScriptedDevice()
     with open_robot("so100", "so100", twin=True) as robot:
         jog = EndEffectorJog(dev, robot.spec)
         start = np.array([0.0, -0.6, 0.8, 0.6, 0.0, 0.0])

@@ -169,21 +169,9 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
     """`drive(..., task_input=VelocityCommand(device, ranges))`: the device's axes become the
     `command` the policy observes, full deflection at the ends of the trained range."""
     from simreal.bundle import write_bundle_yaml
-    from simreal.hardware.teleop import DeviceInput, InputDevice, VelocityCommand
+    from fixtures.scripted_device import ScriptedDevice
+    from simreal.hardware.teleop import DeviceInput
     from simreal.yaml_io import load_yaml
-
-    class Stick(InputDevice):
-        def __init__(self):
-            self.now = DeviceInput(np.zeros(6))
-
-        def open(self):
-            pass
-
-        def close(self):
-            pass
-
-        def read(self):
-            return self.now
 
     spec = bundles.joint_robot_spec()
     terms = [("joint_pos_rel", 2), ("joint_vel", 2), ("command", 3), ("last_action", 2)]
@@ -197,7 +185,7 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
     write_bundle_yaml(d, raw)
     from simreal.hardware.cmd_drive import velocity_teleop
 
-    stick = Stick()
+    stick = ScriptedDevice()
     steer = velocity_teleop(stick, load_bundle(d))
     seen = []
     clock = SimClock()
