@@ -318,8 +318,9 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     """All conditions x trials of ``suite`` on ``bench`` (a :class:`TwinBench` or a
     :class:`RealBench`; its robot is connected for the run and disconnected after it); returns
     the results (JSON-able; per condition :func:`summarize`). Task inputs and state keys the
-    suite lacks are refused before the first trial; a run the operator stops keeps the trials run
-    so far (``complete: false``). With ``video_dir`` and a frame source, the first
+    suite lacks are refused before the first trial; a run the operator stops, or Ctrl-C during a
+    trial (that trial is dropped), keeps the trials run so far (``complete: false``;
+    ``interrupted: true`` after Ctrl-C). With ``video_dir`` and a frame source, the first
     ``cfg.videos`` trials of each condition are filmed into it (a trial's ``video`` entry)."""
     conditions = suite.conditions(cfg.values)
     duration = cfg.duration_s or suite.duration_s(bundle)
@@ -331,7 +332,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]
     t_start = time.monotonic()
     kinematics: dict[str, Any] = {}
-    results, complete = [], True
+    results, complete, interrupted = [], True, False
     with bench.robot:
         keys = bench.state_keys()
         for task in tasks:
@@ -344,8 +345,12 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                     complete = False
                     break
                 film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
-                r = {"trial": i, "seed": cfg.seed + i,
-                     **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
+                try:
+                    r = {"trial": i, "seed": cfg.seed + i,
+                         **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
+                except KeyboardInterrupt:  # Ctrl-C: drive() sent the safe command; keep what finished
+                    complete, interrupted = False, True
+                    break
                 if film is not None and film.frames:
                     stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
                     r["video"] = film.save(video_dir / "videos" / f"{stem}.mp4")
@@ -359,7 +364,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     return {"format": FORMAT, "suite": suite.name, "family": suite.family, "summary": suite.summary,
             "robot": bench.kind, **bench.describe(), "bundle": str(bundle.path), "bundle_robot": bundle.robot,
             "bundle_task": bundle.task, "axis": suite.axis or None, "duration_s": duration,
-            "config": to_dict(cfg), "conditions": results, "complete": complete,
+            "config": to_dict(cfg), "conditions": results, "complete": complete, "interrupted": interrupted,
             "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "wall_s": round(time.monotonic() - t_start, 3)}
 

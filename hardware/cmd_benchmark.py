@@ -24,8 +24,10 @@ Wilson interval and each metric's mean with its t interval; ``--out DIR`` writes
 ``DIR/<suite>_<robot>.json`` and a report of the run, with the first trial of each condition
 filmed into ``DIR/videos`` (``--videos N``: the first N; the twin rendered by MuJoCo, a real
 robot through ``--camera``), ``--json`` prints the results. A progress
-line per trial goes to stderr. Exit 0 when the benchmark ran (whatever its success rate), 2 on
-a bad suite, bundle or flag.
+line per trial goes to stderr. Ctrl-C stops after the trial running (which is dropped, the robot
+given its safe command) and still writes the finished trials' results and report. Exit 0 when
+the benchmark ran (whatever its success rate), 130 when interrupted, 2 on a bad suite, bundle or
+flag.
 """
 
 from __future__ import annotations
@@ -182,6 +184,11 @@ def _benchmark(args: argparse.Namespace) -> int:
         atomic_write_text(path, json.dumps(results, indent=2))
         report = write_report([(bench.kind, {**results, "file": str(path)})], args.out)
         print(f"wrote {path} and {report}", file=sys.stderr if args.json else sys.stdout)
+    if results["interrupted"]:
+        done = sum(len(c["trials"]) for c in results["conditions"])
+        print(f"simreal benchmark: interrupted; kept the {done} finished trials (the one running was dropped)",
+              file=sys.stderr)
+        return 130
     return 0
 
 

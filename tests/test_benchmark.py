@@ -359,3 +359,28 @@ def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
         geoms = ids[kinds == mujoco.mjtObj.mjOBJ_GEOM]
         robot = np.isin(geoms, np.flatnonzero(sim.m.geom_bodyid > 0)).sum() / ids.size
         assert robot > 0.03, (shift, robot)
+
+
+def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during trial 3: trials 1-2 are kept in the results file and report, exit 130."""
+    import simreal.hardware.benchmark as B
+
+    real, calls = B.run_trial, [0]
+
+    def interrupted_third(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(B, "run_trial", interrupted_third)
+    b = bundles.make_pd_hover_bundle(tmp_path / "pd")
+    out = tmp_path / "out"
+    assert main(["benchmark", "quadrotor-hover", "--policy", str(b), "--trials", "5", "--duration", "3",
+                 "--videos", "0", "--out", str(out)]) == 130
+    assert "interrupted; kept the 2 finished trials" in capsys.readouterr().err
+    res = json.loads((out / "quadrotor-hover_twin.json").read_text())
+    assert res["interrupted"] and not res["complete"]
+    (c,) = res["conditions"]
+    assert [t["trial"] for t in c["trials"]] == [0, 1] and c["success"]["n"] == 2
+    assert "stopped by the operator" in (out / "report.md").read_text()
