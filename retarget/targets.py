@@ -44,6 +44,12 @@ FILL_SIGMA_S = 0.1  # unreliable frames are filled from reliable ones within abo
 # Feet point at most this far from the pelvis heading [rad]: the human hip rotates about
 # +-45 deg; beyond it the bones are mislabelled or the capture glitched.
 FOOT_YAW_MAX_RAD = 0.8
+#: A foot heading continues across a gap of unreliable frames this short [s] ...
+CONTINUITY_GAP_S = 0.3
+#: ... when one of its two branches is within this of the heading before the gap [rad], and
+#: the run's own mean direction is ambiguous: |mean cos| to the pelvis heading below this.
+CONTINUITY_RAD = np.pi / 3
+AMBIGUOUS_COS = 0.5
 OFFSET_SMOOTH_S = 0.05  # sigma of the per-frame vertical offset [s]
 
 
@@ -160,15 +166,21 @@ def _fill_scalar(x: np.ndarray, reliability: np.ndarray, sigma_frames: float, de
     return c * x + (1 - c) * fill
 
 
-def _track_sign(delta: np.ndarray, weight: np.ndarray) -> np.ndarray:
+def _track_sign(delta: np.ndarray, weight: np.ndarray, max_gap: float) -> np.ndarray:
     """Angles (T,) [rad] known up to a half turn, made continuous where ``weight`` (T,) > 0.
 
     Within each run of frames with weight, a frame takes ``delta`` or ``delta + pi``, whichever
     is nearer the frame before (the bones stay apart there, so the axis cannot flip between
-    frames); each run then faces the way its weighted majority is within 90 deg of 0 (the
-    pelvis heading). Frames without weight are left as they are (the caller fills them).
+    frames). Across a gap of at most ``max_gap`` frames the next run continues the last one the
+    same way (a foot does not turn half round while its ankle straightens) where the run
+    itself cannot tell: its weighted mean direction lies near 90 deg from the pelvis heading
+    (``|mean cos| <`` :data:`AMBIGUOUS_COS`, a foot turned far out) and one branch is within
+    :data:`CONTINUITY_RAD` of the run before. Every other run (the first, one after a long gap,
+    one whose direction is clear) faces the way its weighted majority is within 90 deg of 0
+    (the pelvis heading). Frames without weight are left as they are (the caller fills them).
     """
     out = delta.copy()
+    last: int | None = None
     for a, b, on in runs(weight > 0):
         if not on:
             continue
@@ -176,8 +188,15 @@ def _track_sign(delta: np.ndarray, weight: np.ndarray) -> np.ndarray:
             flipped = wrap_angle(out[t] + np.pi)
             if abs(wrap_angle(flipped - out[t - 1])) < abs(wrap_angle(out[t] - out[t - 1])):
                 out[t] = flipped
-        if np.sum(weight[a:b] * np.cos(out[a:b])) < 0:
+        facing = np.sum(weight[a:b] * np.cos(out[a:b])) / np.sum(weight[a:b])  # mean cos to the pelvis
+        step = abs(wrap_angle(out[a] - out[last])) if last is not None and a - last <= max_gap else None
+        if abs(facing) < AMBIGUOUS_COS and step is not None and min(step, np.pi - step) < CONTINUITY_RAD:
+            flip = step > np.pi / 2
+        else:
+            flip = facing < 0
+        if flip:
             out[a:b] = wrap_angle(out[a:b] + np.pi)
+        last = b - 1
     return out
 
 
@@ -196,7 +215,7 @@ def foot_yaw(knee: np.ndarray, ankle: np.ndarray, toe: np.ndarray, pelvis_yaw: n
     shin, foot = ankle - knee, toe - ankle
     yaw, level = heading_from_left(np.cross(foot, shin))
     reliability = _reliability(_angle_quality(foot, shin) * level)
-    delta = _track_sign(wrap_angle(yaw - pelvis_yaw), reliability)
+    delta = _track_sign(wrap_angle(yaw - pelvis_yaw), reliability, CONTINUITY_GAP_S / FILL_SIGMA_S * sigma_frames)
     delta = _fill_scalar(delta, reliability, sigma_frames)
     return pelvis_yaw + np.clip(delta, -FOOT_YAW_MAX_RAD, FOOT_YAW_MAX_RAD)
 

@@ -289,6 +289,21 @@ def test_foot_heading_fills_collinear_bones_and_tracks_the_sign_flip():
     assert np.abs(np.diff(yaw)).max() < 0.1
 
 
+def test_a_foot_turning_out_past_90_deg_keeps_its_side_across_the_shin_line():
+    """A support foot turning out from 80 to 100 deg (a dance's turned-out leg) while its bone
+    swings through the shin line twice: each run between the crossings is ambiguous on its own
+    near 90 deg, so it continues the run before instead of jumping to the other side (the real
+    dance's frames 636-641 went from +0.8 to -0.8 rad, the clamp, in two frames)."""
+    T = 80
+    pitch = 40 + 70 * np.abs(np.sin(np.linspace(0, 2 * np.pi, T)))  # crosses the shin line twice
+    turn = np.radians(np.linspace(80.0, 100.0, T))
+    legs = [_leg_swing(1, turn[t], pitch[t:t + 1], np.zeros(1)) for t in range(T)]
+    knee, ankle, toe = (np.concatenate(part) for part in zip(*legs))
+    toe = toe + np.random.default_rng(0).normal(scale=0.0005, size=toe.shape)
+    yaw = foot_yaw(knee, ankle, toe, np.zeros(T), sigma_frames=3.0)
+    np.testing.assert_allclose(yaw, FOOT_YAW_MAX_RAD, atol=1e-6)  # on its side, at the clamp, throughout
+
+
 def test_pelvis_heading_and_fill():
     yaw, level = heading_from_left(np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.3], [0.0, 0.0, 1.0]]))
     assert yaw[0] == pytest.approx(0.0) and yaw[1] == pytest.approx(np.pi / 2) and level[2] == pytest.approx(0.0)
