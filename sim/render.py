@@ -71,23 +71,35 @@ class Camera:
         return (f"pixels/{self.name}",) + ((f"depth/{self.name}",) if self.depth else ())
 
 
-def render_model(model: mujoco.MjModel, width: int, height: int) -> mujoco.MjModel:
-    """A copy of ``model`` set up for fast policy images of at most ``width`` x ``height`` [px]
-    (module docstring); ``model`` itself is unchanged."""
+def render_model(model: mujoco.MjModel, width: int, height: int, plane_half_extent_m: float = PLANE_HALF_EXTENT_M,
+                 grid_m: float | None = None) -> mujoco.MjModel:
+    """A copy of ``model`` set up for fast images of at most ``width`` x ``height`` [px] (module
+    docstring): infinite planes become squares of ``plane_half_extent_m`` with grid lines every
+    ``grid_m`` (default: the half extent); ``model`` itself is unchanged."""
     m = copy.deepcopy(model)
     m.vis.global_.offwidth, m.vis.global_.offheight = int(width), int(height)
     m.vis.quality.offsamples = 0
     m.vis.quality.numslices, m.vis.quality.numstacks = MESH_SLICES, MESH_STACKS
     planes = (m.geom_type == mujoco.mjtGeom.mjGEOM_PLANE) & np.any(m.geom_size[:, :2] <= 0, axis=1)
-    m.geom_size[planes] = PLANE_HALF_EXTENT_M
+    m.geom_size[planes] = [plane_half_extent_m, plane_half_extent_m, grid_m or plane_half_extent_m]
     return m
 
 
-def _scene_option() -> mujoco.MjvOption:
+def scene_option() -> mujoco.MjvOption:
     """Geoms only: no sites, joints or other decorations in a policy's image."""
     opt = mujoco.MjvOption()
     opt.sitegroup[:] = 0
     return opt
+
+
+def lean_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
+    """``mujoco.Renderer`` of ``height`` x ``width`` with what a policy camera does not need
+    (shadows, reflections, skybox, fog, haze) turned off; ``model`` from :func:`render_model`.
+    Needs a current-able GL context (``simreal.sim.headless_gl``)."""
+    r = mujoco.Renderer(model, height, width)
+    for flag in _OFF_FLAGS:
+        r.scene.flags[flag] = False
+    return r
 
 
 class _Worker(threading.Thread):
@@ -105,15 +117,12 @@ class _Worker(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        m, opt = self.model, _scene_option()
+        m, opt = self.model, scene_option()
         try:
             renderers = {}
             for c in self.cameras:
                 if (c.height, c.width) not in renderers:
-                    r = mujoco.Renderer(m, c.height, c.width)
-                    for flag in _OFF_FLAGS:
-                        r.scene.flags[flag] = False
-                    renderers[(c.height, c.width)] = r
+                    renderers[(c.height, c.width)] = lean_renderer(m, c.height, c.width)
             d = mujoco.MjData(m)
             home = mocap_home(m)
         except Exception as e:  # the GL libraries' own errors, whatever their type
