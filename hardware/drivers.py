@@ -7,6 +7,7 @@ so100       hardware.so100.SO100Robot            FeetechTwin: the bus on a pseud
 unitree     hardware.unitree.UnitreeRobot        UnitreeTwin: LowState/LowCmd over DDS    g1, h1 ...
 crazyflie   hardware.crazyflie.CrazyflieRobot    CrazyflieTwin: CRTP over UDP (cflib's)   crazyflie2
 px4         hardware.px4_mavlink.PX4Robot        PX4Twin: MAVLink 2 over UDP loopback     crazyflie2
+franka      hardware.franka.FrankaRobot          FrankaTwin: franky's API (not FCI's wire)  franka
 ==========  ==================================  =======================================  ==========
 
 :func:`open_robot` builds the driver's config from ``robot`` plus ``KEY=VALUE`` settings
@@ -14,7 +15,7 @@ px4         hardware.px4_mavlink.PX4Robot        PX4Twin: MAVLink 2 over UDP loo
 ones) and, with ``twin=True``, first starts the twin and points the config at it (the pty's
 path, a private DDS domain on loopback), so every command that drives hardware also runs
 against the twin, over the very same wire. Modules load when a driver is used, so naming
-one never imports another's dependencies (pyserial, cyclonedds, pymavlink, cflib).
+one never imports another's dependencies (pyserial, cyclonedds, pymavlink, cflib, franky).
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ DRIVERS: dict[str, Driver] = {
     "px4": Driver("simreal.hardware.px4_mavlink:PX4Robot", _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
                   ("crazyflie2",),
                   "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)"),
+    "franka": Driver("simreal.hardware.franka:FrankaRobot", _serving("simreal.hardware.franka_twin:FrankaTwin", "ip"),
+                     ("franka",),
+                     "Franka Panda/FR3 and Hand through franky (settings: ip=172.16.0.2 relative_dynamics_factor=0.1 ...)"),
 }
 
 

@@ -13,7 +13,7 @@ naming the package and the command that installs it: the CLI turns every
     leaves it out): pip install simreal
 
 ``PROVIDERS`` lists every distribution of pyproject.toml's ``dependencies`` and of the
-``torch``, ``data``, ``vlm``, ``so100``, ``teleop``, ``px4`` and ``crazyflie`` extras (a test keeps them, and the README's robot install, in step).
+``torch``, ``data``, ``vlm``, ``so100``, ``teleop``, ``px4``, ``crazyflie`` and ``franka`` extras (a test keeps them, and the README's robot install, in step).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "hid": ("hidapi", "teleop"),
     "pymavlink": ("pymavlink", "px4"),
     "cflib": ("cflib", "crazyflie"),
+    "franky": ("franky-control", "franka"),
 }
 
 # What `simreal deploy run` needs beside simreal itself: the policy runtime, the DDS transport,

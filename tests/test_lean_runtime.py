@@ -161,11 +161,11 @@ def _pyproject() -> dict:
 
 
 def test_providers_match_pyproject():
-    """Every core dependency and every package of the torch, data, vlm, so100, teleop, px4 and crazyflie extras has an
+    """Every core dependency and every package of the torch, data, vlm, so100, teleop, px4, crazyflie and franka extras has an
     install hint."""
     project = _pyproject()
     want = {None: {_dist(r) for r in project["dependencies"]}}
-    for extra in ("torch", "data", "vlm", "so100", "teleop", "px4", "crazyflie"):
+    for extra in ("torch", "data", "vlm", "so100", "teleop", "px4", "crazyflie", "franka"):
         want[extra] = {_dist(r) for r in project["optional-dependencies"][extra]}
     have: dict[str | None, set[str]] = {}
     for dist, extra in PROVIDERS.values():
