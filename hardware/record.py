@@ -41,7 +41,11 @@ from simreal.hardware.teleop import Teleop
 
 IMAGE_KEY = "observation.images."
 #: How long a tick waits for a camera frame newer than the last one, in periods (cameras.Camera.read).
-FRAME_WAIT = 0.3
+#: Measured on 2 cores while the previous episode encodes: a camera thread delivers up to 24 ms
+#: (0.7 period at 30 fps) after its frame is due (CPU contention, not the GIL); 0.3 periods
+#: recorded 2-4 repeated frames per 1,800. With the tick 0.1 period after the frame, 0.8 leaves
+#: 0.1 period before the next frame is due, so a late frame is never mistaken for the next one.
+FRAME_WAIT = 0.8
 #: Where the loop ticks in the first camera's frame period: this fraction after a frame is due.
 TICK_AFTER_FRAME = 0.1
 

@@ -19,8 +19,10 @@ A feature of dtype ``image`` keeps each frame as PNG bytes inside the data parqu
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -77,7 +79,7 @@ def encode_frames(frames: np.ndarray, path: Path, fps: int) -> None:
     """Encode RGB frames (T, H, W, 3) uint8 into a new mp4 at ``path``; frame k at k / fps [s]."""
     time_base = Fraction(1, fps)
     before = _realtime_threads()
-    with av.open(str(path), "w", format="mp4") as container:
+    with _without_sys_nice(), av.open(str(path), "w", format="mp4") as container:
         stream = container.add_stream(VIDEO_CODEC, fps, options=encoder_options())
         stream.pix_fmt = PIX_FMT
         stream.height, stream.width = frames.shape[1:3]
@@ -115,6 +117,47 @@ def _realtime_threads() -> set[int]:
     return out
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_CAP_VERSION_3 = 0x20080522   # linux/capability.h: _LINUX_CAPABILITY_VERSION_3, two 32-bit words
+_CAP_SYS_NICE = 23
+
+
+@contextlib.contextmanager
+def _without_sys_nice() -> Iterator[None]:
+    """Inside, this thread's effective capabilities lack CAP_SYS_NICE (Linux; elsewhere, or where
+    capset is refused, nothing changes); on exit they are restored from the permitted set.
+
+    Why: SVT-AV1 run as root asks for SCHED_FIFO 99 threads (:func:`_demote_realtime`); without
+    the capability that request fails and SVT creates ordinary threads, which inherit the
+    reduced set. Measured here: a thread so reduced encodes the same mp4 with no real-time
+    thread at any time, where demoting them after the first frame left them real-time for the
+    encoder's start-up (stalls of 50-130 ms in a 30 fps recording loop, right after each
+    episode's save). Capabilities are per thread, so the recording loop's own are untouched."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
+        ok = libc.capget(ctypes.byref(header), data) == 0
+    except (OSError, AttributeError):  # no capget: not Linux
+        ok = False
+    had = ok and bool(data[0].effective & (1 << _CAP_SYS_NICE))
+    if had:
+        data[0].effective &= ~(1 << _CAP_SYS_NICE)
+        had = libc.capset(ctypes.byref(header), data) == 0
+    try:
+        yield
+    finally:
+        if had:
+            data[0].effective |= 1 << _CAP_SYS_NICE
+            libc.capset(ctypes.byref(header), data)
+
+
 def _demote_realtime(before: set[int]) -> None:
     """Put every thread of this process that turned real-time since ``before`` back on the normal
     scheduler (SCHED_OTHER, its nice value kept).
@@ -123,7 +166,8 @@ def _demote_realtime(before: set[int]) -> None:
     encoder threads SCHED_FIFO at priority 99 and moves the thread that opens the encoder there
     too: seen here with ``ps -L``, they preempted a 30 fps recording loop and a 100 Hz test loop
     for up to 94 ms, nice or not. A deliberately real-time thread of ours (the deploy runner's
-    loop) was real-time before the encoder opened and is left alone."""
+    loop) was real-time before the encoder opened and is left alone. Where :func:`_without_sys_nice`
+    could drop the capability no thread turns real-time; this is the fallback where it could not."""
     for tid in _realtime_threads() - before:
         try:
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))

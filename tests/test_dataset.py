@@ -508,19 +508,30 @@ class _WatchedFrames:
 
 
 def test_the_video_encoder_leaves_no_thread_real_time(tmp_path, monkeypatch):
-    """SVT-AV1 as root runs its threads SCHED_FIFO 99, above any control or recording loop;
-    encode_frames puts them back on the normal scheduler once the encoder is open."""
+    """SVT-AV1 as root asks for SCHED_FIFO 99 threads, above any control or recording loop;
+    encode_frames encodes without CAP_SYS_NICE, so none turns real-time, even before the
+    fallback demotion could act, and gives the capability back afterwards."""
+    import contextlib
     import os
 
     from simreal import dataset_video
 
+    def sys_nice() -> bool:
+        with open("/proc/thread-self/status") as f:
+            return bool(int(next(ln.split()[1] for ln in f if ln.startswith("CapEff")), 16) & (1 << 23))
+
+    had = sys_nice()
     before = dataset_video._realtime_threads()
-    watched = _WatchedFrames(40, at=35)
+    demote = dataset_video._demote_realtime
+    monkeypatch.setattr(dataset_video, "_demote_realtime", lambda before: None)
+    watched = _WatchedFrames(40, at=1)
     dataset_video.encode_frames(watched, tmp_path / "a.mp4", 30)
     assert watched.seen == before
+    assert sys_nice() == had
     if os.geteuid() != 0:
         pytest.skip("SVT-AV1 makes its threads real-time only as root: the check above cannot fail here")
-    monkeypatch.setattr(dataset_video, "_demote_realtime", lambda before: None)
-    undemoted = _WatchedFrames(40, at=35)
-    dataset_video.encode_frames(undemoted, tmp_path / "b.mp4", 30)
-    assert undemoted.seen - before, "expected SVT-AV1's real-time threads when nothing demotes them"
+    monkeypatch.setattr(dataset_video, "_without_sys_nice", contextlib.nullcontext)
+    unguarded = _WatchedFrames(40, at=1)
+    dataset_video.encode_frames(unguarded, tmp_path / "b.mp4", 30)
+    demote(before)  # SVT moved this thread to SCHED_FIFO too: not for the rest of the session
+    assert unguarded.seen - before, "expected SVT-AV1's real-time threads with the capability kept"
