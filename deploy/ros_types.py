@@ -19,9 +19,11 @@ through :func:`msg_class` and never needs to know which transport it feeds.
 Constants of the ``.msg`` files (``ActuatorMotors.NUM_CONTROLS``) do not go on the wire
 and are kept as plain class attributes where deploy uses them.
 
-px4_msgs layouts are those of PX4 v1.14/v1.15 (``msg/ActuatorMotors.msg``,
-``msg/VehicleRatesSetpoint.msg``, ``msg/OffboardControlMode.msg``); v1.16's added
-``MESSAGE_VERSION`` constant does not change the wire format.
+px4_msgs layouts are those of PX4's ``px4_msgs`` release/1.15 to release/1.18, which agree for
+every message here (compared field by field during development); v1.16's ``MESSAGE_VERSION``
+constants do not go on the wire, and each of these is version 0, so its topic has no ``_vN``
+suffix. v1.14 differs (``OffboardControlMode`` had one ``actuator`` flag, ``VehicleCommand``'s
+``source_component`` was uint8): not supported.
 """
 
 # (no "from __future__ import annotations": cyclonedds resolves field annotations at run time)
@@ -206,7 +208,7 @@ class JointTrajectory(IdlStruct, typename="trajectory_msgs.msg.dds_.JointTraject
     points: t.sequence[JointTrajectoryPoint] = _list()
 
 
-# --- px4_msgs (PX4 v1.14 / v1.15, uXRCE-DDS bridge) -----------------------------------
+# --- px4_msgs (PX4 v1.15 - v1.18, uXRCE-DDS bridge; the layouts of these did not change) ----
 
 @dataclass
 class ActuatorMotors(IdlStruct, typename="px4_msgs.msg.dds_.ActuatorMotors_"):
@@ -247,6 +249,87 @@ class OffboardControlMode(IdlStruct, typename="px4_msgs.msg.dds_.OffboardControl
     direct_actuator: bool = False
 
 
+@dataclass
+class VehicleOdometry(IdlStruct, typename="px4_msgs.msg.dds_.VehicleOdometry_"):
+    """PX4's estimate (``/fmu/out/vehicle_odometry``): position and velocity in ``pose_frame`` /
+    ``velocity_frame`` (1 = NED), ``q`` body FRD to that frame (wxyz), body FRD rates."""
+
+    timestamp: t.uint64 = 0
+    timestamp_sample: t.uint64 = 0
+    pose_frame: t.uint8 = 0
+    position: t.array[t.float32, 3] = _zeros(3)
+    q: t.array[t.float32, 4] = _zeros(4)
+    velocity_frame: t.uint8 = 0
+    velocity: t.array[t.float32, 3] = _zeros(3)
+    angular_velocity: t.array[t.float32, 3] = _zeros(3)
+    position_variance: t.array[t.float32, 3] = _zeros(3)
+    orientation_variance: t.array[t.float32, 3] = _zeros(3)
+    velocity_variance: t.array[t.float32, 3] = _zeros(3)
+    reset_counter: t.uint8 = 0
+    quality: t.int8 = 0
+
+
+VehicleOdometry.POSE_FRAME_NED = 1
+VehicleOdometry.VELOCITY_FRAME_NED = 1
+
+
+@dataclass
+class VehicleCommand(IdlStruct, typename="px4_msgs.msg.dds_.VehicleCommand_"):
+    """A commander command (``/fmu/in/vehicle_command``): MAVLink's MAV_CMD numbers and params."""
+
+    timestamp: t.uint64 = 0
+    param1: t.float32 = 0.0
+    param2: t.float32 = 0.0
+    param3: t.float32 = 0.0
+    param4: t.float32 = 0.0
+    param5: t.float64 = 0.0
+    param6: t.float64 = 0.0
+    param7: t.float32 = 0.0
+    command: t.uint32 = 0
+    target_system: t.uint8 = 0
+    target_component: t.uint8 = 0
+    source_system: t.uint8 = 0
+    source_component: t.uint16 = 0
+    confirmation: t.uint8 = 0
+    from_external: bool = False
+
+
+@dataclass
+class VehicleCommandAck(IdlStruct, typename="px4_msgs.msg.dds_.VehicleCommandAck_"):
+    """The commander's answer (``/fmu/out/vehicle_command_ack``): ``result`` is MAVLink's MAV_RESULT."""
+
+    timestamp: t.uint64 = 0
+    command: t.uint32 = 0
+    result: t.uint8 = 0
+    result_param1: t.uint8 = 0
+    result_param2: t.int32 = 0
+    target_system: t.uint8 = 0
+    target_component: t.uint16 = 0
+    from_external: bool = False
+
+
+@dataclass
+class VehicleStatusHead(IdlStruct, typename="px4_msgs.msg.dds_.VehicleStatus_"):
+    """The first nine fields of ``VehicleStatus``, the same from v1.14 to v1.18 while the rest
+    changed in every release: read from the front of a plain CDR sample, they give the arming
+    state and the navigation state whatever the version. Not a whole message: never written,
+    and not in :data:`MESSAGE_TYPES` (a bag needs whole definitions)."""
+
+    timestamp: t.uint64 = 0
+    armed_time: t.uint64 = 0
+    takeoff_time: t.uint64 = 0
+    arming_state: t.uint8 = 0
+    latest_arming_reason: t.uint8 = 0
+    latest_disarming_reason: t.uint8 = 0
+    nav_state_timestamp: t.uint64 = 0
+    nav_state_user_intention: t.uint8 = 0
+    nav_state: t.uint8 = 0
+
+
+VehicleStatusHead.ARMING_STATE_ARMED = 2
+VehicleStatusHead.NAVIGATION_STATE_OFFBOARD = 14
+
+
 # --- registry -------------------------------------------------------------------------
 
 MESSAGE_TYPES: dict[str, type[IdlStruct]] = {
@@ -274,6 +357,9 @@ MESSAGE_TYPES: dict[str, type[IdlStruct]] = {
     "px4_msgs/msg/ActuatorMotors": ActuatorMotors,
     "px4_msgs/msg/VehicleRatesSetpoint": VehicleRatesSetpoint,
     "px4_msgs/msg/OffboardControlMode": OffboardControlMode,
+    "px4_msgs/msg/VehicleOdometry": VehicleOdometry,
+    "px4_msgs/msg/VehicleCommand": VehicleCommand,
+    "px4_msgs/msg/VehicleCommandAck": VehicleCommandAck,
 }
 
 

@@ -194,14 +194,16 @@ class DdsTransport:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _topic(self, ros_topic: str, ros_type: str) -> tuple[Topic, type]:
-        cls = msg_class(ros_type)
+    def _topic(self, ros_topic: str, ros_type: str | type) -> tuple[Topic, type]:
+        """The topic and its message class: ``ros_type`` a ROS 2 type name, or a class itself
+        (a version's layout of a type, :class:`~simreal.deploy.ros_types.VehicleStatusHead`)."""
+        cls = ros_type if isinstance(ros_type, type) else msg_class(ros_type)
         name = dds_topic_name(ros_topic)
         if name not in self._topics:
             self._topics[name] = Topic(self.participant, name, cls)
         return self._topics[name], cls
 
-    def subscribe(self, ros_topic: str, ros_type: str, callback: Callable[[Any, float, bytes], None],
+    def subscribe(self, ros_topic: str, ros_type: str | type, callback: Callable[[Any, float, bytes], None],
                   qos: str = "sensor_data") -> None:
         """Call ``callback(msg, t_rx_s, cdr_bytes)`` from :meth:`poll` for every sample."""
         topic, cls = self._topic(ros_topic, ros_type)
@@ -210,7 +212,7 @@ class DdsTransport:
         self.waitset.attach(cond)
         self._subs.append(_Sub(reader, cls, callback, cond))
 
-    def publisher(self, ros_topic: str, ros_type: str, qos: str = "default") -> Publisher:
+    def publisher(self, ros_topic: str, ros_type: str | type, qos: str = "default") -> Publisher:
         topic, cls = self._topic(ros_topic, ros_type)
         if ros_topic not in self.publishers:
             self.publishers[ros_topic] = Publisher(DataWriter(self.participant, topic, qos=qos_profile(qos)),

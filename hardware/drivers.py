@@ -7,6 +7,7 @@ so100       hardware.so100.SO100Robot            FeetechTwin: the bus on a pseud
 unitree     hardware.unitree.UnitreeRobot        UnitreeTwin: LowState/LowCmd over DDS    g1, h1 ...
 crazyflie   hardware.crazyflie.CrazyflieRobot    CrazyflieTwin: CRTP over UDP (cflib's)   crazyflie2
 px4         hardware.px4_mavlink.PX4Robot        PX4Twin: MAVLink 2 over UDP loopback     crazyflie2
+px4-ros2    hardware.px4_ros2.PX4Ros2Robot       PX4Ros2Twin: px4_msgs over DDS loopback  crazyflie2
 franka      hardware.franka.FrankaRobot          FrankaTwin: franky's API (not FCI's wire)  franka
 ==========  ==================================  =======================================  ==========
 
@@ -35,6 +36,14 @@ from simreal.hardware.robot import Robot
 def _load(path: str) -> Any:
     mod, name = path.split(":")
     return getattr(importlib.import_module(mod), name)
+
+
+@contextlib.contextmanager
+def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
+    twin_mod = importlib.import_module("simreal.hardware.px4_ros2_twin")
+    domain_id = random.randint(100, 149)  # private, as the Unitree twin's
+    with twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):
+        yield {"domain_id": domain_id, "loopback": True}
 
 
 @contextlib.contextmanager
@@ -84,6 +93,8 @@ DRIVERS: dict[str, Driver] = {
     "px4": Driver("simreal.hardware.px4_mavlink:PX4Robot", _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
                   ("crazyflie2",),
                   "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)"),
+    "px4-ros2": Driver("simreal.hardware.px4_ros2:PX4Ros2Robot", _px4_ros2_twin, ("crazyflie2",),
+                       "PX4 over ROS 2 px4_msgs (uXRCE-DDS), ctbr offboard (settings: px4_version=1.16 domain_id=0 ...)"),
     "franka": Driver("simreal.hardware.franka:FrankaRobot", _serving("simreal.hardware.franka_twin:FrankaTwin", "ip"),
                      ("franka",),
                      "Franka Panda/FR3 and Hand through franky (settings: ip=172.16.0.2 relative_dynamics_factor=0.1 ...)"),

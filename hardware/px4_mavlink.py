@@ -8,9 +8,8 @@
     ...     px4.arm()
     ...     ...                                    # hardware.drive(px4, runner) sends a command per tick
 
-The path without ROS. ROS 2 ``px4_msgs`` must match the PX4 version exactly or deserialisation
-fails (and no wheel of it exists); ``simreal deploy`` covers that path on the robot's computer.
-MAVLink messages carry a checksum seeded by their definition, and the ones used here have been
+The path without ROS (the ROS 2 path, ``px4_msgs`` over PX4's uXRCE-DDS bridge, is
+:mod:`~simreal.hardware.px4_ros2`). MAVLink messages carry a checksum seeded by their definition, and the ones used here have been
 stable in ``common.xml`` across PX4 releases.
 
 Wire (MAVLink 2, ``common`` dialect; PX4's own ids: system ``MAV_SYS_ID``, component 1):
@@ -42,20 +41,7 @@ Wire (MAVLink 2, ``common`` dialect; PX4's own ids: system ``MAV_SYS_ID``, compo
   leaves offboard for the failsafe ``COM_OBL_RC_ACT`` names (Position, Hold or Land by what
   the vehicle can fly; the twin lands). On the ground the land detector disarms it.
 
-Frames. PX4 reports and takes NED world (x north, y east, z down) and FRD body (x forward, y
-right, z down) quantities; simreal's world is ENU (x east, y north, z up) and its body FLU (x
-forward, y left, z up). With ``P`` the ENU-from-NED and ``D`` the FRD-from-FLU matrices::
-
-    P = [[0, 1, 0], [1, 0, 0], [0, 0, -1]]      v_enu = P v_ned        (:func:`swap_ned_enu`)
-    D = diag(1, -1, -1)                          w_flu = D w_frd        (:func:`swap_frd_flu`)
-    R_enu_flu = P R_ned_frd D                                          (:func:`swap_attitude`)
-
-In quaternions ``q_enu_flu = q_P * q_ned_frd * q_D`` with ``q_P = (0, 1, 1, 0)/sqrt2`` (a half
-turn about the north-east diagonal) and ``q_D = (0, 1, 0, 0)`` (a half turn about x), which
-multiplies out to ``(w + z, x + y, x - y, w - z)/sqrt2``. Each map is its own inverse (P, D
-and the quaternion map square to the identity), so the same three functions convert both ways
-(the twin uses them to speak NED). A level vehicle facing north is yaw 0 for PX4 and yaw +90
-deg in ENU.
+Frames: PX4's NED / FRD become ENU / FLU (:mod:`~simreal.hardware.px4_common`).
 
 ``t_s`` is the host's monotonic time at which the older of the two newest state messages
 arrived: the state is as old as its stalest part, and the watchdog sees that. ``observation()``
@@ -66,7 +52,6 @@ acts. Imports numpy, pymavlink and the core (the robot's runtime).
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 
@@ -74,41 +59,15 @@ import numpy as np
 from pymavlink import mavutil
 from pymavlink.dialects.v20 import common as mavlink
 
-from simreal.action_modes import total_thrust_n
 from simreal.config import field
-from simreal.errors import ConfigError, MissingDependencyError
-from simreal.hardware.robot import HardwareError, Robot, RobotConfig, State
+from simreal.errors import MissingDependencyError
+from simreal.hardware.px4_common import (CMD_SET_MESSAGE_INTERVAL, COMMAND_NAMES, PX4Vehicle, mode_name,
+                                         result_name, swap_attitude, swap_frd_flu, swap_ned_enu)
+from simreal.hardware.robot import HardwareError, RobotConfig, State
 from simreal.robot_spec import RobotSpec
 
-#: PX4's custom main modes (``px4_custom_mode.h``) and AUTO's sub modes, the ones named here.
-MAIN_MODES = {1: "MANUAL", 2: "ALTCTL", 3: "POSCTL", 4: "AUTO", 5: "ACRO", 6: "OFFBOARD", 7: "STABILIZED"}
-AUTO_SUB_MODES = {1: "READY", 2: "TAKEOFF", 3: "LOITER", 4: "MISSION", 5: "RTL", 6: "LAND"}
-OFFBOARD = 6
-AUTO, AUTO_LOITER, AUTO_LAND = 4, 3, 6
-#: COMPONENT_ARM_DISARM param2 that skips PX4's checks (disarm in the air, arm without them).
-FORCE = 21196.0
 #: The state streams the driver asks for, in the order ``_read`` combines them.
 STATE_MESSAGES = ("ATTITUDE_QUATERNION", "LOCAL_POSITION_NED")
-_SQRT_HALF = math.sqrt(0.5)
-
-
-# -- frames ----------------------------------------------------------------------------------------
-def swap_ned_enu(v: np.ndarray) -> np.ndarray:
-    """NED <-> ENU for world vectors (..., 3): ``(x, y, z) -> (y, x, -z)``; its own inverse."""
-    v = np.asarray(v, np.float64)
-    return np.stack([v[..., 1], v[..., 0], -v[..., 2]], axis=-1)
-
-
-def swap_frd_flu(v: np.ndarray) -> np.ndarray:
-    """FRD <-> FLU for body vectors (..., 3): ``(x, y, z) -> (x, -y, -z)``; its own inverse."""
-    return np.asarray(v, np.float64) * np.array([1.0, -1.0, -1.0])
-
-
-def swap_attitude(q_wxyz: np.ndarray) -> np.ndarray:
-    """``q_ned_frd`` <-> ``q_enu_flu`` (wxyz): ``(w + z, x + y, x - y, w - z) / sqrt 2`` (module
-    docstring); its own inverse."""
-    w, x, y, z = np.asarray(q_wxyz, np.float64)
-    return _SQRT_HALF * np.array([w + z, x + y, x - y, w - z])
 
 
 def custom_mode(main: int, sub: int = 0) -> int:
@@ -119,18 +78,6 @@ def custom_mode(main: int, sub: int = 0) -> int:
 def mode_of(custom: int) -> tuple[int, int]:
     """(main, sub) of a HEARTBEAT ``custom_mode``."""
     return (custom >> 16) & 0xFF, (custom >> 24) & 0xFF
-
-
-def mode_name(main: int, sub: int = 0) -> str:
-    """PX4's name of a mode: ``OFFBOARD``, ``AUTO.LAND``, ..."""
-    name = MAIN_MODES.get(main, f"mode {main}")
-    return f"{name}.{AUTO_SUB_MODES.get(sub, sub)}" if main == AUTO else name
-
-
-def result_name(result: int) -> str:
-    """MAV_RESULT's name without its prefix (``ACCEPTED``, ``TEMPORARILY_REJECTED``, ...)."""
-    entry = mavlink.enums["MAV_RESULT"].get(result)
-    return entry.name.removeprefix("MAV_RESULT_") if entry is not None else f"result {result}"
 
 
 def open_link(connection: str, source_system: int, source_component: int, baud: int = 921600):
@@ -170,26 +117,18 @@ class PX4Config(RobotConfig):
     setpoint_hold_s: float = field(0.5, min=0.0, doc="repeat a set-point at most this long after send_action [s]")
 
 
-class PX4Robot(Robot):
+class PX4Robot(PX4Vehicle):
     """The vehicle (see module docstring); :meth:`arm`, :meth:`disarm` and :meth:`set_offboard`
-    are the explicit mode changes."""
+    (:class:`~simreal.hardware.px4_common.PX4Vehicle`) are the explicit mode changes."""
 
     config_class = PX4Config
-    families = ("quadrotor",)
+    setpoint_wire = "SET_ATTITUDE_TARGET body rates and thrust"
 
     def __init__(self, config: PX4Config, spec: RobotSpec | None = None):
         super().__init__(config, spec)
         self.config: PX4Config = config
-        if self.mode.name != "ctbr":
-            raise ConfigError("action_mode", f"{type(self).__name__} takes ctbr (SET_ATTITUDE_TARGET body rates and "
-                                             f"thrust), got {self.mode.name}")
-        self.full_thrust_n = total_thrust_n(self.spec)
         self.where = f"PX4 on {config.connection}"
         self.conn = None
-        self._lock = threading.Condition()
-        self._send_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
         self._reset()
 
@@ -200,7 +139,7 @@ class PX4Robot(Robot):
         self._newest: dict[str, tuple[object, float]] = {}
         self._acks: dict[int, int] = {}
         self._heartbeat = None
-        self._setpoint: tuple[list[float], float] | None = None  # (SET_ATTITUDE_TARGET fields, given at)
+        self._setpoint = None
         self._sent_at = 0.0
         self._stop.clear()
 
@@ -245,7 +184,7 @@ class PX4Robot(Robot):
         interval_us = 1e6 / cfg.stream_rate_hz
         for name in STATE_MESSAGES:
             msg_id = getattr(mavlink, f"MAVLINK_MSG_ID_{name}")
-            result = self._command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL, msg_id, interval_us)
+            result = self._command(CMD_SET_MESSAGE_INTERVAL, msg_id, interval_us)
             if result != mavlink.MAV_RESULT_ACCEPTED:
                 raise HardwareError(f"{self.where}: PX4 answered {result_name(result)} to streaming {name} at "
                                     f"{cfg.stream_rate_hz:g} Hz (MAV_CMD_SET_MESSAGE_INTERVAL)")
@@ -269,7 +208,6 @@ class PX4Robot(Robot):
     def _serve(self) -> None:
         """Take every message in, keep the newest of each kind; send our 1 Hz HEARTBEAT and
         repeat the newest set-point (module docstring)."""
-        cfg = self.config
         beat_at = 0.0
         while not self._stop.is_set():
             m = self.conn.recv_match(blocking=True, timeout=0.01)
@@ -280,11 +218,7 @@ class PX4Robot(Robot):
             if now - beat_at >= 1.0:
                 self._send_heartbeat()
                 beat_at = now
-            with self._send_lock:  # read and sent under the lock: a repeat never follows a newer set-point
-                sp = self._setpoint
-                if (sp is not None and now - sp[1] <= cfg.setpoint_hold_s
-                        and now - self._sent_at >= 1.0 / cfg.setpoint_rate_hz):
-                    self._send_setpoint(sp[0])
+            self._repeat_setpoint(now)
 
     def _take(self, m, now: float) -> None:
         if (m.get_srcSystem(), m.get_srcComponent()) != self.target:
@@ -307,23 +241,16 @@ class PX4Robot(Robot):
             self.conn.mav.heartbeat_send(mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID, 0, 0,
                                          mavlink.MAV_STATE_ACTIVE)
 
-    def _send_setpoint(self, fields: list[float]) -> None:
+    def _send_setpoint(self, thrust: float, rates_frd: list[float]) -> None:
         """SET_ATTITUDE_TARGET with body rates and thrust; the caller holds ``_send_lock``."""
         self.conn.mav.set_attitude_target_send(
             int((time.monotonic() - self._t0) * 1e3) & 0xFFFFFFFF, *self.target,
-            mavlink.ATTITUDE_TARGET_TYPEMASK_ATTITUDE_IGNORE, [1.0, 0.0, 0.0, 0.0], *fields)
-        self._sent_at = time.monotonic()
+            mavlink.ATTITUDE_TARGET_TYPEMASK_ATTITUDE_IGNORE, [1.0, 0.0, 0.0, 0.0], *rates_frd, thrust)
 
     # -- commands ------------------------------------------------------------------------------
-    def command(self, command: int, *params: float) -> int:
-        """Send COMMAND_LONG ``command`` (up to seven params) and return PX4's MAV_RESULT; re-sent
-        with ``confirmation`` + 1 when no COMMAND_ACK comes within ``command_timeout_s``."""
-        self._require()
-        return self._command(command, *params)
-
     def _command(self, command: int, *params: float) -> int:
         p = list(params) + [0.0] * (7 - len(params))
-        name = mavlink.enums["MAV_CMD"][command].name
+        name = COMMAND_NAMES.get(command, f"MAV_CMD {command}")
         for confirmation in range(self.config.command_retries + 1):
             with self._lock:
                 self._acks.pop(command, None)
@@ -334,34 +261,6 @@ class PX4Robot(Robot):
                     return self._acks.pop(command)
         raise HardwareError(f"{self.where}: no COMMAND_ACK to {name} within {self.config.command_timeout_s:g} s "
                             f"({self.config.command_retries + 1} tries)")
-
-    def _expect(self, what: str, result: int, hint: str = "") -> None:
-        if result != mavlink.MAV_RESULT_ACCEPTED:
-            raise HardwareError(f"{self.where}: PX4 answered {result_name(result)} to {what}{hint}")
-
-    def arm(self, force: bool = False) -> None:
-        """Arm the motors (``force``: skip PX4's pre-arm checks)."""
-        self._expect("arm", self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, 1.0, FORCE if force else 0.0),
-                     "; see its pre-arm messages (QGroundControl)")
-
-    def disarm(self, force: bool = False) -> None:
-        """Stop the motors; PX4 refuses in the air unless ``force`` (the vehicle then falls)."""
-        self._expect("disarm", self.command(mavlink.MAV_CMD_COMPONENT_ARM_DISARM, 0.0, FORCE if force else 0.0),
-                     "" if force else "; PX4 disarms only when landed (force=True cuts the motors in the air)")
-
-    def engage(self) -> None:
-        """Stream the safe set-point, switch to OFFBOARD, then arm (PX4's offboard recipe: the
-        mode needs set-points flowing, and arming last means the motors start under offboard)."""
-        self.send_action(self.safe_command())
-        self.set_offboard()
-        if not self.armed:
-            self.arm()
-
-    def set_offboard(self) -> None:
-        """Switch to OFFBOARD; needs the set-point stream running (``send_action`` first)."""
-        self._expect("OFFBOARD (MAV_CMD_DO_SET_MODE)",
-                     self.command(mavlink.MAV_CMD_DO_SET_MODE, mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED, OFFBOARD, 0),
-                     "; PX4 takes offboard only while set-points stream in (> 2 Hz): send_action() first")
 
     @property
     def armed(self) -> bool:
@@ -390,13 +289,3 @@ class PX4Robot(Robot):
                 "lin_vel_w": swap_ned_enu([pos.vx, pos.vy, pos.vz]),
                 "ang_vel_b": swap_frd_flu([att.rollspeed, att.pitchspeed, att.yawspeed]),
                 "t_s": np.float64(t_s)}
-
-    def _write(self, u: np.ndarray) -> np.ndarray:
-        thrust = np.float32(min(max(u[0] / self.full_thrust_n, 0.0), 1.0))
-        rates_frd = swap_frd_flu(u[1:4]).astype(np.float32)
-        fields = [float(r) for r in rates_frd] + [float(thrust)]
-        with self._send_lock:
-            self._setpoint = (fields, time.monotonic())
-            self._send_setpoint(fields)
-        # what went out, back in the action's units: the wire's float32 rounding included
-        return np.concatenate([[float(thrust) * self.full_thrust_n], swap_frd_flu(rates_frd.astype(np.float64))])

@@ -17,28 +17,19 @@ What it speaks (MAVLink 2, ``common``; system 1, component 1, like PX4 with ``MA
   CUSTOM_MODE_ENABLED and SAFETY_ARMED when armed, ``custom_mode`` PX4's (main, sub) mode;
 - ATTITUDE_QUATERNION (with the body rates) and LOCAL_POSITION_NED at the intervals
   ``MAV_CMD_SET_MESSAGE_INTERVAL`` asks for (none before; -1 stops one), in NED / FRD
-  (:func:`~simreal.hardware.px4_mavlink.swap_attitude` and friends; the twin's world is ENU:
+  (:func:`~simreal.hardware.px4_common.swap_attitude` and friends; the twin's world is ENU:
   x east, y north), from the simulation's true state; ``time_boot_ms`` counts from the twin's
   start. Another message id gets FAILED, as PX4 answers for a stream it does not have;
-- COMMAND_LONG, each answered with COMMAND_ACK as PX4's commander answers it:
-  ``COMPONENT_ARM_DISARM`` (disarm in the air: TEMPORARILY_REJECTED unless forced with 21196;
-  arming in OFFBOARD without a set-point stream: TEMPORARILY_REJECTED),
-  ``DO_SET_MODE`` to OFFBOARD (TEMPORARILY_REJECTED unless a set-point arrived in the last
-  :data:`OFFBOARD_PROOF_S`: PX4's "2 Hz proof of life") or AUTO.LAND; other modes, which the
-  twin cannot fly, TEMPORARILY_REJECTED; other commands UNSUPPORTED; a command for another
+- COMMAND_LONG, each answered with COMMAND_ACK: ``SET_MESSAGE_INTERVAL`` here, the rest as
+  PX4's commander answers them (:mod:`~simreal.hardware.px4_autopilot`); a command for another
   system or component FAILED;
 - SET_ATTITUDE_TARGET with the attitude ignored (``type_mask`` bit 128): FRD body rates and
   thrust in [0, 1] of the rotors' summed limit, the ctbr command ``(thrust * sum f_max, FLU
   rates)``. Set-points with an attitude are counted in ``ignored`` (the twin has no attitude
   loop).
 
-The vehicle (:class:`~simreal.hardware.quadrotor_twin.QuadrotorTwin`): held where it starts
-(the rehearsal's hover hold) until it is armed in OFFBOARD, then flown. Armed in OFFBOARD it applies the newest set-point; once set-points stop for
-``offboard_loss_s`` (PX4's ``COM_OF_LOSS_T``) it switches to AUTO.LAND, its offboard-loss
-failsafe (PX4's ``COM_OBL_RC_ACT``; the twin has no RC, position or hold mode to choose), and
-descends at 0.7 m/s (``MPC_LAND_SPEED``) with :mod:`simreal.deploy.landing`'s controller; at
-touchdown it disarms, as PX4's land detector does. Disarmed, the rotors stop; the twin is its
-own floor. Needs MuJoCo (the simulation side).
+The vehicle and its commander: :mod:`~simreal.hardware.px4_autopilot`. Needs MuJoCo (the
+simulation side).
 """
 
 from __future__ import annotations
@@ -49,24 +40,17 @@ import select
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
-from simreal.action_modes import CTBR_CHANNELS
-from simreal.hardware.px4_mavlink import (AUTO, AUTO_LAND, AUTO_LOITER, FORCE, OFFBOARD, custom_mode, mavlink,
-                                          open_link, swap_attitude, swap_frd_flu, swap_ned_enu)
-from simreal.hardware.quadrotor_twin import QuadrotorTwin
+from simreal.hardware.px4_autopilot import PX4Autopilot
+from simreal.hardware.px4_common import swap_attitude, swap_frd_flu, swap_ned_enu
+from simreal.hardware.px4_mavlink import custom_mode, mavlink, open_link
 from simreal.hardware.twin_runtime import serve_until_interrupted
 from simreal.robot_spec import RobotSpec
 
-#: OFFBOARD is accepted only with a set-point this recent [s] (PX4: a stream of more than 2 Hz).
-OFFBOARD_PROOF_S = 0.5
-#: PX4's MPC_LAND_SPEED default [m/s].
-LAND_SPEED_M_S = 0.7
 #: The message ids the twin can stream.
 STREAMS = (mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION, mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED)
 
 
-class PX4Twin(QuadrotorTwin):
+class PX4Twin(PX4Autopilot):
     """The quadrotor behind a MAVLink UDP endpoint (see module docstring).
 
     Args:
@@ -78,42 +62,16 @@ class PX4Twin(QuadrotorTwin):
 
     def __init__(self, robot: str | RobotSpec = "crazyflie2", *, host: str = "127.0.0.1", port: int = 0,
                  start_pos_w: Sequence[float] = (0.0, 0.0, 1.0), offboard_loss_s: float = 1.0):
-        from simreal.deploy.config import FaultConfig
-        from simreal.deploy.landing import Landing
-
         self.system_id, self.component_id = 1, 1
         self.conn = open_link(f"udpin:{host}:{port}", self.system_id, self.component_id)
         self.port = self.conn.port.getsockname()[1]
         self.connection = f"udpout:{host}:{self.port}"
-        super().__init__(robot, start_pos_w, f"px4-twin {self.port}")  # released: armed in OFFBOARD once
-        self.landing = Landing(self.spec, "ctbr", CTBR_CHANNELS, FaultConfig(descent_m_s=LAND_SPEED_M_S))
-        self.offboard_loss_s = offboard_loss_s
-        self.armed = False
-        self.mode = (AUTO, AUTO_LOITER)
+        super().__init__(robot, start_pos_w, offboard_loss_s, f"px4-twin {self.port}")
         self.intervals: dict[int, float] = {}  # message id -> interval [s]
         self._due: dict[int, float] = {}
 
     def _release(self) -> None:
         self.conn.close()
-
-    # -- the autopilot -------------------------------------------------------------------------
-    def _command(self, now: float) -> np.ndarray | None:
-        """Before the hand-over: hold; disarmed: rotors off; OFFBOARD: the set-point, until
-        ``offboard_loss_s`` without one (the failsafe: AUTO.LAND); AUTO.LAND: descend."""
-        if not self.released:
-            return None
-        if not self.armed:
-            return np.zeros(4)
-        if self.mode == (OFFBOARD, 0) and now - self.setpoint_at > self.offboard_loss_s:
-            self.mode = (AUTO, AUTO_LAND)
-            self.landing.start(self.sim.time_s)
-        if self.mode == (OFFBOARD, 0):
-            return self.setpoint
-        u = self.landing.command(self.sim.time_s, self.sim.true_state())
-        if u is None:  # touched down: the land detector disarms
-            self.armed = False
-            return np.zeros(4)
-        return u
 
     # -- the wire ------------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -163,59 +121,26 @@ class PX4Twin(QuadrotorTwin):
             if not self._for_me(m) or not m.type_mask & mavlink.ATTITUDE_TARGET_TYPEMASK_ATTITUDE_IGNORE:
                 self.ignored += 1
                 return
-            rates = swap_frd_flu([m.body_roll_rate, m.body_pitch_rate, m.body_yaw_rate])
-            self.setpoint = np.concatenate([[min(max(m.thrust, 0.0), 1.0) * self.full_thrust_n], rates])
-            self.setpoint_at = time.monotonic()
-            self.setpoints += 1
+            self.take_setpoint(m.thrust, [m.body_roll_rate, m.body_pitch_rate, m.body_yaw_rate])
         elif kind == "COMMAND_LONG":
             result = self._run(m) if self._for_me(m) else mavlink.MAV_RESULT_FAILED
             self.conn.mav.command_ack_send(m.command, result, target_system=m.get_srcSystem(),
                                            target_component=m.get_srcComponent())
 
     def _run(self, m) -> int:
-        """One COMMAND_LONG, PX4's commander's way; its MAV_RESULT."""
-        ok, later = mavlink.MAV_RESULT_ACCEPTED, mavlink.MAV_RESULT_TEMPORARILY_REJECTED
-        if m.command == mavlink.MAV_CMD_SET_MESSAGE_INTERVAL:
-            msg_id, interval_us = int(m.param1), m.param2
-            if msg_id not in STREAMS:
-                return mavlink.MAV_RESULT_FAILED
-            if interval_us < 0:
-                self.intervals.pop(msg_id, None)
-                self._due.pop(msg_id, None)
-            elif interval_us > 0:
-                self.intervals[msg_id] = interval_us / 1e6
-                self._due[msg_id] = time.monotonic()
-            return ok
-        if m.command == mavlink.MAV_CMD_COMPONENT_ARM_DISARM:
-            forced = round(m.param2) == FORCE
-            if round(m.param1) == 1:
-                if self.mode == (OFFBOARD, 0) and time.monotonic() - self.setpoint_at > OFFBOARD_PROOF_S:
-                    return later  # PX4's arming check: the mode it would fly is not available
-                self.armed = True
-            elif round(m.param1) == 0:
-                landed = not self.released or self.sim.d.qpos[2] <= 0.0
-                if self.armed and not (landed or forced):
-                    return later
-                self.armed = False
-            else:
-                return mavlink.MAV_RESULT_DENIED
-            self.released = self.released or (self.armed and self.mode == (OFFBOARD, 0))
-            return ok
-        if m.command == mavlink.MAV_CMD_DO_SET_MODE:
-            if not int(m.param1) & mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED:
-                return later
-            wanted = (int(m.param2), int(m.param3) if int(m.param2) == AUTO else 0)
-            if wanted == (OFFBOARD, 0):
-                if time.monotonic() - self.setpoint_at > OFFBOARD_PROOF_S:
-                    return later
-            elif wanted == (AUTO, AUTO_LAND):
-                self.landing.start(self.sim.time_s)
-            else:
-                return later
-            self.mode = wanted
-            self.released = self.released or (self.armed and self.mode == (OFFBOARD, 0))
-            return ok
-        return mavlink.MAV_RESULT_UNSUPPORTED
+        """One COMMAND_LONG: a stream's interval here, the rest the commander's; its MAV_RESULT."""
+        if m.command != mavlink.MAV_CMD_SET_MESSAGE_INTERVAL:
+            return self.run_command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7])
+        msg_id, interval_us = int(m.param1), m.param2
+        if msg_id not in STREAMS:
+            return mavlink.MAV_RESULT_FAILED
+        if interval_us < 0:
+            self.intervals.pop(msg_id, None)
+            self._due.pop(msg_id, None)
+        elif interval_us > 0:
+            self.intervals[msg_id] = interval_us / 1e6
+            self._due[msg_id] = time.monotonic()
+        return mavlink.MAV_RESULT_ACCEPTED
 
 
 def main(argv: Sequence[str] | None = None) -> None:

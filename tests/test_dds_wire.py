@@ -23,7 +23,8 @@ from rosbags.interfaces import Nodetype  # noqa: E402
 
 from simreal.deploy import ros_types as R  # noqa: E402
 
-# PX4 v1.14 msg files (PX4-Autopilot/msg), verbatim fields; independent of ros_types.
+# px4_msgs release/1.15-1.18 msg files, their fields (the same in those releases for these);
+# independent of ros_types.
 PX4_MSGS = {
     "px4_msgs/msg/ActuatorMotors": """
 uint64 timestamp
@@ -40,6 +41,48 @@ float32 pitch
 float32 yaw
 float32[3] thrust_body
 bool reset_integral
+""",
+    "px4_msgs/msg/VehicleOdometry": """
+uint64 timestamp
+uint64 timestamp_sample
+uint8 pose_frame
+float32[3] position
+float32[4] q
+uint8 velocity_frame
+float32[3] velocity
+float32[3] angular_velocity
+float32[3] position_variance
+float32[3] orientation_variance
+float32[3] velocity_variance
+uint8 reset_counter
+int8 quality
+""",
+    "px4_msgs/msg/VehicleCommand": """
+uint64 timestamp
+float32 param1
+float32 param2
+float32 param3
+float32 param4
+float64 param5
+float64 param6
+float32 param7
+uint32 command
+uint8 target_system
+uint8 target_component
+uint8 source_system
+uint16 source_component
+uint8 confirmation
+bool from_external
+""",
+    "px4_msgs/msg/VehicleCommandAck": """
+uint64 timestamp
+uint32 command
+uint8 result
+uint8 result_param1
+int32 result_param2
+uint8 target_system
+uint16 target_component
+bool from_external
 """,
     "px4_msgs/msg/OffboardControlMode": """
 uint64 timestamp
@@ -191,3 +234,61 @@ def test_bytes_received_over_loopback_equal_rosbags(dds_domain):
         wire = data[0]
         assert wire[:4] == b"\x00\x01\x00\x00", f"{typename}: not XCDR1 little endian: {wire[:4].hex()}"
         assert wire[: len(exp)] == exp and set(wire[len(exp):]) <= {0} and len(wire) - len(exp) < 4, typename
+
+
+# px4_msgs release/1.16 VehicleStatus (1.17 the same; 1.15 has two more bools near the end, 1.18
+# more fields): a whole message, to read the front of.
+VEHICLE_STATUS_1_16 = """
+uint64 timestamp
+uint64 armed_time
+uint64 takeoff_time
+uint8 arming_state
+uint8 latest_arming_reason
+uint8 latest_disarming_reason
+uint64 nav_state_timestamp
+uint8 nav_state_user_intention
+uint8 nav_state
+uint8 executor_in_charge
+uint32 valid_nav_states_mask
+uint32 can_set_nav_states_mask
+uint16 failure_detector_status
+uint8 hil_state
+uint8 vehicle_type
+bool failsafe
+bool failsafe_and_user_took_over
+uint8 failsafe_defer_state
+bool gcs_connection_lost
+uint8 gcs_connection_lost_counter
+bool high_latency_data_link_lost
+bool is_vtol
+bool is_vtol_tailsitter
+bool in_transition_mode
+bool in_transition_to_fw
+uint8 system_type
+uint8 system_id
+uint8 component_id
+bool safety_button_available
+bool safety_off
+bool power_input_valid
+bool usb_connected
+bool open_drone_id_system_present
+bool open_drone_id_system_healthy
+bool parachute_system_present
+bool parachute_system_healthy
+bool rc_calibration_in_progress
+bool calibration_enabled
+bool pre_flight_checks_pass
+"""
+
+
+def test_the_head_of_a_whole_vehicle_status_reads_as_rosbags_wrote_it():
+    """VehicleStatusHead reads arming and navigation state from the front of a whole v1.16
+    VehicleStatus that rosbags serialized (the rest of the sample is left unread)."""
+    ts = typestore("ROS2_JAZZY")
+    ts.register(rosbags_typesys.get_types_from_msg(VEHICLE_STATUS_1_16, "px4_msgs/msg/VehicleStatus"))
+    rng = random.Random(11)
+    for _ in range(5):
+        ros = random_ros_msg(ts, "px4_msgs/msg/VehicleStatus", rng)
+        head = R.VehicleStatusHead.deserialize(bytes(ts.serialize_cdr(ros, "px4_msgs/msg/VehicleStatus")))
+        for name in ("timestamp", "armed_time", "arming_state", "nav_state_timestamp", "nav_state"):
+            assert getattr(head, name) == getattr(ros, name), name
