@@ -138,8 +138,9 @@ def _without_sys_nice() -> Iterator[None]:
     the capability that request fails and SVT creates ordinary threads, which inherit the
     reduced set. Measured here: a thread so reduced encodes the same mp4 with no real-time
     thread at any time, where demoting them after the first frame left them real-time for the
-    encoder's start-up (stalls of 50-130 ms in a 30 fps recording loop, right after each
-    episode's save). Capabilities are per thread, so the recording loop's own are untouched."""
+    encoder's start-up (a 30 fps recording loop stalled 50-70 ms just after an episode's save,
+    while the next one recorded). Capabilities are per thread, so the recording loop's own are
+    untouched."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
