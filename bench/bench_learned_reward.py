@@ -17,6 +17,11 @@ end effector's distance to the goal, each answer flipped with probability ``--no
         reward.task_weight=0 train.num_timesteps=S --json                               # the learned reward alone
     simreal eval RUN_DIR --episodes E --json                                            # each, the task's success
 
+With ``--rounds N``, PEBBLE's idea of labelling where the policy goes, after the learned-reward
+run: record that run's policy (``simreal demos arm-reach --teacher RUN``), add its frames, label
+``--round-pairs`` more pairs over all frames (pairs already asked come from the cache), refit,
+and train a fresh policy on the refitted reward; once per round, each a row of the table.
+
 It prints the fit's report and a markdown table (env steps, wall-clock, success), with the
 machine's load average: the development machines are shared.
 """
@@ -57,6 +62,9 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     p.add_argument("--input", choices=("state", "frames"), default="state", help="what the reward model reads")
+    p.add_argument("--rounds", type=int, default=0, help="rounds of labelling the learned-reward policy's own frames")
+    p.add_argument("--round-episodes", type=int, default=40, help="policy episodes recorded per round")
+    p.add_argument("--round-pairs", type=int, default=2000, help="pairs added per round")
     args = p.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench_learned_reward_"))
     root.mkdir(parents=True, exist_ok=True)
@@ -69,35 +77,59 @@ def main() -> None:
         sources.append(str(root / "explore"))
         _run(["demos", "arm-reach", "--teacher", "random", "--episodes", str(args.random_episodes), "--camera",
               "front", "--image-size", "64x64", "--out", sources[-1]])
-    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--out", str(frames)])
-    z = np.load(frames, allow_pickle=False)
-    progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
-    with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
-                      seed=1) as server:
-        _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(args.pairs),
-              "--out", str(labels), "--cache", str(root / "cache")])
-    fit = _json(_run(["fit-reward", str(frames), str(labels), "--out", str(model), "--input", args.input]))
+    fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs)
     print(json.dumps(fit))
 
     rows = []
     budget = [f"train.num_timesteps={args.timesteps}", "train.target_success=0", f"runs_root={root / 'runs'}"]
     for name, extra in (("hand-written (the task's)", []),
                         ("learned alone", ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"])):
-        load = os.getloadavg()[0]
-        summary = _json(_run(["train", "arm-reach", *budget, *extra, "--json"]))
-        ev = _json(_run(["eval", summary["run_dir"], "--episodes", str(args.eval_episodes), "--json"]))
-        ev = ev[ev["trained_on"]]
-        rows.append((name, summary, ev, load))
-    print(f"\n{len(z['frames'])} frames from {args.episodes} scripted and {args.random_episodes} random episodes, "
-          f"{args.pairs} pairs at {args.noise:.0%} noise, reward model on {args.input}\n")
+        rows.append((name, *_train_and_eval(args, budget, extra)))
+    for k in range(1, args.rounds + 1):
+        sources.append(str(root / f"round{k}"))
+        _run(["demos", "arm-reach", "--teacher", rows[-1][1]["run_dir"], "--episodes", str(args.round_episodes),
+              "--camera", "front", "--image-size", "64x64", "--out", sources[-1]])
+        frames, labels, model = (root / f"{n}{k}.{e}" for n, e in (("frames", "npz"), ("labels", "npz"),
+                                                                   ("reward", "safetensors")))
+        fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs + k * args.round_pairs)
+        print(json.dumps(fit))
+        extra = ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"]
+        rows.append((f"learned alone, round {k} (+{args.round_episodes} policy episodes)",
+                     *_train_and_eval(args, budget, extra)))
+    print(f"\n{args.episodes} scripted and {args.random_episodes} random episodes, every {args.every}th frame, "
+          f"{args.pairs} pairs (+{args.round_pairs} per round) at {args.noise:.0%} noise, reward model on "
+          f"{args.input}\n")
     print("| reward | env steps | wall-clock [s] | eval success | load at start |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, s, ev, load in rows:
         print(f"| {name} | {s.get('env_steps')} | {s.get('wall_s', float('nan')):.0f} | "
               f"{ev.get('success', float('nan')):.3f} | {load:.1f} |")
-    base, learned = rows[0][2].get("success"), rows[1][2].get("success")
+    base = rows[0][2].get("success")
     if base:
-        print(f"\nlearned / hand-written success: {learned / base:.2f} (target >= 0.8)")
+        for name, _, ev, _ in rows[1:]:
+            print(f"\n{name} / hand-written success: {ev.get('success', 0.0) / base:.2f} (target >= 0.8)")
+
+
+def _label_and_fit(args: argparse.Namespace, root: Path, sources: list[str], frames: Path, labels: Path,
+                   model: Path, pairs: int) -> dict:
+    """Frames of ``sources``, ``pairs`` oracle labels over them (the cache answers pairs already
+    asked), and the reward model fitted on them; the fit's report."""
+    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--out", str(frames)])
+    z = np.load(frames, allow_pickle=False)
+    progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
+    with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
+                      seed=1) as server:
+        _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(pairs),
+              "--out", str(labels), "--cache", str(root / "cache")])
+    return _json(_run(["fit-reward", str(frames), str(labels), "--out", str(model), "--input", args.input]))
+
+
+def _train_and_eval(args: argparse.Namespace, budget: list[str], extra: list[str]) -> tuple[dict, dict, float]:
+    """Train arm-reach with ``extra`` overrides, evaluate it: (train summary, eval, load at start)."""
+    load = os.getloadavg()[0]
+    summary = _json(_run(["train", "arm-reach", *budget, *extra, "--json"]))
+    ev = _json(_run(["eval", summary["run_dir"], "--episodes", str(args.eval_episodes), "--json"]))
+    return summary, ev[ev["trained_on"]], load
 
 
 if __name__ == "__main__":
