@@ -52,13 +52,16 @@ class Demos:
     obs: list[np.ndarray]
     actions: list[np.ndarray]
     norm: Normalization
+    env_state: list[np.ndarray] | None = None  # per episode (T, k), where asked for
 
 
-def load_demos(root: str | Path, env: Any) -> Demos:
+def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
     """The state and action of every episode of the dataset at ``root``, checked against the
     sizes ``env`` observes and acts with; DataFileError naming the feature that does not fit.
-    (``Dataset.episode`` decodes camera videos too, which an MLP on the state does not need.)"""
+    (``Dataset.episode`` decodes camera videos too, which an MLP on the state does not need.)
+    ``env_state``: the scene states too (``observation.environment_state``, for a learned reward)."""
     from simreal.dataset_reader import Dataset
+    from simreal.policies.demos import ENV_STATE
 
     ds = Dataset(root)
     info = str(Path(root) / "meta" / "info.json")
@@ -72,9 +75,13 @@ def load_demos(root: str | Path, env: Any) -> Demos:
             raise DataFileError(str(Path(root) / "meta" / "stats.json"), f"no statistics of '{key}'")
     if ds.num_episodes < 1:
         raise DataFileError(info, "no episodes")
+    if env_state and ENV_STATE not in ds.features:
+        raise DataFileError(info, f"no feature '{ENV_STATE}' for the learned reward to score (simreal demos records "
+                                  f"it for tasks that name scene state terms); features: {', '.join(ds.features)}")
     episodes = [ds.episode(i) for i in range(ds.num_episodes)]
     return Demos(obs=[np.asarray(e[STATE], np.float32) for e in episodes],
-                 actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats))
+                 actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats),
+                 env_state=[np.asarray(e[ENV_STATE], np.float32) for e in episodes] if env_state else None)
 
 
 def split_episodes(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,28 +112,36 @@ def targets(actions: np.ndarray, chunk: int | None) -> tuple[np.ndarray, np.ndar
     return actions[np.minimum(idx, len(actions) - 1)], idx < len(actions)
 
 
-def _normalised(demos: Demos, episodes: np.ndarray,
-                chunk: int | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(x, y, valid) of ``episodes``' frames: the normalised observations and :func:`targets`."""
+def _normalised(demos: Demos, episodes: np.ndarray, chunk: int | None,
+                weights: list[np.ndarray] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x, y, valid) of ``episodes``' frames: the normalised observations and :func:`targets`;
+    with ``weights`` (per episode, per frame), ``valid`` is each target's weight instead of 0/1
+    (the losses' masked mean is then the weighted mean)."""
     n = demos.norm
     obs = [demos.obs[i] for i in episodes] or [np.zeros((0, len(n.obs_mean)))]  # no episodes: no frames
     actions = [demos.actions[i] for i in episodes] or [np.zeros((0, len(n.act_mean)))]
     act, valid = zip(*(targets(a, chunk) for a in actions))
+    mask = np.concatenate(valid)
+    if weights is not None:
+        w = np.concatenate([weights[i] for i in episodes] or [np.zeros(0)]).astype(np.float32)
+        mask = mask * (w[:, None] if mask.ndim == 2 else w)
     return (torch.as_tensor((np.concatenate(obs) - n.obs_mean) / n.obs_std, dtype=torch.float32),
             torch.as_tensor((np.concatenate(act) - n.act_mean) / n.act_std, dtype=torch.float32),
-            torch.as_tensor(np.concatenate(valid)))
+            torch.as_tensor(mask))
 
 
 def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chunk: int | None = None,
-        on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None) -> FitResult:
+        on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None,
+        weights: list[np.ndarray] | None = None) -> FitResult:
     """Fit ``actor``'s network (``train.policy``'s, predicting chunks of ``chunk`` actions or one
     action) to ``demos`` (module docstring) with the BC settings ``tc``; ``actor`` ends holding the
     kept epoch's weights. ``on_epoch(epoch, gradient_steps, losses, kept)`` is called after each
     epoch (``kept``: this epoch is the best so far); ``seed`` splits the episodes and shuffles the
-    minibatches."""
+    minibatches. ``weights`` (per episode, per frame: IQL's) weight each frame's error, in
+    training and validation alike."""
     train_ep, val_ep = split_episodes(len(demos.obs), tc.val_fraction, seed)
-    x, y, valid = _normalised(demos, train_ep, chunk)
-    xv, yv, valid_v = _normalised(demos, val_ep, chunk)
+    x, y, valid = _normalised(demos, train_ep, chunk, weights)
+    xv, yv, valid_v = _normalised(demos, val_ep, chunk, weights)
     network = NETWORKS[tc.policy]
     net = actor.body[0]
     opt = torch.optim.AdamW(net.parameters(), lr=tc.learning_rate, weight_decay=tc.weight_decay)
@@ -182,7 +197,9 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     if not tc.dataset:
         raise ConfigError("train.dataset", "no dataset to learn from (simreal train-bc DATASET sets it)")
     env = make_env(cfg)
-    demos = load_demos(tc.dataset, env)
+    iql_on = bool(tc.iql.reward_model)
+    demos = load_demos(tc.dataset, env, env_state=iql_on)
+    weights = _iql_weights(demos, tc, cfg.seed, run_dir, quiet) if iql_on else None
     torch.manual_seed(cfg.seed)  # the network's initial weights
     actor = make_actor(env, tc, demos.norm)
     chunk = action_chunk(env, tc)
@@ -198,13 +215,36 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
             save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
         progress.update(steps, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
 
-    result = fit(actor, demos, tc, cfg.seed, chunk.size if chunk else None, on_epoch)
+    result = fit(actor, demos, tc, cfg.seed, chunk.size if chunk else None, on_epoch, weights)
     progress.close()
     metrics.flush()
     evaluation = torch_policy.evaluate(env, deployed_policy(actor, chunk), tc.num_eval_envs, seed=cfg.seed + 1)
     metrics.rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
     metrics.flush()
     return BCResult(run_dir=run_dir, fit=result, eval=evaluation, wall_s=time.time() - t0)
+
+
+def _iql_weights(demos: Demos, tc: Any, seed: int, run_dir: Path, quiet: bool) -> list[np.ndarray]:
+    """IQL's advantage weights of every frame (``policies/iql.py``), with progress on stderr and
+    the critics' losses and the weights' spread in ``iql.json`` of the run."""
+    import json
+    import os
+    import sys
+
+    from simreal.policies import iql
+    from simreal.policies.progress import Progress
+    from simreal.yaml_io import atomic_write_text
+
+    progress = Progress(tc.iql.critic_steps, stream=open(os.devnull, "w") if quiet else sys.stderr)
+    weights, critics = iql.episode_weights(demos.obs, demos.actions, demos.env_state, demos.norm, tc.iql, seed,
+                                           lambda step, losses: progress.update(step, **losses))
+    progress.close()
+    w = np.concatenate(weights)
+    atomic_write_text(run_dir / "iql.json", json.dumps({
+        "critic_losses": critics.losses, "weights": {"mean": float(w.mean()), "min": float(w.min()),
+                                                      "max": float(w.max()), "median": float(np.median(w))},
+        "episode_mean_weights": [float(x.mean()) for x in weights]}, indent=1))
+    return weights
 
 
 class BCTrainer(TorchTrainer):

@@ -6,6 +6,7 @@
     simreal train-bc data/reach50 --policy flow train.flow.steps=10      # flow matching, 10 Euler steps
     simreal train-bc data/teleop --task arm-reach      # recorded elsewhere: name the task
     simreal train-bc data/reach50 --out runs/arm-reach/bc-reach50
+    simreal train-bc data/mixed --iql reward.safetensors   # offline RL: IQL under a learned reward
     simreal eval RUN_DIR && simreal export RUN_DIR     # as for every run
 
 Writes a run directory (``runs/<task>/<stamp>/`` unless ``--out``) with ``config.yaml``
@@ -42,9 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
     p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
     p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")
+    p.add_argument("--iql", default=None, metavar="REWARD_MODEL",
+                   help="offline RL: IQL's advantage weights under this learned reward (simreal fit-reward) "
+                        "(train.iql.reward_model)")
 
 
-def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, overrides: list[str]):
+def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, overrides: list[str],
+               iql: str | None = None):
     """The BC run's config: the task's defaults, the recorded env (``meta/simreal.yaml``), then
     ``trainer: bc``, ``algorithm: bc``, the ``train`` settings given, then ``overrides``."""
     from pathlib import Path
@@ -69,7 +74,8 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
     base = load_yaml(path) if path.is_file() else {"task": task}
     if recorded is not None:
         base = deep_merge(base, {k: recorded[k] for k in ("robot", "seed", "backend", "env") if k in recorded})
-    train = {"dataset": str(root.resolve()), "policy": policy, **({"epochs": epochs} if epochs is not None else {})}
+    train = {"dataset": str(root.resolve()), "policy": policy, **({"epochs": epochs} if epochs is not None else {}),
+             **({"iql": {"reward_model": str(Path(iql).resolve())}} if iql else {})}
     base = deep_merge(base, {"task": task, "trainer": "bc", "algorithm": "bc", "train": train})
     return resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
 
@@ -87,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
-    cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides)
+    cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     if args.out is None:
         run_dir = start_run(cfg)
     else:

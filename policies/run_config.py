@@ -127,6 +127,23 @@ class FlowConfig:
     steps: int = field(10, min=1, doc="Euler steps from the noise's mean to the chunk, in eval and in policy.onnx")
 
 
+@dataclasses.dataclass(frozen=True)
+class IQLConfig:
+    """Offline RL for ``simreal train-bc`` (``policies/iql.py``): IQL's critics on the dataset
+    relabelled with a learned reward, then BC weighted by their advantages. Defaults d3rlpy's."""
+
+    reward_model: str = field("", doc="a learned reward model (simreal fit-reward) of the scene state; '': plain BC")
+    expectile: float = field(0.7, min=0.5, max=1.0, doc="tau of V's expectile regression")
+    temperature: float = field(3.0, min=0.0, doc="beta of the advantage weights exp(beta A)")
+    max_weight: float = field(100.0, min=1.0, doc="the weights' clip")
+    discounting: float = field(0.99, min=0.0, max=1.0)
+    target_update: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critics")
+    critic_steps: int = field(10000, min=1, doc="gradient steps of the critics")
+    critic_hidden: tuple[int, ...] = field((256, 256), doc="hidden layers of Q and V")
+    learning_rate: float = field(3e-4, min=0.0)
+    batch_size: int = field(256, min=1)
+
+
 #: ``algorithm:`` -> its ``train:`` settings.
 @dataclasses.dataclass(frozen=True)
 class BCConfig(LoopConfig):
@@ -138,6 +155,7 @@ class BCConfig(LoopConfig):
                         doc="policy network: an MLP, ACT's chunking transformer, or a flow-matching chunk head")
     act: ACTConfig = field(ACTConfig(), doc="the transformer of policy act")
     flow: FlowConfig = field(FlowConfig(), doc="the flow-matching head of policy flow")
+    iql: IQLConfig = field(IQLConfig(), doc="offline RL: advantage-weighted BC under a learned reward")
     epochs: int = field(200, min=1, doc="passes over the training episodes")
     batch_size: int = field(256, min=1)
     learning_rate: float = field(1e-3, min=0.0)

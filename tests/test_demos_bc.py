@@ -94,6 +94,31 @@ def test_demos_dataset_reads_back_with_the_tasks_sizes_and_one_instruction_per_e
     np.testing.assert_allclose(ds.stats["observation.state"]["mean"], mean, rtol=1e-4, atol=1e-5)
 
 
+def test_train_bc_with_iql_weights_frames_by_a_learned_reward(dataset, tmp_path, capsys):
+    """Offline RL end to end: the dataset's scene states scored by a learned reward model, IQL's
+    critics, the weighted fit, a run that evaluates; a model of the wrong width is one line."""
+    from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, save_reward_model
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = tmp_path / "reward.safetensors"
+    save_reward_model(model, BTEnsemble(RewardModelConfig(input_shape=(9,), members=2, hidden=8)))
+    run_dir = tmp_path / "iql"
+    assert main(["train-bc", str(dataset), "train.num_eval_envs=2", "train.policy_hidden=[16]", "train.iql.critic_steps=30",
+                 "train.iql.critic_hidden=[16]", "--epochs", "2", "--iql", str(model), "--out", str(run_dir)]) == 0
+    assert "eval (2 episodes) success" in capsys.readouterr().out
+    report = json.loads((run_dir / "iql.json").read_text())
+    assert len(report["episode_mean_weights"]) == 3 and 0.0 <= report["weights"]["min"] <= report["weights"]["max"] <= 100.0
+    assert np.isfinite(report["critic_losses"]["q"])
+    wrong = tmp_path / "wrong.safetensors"
+    save_reward_model(wrong, BTEnsemble(RewardModelConfig(input_shape=(4,), members=1, hidden=4)))
+    assert main(["train-bc", str(dataset), "--iql", str(wrong), "--epochs", "1", "--out", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"error: \S+wrong.safetensors: reward model reads \(4,\); the dataset's "
+                     r"observation.environment_state has \(9,\)\n$", err), err
+    assert not (tmp_path / "no").exists()  # nothing trained: no run left behind
+
+
 def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, capsys):
     import torch
 
