@@ -62,6 +62,8 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     p.add_argument("--input", choices=("state", "frames"), default="state", help="what the reward model reads")
+    p.add_argument("--seed", type=int, default=0, help="seed of the demos, the label pairs, the oracle's flips "
+                                                       "and the policies")
     p.add_argument("--rounds", type=int, default=0, help="rounds of labelling the learned-reward policy's own frames")
     p.add_argument("--round-episodes", type=int, default=40, help="policy episodes recorded per round")
     p.add_argument("--round-pairs", type=int, default=2000, help="pairs added per round")
@@ -71,24 +73,25 @@ def main() -> None:
     demos, frames, labels, model = (root / n for n in ("demos", "frames.npz", "labels.npz", "reward.safetensors"))
 
     _run(["demos", "arm-reach", "--teacher", "scripted", "--episodes", str(args.episodes), "--camera", "front",
-          "--image-size", "64x64", "--out", str(demos)])
+          "--image-size", "64x64", "--seed", str(args.seed), "--out", str(demos)])
     sources = [str(demos)]
     if args.random_episodes:
         sources.append(str(root / "explore"))
         _run(["demos", "arm-reach", "--teacher", "random", "--episodes", str(args.random_episodes), "--camera",
-              "front", "--image-size", "64x64", "--out", sources[-1]])
+              "front", "--image-size", "64x64", "--seed", str(args.seed), "--out", sources[-1]])
     fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs)
     print(json.dumps(fit))
 
     rows = []
-    budget = [f"train.num_timesteps={args.timesteps}", "train.target_success=0", f"runs_root={root / 'runs'}"]
+    budget = [f"train.num_timesteps={args.timesteps}", "train.target_success=0", f"runs_root={root / 'runs'}",
+              f"seed={args.seed}"]
     for name, extra in (("hand-written (the task's)", []),
                         ("learned alone", ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"])):
         rows.append((name, *_train_and_eval(args, budget, extra)))
     for k in range(1, args.rounds + 1):
         sources.append(str(root / f"round{k}"))
         _run(["demos", "arm-reach", "--teacher", rows[-1][1]["run_dir"], "--episodes", str(args.round_episodes),
-              "--camera", "front", "--image-size", "64x64", "--out", sources[-1]])
+              "--camera", "front", "--image-size", "64x64", "--seed", str(args.seed), "--out", sources[-1]])
         frames, labels, model = (root / f"{n}{k}.{e}" for n, e in (("frames", "npz"), ("labels", "npz"),
                                                                    ("reward", "safetensors")))
         fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs + k * args.round_pairs)
@@ -118,9 +121,9 @@ def _label_and_fit(args: argparse.Namespace, root: Path, sources: list[str], fra
     z = np.load(frames, allow_pickle=False)
     progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
     with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
-                      seed=1) as server:
+                      seed=args.seed + 1) as server:
         _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(pairs),
-              "--out", str(labels), "--cache", str(root / "cache")])
+              "--seed", str(args.seed), "--out", str(labels), "--cache", str(root / "cache")])
     return _json(_run(["fit-reward", str(frames), str(labels), "--out", str(model), "--input", args.input]))
 
 
