@@ -15,6 +15,16 @@ Frames: ``--frames`` .png files or .npy arrays ((H, W, 3) or (N, H, W, 3) uint8,
 throughout), else ``--count`` frames of ``--task`` rendered with MuJoCo's offscreen renderer
 at ``--size`` px, the joints jittered per frame. Either way tiled to ``--count`` frames.
 
+With ``--correlate FRAMES.npz`` (what ``simreal frames`` writes from a dataset whose episodes
+carry the task's reward, ``next.reward``), it scores every frame instead and reports the
+Spearman rank correlation of the VLM reward with the task's reward, over all frames and within
+each episode (the mean: what shaping needs), for the ``--prompt`` / ``--baseline`` given::
+
+    simreal demos arm-reach --teacher scripted --episodes 20 --camera front --image-size 224x224 --out reach_cam
+    simreal frames reach_cam --camera front --out reach_frames.npz
+    python bench/bench_vlm_reward.py --model DIR --correlate reach_frames.npz \
+        --prompt "a robot gripper touching the green sphere" --baseline "a robot arm"
+
 Timed: one ``reward(frames)`` call over all ``--count`` frames (the model's processor, the
 image tower in chunks of ``--batch``, the reward math), best of ``--repeats`` after one
 warm-up call; the text embeddings, computed once at construction, are not timed. Prints a
@@ -79,6 +89,29 @@ def render_frames(task: str, size: int, count: int, seed: int) -> np.ndarray:
     return frames
 
 
+def correlate(reward, path: str, model: str) -> int:
+    """Print the Spearman correlation of ``reward`` with the frames' ``task_reward`` (module
+    docstring); DataFileError naming the member that is missing or malformed."""
+    from scipy.stats import spearmanr
+
+    from simreal.npz import open_npz
+
+    with open_npz(path, "frames npz written by simreal frames") as z:
+        if "task_reward" not in z:
+            raise z.error("task_reward", "is missing: nothing to correlate with (its dataset has no next.reward)")
+        frames = z.array("frames", "(N, H, W, 3) uint8 frames")
+        truth = z.floats("task_reward", "(N,) the task's reward at each frame")
+        episodes = np.stack([z.array("dataset_index", "(N,) int"), z.array("episode_index", "(N,) int")], 1)
+    r = np.asarray(reward(frames), np.float64)
+    per = [spearmanr(r[m], truth[m])[0] for m in (np.all(episodes == e, 1) for e in np.unique(episodes, axis=0))
+           if m.sum() > 2 and np.ptp(truth[m]) > 0]
+    print(f"{reward.model.config.model_type} `{model}` on {len(r)} frames of {path} ({len(per)} episodes)")
+    print("| Spearman with the task's reward | all frames | within episodes (mean) |")
+    print("| --- | ---: | ---: |")
+    print(f"| VLM reward | {spearmanr(r, truth)[0]:.3f} | {np.nanmean(per) if per else float('nan'):.3f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="local CLIP/SigLIP directory, or a repo id in the local Hugging Face cache")
@@ -90,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--correlate", metavar="FRAMES.npz", help="score these frames; correlate with their task_reward")
+    ap.add_argument("--prompt", action="append", default=[], help="goal prompt (repeatable; default: arm-push's)")
+    ap.add_argument("--baseline", action="append", default=[], help="baseline prompt (repeatable)")
     args = ap.parse_args(argv)
     if not args.model:
         print(f"bench_vlm_reward: {NEEDS_MODEL}", file=sys.stderr)
@@ -105,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         cfg = build(ClipRewardConfig, {"model": args.model, "batch_size": args.batch,
-                                       "prompts": ["a robot arm pushing a cube onto the target"],
-                                       "baselines": ["a robot arm and a cube"]}, prefix="reward")
+                                       "prompts": args.prompt or ["a robot arm pushing a cube onto the target"],
+                                       "baselines": args.baseline or ["a robot arm and a cube"]}, prefix="reward")
         reward = ClipReward(cfg)
+        if args.correlate:
+            return correlate(reward, args.correlate, args.model)
         frames = load_frames(args.frames) if args.frames else render_frames(args.task, args.size, args.count, args.seed)
         frames = np.resize(frames, (args.count, *frames.shape[1:]))  # tile (or cut) to --count frames
     except SimrealError as e:

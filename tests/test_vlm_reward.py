@@ -215,3 +215,34 @@ def test_weights_without_processor_or_weights(tmp_path, tiny_model):
     shutil.copy(tiny_model / "model.safetensors", tmp_path / "m")
     with pytest.raises(DataFileError, match="no processor files"):
         load_clip_family(str(tmp_path / "m"))
+
+
+def test_the_correlation_bench_scores_frames_against_their_task_reward(tiny_model, tmp_path, capsys):
+    """bench_vlm_reward --correlate: the command that measures a real model's correlation with task
+    progress runs end to end on a tiny model (whose correlation means nothing) and names a frames
+    file without a task reward in one line."""
+    import io
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_vlm_reward
+
+    n = 12
+    frames = _frames(n, size=(32, 32))
+    buf = io.BytesIO()
+    np.savez(buf, frames=frames, task_reward=np.linspace(0, 1, n, dtype=np.float32),
+             dataset_index=np.zeros(n, np.int64), episode_index=np.repeat([0, 1], n // 2))
+    (tmp_path / "f.npz").write_bytes(buf.getvalue())
+    assert bench_vlm_reward.main(["--model", str(tiny_model), "--correlate", str(tmp_path / "f.npz"),
+                                  "--prompt", "a red cube", "--baseline", "a table"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| VLM reward"))
+    values = [float(v) for v in row.strip("|").split("|")[1:]]
+    assert len(values) == 2 and all(-1.0 <= v <= 1.0 for v in values), row
+    assert "on 12 frames" in out and "(2 episodes)" in out
+    buf = io.BytesIO()
+    np.savez(buf, frames=frames)
+    (tmp_path / "g.npz").write_bytes(buf.getvalue())
+    assert bench_vlm_reward.main(["--model", str(tiny_model), "--correlate", str(tmp_path / "g.npz")]) == 2
+    assert "g.npz: field 'task_reward' is missing: nothing to correlate with" in capsys.readouterr().err
