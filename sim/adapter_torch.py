@@ -13,7 +13,12 @@ step (zero copy); the ``VecTask`` keeps Isaac Gym's persistent buffers and fills
 ``copy_`` (one device-side copy) because its users hold references to them.
 
 Observation groups: ``policy`` is the task's observation (with its noise); ``critic`` is the
-noise-free ``critic_obs_terms`` (default: the same terms), for asymmetric actor-critic.
+noise-free ``critic_obs_terms`` (default: the same terms), for asymmetric actor-critic. A task
+with camera images (dict observations: ``state``, ``privileged_state``, ``pixels/<camera>``)
+gives ``policy`` its ``state`` and one group per camera, named by the camera (``front``): for
+rsl_rl a float (N, 3, H, W) in [0, 1], the channels-first layout its ``CNNModel`` takes (list
+the group in ``obs_groups``, ``{"actor": ["policy", "front"], "critic": ["critic"]}``); for the
+``VecTask`` the uint8 (N, H, W, 3) frames, in ``obs_dict`` under the env's own key.
 ``extras['time_outs']`` marks time-limit ends (rsl_rl bootstraps through them) and
 ``extras['log']`` the mean episode statistics of the envs that just finished.
 """
@@ -52,6 +57,19 @@ def to_jax(t: torch.Tensor) -> jax.Array:
         return jax.numpy.asarray(t.cpu().numpy())
 
 
+PIXELS = "pixels/"
+
+
+def _state(obs: Any) -> jax.Array:
+    """The policy's vector: the observation, or a dict observation's ``state``."""
+    return obs["state"] if isinstance(obs, dict) else obs
+
+
+def _images(obs: Any) -> dict[str, jax.Array]:
+    """A dict observation's camera images by key (``pixels/front``); none for a vector."""
+    return {k: v for k, v in obs.items() if k.startswith(PIXELS)} if isinstance(obs, dict) else {}
+
+
 def _episode_log(out: StepOut) -> dict[str, torch.Tensor]:
     """Mean 'episode/<name>' over the envs that finished this step (empty when none did)."""
     done = np.asarray(out.done)
@@ -71,11 +89,14 @@ class RslRlVecEnv(_RslVecEnv):
         self.num_actions = self.batch.action_size
         self.max_episode_length = self.batch.episode_steps
         self.cfg = cfg or {"task": type(env).__name__}
-        self.device = str(to_torch(self.batch.reset()).device)
+        self.device = str(to_torch(_state(self.batch.reset())).device)
 
     def _obs_dict(self) -> TensorDict:
-        return TensorDict({"policy": to_torch(self.batch.obs), "critic": to_torch(self.batch.critic_obs)},
-                          batch_size=[self.num_envs], device=self.device)
+        obs = self.batch.obs
+        groups = {"policy": to_torch(_state(obs)), "critic": to_torch(self.batch.critic_obs)}
+        for key, img in _images(obs).items():  # uint8 (N, H, W, 3) -> float (N, 3, H, W) in [0, 1]
+            groups[key.removeprefix(PIXELS)] = to_torch(img).permute(0, 3, 1, 2).to(torch.float32) / 255.0
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     def get_observations(self) -> TensorDict:
         return self._obs_dict()
@@ -108,23 +129,32 @@ class VecTask:
     def __init__(self, env: Any, num_envs: int, seed: int = 0):
         self.batch = JaxBatch(env, num_envs, seed)
         self.num_envs = num_envs
-        self.num_obs = self.batch.obs_size
+        size = self.batch.obs_size
+        self.num_obs = size["state"][0] if isinstance(size, dict) else size
         self.num_states = self.batch.critic_obs_size
         self.num_actions = self.batch.action_size
         self.max_episode_length = self.batch.episode_steps
-        obs = to_torch(self.batch.reset())
+        first = self.batch.reset()
+        obs = to_torch(_state(first))
         self.device = obs.device
         self.obs_buf = obs.clone()
+        #: camera frames, uint8 (N, H, W, 3), by the env's key (``pixels/front``)
+        self.image_bufs = {k: to_torch(v).clone() for k, v in _images(first).items()}
         self.states_buf = to_torch(self.batch.critic_obs).clone()
         self.rew_buf = torch.zeros(num_envs, device=self.device)
         self.reset_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.timeout_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.progress_buf = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.extras: dict[str, Any] = {}
-        self.obs_dict = {"obs": self.obs_buf, "states": self.states_buf}
+        self.obs_dict = {"obs": self.obs_buf, "states": self.states_buf, **self.image_bufs}
+
+    def _fill(self, obs: Any) -> None:
+        self.obs_buf.copy_(to_torch(_state(obs)))
+        for k, v in _images(obs).items():
+            self.image_bufs[k].copy_(to_torch(v))
 
     def reset(self) -> dict[str, torch.Tensor]:
-        self.obs_buf.copy_(to_torch(self.batch.reset()))
+        self._fill(self.batch.reset())
         self.states_buf.copy_(to_torch(self.batch.critic_obs))
         self.progress_buf.zero_()
         self.reset_buf.zero_()
@@ -133,12 +163,12 @@ class VecTask:
     def step(self, actions: torch.Tensor):
         """(obs_dict, rew_buf, reset_buf, extras) after one control step of every env."""
         out = self.batch.step(to_jax(actions))
-        self.obs_buf.copy_(to_torch(out.obs))
+        self._fill(out.obs)
         self.states_buf.copy_(to_torch(out.critic_obs))
         self.rew_buf.copy_(to_torch(out.reward))
         self.reset_buf.copy_(to_torch(out.done))
         self.timeout_buf.copy_(to_torch(out.truncated))
         self.progress_buf.copy_(to_torch(self.batch.episode_step))
-        self.extras = {"time_outs": self.timeout_buf, "terminal_obs": to_torch(out.terminal_obs),
+        self.extras = {"time_outs": self.timeout_buf, "terminal_obs": to_torch(_state(out.terminal_obs)),
                        "episode": _episode_log(out)}
         return self.obs_dict, self.rew_buf, self.reset_buf, self.extras

@@ -92,3 +92,37 @@ def test_gymnasium_vector_env_gives_a_dict_space(env):
     obs, _ = venv.reset()
     assert set(obs) == {"state", "privileged_state", "pixels/front"}
     assert venv.observation_space.contains(obs)
+
+
+def test_rsl_rl_groups_and_vectask_buffers_carry_the_images(env):
+    """The torch adapters: rsl_rl gets a camera group channels-first in [0, 1] that its own
+    CNNModel encodes; the VecTask keeps the uint8 frames in persistent buffers it refills."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("rsl_rl")
+    from rsl_rl.models.cnn_model import CNNModel
+
+    from simreal.sim.adapter_torch import RslRlVecEnv, VecTask
+
+    venv = RslRlVecEnv(env, N)
+    obs = venv.get_observations()
+    assert set(obs.keys()) == {"policy", "critic", "front"}
+    assert obs["policy"].shape == (N, 27) and obs["critic"].shape == (N, 30)
+    img = obs["front"]
+    assert img.shape == (N, 3, 64, 64) and img.dtype == torch.float32 and 0.0 <= img.min() <= img.max() <= 1.0
+    raw = np.asarray(venv.batch.obs["pixels/front"])
+    np.testing.assert_allclose(img.permute(0, 2, 3, 1).numpy() * 255.0, raw, atol=1e-3)
+    model = CNNModel(obs, {"actor": ["policy", "front"]}, "actor", output_dim=env.action_size, hidden_dims=[16],
+                     cnn_cfg={"output_channels": [4], "kernel_size": 8, "stride": 4, "global_pool": "avg"})
+    assert model(obs).shape == (N, env.action_size)
+    obs, _, _, _ = venv.step(torch.zeros(N, env.action_size))
+    assert obs["front"].shape == (N, 3, 64, 64)
+
+    task = VecTask(env, N)
+    buf = task.obs_dict["pixels/front"]
+    assert task.num_obs == 27 and buf.shape == (N, 64, 64, 3) and buf.dtype == torch.uint8
+    before = buf.clone()
+    for _ in range(env.episode_steps):  # to the time limit: new episodes, the cubes elsewhere
+        obs_dict, _, reset, _ = task.step(torch.ones(N, env.action_size))
+    assert reset.all() and obs_dict["pixels/front"] is buf  # the same buffer, refilled
+    np.testing.assert_array_equal(buf.numpy(), np.asarray(task.batch.obs["pixels/front"]))
+    assert not torch.equal(before, buf)
