@@ -18,6 +18,10 @@ Conventions at the edge:
   publish world-frame velocity instead;
 - world ENU / body FLU inside simreal; PX4's ``VehicleRatesSetpoint`` is body FRD, so
   pitch and yaw rates flip sign and ``thrust_body[2] = -T / T_max``;
+- ``px4_msgs/VehicleOdometry`` (PX4's own estimate, ``/fmu/out/vehicle_odometry``): position,
+  velocity and ``q`` in NED, body rates in FRD (:mod:`simreal.ned_frames`); a pose or velocity
+  frame other than NED (1) is refused, and a NaN field (PX4's "invalid") makes the sample
+  unusable rather than a state;
 - ``ActuatorMotors.control`` = rotor thrust / its limit (PX4 with ``THR_MDL_FAC = 1``, a
   thrust-linear motor model); unused slots are 0.0 (never NaN: NaN never goes on the wire);
 - ``Float64MultiArray`` data slot ``channel_map[i]`` carries action channel i, in the order
@@ -32,8 +36,11 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import SimrealError
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 
 MsgClass = Callable[[str], type]
+#: ``VehicleOdometry.POSE_FRAME_NED`` and ``VELOCITY_FRAME_NED``
+PX4_NED = 1
 
 
 class StateMessageError(SimrealError):
@@ -97,6 +104,7 @@ class StateDecoder:
             "sensor_msgs/msg/JointState": self._joint_state,
             "sensor_msgs/msg/Imu": self._imu,
             "geometry_msgs/msg/Twist": self._cmd_vel,
+            "px4_msgs/msg/VehicleOdometry": self._px4_odometry,
         }.get(self.type)
         if fn is None:
             raise StateMessageError(f"no decoder for state type '{type_name}'")
@@ -121,6 +129,16 @@ class StateDecoder:
         out = {"pos_w": _xyz(m.pose.pose.position), "quat_wxyz": q}
         out.update(self._twist(_xyz(m.twist.twist.linear), _xyz(m.twist.twist.angular), q))
         return out
+
+    def _px4_odometry(self, m: Any) -> dict[str, np.ndarray]:
+        if m.pose_frame != PX4_NED or m.velocity_frame != PX4_NED:
+            raise StateMessageError(f"VehicleOdometry in pose frame {m.pose_frame}, velocity frame "
+                                    f"{m.velocity_frame}; only NED ({PX4_NED}) is read")
+        raw = [np.asarray(v, np.float64) for v in (m.position, m.q, m.velocity, m.angular_velocity)]
+        if not all(np.all(np.isfinite(v)) for v in raw):
+            raise StateMessageError("VehicleOdometry with NaN fields (PX4: invalid estimate)")
+        return {"pos_w": swap_ned_enu(raw[0]), "quat_wxyz": swap_attitude(raw[1]), "lin_vel_w": swap_ned_enu(raw[2]),
+                "ang_vel_b": swap_frd_flu(raw[3])}
 
     def _pose_stamped(self, m: Any) -> dict[str, np.ndarray]:
         if self.role_key != "pos_w":
@@ -208,6 +226,11 @@ def encode_state(type_name: str, s: dict[str, np.ndarray], stamp: int, T: MsgCla
         return T(t)(header=header, child_frame_id=child_frame_id,
                     pose=T("geometry_msgs/msg/PoseWithCovariance")(pose=pose()),
                     twist=T("geometry_msgs/msg/TwistWithCovariance")(twist=twist()))
+    if t == "px4_msgs/msg/VehicleOdometry":
+        us = stamp // 1000
+        return T(t)(timestamp=us, timestamp_sample=us, pose_frame=PX4_NED, velocity_frame=PX4_NED,
+                    position=swap_ned_enu(s["pos_w"]).tolist(), q=swap_attitude(s["quat_wxyz"]).tolist(),
+                    velocity=swap_ned_enu(s["lin_vel_w"]).tolist(), angular_velocity=swap_frd_flu(s["ang_vel_b"]).tolist())
     if t == "geometry_msgs/msg/PoseStamped":
         return T(t)(header=header, pose=pose())
     if t == "geometry_msgs/msg/TwistStamped":

@@ -57,6 +57,7 @@ STATE_PROVIDES: dict[str, tuple[str, ...]] = {
     "sensor_msgs/msg/JointState": ("joint_pos", "joint_vel"),
     "sensor_msgs/msg/Imu": ("quat_wxyz", "ang_vel_b"),
     "geometry_msgs/msg/Twist": ("command",),
+    "px4_msgs/msg/VehicleOdometry": ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b"),
 }
 PX4_HEARTBEAT_TOPIC = "/fmu/in/offboard_control_mode"
 #: A pose topic's role -> the robot-state key its position becomes (``robot``: the base, pos_w).

@@ -32,8 +32,9 @@ import numpy as np
 from simreal.action_modes import CTBR_CHANNELS
 from simreal.hardware.px4_common import (ACCEPTED, AUTO, AUTO_LAND, AUTO_LOITER, CMD_COMPONENT_ARM_DISARM,
                                          CMD_DO_SET_MODE, DENIED, FORCE, MODE_FLAG_CUSTOM_MODE_ENABLED, OFFBOARD,
-                                         TEMPORARILY_REJECTED, UNSUPPORTED, swap_frd_flu)
+                                         TEMPORARILY_REJECTED, UNSUPPORTED)
 from simreal.hardware.quadrotor_twin import QuadrotorTwin
+from simreal.ned_frames import swap_frd_flu
 from simreal.robot_spec import RobotSpec
 
 #: OFFBOARD is accepted only with a set-point this recent [s] (PX4: a stream of more than 2 Hz).

@@ -6,26 +6,13 @@ same commander: ``VehicleCommand`` has MAVLink's ``MAV_CMD`` numbers and ``Vehic
 MAVLink's ``MAV_RESULT`` values, so arming, the mode switch and their answers are written once
 here (:class:`PX4Vehicle`); a driver implements the wire (``_command`` and the state).
 
-Frames. PX4 reports and takes NED world (x north, y east, z down) and FRD body (x forward, y
-right, z down) quantities; simreal's world is ENU (x east, y north, z up) and its body FLU (x
-forward, y left, z up). With ``P`` the ENU-from-NED and ``D`` the FRD-from-FLU matrices::
-
-    P = [[0, 1, 0], [1, 0, 0], [0, 0, -1]]      v_enu = P v_ned        (:func:`swap_ned_enu`)
-    D = diag(1, -1, -1)                          w_flu = D w_frd        (:func:`swap_frd_flu`)
-    R_enu_flu = P R_ned_frd D                                          (:func:`swap_attitude`)
-
-In quaternions ``q_enu_flu = q_P * q_ned_frd * q_D`` with ``q_P = (0, 1, 1, 0)/sqrt2`` (a half
-turn about the north-east diagonal) and ``q_D = (0, 1, 0, 0)`` (a half turn about x), which
-multiplies out to ``(w + z, x + y, x - y, w - z)/sqrt2``. Each map is its own inverse (P, D
-and the quaternion map square to the identity), so the same three functions convert both ways
-(the twins use them to speak NED). A level vehicle facing north is yaw 0 for PX4 and yaw +90
-deg in ENU. Imports numpy and the core.
+Frames: PX4's NED / FRD against simreal's ENU / FLU, :mod:`simreal.ned_frames`. Imports numpy
+and the core.
 """
 
 from __future__ import annotations
 
 import abc
-import math
 import threading
 import time
 from typing import ClassVar
@@ -35,6 +22,7 @@ import numpy as np
 from simreal.action_modes import total_thrust_n
 from simreal.errors import ConfigError
 from simreal.hardware.robot import HardwareError, Robot, RobotConfig
+from simreal.ned_frames import swap_frd_flu
 from simreal.robot_spec import RobotSpec
 
 #: PX4's custom main modes (``px4_custom_mode.h``) and AUTO's sub modes, the ones named here.
@@ -56,26 +44,6 @@ MODE_FLAG_CUSTOM_MODE_ENABLED = 1
 RESULTS = {0: "ACCEPTED", 1: "TEMPORARILY_REJECTED", 2: "DENIED", 3: "UNSUPPORTED", 4: "FAILED", 5: "IN_PROGRESS",
            6: "CANCELLED"}
 ACCEPTED, TEMPORARILY_REJECTED, DENIED, UNSUPPORTED, FAILED = 0, 1, 2, 3, 4
-_SQRT_HALF = math.sqrt(0.5)
-
-
-# -- frames ----------------------------------------------------------------------------------------
-def swap_ned_enu(v: np.ndarray) -> np.ndarray:
-    """NED <-> ENU for world vectors (..., 3): ``(x, y, z) -> (y, x, -z)``; its own inverse."""
-    v = np.asarray(v, np.float64)
-    return np.stack([v[..., 1], v[..., 0], -v[..., 2]], axis=-1)
-
-
-def swap_frd_flu(v: np.ndarray) -> np.ndarray:
-    """FRD <-> FLU for body vectors (..., 3): ``(x, y, z) -> (x, -y, -z)``; its own inverse."""
-    return np.asarray(v, np.float64) * np.array([1.0, -1.0, -1.0])
-
-
-def swap_attitude(q_wxyz: np.ndarray) -> np.ndarray:
-    """``q_ned_frd`` <-> ``q_enu_flu`` (wxyz): ``(w + z, x + y, x - y, w - z) / sqrt 2`` (module
-    docstring); its own inverse."""
-    w, x, y, z = np.asarray(q_wxyz, np.float64)
-    return _SQRT_HALF * np.array([w + z, x + y, x - y, w - z])
 
 
 # -- modes and results -----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ Wire (MAVLink 2, ``common`` dialect; PX4's own ids: system ``MAV_SYS_ID``, compo
   leaves offboard for the failsafe ``COM_OBL_RC_ACT`` names (Position, Hold or Land by what
   the vehicle can fly; the twin lands). On the ground the land detector disarms it.
 
-Frames: PX4's NED / FRD become ENU / FLU (:mod:`~simreal.hardware.px4_common`).
+Frames: PX4's NED / FRD become ENU / FLU (:mod:`simreal.ned_frames`).
 
 ``t_s`` is the host's monotonic time at which the older of the two newest state messages
 arrived: the state is as old as its stalest part, and the watchdog sees that. ``observation()``
@@ -61,9 +61,9 @@ from pymavlink.dialects.v20 import common as mavlink
 
 from simreal.config import field
 from simreal.errors import MissingDependencyError
-from simreal.hardware.px4_common import (CMD_SET_MESSAGE_INTERVAL, COMMAND_NAMES, PX4Vehicle, mode_name,
-                                         result_name, swap_attitude, swap_frd_flu, swap_ned_enu)
+from simreal.hardware.px4_common import CMD_SET_MESSAGE_INTERVAL, COMMAND_NAMES, PX4Vehicle, mode_name, result_name
 from simreal.hardware.robot import HardwareError, RobotConfig, State
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 #: The state streams the driver asks for, in the order ``_read`` combines them.

@@ -63,8 +63,9 @@ import numpy as np
 
 from simreal.config import field
 from simreal.deploy import ros_types as R
-from simreal.hardware.px4_common import COMMAND_NAMES, PX4Vehicle, mode_name, swap_attitude, swap_frd_flu, swap_ned_enu
+from simreal.hardware.px4_common import COMMAND_NAMES, PX4Vehicle, mode_name
 from simreal.hardware.robot import HardwareError, RobotConfig, State
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 #: ``VehicleStatus``'s topic per PX4 release: message versioning (v1.16) appends ``_v`` and the

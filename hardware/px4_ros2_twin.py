@@ -39,9 +39,10 @@ from typing import Any
 
 from simreal.deploy import ros_types as R
 from simreal.hardware.px4_autopilot import OFFBOARD_PROOF_S, PX4Autopilot
-from simreal.hardware.px4_common import OFFBOARD, swap_attitude, swap_frd_flu, swap_ned_enu
+from simreal.hardware.px4_common import OFFBOARD
 from simreal.hardware.px4_ros2 import STATUS_TOPICS, topic
 from simreal.hardware.twin_runtime import serve_until_interrupted
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 ODOMETRY_PERIOD_S = 0.01

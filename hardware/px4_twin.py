@@ -17,7 +17,7 @@ What it speaks (MAVLink 2, ``common``; system 1, component 1, like PX4 with ``MA
   CUSTOM_MODE_ENABLED and SAFETY_ARMED when armed, ``custom_mode`` PX4's (main, sub) mode;
 - ATTITUDE_QUATERNION (with the body rates) and LOCAL_POSITION_NED at the intervals
   ``MAV_CMD_SET_MESSAGE_INTERVAL`` asks for (none before; -1 stops one), in NED / FRD
-  (:func:`~simreal.hardware.px4_common.swap_attitude` and friends; the twin's world is ENU:
+  (:func:`~simreal.ned_frames.swap_attitude` and friends; the twin's world is ENU:
   x east, y north), from the simulation's true state; ``time_boot_ms`` counts from the twin's
   start. Another message id gets FAILED, as PX4 answers for a stream it does not have;
 - COMMAND_LONG, each answered with COMMAND_ACK: ``SET_MESSAGE_INTERVAL`` here, the rest as
@@ -41,9 +41,9 @@ import time
 from collections.abc import Sequence
 
 from simreal.hardware.px4_autopilot import PX4Autopilot
-from simreal.hardware.px4_common import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.hardware.px4_mavlink import custom_mode, mavlink, open_link
 from simreal.hardware.twin_runtime import serve_until_interrupted
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 #: The message ids the twin can stream.

@@ -122,6 +122,42 @@ def test_odometry_round_trip_and_frames():
     assert (body.pose.pose.orientation.w, body.pose.pose.orientation.x) == (q[0], q[1])  # xyzw on the wire
 
 
+def test_px4_vehicle_odometry_in_ned_decodes_to_enu_and_feeds_the_runner(hover_bundle):
+    """PX4's own estimate as the runner's state: NED/FRD on the wire, ENU/FLU inside; a level
+    vehicle facing north (q = 1 in NED) faces +90 deg about ENU z; a non-NED frame or a NaN
+    (PX4's invalid) is refused; a runner configured for it observes what nav_msgs would give."""
+    from simreal.deploy.adapters import StateMessageError
+    from simreal.deploy.runner import PolicyRunner
+
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal(4)
+    q /= np.linalg.norm(q)
+    s = {"pos_w": rng.standard_normal(3), "quat_wxyz": q, "lin_vel_w": rng.standard_normal(3),
+         "ang_vel_b": rng.standard_normal(3)}
+    msg = encode_state("px4_msgs/msg/VehicleOdometry", s, 5_000_000, R.msg_class)
+    assert msg.timestamp == 5000 and msg.position[2] == pytest.approx(-s["pos_w"][2], abs=1e-6)  # z down
+    d = StateDecoder("px4_msgs/msg/VehicleOdometry")(msg)
+    for k in s:
+        np.testing.assert_allclose(d[k], s[k], atol=1e-6)  # float32 on the wire
+    level_north = R.VehicleOdometry(pose_frame=1, velocity_frame=1, q=[1.0, 0.0, 0.0, 0.0])
+    q_enu = StateDecoder("px4_msgs/msg/VehicleOdometry")(level_north)["quat_wxyz"]
+    np.testing.assert_allclose(quat_to_rotmat(q_enu, np)[:, 0], [0.0, 1.0, 0.0], atol=1e-12)  # nose north
+    for bad in (R.VehicleOdometry(pose_frame=2, velocity_frame=1, q=[1.0, 0, 0, 0]),
+                R.VehicleOdometry(pose_frame=1, velocity_frame=1, q=[float("nan"), 0, 0, 0])):
+        with pytest.raises(StateMessageError):
+            StateDecoder("px4_msgs/msg/VehicleOdometry")(bad)
+
+    state = {"odometry": {"topic": "/fmu/out/vehicle_odometry", "type": "px4_msgs/msg/VehicleOdometry"}}
+    via_px4 = PolicyRunner(hover_bundle, overrides={"state": state})
+    via_nav = PolicyRunner(hover_bundle)
+    for k in range(1, 40):
+        via_px4.on_state("odometry", encode_state("px4_msgs/msg/VehicleOdometry", s, 0, R.msg_class), 0.01 * k - 0.001)
+        via_nav.on_state("odometry", encode_state("nav_msgs/msg/Odometry", s, 0, R.msg_class), 0.01 * k - 0.001)
+        a, b = via_px4.tick(0.01 * k), via_nav.tick(0.01 * k)
+    assert a.mode == b.mode and a.publish and np.allclose(a.command, b.command, atol=1e-4)
+    assert via_px4.stats.bad_state_msgs == 0
+
+
 def test_command_codecs_round_trip():
     u = np.array([0.01, 0.05, 0.1, 0.15])
     c = CommandCodec("px4_msgs/msg/ActuatorMotors", "rotor_thrust", ("m1", "m2", "m3", "m4"), [0.15] * 4, [0, 3, 1, 2],

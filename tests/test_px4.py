@@ -16,10 +16,11 @@ from fixtures import bundles
 from fixtures.flying import fly, wait_for
 from simreal.action_modes import hover_thrust_n, total_thrust_n
 from simreal.errors import ConfigError
-from simreal.hardware.px4_common import AUTO, AUTO_LAND, OFFBOARD, mode_name, swap_attitude, swap_frd_flu, swap_ned_enu
+from simreal.hardware.px4_common import AUTO, AUTO_LAND, OFFBOARD, mode_name
 from simreal.hardware.px4_mavlink import PX4Config, PX4Robot, custom_mode, mavlink, mode_of
 from simreal.hardware.px4_twin import PX4Twin
 from simreal.hardware.robot import HardwareError
+from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.observations import quat_to_rotmat
 from simreal.robot_spec import load_robot_spec
 
