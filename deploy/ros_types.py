@@ -269,10 +269,6 @@ class VehicleOdometry(IdlStruct, typename="px4_msgs.msg.dds_.VehicleOdometry_"):
     quality: t.int8 = 0
 
 
-VehicleOdometry.POSE_FRAME_NED = 1
-VehicleOdometry.VELOCITY_FRAME_NED = 1
-
-
 @dataclass
 class VehicleCommand(IdlStruct, typename="px4_msgs.msg.dds_.VehicleCommand_"):
     """A commander command (``/fmu/in/vehicle_command``): MAVLink's MAV_CMD numbers and params."""

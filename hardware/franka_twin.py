@@ -73,9 +73,8 @@ class _JointState:
 
 
 class _JointMotion:
-    def __init__(self, target: Any, relative_dynamics_factor: float = 1.0):
+    def __init__(self, target: Any):
         self.target = np.asarray(target, np.float64).reshape(-1)
-        self.relative_dynamics_factor = float(relative_dynamics_factor)
         if self.target.shape != (ARM_JOINTS,):
             raise TwinException(f"JointMotion takes 7 joint positions, got {self.target.shape[0]}")
 
@@ -109,7 +108,6 @@ class FrankaTwin:
         self.gripper_target, self.gripper_speed = float(self.setpoint[ARM_JOINTS]), 0.0
         self.v_max = np.array([a.velocity_limit for a in self.spec.actuators[:ARM_JOINTS]])
         self.dynamics = 1.0
-        self.motions = 0           # JointMotions received
         self.gripper_commands: list[tuple[str, float]] = []  # ("move" | "grasp", width)
         self.ip = f"twin://franka-{next(_names)}"
         self.api = types.SimpleNamespace(Robot=self._robot, Gripper=self._gripper, JointMotion=_JointMotion,
@@ -167,7 +165,6 @@ class FrankaTwin:
                 with twin.lock:
                     twin._advance()
                     twin.target = motion.target.copy()
-                    twin.motions += 1
 
             def join_motion(self, timeout: float | None = None) -> bool:
                 return True

@@ -90,8 +90,13 @@ class PX4Vehicle(Robot):
         self._send_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _reset(self) -> None:
+        """Forget the previous connection's answers and set-point (a driver adds its own state)."""
+        self._acks: dict[int, int] = {}  # command -> PX4's newest result
         self._setpoint: tuple[tuple[float, list[float]], float] | None = None  # ((thrust, FRD rates), given at)
         self._sent_at = 0.0
+        self._stop.clear()
 
     @abc.abstractmethod
     def _send_setpoint(self, thrust: float, rates_frd: list[float]) -> None:

@@ -134,14 +134,11 @@ class PX4Robot(PX4Vehicle):
 
     def _reset(self) -> None:
         """Forget the previous connection's vehicle, messages and set-point."""
+        super()._reset()
         self.target = (self.config.system_id, 1)
         self.received: dict[str, int] = dict.fromkeys(STATE_MESSAGES + ("HEARTBEAT",), 0)
         self._newest: dict[str, tuple[object, float]] = {}
-        self._acks: dict[int, int] = {}
         self._heartbeat = None
-        self._setpoint = None
-        self._sent_at = 0.0
-        self._stop.clear()
 
     # -- connect / disconnect ------------------------------------------------------------------
     def _open(self) -> None:

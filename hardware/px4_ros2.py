@@ -63,9 +63,9 @@ import numpy as np
 
 from simreal.config import field
 from simreal.deploy import ros_types as R
-from simreal.hardware.px4_common import COMMAND_NAMES, PX4Vehicle, mode_name
+from simreal.deploy.adapters import StateDecoder, StateMessageError
+from simreal.hardware.px4_common import COMMAND_NAMES, PX4Vehicle
 from simreal.hardware.robot import HardwareError, RobotConfig, State
-from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 #: ``VehicleStatus``'s topic per PX4 release: message versioning (v1.16) appends ``_v`` and the
@@ -97,9 +97,28 @@ class PX4Ros2Config(RobotConfig):
     setpoint_hold_s: float = field(0.5, min=0.0, doc="repeat a set-point at most this long after send_action [s]")
 
 
+#: The bridge's topics the driver and its twin speak: role -> (topic, message class); the status
+#: topic's name depends on the release (:data:`STATUS_TOPICS`).
+TOPICS: dict[str, tuple[str, type]] = {
+    "odometry": ("/fmu/out/vehicle_odometry", R.VehicleOdometry),
+    "status": ("/fmu/out/vehicle_status", R.VehicleStatusHead),
+    "ack": ("/fmu/out/vehicle_command_ack", R.VehicleCommandAck),
+    "command": ("/fmu/in/vehicle_command", R.VehicleCommand),
+    "rates": ("/fmu/in/vehicle_rates_setpoint", R.VehicleRatesSetpoint),
+    "offboard": ("/fmu/in/offboard_control_mode", R.OffboardControlMode),
+}
+
+
 def topic(namespace: str, name: str) -> str:
     """``/fmu/...`` under ``namespace`` (``""`` or ``/px4_1``)."""
     return "/" + "/".join(p for p in (namespace.strip("/"), name.strip("/")) if p)
+
+
+def px4_topics(namespace: str, px4_version: str) -> dict[str, str]:
+    """Role -> the topic of :data:`TOPICS` for a release, under ``namespace``."""
+    names = {k: v[0] for k, v in TOPICS.items()}
+    names["status"] = f"/fmu/out/{STATUS_TOPICS[px4_version]}"
+    return {k: topic(namespace, v) for k, v in names.items()}
 
 
 def _now_us() -> int:
@@ -116,30 +135,20 @@ class PX4Ros2Robot(PX4Vehicle):
         super().__init__(config, spec)
         self.config: PX4Ros2Config = config
         self.where = f"PX4 {config.px4_version} on DDS domain {config.domain_id}"
-        ns = config.namespace
-        self.topics = {"odometry": topic(ns, "/fmu/out/vehicle_odometry"),
-                       "status": topic(ns, f"/fmu/out/{STATUS_TOPICS[config.px4_version]}"),
-                       "ack": topic(ns, "/fmu/out/vehicle_command_ack"),
-                       "command": topic(ns, "/fmu/in/vehicle_command"),
-                       "rates": topic(ns, "/fmu/in/vehicle_rates_setpoint"),
-                       "offboard": topic(ns, "/fmu/in/offboard_control_mode")}
+        self.topics = px4_topics(config.namespace, config.px4_version)
+        self.odometry_decoder = StateDecoder("px4_msgs/msg/VehicleOdometry")
         self.transport: Any = None
         self._reset()
 
     def ros_topics(self) -> dict[str, type]:
         """Every topic the driver speaks whose whole layout it knows (not VehicleStatus)."""
-        return {self.topics["odometry"]: R.VehicleOdometry, self.topics["ack"]: R.VehicleCommandAck,
-                self.topics["command"]: R.VehicleCommand, self.topics["rates"]: R.VehicleRatesSetpoint,
-                self.topics["offboard"]: R.OffboardControlMode}
+        return {self.topics[k]: cls for k, (_, cls) in TOPICS.items() if k != "status"}
 
     def _reset(self) -> None:
+        super()._reset()
         self.odometry: tuple[R.VehicleOdometry, float] | None = None
         self.status: R.VehicleStatusHead | None = None
-        self._acks: dict[int, int] = {}
-        self._setpoint = None
-        self._sent_at = 0.0
         self.received = {"odometry": 0, "status": 0, "ack": 0}
-        self._stop.clear()
 
     # -- connect / disconnect ------------------------------------------------------------------
     def _open(self) -> None:
@@ -149,12 +158,9 @@ class PX4Ros2Robot(PX4Vehicle):
         self._reset()
         self.transport = DdsTransport(cfg.domain_id, loopback=cfg.loopback)
         t = self.topics
-        self.transport.subscribe(t["odometry"], R.VehicleOdometry, self._on("odometry"))
-        self.transport.subscribe(t["status"], R.VehicleStatusHead, self._on("status"))
-        self.transport.subscribe(t["ack"], R.VehicleCommandAck, self._on("ack"))
-        self._pubs = {k: self.transport.publisher(t[k], cls) for k, cls in
-                      (("command", R.VehicleCommand), ("rates", R.VehicleRatesSetpoint),
-                       ("offboard", R.OffboardControlMode))}
+        for k in ("odometry", "status", "ack"):
+            self.transport.subscribe(t[k], TOPICS[k][1], self._on(k))
+        self._pubs = {k: self.transport.publisher(t[k], TOPICS[k][1]) for k in ("command", "rates", "offboard")}
         self._thread = threading.Thread(target=self._serve, name=f"px4-ros2 {cfg.domain_id}", daemon=True)
         self._thread.start()
         with self._lock:
@@ -241,7 +247,7 @@ class PX4Ros2Robot(PX4Vehicle):
     def flight_mode(self) -> str:
         """The newest VehicleStatus's navigation state as PX4's mode name."""
         s = self.status
-        return "" if s is None else NAV_STATES.get(s.nav_state, mode_name(s.nav_state))
+        return "" if s is None else NAV_STATES.get(s.nav_state, f"nav_state {s.nav_state}")
 
     # -- state and commands --------------------------------------------------------------------
     def _read(self) -> State:
@@ -251,9 +257,8 @@ class PX4Ros2Robot(PX4Vehicle):
         if now - t_s > self.config.state_timeout_s:
             raise HardwareError(f"{self.where}: no {self.topics['odometry']} for {(now - t_s) * 1e3:.0f} ms "
                                 f"(state_timeout_s {self.config.state_timeout_s:g})")
-        if odom.pose_frame != R.VehicleOdometry.POSE_FRAME_NED or odom.velocity_frame != R.VehicleOdometry.VELOCITY_FRAME_NED:
-            raise HardwareError(f"{self.where}: odometry in pose frame {odom.pose_frame}, velocity frame "
-                                f"{odom.velocity_frame}; this driver reads NED (1) only")
-        return {"pos_w": swap_ned_enu(odom.position), "quat_wxyz": swap_attitude(odom.q),
-                "lin_vel_w": swap_ned_enu(odom.velocity), "ang_vel_b": swap_frd_flu(odom.angular_velocity),
-                "t_s": np.float64(t_s)}
+        try:
+            state = self.odometry_decoder(odom)  # the deploy runner's: NED/FRD -> ENU/FLU, NED frames only
+        except StateMessageError as e:
+            raise HardwareError(f"{self.where}: {e}") from None
+        return {**state, "t_s": np.float64(t_s)}

@@ -38,17 +38,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from simreal.deploy import ros_types as R
+from simreal.deploy.adapters import encode_state
 from simreal.hardware.px4_autopilot import OFFBOARD_PROOF_S, PX4Autopilot
-from simreal.hardware.px4_common import OFFBOARD
-from simreal.hardware.px4_ros2 import STATUS_TOPICS, topic
+from simreal.hardware.px4_common import mode_name
+from simreal.hardware.px4_ros2 import NAV_STATES, STATUS_TOPICS, TOPICS, px4_topics
 from simreal.hardware.twin_runtime import serve_until_interrupted
-from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
 from simreal.robot_spec import RobotSpec
 
 ODOMETRY_PERIOD_S = 0.01
 STATUS_PERIOD_S = 0.2
-#: VehicleStatus.NAVIGATION_STATE_* of the commander's modes the twin flies.
-NAV_STATE = {(OFFBOARD, 0): 14, (4, 6): 18, (4, 3): 4}
+#: VehicleStatus.NAVIGATION_STATE_* by PX4's mode name (the driver's table, inverted).
+NAV_STATE_OF = {name: n for n, name in NAV_STATES.items()}
 
 
 class PX4Ros2Twin(PX4Autopilot):
@@ -71,21 +71,15 @@ class PX4Ros2Twin(PX4Autopilot):
 
         super().__init__(robot, start_pos_w, offboard_loss_s, f"px4-ros2-twin {domain_id}")
         self.domain_id, self.px4_version = domain_id, px4_version
-        t = {k: topic(namespace, v) for k, v in (("odometry", "/fmu/out/vehicle_odometry"),
-                                                 ("status", f"/fmu/out/{STATUS_TOPICS[px4_version]}"),
-                                                 ("ack", "/fmu/out/vehicle_command_ack"),
-                                                 ("command", "/fmu/in/vehicle_command"),
-                                                 ("rates", "/fmu/in/vehicle_rates_setpoint"),
-                                                 ("offboard", "/fmu/in/offboard_control_mode"))}
+        t = px4_topics(namespace, px4_version)
         self.transport = DdsTransport(domain_id, loopback=loopback)
-        self.pubs = {"odometry": self.transport.publisher(t["odometry"], R.VehicleOdometry, qos="best_effort"),
-                     "status": self.transport.publisher(t["status"], R.VehicleStatusHead, qos="best_effort"),
-                     "ack": self.transport.publisher(t["ack"], R.VehicleCommandAck, qos="best_effort")}
+        self.pubs = {k: self.transport.publisher(t[k], TOPICS[k][1], qos="best_effort")
+                     for k in ("odometry", "status", "ack")}
         # taken in this order from each batch of samples: what a driver sent just before a
         # command (the mode's heartbeat, then the set-point) is in place when the command runs
-        self.transport.subscribe(t["offboard"], R.OffboardControlMode, self._on_offboard, qos="best_effort")
-        self.transport.subscribe(t["rates"], R.VehicleRatesSetpoint, self._on_rates, qos="best_effort")
-        self.transport.subscribe(t["command"], R.VehicleCommand, self._on_command, qos="reliable")
+        for k, take, qos in (("offboard", self._on_offboard, "best_effort"), ("rates", self._on_rates, "best_effort"),
+                             ("command", self._on_command, "reliable")):
+            self.transport.subscribe(t[k], TOPICS[k][1], take, qos=qos)
         self.offboard: tuple[R.OffboardControlMode, float] | None = None
         self.commands = 0
         self._status_due = 0.0
@@ -111,18 +105,14 @@ class PX4Ros2Twin(PX4Autopilot):
                     self._send_status()
 
     def _send_odometry(self) -> None:
-        s = self.sim.true_state()
-        stamp = self._boot_us()
-        self.pubs["odometry"].publish(R.VehicleOdometry(
-            timestamp=stamp, timestamp_sample=stamp, pose_frame=R.VehicleOdometry.POSE_FRAME_NED,
-            position=swap_ned_enu(s["pos_w"]).tolist(), q=swap_attitude(s["quat_wxyz"]).tolist(),
-            velocity_frame=R.VehicleOdometry.VELOCITY_FRAME_NED, velocity=swap_ned_enu(s["lin_vel_w"]).tolist(),
-            angular_velocity=swap_frd_flu(s["ang_vel_b"]).tolist()))
+        """The true state as VehicleOdometry, by the deploy runner's encoder (NED / FRD)."""
+        self.pubs["odometry"].publish(encode_state("px4_msgs/msg/VehicleOdometry", self.sim.true_state(),
+                                                   int(self.sim.time_s * 1e9), R.msg_class))
 
     def _send_status(self) -> None:
         self.pubs["status"].publish(R.VehicleStatusHead(
             timestamp=self._boot_us(), arming_state=R.VehicleStatusHead.ARMING_STATE_ARMED if self.armed else 1,
-            nav_state=NAV_STATE.get(self.mode, 4)))
+            nav_state=NAV_STATE_OF[mode_name(*self.mode)]))
         self._status_due = time.monotonic() + STATUS_PERIOD_S
 
     def _on_command(self, m: Any, t_rx: float, data: bytes) -> None:
