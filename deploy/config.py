@@ -26,6 +26,13 @@ YAML shape (all keys optional except where the robot spec has no default)::
                max_speed_m_s: 4.0, max_body_rate_rad_s: 15.0, joint_margin_rad: .inf}
     fault: {response: land, descent_m_s: 0.5, max_tilt_rad: 0.5, ground_z_m: 0.0,
             touchdown_m: 0.05, timeout_s: 15.0}               # response: safe | land (quadrotors)
+    perception:                     # a VLA bundle's cameras and instruction (others: unused)
+      image_topics: {front: /simreal/camera/front/image_raw}  # sensor_msgs/msg/Image per bundle camera
+      image_qos: sensor_data
+      image_timeout_s: 0.5
+      instruction_topic: /simreal/instruction               # std_msgs/msg/String (the default when
+                                                            # the bundle takes an instruction)
+      instruction: ""               # the instruction until one arrives ('': wait for one)
 """
 
 from __future__ import annotations
@@ -141,6 +148,24 @@ class FaultConfig:
     timeout_s: float = field(15.0, min=0.1, doc="cut thrust after this long, landed or not [s]")
 
 
+#: Default topic of a bundle camera's images (``{camera}``: its name), and of the instruction.
+IMAGE_TOPIC = "/simreal/camera/{camera}/image_raw"
+INSTRUCTION_TOPIC = "/simreal/instruction"
+
+
+@dataclasses.dataclass(frozen=True)
+class PerceptionConfig:
+    """The camera images and instruction a vision-language-action bundle reads (``deploy/perception.py``)."""
+
+    image_topics: dict[str, str] = field({}, doc="bundle camera -> its sensor_msgs/msg/Image topic "
+                                                 "(default /simreal/camera/<camera>/image_raw)")
+    image_qos: str = field("sensor_data", choices=QOS_PROFILES)
+    image_timeout_s: float = field(0.5, min=0.0, doc="an older image stops the policy: safe command [s]")
+    instruction_topic: str = field("", doc="std_msgs/msg/String topic of the instruction (default, for a bundle "
+                                           "that takes one: /simreal/instruction; '': none)")
+    instruction: str = field("", doc="the instruction until one arrives on the topic ('': wait for one)")
+
+
 @dataclasses.dataclass(frozen=True)
 class DeployConfig:
     """Everything a transport needs besides the bundle (see module docstring)."""
@@ -156,6 +181,7 @@ class DeployConfig:
     max_nan_ticks: int = field(3, min=1, doc="consecutive non-finite actions before a latched fault")
     envelope: EnvelopeConfig = field(EnvelopeConfig())
     fault: FaultConfig = field(FaultConfig())
+    perception: PerceptionConfig = field(PerceptionConfig())
 
     @property
     def period_s(self) -> float:
@@ -215,6 +241,10 @@ def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
     }
     if cmd.type.startswith("px4_msgs/"):
         tree["command"]["heartbeat_topic"] = PX4_HEARTBEAT_TOPIC
+    if bundle.images:
+        tree["perception"] = {"image_topics": {im.name: IMAGE_TOPIC.format(camera=im.name) for im in bundle.images}}
+    if bundle.instruction is not None:
+        tree.setdefault("perception", {})["instruction_topic"] = INSTRUCTION_TOPIC
     return deep_merge(tree, FAMILY_DEFAULTS[spec.family])
 
 
@@ -276,6 +306,18 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     if any(lo >= hi for lo, hi in zip(fence.geofence_min_m, fence.geofence_max_m)):
         raise ConfigError("envelope.geofence_min_m", f"{list(fence.geofence_min_m)} is not below "
                                                      f"geofence_max_m {list(fence.geofence_max_m)} on every axis")
+    cams = [im.name for im in bundle.images]
+    for cam in set(cams) ^ set(cfg.perception.image_topics):
+        what = "no topic for the bundle's camera" if cam in cams else "not a camera of the bundle"
+        raise ConfigError(f"perception.image_topics.{cam}", f"{what} (the bundle's cameras: "
+                                                            f"{', '.join(cams) or 'none'})")
+    per = cfg.perception
+    if bundle.instruction is None and (per.instruction_topic or per.instruction):
+        key = "perception.instruction_topic" if per.instruction_topic else "perception.instruction"
+        raise ConfigError(key, "the bundle's policy takes no instruction (leave it empty)")
+    if bundle.instruction is not None and not (per.instruction_topic or per.instruction):
+        raise ConfigError("perception.instruction_topic", "the bundle's policy reads an instruction: give a "
+                                                          "std_msgs/msg/String topic or perception.instruction")
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
         raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is "
                                                    f"{_a(spec.family)}")
@@ -311,6 +353,10 @@ def provided_state_keys(cfg: DeployConfig) -> set[str]:
 def required_message_types(cfg: DeployConfig) -> list[str]:
     """Every ROS 2 message type a runner with this config subscribes to, publishes or builds."""
     types = {_norm(st.type) for st in cfg.state.values()} | {_norm(cfg.command.type)}
+    if cfg.perception.image_topics:
+        types.add("sensor_msgs/msg/Image")
+    if cfg.perception.instruction_topic:
+        types.add("std_msgs/msg/String")
     if cfg.estop_topic:
         types.add("std_msgs/msg/Bool")
     if cfg.command.heartbeat_topic:
@@ -346,6 +392,10 @@ def validate_topics(cfg: DeployConfig) -> None:
         _check_topic(cfg.estop_topic, "estop_topic")
     if cfg.command.heartbeat_topic:
         _check_topic(cfg.command.heartbeat_topic, "command.heartbeat_topic")
+    for cam, topic in cfg.perception.image_topics.items():
+        _check_topic(topic, f"perception.image_topics.{cam}")
+    if cfg.perception.instruction_topic:
+        _check_topic(cfg.perception.instruction_topic, "perception.instruction_topic")
 
 
 def _check_topic(topic: str, key: str) -> None:

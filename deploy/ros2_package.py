@@ -161,7 +161,7 @@ class PolicyNode(Node):
 
     def _callback(self, name):
         dispatch, runner = self.runner.dispatch, self.runner
-        if runner.cfg.trigger == "state" and name != "__estop__":
+        if runner.cfg.trigger == "state" and runner.is_state(name):
             def on_state(msg):  # trigger: state -- a command per state message, computed right away
                 dispatch(name, msg, time.monotonic())
                 self._step()
@@ -196,6 +196,9 @@ class PolicyNode(Node):
         self._publish(result)
         self.get_logger().info("shutdown: %s" % ("published the safe command %s" % result.command.round(4).tolist()
                                                  if result.publish else "no state received, nothing published"))
+        st = self.runner.stats
+        self.get_logger().info("runner: the policy ran %d times on %d state messages (%d refused)"
+                               % (st.policy_runs, st.state_msgs, st.bad_state_msgs))
 
 
 #: How long one executor wait may last [s]: the latency of Ctrl-C and SIGTERM.

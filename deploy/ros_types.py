@@ -76,6 +76,11 @@ class Bool(IdlStruct, typename="std_msgs.msg.dds_.Bool_"):
 
 
 @dataclass
+class String(IdlStruct, typename="std_msgs.msg.dds_.String_"):
+    data: str = ""
+
+
+@dataclass
 class MultiArrayDimension(IdlStruct, typename="std_msgs.msg.dds_.MultiArrayDimension_"):
     label: str = ""
     size: t.uint32 = 0
@@ -177,6 +182,17 @@ class JointState(IdlStruct, typename="sensor_msgs.msg.dds_.JointState_"):
     position: t.sequence[t.float64] = _list()
     velocity: t.sequence[t.float64] = _list()
     effort: t.sequence[t.float64] = _list()
+
+
+@dataclass
+class Image(IdlStruct, typename="sensor_msgs.msg.dds_.Image_"):
+    header: Header = field(default_factory=Header)
+    height: t.uint32 = 0
+    width: t.uint32 = 0
+    encoding: str = ""
+    is_bigendian: t.uint8 = 0
+    step: t.uint32 = 0
+    data: t.sequence[t.uint8] = _list()  # bytes serialise too (one copy, not a list of ints)
 
 
 @dataclass
@@ -333,6 +349,7 @@ MESSAGE_TYPES: dict[str, type[IdlStruct]] = {
     "builtin_interfaces/msg/Duration": Duration,
     "std_msgs/msg/Header": Header,
     "std_msgs/msg/Bool": Bool,
+    "std_msgs/msg/String": String,
     "std_msgs/msg/MultiArrayDimension": MultiArrayDimension,
     "std_msgs/msg/MultiArrayLayout": MultiArrayLayout,
     "std_msgs/msg/Float64MultiArray": Float64MultiArray,
@@ -348,6 +365,7 @@ MESSAGE_TYPES: dict[str, type[IdlStruct]] = {
     "nav_msgs/msg/Odometry": Odometry,
     "sensor_msgs/msg/JointState": JointState,
     "sensor_msgs/msg/Imu": Imu,
+    "sensor_msgs/msg/Image": Image,
     "trajectory_msgs/msg/JointTrajectoryPoint": JointTrajectoryPoint,
     "trajectory_msgs/msg/JointTrajectory": JointTrajectory,
     "px4_msgs/msg/ActuatorMotors": ActuatorMotors,

@@ -17,6 +17,9 @@ Per tick: the newest message of each state topic is decoded into the robot-state
 :mod:`simreal.observations` (the very functions the simulation used, with ``xp=numpy``),
 completed by the task's fixed inputs and, for a bundle with a time-varying reference
 (:mod:`simreal.reference`), the reference's row at the time since the first policy run;
+a vision-language-action bundle's camera images and instruction come from their own topics
+(:mod:`simreal.deploy.perception`: without a fresh image or an instruction the state counts as
+stale, so the policy does not run and the watchdog's safe command goes out);
 the observation goes through ONNX Runtime (a chunked policy's temporal ensemble: one
 prediction per tick, started over after a tick without one), the normalised action becomes physical
 (``offset + scale * a``), and :class:`simreal.deploy.safety.SafetyLayer` decides what
@@ -43,6 +46,7 @@ from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, Deplo
                                    resolve_deploy_config, spec_of_bundle)
 from simreal.deploy.envelope import Envelope
 from simreal.deploy.landing import landing_for
+from simreal.deploy.perception import Perception
 from simreal.deploy.safety import ESTOP as ESTOP_MODE, FAULT, RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError
 from simreal.observations import TERMS, build_observation
@@ -56,6 +60,8 @@ TERM_NEEDS: dict[str, tuple[str, ...]] = {
     "last_action": ("last_action",), "action_history": ("action_history",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
 }
 ESTOP = "__estop__"
+#: Subscription names of a VLA bundle's camera images (``IMAGE + camera``) and instruction.
+IMAGE, INSTRUCTION = "__image__/", "__instruction__"
 #: The task inputs of a source that is not a topic (:meth:`PolicyRunner.on_task_input`).
 TELEOP_INPUT = "__teleop__"
 
@@ -131,6 +137,7 @@ class PolicyRunner:
         self._check_bundle()
         self._needs = {k for t in bundle.obs_names for k in TERM_NEEDS.get(t, ())}
         self.policy = policy or OnnxPolicy(bundle)
+        self.perception = Perception(bundle, self.cfg.perception)
         act = bundle.action
         self.decoders = {name: StateDecoder(st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names,
                                             role_key=ROLE_KEYS[st.role])
@@ -215,6 +222,11 @@ class PolicyRunner:
         subs = [Subscription(n, st.topic, norm_type(st.type), st.qos) for n, st in self.cfg.state.items()]
         if self.cfg.estop_topic:
             subs.append(Subscription(ESTOP, self.cfg.estop_topic, "std_msgs/msg/Bool", "reliable"))
+        per = self.cfg.perception
+        subs += [Subscription(IMAGE + cam, topic, "sensor_msgs/msg/Image", per.image_qos)
+                 for cam, topic in per.image_topics.items()]
+        if per.instruction_topic:
+            subs.append(Subscription(INSTRUCTION, per.instruction_topic, "std_msgs/msg/String", "reliable"))
         return subs
 
     def publications(self) -> list[Publication]:
@@ -265,8 +277,17 @@ class PolicyRunner:
         """Route a subscription's message (``name`` from :meth:`subscriptions`)."""
         if name == ESTOP:
             self.on_estop(msg, now_s)
+        elif name.startswith(IMAGE):
+            self.perception.on_image(name[len(IMAGE):], msg, now_s)
+        elif name == INSTRUCTION:
+            self.perception.on_instruction(msg)
         else:
             self.on_state(name, msg, now_s)
+
+    def is_state(self, name: str) -> bool:
+        """Whether subscription ``name`` carries robot state (``trigger: state`` ticks on those, not
+        on the e-stop, camera images or the instruction)."""
+        return name in self.cfg.state
 
     def timer_tick_due(self, now_s: float) -> bool:
         """With ``trigger: state``, whether a timer tick is needed: the state is about to go stale
@@ -329,12 +350,15 @@ class PolicyRunner:
             self.last_action[:] = self._normalised(self.initial_command(state))
             self.action_history[:] = self.last_action
         proposal, action = None, None
+        extra = self.perception.inputs(now_s) if self.perception.active else None
+        if self.perception.active and extra is None:
+            fresh = False  # no fresh camera image or no instruction: as stale state, the watchdog acts
         if state is not None and fresh and self.safety.mode not in (FAULT, ESTOP_MODE):
             if self._engaged_s is None:  # the hand-over: a reference's clock starts here
                 self._engaged_s = now_s
             obs = build_observation(self.bundle.obs_names, state, np)
             if np.all(np.isfinite(obs)):
-                a = np.asarray(self.policy(obs), np.float64).reshape(-1)
+                a = np.asarray(self.policy(obs) if extra is None else self.policy(obs, extra), np.float64).reshape(-1)
                 self.stats.policy_runs += 1
                 if np.all(np.isfinite(a)):
                     action = np.clip(a, -1.0, 1.0)

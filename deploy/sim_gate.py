@@ -92,20 +92,28 @@ def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartSta
     import jax.numpy as jnp
 
     from simreal.bundle import OnnxPolicy
+    from simreal.deploy.sim_camera import SimCamera
 
     policy = OnnxPolicy(bundle)
+    camera = SimCamera(bundle, env) if bundle.extra_input_shapes else None  # a VLA's images and instruction
     state = env.reset_from(jax.random.PRNGKey(seed), start.qpos, start.qvel, start.act, start.task)
     step = jax.jit(env.step)
     dt = env.ctrl_dt
     samples, ended = [(0.0, robot.state_of(start.qpos, start.qvel))], None
-    for k in range(1, round(duration_s / dt) + 1):
-        state = step(state, jnp.asarray(policy(np.asarray(state.obs))))
-        if float(state.done) > 0:
-            if float(state.info["truncation"]) == 0:
-                ended = k * dt
-            break  # the env auto-reset: what follows is another episode
-        samples.append((k * dt, robot.state_of(np.asarray(state.pipeline_state.qpos),
-                                               np.asarray(state.pipeline_state.qvel))))
+    try:
+        for k in range(1, round(duration_s / dt) + 1):
+            obs = np.asarray(state.obs)
+            extra = None if camera is None else camera.inputs(np.asarray(state.pipeline_state.qpos), start.task)
+            state = step(state, jnp.asarray(policy(obs) if extra is None else policy(obs, extra)))
+            if float(state.done) > 0:
+                if float(state.info["truncation"]) == 0:
+                    ended = k * dt
+                break  # the env auto-reset: what follows is another episode
+            samples.append((k * dt, robot.state_of(np.asarray(state.pipeline_state.qpos),
+                                                   np.asarray(state.pipeline_state.qvel))))
+    finally:
+        if camera is not None:
+            camera.close()
     return stack(samples), ended
 
 

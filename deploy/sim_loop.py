@@ -22,7 +22,9 @@ at ``target + start_offset_m``, held there (as a stock flight controller would h
 rotors at hover thrust; a humanoid or an arm starts where the task's first episode starts and
 is held there (a gantry) until the first command arrives: the hand-over, when the report's
 clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
-on the object topic.
+on the object topic; a vision-language-action bundle's camera images (rendered from the true
+scene) and the episode's instruction on its perception topics, with every state message
+(:mod:`simreal.deploy.sim_camera`).
 
 The report passes when every check of the family passes: the hover check (quadrotors:
 from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
@@ -87,6 +89,7 @@ class Rehearsal:
     start: StartState
     target: np.ndarray | None      # quadrotor hover point (a reference's start point) [m]
     env: Any | None                # the task's training env (for the gate), None for hand-made bundles
+    camera: Any | None = None      # a VLA bundle's cameras and instruction (SimCamera)
     samples: list = dataclasses.field(default_factory=list)   # (t from hand-over [s], true state)
 
     def target_at(self, t_s: float) -> np.ndarray:
@@ -112,6 +115,8 @@ class Rehearsal:
                 s_msg = s
             out.append((name, st.topic, encode_state(st.type, s_msg, stamp_ns, T, joint_names=self.robot.spec.actuator_names,
                                                      twist_frame=st.twist_frame, child_frame_id="base_link")))
+        if self.camera is not None:  # what a camera sees is the true scene, not the measured state
+            out += self.camera.messages(cfg, self.robot.d.qpos, self.start.task, stamp_ns, T)
         return out
 
     def report(self, sim_cfg: SimLoopConfig, fence: Any) -> dict[str, Any]:
@@ -135,6 +140,8 @@ class Rehearsal:
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s)
             checks.append(out["gate"]["passed"])
         out["passed"] = bool(self.samples) and all(checks)
+        if self.camera is not None:
+            self.camera.close()
         return out
 
 
@@ -158,7 +165,18 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
             start = dataclasses.replace(start, qpos=with_joints(model, spec, start.qpos, sim_cfg.start_joint_pos))
     else:
         start = spec_start(model, spec, None, sim_cfg.start_joint_pos)
-    return Rehearsal(bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env)
+    camera = None
+    if bundle.extra_input_shapes:
+        from simreal.deploy.sim_camera import SimCamera
+
+        if env is None:
+            from simreal.errors import BundleError
+
+            raise BundleError("task_config", "a bundle with camera or instruction inputs is rehearsed in its task's "
+                                             "scene; this bundle records no task config", str(bundle.path))
+        camera = SimCamera(bundle, env)
+    return Rehearsal(bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env,
+                     camera)
 
 
 def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: dict[str, Any] | None = None,
@@ -199,10 +217,15 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
     with DdsTransport(domain_id) as tr:
         tr.subscribe(cfg.command.topic, cfg.command.type, on_command, "sensor_data")
         pubs = {}
-        for st in cfg.state.values():
-            pubs[st.topic] = tr.publisher(st.topic, st.type, "default")
+        topics = [(st.topic, st.type) for st in cfg.state.values()]
+        if reh.camera is not None:
+            topics += [(t, "sensor_msgs/msg/Image") for t in cfg.perception.image_topics.values()]
+            if cfg.perception.instruction_topic:
+                topics.append((cfg.perception.instruction_topic, "std_msgs/msg/String"))
+        for topic, type_name in topics:
+            pubs[topic] = tr.publisher(topic, type_name, "default")
             if recorder is not None:
-                recorder.add_topic(st.topic, st.type)
+                recorder.add_topic(topic, type_name)
         if recorder is not None:
             recorder.add_topic(cfg.command.topic, cfg.command.type)
         t0 = time.monotonic()
@@ -290,7 +313,7 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
                     pending_state.append((k + state_delay, name, type(msg), msg.serialize()))
         while pending_state and pending_state[0][0] <= k:
             _, name, cls, data = pending_state.popleft()
-            runner.on_state(name, cls.deserialize(data), t)
+            runner.dispatch(name, cls.deserialize(data), t)
         if k % tick_every == 0:
             res = runner.tick(t)
             for topic, msg in runner.messages(res, int(t * 1e9)):

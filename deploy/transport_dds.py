@@ -365,7 +365,7 @@ class DdsPolicyNode:
 
         def on_msg(msg: Any, t_rx: float, data: bytes) -> None:
             dispatch(name, msg, t_rx)
-            if name != "__estop__":
+            if self.runner.is_state(name):
                 self._pending_state = True
             if self.recorder is not None:
                 self.recorder.write(topic, data, time.time_ns())

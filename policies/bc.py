@@ -196,6 +196,10 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     tc = cfg.train
     if not tc.dataset:
         raise ConfigError("train.dataset", "no dataset to learn from (simreal train-bc DATASET sets it)")
+    if tc.policy == "vla":  # images and instructions in, bins out: its own fit (policies/vla_bc.py)
+        from simreal.policies.vla_bc import train_vla_bc
+
+        return train_vla_bc(run_dir, cfg, quiet)
     env = make_env(cfg)
     iql_on = bool(tc.iql.reward_model)
     demos = load_demos(tc.dataset, env, env_state=iql_on)
@@ -256,11 +260,28 @@ class BCTrainer(TorchTrainer):
         super().__init__("bc", None, load_actor)  # no env-step driver: train() below replaces its use
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
+        if cfg.train.policy == "vla":
+            raise ConfigError("train.policy", "a VLA reads camera images and an instruction, not the state alone: "
+                                              "simreal eval and simreal export take its run; play does not yet")
         env, actor = load_actor(run_dir, cfg, backend, **env_overrides)
         policy = deployed_policy(actor, action_chunk(env, cfg.train))
         return LoadedPolicy(env=env, act=policy, reset=getattr(policy, "reset", LoadedPolicy.reset))
 
+    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
+                 **env_overrides: Any) -> dict[str, float]:
+        if cfg.train.policy != "vla":
+            return super().evaluate(run_dir, cfg, episodes, seed, backend, **env_overrides)
+        from simreal.policies.vla import CHECKPOINT as VLA_CHECKPOINT, load_vla
+        from simreal.policies.vla_rollout import evaluate
+
+        model, tok = load_vla(run_dir / VLA_CHECKPOINT)
+        return evaluate(make_env(cfg, backend=backend, **env_overrides), cfg.task, model, tok, episodes, seed)
+
     def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+        if cfg.train.policy == "vla":
+            from simreal.policies.vla_export import export_vla
+
+            return export_vla(run_dir, cfg, out_dir)
         env, actor = load_actor(run_dir, cfg)
         out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir, action_chunk(env, cfg.train))
         return out, torch_policy.check_export(out, actor)

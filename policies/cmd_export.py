@@ -5,8 +5,9 @@
 
 Works on every trainer's runs (brax, sb3, rsl_rl). After writing, ONNX Runtime is checked
 against the trainer's own deterministic policy (JAX or torch) on random observations; a
-difference above 1e-5 is an error. A policy on camera images (``arm-push-pixels``) is refused:
-the bundle's observation is one flat vector, with no image inputs yet.
+difference above 1e-5 is an error. A vision-language-action run (``train-bc --policy vla``) exports
+with image and instruction inputs (``policies/vla_export.py``); a CNN policy on a task with dict
+observations (``arm-push-pixels``) is refused.
 """
 
 from __future__ import annotations

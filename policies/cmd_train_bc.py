@@ -7,6 +7,7 @@
     simreal train-bc data/teleop --task arm-reach      # recorded elsewhere: name the task
     simreal train-bc data/reach50 --out runs/arm-reach/bc-reach50
     simreal train-bc data/mixed --iql reward.safetensors   # offline RL: IQL under a learned reward
+    simreal train-bc data/choice --policy vla --epochs 15  # vision-language-action (images + instruction)
     simreal eval RUN_DIR && simreal export RUN_DIR     # as for every run
 
 Writes a run directory (``runs/<task>/<stamp>/`` unless ``--out``) with ``config.yaml``
@@ -21,7 +22,10 @@ Progress (gradient steps/s, epoch, losses, ETA) goes to stderr.
 ``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``policies/act.py``: it
 predicts the next ``train.act.chunk_size`` actions, ensembled over steps in ``simreal eval`` and on
 the robot alike; its bundle says so in ``action_chunk``) or ``flow`` (a flow-matching action head
-over the same chunks, the diffusion family's, ``policies/flow.py``; ``train.flow.*``).
+over the same chunks, the diffusion family's, ``policies/flow.py``; ``train.flow.*``) or ``vla`` (a
+vision encoder and a language model with a binned-action head, reading the dataset's camera images
+and each episode's instruction, ``policies/vla.py``; ``train.vla.*``; ``simreal finetune-vla`` then
+trains it further with RL in simulation).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import argparse
 HELP = "train a policy by behaviour cloning from a dataset"
 
 #: Every --policy (``bc_actor.NETWORKS``).
-POLICIES = ("mlp", "act", "flow")
+POLICIES = ("mlp", "act", "flow", "vla")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="config overrides key=value, before the options (e.g. "
                                                 "train.learning_rate=0.0003; YAML reads 3e-4 as a string)")
     p.add_argument("--policy", choices=POLICIES, default="mlp",
-                   help="policy network: an MLP, ACT's chunking transformer, or a flow-matching chunk head")
+                   help="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
+                        "vision-language-action model (camera images and the instruction)")
     p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
     p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
     p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")
@@ -82,27 +87,17 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
 
 def run(args: argparse.Namespace) -> int:
     import shutil
-    from pathlib import Path
 
     from simreal.errors import ConfigError
     from simreal.policies.bc import train_bc
     from simreal.policies.bc_actor import CHECKPOINT
     from simreal.policies.cmd_eval import format_eval
     from simreal.policies.train import start_run
-    from simreal.yaml_io import dump_yaml
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
-    if args.out is None:
-        run_dir = start_run(cfg)
-    else:
-        out = Path(args.out)
-        if out.exists() and any(out.iterdir()):
-            raise ConfigError("--out", f"{out} exists and is not empty; a run directory starts empty")
-        run_dir = out
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        dump_yaml(run_dir / "config.yaml", cfg.to_dict())
+    run_dir = start_run(cfg, args.out)
     print(f"run directory: {run_dir}", flush=True)
     try:
         result = train_bc(run_dir, cfg)

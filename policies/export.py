@@ -122,15 +122,20 @@ def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_pa
 
 
 def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
-                 obs_std: np.ndarray, out_dir: Path | None = None, action_chunk: ActionChunk | None = None) -> Path:
+                 obs_std: np.ndarray, out_dir: Path | None = None, action_chunk: ActionChunk | None = None,
+                 sections: Mapping[str, Any] = {}, files: Mapping[str, bytes] = {}) -> Path:
     """Write any trainer's ONNX policy (raw obs -> action in [-1, 1], normalisation baked in; with
     ``action_chunk``, the chunk of the next actions and the bundle's ``action_chunk`` section) and
-    its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed)."""
+    its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed).
+    ``sections``: more top-level sections of ``bundle.yaml`` (a VLA's ``images``, ``instruction``);
+    ``files``: more files of the bundle by name (its tokenizer)."""
     out = Path(out_dir) if out_dir else run_dir / "bundle"
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
+    for name, content in files.items():
+        atomic_write_bytes(tmp / name, content)
     task_params = {k: np.asarray(v).tolist() for k, v in env.bundle_task_params().items()}
     data = {
         "format_version": FORMAT_VERSION,
@@ -154,6 +159,7 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
     }
     if action_chunk is not None:
         data["action_chunk"] = action_chunk.to_yaml()
+    data.update(sections)
     ref = env.deploy_reference()
     if ref is not None:
         write_reference(tmp / REFERENCE_NPZ, ref)

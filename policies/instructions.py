@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from simreal.sim.tasks.arm_reach_choice import BALLS
+
 
 def _xyz(p: np.ndarray) -> str:
     return f"x={p[0]:.3f}, y={p[1]:.3f}, z={p[2]:.3f} m"
@@ -27,6 +29,7 @@ def _push(info: Mapping[str, np.ndarray]) -> str:
 #: task -> sentence from the episode's task info (numpy values of one env).
 SENTENCES: dict[str, Callable[[Mapping[str, np.ndarray]], str]] = {
     "arm-reach": lambda info: f"reach the goal at {_xyz(info['target_pos_w'])}",
+    "arm-reach-choice": lambda info: f"reach the {list(BALLS)[int(info['goal_index'])]} ball",
     "arm-push": _push,
     "arm-push-pixels": _push,
     "arm-pick": lambda info: f"pick up the cube and hold it at {_xyz(info['target_pos_w'])}",

@@ -144,6 +144,50 @@ class IQLConfig:
     batch_size: int = field(256, min=1)
 
 
+@dataclasses.dataclass(frozen=True)
+class VLARLConfig:
+    """RL fine-tuning of a VLA (``simreal finetune-vla``, ``policies/vla_rl.py``): PPO on the
+    action bins' log-probabilities with the sparse success reward and a critic on the simulator's
+    state. A small learning rate and a KL stop keep it near the cloned policy (VLA-RL's users
+    report degradation during RL)."""
+
+    iterations: int = field(20, min=1, doc="rollout-and-update rounds")
+    num_envs: int = field(16, min=1, doc="episodes per round")
+    learning_rate: float = field(3e-5, min=0.0, doc="the VLA's Adam step")
+    critic_learning_rate: float = field(1e-3, min=0.0)
+    critic_hidden: tuple[int, ...] = field((256, 256), doc="the critic's hidden layers (input: state and scene state)")
+    epochs: int = field(2, min=1, doc="passes over each round's data")
+    batch_size: int = field(256, min=1, doc="frames per gradient step")
+    clipping_epsilon: float = field(0.2, min=0.0)
+    target_kl: float = field(0.02, min=0.0, doc="stop a round's updates once the mean approximate KL exceeds it "
+                                                  "(0: never)")
+    discounting: float = field(0.99, min=0.0, max=1.0)
+    gae_lambda: float = field(0.95, min=0.0, max=1.0)
+    entropy_cost: float = field(0.0, min=0.0)
+    temperature: float = field(1.0, min=1e-3, doc="tau of the sampled bins' distribution softmax(logits / tau)")
+    eval_episodes: int = field(64, min=1, doc="deterministic episodes after the last round (and before the first)")
+
+
+@dataclasses.dataclass(frozen=True)
+class VLAConfig:
+    """The vision-language-action policy of ``train.policy: vla`` (``policies/vla.py``). Empty model
+    folders: tiny random models (width, layers, heads) and a word tokenizer, for tests and CPU."""
+
+    vision_model: str = field("", doc="local folder of a SigLIP vision checkpoint ('': a tiny random one)")
+    language_model: str = field("", doc="local folder of a causal language model with tokenizer.json "
+                                        "('': a tiny random Llama and a word tokenizer)")
+    cameras: tuple[str, ...] = field((), doc="the dataset's cameras the policy sees (empty: all of them)")
+    width: int = field(64, min=8, doc="the tiny models' token width")
+    layers: int = field(2, min=1, doc="the tiny models' transformer layers, each")
+    heads: int = field(4, min=1, doc="the tiny models' attention heads; must divide width")
+    patch_size: int = field(8, min=1, doc="the tiny vision model's patch side [px]")
+    bins: int = field(64, min=2, doc="action bins per dimension, over the dataset's 1st-99th percentiles")
+    max_tokens: int = field(16, min=1, doc="instruction tokens (padded and truncated to it)")
+    shift_px: int = field(4, min=0, doc="random image shift in training (DrQ) [px]")
+    rl: VLARLConfig = field(VLARLConfig(), doc="RL fine-tuning (simreal finetune-vla)")
+    finetuned_from: str = field("", doc="the cloned run an RL fine-tuning started from (simreal finetune-vla sets it)")
+
+
 #: ``algorithm:`` -> its ``train:`` settings.
 @dataclasses.dataclass(frozen=True)
 class BCConfig(LoopConfig):
@@ -151,11 +195,13 @@ class BCConfig(LoopConfig):
     settings it reads the MLP's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
 
     dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
-    policy: str = field("mlp", choices=("mlp", "act", "flow"),
-                        doc="policy network: an MLP, ACT's chunking transformer, or a flow-matching chunk head")
+    policy: str = field("mlp", choices=("mlp", "act", "flow", "vla"),
+                        doc="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
+                            "vision-language-action model")
     act: ACTConfig = field(ACTConfig(), doc="the transformer of policy act")
     flow: FlowConfig = field(FlowConfig(), doc="the flow-matching head of policy flow")
     iql: IQLConfig = field(IQLConfig(), doc="offline RL: advantage-weighted BC under a learned reward")
+    vla: VLAConfig = field(VLAConfig(), doc="the vision-language-action model of policy vla")
     epochs: int = field(200, min=1, doc="passes over the training episodes")
     batch_size: int = field(256, min=1)
     learning_rate: float = field(1e-3, min=0.0)
@@ -305,6 +351,8 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
     if isinstance(train, BCConfig) and train.act.dim_model % train.act.n_heads:
         raise ConfigError("train.act.n_heads", f"must divide train.act.dim_model ({train.act.dim_model})", source)
+    if isinstance(train, BCConfig) and train.vla.width % train.vla.heads:
+        raise ConfigError("train.vla.heads", f"must divide train.vla.width ({train.vla.width})", source)
     load_robot_spec(robot)
     return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
                      eval=ev, algorithm=algorithm, residual=residual, reward=reward,

@@ -280,6 +280,7 @@ class RandomTeacher:
 #: task -> its scripted teacher, built from the task's env.
 SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
     "arm-reach": ReachTeacher,
+    "arm-reach-choice": ReachTeacher,  # arm-reach on the chosen ball (the teacher reads the goal from info)
     "arm-push": PushTeacher,
     "arm-push-pixels": PushTeacher,  # arm-push's physics; only the policy's observation differs
     "arm-pick": PickTeacher,

@@ -56,7 +56,13 @@ class DeployedActor(nn.Module):
 def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
     """The actor as an ONNX graph: input 'obs' (N, n), output 'action' (N, m) (a chunked actor's:
     (N, k, m)); IR 9, opset 17."""
-    actor = actor.eval().cpu()
+    return module_to_onnx(actor, {"obs": torch.zeros(1, actor.obs_size)})
+
+
+def module_to_onnx(module: nn.Module, inputs: dict[str, torch.Tensor], output: str = "action") -> onnx.ModelProto:
+    """``module(*inputs.values())`` as an ONNX graph with those input names (batch dimension N
+    dynamic) and one output ``output``; IR 9, opset 17."""
+    module = module.eval().cpu()
     buf = io.BytesIO()
     # torch's fused transformer kernels (taken in eval without grad) have no ONNX form: trace the plain ops
     fastpath = torch.backends.mha.get_fastpath_enabled()
@@ -65,10 +71,12 @@ def to_onnx(actor: DeployedActor) -> onnx.ModelProto:
         with torch.no_grad(), warnings.catch_warnings():
             # attention's shape checks are traced as constants, which they are for a fixed network
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # transformers' attention masks index with tensors; every export is checked against torch after
+            warnings.filterwarnings("ignore", message="Exporting aten::index operator")
             # The TorchScript exporter (dynamo=False): deterministic, quiet, fast for a plain MLP.
-            torch.onnx.export(actor, (torch.zeros(1, actor.obs_size),), buf, input_names=["obs"],
-                              output_names=["action"], opset_version=OPSET, dynamo=False,
-                              dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}})
+            torch.onnx.export(module, tuple(inputs.values()), buf, input_names=list(inputs), output_names=[output],
+                              opset_version=OPSET, dynamo=False,
+                              dynamic_axes={k: {0: "N"} for k in [*inputs, output]})
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
     model = onnx.load_from_string(buf.getvalue())

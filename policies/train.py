@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from simreal.errors import ConfigError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import loop_common
 from simreal.policies.loop_common import TrainResult
@@ -35,9 +36,16 @@ from simreal.rundir import load_run_config, new_run_dir, open_run_dir
 from simreal.yaml_io import dump_yaml
 
 
-def start_run(cfg: RunConfig) -> Path:
-    """A new run directory holding the resolved config."""
-    run_dir = new_run_dir(cfg.runs_root, cfg.task)
+def start_run(cfg: RunConfig, out: str | Path | None = None) -> Path:
+    """A new run directory holding the resolved config: ``runs/<task>/<stamp>``, or ``out``
+    (ConfigError naming ``--out`` when it exists and is not empty)."""
+    if out is None:
+        run_dir = new_run_dir(cfg.runs_root, cfg.task)
+    else:
+        run_dir = Path(out)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise ConfigError("--out", f"{run_dir} exists and is not empty; a run directory starts empty")
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     dump_yaml(run_dir / "config.yaml", cfg.to_dict())
     return run_dir
 

@@ -27,6 +27,8 @@
     reference: {file: reference.npz, rate_hz: 100.0, loop: true}   # optional: a time-varying
                                       # task input played back from the hand-over (simreal/reference.py)
     onnx: {file: policy.onnx, input: obs, output: action, opset: 17}
+    images: [{name: front, height: 64, width: 64}]   # optional: camera inputs (a VLA's)
+    instruction: {tokenizer: tokenizer.json, max_tokens: 16}   # optional: a language instruction
     action_chunk: {size: 20, temporal_ensemble_coeff: 0.01}   # optional: a chunked policy (ACT)
     provenance: {run_dir: ..., config_hash: ..., git_commit: ..., created_utc: ..., simreal_version: ...}
 
@@ -35,13 +37,21 @@ normalised action ``action`` (1, action.size) in [-1, 1]; observation normalisat
 baked into the graph. With ``action_chunk`` the graph's output is the chunk of the next
 ``action_chunk.size`` actions (1, size, action.size), and :class:`OnnxPolicy` returns one
 action per call, the temporal ensemble of the chunks so far (:mod:`simreal.action_chunk`);
-bundles without the section are read as before. :func:`load_bundle` validates all of it and
-raises :class:`BundleError` naming the field. Imports: numpy, yaml, onnxruntime only.
+bundles without the section are read as before.
+
+A bundle with ``images`` or ``instruction`` (a vision-language-action policy) has more graph
+inputs beside ``obs``: ``image.<name>`` (N, height, width, 3) uint8 RGB per camera, and
+``instruction_ids`` and ``instruction_mask`` (N, max_tokens) int64, the instruction tokenised by
+the bundle's ``tokenizer.json`` (Hugging Face ``tokenizers``, imported only for such a bundle),
+padded and truncated to ``max_tokens``. :class:`OnnxPolicy` takes them as ``extra`` inputs
+(:meth:`Bundle.instruction_inputs` tokenises a sentence). :func:`load_bundle` validates all of
+it and raises :class:`BundleError` naming the field. Imports: numpy, yaml, onnxruntime only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -90,6 +100,31 @@ class ActionLayout:
         return np.clip(self.offset + self.scale * a, self.low, self.high)
 
 
+#: Graph input names of the instruction's tokens and their padding mask.
+INSTRUCTION_IDS, INSTRUCTION_MASK = "instruction_ids", "instruction_mask"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageInput:
+    """A camera the policy sees: graph input ``image.<name>``, (N, height, width, 3) uint8 RGB."""
+
+    name: str
+    height: int
+    width: int
+
+    @property
+    def onnx_input(self) -> str:
+        return f"image.{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class InstructionInput:
+    """The policy's language instruction: tokenised by ``tokenizer`` to ``max_tokens`` ids."""
+
+    tokenizer: Path
+    max_tokens: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Bundle:
     """A validated policy bundle (see module docstring)."""
@@ -114,6 +149,26 @@ class Bundle:
     provenance: dict[str, Any]
     raw: dict[str, Any]
     action_chunk: ActionChunk | None = None  # None: the graph outputs one action
+    images: tuple[ImageInput, ...] = ()       # cameras the graph takes
+    instruction: InstructionInput | None = None
+
+    def instruction_inputs(self, sentence: str) -> dict[str, np.ndarray]:
+        """``instruction_ids`` and ``instruction_mask`` (max_tokens,) int64 of ``sentence``, by the
+        bundle's tokenizer; BundleError naming ``instruction.tokenizer`` when it cannot be read."""
+        if self.instruction is None:
+            raise BundleError("instruction", "this bundle's policy takes no instruction", str(self.path / BUNDLE_YAML))
+        tok = _tokenizer(self.instruction.tokenizer, self.instruction.max_tokens)
+        enc = tok.encode(sentence)
+        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64), INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
+
+    @property
+    def extra_input_shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Graph inputs beside ``obs``: name -> (shape after N, ONNX element type)."""
+        out = {im.onnx_input: ((im.height, im.width, 3), "tensor(uint8)") for im in self.images}
+        if self.instruction is not None:
+            out.update({k: ((self.instruction.max_tokens,), "tensor(int64)") for k in (INSTRUCTION_IDS,
+                                                                                      INSTRUCTION_MASK)})
+        return out
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -133,7 +188,8 @@ class Bundle:
     def files(self) -> tuple[Path, ...]:
         """Every file of the bundle (what a copy of it must carry)."""
         ref = self.raw.get("reference")
-        return (self.path / BUNDLE_YAML, self.onnx_file) + ((self.path / str(ref["file"]),) if ref else ())
+        return ((self.path / BUNDLE_YAML, self.onnx_file) + ((self.path / str(ref["file"]),) if ref else ())
+                + ((self.instruction.tokenizer,) if self.instruction else ()))
 
 
 def _req(d: Mapping[str, Any], key: str, prefix: str, path: str) -> Any:
@@ -196,6 +252,51 @@ def _action_chunk(raw: Mapping[str, Any], path: str) -> ActionChunk | None:
     return ActionChunk(_int(section, "size", "action_chunk.", path), float(m))
 
 
+@functools.lru_cache(maxsize=8)
+def _tokenizer(path: Path, max_tokens: int) -> Any:
+    """The ``tokenizers`` tokenizer at ``path``, padding and truncating to ``max_tokens`` (read once
+    per process: an instruction arriving on a topic is tokenised without touching the disk)."""
+    try:
+        from tokenizers import Tokenizer
+    except ModuleNotFoundError:
+        raise BundleError("instruction.tokenizer", "reading an instruction needs the tokenizers package: "
+                                                   "pip install tokenizers", str(path)) from None
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+        raise BundleError("instruction.tokenizer", f"not a tokenizers tokenizer.json ({short_reason(e)})",
+                          str(path)) from None
+    pad = tok.token_to_id("[PAD]")
+    tok.enable_padding(length=max_tokens, pad_id=0 if pad is None else pad, pad_token="[PAD]")
+    tok.enable_truncation(max_tokens)
+    return tok
+
+
+def _images(raw: Mapping[str, Any], path: str) -> tuple[ImageInput, ...]:
+    """The optional ``images`` list: ``{name, height, width}`` each, names unique."""
+    v = raw.get("images")
+    if v is None:
+        return ()
+    if not isinstance(v, list):
+        raise BundleError("images", f"expected a list of {{name, height, width}}, got {v!r:.60}", path)
+    out = tuple(ImageInput(str(_req(c, "name", f"images[{i}].", path)), _int(c, "height", f"images[{i}].", path),
+                           _int(c, "width", f"images[{i}].", path)) for i, c in enumerate(v))
+    if len({c.name for c in out}) != len(out):
+        raise BundleError("images", f"duplicate camera names in {[c.name for c in out]}", path)
+    return out
+
+
+def _instruction(raw: Mapping[str, Any], bundle_dir: Path, path: str) -> InstructionInput | None:
+    """The optional ``instruction`` section; its tokenizer file must exist."""
+    if raw.get("instruction") is None:
+        return None
+    section = _section(raw, "instruction", path)
+    tok = bundle_dir / str(_req(section, "tokenizer", "instruction.", path))
+    if not os.path.isfile(tok):
+        raise BundleError("instruction.tokenizer", f"file not found: {tok}", path)
+    return InstructionInput(tok, _int(section, "max_tokens", "instruction.", path))
+
+
 def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     """Validate a ``bundle.yaml`` mapping; every error names its field."""
     path = str(bundle_dir / BUNDLE_YAML)
@@ -244,7 +345,8 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
-        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=_action_chunk(raw, path))
+        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=_action_chunk(raw, path),
+        images=_images(raw, path), instruction=_instruction(raw, bundle_dir, path))
 
 
 def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None,
@@ -278,7 +380,8 @@ class OnnxPolicy:
 
     Opening it checks the graph against ``bundle.yaml`` before anything runs: the file loads
     as an ONNX model, its input ``onnx.input`` is a float tensor (N, observation.size), its
-    output ``onnx.output`` a tensor (N, action.size) (with ``action_chunk``: (N, chunk size,
+    other inputs are exactly the bundle's images and instruction (:attr:`Bundle.extra_input_shapes`),
+    its output ``onnx.output`` a tensor (N, action.size) (with ``action_chunk``: (N, chunk size,
     action.size)), and one zero observation runs through it to an output of that shape with
     N = 1. Any failure is a BundleError naming ``policy.onnx`` and what the bundle expected.
 
@@ -296,8 +399,10 @@ class OnnxPolicy:
         self.bundle = bundle
         where = str(bundle.onnx_file)
         n_obs, out_shape = bundle.obs_size, bundle.action_shape
-        expected = (f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float -> "
-                    f"{bundle.onnx_output} {_shape(['N', *out_shape])} as bundle.yaml says")
+        extra = bundle.extra_input_shapes
+        expected = (f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float"
+                    + "".join(f", {k} {_shape(['N', *s])} {t[7:-1]}" for k, (s, t) in extra.items())
+                    + f" -> {bundle.onnx_output} {_shape(['N', *out_shape])} as bundle.yaml says")
         try:
             # enable_fallback=0: onnxruntime would otherwise print a banner and retry on a bad file
             self.session = ort.InferenceSession(where, so, providers=["CPUExecutionProvider"], enable_fallback=0)
@@ -312,19 +417,29 @@ class OnnxPolicy:
         if bundle.onnx_output not in out:
             raise BundleError("onnx.output", f"graph has outputs {sorted(out)}, not '{bundle.onnx_output}'; "
                                              f"{expected}", where)
-        if len(inp) != 1:
-            raise BundleError("onnx.input", f"graph has {len(inp)} inputs {sorted(inp)}; {expected}", where)
+        if set(inp) != {bundle.onnx_input, *extra}:
+            key = "onnx.input" if not extra and not (set(inp) & {INSTRUCTION_IDS, INSTRUCTION_MASK}) else "images"
+            raise BundleError(key, f"graph has {len(inp)} inputs {sorted(inp)}; {expected}", where)
         x, y = inp[bundle.onnx_input], out[bundle.onnx_output]
         if x.type != "tensor(float)" or not _is_shape(x.shape, (n_obs,)):
             raise BundleError("observation.size", f"graph input '{x.name}' is {x.type} {_shape(x.shape)}; {expected}",
                               where)
+        for name, (shape, dtype) in extra.items():
+            if inp[name].type != dtype or not _is_shape(inp[name].shape, shape):
+                key = "instruction.max_tokens" if name.startswith("instruction") else "images"
+                raise BundleError(key, f"graph input '{name}' is {inp[name].type} {_shape(inp[name].shape)}; "
+                                       f"{expected}", where)
         if not _is_shape(y.shape, out_shape):
             key = "action.size" if bundle.action_chunk is None else "action_chunk.size"
             raise BundleError(key, f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}", where)
+        #: the extra inputs' zero values (N = 1): the probe's, and what a tick without them would send
+        self.zero_extra = {k: np.zeros((1, *s), np.uint8 if t == "tensor(uint8)" else np.int64)
+                           for k, (s, t) in extra.items()}
         probe = ort.RunOptions()
         probe.log_severity_level = 4  # a failing probe is reported below, not logged by onnxruntime too
         try:
-            (a,) = self.session.run([bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32)}, probe)
+            (a,) = self.session.run([bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32),
+                                                           **self.zero_extra}, probe)
         except Exception as e:  # as above: any onnxruntime failure on the probe
             raise BundleError("onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}",
                               where) from None
@@ -333,19 +448,23 @@ class OnnxPolicy:
                                              f"expected {(1, *out_shape)} as bundle.yaml says", where)
         self._chunked = ChunkedPolicy(self.graph, bundle.action_chunk) if bundle.action_chunk is not None else None
 
-    def graph(self, obs: np.ndarray) -> np.ndarray:
+    def graph(self, obs: np.ndarray, extra: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """The graph's own output: obs (obs_size,) or (B, obs_size) -> action in [-1, 1] (the chunk
-        of a chunked bundle), same leading shape."""
+        of a chunked bundle), same leading shape. ``extra``: the bundle's image and instruction
+        inputs by graph input name, batched like ``obs`` (required when the bundle has them)."""
         x = np.asarray(obs, dtype=np.float32)
         single = x.ndim == 1
         x = x.reshape(1, -1) if single else x
-        (y,) = self.session.run([self.bundle.onnx_output], {self.bundle.onnx_input: x})
+        feed = {self.bundle.onnx_input: x}
+        if extra:
+            feed.update({k: np.asarray(v)[None] if single else np.asarray(v) for k, v in extra.items()})
+        (y,) = self.session.run([self.bundle.onnx_output], feed)
         return y[0] if single else y
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs: np.ndarray, extra: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """obs (obs_size,) or (B, obs_size) -> this step's action in [-1, 1], same leading shape
         (a chunked bundle's: the temporal ensemble, one call per control step)."""
-        return self.graph(obs) if self._chunked is None else self._chunked(obs)
+        return self.graph(obs, extra) if self._chunked is None else self._chunked(obs)
 
     def reset(self) -> None:
         """Start a chunked bundle's ensemble over (nothing to do for one action per step)."""

@@ -56,6 +56,7 @@ VERBS: dict[str, str] = {
     "fit-reward": "simreal.rewards.cmd_fit_reward",
     "demos": "simreal.policies.cmd_demos",
     "train-bc": "simreal.policies.cmd_train_bc",
+    "finetune-vla": "simreal.policies.cmd_finetune_vla",
     "record": "simreal.hardware.cmd_record",
     "drive": "simreal.hardware.cmd_drive",
     "benchmark": "simreal.hardware.cmd_benchmark",

@@ -56,6 +56,7 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "cv2": ("opencv-python-headless", "data"),
     "av": ("av", "data"),
     "transformers": ("transformers", "vlm"),
+    "tokenizers": ("tokenizers", "vlm"),
     "sentencepiece": ("sentencepiece", "vlm"),
     "PIL": ("pillow", "vlm"),
     "serial": ("pyserial", "so100"),

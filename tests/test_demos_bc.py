@@ -171,7 +171,7 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
 
 @pytest.mark.parametrize("args, message", [
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
-                                                    "arm-reach, arm-push"),
+                                                    "arm-reach, arm-reach-choice, arm-push"),
     (["arm-reach", "--teacher", "scriptd"], "expected 'scripted', 'random' or a run directory; 'scriptd' is none of these"),
     (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
      "arm-reach's model has no camera 'wrist'; its cameras: front"),

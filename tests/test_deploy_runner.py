@@ -453,7 +453,8 @@ def test_default_yaml_lists_every_deploy_key(hover_bundle):
     names = lambda cls: {f.name for f in dataclasses.fields(cls)}  # noqa: E731
     assert set(tree) == names(C.DeployConfig)
     sections = {"command": C.CommandTopicConfig, "limits": C.LimitsConfig, "watchdog": C.WatchdogConfig,
-                "start": C.StartConfig, "envelope": C.EnvelopeConfig, "fault": C.FaultConfig}
+                "start": C.StartConfig, "envelope": C.EnvelopeConfig, "fault": C.FaultConfig,
+                "perception": C.PerceptionConfig}
     for key, cls in sections.items():
         assert set(tree[key]) == names(cls), key
     assert set(tree["state"]["odometry"]) == names(C.StateTopicConfig)

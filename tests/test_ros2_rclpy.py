@@ -124,6 +124,35 @@ def _tail(path: Path) -> str:
     return "".join(p.read_text()[-2000:] for p in (path, Path(f"{path}.err")) if p.exists())
 
 
+def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float, listener: DdsTransport,
+                     robot_up: list, received: list, tmp: Path) -> tuple[subprocess.Popen, subprocess.Popen]:
+    """Start the rehearsal robot (``sim.json``), wait until ``listener`` fills ``robot_up``, start the
+    generated node (``node.log``) and wait until it fills ``received``: (robot, node) processes.
+    The robot first, as on hardware: its command reader exists before the node's writer does, so
+    the robot and the listener see the node's first command alike."""
+    node_log, sim_out = tmp / "node.log", tmp / "sim.json"
+    sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
+                  str(domain), "--duration", str(duration_s), "--no-realtime", "--json"], sim_out)
+    deadline, node = time.monotonic() + 90, None
+    try:
+        while not robot_up:
+            assert sim.poll() is None and time.monotonic() < deadline, f"no robot output: {_tail(sim_out)}"
+            listener.poll(0.05)
+        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
+                       f"bundle_path:={bundle_dir}"], node_log, ros_env(domain, str(pkg)))
+        while not received:  # the robot answers the first command with its hand-over
+            assert node.poll() is None and sim.poll() is None and time.monotonic() < deadline, (
+                f"no command within 90 s\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
+            listener.poll(0.05)
+    except BaseException:
+        for proc in (node, sim):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise
+    return sim, node
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("make", [_so100, _arm_trajectory], ids=["so100-float64multiarray", "arm-jointtrajectory"])
 def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
@@ -143,22 +172,9 @@ def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
     first_state = next(iter(cfg.state.values()))
     listener.subscribe(first_state.topic, first_state.type, lambda msg, t, data: robot_up.append(t), "sensor_data")
     node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
-    # the robot first, as on hardware: its command reader exists before the node's writer
-    # does, so the robot and the listener see the node's first command alike
-    sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
-                  str(domain), "--duration", str(RUN_S + HOLD_S), "--no-realtime", "--json"], sim_out)
-    node = None
+    node = sim = None
     try:
-        deadline = time.monotonic() + 60
-        while not robot_up:
-            assert sim.poll() is None and time.monotonic() < deadline, f"no robot state: {_tail(sim_out)}"
-            listener.poll(0.05)
-        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
-                       f"bundle_path:={bundle_dir}"], node_log, ros_env(domain, str(pkg)))
-        while not received:  # the robot answers the first command with its hand-over
-            assert node.poll() is None and sim.poll() is None and time.monotonic() < deadline, (
-                f"no command within 60 s\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
-            listener.poll(0.05)
+        sim, node = _robot_then_node(bundle_dir, pkg, domain, RUN_S + HOLD_S, listener, robot_up, received, tmp_path)
         t_first = received[0][0]
         while time.monotonic() < t_first + RUN_S:
             listener.poll(0.02)
@@ -216,3 +232,47 @@ def test_node_without_bundle_path_or_colcon_install_says_so(rclpy_ok, tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "[FATAL]" in lines[0] and "bundle_path:=" in lines[0], proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_generated_node_runs_a_vla_on_camera_images_and_an_instruction(rclpy_ok, tmp_path):
+    """A VLA bundle's node under rclpy: it reads sensor_msgs/Image and std_msgs/String from the
+    rehearsal robot (Cyclone DDS, images rendered from the scene, the episode's instruction) and
+    commands the arm at about the control rate."""
+    pytest.importorskip("transformers")
+    bundle_dir = T.make_vla_bundle(tmp_path)
+    pkg = generate_ros2_package(bundle_dir, tmp_path / "src")
+    runner = PolicyRunner(load_bundle(bundle_dir))
+    cfg, rate_hz = runner.cfg, runner.cfg.control_rate_hz
+    domain = T.random_domain_id()
+    received: list[float] = []  # receive times [s] of the node's commands and the robot's images
+    images: list[float] = []
+    listener = DdsTransport(domain)
+    listener.subscribe(cfg.command.topic, cfg.command.type, lambda msg, t, data: received.append(t), "sensor_data")
+    listener.subscribe(cfg.perception.image_topics["front"], "sensor_msgs/msg/Image",
+                       lambda msg, t, data: images.append(t), "sensor_data")
+    node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
+    node = sim = None
+    try:
+        sim, node = _robot_then_node(bundle_dir, pkg, domain, RUN_S, listener, images, received, tmp_path)
+        t_first = received[0]
+        while time.monotonic() < t_first + RUN_S / 2:
+            listener.poll(0.02)
+        node.send_signal(signal.SIGINT)
+        while node.poll() is None and time.monotonic() < t_first + RUN_S / 2 + 15:
+            listener.poll(0.02)
+        while sim.poll() is None and time.monotonic() < t_first + RUN_S + 30:
+            listener.poll(0.05)
+    finally:
+        for proc in (node, sim):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        listener.close()
+    log = node_log.read_text() + Path(f"{node_log}.err").read_text()
+    assert node.returncode == 0, log[-3000:]
+    runs = int(log.split("runner: the policy ran ", 1)[1].split(" ", 1)[0])
+    assert runs >= 0.6 * rate_hz * RUN_S / 2, log[-3000:]  # it ran on the images and words it received
+    assert len(images) >= 0.6 * rate_hz * RUN_S / 2
+    report = json.loads(sim_out.read_text())["robot"]
+    assert report["handover"] and report["commands_applied"] >= 0.6 * rate_hz * RUN_S / 2, report

@@ -20,6 +20,7 @@ TASKS: dict[str, str] = {
     "quadrotor-track": "simreal.sim.tasks.quadrotor_track:QuadrotorTrack",
     "cartpole-balance": "simreal.sim.tasks.cartpole_balance:CartpoleBalance",
     "arm-reach": "simreal.sim.tasks.arm_reach:ArmReach",
+    "arm-reach-choice": "simreal.sim.tasks.arm_reach_choice:ArmReachChoice",
     "g1-velocity": "simreal.sim.tasks.g1_velocity:G1Velocity",
     "g1-tracking": "simreal.sim.tasks.g1_tracking:G1Tracking",
     "arm-pick": "simreal.sim.tasks.arm_pick:ArmPick",

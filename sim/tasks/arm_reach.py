@@ -37,6 +37,13 @@ REACH_VIEW = CameraSpec("front", pos=(0.95, 0.55, 0.65), lookat=(0.3, 0.0, 0.42)
 GOAL_MARKER_RADIUS_M = 0.02
 
 
+def add_marker(s: mujoco.MjSpec, name: str, radius_m: float, rgba: tuple[float, ...]) -> None:
+    """A mocap sphere ``name`` that only cameras see (no collision, no mass in the dynamics)."""
+    marker = s.worldbody.add_body(name=name, mocap=True, pos=[0.5, 0.0, 0.3])
+    marker.add_geom(name=f"{name}_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius_m, 0, 0],
+                    contype=0, conaffinity=0, rgba=list(rgba))
+
+
 @dataclasses.dataclass(frozen=True)
 class ArmReachConfig(JointRobotConfig):
     episode_length_s: float = field(4.0, min=0.01, doc="episode time limit [s]")
@@ -71,11 +78,13 @@ class ArmReach(JointRobotTask):
         from simreal.sim.cameras import add_cameras
         from simreal.sim.robots.elements import model_origin
 
-        marker = s.worldbody.add_body(name="goal_marker", mocap=True, pos=[0.5, 0.0, 0.3])
-        marker.add_geom(name="goal_marker_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[GOAL_MARKER_RADIUS_M, 0, 0],
-                        contype=0, conaffinity=0, rgba=[0.1, 0.8, 0.2, 0.8])
+        self.add_markers(s)
         check_cameras(self.cfg.cameras, "env.cameras", self.robot.source)
         add_cameras(s, self.cfg.cameras, "env.cameras", self.robot.source, model_origin(self.robot))
+
+    def add_markers(self, s: mujoco.MjSpec) -> None:
+        """The goal's green sphere (:meth:`mocap_pos` places it)."""
+        add_marker(s, "goal_marker", GOAL_MARKER_RADIUS_M, (0.1, 0.8, 0.2, 0.8))
 
     def mocap_pos(self, info: Mapping[str, Any]) -> jax.Array:
         """The goal marker on the goal, (1, 3) [m]."""

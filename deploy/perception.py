@@ -1,0 +1,116 @@
+"""What a vision-language-action bundle reads beside the state: camera images and an instruction.
+
+    p = Perception(bundle, cfg.perception)
+    p.on_image("front", msg, now_s)        # sensor_msgs/msg/Image, any size: cropped and resized
+    p.on_instruction(msg)                  # std_msgs/msg/String: tokenised once, held until replaced
+    extra = p.inputs(now_s)                # the graph's image.<cam>, instruction_ids/mask, or None
+
+An image is converted to the RGB the policy was trained on (encodings ``rgb8``, ``bgr8``,
+``rgba8``, ``bgra8``, ``mono8``; rows read with the message's ``step``), centre-cropped to the
+bundle's aspect ratio and resized to its size by nearest-neighbour sampling (pixel centres:
+source index = floor((i + 0.5) * crop / size)); written with numpy because the robot's
+runtime carries no image library. :meth:`Perception.inputs` is None while any camera has no image younger than ``perception.image_timeout_s`` or
+no instruction has arrived (nor is set in ``perception.instruction``); the runner then counts
+its state as stale (the watchdog's safe command, a latched fault once it was running): a VLA
+never acts on a frozen view or without being told what to do.
+
+Callbacks store one reference each (never block); the tick reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simreal.bundle import Bundle, ImageInput
+from simreal.deploy.adapters import StateMessageError
+
+#: ``sensor_msgs/Image`` encoding -> (channels, the RGB channels' order in a pixel).
+ENCODINGS: dict[str, tuple[int, tuple[int, ...]]] = {
+    "rgb8": (3, (0, 1, 2)), "bgr8": (3, (2, 1, 0)), "rgba8": (4, (0, 1, 2)), "bgra8": (4, (2, 1, 0)),
+    "mono8": (1, (0, 0, 0)),
+}
+
+
+def decode_image(msg: Any, height: int, width: int) -> np.ndarray:
+    """(height, width, 3) uint8 RGB of a ``sensor_msgs/Image`` (module docstring); StateMessageError
+    saying what is wrong with the message."""
+    enc = str(msg.encoding).lower()
+    if enc not in ENCODINGS:
+        raise StateMessageError(f"image encoding '{msg.encoding}' not read; expected one of {', '.join(ENCODINGS)}")
+    ch, order = ENCODINGS[enc]
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    data = msg.data
+    buf = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray, memoryview)) else \
+        np.asarray(data, np.uint8)
+    if h < 1 or w < 1 or step < w * ch or buf.size < h * step:
+        raise StateMessageError(f"image {w}x{h} {enc} with step {step} needs {h * max(step, w * ch)} bytes, "
+                                f"has {buf.size}")
+    px = buf[:h * step].reshape(h, step)[:, :w * ch].reshape(h, w, ch)[..., list(order)]
+    # centre crop to the policy's aspect ratio, then nearest-neighbour resize
+    if w * height > h * width:
+        cw, ch_ = round(h * width / height), h
+    else:
+        cw, ch_ = w, round(w * height / width)
+    y0, x0 = (h - ch_) // 2, (w - cw) // 2
+    rows = y0 + ((np.arange(height) + 0.5) * ch_ / height).astype(int)
+    cols = x0 + ((np.arange(width) + 0.5) * cw / width).astype(int)
+    return np.ascontiguousarray(px[rows][:, cols])
+
+
+class Perception:
+    """The latest image per camera and the tokenised instruction of a VLA bundle (module docstring).
+
+    Args:
+      bundle: a bundle with ``images`` and/or ``instruction``.
+      cfg: the deploy config's ``perception`` section.
+    """
+
+    def __init__(self, bundle: Bundle, cfg: Any):
+        self.bundle, self.cfg = bundle, cfg
+        self.cameras: dict[str, ImageInput] = {im.name: im for im in bundle.images}
+        self._images: dict[str, tuple[float, np.ndarray]] = {}
+        self._words: dict[str, np.ndarray] | None = None
+        self.instruction = ""
+        self.bad_images = 0
+        if bundle.instruction is not None and cfg.instruction:
+            self.set_instruction(cfg.instruction)
+
+    @property
+    def active(self) -> bool:
+        """Whether the bundle reads any of it."""
+        return bool(self.cameras) or self.bundle.instruction is not None
+
+    def on_image(self, camera: str, msg: Any, now_s: float) -> bool:
+        """Store ``camera``'s image received at ``now_s``; False (and counted) if it cannot be read."""
+        spec = self.cameras[camera]
+        try:
+            self._images[camera] = (now_s, decode_image(msg, spec.height, spec.width))
+        except (StateMessageError, AttributeError, ValueError, TypeError):
+            self.bad_images += 1
+            return False
+        return True
+
+    def on_instruction(self, msg: Any) -> None:
+        """A ``std_msgs/String`` instruction: tokenised now, used from the next tick on."""
+        self.set_instruction(str(getattr(msg, "data", msg)))
+
+    def set_instruction(self, sentence: str) -> None:
+        words = self.bundle.instruction_inputs(sentence)
+        self._words, self.instruction = words, sentence  # one assignment each: the tick reads both
+
+    def inputs(self, now_s: float) -> dict[str, np.ndarray] | None:
+        """The graph's extra inputs (unbatched), or None while an image is missing or stale or no
+        instruction has arrived."""
+        out: dict[str, np.ndarray] = {}
+        images = dict(self._images)
+        for name, spec in self.cameras.items():
+            if name not in images or now_s - images[name][0] > self.cfg.image_timeout_s:
+                return None
+            out[spec.onnx_input] = images[name][1]
+        if self.bundle.instruction is not None:
+            if self._words is None:
+                return None
+            out.update(self._words)
+        return out
