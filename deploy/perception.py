@@ -7,12 +7,22 @@
 
 An image is converted to the RGB the policy was trained on (encodings ``rgb8``, ``bgr8``,
 ``rgba8``, ``bgra8``, ``mono8``; rows read with the message's ``step``), centre-cropped to the
-bundle's aspect ratio and resized to its size by nearest-neighbour sampling (pixel centres:
-source index = floor((i + 0.5) * crop / size)); written with numpy because the robot's
-runtime carries no image library. :meth:`Perception.inputs` is None while any camera has no image younger than ``perception.image_timeout_s`` or
-no instruction has arrived (nor is set in ``perception.instruction``); the runner then counts
-its state as stale (the watchdog's safe command, a latched fault once it was running): a VLA
-never acts on a frozen view or without being told what to do.
+bundle's aspect ratio and resized to its size: shrinking averages each output pixel's source
+box (area resampling, as a camera's own binning would; point sampling would alias a large image
+into pixels training never saw), enlarging repeats the nearest pixel. Written with numpy: the
+robot's runtime carries no image library.
+
+An instruction is refused (and the last one kept) when it is empty or holds a word the bundle's
+tokenizer does not know (its unknown token): a policy told "reach the yellow ball" must not act
+on "reach the [UNK] ball". :meth:`Perception.inputs` is None while any camera has no image
+received within ``perception.image_timeout_s`` or no instruction was accepted (nor set in
+``perception.instruction``); the runner then counts its state as stale (the watchdog's safe
+command, a latched fault once it was running). Freshness is by arrival time, as the state
+watchdog's: a driver that re-sends a frozen frame is not detected here. Publish the instruction
+after the node is up (the subscription is reliable, volatile: a message sent before it existed
+is not delivered), or set ``perception.instruction``. The tokenizer is loaded when the
+:class:`Perception` is made, so a bad ``tokenizer.json`` or a missing ``tokenizers`` package
+fails the runner's start in one line, not a callback.
 
 Callbacks store one reference each (never block); the tick reads them.
 """
@@ -25,6 +35,7 @@ import numpy as np
 
 from simreal.bundle import Bundle, ImageInput
 from simreal.deploy.adapters import StateMessageError
+from simreal.errors import ConfigError
 
 #: ``sensor_msgs/Image`` encoding -> (channels, the RGB channels' order in a pixel).
 ENCODINGS: dict[str, tuple[int, tuple[int, ...]]] = {
@@ -48,15 +59,27 @@ def decode_image(msg: Any, height: int, width: int) -> np.ndarray:
         raise StateMessageError(f"image {w}x{h} {enc} with step {step} needs {h * max(step, w * ch)} bytes, "
                                 f"has {buf.size}")
     px = buf[:h * step].reshape(h, step)[:, :w * ch].reshape(h, w, ch)[..., list(order)]
-    # centre crop to the policy's aspect ratio, then nearest-neighbour resize
-    if w * height > h * width:
+    if w * height > h * width:  # centre crop to the policy's aspect ratio
         cw, ch_ = round(h * width / height), h
     else:
         cw, ch_ = w, round(w * height / width)
     y0, x0 = (h - ch_) // 2, (w - cw) // 2
-    rows = y0 + ((np.arange(height) + 0.5) * ch_ / height).astype(int)
-    cols = x0 + ((np.arange(width) + 0.5) * cw / width).astype(int)
-    return np.ascontiguousarray(px[rows][:, cols])
+    crop = px[y0:y0 + ch_, x0:x0 + cw].astype(np.float32)
+    return np.round(_resize_axis(_resize_axis(crop, height, 0), width, 1)).astype(np.uint8)
+
+
+def _resize_axis(x: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """``x`` resized to ``n`` along ``axis``: output i is the mean of source [floor(i s),
+    floor((i + 1) s)), s = size / n (area) when shrinking, source floor((i + 0.5) s) otherwise."""
+    size = x.shape[axis]
+    if size == n:
+        return x
+    if size < n:
+        return np.take(x, ((np.arange(n) + 0.5) * size / n).astype(int), axis=axis)
+    edges = (np.arange(n + 1) * size / n).astype(int)
+    shape = [1] * x.ndim
+    shape[axis] = n
+    return np.add.reduceat(x, edges[:-1], axis=axis) / np.diff(edges).reshape(shape)
 
 
 class Perception:
@@ -74,8 +97,14 @@ class Perception:
         self._words: dict[str, np.ndarray] | None = None
         self.instruction = ""
         self.bad_images = 0
-        if bundle.instruction is not None and cfg.instruction:
-            self.set_instruction(cfg.instruction)
+        self.last_error = ""
+        self._unknown: int | None = None  # the tokenizer's unknown-word id
+        if bundle.instruction is not None:
+            tok = bundle.tokenizer()  # loaded now: a bad file fails the start in one line
+            ids = [tok.token_to_id(t) for t in ("[UNK]", "<unk>")]
+            self._unknown = next((i for i in ids if i is not None), None)
+            if cfg.instruction and not self.set_instruction(cfg.instruction):
+                raise ConfigError("perception.instruction", self.last_error)
 
     @property
     def active(self) -> bool:
@@ -87,18 +116,29 @@ class Perception:
         spec = self.cameras[camera]
         try:
             self._images[camera] = (now_s, decode_image(msg, spec.height, spec.width))
-        except (StateMessageError, AttributeError, ValueError, TypeError):
+        except (StateMessageError, AttributeError, ValueError, TypeError) as e:
             self.bad_images += 1
+            self.last_error = f"image {camera}: {e}"
             return False
         return True
 
-    def on_instruction(self, msg: Any) -> None:
-        """A ``std_msgs/String`` instruction: tokenised now, used from the next tick on."""
-        self.set_instruction(str(getattr(msg, "data", msg)))
+    def on_instruction(self, msg: Any) -> bool:
+        """A ``std_msgs/String`` instruction: tokenised now, used from the next tick on; False (the
+        last accepted one kept) when refused (module docstring)."""
+        return self.set_instruction(str(getattr(msg, "data", msg)))
 
-    def set_instruction(self, sentence: str) -> None:
+    def set_instruction(self, sentence: str) -> bool:
+        sentence = sentence.strip()
         words = self.bundle.instruction_inputs(sentence)
+        ids = words["instruction_ids"][words["instruction_mask"] > 0]
+        if not sentence or not len(ids):
+            self.last_error = "instruction: empty, refused"
+            return False
+        if self._unknown is not None and np.any(ids == self._unknown):
+            self.last_error = f"instruction {sentence!r}: words the policy's tokenizer does not know, refused"
+            return False
         self._words, self.instruction = words, sentence  # one assignment each: the tick reads both
+        return True
 
     def inputs(self, now_s: float) -> dict[str, np.ndarray] | None:
         """The graph's extra inputs (unbatched), or None while an image is missing or stale or no

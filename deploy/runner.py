@@ -277,10 +277,11 @@ class PolicyRunner:
         """Route a subscription's message (``name`` from :meth:`subscriptions`)."""
         if name == ESTOP:
             self.on_estop(msg, now_s)
-        elif name.startswith(IMAGE):
-            self.perception.on_image(name[len(IMAGE):], msg, now_s)
-        elif name == INSTRUCTION:
-            self.perception.on_instruction(msg)
+        elif name.startswith(IMAGE) or name == INSTRUCTION:
+            ok = (self.perception.on_image(name[len(IMAGE):], msg, now_s) if name.startswith(IMAGE)
+                  else self.perception.on_instruction(msg))
+            if not ok:
+                self.stats.last_error = self.perception.last_error
         else:
             self.on_state(name, msg, now_s)
 

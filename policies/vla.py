@@ -19,9 +19,11 @@ distribution is also what RL fine-tunes: log pi(a | o) = sum_j log softmax(logit
 parallel decoding), not one token at a time.
 
 Models: ``train.vla.vision_model`` and ``train.vla.language_model`` name local folders of
-Hugging Face checkpoints (a SigLIP vision tower, e.g. the one inside SmolVLM; a causal language
-model with its ``tokenizer.json``, e.g. SmolLM2-135M, SmolVLM's own text model): the
-SmolVLM-class assembly. Empty, they are tiny randomly initialised models built in code
+Hugging Face checkpoints: a SigLIP checkpoint (a ``SiglipVisionModel`` or a whole ``SiglipModel``,
+whose vision tower is taken) and a causal language model with its ``tokenizer.json`` (e.g.
+SmolLM2-135M, a ``LlamaForCausalLM``: its base model is taken), the parts SmolVLM is assembled
+from. A composite VLM folder (SmolVLM's own ``Idefics3`` checkpoint) is not split here: a folder
+whose weights do not fill the model is refused, naming the key and the first missing weights. Empty, they are tiny randomly initialised models built in code
 (``train.vla.width``, ``layers``, ``heads``) and a word-level tokenizer of the dataset's
 instructions: what tests and CPU toy runs use; nothing is ever downloaded. The checkpoint
 (``checkpoints/policy.safetensors``, format :data:`FORMAT`) holds every weight and both models'
@@ -43,6 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from simreal.errors import ConfigError, DataFileError
+from simreal.npz import short_reason
 
 FORMAT = "simreal-vla-policy/1"
 CHECKPOINT = Path("checkpoints") / "policy.safetensors"
@@ -184,8 +187,8 @@ class VLA(nn.Module):
         tokens = torch.cat([*vis, self.text.get_input_embeddings()(ids),
                             self.state_in((state - self.state_mean) / self.state_std)[:, None],
                             self.query.expand(n, -1, -1)], dim=1)
-        ones = torch.ones(n, sum(v.shape[1] for v in vis), dtype=mask.dtype)
-        full = torch.cat([ones, mask, torch.ones(n, 2, dtype=mask.dtype)], dim=1)
+        ones = torch.ones(n, sum(v.shape[1] for v in vis), dtype=mask.dtype, device=mask.device)
+        full = torch.cat([ones, mask, torch.ones(n, 2, dtype=mask.dtype, device=mask.device)], dim=1)
         h = self.text(inputs_embeds=tokens, attention_mask=full).last_hidden_state[:, -1]
         return self.head(h).view(n, self.spec.action_size, self.spec.bins)
 
@@ -228,24 +231,46 @@ def build_vla(vc: Any, spec: VLASpec, sentences: Sequence[str], state_mean: np.n
 
 
 def _pretrained_config(folder: str, key: str) -> Any:
+    """The configuration of the local checkpoint ``folder``: a SigLIP vision tower's (``key``
+    ``train.vla.vision_model``; a whole SigLIP's vision part) or a language model's; ConfigError
+    naming ``key`` for a folder without one or of another kind."""
     from transformers import AutoConfig
 
     if not (Path(folder) / "config.json").is_file():
         raise ConfigError(key, f"{folder} has no config.json: expected a local Hugging Face model folder "
                                "(nothing is downloaded)")
     cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
-    return getattr(cfg, "vision_config", cfg) if key.endswith("vision_model") else getattr(cfg, "text_config", cfg)
+    if not key.endswith("vision_model"):
+        return getattr(cfg, "text_config", cfg)
+    cfg = getattr(cfg, "vision_config", cfg)
+    if cfg.model_type != "siglip_vision_model":
+        raise ConfigError(key, f"{folder} is a {cfg.model_type} checkpoint; expected a SigLIP one "
+                               "(siglip_vision_model, or siglip with its vision tower)")
+    return cfg
 
 
 def _load_pretrained(module: nn.Module, folder: str, key: str, vision_tower: bool) -> None:
     """Copy a local checkpoint's weights into ``module`` (a SigLIP vision tower or a base language
-    model): the folder's own class loads them, and the matching sub-module's state is taken."""
+    model); ConfigError naming ``key`` when the folder's weights leave any of them unset
+    (transformers would otherwise initialise those at random and only log it)."""
     from transformers import AutoModel, SiglipVisionModel
+    from transformers.utils import logging as hf_logging
 
-    loaded = (SiglipVisionModel if vision_tower else AutoModel).from_pretrained(folder, local_files_only=True)
-    missing, unexpected = module.load_state_dict(loaded.state_dict(), strict=False)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the unused text tower of a whole SigLIP is expected, not news
+    what = "a SigLIP vision checkpoint" if vision_tower else "a causal language model"
+    try:
+        loaded, info = (SiglipVisionModel if vision_tower else AutoModel).from_pretrained(
+            folder, local_files_only=True, output_loading_info=True)
+    except (OSError, RuntimeError, ValueError) as e:  # transformers' report on weights of other shapes
+        raise ConfigError(key, f"{folder} does not hold the weights of {what} ({short_reason(e)})") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
-        raise ConfigError(key, f"{folder}'s weights do not fit its config: missing {', '.join(missing[:4])}")
+        raise ConfigError(key, f"{folder} does not hold the weights of {what}: missing "
+                               f"{', '.join(map(str, missing[:3]))} (of {len(missing)})")
+    module.load_state_dict(loaded.state_dict(), strict=True)
 
 
 # -- checkpoint ----------------------------------------------------------------------------------

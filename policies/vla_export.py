@@ -8,7 +8,7 @@ dimension. ``bundle.yaml`` gains ``images`` (each camera's name and size) and ``
 tokenises the instruction with the same file the policy was trained with.
 
 The check compares ONNX Runtime with the torch model on random states around the dataset's,
-random images and each instruction-length prefix of random tokens.
+random images and random tokens, the instruction lengths 1..L in turn.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def graph_inputs(model: VLA, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
     spec, L = model.spec, model.spec.max_tokens
     state = model.state_mean + 2.0 * model.state_std * torch.randn(n, spec.state_size, generator=g)
     vocab = model.text.get_input_embeddings().num_embeddings
-    mask = (torch.arange(L)[None] < torch.randint(1, L + 1, (n, 1), generator=g)).long()
+    mask = (torch.arange(L)[None] < (1 + torch.arange(n)[:, None] % L)).long()  # lengths 1..L in turn
     return {"obs": state, INSTRUCTION_IDS: torch.randint(0, vocab, (n, L), generator=g) * mask,
             INSTRUCTION_MASK: mask,
             **{f"image.{c}": torch.randint(0, 256, (n, h, w, 3), generator=g, dtype=torch.uint8)

@@ -15,8 +15,9 @@ tokens)::
 The episode's end is terminal (the task is judged there). The critic ``V_phi`` is an MLP on the
 state and the task's noise-free scene state, which the simulator has and the robot does not (an
 asymmetric critic: the policy never reads it, so the bundle does not need it). A round's
-updates stop once the mean approximate KL, mean(log pi_old - log pi_theta), exceeds
-``target_kl``, with a small learning rate: both keep the policy near the cloned one, which is
+updates stop once the approximate KL of the policy as updated so far, mean(log pi_old -
+log pi_theta) on the next minibatch, exceeds ``target_kl`` (stable-baselines3's early stop),
+with a small learning rate: both keep the policy near the cloned one, which is
 what VLA-RL's users lose when performance degrades during RL.
 
 The run directory is a new one: ``config.yaml`` (the cloned run's, ``train.vla.rl`` as given,
@@ -24,7 +25,8 @@ The run directory is a new one: ``config.yaml`` (the cloned run's, ``train.vla.r
 policy after the latest round, as :func:`~simreal.policies.vla.save_vla` writes them),
 ``checkpoints/critic.safetensors``, and ``metrics.csv`` (a row per round: sampled success,
 return, KL, clipped share, updates, wall time; the deterministic evaluation before the first
-round and after the last). ``simreal eval`` and ``simreal export`` take it as any run. An
+round and after the last; ``success_reward``, the mean per episode of the reward PPO optimises;
+``task_return``, the task's own shaped return, for reference). ``simreal eval`` and ``simreal export`` take it as any run. An
 interrupted fine-tuning keeps the latest finished round's policy; it does not resume (the
 optimiser's moments are not saved).
 """
@@ -166,7 +168,8 @@ def finetune(run_dir: Path, cfg: Any, model: VLA, tok: Any, env: Any,
         save_vla(run_dir / CHECKPOINT, model, tok, {"round": it, "finetuned_from": cfg.train.vla.finetuned_from})
         save_tensors(run_dir / CRITIC, critic.state_dict(), CRITIC_FORMAT, {"round": str(it)})
         row = {"round": it, "wall_s": time.time() - t0, "success_sampled": ro.stats.get("success", float("nan")),
-               "return": ro.stats.get("return", float("nan")), "approx_kl": float(np.mean(kls)),
+               "success_reward": float(ro.reward[ro.alive].sum() / ro.alive.shape[1]),
+               "task_return": ro.stats.get("return", float("nan")), "approx_kl": float(np.mean(kls)),
                "clip_fraction": float(np.mean(clipped)), "updates": updates, "kl_stop": float(stop)}
         metrics.append(row)
         metrics.flush()

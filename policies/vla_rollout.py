@@ -54,11 +54,12 @@ class Rollout:
 @torch.no_grad()
 def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int, sample: bool,
             generator: torch.Generator | None = None, temperature: float = 1.0,
-            say: Callable[[str, Mapping[str, np.ndarray]], str] = instruction) -> Rollout:
+            say: Callable[[str, Mapping[str, np.ndarray]], str] = instruction, keep_frames: bool = True) -> Rollout:
     """``num_envs`` first episodes of ``model`` in ``env`` (module docstring); sampled bins are
     drawn at ``temperature`` (logits / temperature), and ``logp`` is of that distribution.
     ``say(task, inputs)``: the instruction the policy is told for an episode's task inputs (the
-    task's own sentence; a benchmark may tell it another to see whether it listens)."""
+    task's own sentence; a benchmark may tell it another to see whether it listens).
+    ``keep_frames=False``: the per-step arrays stay empty (an evaluation needs the statistics only)."""
     from simreal.sim.adapter_core import JaxBatch, to_numpy
     from simreal.sim.episode_stats import episode_means
     from simreal.sim.render import sized_renderer
@@ -92,16 +93,19 @@ def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int,
             else:
                 bins = logits.argmax(-1)
             action = torch.gather(model.bin_centres.expand(num_envs, -1, -1), 2, bins[..., None])[..., 0]
-            priv = state if scene is None else np.concatenate(
-                [state, np.asarray(scene(s.pipeline_state, s.info), np.float32)], axis=1)
+            if keep_frames:
+                priv = state if scene is None else np.concatenate(
+                    [state, np.asarray(scene(s.pipeline_state, s.info), np.float32)], axis=1)
             out = batch.step(np.clip(action.numpy(), -1.0, 1.0))
             done = np.asarray(out.done)
             reward = np.asarray(success_now(batch.state.info["stats"]), np.float32)
             reward = np.where(done, np.asarray(out.episode_metrics["episode/success"]) > 0.5, reward)
-            for k, v in (("state", state), ("bins", bins.numpy()), ("logp", dist.log_prob(bins).sum(-1).numpy()),
-                         ("privileged", priv), ("reward", reward.astype(np.float32)), ("done", done),
-                         ("alive", alive.copy()), *((f"image/{c}", im) for c, im in zip(model.spec.cameras, cams))):
-                rows.setdefault(k, []).append(v)
+            if keep_frames:
+                frame = {"state": state, "bins": bins.numpy(), "logp": dist.log_prob(bins).sum(-1).numpy(),
+                         "privileged": priv, "reward": reward.astype(np.float32), "done": done, "alive": alive.copy(),
+                         **{f"image/{c}": im for c, im in zip(model.spec.cameras, cams)}}
+                for k, v in frame.items():
+                    rows.setdefault(k, []).append(v)
             first = done & alive
             success[first] = np.asarray(out.episode_metrics["episode/success"])[first]
             for k, v in out.episode_metrics.items():
@@ -114,9 +118,11 @@ def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int,
     stats: dict[str, float] = episode_means({k: float(v.sum()) for k, v in acc.items()})
     stats["episodes"] = int((~alive).sum())
     col = {k: np.stack(v) for k, v in rows.items()}
-    return Rollout(state=col["state"], images={c: col[f"image/{c}"] for c in model.spec.cameras}, ids=ids, mask=mask,
-                   bins=col["bins"], logp=col["logp"], privileged=col["privileged"], reward=col["reward"],
-                   done=col["done"], alive=col["alive"], stats=stats, sentences=sentences, success=success)
+    empty = np.zeros((0, num_envs))
+    return Rollout(state=col.get("state", empty), images={c: col.get(f"image/{c}", empty) for c in model.spec.cameras},
+                   ids=ids, mask=mask, bins=col.get("bins", empty), logp=col.get("logp", empty),
+                   privileged=col.get("privileged", empty), reward=col.get("reward", empty), done=col.get("done", empty),
+                   alive=col.get("alive", empty), stats=stats, sentences=sentences, success=success)
 
 
 def _batch_functions(env: Any) -> tuple[Any, Any, Any]:
@@ -132,4 +138,4 @@ def _batch_functions(env: Any) -> tuple[Any, Any, Any]:
 
 def evaluate(env: Any, task: str, model: VLA, tok: Any, episodes: int, seed: int) -> dict[str, float]:
     """The deployed (most likely bin) policy's episode statistics over ``episodes`` episodes."""
-    return rollout(env, task, model, tok, episodes, seed, sample=False).stats
+    return rollout(env, task, model, tok, episodes, seed, sample=False, keep_frames=False).stats

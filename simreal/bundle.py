@@ -155,11 +155,15 @@ class Bundle:
     def instruction_inputs(self, sentence: str) -> dict[str, np.ndarray]:
         """``instruction_ids`` and ``instruction_mask`` (max_tokens,) int64 of ``sentence``, by the
         bundle's tokenizer; BundleError naming ``instruction.tokenizer`` when it cannot be read."""
+        enc = self.tokenizer().encode(sentence)
+        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64), INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
+
+    def tokenizer(self) -> Any:
+        """The instruction's ``tokenizers`` tokenizer, padding and truncating to ``max_tokens`` (read
+        once per process); BundleError naming ``instruction`` or ``instruction.tokenizer``."""
         if self.instruction is None:
             raise BundleError("instruction", "this bundle's policy takes no instruction", str(self.path / BUNDLE_YAML))
-        tok = _tokenizer(self.instruction.tokenizer, self.instruction.max_tokens)
-        enc = tok.encode(sentence)
-        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64), INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
+        return _tokenizer(self.instruction.tokenizer, self.instruction.max_tokens)
 
     @property
     def extra_input_shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -336,6 +340,10 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     if rate is None:
         raise BundleError("control_rate_hz", f"expected a finite rate > 0 [Hz], got {raw['control_rate_hz']!r:.60}",
                           path)
+    images, instruction, chunk = _images(raw, path), _instruction(raw, bundle_dir, path), _action_chunk(raw, path)
+    if chunk is not None and (images or instruction):
+        raise BundleError("action_chunk", "a policy with camera or instruction inputs predicts one action per step "
+                                          "here (no chunk ensembling of image inputs)", path)
     return Bundle(
         path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=_section(raw, "robot_spec", path),
         task=str(_req(raw, "task", "", path)), control_rate_hz=rate, obs_terms=terms, obs_mean=mean,
@@ -345,8 +353,8 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
         onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
-        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=_action_chunk(raw, path),
-        images=_images(raw, path), instruction=_instruction(raw, bundle_dir, path))
+        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=chunk, images=images,
+        instruction=instruction)
 
 
 def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None,
@@ -432,14 +440,13 @@ class OnnxPolicy:
         if not _is_shape(y.shape, out_shape):
             key = "action.size" if bundle.action_chunk is None else "action_chunk.size"
             raise BundleError(key, f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}", where)
-        #: the extra inputs' zero values (N = 1): the probe's, and what a tick without them would send
-        self.zero_extra = {k: np.zeros((1, *s), np.uint8 if t == "tensor(uint8)" else np.int64)
-                           for k, (s, t) in extra.items()}
+        zeros = {k: np.zeros((1, *s), np.uint8 if t == "tensor(uint8)" else np.int64)  # the probe's only
+                 for k, (s, t) in extra.items()}
         probe = ort.RunOptions()
         probe.log_severity_level = 4  # a failing probe is reported below, not logged by onnxruntime too
         try:
             (a,) = self.session.run([bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32),
-                                                           **self.zero_extra}, probe)
+                                                           **zeros}, probe)
         except Exception as e:  # as above: any onnxruntime failure on the probe
             raise BundleError("onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}",
                               where) from None
@@ -456,6 +463,10 @@ class OnnxPolicy:
         single = x.ndim == 1
         x = x.reshape(1, -1) if single else x
         feed = {self.bundle.onnx_input: x}
+        if set(extra or {}) != set(self.bundle.extra_input_shapes):
+            raise BundleError("images" if self.bundle.images else "instruction",
+                              f"the policy takes {sorted(self.bundle.extra_input_shapes) or 'no inputs'} beside "
+                              f"'{self.bundle.onnx_input}', was given {sorted(extra or {})}", str(self.bundle.onnx_file))
         if extra:
             feed.update({k: np.asarray(v)[None] if single else np.asarray(v) for k, v in extra.items()})
         (y,) = self.session.run([self.bundle.onnx_output], feed)

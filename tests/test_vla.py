@@ -82,19 +82,26 @@ def test_gae_on_a_hand_computed_episode():
     np.testing.assert_allclose(adv[:, 0], want_ret - v[:, 0], atol=1e-6)
     adv0, _ = gae(r, v, done, np.array([[True], [True], [False]]), 0.9, 1.0)
     assert adv0[2, 0] == 0.0  # a step after the episode: no advantage
+    # lambda 0.5, the episode ends at t = 1; t = 2 belongs to no episode (its value must not leak back)
+    done1, alive1 = np.array([[False], [True], [False]]), np.array([[True], [True], [False]])
+    r1 = np.array([[0.0], [1.0], [5.0]], np.float32)
+    adv1, _ = gae(r1, v, done1, alive1, gamma=0.9, lam=0.5)
+    d0, d1 = 0.0 + 0.9 * 0.2 - 0.5, 1.0 - 0.2  # TD errors; the last step is terminal
+    np.testing.assert_allclose(adv1[:2, 0], [d0 + 0.9 * 0.5 * d1, d1], atol=1e-6)
 
 
 def test_local_pretrained_folders_load_their_weights_and_tokenizer(tmp_path):
-    from transformers import LlamaConfig, LlamaModel, SiglipVisionConfig, SiglipVisionModel
+    from transformers import LlamaConfig, LlamaForCausalLM, SiglipVisionConfig, SiglipVisionModel
 
     torch.manual_seed(1)
     vision = SiglipVisionModel(SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                                   num_attention_heads=2, image_size=32, patch_size=8))
     vision.save_pretrained(tmp_path / "vision")
     tok = word_tokenizer(SENTENCES + ["grasp the cube"], 6)
-    lm = LlamaModel(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=24, intermediate_size=48,
-                                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-    lm.save_pretrained(tmp_path / "lm")
+    causal = LlamaForCausalLM(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=24, intermediate_size=48,
+                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    causal.save_pretrained(tmp_path / "lm")  # a causal LM's folder, as SmolLM2's: its base model is taken
+    lm = causal.model
     tok.save(str(tmp_path / "lm" / "tokenizer.json"))
     vc = VLAConfig(vision_model=str(tmp_path / "vision"), language_model=str(tmp_path / "lm"))
     model, mtok = tiny(vc=vc)
@@ -109,13 +116,27 @@ def test_local_pretrained_folders_load_their_weights_and_tokenizer(tmp_path):
     assert out.shape == (1, 3, 8)
 
 
-def test_a_model_folder_without_a_config_is_named(tmp_path):
+def test_a_model_folder_without_a_config_or_the_weights_is_named(tmp_path):
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
     from simreal.errors import ConfigError
 
     (tmp_path / "lm").mkdir()
     (tmp_path / "lm" / "tokenizer.json").write_text(word_tokenizer(SENTENCES, 6).to_str())
     with pytest.raises(ConfigError, match="train.vla.language_model.*no config.json"):
         tiny(vc=VLAConfig(language_model=str(tmp_path / "lm")))
+    # a vision folder of another architecture: its weights would leave the SigLIP tower random
+    CLIPVisionModel(CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     image_size=32, patch_size=8)).save_pretrained(tmp_path / "clip")
+    with pytest.raises(ConfigError, match="train.vla.vision_model.*clip_vision_model checkpoint; expected a SigLIP"):
+        tiny(vc=VLAConfig(vision_model=str(tmp_path / "clip")))
+    # a SigLIP config with the weights of something else: refused, not left at random
+    from transformers import SiglipVisionConfig
+
+    SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                       image_size=32, patch_size=8).save_pretrained(tmp_path / "clip")
+    with pytest.raises(ConfigError, match="train.vla.vision_model.*does not hold the weights of a SigLIP"):
+        tiny(vc=VLAConfig(vision_model=str(tmp_path / "clip")))
 
 
 def test_arm_reach_choice_puts_the_goal_on_the_named_ball():
@@ -243,8 +264,10 @@ def test_decode_image_reads_encodings_and_strides_and_crops_to_the_policys_aspec
     np.testing.assert_array_equal(decode_image(_image_msg(rgb[..., ::-1].copy(), "bgr8"), 8, 12), rgb)
     rgba = np.concatenate([rgb, np.full((8, 12, 1), 255, np.uint8)], axis=2)
     np.testing.assert_array_equal(decode_image(_image_msg(rgba, "rgba8"), 8, 12), rgb)
-    # 8x12 -> 4x4: the centre 8x8 crop, every other pixel
-    np.testing.assert_array_equal(decode_image(_image_msg(rgb), 4, 4), rgb[1::2, 3:11:2])
+    # 8x12 -> 4x4: the centre 8x8 crop, each output pixel the mean of its 2x2 source box
+    box = rgb[:, 2:10].astype(float).reshape(4, 2, 4, 2, 3).mean(axis=(1, 3))
+    np.testing.assert_array_equal(decode_image(_image_msg(rgb), 4, 4), np.round(box).astype(np.uint8))
+    np.testing.assert_array_equal(decode_image(_image_msg(rgb[:2, :2]), 4, 4), rgb[:2, :2].repeat(2, 0).repeat(2, 1))
     padded = _image_msg(np.concatenate([rgb, np.zeros((8, 2, 3), np.uint8)], axis=1))
     padded.width = 12  # rows of 14 pixels' bytes, 12 of them the image
     np.testing.assert_array_equal(decode_image(padded, 8, 12), rgb)
@@ -279,6 +302,11 @@ def test_runner_waits_for_the_instruction_and_a_fresh_image(vla_run, tmp_path):
         runner.dispatch(IMAGE + "front", _image_msg(px), t)
         runner.tick(t)
     assert runner.stats.policy_runs == 0
+    for refused in ("  ", "reach the yellow ball"):  # empty; a word the policy never heard
+        runner.dispatch(INSTRUCTION, String(data=refused), t)
+        assert "refused" in runner.stats.last_error and runner.perception.inputs(t) is None
+    runner.dispatch(IMAGE + "front", _image_msg(px, "yuv422"), t)
+    assert "encoding 'yuv422' not read" in runner.stats.last_error
     runner.dispatch(INSTRUCTION, String(data="reach the red ball"), t)
     for _ in range(3):
         t += 0.02

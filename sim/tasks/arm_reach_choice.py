@@ -39,7 +39,7 @@ BALL_RADIUS_M = 0.03
 @dataclasses.dataclass(frozen=True)
 class ArmReachChoiceConfig(ArmReachConfig):
     slot_spacing_m: float = field(0.15, min=0.0, doc="distance between neighbouring slots along y [m]")
-    slot_jitter_m: float = field(0.04, min=0.0, doc="uniform offset of each ball in x and y, half that in z [m]")
+    slot_jitter_m: float = field(0.02, min=0.0, doc="uniform offset of each ball in x and y, half that in z [m]")
 
 
 class ArmReachChoice(ArmReach):
