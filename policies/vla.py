@@ -184,11 +184,11 @@ class VLA(nn.Module):
                 ) -> torch.Tensor:
         n = state.shape[0]
         vis = [self._camera_tokens(im) for im in images]
-        tokens = torch.cat([*vis, self.text.get_input_embeddings()(ids),
+        tokens = torch.cat([self.text.get_input_embeddings()(ids), *vis,
                             self.state_in((state - self.state_mean) / self.state_std)[:, None],
                             self.query.expand(n, -1, -1)], dim=1)
-        ones = torch.ones(n, sum(v.shape[1] for v in vis), dtype=mask.dtype, device=mask.device)
-        full = torch.cat([ones, mask, torch.ones(n, 2, dtype=mask.dtype, device=mask.device)], dim=1)
+        ones = torch.ones(n, sum(v.shape[1] for v in vis) + 2, dtype=mask.dtype, device=mask.device)
+        full = torch.cat([mask, ones], dim=1)
         h = self.text(inputs_embeds=tokens, attention_mask=full).last_hidden_state[:, -1]
         return self.head(h).view(n, self.spec.action_size, self.spec.bins)
 

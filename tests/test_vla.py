@@ -155,7 +155,10 @@ def test_arm_reach_choice_puts_the_goal_on_the_named_ball():
         np.testing.assert_allclose(info["target_pos_w"], info["ball_pos_w"][k])
         np.testing.assert_allclose(np.asarray(env.mocap_pos(s.info)), info["ball_pos_w"])
         assert instruction("arm-reach-choice", info) == f"reach the {list(BALLS)[k]} ball"
-        assert np.min(np.abs(np.diff(np.sort(info["ball_pos_w"][:, 1])))) > 0.15 - 2 * 0.04 - 1e-6
+        assert np.min(np.abs(np.diff(np.sort(info["ball_pos_w"][:, 1])))) > 0.15 - 2 * 0.02 - 1e-6
+        # no ball where the gripper starts: doing nothing reaches none of them
+        start = np.asarray(env.home_ee_pos)
+        assert np.min(np.linalg.norm(info["ball_pos_w"] - start, axis=1)) > 2 * env.cfg.success_radius_m
         seen.add(k)
     assert seen == {0, 1, 2}
     assert "target_pos_w" not in [t["name"] for t in env.obs_layout]  # the words and the camera say where

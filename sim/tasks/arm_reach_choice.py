@@ -8,8 +8,11 @@ the camera shows. The task is the language-conditioned benchmark of a vision-lan
 policy (``simreal train-bc --policy vla``); everything else (rewards, randomisation, success,
 the scripted teacher) is ``arm-reach``'s, on the chosen ball.
 
-Slots, relative to the home pose's end effector [m]: y in (-s, 0, +s) with s =
-``slot_spacing_m``, each ball jittered uniformly by +-``slot_jitter_m`` per axis (z by half).
+Slots, relative to the home pose's end effector [m]: ``slot_offset_m`` + (0, y, 0), y in (-s, 0,
++s) with s = ``slot_spacing_m``, each ball jittered uniformly by +-``slot_jitter_m`` per axis (z by
+half). The offset puts every ball ahead of and below the gripper's start (a ball where the gripper
+starts would be reached by doing nothing), and the camera looks at them from the front and above,
+so the arm does not hide them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import jax.numpy as jnp
 import mujoco
 
 from simreal.config import field
+from simreal.robot_spec import CameraSpec
 from simreal.sim.tasks.arm_reach import ArmReach, ArmReachConfig, add_marker
 from simreal.sim.tasks.joint_robot import uniform
 
@@ -30,16 +34,22 @@ from simreal.sim.tasks.joint_robot import uniform
 BALLS: dict[str, tuple[float, float, float, float]] = {
     "red": (0.9, 0.1, 0.1, 1.0),
     "green": (0.1, 0.8, 0.2, 1.0),
-    "blue": (0.15, 0.3, 0.95, 1.0),
+    "blue": (0.2, 0.45, 1.0, 1.0),  # lighter than the floor's blue
 }
-#: Radius of each ball [m]: about 5 px across in the default 64x64 view.
+#: Radius of each ball [m]: about 6 px across in the default 64x64 view.
 BALL_RADIUS_M = 0.03
+#: In front of a Franka, above its reach, looking back at the balls (all three in view, unoccluded).
+CHOICE_VIEW = CameraSpec("front", pos=(1.05, 0.0, 0.85), lookat=(0.4, 0.0, 0.4), fovy_deg=45.0, width=64, height=64)
 
 
 @dataclasses.dataclass(frozen=True)
 class ArmReachChoiceConfig(ArmReachConfig):
+    slot_offset_m: tuple[float, ...] = field((0.12, 0.0, -0.08), doc="the middle slot from the home pose's end "
+                                                                     "effector [m]")
     slot_spacing_m: float = field(0.15, min=0.0, doc="distance between neighbouring slots along y [m]")
     slot_jitter_m: float = field(0.02, min=0.0, doc="uniform offset of each ball in x and y, half that in z [m]")
+    cameras: tuple[CameraSpec, ...] = field((CHOICE_VIEW,), doc="cameras the task adds to the scene (the default is "
+                                                           "placed for a Franka)")
 
 
 class ArmReachChoice(ArmReach):
@@ -69,7 +79,8 @@ class ArmReachChoice(ArmReach):
         slots = jnp.array([-1.0, 0.0, 1.0]) * c.slot_spacing_m
         y = jax.random.permutation(k_order, slots)
         j = jnp.array([c.slot_jitter_m, c.slot_jitter_m, 0.5 * c.slot_jitter_m], jnp.float32)
-        offset = jnp.stack([jnp.zeros(3), y, jnp.zeros(3)], axis=1) + uniform(k_jitter, (-1.0, 1.0), (3, 3)) * j
+        offset = (jnp.asarray(c.slot_offset_m, jnp.float32) + jnp.stack([jnp.zeros(3), y, jnp.zeros(3)], axis=1)
+                  + uniform(k_jitter, (-1.0, 1.0), (3, 3)) * j)
         balls = self.home_ee_pos + offset
         goal = jax.random.randint(k_goal, (), 0, len(BALLS))
         return qpos, qvel, act, {"target_pos_w": balls[goal], "ball_pos_w": balls, "goal_index": goal}
