@@ -184,6 +184,8 @@ class VLAConfig:
     bins: int = field(64, min=2, doc="action bins per dimension, over the dataset's 1st-99th percentiles")
     max_tokens: int = field(16, min=1, doc="instruction tokens (padded and truncated to it)")
     shift_px: int = field(4, min=0, doc="random image shift in training (DrQ) [px]")
+    use_state: bool = field(True, doc="read the proprioceptive state (false: images and words only; a state that "
+                                      "shows the teacher's motion lets a clone copy it instead of looking)")
     rl: VLARLConfig = field(VLARLConfig(), doc="RL fine-tuning (simreal finetune-vla)")
     finetuned_from: str = field("", doc="the cloned run an RL fine-tuning started from (simreal finetune-vla sets it)")
 

@@ -5,7 +5,8 @@ One prediction, for N observations of C cameras::
 
     v_c = P(ViT(resize(image_c) / 127.5 - 1))     (N, p, d)  patch tokens of camera c, projected
     t   = E[ids]                                   (N, L, d)  the instruction's token embeddings
-    s   = W_s (state - mu_s) / sigma_s             (N, 1, d)  the proprioceptive state as one token
+    s   = W_s (state - mu_s) / sigma_s             (N, 1, d)  the proprioceptive state as one token (times 0
+                                                              with ``train.vla.use_state`` false)
     h   = LM([v_1 .. v_C, t, s, q]; mask)[:, -1]   (N, d)     q: a learned query token, last
     logits = W_h h                                 (N, m, B)  B bins per action dimension
 
@@ -23,7 +24,8 @@ Hugging Face checkpoints: a SigLIP checkpoint (a ``SiglipVisionModel`` or a whol
 whose vision tower is taken) and a causal language model with its ``tokenizer.json`` (e.g.
 SmolLM2-135M, a ``LlamaForCausalLM``: its base model is taken), the parts SmolVLM is assembled
 from. A composite VLM folder (SmolVLM's own ``Idefics3`` checkpoint) is not split here: a folder
-whose weights do not fill the model is refused, naming the key and the first missing weights. Empty, they are tiny randomly initialised models built in code
+whose weights do not fill the model is refused, naming the key and the first missing weights.
+Empty, they are tiny randomly initialised models built in code
 (``train.vla.width``, ``layers``, ``heads``) and a word-level tokenizer of the dataset's
 instructions: what tests and CPU toy runs use; nothing is ever downloaded. The checkpoint
 (``checkpoints/policy.safetensors``, format :data:`FORMAT`) holds every weight and both models'
@@ -63,16 +65,20 @@ class VLASpec:
     action_size: int
     bins: int
     max_tokens: int
+    use_state: bool = True  # False: the state token carries nothing (images and words only)
 
     def to_json(self) -> str:
         return json.dumps({"cameras": {k: list(v) for k, v in self.cameras.items()}, "state_size": self.state_size,
-                           "action_size": self.action_size, "bins": self.bins, "max_tokens": self.max_tokens})
+                           "action_size": self.action_size, "bins": self.bins, "max_tokens": self.max_tokens,
+                           "use_state": self.use_state})
 
     @classmethod
     def from_json(cls, text: str) -> VLASpec:
         d = json.loads(text)
-        return cls(cameras={k: (int(v[0]), int(v[1])) for k, v in d["cameras"].items()}, state_size=int(d["state_size"]),
-                   action_size=int(d["action_size"]), bins=int(d["bins"]), max_tokens=int(d["max_tokens"]))
+        return cls(cameras={k: (int(v[0]), int(v[1])) for k, v in d["cameras"].items()},
+                   state_size=int(d["state_size"]),
+                   action_size=int(d["action_size"]), bins=int(d["bins"]), max_tokens=int(d["max_tokens"]),
+                   use_state=bool(d["use_state"]))
 
 
 # -- tokenizer -----------------------------------------------------------------------------------
@@ -184,8 +190,8 @@ class VLA(nn.Module):
                 ) -> torch.Tensor:
         n = state.shape[0]
         vis = [self._camera_tokens(im) for im in images]
-        tokens = torch.cat([self.text.get_input_embeddings()(ids), *vis,
-                            self.state_in((state - self.state_mean) / self.state_std)[:, None],
+        x = (state - self.state_mean) / self.state_std * float(self.spec.use_state)
+        tokens = torch.cat([self.text.get_input_embeddings()(ids), *vis, self.state_in(x)[:, None],
                             self.query.expand(n, -1, -1)], dim=1)
         ones = torch.ones(n, sum(v.shape[1] for v in vis) + 2, dtype=mask.dtype, device=mask.device)
         full = torch.cat([mask, ones], dim=1)

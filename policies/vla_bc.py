@@ -72,7 +72,8 @@ def load_vla_demos(root: str | Path, cameras: tuple[str, ...], state_size: int, 
                     action=np.concatenate([e[ACTION] for e in eps]).astype(np.float32),
                     images={c: np.concatenate([e[IMAGE_PREFIX + c] for e in eps]) for c in cams},
                     sentence=np.concatenate([np.full(len(e[ACTION]), w) for e, w in zip(eps, which)]),
-                    sentences=sentences, episode=np.concatenate([np.full(len(e[ACTION]), i) for i, e in enumerate(eps)]),
+                    sentences=sentences,
+                    episode=np.concatenate([np.full(len(e[ACTION]), i) for i, e in enumerate(eps)]),
                     stats=ds.stats)
 
 
@@ -125,7 +126,7 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
     env = make_env(cfg)
     demos = load_vla_demos(tc.dataset, vc.cameras, state_size(env), int(env.action_size))
     spec = VLASpec(cameras={c: tuple(im.shape[1:3]) for c, im in demos.images.items()}, state_size=state_size(env),
-                   action_size=int(env.action_size), bins=vc.bins, max_tokens=vc.max_tokens)
+                   action_size=int(env.action_size), bins=vc.bins, max_tokens=vc.max_tokens, use_state=vc.use_state)
     torch.manual_seed(cfg.seed)
     st = demos.stats[STATE]
     lo, hi = action_range(demos.stats)

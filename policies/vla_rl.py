@@ -26,7 +26,8 @@ policy after the latest round, as :func:`~simreal.policies.vla.save_vla` writes 
 ``checkpoints/critic.safetensors``, and ``metrics.csv`` (a row per round: sampled success,
 return, KL, clipped share, updates, wall time; the deterministic evaluation before the first
 round and after the last; ``success_reward``, the mean per episode of the reward PPO optimises;
-``task_return``, the task's own shaped return, for reference). ``simreal eval`` and ``simreal export`` take it as any run. An
+``task_return``, the task's own shaped return, for reference). ``simreal eval`` and
+``simreal export`` take it as any run. An
 interrupted fine-tuning keeps the latest finished round's policy; it does not resume (the
 optimiser's moments are not saved).
 """

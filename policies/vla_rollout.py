@@ -121,7 +121,8 @@ def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int,
     empty = np.zeros((0, num_envs))
     return Rollout(state=col.get("state", empty), images={c: col.get(f"image/{c}", empty) for c in model.spec.cameras},
                    ids=ids, mask=mask, bins=col.get("bins", empty), logp=col.get("logp", empty),
-                   privileged=col.get("privileged", empty), reward=col.get("reward", empty), done=col.get("done", empty),
+                   privileged=col.get("privileged", empty), reward=col.get("reward", empty),
+                   done=col.get("done", empty),
                    alive=col.get("alive", empty), stats=stats, sentences=sentences, success=success)
 
 

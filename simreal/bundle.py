@@ -156,7 +156,8 @@ class Bundle:
         """``instruction_ids`` and ``instruction_mask`` (max_tokens,) int64 of ``sentence``, by the
         bundle's tokenizer; BundleError naming ``instruction.tokenizer`` when it cannot be read."""
         enc = self.tokenizer().encode(sentence)
-        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64), INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
+        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64),
+                INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
 
     def tokenizer(self) -> Any:
         """The instruction's ``tokenizers`` tokenizer, padding and truncating to ``max_tokens`` (read
@@ -466,7 +467,8 @@ class OnnxPolicy:
         if set(extra or {}) != set(self.bundle.extra_input_shapes):
             raise BundleError("images" if self.bundle.images else "instruction",
                               f"the policy takes {sorted(self.bundle.extra_input_shapes) or 'no inputs'} beside "
-                              f"'{self.bundle.onnx_input}', was given {sorted(extra or {})}", str(self.bundle.onnx_file))
+                              f"'{self.bundle.onnx_input}', was given {sorted(extra or {})}",
+                              str(self.bundle.onnx_file))
         if extra:
             feed.update({k: np.asarray(v)[None] if single else np.asarray(v) for k, v in extra.items()})
         (y,) = self.session.run([self.bundle.onnx_output], feed)

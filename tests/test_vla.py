@@ -68,6 +68,19 @@ def test_padding_tokens_do_not_change_the_action_and_the_words_do():
         assert not torch.allclose(model(state, other, mask, image), base, atol=1e-4)
 
 
+def test_without_the_state_the_action_depends_on_images_and_words_only():
+    import dataclasses
+
+    model, tok = tiny()
+    model.spec = dataclasses.replace(model.spec, use_state=False)
+    model.eval()
+    ids, mask = (torch.from_numpy(a) for a in tokenize(tok, ["reach the red ball"] * 2))
+    image = torch.randint(0, 255, (1, 16, 16, 3), dtype=torch.uint8).expand(2, -1, -1, -1)
+    with torch.no_grad():
+        out = model(torch.randn(2, 4) * 3, ids, mask, image)
+    torch.testing.assert_close(out[0], out[1])
+
+
 def test_gae_on_a_hand_computed_episode():
     from simreal.policies.vla_rl import gae
 
