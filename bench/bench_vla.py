@@ -9,7 +9,7 @@ The commands a user runs, in this process (``simreal.cli.main``)::
     simreal demos arm-reach-choice env.episode_length_s=L --teacher scripted --episodes N --camera front --out DIR/demos
     simreal demos arm-reach-choice env.episode_length_s=L --teacher scripted --drive random --episodes M \
         --camera front --append --out DIR/demos        # the teacher labels states a random driver visits
-    simreal train-bc DIR/demos train.learning_rate=0.0003 --policy vla --epochs K --out DIR/bc
+    simreal train-bc DIR/demos --policy vla --epochs K --out DIR/bc     # the task's algorithms.bc: lr 3e-4, no state
     simreal finetune-vla DIR/bc train.vla.rl.iterations=R --out DIR/rl
 
 Both policies are then evaluated on the same ``E`` episodes (the deployed, most-likely-bin
@@ -20,7 +20,8 @@ one that ignores them does not. The randomly driven episodes are there because t
 ones alone teach a copycat: after its first steps the teacher's arm is already moving toward the
 goal, so the joints tell which ball, and a cloned policy learns to continue whatever motion it
 is in instead of reading the words (measured: success equal with the right and the wrong
-instruction). The table is markdown, with the wall-clock of every stage and the machine's load
+instruction); for the same reason the task's BC settings feed the VLA images and words only
+(``train.vla.use_state: false``). The table is markdown, with the wall-clock of every stage and the machine's load
 average.
 """
 
@@ -94,8 +95,8 @@ def main() -> int:
         wall["record_s"] = time.time() - t
         t = time.time()
         bc = root / "bc"
-        assert simreal(["train-bc", str(root / "demos"), "train.num_eval_envs=16", "train.learning_rate=0.0003",
-                        "--policy", "vla", "--epochs", str(a.epochs), "--out", str(bc)]) == 0
+        assert simreal(["train-bc", str(root / "demos"), "train.num_eval_envs=16", "--policy", "vla", "--epochs",
+                        str(a.epochs), "--out", str(bc)]) == 0
         wall["bc_s"] = time.time() - t
     t = time.time()
     rl = root / "rl"
