@@ -124,6 +124,14 @@ def _tail(path: Path) -> str:
     return "".join(p.read_text()[-2000:] for p in (path, Path(f"{path}.err")) if p.exists())
 
 
+def _kill(*procs: subprocess.Popen | None) -> None:
+    """Kill and reap each process still running."""
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float, listener: DdsTransport,
                      robot_up: list, received: list, tmp: Path) -> tuple[subprocess.Popen, subprocess.Popen]:
     """Start the rehearsal robot (``sim.json``), wait until ``listener`` fills ``robot_up``, start the
@@ -145,10 +153,7 @@ def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float
                 f"no command within 90 s\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
             listener.poll(0.05)
     except BaseException:
-        for proc in (node, sim):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill(node, sim)
         raise
     return sim, node
 
@@ -186,10 +191,7 @@ def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
         while sim.poll() is None and time.monotonic() < t_sig + HOLD_S + 30:
             listener.poll(0.05)
     finally:
-        for proc in (node, sim):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill(node, sim)
         listener.close()
 
     log = node_log.read_text() + Path(f"{node_log}.err").read_text()  # rclpy logs to stderr
@@ -264,10 +266,7 @@ def test_generated_node_runs_a_vla_on_camera_images_and_an_instruction(rclpy_ok,
         while sim.poll() is None and time.monotonic() < t_first + RUN_S + 30:
             listener.poll(0.05)
     finally:
-        for proc in (node, sim):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill(node, sim)
         listener.close()
     log = node_log.read_text() + Path(f"{node_log}.err").read_text()
     assert node.returncode == 0, log[-3000:]
