@@ -46,10 +46,10 @@ def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int)
     return best
 
 
-def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int) -> float:
+def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int, overrides: list[str]) -> float:
     from simreal.policies.run_config import make_env, resolve
 
-    env = make_env(resolve(task), backend=backend)
+    env = make_env(resolve(task, overrides), backend=backend)
     return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
 
 
@@ -108,14 +108,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--bare", action="store_true", help="also time bare mujoco.rollout on each task's model")
+    p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
     a = p.parse_args()
-    ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats) for t in a.tasks for b in a.backends}
+    ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats, a.override) for t in a.tasks for b in a.backends}
     theirs = {n: playground_rate(n, a.envs, a.steps, a.repeats) for n in a.playground}
     bare = {(t, per_env): bare_rollout_rate(t, a.envs, a.steps, a.repeats, per_env)
             for t in a.tasks for per_env in (False, True)} if a.bare else {}
     dev = jax.devices()[0]
     print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
-          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}\n")
+          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}"
+          + (f", {' '.join(a.override)}" if a.override else "") + "\n")
     print("| env | backend | env-steps/s |\n| --- | --- | ---: |")
     for (t, b), v in ours.items():
         print(f"| simreal {t} | {b} | {v:,.0f} |")

@@ -2,10 +2,12 @@
 
     python bench/bench_tracking.py /path/to/walk.bvh                       # g1, 10 min budget
     python bench/bench_tracking.py walk.bvh --limit-s 600 --num-envs 128 --episode-s 3
+    python bench/bench_tracking.py walk_g1.npz --backend mjx --num-envs 8192 --hidden 512 256 128   # a GPU
 
 Steps, each timed: ``simreal retarget CLIP --robot g1`` (its PD-playback feasibility figure is
-reported), ``simreal train g1-tracking env.motion_file=...`` on the native (CPU) backend for an
-env-step budget or a wall-clock limit, ``simreal eval RUN --json``, then two baselines judged by
+reported; skipped when CLIP is already a motion ``.npz``), ``simreal train g1-tracking
+env.motion_file=...`` on ``--backend`` (native, the CPU, by default) for an env-step budget or a
+wall-clock limit, ``simreal eval RUN --json``, then two baselines judged by
 the same evaluation (:func:`simreal.policies.torch_policy.evaluate`: the first episode of each
 of ``--episodes`` envs, domain randomisation and action delay as in training, the seed ``simreal
 eval`` uses):
@@ -91,10 +93,13 @@ def row(clip: str, name: str, r: dict[str, Any], ctrl_dt: float, extra: str) -> 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("clip", help="BVH (or any `simreal retarget` source)")
+    p.add_argument("clip", help="BVH (or any `simreal retarget` source), or a motion .npz it wrote")
     p.add_argument("--robot", default="g1")
     p.add_argument("--workdir", default="/tmp/simreal-bench-tracking")
     p.add_argument("--num-envs", type=int, default=128)
+    p.add_argument("--backend", default="native", choices=("native", "mjx", "mjx-warp"))
+    p.add_argument("--hidden", type=int, nargs="+", default=[256, 128], help="policy and value layer widths")
+    p.add_argument("--override", nargs="*", default=[], help="more training config key=value (robot=my_g1.yaml)")
     p.add_argument("--steps", type=int, default=3_000_000, help="env-step budget")
     p.add_argument("--limit-s", type=float, default=600.0, help="training wall-clock limit [s]")
     p.add_argument("--episode-s", type=float, default=3.0, help="episode length, training and evaluation [s]")
@@ -107,7 +112,7 @@ def main() -> None:
     clip = Path(a.clip).stem
     motion = work / f"{clip}_{a.robot}.npz"
 
-    if a.run is None:
+    if a.run is None and not a.clip.endswith(".npz"):
         ret, t_ret = run_cli(["retarget", a.clip, "--robot", a.robot, "--out", str(motion)])
         part = max(ret["parts"], key=lambda p: p["quality"]["frames"])  # a clip cut in pieces: the longest
         motion = Path(part["out"])
@@ -115,11 +120,16 @@ def main() -> None:
         print(f"retarget {t_ret:.0f} s: frames {part['frames']}, verdict {part['quality']['verdict']}, PD playback follows "
               f"{feas.get('mean_follow_s', float('nan')):.2f} s of each {feas.get('window_s', float('nan')):.0f} s "
               "window", file=sys.stderr)
+    elif a.run is None:
+        motion = Path(a.clip)
+    if a.run is None:
+        hidden = "[" + ",".join(map(str, a.hidden)) + "]"
         train, t_train = run_cli([
-            "train", "g1-tracking", f"env.motion_file={motion}", f"runs_root={work / 'runs'}", "backend=native",
+            "train", "g1-tracking", f"env.motion_file={motion}", f"runs_root={work / 'runs'}", f"backend={a.backend}",
             f"seed={a.seed}", f"env.episode_length_s={a.episode_s}", f"train.num_envs={a.num_envs}",
             f"train.num_timesteps={a.steps}", f"train.max_wall_s={a.limit_s}", "train.eval_every_steps=0",
-            f"eval.episodes={a.episodes}", "train.policy_hidden=[256,128]", "train.value_hidden=[256,128]"])
+            f"eval.episodes={a.episodes}", f"train.policy_hidden={hidden}", f"train.value_hidden={hidden}",
+            *a.override])
         run_dir, steps = Path(train["run_dir"]), train["env_steps"]
     else:  # the run's own record: its last metrics row
         run_dir, t_train = Path(a.run), float("nan")

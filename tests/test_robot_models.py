@@ -171,6 +171,40 @@ def test_g1_23dof_welds_waist_roll_pitch_and_wrist_pitch_yaw():
         build_model(_with_options(_spec("g1"), variant="27dof"))
 
 
+@pytest.mark.parametrize("name", ["g1", "h1"])
+def test_feet_only_floor_contact_drops_the_limbs_and_keeps_the_stance(name):
+    spec = _spec(name)
+    m_all, m_feet = build_model(spec), build_model(_with_options(spec, floor_contact="feet"))
+    feet = {m_feet.geom("left_foot").id, m_feet.geom("right_foot").id}
+    floor = m_feet.geom("floor").id
+
+    def touch_floor(m):  # MuJoCo's filter: (contype_a & conaffinity_b) | (contype_b & conaffinity_a)
+        return {g for g in range(m.ngeom) if g != floor and (m.geom_contype[g] & m.geom_conaffinity[floor]
+                                                             or m.geom_contype[floor] & m.geom_conaffinity[g])}
+
+    assert touch_floor(m_feet) == feet
+    assert len(touch_floor(m_all)) == m_all.ngeom - 1
+    d = mujoco.MjData(m_feet)  # the home keyframe still stands on its soles, and only they touch
+    mujoco.mj_resetDataKeyframe(m_feet, d, m_feet.key("home").id)
+    for _ in range(round(0.3 / m_feet.opt.timestep)):
+        mujoco.mj_step(m_feet, d)
+    assert {c.geom1 for c in d.contact[: d.ncon]} | {c.geom2 for c in d.contact[: d.ncon]} == feet | {floor}
+    with_self = build_model(_with_options(spec, floor_contact="feet", self_collision=True))
+    assert touch_floor(with_self) == feet and all(with_self.geom_contype[g] & with_self.geom_conaffinity[g]
+                                                  for g in range(with_self.ngeom) if g != floor)
+    with pytest.raises(ConfigError, match="floor_contact.*all, feet"):
+        build_model(_with_options(spec, floor_contact="hands"))
+
+
+def test_solver_caps_come_from_the_spec():
+    spec = _spec("g1")
+    assert (_model("g1").opt.iterations, _model("g1").opt.ls_iterations) == (
+        spec.physical["solver_iterations"], spec.physical["ls_iterations"])
+    capped = dataclasses.replace(spec, physical={**spec.physical, "solver_iterations": 3, "ls_iterations": 5})
+    m = build_model(capped)
+    assert (m.opt.iterations, m.opt.ls_iterations) == (3, 5)
+
+
 def test_franka_ready_pose_puts_the_tcp_where_libfranka_does():
     m = _model("franka")
     d = mujoco.MjData(m)

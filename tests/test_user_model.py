@@ -9,6 +9,8 @@ with no actuators and a root link welded to the world.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import mujoco
@@ -225,6 +227,17 @@ def test_motors_become_pd_servos_with_the_specs_gains_and_joint_constants(tmp_pa
     assert m.dof_damping[dof] == pytest.approx([0.3] * 6)
     assert m.opt.timestep == pytest.approx(0.004)
     assert m.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+
+
+def test_solver_caps_from_the_spec_replace_the_files_and_are_said(tmp_path, capsys):
+    m = build_model(biped_spec(tmp_path))
+    assert (m.opt.iterations, m.opt.ls_iterations) == (100, 50)  # the file's (MuJoCo's defaults)
+    spec = biped_spec(tmp_path, name="capped")
+    spec = dataclasses.replace(spec, physical={**spec.physical, "solver_iterations": 10, "ls_iterations": 20})
+    capsys.readouterr()
+    m = build_model(spec)
+    assert (m.opt.iterations, m.opt.ls_iterations) == (10, 20)
+    assert "solver caps 10 / 20" in capsys.readouterr().err
 
 
 def test_floor_added_once_with_the_specs_friction_and_said_once(tmp_path, capsys):

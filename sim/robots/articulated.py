@@ -18,12 +18,19 @@ What every model gets:
 
 Spec keys read: every actuator field but ``velocity_limit`` (MuJoCo has no joint speed limit;
 deploy's safety layer enforces it), and ``physical.physics_dt_s`` (default 0.002 s),
-``physical.floor_friction`` (1.0) and ``physical.joint_damping`` (passive, all joints, 0.0).
+``physical.floor_friction`` (1.0), ``physical.joint_damping`` (passive, all joints, 0.0) and
+the constraint solver's caps ``physical.solver_iterations`` / ``physical.ls_iterations``
+(MuJoCo's ``opt.iterations`` / ``opt.ls_iterations``, default 100 / 50). The caps decide MJX's
+speed: its batched Newton solver runs until every env has converged, so with thousands of
+envs it runs to the cap on every step, where the C engine stops each env at convergence.
 The integrator is ``implicitfast`` so stiff ``kv`` stays stable at the spec's time step.
 
 Collision filtering: robot geoms have ``contype=2, conaffinity=1``, the floor and (by default)
 task objects ``contype=conaffinity=1``; so the robot touches the world but not itself unless
-``self_collision=True`` (parent/child pairs stay filtered by MuJoCo).
+``self_collision=True`` (parent/child pairs stay filtered by MuJoCo). ``floor_contact="feet"``
+leaves only the ``feet`` geoms touching the world (MuJoCo Playground's "feet only" locomotion
+scenes): a fallen robot's limbs then pass through the floor, which early termination hides in
+training, and the contact rows MJX solves every step drop from every limb's to the soles'.
 
 Frames follow MuJoCo: positions [m] in the parent body frame, quaternions wxyz.
 """
@@ -31,7 +38,7 @@ Frames follow MuJoCo: positions [m] in the parent body frame, quaternions wxyz.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import mujoco
 import numpy as np
@@ -44,6 +51,8 @@ Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
 
 ROBOT_CONTYPE, ROBOT_CONAFFINITY = 2, 1
+#: ``floor_contact`` -> whether a geom of that name touches the world (given the robot's feet).
+FLOOR_CONTACT = {"all": lambda name, feet: True, "feet": lambda name, feet: name in feet}
 _GEOM_TYPES = {"capsule": mujoco.mjtGeom.mjGEOM_CAPSULE, "box": mujoco.mjtGeom.mjGEOM_BOX,
                "sphere": mujoco.mjtGeom.mjGEOM_SPHERE, "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER}
 
@@ -201,7 +210,7 @@ def driver_order(robot: Robot, spec: RobotSpec, locked: Iterable[str] = ()) -> t
 
 
 def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = (), fixed_base: bool = False,
-                      self_collision: bool = False) -> mujoco.MjSpec:
+                      self_collision: bool = False, floor_contact: str = "all") -> mujoco.MjSpec:
     """Build the MjSpec of ``robot`` with gains, limits and defaults from ``spec``.
 
     Args:
@@ -210,7 +219,13 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
       locked: joints welded in this variant (e.g. the 23-DoF G1's wrist pitch/yaw).
       fixed_base: floating robots only: drop the free joint and pin the base at standing height.
       self_collision: let non-adjacent links collide with each other.
+      floor_contact: ``all`` geoms or only the ``feet`` touch the floor and task objects.
     """
+    if floor_contact not in FLOOR_CONTACT:
+        raise ConfigError("model.options.floor_contact", f"expected one of {', '.join(FLOOR_CONTACT)}, "
+                                                         f"got {floor_contact!r}", spec.source)
+    if floor_contact != "all" and not robot.feet:
+        raise ConfigError("model.options.floor_contact", f"{robot.name} has no feet geoms", spec.source)
     locked = frozenset(locked)
     order = driver_order(robot, spec, locked)
     act = {a.name: a for a in spec.actuators}
@@ -220,12 +235,15 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     s.compiler.degree = False
     s.option.timestep = phys.get("physics_dt_s", 0.002)
     s.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST  # kv damping integrated implicitly
+    s.option.iterations = int(phys.get("solver_iterations", s.option.iterations))
+    s.option.ls_iterations = int(phys.get("ls_iterations", s.option.ls_iterations))
     _add_floor(s, phys.get("floor_friction", 1.0))
     coupled = {c.name for c in robot.coupled}
     drives = {n: (act[n], 1.0) for n in order if n not in coupled}  # joint -> (spec actuator, joint per actuator unit)
     drives.update({j: (act[c.name], c.per_joint) for c in robot.coupled for j in c.joints})
     bodies = _add_bodies(s, robot, drives, locked, free=robot.floating and not fixed_base,
-                         self_collision=self_collision, damping=phys.get("joint_damping", 0.0))
+                         self_collision=self_collision, damping=phys.get("joint_damping", 0.0),
+                         touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet))
     _add_actuators(s, robot, [act[n] for n in order])
     if robot.imu_site is not None:
         for name, kind in (("imu_gyro", mujoco.mjtSensor.mjSENS_GYRO),
@@ -238,13 +256,15 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
 
 
 def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSpec, float]], locked: frozenset[str],
-                *, free: bool, self_collision: bool, damping: float) -> dict[str, mujoco.MjsBody]:
-    """Bodies with inertials, joints, primitive geoms, keypoint sites and the extra sites."""
+                *, free: bool, self_collision: bool, damping: float,
+                touches_world: Callable[[str | None], bool]) -> dict[str, mujoco.MjsBody]:
+    """Bodies with inertials, joints, primitive geoms, keypoint sites and the extra sites.
+    A geom that does not ``touches_world`` keeps only its self-collision bit (if any)."""
     children: dict[str, list[Link]] = {}
     for link in robot.links:
         children.setdefault(link.parent or "", []).append(link)
     bodies: dict[str, mujoco.MjsBody] = {}
-    conaffinity = ROBOT_CONAFFINITY | (ROBOT_CONTYPE if self_collision else 0)
+    self_bit = ROBOT_CONTYPE if self_collision else 0
     for link in robot.links:  # tables list parents before children
         parent = s.worldbody if link.parent is None else bodies[link.parent]
         b = bodies[link.name] = parent.add_body(name=link.name, pos=link.pos, quat=link.quat)
@@ -256,8 +276,10 @@ def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[Actuator
         segments = [Geom("capsule", (link.radius,), fromto=(0.0, 0.0, 0.0, *c.pos)) for c in children.get(link.name, ())
                     if link.radius > 0 and np.linalg.norm(c.pos) > 1e-3]
         for g in (*link.geoms, *segments):
+            world = touches_world(g.name)
             b.add_geom(name=g.name, type=_GEOM_TYPES[g.type], size=[*g.size, *[0.0] * (3 - len(g.size))],
-                       pos=g.pos, quat=g.quat, contype=ROBOT_CONTYPE, conaffinity=conaffinity, group=1,
+                       pos=g.pos, quat=g.quat, contype=ROBOT_CONTYPE if world else self_bit,
+                       conaffinity=(ROBOT_CONAFFINITY if world else 0) | self_bit, group=1,
                        rgba=[0.55, 0.57, 0.6, 1.0], **({"fromto": g.fromto} if g.fromto is not None else {}))
         b.add_site(name=keypoint_name(link.name), size=[0.01, 0, 0], group=4)
     for site in robot.sites:

@@ -127,7 +127,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 
 
 def build_spec(spec: RobotSpec, variant: str = "29dof", fixed_base: bool = False,
-               self_collision: bool = False) -> mujoco.MjSpec:
+               self_collision: bool = False, floor_contact: str = "all") -> mujoco.MjSpec:
     """The G1's MjSpec with gains, limits and pose from ``spec``.
 
     Args:
@@ -135,8 +135,10 @@ def build_spec(spec: RobotSpec, variant: str = "29dof", fixed_base: bool = False
       variant: ``29dof`` or ``23dof`` (welds waist roll/pitch and wrist pitch/yaw).
       fixed_base: pin the pelvis at standing height instead of a free joint.
       self_collision: let non-adjacent links collide.
+      floor_contact: ``all`` or ``feet`` (only the soles touch the world: MJX's fast locomotion).
     """
     if variant not in VARIANTS:
         raise ConfigError("model.options.variant", f"unknown G1 variant {variant!r}; valid: {', '.join(VARIANTS)}",
                           spec.source)
-    return build_articulated(G1, spec, locked=VARIANTS[variant], fixed_base=fixed_base, self_collision=self_collision)
+    return build_articulated(G1, spec, locked=VARIANTS[variant], fixed_base=fixed_base, self_collision=self_collision,
+                             floor_contact=floor_contact)

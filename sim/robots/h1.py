@@ -90,12 +90,15 @@ DRIVER_ORDER = ("right_hip_roll_joint", "right_hip_pitch_joint", "right_knee_joi
 H1 = Robot("h1", LINKS, DRIVER_ORDER, floating=True, sites=SITES, feet=("left_foot", "right_foot"), imu_site="imu")
 
 
-def build_spec(spec: RobotSpec, fixed_base: bool = False, self_collision: bool = False) -> mujoco.MjSpec:
+def build_spec(spec: RobotSpec, fixed_base: bool = False, self_collision: bool = False,
+               floor_contact: str = "all") -> mujoco.MjSpec:
     """The H1's MjSpec with gains, limits and pose from ``spec``.
 
     Args:
       spec: an H1 robot spec.
       fixed_base: pin the pelvis at standing height instead of a free joint.
       self_collision: let non-adjacent links collide.
+      floor_contact: ``all`` or ``feet`` (only the soles touch the world: MJX's fast locomotion).
     """
-    return build_articulated(H1, spec, fixed_base=fixed_base, self_collision=self_collision)
+    return build_articulated(H1, spec, fixed_base=fixed_base, self_collision=self_collision,
+                             floor_contact=floor_contact)

@@ -13,7 +13,8 @@ where the contract needs it; each change is said once on stderr, as
   task or ``model.sites`` can name them;
 - **time step**: ``physical.physics_dt_s`` when set, else the file's. Joint robots integrate
   with ``implicitfast`` when the file says Euler, as the built-in models do, so the servos'
-  stiff ``kv`` stays stable;
+  stiff ``kv`` stays stable; ``physical.solver_iterations`` / ``ls_iterations``, when set,
+  replace the file's solver caps (as for the built-ins);
 
 Joint robots (humanoid, arm), whose tasks send joint position targets:
 
@@ -105,6 +106,11 @@ def load_user_model(spec: RobotSpec) -> mujoco.MjSpec:
         add_floor(s, friction)
         notes.append(f"added a floor plane at z = 0 (friction {friction:g}): the file has none")
     notes.append(_set_timestep(s, spec))
+    if {"solver_iterations", "ls_iterations"} & set(spec.physical):
+        s.option.iterations = int(spec.physical.get("solver_iterations", s.option.iterations))
+        s.option.ls_iterations = int(spec.physical.get("ls_iterations", s.option.ls_iterations))
+        notes.append(f"solver caps {s.option.iterations} / {s.option.ls_iterations} iterations from the spec "
+                     "(physical.solver_iterations / ls_iterations)")
     if spec.family in JOINT_FAMILIES and not spec.model.options.get("self_collision", False):
         for g in s.geoms:
             if g.parent.name != "world" and (g.contype or g.conaffinity):
