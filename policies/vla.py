@@ -46,6 +46,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from simreal.bundle import PAD, fixed_length
 from simreal.errors import ConfigError, DataFileError
 from simreal.npz import short_reason
 
@@ -53,7 +54,7 @@ FORMAT = "simreal-vla-policy/1"
 CHECKPOINT = Path("checkpoints") / "policy.safetensors"
 TOKENIZER = Path("checkpoints") / "tokenizer.json"
 #: The word-level tokenizer's special tokens (ids 0 and 1).
-PAD, UNK = "[PAD]", "[UNK]"
+UNK = "[UNK]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,14 +95,6 @@ def word_tokenizer(sentences: Sequence[str], max_tokens: int) -> Any:
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre
     return fixed_length(tok, max_tokens)
-
-
-def fixed_length(tok: Any, max_tokens: int) -> Any:
-    """``tok`` padding and truncating every instruction to ``max_tokens`` (the graph's fixed L)."""
-    pad_id = tok.token_to_id(PAD)
-    tok.enable_padding(length=max_tokens, pad_id=0 if pad_id is None else pad_id, pad_token=PAD)
-    tok.enable_truncation(max_tokens)
-    return tok
 
 
 def load_tokenizer(path: str | Path, max_tokens: int) -> Any:

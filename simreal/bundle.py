@@ -271,8 +271,18 @@ def _tokenizer(path: Path, max_tokens: int) -> Any:
     except Exception as e:  # tokenizers raises a bare Exception on a malformed file
         raise BundleError("instruction.tokenizer", f"not a tokenizers tokenizer.json ({short_reason(e)})",
                           str(path)) from None
-    pad = tok.token_to_id("[PAD]")
-    tok.enable_padding(length=max_tokens, pad_id=0 if pad is None else pad, pad_token="[PAD]")
+    return fixed_length(tok, max_tokens)
+
+
+#: The padding token a VLA's word tokenizer defines (a pretrained tokenizer without one pads with id 0).
+PAD = "[PAD]"
+
+
+def fixed_length(tok: Any, max_tokens: int) -> Any:
+    """``tok`` (a ``tokenizers.Tokenizer``) padding and truncating every instruction to
+    ``max_tokens``, the policy graph's fixed instruction length L."""
+    pad_id = tok.token_to_id(PAD)
+    tok.enable_padding(length=max_tokens, pad_id=0 if pad_id is None else pad_id, pad_token=PAD)
     tok.enable_truncation(max_tokens)
     return tok
 
