@@ -54,10 +54,11 @@ class SimCamera:
             extra.update(self.bundle.instruction_inputs(self.sentence(task)))
         return extra
 
-    def messages(self, cfg: Any, qpos: np.ndarray, task: Mapping[str, np.ndarray], stamp_ns: int, T: Any,
-                 instruction: bool = True) -> list[tuple[str, str, Any]]:
-        """(subscription name, topic, message) of each camera's image and (with ``instruction``) the
-        instruction, on the deploy config ``cfg``'s perception topics."""
+    def messages(self, cfg: Any, qpos: np.ndarray, task: Mapping[str, np.ndarray], stamp_ns: int,
+                 T: Any) -> list[tuple[str, str, Any]]:
+        """(subscription name, topic, message) of each camera's image and of the instruction, on the
+        deploy config ``cfg``'s perception topics. The instruction goes out with every frame: its
+        topic is volatile (docs/deploy.md), so a node that joins late still hears it."""
         from simreal.deploy.adapters import stamp_of
         from simreal.deploy.runner import IMAGE, INSTRUCTION
 
@@ -69,7 +70,7 @@ class SimCamera:
             msg = T("sensor_msgs/msg/Image")(header=header, height=h, width=w, encoding="rgb8", is_bigendian=0,
                                              step=w * 3, data=px.tobytes())
             out.append((IMAGE + cam, per.image_topics[cam], msg))
-        if instruction and per.instruction_topic and self.bundle.instruction is not None:
+        if per.instruction_topic and self.bundle.instruction is not None:
             out.append((INSTRUCTION, per.instruction_topic, T("std_msgs/msg/String")(data=self.sentence(task))))
         return out
 
