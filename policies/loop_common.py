@@ -123,7 +123,10 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         if learner.env_steps < tc.num_timesteps and not stop.requested:
             # the first iteration compiles the rollout and the update (XLA): the status line
             # needs two iterations for a rate, so say why nothing moves meanwhile
-            progress.message("compiling the training step (the first iteration; 20-60 s on 2 CPU cores) ...")
+            import jax
+
+            progress.message(f"compiling the training step for {jax.devices()[0].platform.upper()} (the first "
+                             "iteration: 20-60 s for the quadrotor on 2 CPU cores, longer for a humanoid) ...")
         while learner.env_steps < tc.num_timesteps and not stop.requested:
             m = learner.iterate()
             steps = learner.env_steps
