@@ -13,7 +13,7 @@
 #   hover       `simreal train quadrotor-hover backend=mjx` (4096 envs, 20M steps at most, the
 #               learning rate decayed over them) to its eval target (0.95), then eval
 #   velocity    `simreal train g1-velocity backend=mjx` for TRAIN_S seconds (8192 envs,
-#               Playground's G1 PPO batch shape: 32 minibatches, 4 epochs), then eval
+#               unroll 24, 32 minibatches, 4 epochs), then eval
 #   tracking    bench/bench_tracking.py on MOTION (a `simreal retarget` npz) on mjx for TRAIN_S s
 # Runs stay under OUT/runs; a run's folder is also packed as OUT/STEP-run.tgz.
 set -u
