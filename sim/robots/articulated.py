@@ -20,9 +20,9 @@ Spec keys read: every actuator field but ``velocity_limit`` (MuJoCo has no joint
 deploy's safety layer enforces it), and ``physical.physics_dt_s`` (default 0.002 s),
 ``physical.floor_friction`` (1.0), ``physical.joint_damping`` (passive, all joints, 0.0) and
 the constraint solver's caps ``physical.solver_iterations`` / ``physical.ls_iterations``
-(MuJoCo's ``opt.iterations`` / ``opt.ls_iterations``, default 100 / 50). The caps decide MJX's
-speed: its batched Newton solver runs until every env has converged, so with thousands of
-envs it runs to the cap on every step, where the C engine stops each env at convergence.
+(MuJoCo's ``opt.iterations`` / ``opt.ls_iterations``, default 100 / 50). The caps bound MJX's
+cost: its batched solver iterates until the slowest of thousands of envs has converged, or to
+the cap, where the C engine stops each env at its own convergence.
 The integrator is ``implicitfast`` so stiff ``kv`` stays stable at the spec's time step.
 
 Collision filtering: robot geoms have ``contype=2, conaffinity=1``, the floor and (by default)
