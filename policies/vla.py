@@ -79,7 +79,7 @@ class VLASpec:
         return cls(cameras={k: (int(v[0]), int(v[1])) for k, v in d["cameras"].items()},
                    state_size=int(d["state_size"]),
                    action_size=int(d["action_size"]), bins=int(d["bins"]), max_tokens=int(d["max_tokens"]),
-                   use_state=bool(d["use_state"]))
+                   use_state=bool(d.get("use_state", True)))  # older checkpoints: the state was read
 
 
 # -- tokenizer -----------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ class ActionLayout:
 
 #: Graph input names of the instruction's tokens and their padding mask.
 INSTRUCTION_IDS, INSTRUCTION_MASK = "instruction_ids", "instruction_mask"
+#: The padding token a VLA's word tokenizer defines (a pretrained tokenizer without one pads with id 0).
+PAD = "[PAD]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,10 +274,6 @@ def _tokenizer(path: Path, max_tokens: int) -> Any:
         raise BundleError("instruction.tokenizer", f"not a tokenizers tokenizer.json ({short_reason(e)})",
                           str(path)) from None
     return fixed_length(tok, max_tokens)
-
-
-#: The padding token a VLA's word tokenizer defines (a pretrained tokenizer without one pads with id 0).
-PAD = "[PAD]"
 
 
 def fixed_length(tok: Any, max_tokens: int) -> Any:

@@ -235,8 +235,7 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     s.compiler.degree = False
     s.option.timestep = phys.get("physics_dt_s", 0.002)
     s.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST  # kv damping integrated implicitly
-    s.option.iterations = int(phys.get("solver_iterations", s.option.iterations))
-    s.option.ls_iterations = int(phys.get("ls_iterations", s.option.ls_iterations))
+    set_solver_caps(s, phys)
     _add_floor(s, phys.get("floor_friction", 1.0))
     coupled = {c.name for c in robot.coupled}
     drives = {n: (act[n], 1.0) for n in order if n not in coupled}  # joint -> (spec actuator, joint per actuator unit)
@@ -253,6 +252,14 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     _add_home(s, robot, drives, [act[n].default for n in order], bodies[robot.links[0].name],
               free=robot.floating and not fixed_base)
     return s
+
+
+def set_solver_caps(s: mujoco.MjSpec, physical: dict[str, float]) -> bool:
+    """``opt.iterations`` / ``opt.ls_iterations`` from ``physical.solver_iterations`` /
+    ``ls_iterations`` where set (module docstring); whether either was."""
+    s.option.iterations = int(physical.get("solver_iterations", s.option.iterations))
+    s.option.ls_iterations = int(physical.get("ls_iterations", s.option.ls_iterations))
+    return bool({"solver_iterations", "ls_iterations"} & set(physical))
 
 
 def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSpec, float]], locked: frozenset[str],

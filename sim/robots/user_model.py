@@ -61,7 +61,7 @@ import numpy as np
 
 from simreal.errors import ConfigError
 from simreal.robot_spec import ActuatorSpec, RobotSpec
-from simreal.sim.robots.articulated import ROBOT_CONAFFINITY, ROBOT_CONTYPE
+from simreal.sim.robots.articulated import ROBOT_CONAFFINITY, ROBOT_CONTYPE, set_solver_caps
 from simreal.sim.robots.floor import add_floor, collision_geoms, has_floor, lowest_z
 
 FLOOR_FAMILIES = ("humanoid", "arm", "quadrotor")
@@ -106,9 +106,7 @@ def load_user_model(spec: RobotSpec) -> mujoco.MjSpec:
         add_floor(s, friction)
         notes.append(f"added a floor plane at z = 0 (friction {friction:g}): the file has none")
     notes.append(_set_timestep(s, spec))
-    if {"solver_iterations", "ls_iterations"} & set(spec.physical):
-        s.option.iterations = int(spec.physical.get("solver_iterations", s.option.iterations))
-        s.option.ls_iterations = int(spec.physical.get("ls_iterations", s.option.ls_iterations))
+    if set_solver_caps(s, spec.physical):
         notes.append(f"solver caps {s.option.iterations} / {s.option.ls_iterations} iterations from the spec "
                      "(physical.solver_iterations / ls_iterations)")
     if spec.family in JOINT_FAMILIES and not spec.model.options.get("self_collision", False):
