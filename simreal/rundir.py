@@ -23,14 +23,21 @@ from simreal.yaml_io import atomic_write_text, load_yaml
 
 
 def new_run_dir(root: str | Path, task: str) -> Path:
-    """Create a fresh ``root/task/<timestamp>`` folder (suffixed if the second is taken)."""
+    """Create a fresh ``root/task/<timestamp>`` folder (suffixed ``-1``, ``-2``, ... if the
+    second is taken). The folder is claimed by ``mkdir`` itself, which fails if it exists, so
+    two runs started in the same second (a sweep) never share one."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(root) / task / stamp
-    path, i = base, 1
-    while path.exists():
-        path = base.with_name(f"{stamp}-{i}")
-        i += 1
-    (path / "checkpoints").mkdir(parents=True)
+    parent = Path(root) / task
+    parent.mkdir(parents=True, exist_ok=True)
+    i = 0
+    while True:
+        path = parent / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            path.mkdir()
+            break
+        except FileExistsError:
+            i += 1
+    (path / "checkpoints").mkdir()
     (path / "plots").mkdir()
     return path
 

@@ -1,7 +1,8 @@
 """Runs survive faults: a stop signal saves the last iteration and exits 130/143, resume says
 where it continues (or that nothing is left), a damaged latest checkpoint falls back to the
 newest intact one, a writer killed mid-checkpoint leaves the previous one intact, early stop
-needs a confidence bound, and stable-baselines3 leaves no /tmp/SB3-* folder behind."""
+needs a confidence bound, stable-baselines3 leaves no /tmp/SB3-* folder behind, and runs started
+in the same second get folders of their own."""
 
 import os
 import re
@@ -19,9 +20,26 @@ from scipy.stats import norm
 
 from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
+from simreal import rundir
 from simreal.policies import early_stop, loop_common
 
 CLI = [sys.executable, "-m", "simreal.cli"]
+
+# -- run folders ---------------------------------------------------------------------------------
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    """A sweep launches several runs at once: each claims its own folder (the second one used
+    to fail with FileExistsError when both saw the timestamp free)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(rundir.time, "strftime", lambda fmt: "20261124-120000")
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(lambda _: rundir.new_run_dir(tmp_path, "quadrotor-hover"), range(8)))
+    assert len(set(paths)) == 8
+    assert sorted(p.name for p in paths) == ["20261124-120000"] + [f"20261124-120000-{i}" for i in range(1, 8)]
+    assert all((p / "checkpoints").is_dir() and (p / "plots").is_dir() for p in paths)
+
 
 # -- the stop rule's bound ------------------------------------------------------------------------
 
