@@ -162,7 +162,7 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         progress.close()
         if reason == "budget" and stop.requested:
             reason = "signal"  # no final evaluation: whoever sent it wants the process to end
-        if reason == "budget":
+        if reason == "budget" and last_eval != learner.env_steps:  # not twice for one policy
             eval_result = early_stop.evaluate(learner, cfg)
             if metrics_csv.rows:
                 metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})

@@ -257,3 +257,24 @@ def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "clip.npz" in err, err
     assert not runs.exists() or not any(runs.rglob("config.yaml"))
+
+
+@pytest.mark.parametrize("mode", ["rotor_thrust", "ctbr"])
+def test_quadrotor_hover_action_costs_nothing_and_holds_the_weight(mode):
+    """The action penalty's zero is the command that holds m g with no body rate: every
+    rotor at m g / 4, or ctbr's total thrust m g and zero rates (not the thrust's normalised
+    value on the rate channels)."""
+    from simreal.action_modes import hover_thrust_n
+
+    cfg = resolve("quadrotor-hover", [f"env.action_mode={mode}"])
+    env = make_env(cfg, backend="native")
+    a = jnp.asarray(env.hover_action, jnp.float32)
+    state = env.reset(jax.random.PRNGKey(0))
+    terms = env.reward_terms(state.pipeline_state, a, state.info)
+    assert float(terms["action"]) == pytest.approx(0.0, abs=1e-12)
+    lay = env.action_layout()
+    u = np.asarray(lay["offset"]) + np.asarray(lay["scale"]) * np.asarray(a)
+    if mode == "rotor_thrust":
+        np.testing.assert_allclose(u, hover_thrust_n(env.robot), rtol=1e-5)
+    else:
+        np.testing.assert_allclose(u, [4 * hover_thrust_n(env.robot), 0.0, 0.0, 0.0], rtol=1e-5, atol=1e-9)

@@ -66,8 +66,12 @@ def test_export_matches_jax(ppo, tmp_path):
     b = load_bundle(out, robot="crazyflie2", obs_size=30, action_size=4)
     assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action",
                            "action_history")
-    assert b.action.names == ("m1", "m2", "m3", "m4")
-    np.testing.assert_allclose(b.action.to_physical(np.array([-1, 0, 1, 2.0])), [0, 0.075, 0.15, 0.15])
+    # the hover default commands the rate loop: collective thrust [N] (4 x 0.15 N full scale) and
+    # body rates [rad/s] (max_body_rate_rad_s 10), clipped to those limits
+    assert b.action.names == ("thrust", "roll_rate", "pitch_rate", "yaw_rate")
+    assert b.action.mode == "ctbr"
+    np.testing.assert_allclose(b.action.to_physical(np.array([-1, 0, 1, 2.0])), [0, 0, 10, 10])
+    np.testing.assert_allclose(b.action.to_physical(np.array([1, -0.5, -1, -2.0])), [0.6, -5, -10, -10])
     assert b.task_params["target_pos_w"] == [0.0, 0.0, 1.0]
     assert OnnxPolicy(b)(np.zeros(30)).shape == (4,)
 

@@ -77,6 +77,11 @@ class QuadrotorTask(MjEnv):
         self.inertia_diag = qc.inertia_diag(robot)
         self.mass = physical(robot, "mass_kg")
         self.max_rate = float(robot.physical.get("max_body_rate_rad_s", 10.0))
+        # the normalised action that holds the weight: m g total thrust (shared by the rotors,
+        # or ctbr's thrust channel) and, for ctbr, zero body rates
+        a_thrust = 2.0 * self.mass * G / float(self.f_max.sum()) - 1.0
+        self.hover_action = (np.full(4, a_thrust) if cfg.action_mode == "rotor_thrust"
+                             else np.array([a_thrust, 0.0, 0.0, 0.0]))
         if cfg.action_mode == "ctbr":
             rate_hz = float(robot.physical.get("rate_controller_hz", 500.0))
             self.control_decimation = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
@@ -151,8 +156,7 @@ class QuadrotorTask(MjEnv):
         e = self.distance(phys, info)
         r_zz = quat_to_rotmat(phys.qpos[3:7], jnp)[2, 2]
         rel_vel = phys.qvel[0:3] - info.get("target_vel_w", jnp.zeros(3))
-        a_hover = 2.0 * self.mass * G / float(self.f_max.sum()) - 1.0  # action giving m g total thrust
-        n = action.shape[-1]  # rotors
+        n = action.shape[-1]  # rotors, or ctbr's thrust and three rates
         return {
             "alive": rw.alive(),
             "position": jnp.minimum(e, self.cfg.max_distance_m),        # [m], linear: pulls from afar
@@ -160,7 +164,7 @@ class QuadrotorTask(MjEnv):
             "tilt": rw.tilt(r_zz),                                      # 0 level .. 2 inverted
             "lin_vel": rw.saturating(rw.sq_norm(rel_vel), 1.0),         # ~|v|^2 [m^2/s^2] near rest
             "ang_vel": rw.saturating(rw.sq_norm(phys.qvel[3:6]), 16.0),  # ~|w|^2/16 [rad^2/s^2]
-            "action": rw.action_magnitude(action, a_hover) / n / 4.0,   # 0..1, around hover thrust
+            "action": rw.action_magnitude(action, self.hover_action) / n / 4.0,  # 0..1, around hover
             "action_rate": rw.action_rate(action, info["last_action"]) / n / 4.0,  # 0..1
             "termination": self.terminated(phys, info).astype(jnp.float32),  # 1 on the crash step
         }
