@@ -47,7 +47,7 @@ from simreal.config import field
 from simreal.observations import build_observation
 from simreal.robot_spec import RobotSpec
 from simreal.reference import Reference
-from simreal.sim.backends.base import Backend, ModelParams, PhysState, make_backend
+from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +124,8 @@ class MjEnv(BraxEnv):
         raise NotImplementedError
 
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
-        """Actuator controls from the applied action (default: the action itself)."""
+        """Actuator controls from the applied action (default: the action itself), or, with an
+        :attr:`inner_loop`, that loop's command."""
         return action
 
     def action_layout(self) -> dict[str, Any]:
@@ -151,8 +152,9 @@ class MjEnv(BraxEnv):
         """Disturb the physics state before a control step (random pushes); default: none."""
         return phys
 
-    #: Physics steps per ``control`` update; None means once per control step.
-    control_decimation: int | None = None
+    #: A controller below the policy at the physics rate (a flight controller's rate loop):
+    #: ``control`` then returns its command (:class:`~simreal.sim.backends.base.InnerLoop`).
+    inner_loop: InnerLoop | None = None
     #: Adapters that need the last observation of an ended episode (SB3, Gymnasium) set this:
     #: ``info['terminal_obs']`` then holds it (the observation before the auto-reset).
     record_terminal_obs: bool = False
@@ -284,10 +286,8 @@ class MjEnv(BraxEnv):
         applied = self.applied_action(info)
 
         phys = self.perturb(state.pipeline_state, info, k_push)
-        dec = self.control_decimation or self.n_substeps
-        params = info["model_params"]
-        for _ in range(self.n_substeps // dec):
-            phys = self.physics.step(params, phys, self.control(phys, applied, info), dec)
+        phys = self.physics.step(info["model_params"], phys, self.control(phys, applied, info), self.n_substeps,
+                                 self.inner_loop)
 
         info["step"] = info["step"] + 1
         info = self.advance_task(info)

@@ -84,12 +84,13 @@ def allocation_matrix(rotor_pos_b: np.ndarray, spin: np.ndarray, torque_to_thrus
 
 def rate_control(omega_des_b: Array, omega_b: Array, thrust_n: Array, inertia_diag: Array,
                  mixer_inv: Array, f_max: Array, xp: Any, gains: tuple[float, float, float] = RATE_GAINS) -> Array:
-    """Rotor thrusts [N] (4,) realising collective thrust ``thrust_n`` and body rates ``omega_des_b``.
+    """Rotor thrusts [N] (..., 4) realising collective thrust ``thrust_n`` and body rates
+    ``omega_des_b``; leading axes are a batch (one vehicle: none).
 
     Args:
-      omega_des_b: desired body rates [rad/s], (3,).
-      omega_b: measured body rates [rad/s], (3,).
-      thrust_n: collective thrust [N], scalar.
+      omega_des_b: desired body rates [rad/s], (..., 3).
+      omega_b: measured body rates [rad/s], (..., 3).
+      thrust_n: collective thrust [N], (...).
       inertia_diag: (Jxx, Jyy, Jzz) [kg m^2].
       mixer_inv: A^-1 (4, 4).
       f_max: per-rotor thrust limit [N].
@@ -97,8 +98,8 @@ def rate_control(omega_des_b: Array, omega_b: Array, thrust_n: Array, inertia_di
     k = xp.asarray(gains)
     j_omega = inertia_diag * omega_b
     tau = inertia_diag * k * (omega_des_b - omega_b) + xp.cross(omega_b, j_omega)
-    wrench = xp.concatenate([xp.reshape(thrust_n, (1,)), tau])
-    return xp.clip(mixer_inv @ wrench, 0.0, f_max)
+    wrench = xp.concatenate([xp.asarray(thrust_n)[..., None], tau], axis=-1)
+    return xp.clip(wrench @ xp.asarray(mixer_inv).T, 0.0, f_max)
 
 
 def ctbr_from_action(a: Array, total_thrust_max_n: float, max_rate_rad_s: float, xp: Any) -> tuple[Array, Array]:

@@ -14,10 +14,19 @@ episode on either engine.
 
 Sensor data follows MuJoCo's convention on both engines: after a step it was computed at
 the start of the last physics substep (``mj_step`` evaluates sensors before integrating).
+
+An :class:`InnerLoop` is a feedback controller below the policy that runs at the physics rate,
+as a flight controller's body-rate loop does: the policy's command is held over the control
+period, and every ``every`` physics steps the loop turns (command, qvel) into actuator
+controls. Each backend runs it where its physics runs: MJX inside the XLA program, the native
+engine on the host between ``mujoco.rollout`` calls of one callback (one JAX round trip per
+control period instead of one per loop update).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import jax
@@ -36,6 +45,22 @@ class PhysState:
     sensordata: jax.Array
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class InnerLoop:
+    """A controller below the policy at the physics rate (see module docstring).
+
+    Attributes:
+      fn: ``fn(command, qvel, xp) -> ctrl``, array-namespace agnostic (``xp`` numpy or
+        jax.numpy) and broadcasting over leading batch axes: ``command`` (..., k) is the
+        policy's held command, ``qvel`` (..., nv) the state at this physics step, ``ctrl``
+        (..., nu) the actuator controls for the next ``every`` physics steps.
+      every: physics steps per loop update.
+    """
+
+    fn: Callable[[Any, Any, Any], Any]
+    every: int = 1
+
+
 class Backend(Protocol):
     """Advances physics; both methods are called per env inside jit/vmap."""
 
@@ -50,8 +75,11 @@ class Backend(Protocol):
         """
         ...
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int) -> PhysState:
-        """Advance ``nstep`` physics steps holding ``ctrl`` constant."""
+    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
+             inner_loop: InnerLoop | None = None) -> PhysState:
+        """Advance ``nstep`` physics steps holding ``ctrl`` constant; with ``inner_loop``,
+        ``ctrl`` is its command and the controls are ``inner_loop.fn(ctrl, qvel)``, updated
+        every ``inner_loop.every`` physics steps (``nstep`` a multiple of it)."""
         ...
 
 

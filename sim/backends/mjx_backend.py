@@ -12,7 +12,7 @@ import mujoco
 from mujoco import mjx
 
 from simreal.errors import ConfigError
-from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 
 
 class MjxBackend:
@@ -42,8 +42,16 @@ class MjxBackend:
             d = mjx.forward(self._model(model_params), d)
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=d.sensordata)
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int) -> PhysState:
+    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
+             inner_loop: InnerLoop | None = None) -> PhysState:
         m = self._model(model_params)
-        d = self._data(phys.qpos, phys.qvel, phys.act).replace(ctrl=ctrl)
-        d = jax.lax.fori_loop(0, nstep, lambda _, x: mjx.step(m, x), d)
+        d = self._data(phys.qpos, phys.qvel, phys.act)
+        if inner_loop is None:
+            d = jax.lax.fori_loop(0, nstep, lambda _, x: mjx.step(m, x), d.replace(ctrl=ctrl))
+        else:
+            def update(_, x):
+                x = x.replace(ctrl=inner_loop.fn(ctrl, x.qvel, jnp))
+                return jax.lax.fori_loop(0, inner_loop.every, lambda _, y: mjx.step(m, y), x)
+
+            d = jax.lax.fori_loop(0, nstep // inner_loop.every, update, d)
         return PhysState(qpos=d.qpos, qvel=d.qvel, act=d.act, sensordata=jnp.asarray(d.sensordata))

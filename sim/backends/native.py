@@ -3,8 +3,10 @@
 Called from inside the jitted, vmapped env step through ``jax.pure_callback`` with
 ``vmap_method="broadcast_all"``: under Brax's vmap the callback receives the *whole batch*
 at once and hands it to ``mujoco.rollout``, which spreads the envs over a persistent
-thread pool. One callback per control step (or per low-level controller update) replaces
-thousands of tiny XLA kernels; on a CPU that is an order of magnitude faster than MJX.
+thread pool. One callback per control step replaces thousands of tiny XLA kernels; on a CPU
+that is an order of magnitude faster than MJX. An inner loop (a flight controller's rate loop,
+:class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, between
+rollouts of ``every`` physics steps.
 
 Per-env domain randomisation: the batch owns one ``MjModel`` copy per env. A host-side
 cache remembers each copy's randomised fields and writes only the rows that changed
@@ -28,7 +30,7 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 
 _POOL: rollout.Rollout | None = None
 
@@ -138,13 +140,22 @@ class NativeBackend:
         state[:, self._sl["act"]] = act
         return state
 
-    def _host_step(self, nstep: int, names: tuple[str, ...], qpos, qvel, act, ctrl, *param_values):
+    def _host_step(self, nstep: int, names: tuple[str, ...], inner_loop: InnerLoop | None, qpos, qvel, act, ctrl,
+                   *param_values):
         batch_shape = qpos.shape[:-1]
         flat = partial(_flatten_batch, batch_shape=batch_shape)
         qpos, qvel, act, ctrl = flat(qpos), flat(qvel), flat(act), flat(ctrl)
         b = qpos.shape[0]
         models = self._models({n: flat(v) for n, v in zip(names, param_values)}, b)
-        last, sens = self._roll(models, self._state(qpos, qvel, act), ctrl, nstep)
+        state = self._state(qpos, qvel, act)
+        if inner_loop is None:
+            last, sens = self._roll(models, state, ctrl, nstep)
+        else:
+            every = inner_loop.every
+            for _ in range(nstep // every):
+                u = inner_loop.fn(ctrl, state[:, self._sl["qvel"]], np)
+                last, sens = self._roll(models, state, np.ascontiguousarray(u, np.float64), every)
+                state = last.copy()  # the rollout's output buffer is reused by the next call
         out = [last[:, self._sl["qpos"]], last[:, self._sl["qvel"]], last[:, self._sl["act"]], sens]
         return tuple(o.astype(np.float32).reshape(batch_shape + o.shape[1:]) for o in out)
 
@@ -174,11 +185,12 @@ class NativeBackend:
                 qpos, qvel, act, active, *(model_params[n] for n in names), vmap_method="broadcast_all")
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int) -> PhysState:
+    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
+             inner_loop: InnerLoop | None = None) -> PhysState:
         m = self.model
         names = tuple(sorted(model_params))
         shapes = tuple(jax.ShapeDtypeStruct((n,), jnp.float32) for n in (m.nq, m.nv, m.na, m.nsensordata))
         qpos, qvel, act, sens = jax.pure_callback(
-            partial(self._host_step, nstep, names), shapes, phys.qpos, phys.qvel, phys.act, ctrl,
+            partial(self._host_step, nstep, names, inner_loop), shapes, phys.qpos, phys.qvel, phys.act, ctrl,
             *(model_params[n] for n in names), vmap_method="broadcast_all")
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)

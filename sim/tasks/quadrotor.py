@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import jax
@@ -31,7 +32,7 @@ from simreal.config import field
 from simreal.observations import quat_to_rotmat
 from simreal.rewards import terms as rw
 from simreal.robot_spec import RobotSpec
-from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 from simreal.sim.episode_stats import defined_where
 from simreal import quadrotor_control as qc
@@ -60,6 +61,13 @@ class QuadrotorConfig(EnvConfig):
     max_tilt_rad: float = field(math.pi / 2, min=0.0, max=math.pi, doc="more tilt than this ends the episode")
 
 
+def _rate_loop(inertia_diag: np.ndarray, mixer_inv: np.ndarray, f_max: np.ndarray, command: Any, qvel: Any,
+               xp: Any) -> Any:
+    """The onboard body-rate loop at every update (:class:`InnerLoop`): command (..., 4) = (T [N],
+    omega_des [rad/s]) and the free joint's body-frame angular velocity qvel[3:6] -> rotor thrusts [N]."""
+    return qc.rate_control(command[..., 1:4], qvel[..., 3:6], command[..., 0], inertia_diag, mixer_inv, f_max, xp)
+
+
 def _uniform(rng: jax.Array, bounds: tuple[float, ...], shape: tuple[int, ...] = ()) -> jax.Array:
     return jax.random.uniform(rng, shape, minval=bounds[0], maxval=bounds[-1])
 
@@ -84,7 +92,8 @@ class QuadrotorTask(MjEnv):
                              else np.array([a_thrust, 0.0, 0.0, 0.0]))
         if cfg.action_mode == "ctbr":
             rate_hz = float(robot.physical.get("rate_controller_hz", 500.0))
-            self.control_decimation = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
+            every = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
+            self.inner_loop = InnerLoop(partial(_rate_loop, self.inertia_diag, self.mixer_inv, self.f_max), every)
         super().__init__(robot, cfg, backend)
 
     def action_layout(self) -> dict[str, Any]:
@@ -128,11 +137,11 @@ class QuadrotorTask(MjEnv):
         return jnp.concatenate([pos, quat]), jnp.concatenate([lin, ang]), act, task
 
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
+        """Rotor thrusts [N]; for ctbr the rate loop's command (T [N], omega_des [rad/s])."""
         if self.cfg.action_mode == "rotor_thrust":
             return self.f_max * 0.5 * (action + 1.0)
         thrust, omega_des = qc.ctbr_from_action(action, float(self.f_max.sum()), self.max_rate, jnp)
-        return qc.rate_control(omega_des, phys.qvel[3:6], thrust, jnp.asarray(self.inertia_diag),
-                               jnp.asarray(self.mixer_inv), jnp.asarray(self.f_max), jnp)
+        return jnp.concatenate([thrust[None], omega_des])
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
