@@ -88,3 +88,20 @@ def test_inner_loop_equals_one_update_per_physics_step(backend):
     # the loop acted: the body rates moved towards the command from where they started
     err0 = np.abs(np.asarray(command[1:]) - np.asarray(phys0.qvel[3:6]))
     assert (np.abs(np.asarray(command[1:]) - np.asarray(at_once.qvel[3:6])) < err0).all()
+
+
+def test_a_rate_loop_that_does_not_divide_the_control_period_is_a_config_error():
+    """170 Hz on 2 ms physics steps is every 3 steps, which does not divide the 5 steps of a
+    100 Hz control period: refused naming the key (the loop would otherwise drop steps)."""
+    import dataclasses
+
+    from simreal.errors import ConfigError
+    from simreal.robot_spec import load_robot_spec
+
+    env = make_env(resolve("quadrotor-hover", []), backend="native")
+    spec = load_robot_spec("crazyflie2")
+    bad = dataclasses.replace(spec, physical={**spec.physical, "rate_controller_hz": 170.0})
+    with pytest.raises(ConfigError, match="rate_controller_hz.*every 3 physics steps.*5 physics steps"):
+        type(env)(bad, env.cfg, "native")
+    ok = dataclasses.replace(spec, physical={**spec.physical, "rate_controller_hz": 100.0})
+    assert type(env)(ok, env.cfg, "native").inner_loop.every == 5

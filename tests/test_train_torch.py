@@ -92,7 +92,7 @@ def test_export_bundle_equals_library_policy(run):
     r = _cli("export", str(run_dir))
     assert "max abs diff" in r.stdout
     bundle = load_bundle(run_dir / "bundle", robot="crazyflie2")
-    assert bundle.action.names == ("m1", "m2", "m3", "m4")
+    assert bundle.action.names == ("thrust", "roll_rate", "pitch_rate", "yaw_rate")  # the hover default: ctbr
     n = bundle.obs_size
     obs = np.random.default_rng(0).normal(size=(256, n)).astype(np.float32)
     onnx_act = OnnxPolicy(bundle)(obs)

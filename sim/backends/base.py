@@ -78,7 +78,7 @@ class Backend(Protocol):
     def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
              inner_loop: InnerLoop | None = None) -> PhysState:
         """Advance ``nstep`` physics steps holding ``ctrl`` constant; with ``inner_loop``,
-        ``ctrl`` is its command and the controls are ``inner_loop.fn(ctrl, qvel)``, updated
+        ``ctrl`` is its command and the controls are ``inner_loop.fn(ctrl, qvel, xp)``, updated
         every ``inner_loop.every`` physics steps (``nstep`` a multiple of it)."""
         ...
 

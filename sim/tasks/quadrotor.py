@@ -29,6 +29,7 @@ import numpy as np
 
 from simreal.action_modes import CTBR_CHANNELS, action_mode
 from simreal.config import field
+from simreal.errors import ConfigError
 from simreal.observations import quat_to_rotmat
 from simreal.rewards import terms as rw
 from simreal.robot_spec import RobotSpec
@@ -95,6 +96,11 @@ class QuadrotorTask(MjEnv):
             every = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
             self.inner_loop = InnerLoop(partial(_rate_loop, self.inertia_diag, self.mixer_inv, self.f_max), every)
         super().__init__(robot, cfg, backend)
+        if self.inner_loop is not None and self.n_substeps % self.inner_loop.every:
+            raise ConfigError("physical.rate_controller_hz",
+                              f"the rate loop updates every {self.inner_loop.every} physics steps, which does not divide "
+                              f"the {self.n_substeps} physics steps of a control period (control_rate_hz, physics_dt_s)",
+                              robot.source)
 
     def action_layout(self) -> dict[str, Any]:
         """Rotor thrusts [N], or collective thrust [N] and body rates [rad/s] (ctbr)."""
