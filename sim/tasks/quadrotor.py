@@ -86,16 +86,16 @@ class QuadrotorTask(MjEnv):
         self.inertia_diag = qc.inertia_diag(robot)
         self.mass = physical(robot, "mass_kg")
         self.max_rate = float(robot.physical.get("max_body_rate_rad_s", 10.0))
-        # the normalised action that holds the weight: m g total thrust (shared by the rotors,
-        # or ctbr's thrust channel) and, for ctbr, zero body rates
-        a_thrust = 2.0 * self.mass * G / float(self.f_max.sum()) - 1.0
-        self.hover_action = (np.full(4, a_thrust) if cfg.action_mode == "rotor_thrust"
-                             else np.array([a_thrust, 0.0, 0.0, 0.0]))
         if cfg.action_mode == "ctbr":
             rate_hz = float(robot.physical.get("rate_controller_hz", 500.0))
             every = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
             self.inner_loop = InnerLoop(partial(_rate_loop, self.inertia_diag, self.mixer_inv, self.f_max), every)
         super().__init__(robot, cfg, backend)
+        # the normalised action of the action-mode table's hover command (m g shared by the rotors,
+        # or ctbr's total thrust m g with zero body rates): the action penalty's zero
+        lay = self.action_layout()
+        hover = action_mode(cfg.action_mode).hover_command(robot, lay["names"])
+        self.hover_action = (hover - np.asarray(lay["offset"])) / np.asarray(lay["scale"])
         if self.inner_loop is not None and self.n_substeps % self.inner_loop.every:
             raise ConfigError("physical.rate_controller_hz",
                               f"the rate loop updates every {self.inner_loop.every} physics steps, which does not divide "
