@@ -122,6 +122,7 @@ class CrazyflieRobot(Robot):
 
     config_class = CrazyflieConfig
     families = ("quadrotor",)
+    _engaged = False  # the thrust lock opened on this connection (``arm``)
 
     def __init__(self, config: CrazyflieConfig, spec: RobotSpec | None = None):
         super().__init__(config, spec)
@@ -142,7 +143,7 @@ class CrazyflieRobot(Robot):
     # -- connect / disconnect ------------------------------------------------------------------
     def _open(self) -> None:
         _init_drivers()
-        self._newest, self._link_error = {}, ""
+        self._newest, self._link_error, self._engaged = {}, "", False
         self.received = dict.fromkeys((n for n, _ in LOG_BLOCKS), 0)
         self.cf = Crazyflie(rw_cache=os.path.expanduser(self.config.toc_cache))
         try:
@@ -224,12 +225,16 @@ class CrazyflieRobot(Robot):
             cf.close_link()
 
     def engage(self) -> None:
-        self.arm()
+        """Open the thrust lock once per connection: again, its zero-thrust set-point would cut
+        the rotors of a vehicle in flight until the next command."""
+        if not self._engaged:
+            self.arm()
 
     def arm(self) -> None:
         """Open the firmware's thrust lock: one set-point with zero thrust (module docstring)."""
         self._require()
         self.cf.commander.send_setpoint(0.0, 0.0, 0.0, 0)
+        self._engaged = True
 
     # -- state and commands --------------------------------------------------------------------
     def _read(self) -> State:

@@ -158,7 +158,11 @@ class PX4Vehicle(Robot):
                      "" if force else "; PX4 disarms only when landed (force=True cuts the motors in the air)")
 
     def engage(self) -> None:
-        """Stream the safe set-point, switch to OFFBOARD, then arm (class docstring)."""
+        """Stream the safe set-point, switch to OFFBOARD, then arm (class docstring). Nothing
+        when PX4 already reports armed in OFFBOARD: the safe set-point (zero thrust) would drop
+        a vehicle in flight until the next command."""
+        if self.armed and self.flight_mode == "OFFBOARD":
+            return
         self.send_action(self.safe_command())
         self.set_offboard()
         if not self.armed:

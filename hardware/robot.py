@@ -147,7 +147,9 @@ class Robot(abc.ABC):
     def engage(self) -> None:
         """The hand-over before the robot takes a policy's commands (PX4: arm and OFFBOARD; a
         Crazyflie: open the thrust lock); nothing for robots that take commands once connected.
-        :func:`simreal.hardware.drive.drive` calls it once, before its first tick."""
+        :func:`simreal.hardware.drive.drive` calls it once, before its first tick; on a robot
+        already engaged it does nothing (a second hand-over would send a flying vehicle the safe
+        zero-thrust command)."""
 
     def safe_command(self) -> np.ndarray:
         """The action mode's safe command from the last measured state (or the spec's default)."""

@@ -67,6 +67,18 @@ def test_offboard_needs_the_stream_then_hover_holds_and_yaw_turns_left(domain):
         assert 0.25 < 2 * math.atan2(s["quat_wxyz"][3], s["quat_wxyz"][0]) < 0.55
 
 
+def test_a_second_engage_leaves_a_flying_vehicle_its_thrust(domain):
+    """``drive`` engages the robot itself: on a vehicle already armed in OFFBOARD that must send
+    nothing (the safe set-point is zero thrust), and command nothing."""
+    with PX4Ros2Twin("crazyflie2", domain_id=domain) as twin, px4(domain) as robot:
+        robot.engage()
+        fly(robot, HOVER, 0.2)
+        commands = twin.commands
+        robot.engage()
+        time.sleep(0.05)  # the link thread repeats the newest set-point meanwhile
+        assert twin.setpoint[0] == pytest.approx(HOVER[0], rel=1e-6) and twin.commands == commands
+
+
 def test_silence_fails_over_to_land_and_touchdown_disarms(domain):
     with PX4Ros2Twin("crazyflie2", domain_id=domain, offboard_loss_s=0.3, start_pos_w=(0, 0, 0.3)) as twin:
         with px4(domain) as robot:
