@@ -11,6 +11,12 @@ plus CPU time / wall-clock over the whole iterations, the number of cores kept b
 rollout is timed through Brax's ``acting.generate_unroll`` (PPO) or the algorithm's own
 experience step (SAC) so it is the same code the iteration runs. Prints a markdown table.
 
+``--overlap`` (PPO) asks whether a pipelined loop would pay: the update alone (its own jitted
+program on a collected batch), then the update of one batch and the rollout of the next
+dispatched together (the rollout with the parameters before that update, as a loop with one
+iteration of policy lag would run them) and waited for together, against the two run one
+after the other.
+
 From a fresh start the random policy crashes within a few steps, so resets (a new
 randomised model per env on the native backend) weigh on the rollout; ``--run`` profiles
 from a trained run's latest checkpoint instead, the regime most of a training run is in.
@@ -43,6 +49,8 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="config overrides")
     ap.add_argument("--run", help="profile from this brax run's latest checkpoint (its config)")
     ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--overlap", action="store_true", help="PPO: also time the update and the next rollout "
+                                                           "dispatched together")
     args = ap.parse_args()
 
     from pathlib import Path
@@ -89,6 +97,62 @@ def main() -> None:
     print(f"| rollout (simulator + policy + normaliser) | {ro_wall * 1e3:.0f} | {ro_wall / it_wall:.0%} | "
           f"{steps / ro_wall:,.0f} | {ro_cpu / ro_wall:.2f} |")
     print(f"| updates (the difference) | {upd * 1e3:.0f} | {upd / it_wall:.0%} | | |")
+    if args.overlap and cfg.algorithm == "ppo":
+        _overlap(algo, state, args.iterations)
+
+
+def _overlap(algo, state, n: int) -> None:
+    """``--overlap`` (module docstring): rollout, update, both in sequence and both at once."""
+    import functools
+
+    import jax.numpy as jnp
+    from brax.training.acme import running_statistics
+
+    c = algo.cfg
+
+    @jax.jit
+    def collect(s):
+        policy = algo.make_policy((s.normalizer_params, s.params.policy))
+        env_state, data = acting.generate_unroll(algo.venv, s.env_state, policy, s.key, c.unroll_length,
+                                                 extra_fields=("truncation", "episode_metrics"))
+        return s.replace(env_state=env_state, key=jax.random.split(s.key)[0]), \
+            jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data)
+
+    @jax.jit
+    def update(s, data):
+        normalizer = running_statistics.update(s.normalizer_params, data.observation)
+        (params, opt, _, _), _ = jax.lax.scan(functools.partial(algo._sgd_epoch, data=data),
+                                              (s.params, s.optimizer_state, normalizer, s.key), (),
+                                              length=c.num_updates_per_batch)
+        return s.replace(params=params, optimizer_state=opt, normalizer_params=normalizer)
+
+    def clock(fn):
+        fn()
+        t, cpu = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            fn()
+        wall = (time.perf_counter() - t) / n
+        return wall, (time.process_time() - cpu) / n / wall
+
+    box = {"s": state}
+    box["s"], box["d"] = jax.block_until_ready(collect(box["s"]))
+
+    def roll():
+        box["s"], box["d"] = jax.block_until_ready(collect(box["s"]))
+
+    def upd():
+        jax.block_until_ready(update(box["s"], box["d"]))
+
+    def together():  # dispatch both, then wait: the rollout does not wait for the update
+        u = update(box["s"], box["d"])
+        box["s"], box["d"] = collect(box["s"])
+        jax.block_until_ready((u, box["d"]))
+
+    (r_w, r_c), (u_w, u_c), (t_w, t_c) = clock(roll), clock(upd), clock(together)
+    print("\n| split programs | wall [ms] | cores busy |\n| --- | ---: | ---: |")
+    print(f"| rollout alone | {r_w * 1e3:.0f} | {r_c:.2f} |\n| update alone | {u_w * 1e3:.0f} | {u_c:.2f} |")
+    print(f"| one after the other (sum) | {(r_w + u_w) * 1e3:.0f} | |")
+    print(f"| dispatched together | {t_w * 1e3:.0f} | {t_c:.2f} |")
 
 
 if __name__ == "__main__":
