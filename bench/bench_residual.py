@@ -2,6 +2,7 @@
 
     python bench/bench_residual.py                       # arm-reach: 10 demos, scales 0.1 and 0.5, 120 s of PPO each
     python bench/bench_residual.py --cases arm-push --scales 0.1 --max-wall-s 480 --no-scratch
+    python bench/bench_residual.py --cases arm-pick --base scripted --scales 0.1 --max-wall-s 600 --no-scratch
 
 Each case runs what a user runs, in this process (``simreal.cli.main``)::
 
@@ -12,7 +13,9 @@ Each case runs what a user runs, in this process (``simreal.cli.main``)::
     simreal train TASK OVERRIDES train.max_wall_s=W --json                      # from scratch, same budget
     simreal export RUN_DIR                                                      # each run
 
-then evaluates the bundles, the base frozen into the first residual run (``RUN_DIR/base``),
+(``--base scripted``: no demonstrations and no BC; ``residual.base=scripted``, the task's
+scripted controller as a graph of the observation, ``policies/scripted_bundle.py``), then
+evaluates the bundles, the base frozen into the first residual run (``RUN_DIR/base``),
 each composed one and the scratch policy's, on the same ``E`` episodes: the same env (the
 run's config, domain randomisation on), the same seed (``simreal eval``'s, ``seed + 12345``)
 and the same evaluation (``ppo.evaluate``, each bundle's ONNX graph run by ONNX Runtime inside
@@ -71,24 +74,28 @@ def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
     from simreal.policies.train import load_config
 
     task, overrides = CASES[name]
-    demos, bc = root / f"{name}-demos", root / f"{name}-bc"
-    _run(["demos", task, *overrides, "--teacher", "scripted", "--episodes", str(args.demos), "--seed", str(args.seed),
-          "--out", str(demos)])
-    teacher = load_yaml(demos / "meta" / "simreal.yaml")["teacher_success"]
-    _run(["train-bc", str(demos), "train.num_eval_envs=16", "--epochs", str(args.epochs), "--out", str(bc)])
-    head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": args.demos,
-            "teacher": teacher["succeeded"] / teacher["episodes"]}
+    if args.base == "scripted":
+        base, what = "scripted", "scripted controller graph"
+        head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": 0, "teacher": float("nan")}
+    else:
+        demos, base, what = root / f"{name}-demos", root / f"{name}-bc", "BC base"
+        _run(["demos", task, *overrides, "--teacher", "scripted", "--episodes", str(args.demos), "--seed",
+              str(args.seed), "--out", str(demos)])
+        teacher = load_yaml(demos / "meta" / "simreal.yaml")["teacher_success"]
+        _run(["train-bc", str(demos), "train.num_eval_envs=16", "--epochs", str(args.epochs), "--out", str(base)])
+        head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": args.demos,
+                "teacher": teacher["succeeded"] / teacher["episodes"]}
     rows, env, seed = [], None, 0
     for scale in args.scales:
-        result, wall_s, cpu_s = _train(task, overrides, root, args, [f"residual.base={bc}", f"residual.scale={scale}"])
+        result, wall_s, cpu_s = _train(task, overrides, root, args, [f"residual.base={base}", f"residual.scale={scale}"])
         run_dir = Path(result["run_dir"])
         _run(["export", str(run_dir)])
         if env is None:  # every row on the first run's env and episodes (the runs share the task's config)
             cfg = load_config(run_dir)
             env, seed = make_env(cfg), cfg.seed + 12345  # simreal eval's episodes
-            rows.append({**head, "policy": "BC base alone", "eval": evaluate_bundle(env, run_dir / BASE_DIR,
-                                                                                     args.eval_episodes, seed)})
-        rows.append({**head, "policy": f"BC base + residual, scale {scale:g}", "result": result, "wall_s": wall_s,
+            rows.append({**head, "policy": f"{what} alone", "eval": evaluate_bundle(env, run_dir / BASE_DIR,
+                                                                                    args.eval_episodes, seed)})
+        rows.append({**head, "policy": f"{what} + residual, scale {scale:g}", "result": result, "wall_s": wall_s,
                      "cpu_s": cpu_s, "eval": evaluate_bundle(env, run_dir / "bundle", args.eval_episodes, seed)})
     if args.scratch:
         result, wall_s, cpu_s = _train(task, overrides, root, args, [])
@@ -105,6 +112,8 @@ def _m(v) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=["arm-reach"])
+    p.add_argument("--base", choices=("bc", "scripted"), default="bc",
+                   help="the frozen base: BC on scripted demonstrations, or the scripted controller itself")
     p.add_argument("--demos", type=int, default=10, help="scripted demonstrations the BC base learns from")
     p.add_argument("--epochs", type=int, default=100, help="BC epochs")
     p.add_argument("--scales", type=float, nargs="+", default=[0.1, 0.5], help="residual.scale values (ResiP: 0.1)")
@@ -130,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         ev, res = r["eval"], r.get("result")
         ppo = f"{res['env_steps']} ({res['stop']}) | {r['wall_s']:.0f} | {r['cpu_s']:.0f}" if res else "- | - | -"
-        print(f"| {r['case']} | `{r['overrides']}` | {r['demos']} ({r['teacher']:.2f}) | {r['policy']} | {ppo} | "
+        demos = f"{r['demos']} ({r['teacher']:.2f})" if r["demos"] else "-"
+        print(f"| {r['case']} | `{r['overrides']}` | {demos} | {r['policy']} | {ppo} | "
               f"{ev['episodes']} | {ev['success']:.3f} | {_m(ev.get('final_distance_m'))} |")
 
 

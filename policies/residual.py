@@ -2,6 +2,7 @@
 
     simreal train arm-push residual.base=runs/arm-push/bc10            # a run directory, any trainer's
     simreal train arm-push residual.base=/data/push_bundle residual.scale=0.2   # or a bundle folder
+    simreal train arm-push residual.base=scripted                      # or the task's scripted controller
     simreal eval RUN_DIR && simreal export RUN_DIR && simreal play RUN_DIR     # as for every run
     simreal deploy run RUN_DIR/bundle                                   # one ONNX graph, like any bundle
 
@@ -12,7 +13,8 @@ residual ``r`` in [-1, 1]^m, and the task env acts with ``a = clip(a_base + scal
 
 **The base is frozen into the run.** A new run copies it to ``RUN_DIR/base/`` as a bundle (a
 run directory is exported there by its own trainer, ONNX checked against it; a bundle folder
-is copied), before the first iteration; resume, eval, play and export read that copy, so
+is copied; ``scripted`` writes the task's scripted controller there as a graph of the
+observation, ``scripted_bundle.py``: a classical base), before the first iteration; resume, eval, play and export read that copy, so
 retraining or re-exporting the base's run later changes nothing here. The base must be of the
 same task and robot, observe the same terms and mean the same commands (action names, scale,
 offset): else one line naming ``residual.base``, exit 2, no run directory left.
@@ -64,6 +66,8 @@ from simreal.policies.trainers import LoadedPolicy, check_observations
 
 #: The frozen copy of the base inside a residual run.
 BASE_DIR = "base"
+#: ``residual.base`` naming the task's scripted controller (``scripted_bundle.py``).
+SCRIPTED_BASE = "scripted"
 
 
 class ResidualPPO(PPO):
@@ -102,10 +106,12 @@ def check_base(bundle: Bundle, env: Any, task: str) -> None:
                                                "or robot?): its actions would command something else here")
 
 
-def freeze_base(source: str, out: Path) -> Path:
-    """Copy the base at ``source`` (a bundle folder, or a run directory exported by its own trainer)
-    into ``out`` as a bundle, atomically; ConfigError naming ``residual.base`` when ``source`` is
-    neither, BundleError when the exported ONNX differs from the run's policy."""
+def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
+    """Copy the base at ``source`` (a bundle folder, a run directory exported by its own trainer, or
+    ``scripted``: the scripted controller of ``cfg.task`` on ``env``) into ``out`` as a bundle,
+    atomically; ConfigError naming ``residual.base`` when ``source`` is none of these (or the task
+    has no scripted controller graph), BundleError when the exported ONNX differs from the run's
+    policy."""
     from simreal.policies.cmd_export import MAX_ABS_DIFF
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
@@ -113,7 +119,14 @@ def freeze_base(source: str, out: Path) -> Path:
     src = Path(source)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    if (src / BUNDLE_YAML).is_file():
+    if source == SCRIPTED_BASE:
+        from simreal.policies.scripted_bundle import RULES, export_scripted
+
+        if cfg.task not in RULES:
+            raise ConfigError("residual.base", f"{cfg.task} has no scripted controller; tasks with one: "
+                                               f"{', '.join(RULES)} (or give a run directory or a bundle folder)")
+        export_scripted(cfg, env, tmp)
+    elif (src / BUNDLE_YAML).is_file():
         bundle = load_bundle(src)
         tmp.mkdir(parents=True)
         for f in bundle.files:
@@ -126,8 +139,8 @@ def freeze_base(source: str, out: Path) -> Path:
             raise BundleError("policy.onnx", f"the base's ONNX differs from its {cfg.trainer} policy by {err:.2e} "
                                              f"(> {MAX_ABS_DIFF:g})", str(tmp))
     else:
-        raise ConfigError("residual.base", f"{source!r} is neither a bundle folder (no bundle.yaml) nor a run "
-                                           "directory (no config.yaml)")
+        raise ConfigError("residual.base", f"{source!r} is neither a bundle folder (no bundle.yaml), a run "
+                                           f"directory (no config.yaml) nor {SCRIPTED_BASE!r}")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -191,7 +204,7 @@ class ResidualTrainer(BraxTrainer):
         if not (Path(run_dir) / BASE_DIR).is_dir():  # a new run (or one stopped before its base was frozen)
             env = make_env(cfg)
             check_observations(cfg, env)
-            check_base(load_bundle(freeze_base(cfg.residual.base, Path(run_dir) / BASE_DIR)), env, cfg.task)
+            check_base(load_bundle(freeze_base(cfg.residual.base, Path(run_dir) / BASE_DIR, cfg, env)), env, cfg.task)
         return super().train(run_dir, cfg, resume, t_start, quiet)
 
     def composed(self, renv: ResidualEnv, algo: ResidualPPO, ts: Any) -> Callable[[Any], jax.Array]:

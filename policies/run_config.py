@@ -220,7 +220,8 @@ class ResidualConfig:
     to a frozen base policy's action, ``a = clip(a_base + scale * r, -1, 1)``, observing
     ``[o, a_base]``. Giving ``residual.base`` selects ``trainer: residual``."""
 
-    base: str = field("", doc="the frozen base: a run directory (any trainer's) or a bundle folder")
+    base: str = field("", doc="the frozen base: a run directory (any trainer's), a bundle folder, or 'scripted' "
+                              "(the task's scripted controller)")
     scale: float = field(0.1, min=0.0, doc="the residual's reach in normalised action units (ResiP: 0.1)")
 
 
@@ -371,8 +372,8 @@ def _residual(trainer: str, section: Any) -> ResidualConfig | None:
         return None
     cfg = build(ResidualConfig, section, prefix="residual")
     if not cfg.base:
-        raise ConfigError("residual.base", "missing: the frozen base policy, a run directory or a bundle folder "
-                                           "(residual.base=runs/<task>/<stamp>)")
+        raise ConfigError("residual.base", "missing: the frozen base policy, a run directory, a bundle folder or "
+                                           "'scripted' (residual.base=runs/<task>/<stamp>)")
     return cfg
 
 

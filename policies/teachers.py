@@ -142,22 +142,32 @@ class PushTeacher:
         self.half = float(env.cfg.object_half_size_m)
         check_table_reach(self.ik, env, self.PUSH_Z_M, "push")
 
+    @classmethod
+    def rule(cls, ee: Any, cube: Any, goal: Any, half: float, xp: Any) -> Any:
+        """Where the site goes next [m] (class docstring), from its position, the cube's and the
+        goal's (..., 3), for a cube of half size ``half`` [m]; batched over the leading axes and
+        written for either array namespace ``xp`` (numpy here, torch in ``scripted_bundle``'s graph)."""
+        v = goal[..., :2] - cube[..., :2]
+        dist = xp.sqrt((v * v).sum(-1))
+        u = v / xp.clip(dist, 1e-9, None)[..., None]
+        reach = half + cls.CLEARANCE_M
+        behind = cube[..., :2] - u * reach
+        rel = ee[..., :2] - cube[..., :2]
+        along = (rel * u).sum(-1)
+        across = xp.abs(rel[..., 0] * u[..., 1] - rel[..., 1] * u[..., 0])
+        low = ee[..., 2] < cls.PUSH_Z_M + cls.LOW_M
+        push = low & (across < cls.ALIGN_M) & (along > -(reach + cls.BEHIND_M)) & (along < 0)
+        ahead = cube[..., :2] + u * xp.clip(dist, None, cls.PUSH_LEAD_M)[..., None]
+        gap = ee[..., :2] - behind
+        over = xp.sqrt((gap * gap).sum(-1)) < cls.ALIGN_M
+        xy = xp.where(push[..., None], ahead, behind)
+        z = xp.where(push | over, cls.PUSH_Z_M, cls.HIGH_Z_M)
+        target = xp.stack([xy[..., 0], xy[..., 1], z + 0.0 * xy[..., 0]], -1)
+        return xp.where((dist < cls.DONE_M)[..., None], ee, target)
+
     def target(self, ee: np.ndarray, cube: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """Where the site goes next [m] (class docstring), from its position, the cube's and the goal's."""
-        v = goal[:2] - cube[:2]
-        dist = np.linalg.norm(v)
-        if dist < self.DONE_M:
-            return ee
-        u = v / dist
-        behind = cube[:2] - u * (self.half + self.CLEARANCE_M)
-        rel = ee[:2] - cube[:2]
-        along, across = rel @ u, abs(rel[0] * u[1] - rel[1] * u[0])
-        low = ee[2] < self.PUSH_Z_M + self.LOW_M
-        if low and across < self.ALIGN_M and -(self.half + self.CLEARANCE_M + self.BEHIND_M) < along < 0:
-            return np.array([*(cube[:2] + u * min(self.PUSH_LEAD_M, dist)), self.PUSH_Z_M])
-        if np.linalg.norm(ee[:2] - behind) < self.ALIGN_M:
-            return np.array([*behind, self.PUSH_Z_M])
-        return np.array([*behind, self.HIGH_Z_M])
+        """:meth:`rule` for one env."""
+        return self.rule(ee, cube, goal, self.half, np)
 
     def reset(self) -> None:
         """A controller of the measured state has no memory: nothing to start over."""
@@ -217,16 +227,24 @@ class PickTeacher:
         self.fingers = m.jnt_qposadr[fingers]
         check_table_reach(self.ik, env, self.half, "pick")  # the site at the cube's centre
 
+    @classmethod
+    def rule(cls, ee: Any, cube: Any, goal: Any, opening: Any, half: float, xp: Any) -> tuple[Any, Any]:
+        """(where the site goes next [m] (..., 3), close the fingers (...,)) (class docstring), from the
+        site's, the cube's and the goal's positions (..., 3) and the fingers' opening (...,) [m];
+        batched and array-namespace agnostic as :meth:`PushTeacher.rule`."""
+        d = ee - cube
+        near = xp.sqrt((d * d).sum(-1))
+        hold = (near < cls.HOLD_M) & (opening < 2 * half + cls.GRIP_M)
+        at_grasp = near < cls.ALIGN_M
+        above = xp.sqrt((d[..., :2] * d[..., :2]).sum(-1)) < cls.ALIGN_M
+        high = xp.stack([cube[..., 0], cube[..., 1], cube[..., 2] + cls.HIGH_Z_M], -1)
+        target = xp.where(hold[..., None], goal + d, xp.where((at_grasp | above)[..., None], cube, high))
+        return target, hold | at_grasp
+
     def target(self, ee: np.ndarray, cube: np.ndarray, goal: np.ndarray, opening: float) -> tuple[np.ndarray, bool]:
-        """(where the site goes next [m], close the fingers) (class docstring)."""
-        if np.linalg.norm(ee - cube) < self.HOLD_M and opening < 2 * self.half + self.GRIP_M:
-            return goal + (ee - cube), True
-        grasp = cube.copy()
-        if np.linalg.norm(ee - grasp) < self.ALIGN_M:
-            return grasp, True
-        if np.linalg.norm(ee[:2] - cube[:2]) < self.ALIGN_M:
-            return grasp, False
-        return np.array([*cube[:2], cube[2] + self.HIGH_Z_M]), False
+        """:meth:`rule` for one env."""
+        target, close = self.rule(ee, cube, goal, np.float64(opening), self.half, np)
+        return target, bool(close)
 
     def reset(self) -> None:
         """A controller of the measured state has no memory: nothing to start over."""

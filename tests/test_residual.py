@@ -76,7 +76,7 @@ def test_zero_initialised_residual_composes_to_exactly_the_base(env, base_dir, t
     cfg = resolve("arm-reach", [*ENV, *TINY, f"residual.base={base_dir}"])
     assert (cfg.trainer, cfg.residual.scale, cfg.train.init_noise_std, cfg.train.entropy_cost) == \
         ("residual", 0.1, 0.22, 0.0)  # ResiP's settings by default
-    freeze_base(str(base_dir), tmp_path / BASE_DIR)
+    freeze_base(str(base_dir), tmp_path / BASE_DIR, cfg, env)
     renv, algo = TRAINER.build(tmp_path, cfg)
     ts = algo.init()
     act = TRAINER.composed(renv, algo, ts)
@@ -129,7 +129,7 @@ def test_residual_run_trains_evaluates_and_exports_one_graph_equal_to_the_jax_co
     base = OnnxPolicy(load_bundle(base_dir))(obs)
     assert np.all(np.abs(composed - np.clip(base, -1, 1)) <= cfg.residual.scale + 1e-6)  # within the reach
     # a run directory as a base is exported by its own trainer (here this residual run: bases nest)
-    frozen = freeze_base(str(run_dir), tmp_path / BASE_DIR)
+    frozen = freeze_base(str(run_dir), tmp_path / BASE_DIR, cfg, env)
     np.testing.assert_allclose(OnnxPolicy(load_bundle(frozen))(obs), composed, atol=1e-6)
 
     # deploy runs it like any bundle: the runner's loop in simulated time, in one process; on an ideal
@@ -151,7 +151,7 @@ def test_resume_keeps_the_base_and_the_scale(run_dir, capsys):
 
 @pytest.mark.parametrize("overrides, message", [
     (["residual.base=/nonexistent/base"], "config key 'residual.base': '/nonexistent/base' is neither a bundle "
-                                          "folder (no bundle.yaml) nor a run directory (no config.yaml)"),
+                                          "folder (no bundle.yaml), a run directory (no config.yaml) nor 'scripted'"),
     (["trainer=residual"], "config key 'residual.base': missing: the frozen base policy"),
     (["trainer=sb3", "residual.base=x"], "config key 'residual': a residual over a frozen base trains with "
                                          "trainer=residual, not trainer=sb3"),
