@@ -113,6 +113,26 @@ def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> Command
                         heartbeat_topic=cfg.command.heartbeat_topic, frame_id=cfg.command.frame_id)
 
 
+def initial_command(bundle: Bundle, spec: RobotSpec, kind: str, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
+    """Where the start ramp begins, in the action's units, for ``start.initial_command`` ``kind``:
+    ``hover`` the thrust that holds a quadrotor's weight (where the action mode has one), else
+    the safe command at ``state`` (zero thrust, or the measured joint pose held)."""
+    mode = action_mode(bundle.action.mode)
+    if kind == "hover":
+        hover = mode.hover_command(spec, bundle.action.names)
+        if hover is not None:
+            return hover
+    return mode.safe_command(spec, bundle.action.names, state)
+
+
+def normalised_action(bundle: Bundle, u: np.ndarray) -> np.ndarray:
+    """A command ``u`` in the action's units as the policy's normalised action,
+    ``clip((u - offset) / scale, -1, 1)`` (a zero scale counts as 1)."""
+    act = bundle.action
+    scale = np.where(act.scale != 0, act.scale, 1.0)
+    return np.clip((u - act.offset) / scale, -1.0, 1.0)
+
+
 class PolicyRunner:
     """Bundle + deploy config -> commands, fed by any transport (see module docstring).
 
@@ -210,12 +230,8 @@ class PolicyRunner:
         return self.mode.safe_command(self.spec, self.bundle.action.names, state)
 
     def initial_command(self, state: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Where the start ramp begins: the safe command, or hover thrust for a quadrotor in the air."""
-        if self.cfg.start.initial_command == "hover":
-            hover = self.mode.hover_command(self.spec, self.bundle.action.names)
-            if hover is not None:
-                return hover
-        return self.safe_command(state)
+        """Where the start ramp begins (:func:`initial_command`)."""
+        return initial_command(self.bundle, self.spec, self.cfg.start.initial_command, state)
 
     # -- transport interface ---------------------------------------------------------------------
     def subscriptions(self) -> list[Subscription]:
@@ -328,9 +344,7 @@ class PolicyRunner:
         return s, fresh, max(t_rx)
 
     def _normalised(self, u: np.ndarray) -> np.ndarray:
-        act = self.bundle.action
-        scale = np.where(act.scale != 0, act.scale, 1.0)
-        return np.clip((u - act.offset) / scale, -1.0, 1.0)
+        return normalised_action(self.bundle, u)
 
     def tick(self, now_s: float) -> TickResult:
         """One control step at monotonic time ``now_s`` [s]."""

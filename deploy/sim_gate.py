@@ -7,7 +7,9 @@ observation building from ROS 2 messages, ONNX Runtime, limits, slew and ramp of
 layer, command messages. The reference runs the same ONNX policy in the task's training env
 (:meth:`simreal.sim.env.MjEnv.reset_from`: the same start state and task inputs,
 randomisation, observation noise and action delay off), observing through the env's own
-``robot_state`` and observation terms. Both true-state trajectories are compared from the
+``robot_state`` and observation terms, with the runner's start ramp (``start.ramp_s``: the
+action blends from the initial command to the policy's as the safety layer's RAMP does, a
+deliberate change the gate is not there to catch; clamps and slew limits are not modelled). Both true-state trajectories are compared from the
 hand-over on, at the control rate, by the robot family's rule (:data:`RULES`):
 
 ==========  =====================================================  =====================
@@ -85,9 +87,11 @@ def env_start(env: Any, bundle: Bundle, seed: int) -> StartState:
 
 
 def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, duration_s: float,
-                      seed: int = 0) -> tuple[Trajectory, float | None]:
+                      seed: int = 0, ramp: tuple[np.ndarray, float] | None = None) -> tuple[Trajectory, float | None]:
     """The ONNX policy in the training env from ``start`` for ``duration_s``: (trajectory, the
-    time the episode terminated [s] or None)."""
+    time the episode terminated [s] or None). ``ramp`` = (a0, ramp_s): the action at the tick
+    ``t`` after the hand-over is ``(1 - s) a0 + s pi(o)``, ``s = min(1, t / ramp_s)``, with ``a0``
+    the initial command as a normalised action (the safety layer's RAMP)."""
     import jax
     import jax.numpy as jnp
 
@@ -104,7 +108,11 @@ def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartSta
         for k in range(1, round(duration_s / dt) + 1):
             obs = np.asarray(state.obs)
             extra = None if camera is None else camera.inputs(np.asarray(state.pipeline_state.qpos), start.task)
-            state = step(state, jnp.asarray(policy(obs) if extra is None else policy(obs, extra)))
+            action = policy(obs) if extra is None else policy(obs, extra)
+            if ramp is not None and ramp[1] > 0:
+                blend = min(1.0, (k - 1) * dt / ramp[1])
+                action = (1.0 - blend) * ramp[0] + blend * action
+            state = step(state, jnp.asarray(action, jnp.float32))
             if float(state.done) > 0:
                 if float(state.info["truncation"]) == 0:
                     ended = k * dt
@@ -157,10 +165,15 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
 
 
 def gate(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal: Trajectory,
-         settle_s: float) -> dict[str, Any]:
-    """Run the reference and compare it with the rehearsal's trajectory (see module docstring)."""
+         settle_s: float, start_cfg: Any) -> dict[str, Any]:
+    """Run the reference and compare it with the rehearsal's trajectory (see module docstring);
+    ``start_cfg``: the deploy config's ``start`` section (its ramp and initial command)."""
+    from simreal.deploy.runner import initial_command, normalised_action
+
     duration = float(rehearsal["t"][-1]) if len(rehearsal["t"]) else 0.0
-    reference, ended = reference_rollout(env, bundle, robot, start, duration)
+    u0 = initial_command(bundle, robot.spec, start_cfg.initial_command, robot.state_of(start.qpos, start.qvel))
+    reference, ended = reference_rollout(env, bundle, robot, start, duration,
+                                         ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s)))
     return compare(robot.spec.family, rehearsal, reference, settle_s=settle_s, reference_end_s=ended)
 
 

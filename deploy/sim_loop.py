@@ -119,10 +119,10 @@ class Rehearsal:
             out += self.camera.messages(cfg, self.robot.d.qpos, self.start.task, stamp_ns, T)
         return out
 
-    def report(self, sim_cfg: SimLoopConfig, fence: Any) -> dict[str, Any]:
+    def report(self, sim_cfg: SimLoopConfig, fence: Any, start_cfg: Any) -> dict[str, Any]:
         """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles) and
         how far the true base went beyond the deploy config's geofence (``fence``: its
-        EnvelopeConfig)."""
+        EnvelopeConfig; ``start_cfg``: its start section, the ramp the gate's reference repeats)."""
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
                                "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
@@ -137,7 +137,7 @@ class Rehearsal:
             out["hover"] = hover_metrics(errors, self.target, sim_cfg, out["on_ground_s"])
             checks.append(out["hover"]["passed"])
         if self.env is not None and len(traj["t"]):
-            out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s)
+            out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s, start_cfg)
             checks.append(out["gate"]["passed"])
         out["passed"] = bool(self.samples) and all(checks)
         if self.camera is not None:
@@ -272,7 +272,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         recorder.close()
     return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
             "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
-            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg, cfg.envelope)}
+            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg, cfg.envelope, cfg.start)}
 
 
 def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None,
@@ -329,7 +329,7 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
         k += 1
         if handover is None and k * dt > sim_cfg.startup_timeout_s:
             break
-    report = reh.report(sim_cfg, cfg.envelope)
+    report = reh.report(sim_cfg, cfg.envelope, cfg.start)
     report["passed"] = report["passed"] and runner.stats.envelope_trip_s is None  # the envelope tripped
     return {"robot": spec.name, "runner": runner.snapshot(), **report}
 

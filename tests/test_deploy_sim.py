@@ -119,7 +119,7 @@ def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
     from simreal.deploy.sim_loop import SimLoopConfig
 
     fence = types.SimpleNamespace(geofence_min_m=(-3.0, -3.0, -0.5), geofence_max_m=(3.0, 3.0, 3.0))
-    report = _falling_rehearsal().report(SimLoopConfig(duration_s=6.0), fence)
+    report = _falling_rehearsal().report(SimLoopConfig(duration_s=6.0), fence, None)  # env None: no gate
     hover = report["hover"]
     assert report["on_ground_s"] == pytest.approx(3.46) and report["geofence"]["ground_s"] == pytest.approx(3.46)
     assert not hover["passed"] and hover["reason"] == "on the ground after 3.46 s", hover

@@ -128,3 +128,16 @@ def test_a_task_without_a_scripted_controller_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="residual.base.*cartpole-balance has no scripted controller; tasks with one"):
         freeze_base("scripted", tmp_path / "base", cfg, make_env(cfg))
     assert not (tmp_path / "base").exists()
+
+
+def test_the_rehearsal_gate_repeats_the_start_ramp(reach, tmp_path):
+    """An arm bundle that moves at once (the scripted reach) through ``deploy sim``'s loop with the
+    arm's default 1 s start ramp: the gate's reference blends from the held pose as the safety
+    layer does, so an ideal link matches the training simulator (it once read 0.08 rad > 0.05)."""
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    cfg, env = reach
+    bundle = load_bundle(export_scripted(cfg, env, tmp_path / "scripted"))
+    report = run_offline(bundle, SimLoopConfig(duration_s=2.0, noise_scale=0.0, settle_s=0.0))
+    gate = report["gate"]
+    assert gate["measure"] == "joint_rms_rad" and gate["passed"] and gate["value"] < 0.02, gate
