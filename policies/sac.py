@@ -43,6 +43,7 @@ from brax.training.agents.sac import losses as sac_losses
 from brax.training.agents.sac import networks as sac_networks
 from flax import struct
 
+from simreal.errors import ConfigError
 from simreal.policies import devices
 from simreal.policies.ppo import ACTIVATIONS
 from simreal.policies.run_config import SACConfig
@@ -105,6 +106,11 @@ class SAC:
         self._actor_update = gradients.gradient_update_fn(actor_loss, self.optimizer, pmap_axis_name=None)
         self.steps_per_iteration = cfg.num_envs * cfg.steps_per_iteration
         self.prefill_actor_steps = -(-cfg.min_replay_size // cfg.num_envs)
+        if cfg.num_timesteps <= self.prefill_actor_steps * cfg.num_envs:
+            raise ConfigError("train.num_timesteps", f"{cfg.num_timesteps} env steps would all go to filling the replay "
+                                                     f"buffer (train.min_replay_size {cfg.min_replay_size}, counted in "
+                                                     "the budget) and none to training: raise it or lower "
+                                                     "train.min_replay_size")
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
         #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
         self.state_shapes = jax.eval_shape(self._fresh)

@@ -322,10 +322,10 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
         env = make_env(cfg)
         return cfg, env, RandomTeacher(env, cfg.seed)
     if teacher == "scripted":
+        cfg = resolve(task, overrides)  # first: a misspelt task is an unknown task, not a missing teacher
         if task not in SCRIPTED:
             raise ConfigError("--teacher", f"no scripted teacher for task {task}; tasks with one: "
                                            f"{', '.join(SCRIPTED)} (or give a trained run's directory)")
-        cfg = resolve(task, overrides)
         env = make_env(cfg)
         return cfg, env, SCRIPTED[task](env)
     from simreal.policies.train import load_config

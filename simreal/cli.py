@@ -123,8 +123,19 @@ def _stdout_gone() -> bool:
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
-    """Parse ``argv`` and run its verb; a SimrealError is one line on stderr and exit code 2."""
-    args = _parser().parse_args(argv)
+    """Parse ``argv`` and run its verb; a SimrealError is one line on stderr and exit code 2.
+
+    ``key=value`` overrides may also follow the options (``simreal train TASK --json
+    train.num_envs=4``): argparse gives a positional list only the arguments before the first
+    option, so the rest come back unrecognised and join the verb's ``overrides`` here."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    late = [a for a in extra if "=" in a and not a.startswith("-")]
+    unknown = [a for a in extra if a not in late] + ([] if hasattr(args, "overrides") else late)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if late:
+        args.overrides = list(args.overrides) + late
     try:
         return int(args._run(args) or 0)
     except SimrealError as e:

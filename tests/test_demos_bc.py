@@ -173,6 +173,7 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
                                                     "arm-reach, arm-reach-choice, arm-push"),
     (["arm-reach", "--teacher", "scriptd"], "expected 'scripted', 'random' or a run directory; 'scriptd' is none of these"),
+    (["arm-reech", "--teacher", "scripted"], "unknown task 'arm-reech'; valid tasks: "),  # not "no scripted teacher"
     (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
      "arm-reach's model has no camera 'wrist'; its cameras: front"),
     # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table

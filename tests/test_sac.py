@@ -116,3 +116,13 @@ def test_cli_trains_evaluates_exports_and_resumes(trainer, tmp_path):
     assert bundle.provenance["trainer"] == trainer and bundle.obs_size > 0
     out2 = json.loads(cli("train", "--resume", run_dir, "train.num_timesteps=160", "--json").strip().splitlines()[-1])
     assert out2["env_steps"] >= 160 > out["env_steps"]
+
+
+def test_a_budget_the_prefill_would_spend_is_one_clear_error_and_leaves_no_run(tmp_path, capsys):
+    from simreal.cli import main
+
+    # 32 transitions fill the buffer (min_replay_size) and count against the 32-step budget: nothing to train
+    assert main(["train", "cartpole-balance", *TINY, "train.num_timesteps=32", f"runs_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "config key 'train.num_timesteps': 32 env steps would all go to filling" in err[0], err
+    assert not any(tmp_path.iterdir())
