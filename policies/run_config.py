@@ -338,8 +338,13 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
                 raise ConfigError(f"algorithms.{name}", f"expected a mapping of train settings, got "
                                                         f"{type(section).__name__}")
             build(ALGORITHMS[name], section, prefix=f"algorithms.{name}")
-        env = build(cls.config_class, data.get("env"), prefix="env")
         residual = _residual(trainer, data.get("residual"))
+        env_data = dict(data.get("env") or {})
+        if residual is not None and cls.shaping_terms:  # MjEnv.shaping_terms: a residual trains without them
+            given = env_data.get("reward_scales") or {}
+            if isinstance(given, Mapping):  # else build() names the key and what it expected
+                env_data["reward_scales"] = {**{t: 0.0 for t in cls.shaping_terms}, **given}
+        env = build(cls.config_class, env_data, prefix="env")
         defaults = deep_merge(per_algorithm.get(algorithm) or {}, RESIDUAL_TRAIN if residual else {})
         train_data = deep_merge(defaults, data.get("train") or {})
         _check_algorithm_keys(algorithm, train_data)

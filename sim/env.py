@@ -71,6 +71,12 @@ class MjEnv(BraxEnv):
     obs_terms: tuple[str, ...] = ()
     #: Default weights of the reward terms this task computes.
     reward_scales: Mapping[str, float] = {}
+    #: Reward terms that only guide a policy learnt from scratch (approach the object, move
+    #: smoothly): a residual over a base that already does the task trains without them (weight
+    #: 0 unless ``env.reward_scales`` sets one), as ResiP trains its residual on the task reward
+    #: alone. Over the scripted arm-push controller they turned the residual against the base:
+    #: 0.906 -> 0.273 success in 176k env steps with them, 0.930 without (BENCHMARKS.md).
+    shaping_terms: tuple[str, ...] = ()
     #: Standard deviation of observation noise per term (before ``obs_noise_scale``).
     obs_noise_std: Mapping[str, float] = {}
     #: Observation terms of the scene's state, noise-free and privileged (an end effector's and an

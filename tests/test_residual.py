@@ -175,3 +175,13 @@ def test_a_base_of_another_task_or_action_scale_is_refused(env, tmp_path, capsys
     assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={other}", f"runs_root={tmp_path / 'r2'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "action scale" in err and "another env.action_scale" in err, err
+
+
+def test_a_residual_trains_without_the_tasks_shaping_terms_unless_given():
+    """ResiP trains the residual on the task reward alone: arm-push's shaping terms (the hand near
+    the cube, smooth commands) default to weight 0 under a residual, and only there."""
+    assert resolve("arm-push", ["residual.base=scripted"]).env.reward_scales == {"reach": 0.0, "action_rate": 0.0}
+    assert resolve("arm-push", ["residual.base=scripted", "env.reward_scales.reach=0.5"]).env.reward_scales == \
+        {"reach": 0.5, "action_rate": 0.0}
+    assert resolve("arm-push", []).env.reward_scales == {}
+    assert resolve("arm-reach", ["residual.base=x"]).env.reward_scales == {}  # no shaping terms named

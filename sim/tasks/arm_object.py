@@ -44,6 +44,7 @@ class ArmObjectTask(ArmReach):
     cfg: ArmObjectConfig
     obs_terms = ("joint_pos_rel", "joint_vel", "object_pos_w", "target_pos_w", "last_action")
     environment_state_terms = ("ee_pos_w", "object_pos_w", "target_pos_w")
+    shaping_terms = ("reach", "action_rate")  # the hand near the cube, smooth commands (MjEnv.shaping_terms)
     #: the goal is held until replaced; the object's pose streams from perception (watched for staleness)
     task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"},
                    "object": {"topic": "/simreal/object_pose", "type": "geometry_msgs/msg/PoseStamped",
