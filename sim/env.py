@@ -75,7 +75,7 @@ class MjEnv(BraxEnv):
     #: smoothly): a residual over a base that already does the task trains without them (weight
     #: 0 unless ``env.reward_scales`` sets one), as ResiP trains its residual on the task reward
     #: alone. Over the scripted arm-push controller they turned the residual against the base:
-    #: 0.906 -> 0.273 success in 176k env steps with them, 0.930 without (BENCHMARKS.md).
+    #: 0.906 -> 0.273 success in 176k env steps with them, 0.758-0.930 without (BENCHMARKS.md).
     shaping_terms: tuple[str, ...] = ()
     #: Standard deviation of observation noise per term (before ``obs_noise_scale``).
     obs_noise_std: Mapping[str, float] = {}
