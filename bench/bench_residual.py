@@ -86,6 +86,7 @@ def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
         head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": args.demos,
                 "teacher": teacher["succeeded"] / teacher["episodes"]}
     rows, env, seed = [], None, 0
+    ppo = {**head, "overrides": " ".join([*overrides, *args.set]) or "-"}  # the PPO runs' rows: with --set
     for scale in args.scales:
         result, wall_s, cpu_s = _train(task, overrides, root, args, [f"residual.base={base}", f"residual.scale={scale}"])
         run_dir = Path(result["run_dir"])
@@ -95,12 +96,12 @@ def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
             env, seed = make_env(cfg), cfg.seed + 12345  # simreal eval's episodes
             rows.append({**head, "policy": f"{what} alone", "eval": evaluate_bundle(env, run_dir / BASE_DIR,
                                                                                     args.eval_episodes, seed)})
-        rows.append({**head, "policy": f"{what} + residual, scale {scale:g}", "result": result, "wall_s": wall_s,
+        rows.append({**ppo, "policy": f"{what} + residual, scale {scale:g}", "result": result, "wall_s": wall_s,
                      "cpu_s": cpu_s, "eval": evaluate_bundle(env, run_dir / "bundle", args.eval_episodes, seed)})
     if args.scratch:
         result, wall_s, cpu_s = _train(task, overrides, root, args, [])
         _run(["export", result["run_dir"]])
-        rows.append({**head, "policy": "PPO from scratch", "result": result, "wall_s": wall_s, "cpu_s": cpu_s,
+        rows.append({**ppo, "policy": "PPO from scratch", "result": result, "wall_s": wall_s, "cpu_s": cpu_s,
                      "eval": evaluate_bundle(env, Path(result["run_dir"]) / "bundle", args.eval_episodes, seed)})
     return rows
 

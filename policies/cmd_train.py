@@ -46,7 +46,7 @@ RESUME_KEEPS: dict[str, tuple[str, ...]] = {
     "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden",
             "train.q_hidden"),
     "brax": ("train.num_envs", "train.max_replay_size"),
-    "residual": ("train.num_envs", "residual.base", "residual.scale"),
+    "residual": ("train.num_envs", "residual.base", "residual.scale", "residual.action_scales"),
 }
 
 

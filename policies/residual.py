@@ -9,7 +9,10 @@
 Giving ``residual.base`` selects this trainer (``policies/run_config.py``). Training is the
 Brax trainer's PPO and loop (``train.BraxTrainer``: checkpoints, resume, early stop, metrics)
 on :class:`~residual_env.ResidualEnv`: the policy observes ``[o, a_base(o)]`` and outputs a
-residual ``r`` in [-1, 1]^m, and the task env acts with ``a = clip(a_base + scale * r, -1, 1)``.
+residual ``r`` in [-1, 1]^m, and the task env acts with ``a = clip(a_base + scale * r, -1, 1)``,
+``scale`` one reach per action: ``residual.scale``, or ``residual.action_scales.NAME`` for the
+action named NAME. A base that commands a gripper open (+1) or closed (-1) needs a reach above 1
+on that action for the residual to change its mind; 0.1 only nudges it.
 
 **The base is frozen into the run.** A new run copies it to ``RUN_DIR/base/`` as a bundle (a
 run directory is exported there by its own trainer, ONNX checked against it; a bundle folder
@@ -60,7 +63,7 @@ from simreal.errors import BundleError, ConfigError
 from simreal.policies.loop_common import TrainResult
 from simreal.policies.ppo import PPO
 from simreal.policies.residual_env import ResidualEnv, compose, onnx_base
-from simreal.policies.run_config import RunConfig, make_env
+from simreal.policies.run_config import ResidualConfig, RunConfig, make_env
 from simreal.policies.train import BraxTrainer
 from simreal.policies.trainers import LoadedPolicy, check_observations
 
@@ -106,6 +109,18 @@ def check_base(bundle: Bundle, env: Any, task: str) -> None:
                                                "or robot?): its actions would command something else here")
 
 
+def action_reach(cfg: ResidualConfig, names: list[str]) -> np.ndarray:
+    """The residual's reach per action dimension (m,): ``cfg.action_scales[name]`` where given, else
+    ``cfg.scale``; ConfigError naming ``residual.action_scales.NAME`` for a name the task's action
+    does not have, or a negative reach."""
+    for name, reach in cfg.action_scales.items():
+        if name not in names:
+            raise ConfigError(f"residual.action_scales.{name}", f"no such action; the task's actions: {', '.join(names)}")
+        if not reach >= 0.0:
+            raise ConfigError(f"residual.action_scales.{name}", f"expected a reach >= 0, got {reach}")
+    return np.asarray([cfg.action_scales.get(n, cfg.scale) for n in names], np.float32)
+
+
 def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
     """Copy the base at ``source`` (a bundle folder, a run directory exported by its own trainer, or
     ``scripted``: the scripted controller of ``cfg.task`` on ``env``) into ``out`` as a bundle,
@@ -146,7 +161,7 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
     return out
 
 
-def compose_onnx(base: Bundle, residual: onnx.ModelProto, scale: float) -> onnx.ModelProto:
+def compose_onnx(base: Bundle, residual: onnx.ModelProto, scale: float | np.ndarray) -> onnx.ModelProto:
     """One graph ``obs`` (N, n) -> ``action`` (N, m) ``= clip(a_base + scale * residual([obs, a_base]),
     -1, 1)``, ``a_base = base(obs)`` (module docstring), from the base bundle (its graph, input and
     output names) and the residual's graph (``obs`` (N, n + m) -> ``action``,
@@ -196,7 +211,7 @@ class ResidualTrainer(BraxTrainer):
         check_observations(cfg, env)
         bundle = load_bundle(Path(run_dir) / BASE_DIR)
         check_base(bundle, env, cfg.task)
-        renv = ResidualEnv(env, onnx_base(OnnxPolicy(bundle)), cfg.residual.scale)
+        renv = ResidualEnv(env, onnx_base(OnnxPolicy(bundle)), action_reach(cfg.residual, list(env.action_layout()["names"])))
         return renv, ResidualPPO(renv, cfg.train, cfg.seed)
 
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,

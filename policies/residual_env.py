@@ -40,8 +40,9 @@ BASE_ACTION = "base_action"
 Base = Callable[[jax.Array], jax.Array]
 
 
-def compose(a_base: jax.Array, r: jax.Array, scale: float) -> jax.Array:
-    """The action the task env applies: ``clip(a_base + scale * r, -1, 1)``, all (..., m)."""
+def compose(a_base: jax.Array, r: jax.Array, scale: float | jax.Array) -> jax.Array:
+    """The action the task env applies: ``clip(a_base + scale * r, -1, 1)``, all (..., m); ``scale``
+    a number or one reach per action dimension (m,)."""
     return jnp.clip(a_base + scale * r, -1.0, 1.0)
 
 
@@ -68,12 +69,12 @@ class ResidualEnv(Wrapper):
     Args:
       env: the task's env (flat observations).
       base: raw observation (..., n) -> base action (..., m) in [-1, 1], jit- and vmap-safe.
-      scale: the residual's reach in normalised action units.
+      scale: the residual's reach in normalised action units, a number or one per action (m,).
     """
 
-    def __init__(self, env: Any, base: Base, scale: float):
+    def __init__(self, env: Any, base: Base, scale: float | np.ndarray):
         super().__init__(env)
-        self.base, self.scale = base, float(scale)
+        self.base, self.scale = base, np.asarray(scale, np.float32)
 
     @property
     def observation_size(self) -> int:

@@ -223,6 +223,8 @@ class ResidualConfig:
     base: str = field("", doc="the frozen base: a run directory (any trainer's), a bundle folder, or 'scripted' "
                               "(the task's scripted controller)")
     scale: float = field(0.1, min=0.0, doc="the residual's reach in normalised action units (ResiP: 0.1)")
+    action_scales: dict[str, float] = field({}, doc="per action name, a reach other than `scale` (e.g. gripper: "
+                                                    "1.5, where the base's command is open or closed)")
 
 
 #: ``train:`` defaults of ``trainer: residual`` (ResiP's, ``policies/residual.py``): over a task's

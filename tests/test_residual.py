@@ -185,3 +185,52 @@ def test_a_residual_trains_without_the_tasks_shaping_terms_unless_given():
         {"reach": 0.5, "action_rate": 0.0}
     assert resolve("arm-push", []).env.reward_scales == {}
     assert resolve("arm-reach", ["residual.base=x"]).env.reward_scales == {}  # no shaping terms named
+
+
+def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir, tmp_path):
+    """``residual.action_scales.NAME`` gives the action NAME its own reach: the wrapper env and the
+    composed ONNX graph both apply ``clip(a_base + reach * r, -1, 1)`` per dimension."""
+    from brax.envs.wrappers.training import VmapWrapper
+
+    from simreal.policies.residual import action_reach, compose_onnx
+    from simreal.policies.residual_env import ResidualEnv, onnx_base
+
+    names = list(env.action_layout()["names"])
+    cfg = resolve("arm-reach", [*ENV, f"residual.base={base_dir}", f"residual.action_scales.{names[-1]}=1.5"])
+    reach = action_reach(cfg.residual, names)
+    np.testing.assert_array_equal(reach, np.float32([0.1] * (len(names) - 1) + [1.5]))
+
+    n, m = env.observation_size, env.action_size
+    base = OnnxPolicy(load_bundle(base_dir))
+    residual = bundles.mlp_onnx(n + m, m, (8,), seed=4)
+    composed = compose_onnx(load_bundle(base_dir), residual, reach)
+    path = tmp_path / "composed.onnx"
+    path.write_bytes(composed.SerializeToString())
+    import onnxruntime as ort
+
+    obs = np.random.default_rng(2).normal(0, 1, (16, n)).astype(np.float32)
+    a_base = base(obs)
+    r = ort.InferenceSession(residual.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"obs": np.concatenate([obs, a_base], -1)})[0]
+    want = np.clip(a_base + reach * r, -1.0, 1.0)
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"obs": obs})[0]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert np.abs(got - np.clip(a_base, -1, 1))[:, :-1].max() <= 0.1 + 1e-6  # the arm's joints within 0.1
+    assert np.abs(got - np.clip(a_base, -1, 1))[:, -1].max() > 0.1  # the last action beyond it
+
+    renv = VmapWrapper(ResidualEnv(env, onnx_base(base), reach), batch_size=2)
+    s = jax.jit(renv.reset)(jax.random.PRNGKey(0))
+    s2 = jax.jit(renv.step)(s, -jnp.ones((2, m)))
+    np.testing.assert_allclose(s2.info["last_action"], np.clip(np.asarray(s.obs[:, n:]) - reach, -1, 1), atol=1e-6)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("residual.action_scales.wrist=1.0", "config key 'residual.action_scales.wrist': no such action; the task's "
+                                         "actions: "),
+    ("residual.action_scales.gripper=-1.0", "config key 'residual.action_scales.gripper': expected a reach >= 0"),
+])
+def test_a_reach_for_no_action_is_one_line_exit_2_and_leaves_no_run(override, message, base_dir, tmp_path, capsys):
+    assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={base_dir}", override,
+                 f"runs_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not any(tmp_path.iterdir())
