@@ -115,7 +115,8 @@ def action_reach(cfg: ResidualConfig, names: list[str]) -> np.ndarray:
     does not have, or a negative reach."""
     for name, reach in cfg.action_scales.items():
         if name not in names:
-            raise ConfigError(f"residual.action_scales.{name}", f"no such action; the task's actions: {', '.join(names)}")
+            raise ConfigError(f"residual.action_scales.{name}",
+                              f"no such action; the task's actions: {', '.join(names)}")
         if not reach >= 0.0:
             raise ConfigError(f"residual.action_scales.{name}", f"expected a reach >= 0, got {reach}")
     return np.asarray([cfg.action_scales.get(n, cfg.scale) for n in names], np.float32)
@@ -211,7 +212,8 @@ class ResidualTrainer(BraxTrainer):
         check_observations(cfg, env)
         bundle = load_bundle(Path(run_dir) / BASE_DIR)
         check_base(bundle, env, cfg.task)
-        renv = ResidualEnv(env, onnx_base(OnnxPolicy(bundle)), action_reach(cfg.residual, list(env.action_layout()["names"])))
+        reach = action_reach(cfg.residual, list(env.action_layout()["names"]))
+        renv = ResidualEnv(env, onnx_base(OnnxPolicy(bundle)), reach)
         return renv, ResidualPPO(renv, cfg.train, cfg.seed)
 
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,

@@ -187,7 +187,7 @@ def test_a_residual_trains_without_the_tasks_shaping_terms_unless_given():
     assert resolve("arm-reach", ["residual.base=x"]).env.reward_scales == {}  # no shaping terms named
 
 
-def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir, tmp_path):
+def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir):
     """``residual.action_scales.NAME`` gives the action NAME its own reach: the wrapper env and the
     composed ONNX graph both apply ``clip(a_base + reach * r, -1, 1)`` per dimension."""
     from brax.envs.wrappers.training import VmapWrapper
@@ -204,15 +204,16 @@ def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir, 
     base = OnnxPolicy(load_bundle(base_dir))
     residual = bundles.mlp_onnx(n + m, m, (8,), seed=4)
     composed = compose_onnx(load_bundle(base_dir), residual, reach)
-    path = tmp_path / "composed.onnx"
-    path.write_bytes(composed.SerializeToString())
     import onnxruntime as ort
+
+    def run(model, x):
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {"obs": x})[0]
 
     obs = np.random.default_rng(2).normal(0, 1, (16, n)).astype(np.float32)
     a_base = base(obs)
-    r = ort.InferenceSession(residual.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"obs": np.concatenate([obs, a_base], -1)})[0]
-    want = np.clip(a_base + reach * r, -1.0, 1.0)
-    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"obs": obs})[0]
+    want = np.clip(a_base + reach * run(residual, np.concatenate([obs, a_base], -1)), -1.0, 1.0)
+    got = run(composed, obs)
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert np.abs(got - np.clip(a_base, -1, 1))[:, :-1].max() <= 0.1 + 1e-6  # the arm's joints within 0.1
     assert np.abs(got - np.clip(a_base, -1, 1))[:, -1].max() > 0.1  # the last action beyond it
