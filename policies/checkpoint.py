@@ -14,15 +14,24 @@ that step (the checkpoint and side files such as SB3's ``step_N.normalizer.npz``
 whose central directory reads and whose members match their CRC-32 (:func:`damage`). An
 atomic write never leaves a partial ``step_*`` file; a truncated or overwritten one comes
 from elsewhere (a full disk under a non-atomic copy, a sync tool, a hand edit).
+
+The best evaluation's checkpoint (``train.keep_best``): :func:`keep_best` links the files of a
+step into ``checkpoints/best/`` and names it in ``best/eval.yaml`` with its evaluation; that
+step, not the latest, is then the run's policy for eval, export and play
+(:func:`policy_checkpoint`), while ``--resume`` still continues from the latest.
 """
 
 from __future__ import annotations
 
 import io
+import math
+import os
 import re
+import shutil
 import sys
 import zipfile
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +39,7 @@ import jax
 import numpy as np
 
 from simreal.errors import DataFileError
-from simreal.yaml_io import atomic_write_bytes
+from simreal.yaml_io import atomic_write_bytes, dump_yaml, load_yaml
 
 _STEP = re.compile(r"step_(\d+)\.")
 
@@ -195,3 +204,67 @@ def prune(ckpt_dir: Path, keep: int = 3, ext: str = "npz") -> None:
             f.unlink(missing_ok=True)
     for f in ckpt_dir.glob(".step_*.tmp"):
         f.unlink(missing_ok=True)
+
+
+BEST_DIR = "best"
+BEST_EVAL = "eval.yaml"
+
+
+def _link_atomic(src: Path, dst: Path) -> None:
+    """``dst`` becomes ``src``'s content in one rename: a hard link (no copy of a replay buffer),
+    or a copy where the file system has no hard links."""
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def keep_best(ckpt_dir: Path, path: Path, result: Mapping[str, Any]) -> Path:
+    """Make the checkpoint at ``path`` (a ``step_N.*`` in ``ckpt_dir``, side files included) the
+    run's best: its files linked into ``ckpt_dir/best/``, then ``best/eval.yaml`` naming step N
+    with ``result`` (the evaluation that chose it), then the previous best's files removed. Each
+    step is atomic and eval.yaml names a step whose files exist at every point, so a crash
+    leaves the previous best or the new one. Returns the kept checkpoint's path."""
+    steps = checkpoint_steps(path)
+    best = ckpt_dir / BEST_DIR
+    best.mkdir(parents=True, exist_ok=True)
+    for f in _step_files(ckpt_dir, steps):
+        _link_atomic(f, best / f.name)
+    record = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
+              for k, v in result.items()}
+    dump_yaml(best / BEST_EVAL, {"env_steps": steps, "checkpoint": path.name, "eval": record})
+    for f in best.glob("step_*"):
+        if (m := _STEP.match(f.name)) and int(m.group(1)) != steps:
+            f.unlink(missing_ok=True)
+    return best / path.name
+
+
+def best_record(ckpt_dir: Path) -> dict[str, Any] | None:
+    """``best/eval.yaml`` (``env_steps``, ``checkpoint``, ``eval``), or None when no best was kept."""
+    meta = ckpt_dir / BEST_DIR / BEST_EVAL
+    return load_yaml(meta) if meta.is_file() else None
+
+
+def policy_checkpoint(run_dir: Path, keep_best: bool, ext: str = "npz") -> Path:
+    """The checkpoint that is a run's policy (eval, export, play): with ``train.keep_best`` the
+    best evaluation's (:func:`keep_best`) once one was kept, else :func:`require_latest`. A kept
+    best that is missing or damaged is passed over with one warning line naming it."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    record = best_record(ckpt_dir) if keep_best else None
+    if record is not None:
+        path = ckpt_dir / BEST_DIR / str(record.get("checkpoint", ""))
+        if path.suffix == f".{ext}" and path.is_file():
+            bad = [why for f in _step_files(path.parent, checkpoint_steps(path)) if (why := damage(f))]
+            if not bad:
+                return path
+            why = bad[0]
+        else:
+            why = f"no {path.name} beside {BEST_EVAL}"
+        if path not in _warned:
+            _warned.add(path)
+            print(f"warning: the best checkpoint {path} is unusable ({why}); using the latest instead",
+                  file=sys.stderr)
+    return require_latest(ckpt_dir, ext)

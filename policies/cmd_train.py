@@ -142,6 +142,9 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
                "reached_target": result.reached_target, "stop": result.stop,
                **{f"eval_{k}": v for k, v in result.eval.items()}}
+    best = _best(run_dir, cfg)
+    if best is not None:
+        summary.update({"best_env_steps": best["env_steps"], **{f"best_eval_{k}": v for k, v in best["eval"].items()}})
     if result.stop == "signal":
         removed = discard_if_empty()
         print(f"simreal train: {_interrupted(result, stop, removed)}", file=sys.stderr)
@@ -201,6 +204,13 @@ def _interrupted(result: TrainResult, stop: StopRequest, removed: bool) -> str:
             f"(the run stays at {result.env_steps} env steps)")
 
 
+def _best(run_dir: Path, cfg: RunConfig) -> dict | None:
+    """The kept best evaluation (``checkpoint.best_record``) of a ``train.keep_best`` run, else None."""
+    from simreal.policies import checkpoint as ckpt
+
+    return ckpt.best_record(run_dir / "checkpoints") if cfg.train.keep_best else None
+
+
 def _summary(result: TrainResult, cfg: RunConfig) -> str:
     """The last lines: why training stopped (with the stop rule's verdict) and the evaluation."""
     from simreal.policies import early_stop
@@ -220,4 +230,8 @@ def _summary(result: TrainResult, cfg: RunConfig) -> str:
     lines = [f"done: {result.env_steps} env steps in {result.wall_s:.1f} s, {why}" + (f"; {verdict}" if verdict else "")]
     if result.eval:
         lines.append(f"eval {format_eval(result.eval)}")
+    best = _best(result.run_dir, cfg)
+    if best is not None:
+        lines.append(f"best (the run's policy for eval, export and play): {best['env_steps']} env steps, "
+                     f"eval {format_eval({k: v for k, v in best['eval'].items() if v is not None})}")
     return "\n".join(lines)

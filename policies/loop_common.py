@@ -7,17 +7,26 @@ rule and its confirming evaluation: ``early_stop``), checkpoints every
 ``train.checkpoint_every_s``, and stops on budget, target, wall time or a stop signal
 (SIGINT/SIGTERM: ``stop_signal``; the last completed iteration is saved). A resumed run that
 already spent its budget or reached its target returns at once (``stop="nothing_left"``).
+
+With ``train.keep_best`` every evaluation that ranks above the best so far (:func:`rank`:
+the success rate's 95% lower bound, then the mean return) saves the iteration and keeps it
+as the run's best (``checkpoint.keep_best``); a resumed run ranks against the best it kept.
+PPO runs drift away from their peak (BENCHMARKS.md, the residual over the scripted pick),
+and the best evaluation's policy is the one to deploy, as stable-baselines3's
+``EvalCallback(best_model_save_path=...)`` keeps it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
 from simreal.policies.progress import Progress
 from simreal.policies.stop_signal import stop_on_signals
@@ -73,6 +82,17 @@ class Learner(Protocol):
         for the stop rule's confirming evaluation (``early_stop``)."""
 
 
+def rank(result: dict[str, float]) -> tuple[float, float]:
+    """How ``train.keep_best`` orders evaluations: the success rate's one-sided 95% lower bound
+    (``early_stop.with_bound``: it compares a 128-episode periodic evaluation with a 512-episode
+    confirming one fairly), then the mean episode return; a missing or NaN figure ranks lowest."""
+    def figure(key: str) -> float:
+        v = float(result.get(key, -math.inf))
+        return v if math.isfinite(v) else -math.inf
+
+    return figure("success_lower"), figure("return")
+
+
 def _finished_before(metrics_csv: MetricsCsv, env_steps: int, tc: Any) -> dict[str, float] | None:
     """For a resumed run: the evaluation it ended on when nothing is left to do (the budget is
     spent, or the stop rule's target was reached there and the target is unchanged or lower);
@@ -120,6 +140,20 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                         f"{cfg.task} ({run_dir.name})")
             return path or ckpt_dir
 
+        record = ckpt.best_record(ckpt_dir) if tc.keep_best else None
+        best = rank(record["eval"]) if record else (-math.inf, -math.inf)
+
+        def consider(result: dict[str, float]) -> None:
+            """Keep this evaluation's policy as the best when it ranks above the best so far."""
+            nonlocal best, saved, saved_steps, last_ckpt
+            if not tc.keep_best or rank(result) <= best:
+                return
+            if saved_steps != learner.env_steps or saved is None:
+                saved, saved_steps, last_ckpt = save(), learner.env_steps, time.time()
+            if saved.is_file():
+                ckpt.keep_best(ckpt_dir, saved, result)
+                best = rank(result)
+
         if learner.env_steps < tc.num_timesteps and not stop.requested:
             # the first iteration compiles the rollout and the update (XLA): the status line
             # needs two iterations for a rate, so say why nothing moves meanwhile
@@ -146,6 +180,8 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                 if early_stop.reached(eval_result, tc.target_success):
                     reason = "target"
             metrics_csv.append(row)
+            if due or hit:
+                consider(eval_result)  # after the row: its save flushes metrics.csv
             for k, v in row.items():
                 if k != "env_steps" and v == v:  # NaN: a statistic no episode defined yet
                     tb.add_scalar(k, v, steps)
@@ -167,7 +203,9 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             if metrics_csv.rows:
                 metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
         if reason == "budget" or learner.env_steps > saved_steps:
-            saved = save()
+            saved, saved_steps = save(), learner.env_steps
+        if reason in ("budget", "target"):
+            consider(eval_result)
         tb.close()
     return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,
                        eval=eval_result, reached_target=early_stop.reached(eval_result, tc.target_success),

@@ -56,6 +56,7 @@ class LoopConfig:
     eval_every_steps: int = field(500_000, min=0, doc="0: only at the end")
     num_eval_envs: int = field(128, min=1)
     target_success: float = field(0.0, min=0.0, max=1.0, doc="stop once eval success reaches this (0: never)")
+    keep_best: bool = field(False, doc="keep the best evaluation's checkpoint; eval, export and play use it")
     checkpoint_every_s: float = field(30.0, min=0.0)
     max_wall_s: float = field(0.0, min=0.0, doc="stop after this many seconds (0: no limit)")
     devices: int = field(1, min=0, doc="data-parallel devices, the envs split over them (0: every device)")

@@ -11,7 +11,8 @@ Each library module supplies a driver class, built as ``Driver(cfg, env, resume_
     ext: str                            checkpoint file extension
 
 and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
-the latest intact checkpoint's deterministic policy (``checkpoint.require_latest``).
+the run's policy checkpoint's deterministic policy (``checkpoint.policy_checkpoint``: the latest
+intact one, or the best evaluation's with ``train.keep_best``).
 :class:`TorchTrainer` resumes the driver from the latest intact checkpoint
 (``checkpoint.resume_point``), prunes old checkpoints, evaluates and exports the actor, so the
 run directory and the bundle are the same as the Brax trainer's.

@@ -120,9 +120,9 @@ class BraxTrainer:
 
     def restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
                  **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
-        """(env, algorithm, training state) from ``path`` (default: the run's latest intact checkpoint)."""
+        """(env, algorithm, training state) from ``path`` (default: the run's policy, ``checkpoint.policy_checkpoint``)."""
         env, algo = self.build(run_dir, cfg, backend, **env_overrides)
-        path = path or ckpt.require_latest(run_dir / "checkpoints")
+        path = path or ckpt.policy_checkpoint(run_dir, cfg.train.keep_best)
         # placed as the iteration's outputs are: host arrays would make the second call compile again
         return env, algo, jax.device_put(ckpt.load_pytree(path, _template(algo)), algo.shardings)
 

@@ -148,13 +148,13 @@ class Driver:
 
 def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
                **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor]:
-    """(env, deterministic actor) from the run's latest checkpoint, for export, eval and play."""
+    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export, eval and play."""
     from rsl_rl.models import MLPModel
     from tensordict import TensorDict
 
     env = make_env(cfg, backend=backend, **env_overrides)
     check_observations(cfg, env)
-    path = ckpt.require_latest(run_dir / "checkpoints", EXT)
+    path = ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, EXT)
     rc = runner_cfg(cfg)["actor"]
     obs = TensorDict({"policy": torch.zeros(1, env.observation_size)}, batch_size=[1])
     kwargs = {k: v for k, v in rc.items() if k != "class_name"}

@@ -282,13 +282,13 @@ def _deterministic(policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray,
 
 def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
                **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor | DictActor]:
-    """(env, deterministic actor) from the run's latest checkpoint, for export, eval and play."""
+    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export, eval and play."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from simreal.sim.adapter_sb3 import SB3_HIDDEN_KEYS, action_space, observation_space
 
     env = make_env(cfg, backend=backend, **env_overrides)
-    path = ckpt.require_latest(run_dir / "checkpoints", EXT)
+    path = ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, EXT)
     spec = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs  # traced: nothing is stepped or rendered
     obs_space = _policy_space(observation_space(spec, SB3_HIDDEN_KEYS))  # as SB3VecEnv gave it to training
     tc = cfg.train

@@ -68,7 +68,7 @@ def _memoryless() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class LoadedPolicy:
-    """A run's latest policy, ready for rollouts.
+    """A run's policy (``checkpoint.policy_checkpoint``), ready for rollouts.
 
     env: the task's env (``MjEnv``), built from the run's config and any overrides.
     act: deterministic policy, raw observation (n,) or (N, n) -> action (m,) or (N, m) in
@@ -95,7 +95,7 @@ class Trainer(Protocol):
         ...
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
-        """The latest checkpoint's deterministic policy and its env on ``backend`` (None: the
+        """The run's policy checkpoint's deterministic policy and its env on ``backend`` (None: the
         run's own); ``env_overrides`` change env settings (``randomize=False``) only."""
         ...
 

@@ -125,7 +125,7 @@ class FakeLearner:
 
 def _cfg(**train) -> types.SimpleNamespace:
     t = dict(num_timesteps=1000, eval_every_steps=0, num_eval_envs=128, target_success=0.95,
-             checkpoint_every_s=1e9, max_wall_s=0.0)
+             checkpoint_every_s=1e9, max_wall_s=0.0, keep_best=False)
     t.update(train)
     return types.SimpleNamespace(task="fake", seed=7, train=types.SimpleNamespace(**t))
 
@@ -290,6 +290,86 @@ def test_every_verb_falls_back_past_a_damaged_checkpoint(tmp_path, capsys, monke
         err = capsys.readouterr().err
         assert err.count(f"warning: skipping damaged checkpoint {bad}: not a zip archive") == 1, (argv, err)
     assert f"resume: continuing from {good}" in err
+
+
+# -- the best evaluation's checkpoint (train.keep_best) ------------------------------------------
+
+
+class RankedLearner(FakeLearner):
+    """FakeLearner whose periodic evaluations read ``periodic`` in turn (128 episodes each)."""
+
+    def __init__(self, periodic, steps: int = 0):
+        super().__init__(steps=steps)
+        self.periodic = list(periodic)
+
+    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+        return {"success": self.periodic.pop(0), "episodes": 128, "return": float(self.steps)}
+
+
+def _weights(path: Path) -> float:
+    return float(ckpt.load_pytree(path, {"w": np.zeros(3, np.float32)})["w"][0])
+
+
+def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_path, capsys):
+    ckpt_dir = tmp_path / "checkpoints"
+    # one evaluation per iteration; the last (step 500) is the budget's final one
+    result = _run(tmp_path, RankedLearner([0.5, 0.9, 0.7, 0.8, 0.6]), eval_every_steps=100, target_success=0,
+                  num_timesteps=500, keep_best=True)
+    assert result.stop == "budget" and result.eval["success"] == 0.6
+    record = ckpt.best_record(ckpt_dir)
+    assert record["env_steps"] == 200 and record["eval"]["success"] == 0.9
+    assert record["eval"]["success_lower"] == pytest.approx(early_stop.success_lower_bound(0.9, 128))
+    best = ckpt.policy_checkpoint(tmp_path, keep_best=True)
+    assert best == ckpt_dir / "best" / "step_000000000200.npz" and _weights(best) == 200
+    assert sorted(f.name for f in (ckpt_dir / "best").iterdir()) == ["eval.yaml", best.name]  # one best
+    assert _weights(ckpt.policy_checkpoint(tmp_path, keep_best=False)) == 500  # the latest, without the option
+    # saved on each new best and at the end, not on every evaluation
+    assert [ckpt.checkpoint_steps(f) for f in sorted(ckpt_dir.glob("step_*"))] == [100, 200, 500]
+    # resumed: 0.85 does not beat the kept 0.9; 0.95 does, and replaces it
+    _run(tmp_path, RankedLearner([0.85, 0.95], steps=500), eval_every_steps=100, target_success=0,
+         num_timesteps=700, keep_best=True)
+    best = ckpt.policy_checkpoint(tmp_path, keep_best=True)
+    assert best.name == "step_000000000700.npz" and _weights(best) == 700
+    assert not (ckpt_dir / "best" / "step_000000000200.npz").exists()
+    # ties go to the higher return (success 0 everywhere early in training), NaN ranks lowest
+    assert loop_common.rank({"success_lower": 0.0, "return": 5.0}) > loop_common.rank({"success_lower": 0.0,
+                                                                                        "return": 1.0})
+    assert loop_common.rank({"success_lower": float("nan"), "return": 9.0}) < loop_common.rank({"return": 10.0})
+    # a damaged best: one warning naming it, and the latest is the policy
+    best.write_bytes(best.read_bytes()[:100])
+    capsys.readouterr()
+    assert ckpt.policy_checkpoint(tmp_path, keep_best=True) == ckpt.checkpoint_path(ckpt_dir, 700)
+    err = capsys.readouterr().err
+    assert err.count("warning: the best checkpoint") == 1 and best.name in err and "not a zip archive" in err
+
+
+def test_without_keep_best_no_best_is_kept(tmp_path):
+    _run(tmp_path, RankedLearner([0.5, 0.9, 0.7]), eval_every_steps=100, target_success=0, num_timesteps=300,
+         keep_best=False)
+    assert ckpt.best_record(tmp_path / "checkpoints") is None and not (tmp_path / "checkpoints" / "best").exists()
+
+
+def test_keep_best_end_to_end_eval_and_export_use_the_best(tmp_path, capsys):
+    """simreal train keep_best -> the kept step's evaluation repeats exactly through the trainer,
+    and export writes that policy."""
+    import json
+
+    from simreal.cli import main
+    from simreal.policies.train import BRAX, load_config
+
+    argv = ["train", "cartpole-balance", *CARTPOLE, f"runs_root={tmp_path}", "train.keep_best=true",
+            "train.eval_every_steps=64", "train.num_timesteps=320", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    run_dir = Path(summary["run_dir"])
+    record = ckpt.best_record(run_dir / "checkpoints")
+    assert summary["best_env_steps"] == record["env_steps"] and summary["best_eval_return"] == record["eval"]["return"]
+    cfg = load_config(run_dir)
+    again = BRAX.evaluate(run_dir, cfg, episodes=cfg.train.num_eval_envs, seed=cfg.seed + 1)
+    assert again["return"] == pytest.approx(record["eval"]["return"], rel=1e-5)
+    rows = [r for r in loop_common.MetricsCsv(run_dir / "metrics.csv").rows if "eval_return" in r]
+    assert len(rows) == 5 and record["eval"]["return"] == pytest.approx(max(r["eval_return"] for r in rows), rel=1e-6)
+    assert main(["export", str(run_dir)]) == 0
 
 
 # -- a writer killed in the middle of a checkpoint -----------------------------------------------
