@@ -343,6 +343,28 @@ def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_pat
     assert err.count("warning: the best checkpoint") == 1 and best.name in err and "not a zip archive" in err
 
 
+def test_keep_best_links_side_files_and_reads_the_step_eval_yaml_names(tmp_path):
+    """sb3's step_N.zip has a step_N.normalizer.npz beside it: the best takes both, and the step
+    named in eval.yaml is the policy even when another step's files are in best/ (a crash between
+    linking and removing)."""
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    for steps in (64, 128):
+        with zipfile.ZipFile(ckpt.checkpoint_path(ckpt_dir, steps, "zip"), "w") as z:
+            z.writestr("data", str(steps))
+        ckpt.save_pytree(ckpt_dir / f"step_{steps:012d}.normalizer.npz", {"mean": np.full(3, steps)})
+    ckpt.keep_best(ckpt_dir, ckpt.checkpoint_path(ckpt_dir, 128, "zip"), {"success": 0.5, "episodes": 8})
+    ckpt.keep_best(ckpt_dir, ckpt.checkpoint_path(ckpt_dir, 64, "zip"), {"success": 0.75, "episodes": 8})
+    assert sorted(f.name for f in (ckpt_dir / "best").iterdir()) == [
+        "eval.yaml", "step_000000000064.normalizer.npz", "step_000000000064.zip"]
+    assert ckpt.policy_checkpoint(tmp_path, True, "zip") == ckpt_dir / "best" / "step_000000000064.zip"
+    assert ckpt.best_record(ckpt_dir)["eval"] == {"success": 0.75, "episodes": 8.0}
+    # the files of a later best linked, eval.yaml not yet rewritten: still the step it names
+    for f in ckpt_dir.glob("step_000000000128.*"):
+        (ckpt_dir / "best" / f.name).write_bytes(f.read_bytes())
+    assert ckpt.policy_checkpoint(tmp_path, True, "zip").name == "step_000000000064.zip"
+
+
 def test_without_keep_best_no_best_is_kept(tmp_path):
     _run(tmp_path, RankedLearner([0.5, 0.9, 0.7]), eval_every_steps=100, target_success=0, num_timesteps=300,
          keep_best=False)
