@@ -145,6 +145,11 @@ def damage(path: str | Path) -> str | None:
     return None if bad is None else f"a damaged zip archive (member {bad!r} fails its CRC-32 check)"
 
 
+def _step_damage(ckpt_dir: Path, steps: int) -> list[tuple[Path, str]]:
+    """(file, why) for every damaged file of one checkpoint (:func:`damage`, side files included)."""
+    return [(f, why) for f in _step_files(ckpt_dir, steps) if (why := damage(f)) is not None]
+
+
 _warned: set[Path] = set()  # damaged files already reported by this process (eval loads twice)
 
 
@@ -159,7 +164,7 @@ def latest_checkpoint(ckpt_dir: Path, ext: str = "npz") -> Path | None:
     """
     damaged: list[str] = []
     for steps, path in reversed(_found(ckpt_dir, ext)):
-        bad = [(f, why) for f in _step_files(ckpt_dir, steps) if (why := damage(f)) is not None]
+        bad = _step_damage(ckpt_dir, steps)
         if not bad:
             if damaged and path not in _warned:
                 _warned.add(path)
@@ -257,10 +262,10 @@ def policy_checkpoint(run_dir: Path, keep_best: bool, ext: str = "npz") -> Path:
     if record is not None:
         path = ckpt_dir / BEST_DIR / str(record.get("checkpoint", ""))
         if path.suffix == f".{ext}" and path.is_file():
-            bad = [why for f in _step_files(path.parent, checkpoint_steps(path)) if (why := damage(f))]
+            bad = _step_damage(path.parent, checkpoint_steps(path))
             if not bad:
                 return path
-            why = bad[0]
+            why = bad[0][1]
         else:
             why = f"no {path.name} beside {BEST_EVAL}"
         if path not in _warned:

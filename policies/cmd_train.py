@@ -151,7 +151,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     elif result.stop == "nothing_left":
         print(f"simreal train: {_summary(result, cfg)}", file=sys.stderr)
     elif not args.json:
-        print(_summary(result, cfg))
+        print(_summary(result, cfg, best))
     if args.json:
         print(json.dumps(jsonable(summary)))
     return stop.exit_code if result.stop == "signal" else 0
@@ -211,8 +211,9 @@ def _best(run_dir: Path, cfg: RunConfig) -> dict | None:
     return ckpt.best_record(run_dir / "checkpoints") if cfg.train.keep_best else None
 
 
-def _summary(result: TrainResult, cfg: RunConfig) -> str:
-    """The last lines: why training stopped (with the stop rule's verdict) and the evaluation."""
+def _summary(result: TrainResult, cfg: RunConfig, best: dict | None = None) -> str:
+    """The last lines: why training stopped (with the stop rule's verdict), the evaluation, and
+    ``best`` (:func:`_best`) when one was kept."""
     from simreal.policies import early_stop
     from simreal.policies.cmd_eval import format_eval
 
@@ -230,7 +231,6 @@ def _summary(result: TrainResult, cfg: RunConfig) -> str:
     lines = [f"done: {result.env_steps} env steps in {result.wall_s:.1f} s, {why}" + (f"; {verdict}" if verdict else "")]
     if result.eval:
         lines.append(f"eval {format_eval(result.eval)}")
-    best = _best(result.run_dir, cfg)
     if best is not None:
         lines.append(f"best (the run's policy for eval, export and play): {best['env_steps']} env steps, "
                      f"eval {format_eval({k: v for k, v in best['eval'].items() if v is not None})}")

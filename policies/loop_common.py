@@ -85,10 +85,11 @@ class Learner(Protocol):
 def rank(result: dict[str, float]) -> tuple[float, float]:
     """How ``train.keep_best`` orders evaluations: the success rate's one-sided 95% lower bound
     (``early_stop.with_bound``: it compares a 128-episode periodic evaluation with a 512-episode
-    confirming one fairly), then the mean episode return; a missing or NaN figure ranks lowest."""
+    confirming one fairly), then the mean episode return; a missing, None (``best/eval.yaml``'s
+    NaN) or NaN figure ranks lowest."""
     def figure(key: str) -> float:
-        v = float(result.get(key, -math.inf))
-        return v if math.isfinite(v) else -math.inf
+        v = result.get(key)
+        return float(v) if v is not None and math.isfinite(v) else -math.inf
 
     return figure("success_lower"), figure("return")
 
@@ -204,8 +205,8 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                 metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
         if reason == "budget" or learner.env_steps > saved_steps:
             saved, saved_steps = save(), learner.env_steps
-        if reason in ("budget", "target"):
-            consider(eval_result)
+        if reason == "budget":
+            consider(eval_result)  # the final evaluation (a no-op when the last periodic one was it)
         tb.close()
     return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,
                        eval=eval_result, reached_target=early_stop.reached(eval_result, tc.target_success),

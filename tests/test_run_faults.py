@@ -4,6 +4,7 @@ newest intact one, a writer killed mid-checkpoint leaves the previous one intact
 needs a confidence bound, stable-baselines3 leaves no /tmp/SB3-* folder behind, and runs started
 in the same second get folders of their own."""
 
+import math
 import os
 import re
 import signal
@@ -363,6 +364,20 @@ def test_keep_best_links_side_files_and_reads_the_step_eval_yaml_names(tmp_path)
     for f in ckpt_dir.glob("step_000000000128.*"):
         (ckpt_dir / "best" / f.name).write_bytes(f.read_bytes())
     assert ckpt.policy_checkpoint(tmp_path, True, "zip").name == "step_000000000064.zip"
+
+
+def test_a_resume_ranks_against_a_kept_best_whose_figures_were_nan(tmp_path):
+    """eval.yaml stores a NaN figure (no episode defined it) as null: the resumed run ranks it lowest."""
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    first = ckpt.checkpoint_path(ckpt_dir, 100)
+    ckpt.save_pytree(first, {"w": np.full(3, 100, np.float32)})
+    ckpt.keep_best(ckpt_dir, first, {"success": float("nan"), "return": float("nan"), "episodes": 0})
+    assert ckpt.best_record(ckpt_dir)["eval"]["return"] is None
+    assert loop_common.rank(ckpt.best_record(ckpt_dir)["eval"]) == (-math.inf, -math.inf)
+    _run(tmp_path, RankedLearner([0.5], steps=100), eval_every_steps=100, target_success=0, num_timesteps=200,
+         keep_best=True)
+    assert ckpt.best_record(ckpt_dir)["env_steps"] == 200
 
 
 def test_without_keep_best_no_best_is_kept(tmp_path):
