@@ -75,11 +75,15 @@ class Learner(Protocol):
         """Write ``ckpt_dir``/step_<env_steps>.<ext> (``checkpoint.save_pytree`` or the library's
         format, atomically), prune the old ones, and return the file written."""
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+    def evaluate(self, episodes: int | None = None, seed: int | None = None,
+                 max_failures: int | None = None) -> dict[str, float]:
         """Deterministic evaluation of the current policy: the first episode of each of
         ``episodes`` envs (None: ``train.num_eval_envs``) from ``seed`` (None: the run's seed + 1),
-        the task's episode statistics averaged, plus ``episodes``. The loop passes both only
-        for the stop rule's confirming evaluation (``early_stop``)."""
+        the task's episode statistics averaged, plus ``episodes`` (the episodes read). The loop
+        passes these only for the stop rule's confirming evaluation (``early_stop``).
+        ``max_failures``: the learner may stop once more episodes than this failed (the
+        confirmation can no longer pass); its figures are then those of the episodes it ran. A
+        learner that runs all its episodes at once ignores it."""
 
 
 def rank(result: dict[str, float]) -> tuple[float, float]:

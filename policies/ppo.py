@@ -175,7 +175,7 @@ class PPO:
 
 
 def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_envs: int, seed: int,
-             deterministic: bool = True, batch: int | None = None) -> dict[str, float]:
+             deterministic: bool = True, batch: int | None = None, max_failures: int | None = None) -> dict[str, float]:
     """Run ``num_envs`` episodes (one per env, first episode only) and average their statistics.
 
     Every env runs exactly ``env.episode_steps`` steps; an env's statistics are read at
@@ -188,14 +188,23 @@ def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_env
     128-episode evaluation of the hover task on 2 cores, most of a 6 s evaluation). With
     ``batch`` dividing ``num_envs``, the episodes run ``batch`` at a time (chunk i from the key
     ``fold_in(PRNGKey(seed), i)``) on the program a ``batch``-episode evaluation compiled:
-    training's confirming evaluation reuses its periodic one's.
+    training's confirming evaluation reuses its periodic one's. ``max_failures``: stop after the
+    chunk that brings the failed episodes (read minus the ``success`` sum) above it; the chunks
+    run are those a whole evaluation starts with, so its verdict on them is the same.
     """
     from simreal.sim.episode_stats import episode_means
 
     key = jax.random.PRNGKey(seed)
     if batch and batch < num_envs and num_envs % batch == 0:
         run = _episode_program(env, make_policy, batch, deterministic)
-        chunks = [run(policy_params, jax.random.fold_in(key, i)) for i in range(num_envs // batch)]
+        chunks, failed = [], 0.0
+        for i in range(num_envs // batch):
+            seen, acc = run(policy_params, jax.random.fold_in(key, i))
+            chunks.append((seen, acc))
+            if max_failures is not None and "episode/success" in acc:
+                failed += float(jnp.sum(seen)) - float(jnp.sum(acc["episode/success"]))
+                if failed > max_failures:
+                    break
     else:
         chunks = [_episode_program(env, make_policy, num_envs, deterministic)(policy_params, key)]
     sums = {k: sum(float(jnp.sum(acc[k])) for _, acc in chunks) for k in chunks[0][1]}

@@ -52,7 +52,9 @@ class _TorchLearner:
         ckpt.prune(ckpt_dir, ext=self.driver.ext)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+    def evaluate(self, episodes: int | None = None, seed: int | None = None,
+                 max_failures: int | None = None) -> dict[str, float]:
+        # all episodes in one batch: nothing to stop early (max_failures is a permission)
         return torch_policy.evaluate(self.env, self.driver.actor().act, episodes or self.cfg.train.num_eval_envs,
                                      seed=self.cfg.seed + 1 if seed is None else seed)
 

@@ -100,10 +100,11 @@ class _BraxLearner:
         ckpt.prune(ckpt_dir)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+    def evaluate(self, episodes: int | None = None, seed: int | None = None,
+                 max_failures: int | None = None) -> dict[str, float]:
         return evaluate(self.env, self.algo.make_policy, self.algo.policy_params(self.ts),
                         episodes or self.cfg.train.num_eval_envs, seed=self.cfg.seed + 1 if seed is None else seed,
-                        batch=self.cfg.train.num_eval_envs)
+                        batch=self.cfg.train.num_eval_envs, max_failures=max_failures)
 
 
 class BraxTrainer:

@@ -88,6 +88,57 @@ def test_stop_rule_words():
     assert "success_lower" not in early_stop.with_bound({"success": float("nan"), "episodes": 0})
 
 
+@pytest.mark.parametrize("n, target", [(512, 0.95), (512, 0.9), (128, 0.95), (2000, 0.97)])
+def test_successes_needed_is_where_the_bound_crosses_the_target(n, target):
+    k = early_stop.successes_needed(n, target)
+    assert early_stop.success_lower_bound(k / n, n) >= target > early_stop.success_lower_bound((k - 1) / n, n)
+
+
+def test_successes_needed_when_no_count_is_enough():
+    assert early_stop.successes_needed(512, 0.95) == 495  # the module docstring's figure
+    assert early_stop.successes_needed(10, 0.99) == 11  # 10 of 10 bounds at 0.79: none passes
+
+
+def _chunked(monkeypatch, failures_per_chunk: list[int], batch: int = 128):
+    """ppo.evaluate over a stand-in episode program whose chunk i fails failures_per_chunk[i] episodes."""
+    import jax.numpy as jnp
+
+    from simreal.policies import ppo
+
+    calls = []
+
+    def program(env, make_policy, num_envs, deterministic):
+        def run(params, key):
+            f = failures_per_chunk[len(calls)]
+            calls.append(f)
+            seen = jnp.ones(num_envs, bool)
+            ok = jnp.arange(num_envs) >= f
+            return seen, {"episode/done": seen.astype(float), "episode/success": ok.astype(float)}
+        return run
+
+    monkeypatch.setattr(ppo, "_episode_program", program)
+    return ppo, calls
+
+
+def test_a_confirmation_that_cannot_pass_stops_after_the_chunk_that_shows_it(monkeypatch):
+    ppo, calls = _chunked(monkeypatch, [6, 7, 6, 5])
+    r = ppo.evaluate(None, None, None, 512, seed=0, batch=128, max_failures=17)
+    assert calls == [6, 7, 6] and r["episodes"] == 384  # 19 failures > 17 after the third chunk
+    assert r["success"] == pytest.approx(1 - 19 / 384)
+    assert not early_stop.reached(early_stop.with_bound(r), 0.95)
+    words = early_stop.describe(early_stop.with_bound({**r, "episodes_planned": 512}), 0.95)
+    assert words.startswith("eval success 0.951 on 384 episodes (of 512: stopped once it could no longer pass)")
+
+
+def test_a_confirmation_that_can_still_pass_runs_every_chunk(monkeypatch):
+    ppo, calls = _chunked(monkeypatch, [5, 4, 4, 4])  # 17 failures: 495 of 512, the bound passes
+    r = ppo.evaluate(None, None, None, 512, seed=0, batch=128, max_failures=17)
+    assert calls == [5, 4, 4, 4] and r["episodes"] == 512 and early_stop.reached(early_stop.with_bound(r), 0.95)
+    ppo, calls = _chunked(monkeypatch, [40, 40, 40, 40])
+    r = ppo.evaluate(None, None, None, 512, seed=0, batch=128)  # no max_failures: every episode
+    assert len(calls) == 4 and r["episodes"] == 512
+
+
 # -- the loop, with a stand-in learner ------------------------------------------------------------
 
 
@@ -117,8 +168,9 @@ class FakeLearner:
         ckpt.prune(ckpt_dir)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
-        self.evals.append((episodes, seed))
+    def evaluate(self, episodes: int | None = None, seed: int | None = None,
+                 max_failures: int | None = None) -> dict[str, float]:
+        self.evals.append((episodes, seed, max_failures))
         n = episodes or 128
         s = self.confirm_success.pop(0) if episodes is not None else 1.0
         return {"success": round(s * n) / n, "episodes": n}
@@ -141,7 +193,8 @@ def test_early_stop_needs_the_confirming_evaluations_bound(tmp_path):
     learner = FakeLearner(confirm_success=[0.94, 0.98])
     result = _run(tmp_path, learner)
     assert result.stop == "target" and result.reached_target
-    assert learner.evals == [(None, None), (512, 9), (None, None), (512, 9)]  # confirmations from seed + 2
+    # confirmations from seed + 2, allowed to stop once 18 of 512 failed (495 successes are needed)
+    assert learner.evals == [(None, None, None), (512, 9, 17), (None, None, None), (512, 9, 17)]
     assert result.env_steps == 200 and result.eval["episodes"] == 512
     assert result.eval["success_lower"] >= 0.95
     assert result.checkpoint == ckpt.checkpoint_path(tmp_path / "checkpoints", 200) and result.checkpoint.is_file()
@@ -161,7 +214,7 @@ def test_early_stop_needs_the_confirming_evaluations_bound(tmp_path):
 def test_a_big_periodic_evaluation_is_its_own_confirmation(tmp_path):
     learner = FakeLearner()
     result = _run(tmp_path, learner, num_eval_envs=512)
-    assert result.stop == "target" and learner.evals == [(None, None)]
+    assert result.stop == "target" and learner.evals == [(None, None, None)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -303,7 +356,8 @@ class RankedLearner(FakeLearner):
         super().__init__(steps=steps)
         self.periodic = list(periodic)
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None) -> dict[str, float]:
+    def evaluate(self, episodes: int | None = None, seed: int | None = None,
+                 max_failures: int | None = None) -> dict[str, float]:
         return {"success": self.periodic.pop(0), "episodes": 128, "return": float(self.steps)}
 
 
