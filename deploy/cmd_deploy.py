@@ -363,6 +363,8 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
     if gate:
         value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
+        if gate.get("detail"):
+            value += f" ({gate['detail']})"
         lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
                      f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
     lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (

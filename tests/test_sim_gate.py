@@ -1,0 +1,89 @@
+"""The deploy-side sim gate's comparison rules on made-up trajectories (no simulator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simreal.deploy.sim_gate import ALIGN_S, RULES, aligned_rms, compare
+
+DT = 0.02  # a 50 Hz arm
+
+
+def _grasp(t: np.ndarray, close_s: float = 1.5) -> np.ndarray:
+    """(T, 3) joints of a reach-close-lift: two joints swing at ``close_s``, one drifts."""
+    step = 0.5 * np.tanh((t - close_s) / 0.1)
+    return np.stack([step, -0.8 * step, 0.2 * np.sin(t)], axis=1)
+
+
+def _traj(q: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
+    return {"t": t, "joint_pos": q}
+
+
+def test_aligned_rms_without_a_band_is_the_plain_rms():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
+    assert aligned_rms(a, b, 0) == pytest.approx(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def test_aligned_rms_absorbs_a_shift_inside_the_band_only():
+    t = np.arange(0.0, 3.0, DT)
+    ref, late = _grasp(t), _grasp(t, close_s=1.7)  # the same motion 0.2 s (10 samples) later
+    plain = np.sqrt(np.mean((ref - late) ** 2))
+    assert plain > 0.1
+    assert aligned_rms(late, ref, 12) < 0.2 * plain
+    assert aligned_rms(late, ref, 4) > 0.5 * plain  # a band narrower than the shift cannot absorb it
+    # an offset is not a timing difference: warping barely touches it
+    assert 0.09 < aligned_rms(ref + 0.1, ref, 12) <= 0.1 + 1e-12
+    assert aligned_rms(ref[:40], ref, 12) == float("inf")  # the band cannot join the ends
+
+
+def test_the_arm_rule_passes_a_late_grasp_and_fails_a_later_or_different_one():
+    assert RULES["arm"].align_s == ALIGN_S == 0.25
+    t = np.arange(0.0, 3.0, DT)
+    ref = _traj(_grasp(t), t)
+    late = compare("arm", _traj(_grasp(t, close_s=1.7), t), ref)
+    assert late["measure"] == "joint_rms_aligned_rad"
+    assert late["unaligned"] > late["tolerance"] and late["passed"], late  # what the plain RMS failed
+    too_late = compare("arm", _traj(_grasp(t, close_s=2.1), t), ref)  # 0.6 s: beyond the band
+    assert not too_late["passed"], too_late
+    other = _grasp(t)
+    other[:, 2] += 0.15  # another pose for the whole rehearsal (0.087 rad RMS over the 3 joints)
+    assert not compare("arm", _traj(other, t), ref)["passed"]
+
+
+def test_other_families_compare_sample_by_sample():
+    t = np.arange(0.0, 3.0, DT)
+    ref = _traj(_grasp(t), t)
+    r = compare("classic", _traj(_grasp(t, close_s=1.7), t), ref)
+    assert r["measure"] == "joint_rms_rad" and "unaligned" not in r and not r["passed"]
+
+
+def _pick(t: np.ndarray, close_s: float = 1.5, lift_m: float = 0.15) -> dict[str, np.ndarray]:
+    """A pick: the grasp's joints at ``close_s``, the object lifted by ``lift_m`` 0.3 s later."""
+    lift = lift_m * 0.5 * (1.0 + np.tanh((t - close_s - 0.3) / 0.1))
+    obj = np.stack([np.full_like(t, 0.5), np.zeros_like(t), 0.02 + lift], axis=1)
+    return {"t": t, "joint_pos": _grasp(t, close_s), "object_pos_w": obj}
+
+
+def test_with_an_object_the_arm_rule_judges_the_outcome():
+    t = np.arange(0.0, 4.0, DT)
+    ref = _pick(t)
+    # 0.5 s late in the grasp (beyond the band), same lift and final pose: the same outcome
+    late = compare("arm", _pick(t, close_s=2.0), ref)
+    assert late["measure"] == "object_final_m" and late["tolerance"] == 0.02
+    assert late["passed"], late
+    assert late["value"] < 1e-3 and late["final_pose_rad"] < 1e-3 and late["path_aligned_rad"] > 0.05
+    # the cube left behind: the outcome differs
+    missed = compare("arm", _pick(t, lift_m=0.0), ref)
+    assert not missed["passed"] and "the object ended 15.0 cm from the reference's" in missed["reason"], missed
+    # the object where the reference left it, the arm elsewhere at the end
+    other = _pick(t)
+    other["joint_pos"] = other["joint_pos"] + np.array([0.0, 0.0, 0.1]) * (t[:, None] > 3.0)
+    r = compare("arm", other, ref)
+    assert not r["passed"] and "final pose" in r["reason"], r
+    # a path far from the reference's (a swing beyond three tolerances) fails though the end agrees
+    swing = _pick(t)
+    swing["joint_pos"] = swing["joint_pos"] + 0.5 * np.sin(np.pi * t / 3.0)[:, None] * (t[:, None] < 3.0)
+    r = compare("arm", swing, ref)
+    assert not r["passed"] and r["reason"].startswith("the path is"), r
