@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     d = mujoco.MjData(m)
     out = Path(args.out) if args.out else run_dir / "videos" / "play.mp4"
+    if out.is_dir():  # checked before the rendering, which leaves its frames in a temporary file
+        raise SimrealError(f"--out {out}: is a folder; expected the path of the .mp4 file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp.mp4")
     with imageio.get_writer(tmp, fps=round(1.0 / env.ctrl_dt), codec="libx264", quality=7, macro_block_size=1) as w:

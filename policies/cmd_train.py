@@ -106,7 +106,8 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
             print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
             return stop.exit_code
         run_dir = start_run(cfg)
-    print(f"run directory: {run_dir}", flush=True)
+    # with --json, stdout carries the one JSON object (it names the run directory too)
+    print(f"run directory: {run_dir}", file=sys.stderr if args.json else sys.stdout, flush=True)
 
     def discard_if_empty() -> bool:
         """Remove a new run's directory when nothing finished in it (no orphan run directory)."""

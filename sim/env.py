@@ -93,7 +93,13 @@ class MjEnv(BraxEnv):
         sim_dt = float(self.mj_model.opt.timestep)
         self.n_substeps = max(1, round(self.ctrl_dt / sim_dt))
         self.episode_steps = max(1, round(cfg.episode_length_s / self.ctrl_dt))
-        lo, hi = (tuple(cfg.action_delay_steps) + (0, 0))[:2]
+        delay = tuple(cfg.action_delay_steps)
+        if len(delay) > 2 or (len(delay) == 2 and delay[0] > delay[1]):
+            from simreal.errors import ConfigError
+
+            raise ConfigError("env.action_delay_steps", f"expected [min, max] with min <= max (or one fixed value), "
+                                                        f"got {list(delay)}")
+        lo, hi = (delay + (0, 0))[:2] if len(delay) != 1 else (delay[0], delay[0])
         self.delay_range = (float(lo), float(max(lo, hi)))
         if cfg.action_history_steps:
             # the actor's terms and, where the task has a separate critic's, the critic's
@@ -133,6 +139,11 @@ class MjEnv(BraxEnv):
         """Actuator controls from the applied action (default: the action itself), or, with an
         :attr:`inner_loop`, that loop's command."""
         return action
+
+    def control_info(self, phys: PhysState) -> dict[str, jax.Array]:
+        """Episode-start entries of ``info`` that :meth:`control` reads; ``{"ctrl": c0}`` makes
+        :meth:`step` keep the last command applied there (a rate limit reads it). Default: none."""
+        return {}
 
     def action_layout(self) -> dict[str, Any]:
         """The bundle's ``action`` section: how the normalised action maps to the physical
@@ -292,8 +303,10 @@ class MjEnv(BraxEnv):
         applied = self.applied_action(info)
 
         phys = self.perturb(state.pipeline_state, info, k_push)
-        phys = self.physics.step(info["model_params"], phys, self.control(phys, applied, info), self.n_substeps,
-                                 self.inner_loop)
+        ctrl = self.control(phys, applied, info)
+        if "ctrl" in info:  # a task whose command depends on the last one keeps it (:meth:`control_info`)
+            info["ctrl"] = ctrl
+        phys = self.physics.step(info["model_params"], phys, ctrl, self.n_substeps, self.inner_loop)
 
         info["step"] = info["step"] + 1
         info = self.advance_task(info)
@@ -374,6 +387,7 @@ class MjEnv(BraxEnv):
             "stats": self.init_stats(),
             **{f"last_score/{k}": jnp.zeros(()) for k in self._added_terms},
             **task_info,
+            **self.control_info(phys),
         }
         return phys, info
 

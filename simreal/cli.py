@@ -147,9 +147,28 @@ def _dispatch(argv: Sequence[str] | None) -> int:
             raise  # not a package any simreal install provides: a bug, keep the traceback
         print(f"simreal {args.verb}: error: {missing}", file=sys.stderr)
         return 2
+    except PATH_ERRORS as e:
+        print(f"simreal {args.verb}: error: {path_problem(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"simreal {args.verb}: interrupted", file=sys.stderr)
         return 130
+
+
+#: What the operating system says of a path a user gave (an output folder that is a file, a file
+#: path that is a folder, a folder without write permission): the user's to fix, so one line.
+PATH_ERRORS = (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
+
+
+def path_problem(e: OSError) -> str:
+    """One line for a :data:`PATH_ERRORS` error: the path it is about (a rename's destination,
+    not its temporary source), what the system said, and what a path there must be."""
+    path = e.filename2 if e.filename2 is not None else e.filename
+    why = {IsADirectoryError: "expected a file path there, not a folder",
+           NotADirectoryError: "a part of the path is a file, not a folder",
+           FileExistsError: "it exists already",
+           PermissionError: "no permission for it"}[type(e)]
+    return f"{path}: {e.strerror or type(e).__name__} ({why})"
 
 
 if __name__ == "__main__":

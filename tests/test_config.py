@@ -48,6 +48,8 @@ def test_defaults_resolve_and_round_trip():
     (["train", "quadrotor-hover", "train.num_envs=-1"], "train.num_envs"),
     (["train", "no-such-task"], "unknown task"),
     (["eval", "/nonexistent/run"], "not a simreal run directory"),
+    # once trained a whole run with the range silently turned into [2, 2]
+    (["train", "quadrotor-hover", "env.action_delay_steps=[2,1]"], "'env.action_delay_steps': expected [min, max]"),
 ])
 def test_cli_config_errors_exit_2(argv, fragment, capsys):
     assert main(argv) == 2
@@ -63,3 +65,4 @@ def test_eval_refuses_episodes_below_one_in_one_line(episodes, tmp_path, capsys)
     assert main(["eval", str(tmp_path / "no-run"), "--episodes", episodes]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"simreal eval: error: --episodes: expected an integer >= 1, got {episodes}", err
+

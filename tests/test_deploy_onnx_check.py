@@ -83,3 +83,14 @@ def test_the_error_names_the_field(bundle, damage, field):
     finally:
         (bundle / "policy.onnx").write_bytes(GOOD_ONNX)
     assert e.value.field == field
+
+
+def test_an_output_path_under_a_file_is_one_line(bundle, tmp_path, capsys):
+    """`--out` under a file: the operating system's refusal is one line naming the path, exit 2
+    (it was a NotADirectoryError traceback; the same handler serves every verb's output path)."""
+    (tmp_path / "a_file").write_text("")
+    assert main(["deploy", "ros2", str(bundle), "--out", str(tmp_path / "a_file" / "ws")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("simreal deploy: error: ") and str(tmp_path / "a_file") in err, err
+    assert "(a part of the path is a file, not a folder)" in err, err

@@ -451,7 +451,7 @@ def test_keep_best_end_to_end_eval_and_export_use_the_best(tmp_path, capsys):
     argv = ["train", "cartpole-balance", *CARTPOLE, f"runs_root={tmp_path}", "train.keep_best=true",
             "train.eval_every_steps=64", "train.num_timesteps=320", "--json"]
     assert main(argv) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    summary = json.loads(capsys.readouterr().out)  # stdout is the one JSON object, nothing else
     run_dir = Path(summary["run_dir"])
     record = ckpt.best_record(run_dir / "checkpoints")
     assert summary["best_env_steps"] == record["env_steps"] and summary["best_eval_return"] == record["eval"]["return"]

@@ -278,3 +278,28 @@ def test_quadrotor_hover_action_costs_nothing_and_holds_the_weight(mode):
         np.testing.assert_allclose(u, hover_thrust_n(env.robot), rtol=1e-5)
     else:
         np.testing.assert_allclose(u, [4 * hover_thrust_n(env.robot), 0.0, 0.0, 0.0], rtol=1e-5, atol=1e-9)
+
+
+def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
+    """``env.slew_limit``: a full-scale action flip moves each target by at most v_max * ctrl_dt per
+    step (the deploy safety layer's limit), from the pose the episode starts in; off, it jumps."""
+    from simreal.action_modes import action_mode
+
+    env = make_env(resolve("arm-reach", NO_NOISE + ["env.slew_limit=true", "env.episode_length_s=0.5"]))
+    free = make_env(resolve("arm-reach", NO_NOISE + ["env.episode_length_s=0.5"]))
+    rate = action_mode("joint_position").default_max_rate(env.robot, env.robot.actuator_names) * env.ctrl_dt
+    s = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    start = np.asarray(s.info["ctrl"])
+    np.testing.assert_allclose(start, np.clip(np.asarray(env.joint_pos(s.pipeline_state)),
+                                              np.asarray(env.ctrl_lo), np.asarray(env.ctrl_hi)), atol=1e-6)
+    step = jax.jit(env.step)
+    prev, moved = start, []
+    for k in range(6):
+        s = step(s, jnp.full(env.action_size, 1.0 if k < 3 else -1.0))
+        ctrl = np.asarray(s.info["ctrl"])
+        assert np.all(np.abs(ctrl - prev) <= rate + 1e-6), (k, ctrl - prev, rate)
+        moved.append(np.abs(ctrl - prev))
+        prev = ctrl
+    assert np.all(np.max(moved, axis=0) >= rate - 1e-6)  # every channel ran at its limit at some point
+    assert "ctrl" not in jax.jit(free.reset)(jax.random.PRNGKey(0)).info  # off: no state kept, none limited
+    assert np.max(np.abs(np.asarray(free.targets(jnp.ones(free.action_size))) - start)) > 4 * rate.max()

@@ -4,6 +4,13 @@ Actions are joint position targets as scaled deltas around the ``home`` keyframe
 ``ctrl = ctrl_home + action_scale * a`` for a in [-1, 1]^nu, clipped to the actuator's
 ``ctrlrange`` (what the robot's driver takes as its PD set-points).
 
+With ``env.slew_limit`` the targets also move no faster than the robot spec's joint velocity
+limits, ``|ctrl_k - ctrl_{k-1}| <= v_max * ctrl_dt`` from the pose the episode starts in: what the
+deploy runner's safety layer does to every command (``deploy/safety.py``, the limits of
+``action_modes.default_max_rate``). MuJoCo's position servos follow a target jump as fast as their
+gains allow, faster than a Franka's 2.2-2.6 rad/s or its hand's 0.1 m/s; a pick trained without
+the limit left its cube on the table in 3 of 8 ideal-link rehearsals that had it (BENCHMARKS.md).
+
 Ids are looked up by name once (``site_sensor``); per-actuator joint positions and velocities
 come from a transmission matrix so tendon actuators (Franka's gripper width) read right:
 ``joint_pos = L @ qpos[...]`` with L (nu, nq) holding 1 at the joint's qpos address, or the
@@ -30,6 +37,8 @@ from simreal.sim.env import EnvConfig, MjEnv
 @dataclasses.dataclass(frozen=True)
 class JointRobotConfig(EnvConfig):
     action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad] (or [m])")
+    slew_limit: bool = field(False, doc="position targets move no faster than the robot spec's joint velocity "
+                                        "limits, as the deploy runner's safety layer limits them")
 
 
 def uniform(rng: jax.Array, bounds: tuple[float, ...], shape: tuple[int, ...] = ()) -> jax.Array:
@@ -100,6 +109,9 @@ class JointRobotTask(MjEnv):
             sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, f"{site}_pos")
             a = int(m.sensor_adr[sid])
             self.sensor_slice[site] = slice(a, a + 3)
+        # the deploy side's slew limits (inf where the spec has none: no limit)
+        self.max_rate = jnp.asarray(action_mode("joint_position").default_max_rate(self.robot, self.robot.actuator_names),
+                                    jnp.float32)
         # PD gains at nominal: tau = gain * ctrl + b0 + b1 q + b2 qdot (MuJoCo's position actuator)
         self.kp = jnp.asarray(m.actuator_gainprm[:, 0], jnp.float32)
         self.kd = jnp.asarray(-m.actuator_biasprm[:, 2], jnp.float32)
@@ -120,7 +132,18 @@ class JointRobotTask(MjEnv):
         return jnp.clip(self.home_ctrl + self.cfg.action_scale * action, self.ctrl_lo, self.ctrl_hi)
 
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
-        return self.targets(action)
+        target = self.targets(action)
+        if not self.cfg.slew_limit:
+            return target
+        step = self.max_rate * self.ctrl_dt
+        return jnp.clip(target, info["ctrl"] - step, info["ctrl"] + step)
+
+    def control_info(self, phys: PhysState) -> dict[str, jax.Array]:
+        """With ``slew_limit``: the episode's first command is the pose it starts in (the deploy
+        runner's initial command holds the measured pose)."""
+        if not self.cfg.slew_limit:
+            return {}
+        return {"ctrl": jnp.clip(self.joint_pos(phys), self.ctrl_lo, self.ctrl_hi)}
 
     def action_layout(self) -> dict[str, Any]:
         """Position targets: home command + action_scale * a, clipped to the control range
