@@ -142,6 +142,8 @@ class RobotSpec:
     actuators: tuple[ActuatorSpec, ...] = field(())
     physical: dict[str, float] = field({}, doc="family-specific physical constants, SI")
     sensors: tuple[str, ...] = field(())
+    tracking_bodies: tuple[str, ...] = field((), doc="bodies a motion-tracking task compares with the clip's "
+                                                     "(humanoids: pelvis, feet, knees, torso, elbows, hands)")
     ros2: Ros2Spec = field(Ros2Spec())
     source: str = field("", doc="file this spec was read from")
 

@@ -52,8 +52,6 @@ from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
-TRACKED_BODIES = ("pelvis", "left_ankle_roll_link", "right_ankle_roll_link", "left_knee_link", "right_knee_link",
-                  "torso_link", "left_elbow_link", "right_elbow_link", "left_wrist_yaw_link", "right_wrist_yaw_link")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,8 +95,18 @@ class G1Tracking(FloorRobotTask):
     reward_scales = {"joint_pos": 1.0, "joint_vel": 0.5, "root_pos": 0.5, "root_ori": 0.5, "body_pos": 1.0,
                      "action_rate": -0.01}
 
+    @property
+    def tracked_bodies(self) -> tuple[str, ...]:
+        """The robot spec's ``tracking_bodies`` (G1: pelvis, ankle rolls, knees, torso, elbows, wrist
+        yaws; H1, which has no wrists: its ankles and elbows); a ConfigError naming ``robot`` when
+        the spec lists none."""
+        if not self.robot.tracking_bodies:
+            raise ConfigError("robot", f"robot '{self.robot.name}' lists no tracking_bodies in its spec "
+                                       f"({self.robot.source or 'built in'}): the bodies this task compares with the clip's")
+        return self.robot.tracking_bodies
+
     def customize_spec(self, s: mujoco.MjSpec) -> None:
-        for b in TRACKED_BODIES:
+        for b in self.tracked_bodies:
             s.add_sensor(name=f"{b}_xpos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
                          objname=b)
 
@@ -106,7 +114,7 @@ class G1Tracking(FloorRobotTask):
         from simreal.motion_file import load_motion
 
         m = super().build_model()
-        adr = [int(m.sensor_adr[m.sensor(f"{b}_xpos").id]) for b in TRACKED_BODIES]
+        adr = [int(m.sensor_adr[m.sensor(f"{b}_xpos").id]) for b in self.tracked_bodies]
         self.body_sensor_idx = jnp.asarray(np.array([np.arange(a, a + 3) for a in adr]))
         self._load_reference(m, load_motion(self.cfg.motion_file))
         return m
@@ -115,11 +123,11 @@ class G1Tracking(FloorRobotTask):
         """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
         act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
         cols = self._joint_columns(motion, act_joints)
-        missing = [b for b in TRACKED_BODIES if b not in motion.body_names]
+        missing = [b for b in self.tracked_bodies if b not in motion.body_names]
         if missing:
             raise DataFileError(self.cfg.motion_file, f"motion has no body {missing[0]!r}; "
                                 f"bodies: {', '.join(motion.body_names)}")
-        bcols = [motion.body_names.index(b) for b in TRACKED_BODIES]
+        bcols = [motion.body_names.index(b) for b in self.tracked_bodies]
         f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
         self.ref = {"root_pos": f32(motion.root_pos), "root_quat": f32(motion.root_quat),
                     "root_lin_vel": f32(motion.root_lin_vel), "root_ang_vel": f32(motion.root_ang_vel),
@@ -223,7 +231,7 @@ class G1Tracking(FloorRobotTask):
                 "last_action": info["last_action"]}
 
     def body_pos(self, phys: PhysState) -> jax.Array:
-        """(b, 3) world positions of ``TRACKED_BODIES`` [m]."""
+        """(b, 3) world positions of :attr:`tracked_bodies` [m]."""
         return phys.sensordata[self.body_sensor_idx]
 
     def errors(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
