@@ -330,8 +330,10 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     per_algorithm = data.get("algorithms") or {}
     if not isinstance(per_algorithm, Mapping):
         raise ConfigError("algorithms", "expected a mapping: algorithm name -> its train settings", source)
-    if not isinstance(data.get("train") or {}, Mapping):
-        raise ConfigError("train", f"expected a mapping of train settings, got {type(data['train']).__name__}", source)
+    for section in ("train", "env"):
+        if not isinstance(data.get(section) or {}, Mapping):
+            raise ConfigError(section, f"expected a mapping of {section} settings, got {type(data[section]).__name__}",
+                              source)
     try:
         for name, section in per_algorithm.items():
             if name not in ALGORITHMS:

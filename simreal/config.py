@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -86,10 +87,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(key, f"expected true or false, got {value!r}")
         return value
     if tp is int:
+        value = _yaml12_number(value)
+        if isinstance(value, float) and value.is_integer():  # 2.5e6 steps
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(key, f"expected an integer, got {value!r}")
         return value
     if tp is float:
+        value = _yaml12_number(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(key, f"expected a number, got {value!r}")
         try:
@@ -151,6 +156,18 @@ def to_dict(cfg: Any) -> Any:
     if isinstance(cfg, dict):
         return {k: to_dict(v) for k, v in cfg.items()}
     return cfg
+
+
+#: A float as YAML 1.2 writes it. PyYAML reads YAML 1.1, where a float needs a dot, so
+#: ``learning_rate: 3e-4`` and ``train.num_timesteps=1e6`` arrive as text.
+_YAML12_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
+def _yaml12_number(value: Any) -> Any:
+    """``value`` as a float when it is text YAML 1.2 reads as one (``3e-4``), else unchanged."""
+    if isinstance(value, str) and _YAML12_FLOAT.fullmatch(value):
+        return float(value)
+    return value
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
