@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import jax
+import mujoco
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -325,3 +326,22 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
     assert np.all(np.max(moved, axis=0) >= rate - 1e-6)  # every channel ran at its limit at some point
     assert "ctrl" not in jax.jit(free.reset)(jax.random.PRNGKey(0)).info  # off: no state kept, none limited
     assert np.max(np.abs(np.asarray(free.targets(jnp.ones(free.action_size))) - start)) > 4 * rate.max()
+
+
+def test_arm_start_poses_stay_inside_the_joint_ranges():
+    """Hinges start within +-init_joint_noise_rad of home, every joint inside its range: the noise
+    in radians once opened the Franka hand to 0.14 m (range 0-0.08), and the deploy envelope
+    stopped such a rehearsal before its first command."""
+    env = make_env(resolve("arm-pick", NO_NOISE))
+    m = env.mj_model
+    qs = np.stack([np.asarray(env.sample_initial(jax.random.PRNGKey(i))[0]) for i in range(32)])
+    for j in range(m.njnt):
+        adr = int(m.jnt_qposadr[j])
+        if m.jnt_limited[j]:
+            lo, hi = m.jnt_range[j]
+            assert np.all((qs[:, adr] >= lo - 1e-6) & (qs[:, adr] <= hi + 1e-6)), m.joint(j).name
+        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE and adr in np.asarray(env.joint_qpos):
+            off = np.abs(qs[:, adr] - np.asarray(env.home_qpos)[adr])
+            assert off.max() <= env.cfg.init_joint_noise_rad + 1e-6 and off.max() > 0, m.joint(j).name
+        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE:
+            np.testing.assert_allclose(qs[:, adr], np.asarray(env.home_qpos)[adr], atol=1e-7)

@@ -169,8 +169,7 @@ class ArmDemoTrack(ArmObjectTask):
                                   self.spawn_center[2:]])
         yaw = uniform(k_yaw, (-c.spawn_yaw_rad, c.spawn_yaw_rad))
         obj = jnp.concatenate([origin, quat_mul(_yaw_quat(yaw), self.demo_quat0, jnp)])
-        noise = uniform(k_q, (-c.init_joint_noise_rad, c.init_joint_noise_rad), (m.nq,))
-        qpos = self.home_qpos.at[self.joint_qpos].add(noise[self.joint_qpos]).at[self.obj_qpos].set(obj)
+        qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
         task = {"demo_origin": origin, "demo_yaw": yaw, **self._task_inputs(origin, yaw, jnp.zeros((), jnp.int32))}
         return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), task
 

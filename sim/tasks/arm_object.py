@@ -88,11 +88,9 @@ class ArmObjectTask(ArmReach):
         raise NotImplementedError
 
     def sample_initial(self, rng: jax.Array):
-        c = self.cfg
         k_obj, k_goal, k_q = jax.random.split(rng, 3)
         obj = self.sample_object(k_obj)
-        noise = uniform(k_q, (-c.init_joint_noise_rad, c.init_joint_noise_rad), (self.mj_model.nq,))
-        qpos = self.home_qpos.at[self.joint_qpos].add(noise[self.joint_qpos]).at[self.obj_qpos].set(obj)
+        qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
         m = self.mj_model
         return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), {"target_pos_w": self.sample_goal(k_goal, obj)}
 

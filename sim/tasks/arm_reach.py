@@ -97,7 +97,26 @@ class ArmReach(JointRobotTask):
         mujoco.mj_forward(m, d)
         self.home_ee_pos = jnp.asarray(d.site("end_effector").xpos, jnp.float32)
         self.joint_qpos = jnp.asarray(np.flatnonzero(np.asarray(self.L).any(axis=0)))
+        # the start pose's bounds: hinge joints get init_joint_noise_rad, every joint stays in its range
+        hinge, lo, hi = np.zeros(m.nq, np.float32), np.full(m.nq, -np.inf, np.float32), np.full(m.nq, np.inf, np.float32)
+        for j in range(m.njnt):
+            adr = int(m.jnt_qposadr[j])
+            if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE:
+                hinge[adr] = 1.0
+            if m.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE) and m.jnt_limited[j]:
+                lo[adr], hi[adr] = m.jnt_range[j]
+        self._hinge, self._q_lo, self._q_hi = jnp.asarray(hinge), jnp.asarray(lo), jnp.asarray(hi)
         return m
+
+    def start_pose(self, rng: jax.Array) -> jax.Array:
+        """Home with each arm hinge moved by uniform +- ``init_joint_noise_rad``, clipped to the
+        joints' ranges. Slide joints (a Franka's fingers, 0-0.04 m) keep their home: a noise in
+        radians once opened the hand to 0.14 m, beyond its range, and the deploy envelope stopped
+        such a rehearsal before its first command."""
+        c = self.cfg
+        noise = uniform(rng, (-c.init_joint_noise_rad, c.init_joint_noise_rad), (self.mj_model.nq,)) * self._hinge
+        qpos = self.home_qpos.at[self.joint_qpos].add(noise[self.joint_qpos])
+        return jnp.clip(qpos, self._q_lo, self._q_hi)
 
     # -- randomisation ---------------------------------------------------------------------------
     def nominal_params(self) -> ModelParams:
@@ -120,9 +139,7 @@ class ArmReach(JointRobotTask):
         k_goal, k_q = jax.random.split(rng)
         h = jnp.asarray(c.goal_half_extent_m, jnp.float32)
         goal = self.home_ee_pos + jax.random.uniform(k_goal, (3,), minval=-h, maxval=h)
-        noise = uniform(k_q, (-c.init_joint_noise_rad, c.init_joint_noise_rad), (self.mj_model.nq,))
-        qpos = self.home_qpos.at[self.joint_qpos].add(noise[self.joint_qpos])
-        return qpos, jnp.zeros(self.mj_model.nv), jnp.zeros(self.mj_model.na), {"target_pos_w": goal}
+        return self.start_pose(k_q), jnp.zeros(self.mj_model.nv), jnp.zeros(self.mj_model.na), {"target_pos_w": goal}
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {"joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
