@@ -87,6 +87,10 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         run_dir = Path(args.resume)
         base = load_config(run_dir)
         source = str(run_dir / "config.yaml")
+        for item in overrides:  # before resolving: another task's keys would be the error instead
+            if item.split("=", 1)[0] == "task" and item.split("=", 1)[-1] != base.task:
+                raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run "
+                                          f"for {item.split('=', 1)[-1]}", source)
         cfg = resolve(None, overrides, base=base.to_dict(), source=source)
         checkpoints_before = _checkpoint_files(run_dir)
         if checkpoints_before:

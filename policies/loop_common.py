@@ -123,6 +123,8 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         return TrainResult(run_dir=run_dir, env_steps=start_steps, wall_s=time.time() - t_start, eval=done,
                            reached_target=early_stop.reached(done, tc.target_success), stop="nothing_left")
     metrics_csv.truncate_after(float(start_steps))  # a resumed run rewrites what it repeats
+    # wall_s counts the run's training time over every command that trained it
+    wall_before = float(metrics_csv.rows[-1].get("wall_s", 0.0)) if metrics_csv.rows else 0.0
     with stop_on_signals() as stop:
         tb = SummaryWriter(str(run_dir))
         # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
@@ -170,7 +172,7 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             m = learner.iterate()
             steps = learner.env_steps
             ep = episode_means(m)
-            row: dict[str, Any] = {"env_steps": steps, "wall_s": time.time() - t_start}
+            row: dict[str, Any] = {"env_steps": steps, "wall_s": wall_before + time.time() - t_start}
             row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
             row.update({("episode_return" if k == "return" else k): v for k, v in ep.items()})
             due = next_eval is not None and steps >= next_eval

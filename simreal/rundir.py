@@ -55,6 +55,15 @@ def load_run_config(run_dir: Path) -> dict[str, Any]:
     return load_yaml(run_dir / "config.yaml")
 
 
+def _number(text: str) -> float:
+    """A metrics.csv cell: an integer stays one (env steps are written back as 2007040, not
+    2007040.0, when a resumed run rewrites the file)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 class MetricsCsv:
     """``metrics.csv`` rewritten atomically on each flush, so a crash never leaves half a row."""
 
@@ -62,7 +71,7 @@ class MetricsCsv:
         self.path = path
         self.rows: list[dict[str, float]] = []
         if path.is_file():
-            self.rows = [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(path.open())]
+            self.rows = [{k: _number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(path.open())]
 
     def append(self, row: Mapping[str, float]) -> None:
         self.rows.append(dict(row))

@@ -78,3 +78,14 @@ def test_numbers_in_scientific_notation_without_a_dot_are_numbers():
                       ("train.learning_rate=1e", "expected a number, got '1e'")):
         with pytest.raises(ConfigError, match=what):
             resolve("quadrotor-hover", [bad])
+
+
+def test_resuming_with_another_task_names_the_task(tmp_path, capsys):
+    """Once "config key 'env.action_mode': unknown key", another task's keys, not the cause."""
+    from simreal.yaml_io import dump_yaml
+
+    dump_yaml(tmp_path / "config.yaml", resolve("cartpole-balance").to_dict())
+    assert main(["train", "--resume", str(tmp_path), "task=arm-reach"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("config key 'task': a resumed run keeps its task (cartpole-balance); start a new run "
+                        "for arm-reach"), err

@@ -652,3 +652,17 @@ def test_a_resume_that_fails_on_the_checkpoint_leaves_config_yaml_as_it_was(tmp_
     assert f"{run_dir / 'config.yaml'} is left as it was" in err
     assert "Traceback" not in err
     assert (run_dir / "config.yaml").read_bytes() == saved
+
+
+def test_a_resumed_run_continues_wall_s_and_writes_integer_steps(tmp_path):
+    """Once a resume restarted ``wall_s`` at 0 and rewrote the earlier rows' steps as 300.0."""
+    _run(tmp_path, FakeLearner(), num_timesteps=300, target_success=0)
+    csv_path = tmp_path / "metrics.csv"
+    before = loop_common.MetricsCsv(csv_path)
+    before.rows[-1]["wall_s"] = 1000.0  # as if the first command had trained for 1000 s
+    before.flush()
+    _run(tmp_path, FakeLearner(steps=300), num_timesteps=500, target_success=0)
+    rows = loop_common.MetricsCsv(csv_path).rows
+    assert [r["env_steps"] for r in rows] == [100, 200, 300, 400, 500]
+    assert all(isinstance(r["env_steps"], int) for r in rows) and "300.0" not in csv_path.read_text()
+    assert 1000.0 <= rows[3]["wall_s"] < 1100.0 and rows[4]["wall_s"] >= rows[3]["wall_s"]
