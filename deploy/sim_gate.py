@@ -222,7 +222,7 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
     out["compared_s"] = float(t[keep][-1] - t[keep][0])
     if rule.align_s > 0:
         out["unaligned"] = value
-        dt = float(np.median(np.diff(t[keep])))
+        dt = max(float(np.median(np.diff(t[keep]))), 1e-6)  # control-rate samples; never 0
         value = aligned_rms(rehearsal[key][keep], ref, round(rule.align_s / dt))
         if rule.object_m > 0 and "object_pos_w" in rehearsal and "object_pos_w" in reference:
             return _outcome(out, rule, rehearsal, reference, t[keep], keep, dev, value, dt)
@@ -249,7 +249,8 @@ def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: 
         fails.append(f"the path is {path:.3f} rad RMS from the reference's, time-aligned (limit {PATH_SLACK * rule.tolerance:g})")
     out.update(measure="object_final_m", tolerance=rule.object_m, value=gap, final_pose_rad=pose, path_aligned_rad=path,
                object_lift_m=[float(o[-1, 2] - o[0, 2]), float(o_ref[-1, 2] - o_ref[0, 2])], passed=not fails,
-               detail=f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned")
+               detail=f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned, "
+                      f"at {out['compared_s']:.1f} s")
     if fails:
         out["reason"] = "; ".join(fails)
     return out

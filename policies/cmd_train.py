@@ -45,8 +45,8 @@ HELP = "train a policy"
 RESUME_KEEPS: dict[str, tuple[str, ...]] = {
     "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden",
             "train.q_hidden"),
-    "brax": ("train.num_envs", "train.max_replay_size"),
-    "residual": ("train.num_envs", "residual.base", "residual.scale", "residual.action_scales"),
+    "brax": ("train.num_envs", "train.max_replay_size", "env.slew_limit"),
+    "residual": ("train.num_envs", "residual.base", "residual.scale", "residual.action_scales", "env.slew_limit"),
 }
 
 

@@ -350,6 +350,9 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
             if isinstance(given, Mapping):  # else build() names the key and what it expected
                 env_data["reward_scales"] = {**{t: 0.0 for t in cls.shaping_terms}, **given}
         env = build(cls.config_class, env_data, prefix="env")
+        from simreal.sim.env import delay_range  # (the env module: JAX and MuJoCo, only when a config is read)
+
+        delay_range(env.action_delay_steps)  # refused here, before a run directory exists
         defaults = deep_merge(per_algorithm.get(algorithm) or {}, RESIDUAL_TRAIN if residual else {})
         train_data = deep_merge(defaults, data.get("train") or {})
         _check_algorithm_keys(algorithm, train_data)

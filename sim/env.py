@@ -50,6 +50,19 @@ from simreal.reference import Reference
 from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
 
 
+def delay_range(steps: tuple[float, ...]) -> tuple[float, float]:
+    """``env.action_delay_steps`` as (min, max) control periods: ``[]`` is no delay, ``[d]`` a fixed
+    one; a ConfigError naming the key for more than two values or min > max."""
+    delay = tuple(float(x) for x in steps)
+    if len(delay) > 2 or (len(delay) == 2 and delay[0] > delay[1]):
+        from simreal.errors import ConfigError
+
+        raise ConfigError("env.action_delay_steps", f"expected [min, max] with min <= max (or one fixed value), "
+                                                    f"got {list(delay)}")
+    lo, hi = (delay + (0.0, 0.0))[:2] if len(delay) != 1 else (delay[0], delay[0])
+    return lo, hi
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
     """Settings every task has; tasks subclass this with their own fields."""
@@ -93,14 +106,7 @@ class MjEnv(BraxEnv):
         sim_dt = float(self.mj_model.opt.timestep)
         self.n_substeps = max(1, round(self.ctrl_dt / sim_dt))
         self.episode_steps = max(1, round(cfg.episode_length_s / self.ctrl_dt))
-        delay = tuple(cfg.action_delay_steps)
-        if len(delay) > 2 or (len(delay) == 2 and delay[0] > delay[1]):
-            from simreal.errors import ConfigError
-
-            raise ConfigError("env.action_delay_steps", f"expected [min, max] with min <= max (or one fixed value), "
-                                                        f"got {list(delay)}")
-        lo, hi = (delay + (0, 0))[:2] if len(delay) != 1 else (delay[0], delay[0])
-        self.delay_range = (float(lo), float(max(lo, hi)))
+        self.delay_range = delay_range(cfg.action_delay_steps)
         if cfg.action_history_steps:
             # the actor's terms and, where the task has a separate critic's, the critic's
             self.obs_terms = (*type(self).obs_terms, "action_history")
@@ -141,7 +147,7 @@ class MjEnv(BraxEnv):
         return action
 
     def control_info(self, phys: PhysState) -> dict[str, jax.Array]:
-        """Episode-start entries of ``info`` that :meth:`control` reads; ``{"ctrl": c0}`` makes
+        """Episode-start entries of ``info`` that :meth:`control` reads; ``{"last_ctrl": c0}`` makes
         :meth:`step` keep the last command applied there (a rate limit reads it). Default: none."""
         return {}
 
@@ -304,8 +310,8 @@ class MjEnv(BraxEnv):
 
         phys = self.perturb(state.pipeline_state, info, k_push)
         ctrl = self.control(phys, applied, info)
-        if "ctrl" in info:  # a task whose command depends on the last one keeps it (:meth:`control_info`)
-            info["ctrl"] = ctrl
+        if "last_ctrl" in info:  # a task whose command depends on the last one keeps it (:meth:`control_info`)
+            info["last_ctrl"] = ctrl
         phys = self.physics.step(info["model_params"], phys, ctrl, self.n_substeps, self.inner_loop)
 
         info["step"] = info["step"] + 1

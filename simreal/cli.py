@@ -164,10 +164,12 @@ def path_problem(e: OSError) -> str:
     """One line for a :data:`PATH_ERRORS` error: the path it is about (a rename's destination,
     not its temporary source), what the system said, and what a path there must be."""
     path = e.filename2 if e.filename2 is not None else e.filename
-    why = {IsADirectoryError: "expected a file path there, not a folder",
-           NotADirectoryError: "a part of the path is a file, not a folder",
-           FileExistsError: "it exists already",
-           PermissionError: "no permission for it"}[type(e)]
+    if path is None:  # not about a path (a socket's port, a process): what the system said
+        return f"{type(e).__name__}: {e}"
+    why = next(text for kind, text in ((IsADirectoryError, "expected a file path there, not a folder"),
+                                       (NotADirectoryError, "a part of the path is a file, not a folder"),
+                                       (FileExistsError, "it exists already"),
+                                       (PermissionError, "no permission for it")) if isinstance(e, kind))
     return f"{path}: {e.strerror or type(e).__name__} ({why})"
 
 

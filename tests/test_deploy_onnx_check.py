@@ -94,3 +94,9 @@ def test_an_output_path_under_a_file_is_one_line(bundle, tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith("simreal deploy: error: ") and str(tmp_path / "a_file") in err, err
     assert "(a part of the path is a file, not a folder)" in err, err
+
+
+def test_a_system_error_about_no_path_says_what_the_system_said():
+    from simreal.cli import path_problem
+
+    assert path_problem(PermissionError(1, "Operation not permitted")) == "PermissionError: [Errno 1] Operation not permitted"

@@ -94,6 +94,12 @@ def test_successes_needed_is_where_the_bound_crosses_the_target(n, target):
     assert early_stop.success_lower_bound(k / n, n) >= target > early_stop.success_lower_bound((k - 1) / n, n)
 
 
+def test_a_target_no_confirmation_can_reach_runs_none(tmp_path):
+    learner = FakeLearner(confirm_success=[1.0])
+    result = _run(tmp_path, learner, target_success=0.999, num_timesteps=200)  # 512 of 512 bounds at 0.9947
+    assert result.stop == "budget" and all(e[0] is None for e in learner.evals), learner.evals
+
+
 def test_successes_needed_when_no_count_is_enough():
     assert early_stop.successes_needed(512, 0.95) == 495  # the module docstring's figure
     assert early_stop.successes_needed(10, 0.99) == 11  # 10 of 10 bounds at 0.79: none passes

@@ -312,19 +312,28 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
     free = make_env(resolve("arm-reach", NO_NOISE + ["env.episode_length_s=0.5"]))
     rate = action_mode("joint_position").default_max_rate(env.robot, env.robot.actuator_names) * env.ctrl_dt
     s = jax.jit(env.reset)(jax.random.PRNGKey(0))
-    start = np.asarray(s.info["ctrl"])
+    start = np.asarray(s.info["last_ctrl"])
     np.testing.assert_allclose(start, np.clip(np.asarray(env.joint_pos(s.pipeline_state)),
                                               np.asarray(env.ctrl_lo), np.asarray(env.ctrl_hi)), atol=1e-6)
     step = jax.jit(env.step)
     prev, moved = start, []
     for k in range(6):
         s = step(s, jnp.full(env.action_size, 1.0 if k < 3 else -1.0))
-        ctrl = np.asarray(s.info["ctrl"])
+        ctrl = np.asarray(s.info["last_ctrl"])
         assert np.all(np.abs(ctrl - prev) <= rate + 1e-6), (k, ctrl - prev, rate)
         moved.append(np.abs(ctrl - prev))
         prev = ctrl
     assert np.all(np.max(moved, axis=0) >= rate - 1e-6)  # every channel ran at its limit at some point
-    assert "ctrl" not in jax.jit(free.reset)(jax.random.PRNGKey(0)).info  # off: no state kept, none limited
+    assert "last_ctrl" not in jax.jit(free.reset)(jax.random.PRNGKey(0)).info  # off: no state kept, none limited
+    # an episode that ends starts the next from its own start pose, not from the last command
+    short = make_env(resolve("arm-reach", NO_NOISE + ["env.slew_limit=true", f"env.episode_length_s={3 * env.ctrl_dt}"]))
+    s, step = jax.jit(short.reset)(jax.random.PRNGKey(1)), jax.jit(short.step)
+    for _ in range(3):
+        s = step(s, jnp.ones(short.action_size))
+    assert float(s.done) == 1.0
+    np.testing.assert_allclose(np.asarray(s.info["last_ctrl"]),
+                               np.clip(np.asarray(short.joint_pos(s.pipeline_state)), np.asarray(short.ctrl_lo),
+                                       np.asarray(short.ctrl_hi)), atol=1e-6)
     assert np.max(np.abs(np.asarray(free.targets(jnp.ones(free.action_size))) - start)) > 4 * rate.max()
 
 
@@ -345,3 +354,22 @@ def test_arm_start_poses_stay_inside_the_joint_ranges():
             assert off.max() <= env.cfg.init_joint_noise_rad + 1e-6 and off.max() > 0, m.joint(j).name
         if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE:
             np.testing.assert_allclose(qs[:, adr], np.asarray(env.home_qpos)[adr], atol=1e-7)
+
+
+def test_a_g1_spec_from_before_tracking_bodies_still_tracks(tmp_path, g1_motion_file):
+    """A spec written before the field (a bundle's copy, a user's file copied from g1.yaml) takes
+    the shipped robot's bodies; a robot of another name without them is one ConfigError."""
+    from simreal.errors import ConfigError
+    from simreal.robot_spec import resolve_robot_path
+
+    text = resolve_robot_path("g1").read_text()
+    start = text.index("tracking_bodies:")
+    end = text.index("]", start) + 1
+    old = tmp_path / "g1.yaml"
+    old.write_text(text[:start] + text[end:])
+    env = make_env(resolve("g1-tracking", NO_NOISE + [f"robot={old}", f"env.motion_file={g1_motion_file}"]))
+    assert env.robot.tracking_bodies == () and "left_wrist_yaw_link" in env.tracked_bodies
+    renamed = tmp_path / "mine.yaml"
+    renamed.write_text((text[:start] + text[end:]).replace("name: g1", "name: my_g1", 1))
+    with pytest.raises(ConfigError, match="lists no tracking_bodies"):
+        make_env(resolve("g1-tracking", NO_NOISE + [f"robot={renamed}", f"env.motion_file={g1_motion_file}"]))

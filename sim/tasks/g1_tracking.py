@@ -100,10 +100,16 @@ class G1Tracking(FloorRobotTask):
         """The robot spec's ``tracking_bodies`` (G1: pelvis, ankle rolls, knees, torso, elbows, wrist
         yaws; H1, which has no wrists: its ankles and elbows); a ConfigError naming ``robot`` when
         the spec lists none."""
-        if not self.robot.tracking_bodies:
-            raise ConfigError("robot", f"robot '{self.robot.name}' lists no tracking_bodies in its spec "
-                                       f"({self.robot.source or 'built in'}): the bodies this task compares with the clip's")
-        return self.robot.tracking_bodies
+        if self.robot.tracking_bodies:
+            return self.robot.tracking_bodies
+        from simreal.robot_spec import available_robots, load_robot_spec
+
+        # a spec written before the field (a bundle's copy, a user's file copied from a shipped
+        # robot): the shipped robot of that name lists them
+        if self.robot.name in available_robots() and load_robot_spec(self.robot.name).tracking_bodies:
+            return load_robot_spec(self.robot.name).tracking_bodies
+        raise ConfigError("robot", f"robot '{self.robot.name}' lists no tracking_bodies in its spec "
+                                   f"({self.robot.source or 'built in'}): the bodies this task compares with the clip's")
 
     def customize_spec(self, s: mujoco.MjSpec) -> None:
         for b in self.tracked_bodies:

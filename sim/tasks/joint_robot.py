@@ -136,14 +136,14 @@ class JointRobotTask(MjEnv):
         if not self.cfg.slew_limit:
             return target
         step = self.max_rate * self.ctrl_dt
-        return jnp.clip(target, info["ctrl"] - step, info["ctrl"] + step)
+        return jnp.clip(target, info["last_ctrl"] - step, info["last_ctrl"] + step)
 
     def control_info(self, phys: PhysState) -> dict[str, jax.Array]:
         """With ``slew_limit``: the episode's first command is the pose it starts in (the deploy
         runner's initial command holds the measured pose)."""
         if not self.cfg.slew_limit:
             return {}
-        return {"ctrl": jnp.clip(self.joint_pos(phys), self.ctrl_lo, self.ctrl_hi)}
+        return {"last_ctrl": jnp.clip(self.joint_pos(phys), self.ctrl_lo, self.ctrl_hi)}
 
     def action_layout(self) -> dict[str, Any]:
         """Position targets: home command + action_scale * a, clipped to the control range
