@@ -165,7 +165,8 @@ _YAML12_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
 
 def _yaml12_number(value: Any) -> Any:
     """``value`` as a float when it is text YAML 1.2 reads as one (``3e-4``), else unchanged."""
-    if isinstance(value, str) and _YAML12_FLOAT.fullmatch(value):
+    # (a number's text is short: 5,000 digits are text, as the YAML reader leaves them)
+    if isinstance(value, str) and len(value) <= 64 and _YAML12_FLOAT.fullmatch(value):
         return int(value) if value.lstrip("+-").isdigit() else float(value)  # digits alone: exact
     return value
 
