@@ -109,15 +109,21 @@ def aligned_rms(a: np.ndarray, b: np.ndarray, band: int) -> float:
     n, m = len(a), len(b)
     if n == 0 or m == 0 or abs(n - m) > band:
         return float("inf")
-    cost = np.full((n + 1, m + 1), np.inf)
-    length = np.zeros((n + 1, m + 1), dtype=np.int64)
-    cost[0, 0] = 0.0
+    # only the band is stored: cell (i, j) at column j - i + band (memory n x (2 band + 1))
+    width = 2 * band + 1
+    cost = np.full((n + 1, width), np.inf)
+    length = np.zeros((n + 1, width), dtype=np.int64)
+    cost[0, band] = 0.0
     for i in range(1, n + 1):
         for j in range(max(1, i - band), min(m, i + band) + 1):
-            prev = min(((i - 1, j - 1), (i - 1, j), (i, j - 1)), key=lambda ij: cost[ij])
-            cost[i, j] = cost[prev] + float(np.sum((a[i - 1] - b[j - 1]) ** 2))
-            length[i, j] = length[prev] + 1
-    return float(np.sqrt(cost[n, m] / (length[n, m] * a.shape[1])))
+            k = j - i + band
+            # predecessors in the order diagonal, up, left (the first of equal costs wins)
+            steps = [(i - 1, k)] + ([(i - 1, k + 1)] if k + 1 < width else []) + ([(i, k - 1)] if k > 0 else [])
+            prev = min(steps, key=lambda ik: cost[ik])
+            cost[i, k] = cost[prev] + float(np.sum((a[i - 1] - b[j - 1]) ** 2))
+            length[i, k] = length[prev] + 1
+    k = m - n + band
+    return float(np.sqrt(cost[n, k] / (length[n, k] * a.shape[1])))
 
 
 def training_env(bundle: Bundle, spec: Any) -> Any | None:
