@@ -221,8 +221,7 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
     if keep.sum() < 2:
         return {**out, "value": None, "passed": False, "reason": "too little overlap to compare"}
     key = "pos_w" if rule.measure == "base_pos_max_m" else "joint_pos"
-    ref = np.stack([np.interp(t[keep], reference["t"], reference[key][:, j]) for j in range(reference[key].shape[1])],
-                   axis=1)
+    ref = _resample(reference, key, t[keep])
     dev = rehearsal[key][keep] - ref
     value = float(np.max(np.linalg.norm(dev, axis=1))) if key == "pos_w" else float(np.sqrt(np.mean(dev ** 2)))
     out["compared_s"] = float(t[keep][-1] - t[keep][0])
@@ -237,12 +236,17 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
     return out
 
 
+def _resample(traj: Trajectory, key: str, t: np.ndarray) -> np.ndarray:
+    """``traj[key]`` (n, d) linearly interpolated at the times ``t`` [s]."""
+    return np.stack([np.interp(t, traj["t"], traj[key][:, j]) for j in range(traj[key].shape[1])], axis=1)
+
+
 def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: Trajectory, t: np.ndarray,
              keep: np.ndarray, dev: np.ndarray, path: float, dt: float) -> dict[str, Any]:
     """The arm rule in a scene with an object (module docstring): the object's final position,
     the final pose and the aligned path; ``dev`` the joint deviation at the samples ``t``."""
     o = rehearsal["object_pos_w"][keep]
-    o_ref = np.stack([np.interp(t, reference["t"], reference["object_pos_w"][:, j]) for j in range(3)], axis=1)
+    o_ref = _resample(reference, "object_pos_w", t)
     gap = float(np.linalg.norm(o[-1] - o_ref[-1]))
     pose = float(np.sqrt(np.mean(dev[-max(1, round(FINAL_S / dt)):] ** 2)))
     fails = []

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     import shutil
 
+    from simreal.config import parse_overrides
     from simreal.errors import ConfigError, DataFileError
     from simreal.policies.cmd_eval import jsonable
     from simreal.policies.devices import initialize_distributed
@@ -87,10 +88,10 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         run_dir = Path(args.resume)
         base = load_config(run_dir)
         source = str(run_dir / "config.yaml")
-        for item in overrides:  # before resolving: another task's keys would be the error instead
-            if item.split("=", 1)[0] == "task" and item.split("=", 1)[-1] != base.task:
-                raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run "
-                                          f"for {item.split('=', 1)[-1]}", source)
+        task = parse_overrides(overrides).get("task", base.task)  # before resolving: another
+        if task != base.task:                                       # task's keys would be the error
+            raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run for {task}",
+                              source)
         cfg = resolve(None, overrides, base=base.to_dict(), source=source)
         checkpoints_before = _checkpoint_files(run_dir)
         if checkpoints_before:
