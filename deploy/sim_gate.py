@@ -45,8 +45,10 @@ read 0.063-0.128 rad aligned. Where the outcome differed (the rehearsal left the
 table where the reference lifted it 13-15 cm; the scripted base once lifted a cube the
 reference missed) the objects ended 14-19 cm apart (BENCHMARKS.md). So the object's final position
 decides, with the final pose, and the aligned path only guards against a gross change (three
-times the free-motion tolerance). Rehearse for longer than the task takes (the default 10 s
-does): a rehearsal that ends mid-lift compares two objects in flight.
+times the free-motion tolerance). The outcome is the one at the end of the task's episode:
+a rehearsal shorter than the episode (``--duration 1`` of a 6 s pick compares two cubes that
+have not moved yet, or two in flight) fails with that reason, so rehearse for at least the
+episode (the default 10 s does).
 
 Tolerances are for the rehearsal's default trouble (sensor noise; a run with injected latency
 and drops is judged the same way: latency that changes the behaviour beyond them is what the
@@ -132,12 +134,13 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
     if not bundle.task_config:
         return None
     from simreal.config import build
+    from simreal.sim.env import as_saved
     from simreal.sim.tasks import TASKS, task_class
 
     if bundle.task not in TASKS:
         return None
     cls = task_class(bundle.task)
-    tree = {**bundle.task_config, "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
+    tree = {**as_saved(cls.config_class, bundle.task_config), "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
     cfg = build(cls.config_class, tree, prefix="task_config")
     return cls(spec, cfg, backend="native")
 
@@ -201,9 +204,10 @@ def fall_time(traj: Trajectory) -> float | None:
 
 
 def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle_s: float = 0.0,
-            reference_end_s: float | None = None) -> dict[str, Any]:
+            reference_end_s: float | None = None, outcome_s: float = 0.0) -> dict[str, Any]:
     """The family's rule applied to two trajectories (reference interpolated at the rehearsal's
-    sample times; only the time both cover counts)."""
+    sample times; only the time both cover counts). ``outcome_s``: the time an outcome (a scene
+    with an object) is decided at, the task's episode [s]; fewer seconds compared fail."""
     rule = RULES[family]
     t = rehearsal["t"]
     horizon = min(t[-1], reference["t"][-1]) if len(t) else 0.0
@@ -230,7 +234,7 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
         dt = max(float(np.median(np.diff(t[keep]))), 1e-6)  # control-rate samples; never 0
         value = aligned_rms(rehearsal[key][keep], ref, round(rule.align_s / dt))
         if rule.object_m > 0 and "object_pos_w" in rehearsal and "object_pos_w" in reference:
-            return _outcome(out, rule, rehearsal, reference, t[keep], keep, dev, value, dt)
+            return _outcome(out, rule, rehearsal, reference, t[keep], keep, dev, value, dt, outcome_s)
         out["detail"] = f"unaligned {out['unaligned']:.4f}"
     out.update(value=value, passed=bool(value <= rule.tolerance))
     return out
@@ -242,14 +246,18 @@ def _resample(traj: Trajectory, key: str, t: np.ndarray) -> np.ndarray:
 
 
 def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: Trajectory, t: np.ndarray,
-             keep: np.ndarray, dev: np.ndarray, path: float, dt: float) -> dict[str, Any]:
+             keep: np.ndarray, dev: np.ndarray, path: float, dt: float, outcome_s: float) -> dict[str, Any]:
     """The arm rule in a scene with an object (module docstring): the object's final position,
-    the final pose and the aligned path; ``dev`` the joint deviation at the samples ``t``."""
+    the final pose and the aligned path; ``dev`` the joint deviation at the samples ``t``; fewer
+    than ``outcome_s`` seconds compared (less three control periods) decide nothing."""
     o = rehearsal["object_pos_w"][keep]
     o_ref = _resample(reference, "object_pos_w", t)
     gap = float(np.linalg.norm(o[-1] - o_ref[-1]))
     pose = float(np.sqrt(np.mean(dev[-max(1, round(FINAL_S / dt)):] ** 2)))
     fails = []
+    if out["compared_s"] < outcome_s - 3 * dt:  # the samples both have end a period or two before it
+        fails.append(f"only {out['compared_s']:.1f} s compared, and the outcome is decided at the end of the "
+                     f"task's {outcome_s:g} s episode: rehearse for at least that long (--duration)")
     if gap > rule.object_m:
         fails.append(f"the object ended {100 * gap:.1f} cm from the reference's "
                      f"(lifted {100 * (o[-1, 2] - o[0, 2]):.1f} cm, the reference {100 * (o_ref[-1, 2] - o_ref[0, 2]):.1f})")
@@ -276,7 +284,8 @@ def gate(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal
     u0 = initial_command(bundle, robot.spec, start_cfg.initial_command, robot.state_of(start.qpos, start.qvel))
     reference, ended = reference_rollout(env, bundle, robot, start, duration,
                                          ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s)))
-    return compare(robot.spec.family, rehearsal, reference, settle_s=settle_s, reference_end_s=ended)
+    return compare(robot.spec.family, rehearsal, reference, settle_s=settle_s, reference_end_s=ended,
+                   outcome_s=env.episode_steps * env.ctrl_dt)
 
 
 def stack(samples: list[tuple[float, Mapping[str, np.ndarray]]]) -> Trajectory:

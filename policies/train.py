@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from simreal.policies.run_config import RunConfig, from_mapping, make_env
 from simreal.policies.sac import SAC
 from simreal.policies.trainers import LoadedPolicy, check_observations
 from simreal.rundir import load_run_config, new_run_dir, open_run_dir
+from simreal.sim.env import as_saved
+from simreal.sim.tasks import TASKS, task_class
 from simreal.yaml_io import dump_yaml
 
 
@@ -54,8 +57,12 @@ def load_config(run_dir: Path, reward: bool = True) -> RunConfig:
     """The resolved config saved in a run directory; ``reward=False`` drops its ``reward:``
     section, for using the trained policy (eval, play, demos): the policy's observations and
     actions and the task's success do not depend on it, and a frame or CLIP reward would render
-    a camera every few steps for a figure nobody reads."""
-    cfg = from_mapping(load_run_config(open_run_dir(run_dir)), str(run_dir / "config.yaml"))
+    a camera every few steps for a figure nobody reads. Env settings the file lacks take the value
+    it was trained with (:data:`simreal.sim.env.SAVED_WITHOUT`), not today's default."""
+    data = load_run_config(open_run_dir(run_dir))
+    if isinstance(data, dict) and isinstance(data.get("env"), Mapping) and data.get("task") in TASKS:
+        data = {**data, "env": as_saved(task_class(data["task"]).config_class, data["env"])}
+    cfg = from_mapping(data, str(run_dir / "config.yaml"))
     return cfg if reward else dataclasses.replace(cfg, reward=None)
 
 

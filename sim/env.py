@@ -77,6 +77,21 @@ class EnvConfig:
                                                     "(term action_history, appended to the task's terms)")
 
 
+#: Env settings whose default changed, and the value a config saved without them (a run's
+#: ``config.yaml``, a bundle's ``task_config``) was trained with: such a run is evaluated, resumed
+#: and rehearsed as it was trained, not with today's default.
+SAVED_WITHOUT: dict[str, Any] = {
+    "slew_limit": False,  # on for arms since 2026-11-25; saves from before the field had no limit
+}
+
+
+def as_saved(config_class: type, env: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved env config ``env`` of a task whose config is ``config_class``, completed with
+    :data:`SAVED_WITHOUT` for every key that class has and the save lacks."""
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return {**{k: v for k, v in SAVED_WITHOUT.items() if k in names and k not in env}, **env}
+
+
 class MjEnv(BraxEnv):
     """Base of all simreal tasks; subclasses implement the hooks below (see module docstring)."""
 

@@ -87,12 +87,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(key, f"expected true or false, got {value!r}")
         return value
     if tp is int:
-        value = _yaml12_number(value)
-        if isinstance(value, float) and value.is_integer():  # 2.5e6 steps
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
-        return value
+        return integer(value, key)
     if tp is float:
         value = _yaml12_number(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -109,6 +104,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(key, f"expected a string, got {value!r}")
         return value
+    return value
+
+
+def integer(value: Any, key: str, source: str | None = None) -> int:
+    """``value`` as an integer: an int, a number's YAML 1.2 text or an integral float (``2.5e6``
+    steps, ``seed=2.0e1``); else a ConfigError naming ``key`` (and ``source``, the file)."""
+    value = _yaml12_number(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, f"expected an integer, got {value!r}", source)
     return value
 
 

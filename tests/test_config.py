@@ -71,10 +71,11 @@ def test_eval_refuses_episodes_below_one_in_one_line(episodes, tmp_path, capsys)
 def test_numbers_in_scientific_notation_without_a_dot_are_numbers():
     """PyYAML reads YAML 1.1, where ``3e-4`` is text: `train.learning_rate=3e-4` was refused as
     "expected a number, got '3e-4'" and `train.num_timesteps=1e6` as not an integer."""
-    cfg = resolve("quadrotor-hover", ["train.learning_rate=3e-4", "train.num_timesteps=1e6", "train.num_envs=2.56e2"])
+    cfg = resolve("quadrotor-hover", ["train.learning_rate=3e-4", "train.num_timesteps=1e6", "train.num_envs=2.56e2",
+                                      "seed=2.0e1"])
     assert cfg.train.learning_rate == pytest.approx(3e-4) and cfg.train.num_timesteps == 1_000_000
-    assert cfg.train.num_envs == 256
-    for bad, what in (("train.num_timesteps=1.5e0", "expected an integer, got 1.5"),
+    assert cfg.train.num_envs == 256 and cfg.seed == 20 and type(cfg.seed) is int
+    for bad, what in (("train.num_timesteps=1.5e0", "expected an integer, got 1.5"), ("seed=2.5e0", "'seed': expected an integer"),
                       ("train.learning_rate=1e", "expected a number, got '1e'")):
         with pytest.raises(ConfigError, match=what):
             resolve("quadrotor-hover", [bad])

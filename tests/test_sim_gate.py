@@ -87,3 +87,7 @@ def test_with_an_object_the_arm_rule_judges_the_outcome():
     swing["joint_pos"] = swing["joint_pos"] + 0.5 * np.sin(np.pi * t / 3.0)[:, None] * (t[:, None] < 3.0)
     r = compare("arm", swing, ref)
     assert not r["passed"] and r["reason"].startswith("the path is"), r
+    # judged before the task's episode ends: nothing is decided yet, so no pass
+    assert compare("arm", _pick(t), ref, outcome_s=3.9)["passed"]
+    early = compare("arm", _pick(t[t < 1.0]), ref, outcome_s=6.0)
+    assert not early["passed"] and early["reason"].startswith("only 1.0 s compared"), early

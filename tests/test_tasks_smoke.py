@@ -304,12 +304,14 @@ def test_quadrotor_hover_action_costs_nothing_and_holds_the_weight(mode):
 
 
 def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
-    """``env.slew_limit``: a full-scale action flip moves each target by at most v_max * ctrl_dt per
-    step (the deploy safety layer's limit), from the pose the episode starts in; off, it jumps."""
+    """``env.slew_limit`` (on for arms by default): a full-scale action flip moves each target by at
+    most v_max * ctrl_dt per step (the deploy safety layer's limit), from the pose the episode
+    starts in; off, it jumps."""
     from simreal.action_modes import action_mode
 
-    env = make_env(resolve("arm-reach", NO_NOISE + ["env.slew_limit=true", "env.episode_length_s=0.5"]))
-    free = make_env(resolve("arm-reach", NO_NOISE + ["env.episode_length_s=0.5"]))
+    env = make_env(resolve("arm-reach", NO_NOISE + ["env.episode_length_s=0.5"]))
+    free = make_env(resolve("arm-reach", NO_NOISE + ["env.slew_limit=false", "env.episode_length_s=0.5"]))
+    assert env.cfg.slew_limit and not resolve("g1-velocity").env.slew_limit
     rate = action_mode("joint_position").default_max_rate(env.robot, env.robot.actuator_names) * env.ctrl_dt
     s = jax.jit(env.reset)(jax.random.PRNGKey(0))
     start = np.asarray(s.info["last_ctrl"])
@@ -326,7 +328,7 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
     assert np.all(np.max(moved, axis=0) >= rate - 1e-6)  # every channel ran at its limit at some point
     assert "last_ctrl" not in jax.jit(free.reset)(jax.random.PRNGKey(0)).info  # off: no state kept, none limited
     # an episode that ends starts the next from its own start pose, not from the last command
-    short = make_env(resolve("arm-reach", NO_NOISE + ["env.slew_limit=true", f"env.episode_length_s={3 * env.ctrl_dt}"]))
+    short = make_env(resolve("arm-reach", NO_NOISE + [f"env.episode_length_s={3 * env.ctrl_dt}"]))
     s, step = jax.jit(short.reset)(jax.random.PRNGKey(1)), jax.jit(short.step)
     for _ in range(3):
         s = step(s, jnp.ones(short.action_size))
@@ -335,6 +337,28 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
                                np.clip(np.asarray(short.joint_pos(s.pipeline_state)), np.asarray(short.ctrl_lo),
                                        np.asarray(short.ctrl_hi)), atol=1e-6)
     assert np.max(np.abs(np.asarray(free.targets(jnp.ones(free.action_size))) - start)) > 4 * rate.max()
+
+
+def test_a_run_saved_before_slew_limit_loads_as_trained(tmp_path):
+    """A run (or bundle) saved before ``env.slew_limit`` existed trained without a limit: it is
+    evaluated, resumed and rehearsed that way, not with the arms' new default."""
+    from simreal.config import build
+    from simreal.policies.train import load_config
+    from simreal.sim.env import as_saved
+    from simreal.sim.tasks import task_class
+    from simreal.yaml_io import dump_yaml
+
+    tree = resolve("arm-pick").to_dict()
+    del tree["env"]["slew_limit"]
+    dump_yaml(tmp_path / "config.yaml", tree)
+    assert load_config(tmp_path).env.slew_limit is False
+    tree["env"]["slew_limit"] = True
+    dump_yaml(tmp_path / "config.yaml", tree)
+    assert load_config(tmp_path).env.slew_limit is True
+    cls = task_class("arm-pick").config_class
+    assert build(cls, as_saved(cls, {"episode_length_s": 6.0})).slew_limit is False  # a bundle's task_config
+    quad = task_class("quadrotor-hover").config_class
+    assert as_saved(quad, {"episode_length_s": 4.0}) == {"episode_length_s": 4.0}  # no such field: untouched
 
 
 def test_arm_start_poses_stay_inside_the_joint_ranges():
