@@ -8,8 +8,9 @@ With ``env.slew_limit`` the targets also move no faster than the robot spec's jo
 limits, ``|ctrl_k - ctrl_{k-1}| <= v_max * ctrl_dt`` from the pose the episode starts in: what the
 deploy runner's safety layer does to every command (``deploy/safety.py``, the limits of
 ``action_modes.default_max_rate``). MuJoCo's position servos follow a target jump as fast as their
-gains allow, faster than a Franka's 2.2-2.6 rad/s or its hand's 0.1 m/s; a pick trained without
-the limit left its cube on the table in 2 of 8 ideal-link rehearsals that had it (BENCHMARKS.md).
+gains allow, faster than a Franka's 2.2-2.6 rad/s or its hand's 0.1 m/s: a pick residual that
+read 0.961 without the limit read 0.578 with it (BENCHMARKS.md). On by default for arms
+(``ArmReachConfig``), off here: a humanoid trained with it is not measured yet.
 
 Ids are looked up by name once (``site_sensor``); per-actuator joint positions and velocities
 come from a transmission matrix so tendon actuators (Franka's gripper width) read right:
