@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simreal.config import seed_arg
+
 if TYPE_CHECKING:
     from simreal.deploy.sim_loop import SimLoopConfig
 
@@ -71,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--state-latency-ms", type=float, default=0.0, help="latency added to every state message [ms]")
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--domain-id", type=int, default=None,
                    help="DDS domain (default: a random private one; with --external $ROS_DOMAIN_ID or 0)")
     p.add_argument("--external", action="store_true",

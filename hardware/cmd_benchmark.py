@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from simreal.config import seed_arg
+
 HELP = "benchmark a bundle on its twin or the real robot (success rates with intervals), and report"
 
 #: Flags -> the config keys they set (a bad value names the flag typed).
@@ -54,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", choices=("twin", "real"), default="twin",
                    help="twin: the MuJoCo twin in simulated time; real: a robot driver (--driver)")
     p.add_argument("--trials", type=int, default=None, help="trials per condition (default 75)")
-    p.add_argument("--seed", type=int, default=0, help="trial k uses seed + k")
+    p.add_argument("--seed", type=seed_arg, default=0, help="trial k uses seed + k")
     p.add_argument("--duration", type=float, default=None, help="trial length [s] (default: the suite's)")
     p.add_argument("--conditions", help="the suite's condition values, comma-separated (humanoid-walk: speeds [m/s])")
     p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",

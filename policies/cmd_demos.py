@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 
+from simreal.config import seed_arg
 from simreal.policies.cmd_play import _positive_int
 
 HELP = "record demonstrations of a teacher as a LeRobot dataset"
@@ -60,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")
     p.add_argument("--image-size", type=_image_size, default=None, metavar="HxW",
                    help="image size of every --camera in pixels (default: each camera's own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--only-success", action="store_true",
                    help="keep only successful episodes (running up to ten times --episodes)")
     p.add_argument("--num-envs", type=_positive_int, default=16, help="episodes run side by side")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from simreal.config import seed_arg
 from simreal.sim.headless_gl import HEADLESS_GL, use_headless_gl
 
 HELP = "render a video of a trained policy"
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first)")
     p.add_argument("--width", type=_positive_int, default=480)
     p.add_argument("--height", type=_positive_int, default=360)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
 
 
 def run(args: argparse.Namespace) -> int:

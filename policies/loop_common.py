@@ -129,7 +129,9 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         tb = SummaryWriter(str(run_dir))
         # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
         # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
-        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr)
+        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,
+                            deadline=time.perf_counter() + tc.max_wall_s - (time.time() - t_start)
+                            if tc.max_wall_s > 0 else None)
         last_ckpt = time.time()
         saved_steps, saved = start_steps, None
         next_eval = start_steps + tc.eval_every_steps if tc.eval_every_steps else None
@@ -180,7 +182,8 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                    and steps - last_eval >= min_gap)
             if due or hit:
                 last_eval = steps
-                eval_result = early_stop.evaluate(learner, cfg)
+                with progress.paused():
+                    eval_result = early_stop.evaluate(learner, cfg)
                 row.update({f"eval_{k}": v for k, v in eval_result.items()})
                 if next_eval is not None:
                     next_eval += tc.eval_every_steps

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import sys
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
 
@@ -31,13 +33,17 @@ class Progress:
     """Prints a status line at most every ``interval_s`` (rewritten in place on a terminal).
 
     Rate and ETA come from the last ``window_s`` seconds of updates (compilation and early
-    slow iterations stop counting once they are older); a metric that is not known yet
-    (NaN: no episode has ended) prints as ``-``.
+    slow iterations stop counting once they are older); time spent inside :meth:`paused` (an
+    evaluation) does not count, so one long evaluation cannot read as a rate of a few steps a
+    second. The ETA is the sooner of the steps left at that rate and ``deadline`` (a
+    ``time.perf_counter()`` time: a wall-clock budget), when given. A metric that is not known
+    yet (NaN: no episode has ended) prints as ``-``.
     """
 
     def __init__(self, total_steps: int, interval_s: float = 1.0, stream: TextIO | None = None,
-                 window_s: float = 30.0):
+                 window_s: float = 30.0, deadline: float | None = None):
         self.total = total_steps
+        self.deadline = deadline
         self.interval = interval_s
         self.stream = stream if stream is not None else sys.stderr  # looked up now: a redirected stderr counts
         self.tty = self.stream.isatty()
@@ -56,6 +62,8 @@ class Progress:
         t_old, s_old = self.history[0]
         rate = (steps - s_old) / max(now - t_old, 1e-9)
         eta = (self.total - steps) / rate if rate > 0 else float("inf")
+        if self.deadline is not None:
+            eta = min(eta, self.deadline - now)
         pct = 100.0 * steps / max(self.total, 1)
         parts = [f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)", f"{fmt_steps(rate)} steps/s"]
         parts += [f"{k} {_value(v)}" for k, v in fields.items()]
@@ -63,6 +71,16 @@ class Progress:
         line = " | ".join(parts)
         self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
         self.stream.flush()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Work that makes no steps (an evaluation): the rate's window shifts past it."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            gap = time.perf_counter() - t0
+            self.history = collections.deque((t + gap, n) for t, n in self.history)
 
     def message(self, text: str) -> None:
         """A one-off line between status lines (what a long silent phase is doing)."""

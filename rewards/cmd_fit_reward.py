@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from simreal.config import seed_arg
+
 HELP = "fit a reward model (Bradley-Terry ensemble) to preference labels from simreal label"
 
 
@@ -35,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=100, help="passes over the labels")
     p.add_argument("--holdout", type=float, default=0.1, help="share of labelled pairs kept out to score the fit")
     p.add_argument("--unsure", choices=("skip", "tie"), default="skip", help="what a -1 label does")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the members' initialisation")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the split and of the members' initialisation")
 
 
 def run(args: argparse.Namespace) -> int:

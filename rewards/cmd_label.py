@@ -39,6 +39,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from simreal.config import seed_arg
+
 HELP = "label pairs of frames with a vision-language model (preferences for a learned reward)"
 
 #: command-line flag (dest) -> labeller config key
@@ -52,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default=None, help="the goal, completing 'The goal is ...', e.g. 'to open the drawer' "
                                                 "(default: the npz's task)")
     p.add_argument("--pairs", type=int, default=None, help="random pairs to label (default: the npz's pairs)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random pairs")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the random pairs")
     p.add_argument("--budget", type=int, default=None, help="most requests this run may send (2 per pair)")
     p.add_argument("--resume", action="store_true", help="keep the labels already in --out and add to them")
     p.add_argument("--cache", default=None, help="answer cache folder (default ~/.cache/simreal/labels)")

@@ -373,7 +373,9 @@ def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: i
     if d.name == BUNDLE_YAML and os.path.isfile(d):
         d = d.parent
     if not os.path.isfile(d / BUNDLE_YAML):
-        raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}", str(d))
+        what = "is not a folder" if d.exists() else "does not exist"
+        raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}" if d.is_dir() else f"{d} {what} (a bundle is a "
+                                       f"folder with {BUNDLE_YAML}, e.g. RUN_DIR/bundle)", str(d))
     b = parse_bundle(load_yaml(d / BUNDLE_YAML), d)
     where = str(d / BUNDLE_YAML)
     if robot is not None and b.robot != robot:

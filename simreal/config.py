@@ -118,6 +118,26 @@ def integer(value: Any, key: str, source: str | None = None) -> int:
     return value
 
 
+#: The largest seed, wherever one is given (``seed:``, ``--seed``): every library a run seeds
+#: takes it (NumPy's and stable-baselines3's ``np.random.seed`` stop at 2**32 - 1, JAX's key at a
+#: C long), with room for the offsets a run adds (evaluation episodes: seed + 12345).
+SEED_MAX = 2**31 - 1
+
+
+def seed_arg(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer in [0, SEED_MAX], else argparse's one-line
+    error naming the flag."""
+    import argparse
+
+    try:
+        value = integer(text, "--seed")
+    except ConfigError:
+        value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, {SEED_MAX}], got {text}")
+    return value
+
+
 def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
     """Build dataclass ``cls`` from ``data``, validating every key (see module docstring)."""
     if data is not None and not isinstance(data, Mapping):

@@ -322,7 +322,7 @@ def test_cli_bad_input_is_one_line(args, says, hover_dir, capsys):
 
 @pytest.mark.parametrize("args, says", [
     (["quadrotor-hover"], "--policy BUNDLE is required"),
-    (["quadrotor-hover", "--policy", "/nonexistent"], "no bundle.yaml in /nonexistent"),
+    (["quadrotor-hover", "--policy", "/nonexistent"], "/nonexistent does not exist (a bundle is a folder"),
     (["report", "x.json"], "give the result JSON files and --out DIR"),
     (["report", "{bad}", "--out", "{tmp}/r"], "not JSON"),
 ])

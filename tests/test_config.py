@@ -76,6 +76,8 @@ def test_numbers_in_scientific_notation_without_a_dot_are_numbers():
     assert cfg.train.learning_rate == pytest.approx(3e-4) and cfg.train.num_timesteps == 1_000_000
     assert cfg.train.num_envs == 256 and cfg.seed == 20 and type(cfg.seed) is int
     for bad, what in (("train.num_timesteps=1.5e0", "expected an integer, got 1.5"), ("seed=2.5e0", "'seed': expected an integer"),
+                      ("seed=1e30", r"'seed': expected an integer in \[0, 2147483647\], got 1000000000000000019884624838656"),
+                      ("seed=-3", r"'seed': expected an integer in \[0, 2147483647\]"),
                       ("train.learning_rate=1e", "expected a number, got '1e'")):
         with pytest.raises(ConfigError, match=what):
             resolve("quadrotor-hover", [bad])
@@ -90,3 +92,14 @@ def test_resuming_with_another_task_names_the_task(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("config key 'task': a resumed run keeps its task (cartpole-balance); start a new run "
                         "for arm-reach"), err
+
+
+@pytest.mark.parametrize("argv", [["deploy", "sim", "BUNDLE", "--seed", "99999999999999999999"],
+                                  ["demos", "arm-reach", "--seed", "-1", "--out", "OUT"],
+                                  ["play", "RUN", "--seed", "1.5"]])
+def test_a_seed_flag_out_of_range_is_one_argparse_line(argv, capsys):
+    """Once a traceback from JAX's key ("Python int too large to convert to C long")."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert "--seed: expected an integer in [0, 2147483647]" in capsys.readouterr().err

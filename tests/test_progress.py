@@ -35,3 +35,30 @@ def test_the_stream_is_looked_up_when_progress_starts(monkeypatch):
     prog.update(1)
     prog.update(2)
     assert "2/10" in late.getvalue()
+
+
+def test_an_evaluation_does_not_count_in_the_rate_and_a_wall_budget_caps_the_eta(monkeypatch):
+    """A 60 s evaluation between two iterations once read as 216 steps/s and an ETA of 63 hours
+    in a run with 4 minutes left of its ``train.max_wall_s``."""
+    clock = [0.0]
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+    out = io.StringIO()
+    prog = P.Progress(20_000_000, interval_s=0.0, stream=out, window_s=30.0, deadline=300.0)
+    steps = 0
+    for _ in range(20):           # 4096 steps every 0.5 s: 8.19k steps/s
+        clock[0] += 0.5
+        steps += 4096
+        prog.update(steps)
+    with prog.paused():
+        clock[0] += 60.0          # the evaluation
+    clock[0] += 0.5
+    steps += 4096
+    prog.update(steps)
+    last = out.getvalue().splitlines()[-1]
+    assert "8.19k steps/s" in last, last
+    assert last.endswith("ETA 3m49s"), last  # the wall budget: 300 s, at t = 70.5 s, not 20M steps at 8k/s
+    unpaused = P.Progress(20_000_000, interval_s=0.0, stream=io.StringIO(), window_s=30.0)
+    unpaused.update(0)
+    clock[0] += 60.0
+    unpaused.update(4096)
+    assert "68 steps/s" in unpaused.stream.getvalue()  # what the line read before
