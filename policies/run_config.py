@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simreal.config import SEED_MAX, build, configs_dir, deep_merge, field, integer, parse_overrides, to_dict
+from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
+from simreal.config import seed as config_seed
 from simreal.errors import ConfigError, UnknownNameError, printable
 from simreal.policies import trainers
 from simreal.rewards.learned import reward_section
@@ -321,9 +322,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
     runs = trainers.TRAINERS[trainer].algorithms
     if algorithm not in runs:
         raise ConfigError("algorithm", f"trainer {trainer} runs {', '.join(runs)}, got {algorithm!r}", source)
-    seed = integer(data.get("seed", 0), "seed", source)
-    if not 0 <= seed <= SEED_MAX:
-        raise ConfigError("seed", f"expected an integer in [0, {SEED_MAX}], got {seed}", source)
+    seed = config_seed(data.get("seed", 0), "seed", source)
     robot = data.get("robot")
     if not isinstance(robot, str):
         raise ConfigError("robot", "missing or not a string (a robot name or YAML path)", source)

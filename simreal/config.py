@@ -124,18 +124,27 @@ def integer(value: Any, key: str, source: str | None = None) -> int:
 SEED_MAX = 2**31 - 1
 
 
+def seed(value: Any, key: str = "seed", source: str | None = None) -> int:
+    """``value`` as a seed: an integer (as :func:`integer` reads one) in [0, SEED_MAX]; else a
+    ConfigError naming ``key``."""
+    try:
+        value = integer(value, key, source)
+    except ConfigError:
+        pass
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        raise ConfigError(key, f"expected an integer in [0, {SEED_MAX}], got {value!r}", source)
+    return value
+
+
 def seed_arg(text: str) -> int:
-    """An argparse ``type`` for ``--seed``: an integer in [0, SEED_MAX], else argparse's one-line
-    error naming the flag."""
+    """An argparse ``type`` for ``--seed``: :func:`seed`, its error as argparse's one line naming
+    the flag."""
     import argparse
 
     try:
-        value = integer(text, "--seed")
-    except ConfigError:
-        value = None
-    if value is None or not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, {SEED_MAX}], got {text}")
-    return value
+        return seed(text, "--seed")
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:

@@ -23,8 +23,7 @@ class ConfigError(SimrealError):
     """
 
     def __init__(self, key: str, message: str, source: str | None = None):
-        self.key = key
-        self.source = source
+        self.key, self.message, self.source = key, message, source
         where = f"{source}: " if source else ""
         super().__init__(f"{where}config key '{key}': {message}")
 

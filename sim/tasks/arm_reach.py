@@ -25,7 +25,7 @@ from simreal.rewards import terms as rw
 from simreal.robot_spec import CameraSpec, check_cameras
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.episode_stats import defined_where
-from simreal.sim.tasks.joint_robot import JointRobotConfig, JointRobotTask, uniform
+from simreal.sim.tasks.joint_robot import SLEW_LIMIT_DOC, JointRobotConfig, JointRobotTask, uniform
 
 
 #: Above and in front of a Franka on the floor, looking down on the cube's spawn and goal area
@@ -50,8 +50,7 @@ class ArmReachConfig(JointRobotConfig):
     action_scale: float = field(0.3, min=0.0, doc="position-target delta at |a| = 1 [rad]")
     # On for arms: the pick residual that read 0.961 without it read 0.578 once its arm moved at
     # the Franka's speed limits, as the deploy safety layer moves it (BENCHMARKS.md).
-    slew_limit: bool = field(True, doc="position targets move no faster than the robot spec's joint velocity "
-                                       "limits, as the deploy runner's safety layer limits them")
+    slew_limit: bool = field(True, doc=SLEW_LIMIT_DOC)
     goal_half_extent_m: tuple[float, ...] = field((0.15, 0.15, 0.1), doc="goal box half sizes around home [m]")
     init_joint_noise_rad: float = field(0.1, min=0.0, doc="initial joint offset from home, uniform +- [rad]")
     kp_scale: tuple[float, ...] = field((0.8, 1.2), doc="PD stiffness scale range")

@@ -35,11 +35,15 @@ from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 
 
+#: ``env.slew_limit``'s help text (arm tasks declare the field again with another default).
+SLEW_LIMIT_DOC = ("position targets move no faster than the robot spec's joint velocity limits, as the deploy "
+                  "runner's safety layer limits them")
+
+
 @dataclasses.dataclass(frozen=True)
 class JointRobotConfig(EnvConfig):
     action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad] (or [m])")
-    slew_limit: bool = field(False, doc="position targets move no faster than the robot spec's joint velocity "
-                                        "limits, as the deploy runner's safety layer limits them")
+    slew_limit: bool = field(False, doc=SLEW_LIMIT_DOC)
 
 
 def uniform(rng: jax.Array, bounds: tuple[float, ...], shape: tuple[int, ...] = ()) -> jax.Array:
