@@ -363,6 +363,10 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
                      + (f": {hover['reason']}" if hover.get("reason") else ""))
     elif hover:
         lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
+    left = robot.get("envelope") or {}
+    if left.get("left_s") is not None:  # the runner's line below reads the measured state
+        lines.append(f"state      left the envelope {left['left_s']:.2f} s after the hand-over (true state): "
+                     f"{left['reason']} -> FAIL")
     if gate:
         value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
         if gate.get("detail"):

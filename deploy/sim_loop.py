@@ -26,7 +26,8 @@ on the object topic; a vision-language-action bundle's camera images (rendered f
 scene) and the episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
 
-The report passes when every check of the family passes: the hover check (quadrotors:
+The report passes when the true state stays inside the deploy config's envelope (a humanoid
+that falls over fails, whoever drove it) and every check of the family passes: the hover check (quadrotors:
 from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
 of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
@@ -120,9 +121,12 @@ class Rehearsal:
         return out
 
     def report(self, sim_cfg: SimLoopConfig, fence: Any, start_cfg: Any) -> dict[str, Any]:
-        """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles) and
-        how far the true base went beyond the deploy config's geofence (``fence``: its
-        EnvelopeConfig; ``start_cfg``: its start section, the ramp the gate's reference repeats)."""
+        """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles), when
+        the true state left the deploy config's envelope and how far the true base went beyond
+        its geofence (``fence``: its EnvelopeConfig; ``start_cfg``: its start section, the ramp
+        the gate's reference repeats)."""
+        from simreal.deploy.envelope import Envelope
+
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
                                "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
@@ -130,7 +134,8 @@ class Rehearsal:
         out["on_ground_s"] = None if ground is None else float(traj["t"][ground])
         if "pos_w" in traj and len(traj["t"]):
             out["geofence"] = geofence_excess(traj, np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m))
-        checks = []
+        out["envelope"] = envelope_exit(traj, Envelope.from_config(fence, self.robot.spec))
+        checks = [out["envelope"]["left_s"] is None]
         if self.target is not None:
             flight = self.samples if ground is None else self.samples[:ground + 1]  # below the ground: no flight
             errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in flight]
@@ -342,6 +347,20 @@ def ground_index(traj: dict[str, np.ndarray]) -> int | None:
         return None
     below = np.flatnonzero(traj["pos_w"][:, 2] <= 0.0)
     return int(below[0]) if below.size else None
+
+
+def envelope_exit(traj: dict[str, np.ndarray], envelope: Any) -> dict[str, Any]:
+    """When the true state first left ``envelope`` (an :class:`~simreal.deploy.envelope.Envelope`),
+    in seconds after the hand-over, and why (its ``violation``); ``left_s`` None when it never did.
+
+    The runner trips its envelope on the measured state, in its own process. This check reads the
+    simulation, so a robot that fell over or flew off fails the rehearsal whoever drove it: the
+    runner here, a generated ROS 2 node, or the user's own controller (``--external``)."""
+    for i, t in enumerate(traj.get("t", ())):
+        why = envelope.violation({k: v[i] for k, v in traj.items() if k != "t"})
+        if why is not None:
+            return {"left_s": float(t), "reason": why}
+    return {"left_s": None, "reason": ""}
 
 
 def geofence_excess(traj: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> dict[str, Any]:

@@ -105,20 +105,22 @@ def _falling_rehearsal():
     vz = np.where(t < 3.0, 0.0, -9.81 * (t - 3.0))
     samples = [(ti, {"pos_w": np.array([0.0, 0.0, zi]), "lin_vel_w": np.array([0.0, 0.0, vi])})
                for ti, zi, vi in zip(t, z, vz)]
-    robot = types.SimpleNamespace(spec=types.SimpleNamespace(family="quadrotor"), time_s=6.0)
+    from simreal.robot_spec import load_robot_spec
+
+    robot = types.SimpleNamespace(spec=load_robot_spec("crazyflie2"), time_s=6.0)
     return Rehearsal(bundle=types.SimpleNamespace(reference=None), robot=robot, start=None,
                      target=np.array([0.0, 0.0, 1.0]), env=None, samples=samples)
 
 
 def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
     """Once 'hover max error 23.95 m' after a touchdown: now the hover error is measured until
-    the base reaches z <= 0, and the check fails because it is on the ground."""
-    import types
-
+    the base reaches z <= 0, and the check fails because it is on the ground. The true state
+    left the envelope when it fell through the fence's floor."""
     from simreal.deploy.cmd_deploy import _sim_lines
+    from simreal.deploy.config import EnvelopeConfig
     from simreal.deploy.sim_loop import SimLoopConfig
 
-    fence = types.SimpleNamespace(geofence_min_m=(-3.0, -3.0, -0.5), geofence_max_m=(3.0, 3.0, 3.0))
+    fence = EnvelopeConfig(geofence_min_m=(-3.0, -3.0, -0.5), geofence_max_m=(3.0, 3.0, 3.0))
     report = _falling_rehearsal().report(SimLoopConfig(duration_s=6.0), fence, None)  # env None: no gate
     hover = report["hover"]
     assert report["on_ground_s"] == pytest.approx(3.46) and report["geofence"]["ground_s"] == pytest.approx(3.46)
@@ -129,6 +131,10 @@ def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
     lines = _sim_lines({"domain_id": 7, "passed": False}, robot)
     assert "ground     on the ground at 3.46 s after the hand-over, 4.51 m/s" in lines, lines
     assert any(line.startswith("hover") and line.endswith("-> FAIL: on the ground after 3.46 s") for line in lines)
+    # z = 1 - g/2 (t - 3)^2 < -0.5 from t = 3.553 s: the first sample there
+    assert report["envelope"] == {"left_s": pytest.approx(3.56), "reason": "geofence: z -0.54 m below -0.50"}
+    assert "state      left the envelope 3.56 s after the hand-over (true state): geofence: z -0.54 m below -0.50 " \
+           "-> FAIL" in lines, lines
 
 
 def test_a_hover_that_stays_up_has_no_ground_time():

@@ -75,19 +75,24 @@ def rclpy_ok() -> None:
         pytest.skip(f"rclpy with rmw_fastrtps_cpp does not start here (pip install -e '.[ros2]'): {last}")
 
 
-def _so100(tmp: Path) -> Path:
-    """LeRobot's SO-100 arm, Float64MultiArray out, JointState in; an MLP with small weights
-    (actions ~1e-4): the arm holds about its start pose, the defaults."""
+def _holding_default(tmp: Path, robot: str) -> Path:
+    """``robot``'s joint bundle (Float64MultiArray out) whose MLP has small weights (actions
+    ~1e-4): it commands about the spec's default pose."""
     import onnx
     from onnx import numpy_helper
 
-    bundle = T.make_joint_mlp_bundle(tmp / "bundle", "so100", hidden=(16, 16))
+    bundle = T.make_joint_mlp_bundle(tmp / "bundle", robot, hidden=(16, 16))
     model = onnx.load(bundle / "policy.onnx")
     for w in model.graph.initializer:
         if w.name.startswith("W"):
             w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * 0.05, w.name))
     onnx.save(model, bundle / "policy.onnx")
     return bundle
+
+
+def _so100(tmp: Path) -> Path:
+    """LeRobot's SO-100 arm, JointState in: the arm holds about its start pose, the defaults."""
+    return _holding_default(tmp, "so100")
 
 
 def _arm_trajectory(tmp: Path) -> Path:
@@ -130,6 +135,18 @@ def _kill(*procs: subprocess.Popen | None) -> None:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _ctrl_c_at(t_sig: float, node: subprocess.Popen, sim: subprocess.Popen, listener: DdsTransport) -> None:
+    """Poll ``listener`` until ``t_sig`` (monotonic [s]), Ctrl-C the node, then poll on while it
+    exits (15 s at most) and while the robot finishes its rehearsal (30 s at most)."""
+    while time.monotonic() < t_sig:
+        listener.poll(0.02)
+    node.send_signal(signal.SIGINT)
+    while node.poll() is None and time.monotonic() < t_sig + 15:
+        listener.poll(0.02)
+    while sim.poll() is None and time.monotonic() < t_sig + 30:
+        listener.poll(0.05)
 
 
 def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float, listener: DdsTransport,
@@ -225,6 +242,66 @@ def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
         assert np.abs(target - default).min() > 0.15  # it had to move there
 
 
+def _tilt_rad(q: object) -> float:
+    """Angle between the body z axis and world z of a geometry_msgs/Quaternion [rad]."""
+    x, y = q.x, q.y
+    return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y) / (q.w ** 2 + x * x + y * y + q.z ** 2), -1.0, 1.0)))
+
+
+@pytest.mark.timeout(240)
+def test_generated_node_latches_the_safe_command_when_a_humanoid_falls(rclpy_ok, tmp_path):
+    """Unitree G1 (29 joints, a free base): JointState + Imu in, Float64MultiArray out. The policy
+    holds the home pose, which the G1's own PD gains cannot balance (ankle pitch kp 40 N m/rad
+    each, against m g h of about 240 N m/rad for the toppling body), so it tips over about 1.3 s
+    after the hand-over. The node's envelope (a humanoid's 1 rad of base tilt) trips on the Imu
+    it reads: the safe command (the pose measured then) is on the wire within two control
+    periods of the first Imu message past the bound, and stays there; the robot's own report
+    says its true state left the envelope, and fails the rehearsal."""
+    bundle_dir = _holding_default(tmp_path, "g1")
+    pkg = generate_ros2_package(bundle_dir, tmp_path / "src")
+    runner = PolicyRunner(load_bundle(bundle_dir))
+    cfg, codec, period = runner.cfg, runner.codec, runner.cfg.period_s
+    max_tilt = runner.cfg.envelope.max_tilt_rad
+    assert runner.spec.family == "humanoid" and max_tilt == pytest.approx(1.0)
+    imu = next(st for st in cfg.state.values() if st.type == "sensor_msgs/msg/Imu")
+    domain = T.random_domain_id()
+    received: list[tuple[float, np.ndarray]] = []
+    tilts: list[tuple[float, float]] = []  # (t_rx [s], base tilt the Imu reports [rad])
+    listener = DdsTransport(domain)
+    listener.subscribe(cfg.command.topic, cfg.command.type,
+                       lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data")
+    listener.subscribe(imu.topic, imu.type, lambda msg, t, data: tilts.append((t, _tilt_rad(msg.orientation))),
+                       "sensor_data")
+    node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
+    node = sim = None
+    try:
+        sim, node = _robot_then_node(bundle_dir, pkg, domain, 3.0, listener, tilts, received, tmp_path)
+        t_sig = received[0][0] + 2.6
+        _ctrl_c_at(t_sig, node, sim, listener)
+    finally:
+        _kill(node, sim)
+        listener.close()
+
+    log = node_log.read_text() + Path(f"{node_log}.err").read_text()
+    assert node.returncode == 0, log[-3000:]
+    assert "safety mode: fault (envelope: tilt" in log, log[-3000:]
+    out = json.loads(sim_out.read_text())
+    assert sim.returncode == 1 and not out["passed"], _tail(sim_out)
+    left = out["robot"]["envelope"]
+    assert left["left_s"] is not None and left["reason"].startswith("tilt"), left
+
+    t_exit = next(t for t, tilt in tilts if tilt > max_tilt)
+    running = [(t, u) for t, u in received if t < t_sig]
+    # the safe command is latched: from the trip to the Ctrl-C every command is the same vector
+    k = len(running) - 1
+    while k > 0 and np.array_equal(running[k - 1][1], running[-1][1]):
+        k -= 1
+    t_safe = running[k][0]
+    assert k > 10 and t_sig - t_safe > 0.5, (k, t_sig - t_safe)  # the policy ran, then the safe command held
+    assert -period <= t_safe - t_exit <= 2 * period, (t_safe - t_exit, period)
+    assert len({u.tobytes() for _, u in running[:k]}) > 10  # the policy's commands were not that one vector
+
+
 def test_node_without_bundle_path_or_colcon_install_says_so(rclpy_ok, tmp_path):
     pkg = generate_ros2_package(T.make_joint_bundle(tmp_path / "bundle"), tmp_path / "src")
     env = ros_env(T.random_domain_id(), str(pkg))
@@ -257,14 +334,7 @@ def test_generated_node_runs_a_vla_on_camera_images_and_an_instruction(rclpy_ok,
     node = sim = None
     try:
         sim, node = _robot_then_node(bundle_dir, pkg, domain, RUN_S, listener, images, received, tmp_path)
-        t_first = received[0]
-        while time.monotonic() < t_first + RUN_S / 2:
-            listener.poll(0.02)
-        node.send_signal(signal.SIGINT)
-        while node.poll() is None and time.monotonic() < t_first + RUN_S / 2 + 15:
-            listener.poll(0.02)
-        while sim.poll() is None and time.monotonic() < t_first + RUN_S + 30:
-            listener.poll(0.05)
+        _ctrl_c_at(received[0] + RUN_S / 2, node, sim, listener)
     finally:
         _kill(node, sim)
         listener.close()
