@@ -146,10 +146,11 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
 
 
 def env_start(env: Any, bundle: Bundle, seed: int) -> StartState:
-    """The first episode's initial state of the training env, with the bundle's task inputs."""
+    """The deployed episode's initial state in the training env (``deployed_initial``), with the
+    bundle's task inputs."""
     import jax
 
-    qpos, qvel, act, task = env.sample_initial(jax.random.PRNGKey(seed))
+    qpos, qvel, act, task = env.deployed_initial(jax.random.PRNGKey(seed))
     task = {k: np.asarray(bundle.task_params.get(k, v), np.float64) for k, v in task.items()}
     return StartState(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), np.asarray(act, np.float64), task)
 

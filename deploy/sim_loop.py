@@ -19,8 +19,8 @@ Injected, per the CLI flags:
 
 The robot is its family's (:mod:`simreal.deploy.sim_robot`): a quadrotor starts in the air
 at ``target + start_offset_m``, held there (as a stock flight controller would hover it) with
-rotors at hover thrust; a humanoid or an arm starts where the task's first episode starts and
-is held there (a gantry) until the first command arrives: the hand-over, when the report's
+rotors at hover thrust; a humanoid or an arm starts where the task's deployed episode starts
+(its ``deployed_initial``: a tracking clip's first frame) and is held there (a gantry) until the first command arrives: the hand-over, when the report's
 clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
 on the object topic; a vision-language-action bundle's camera images (rendered from the true
 scene) and the episode's instruction on its perception topics, with every state message
@@ -151,7 +151,7 @@ class Rehearsal:
 
 
 def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
-    """The rehearsal robot for a bundle: the task's scene and first episode when the bundle
+    """The rehearsal robot for a bundle: the task's scene and deployed episode when the bundle
     records its task (:mod:`simreal.deploy.sim_gate`), else the robot spec's model; a
     quadrotor starts at ``target + start_offset_m``, held at hover until the hand-over."""
     from simreal.sim.robots import build_model

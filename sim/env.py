@@ -156,6 +156,14 @@ class MjEnv(BraxEnv):
         """(qpos, qvel, act, task_info) of a new episode."""
         raise NotImplementedError
 
+    def deployed_initial(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """(qpos, qvel, act, task_info) of the deployed episode, the one :meth:`bundle_task_params`
+        and :meth:`deploy_reference` describe: where the rehearsal's robot starts. Default: a
+        sampled episode (its task inputs are then replaced by the bundle's). A task whose initial
+        state follows from those inputs (a clip's first frame, an object where a demonstration
+        was recorded) overrides it, so the robot starts where its reference starts."""
+        return self.sample_initial(rng)
+
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
         """Actuator controls from the applied action (default: the action itself), or, with an
         :attr:`inner_loop`, that loop's command."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -101,6 +102,29 @@ def test_image_task_trains_and_export_and_brax_refuse_it(task, tmp_path, capsys)
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "'trainer'" in err[0] and "use trainer=sb3" in err[0], err
         assert not any((tmp_path / flat_only).rglob("config.yaml"))  # refused: no run directory left
+
+
+@pytest.mark.parametrize("task", ["arm-demo-track", "g1-tracking"])
+def test_the_rehearsal_starts_where_the_reference_starts(task, tmp_path_factory):
+    """The rehearsal's robot once started where a training episode starts, at a random clip frame
+    (reference state init) or a random object pose, while the bundle's reference plays from the
+    clip's first frame and the demonstration's own place: every real g1-tracking rehearsal failed
+    its gate ("too little overlap"). The deployed start is the reference's, for every seed."""
+    from simreal.bundle import load_bundle
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.deploy.sim_gate import env_start, training_env
+
+    bundle = load_bundle(_exported(task, tmp_path_factory))
+    env = training_env(bundle, spec_of_bundle(bundle))
+    for seed in range(3):
+        qpos = env_start(env, bundle, seed).qpos
+        if task == "g1-tracking":
+            np.testing.assert_allclose(qpos[0:3], env.ref["root_pos"][0], atol=1e-6)
+            np.testing.assert_allclose(qpos[np.asarray(env.act_qadr)], env.ref["dof_pos"][0], atol=1e-6)
+        else:
+            np.testing.assert_allclose(qpos[env.obj_qpos][:3], bundle.task_params["demo_origin"], atol=1e-6)
+    sampled = [np.asarray(env.sample_initial(jax.random.PRNGKey(s))[0]) for s in range(3)]
+    assert np.ptp(np.stack(sampled), axis=0).max() > 1e-3  # training's episodes do start elsewhere
 
 
 class _Recorder:

@@ -162,12 +162,22 @@ class ArmDemoTrack(ArmObjectTask):
 
     # -- episode ---------------------------------------------------------------------------------
     def sample_initial(self, rng: jax.Array):
-        c, m = self.cfg, self.mj_model
+        """The demonstration moved by a random offset and yaw within the spawn area."""
+        c = self.cfg
         k_xy, k_yaw, k_q = jax.random.split(rng, 3)
         h = jnp.asarray(c.spawn_half_extent_m[:2], jnp.float32)
         origin = jnp.concatenate([self.spawn_center[:2] + jax.random.uniform(k_xy, (2,), minval=-h, maxval=h),
                                   self.spawn_center[2:]])
-        yaw = uniform(k_yaw, (-c.spawn_yaw_rad, c.spawn_yaw_rad))
+        return self._initial_at(origin, uniform(k_yaw, (-c.spawn_yaw_rad, c.spawn_yaw_rad)), k_q)
+
+    def deployed_initial(self, rng: jax.Array):
+        """The object where the demonstration was recorded (:meth:`bundle_task_params`)."""
+        return self._initial_at(self.demo_origin, jnp.zeros(()), jax.random.split(rng, 3)[2])
+
+    def _initial_at(self, origin: jax.Array, yaw: jax.Array, k_q: jax.Array):
+        """(qpos, qvel, act, task_info): the object at ``origin`` turned by ``yaw``, the arm at its
+        start pose (drawn from ``k_q``)."""
+        m = self.mj_model
         obj = jnp.concatenate([origin, quat_mul(_yaw_quat(yaw), self.demo_quat0, jnp)])
         qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
         task = {"demo_origin": origin, "demo_yaw": yaw, **self._task_inputs(origin, yaw, jnp.zeros((), jnp.int32))}

@@ -203,8 +203,17 @@ class G1Tracking(FloorRobotTask):
 
     # -- episode ---------------------------------------------------------------------------------
     def sample_initial(self, rng: jax.Array):
+        """Reference state init: the clip's state at a uniformly random time."""
+        return self._initial_at(jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1)))
+
+    def deployed_initial(self, rng: jax.Array):
+        """The clip's state at its first frame (:meth:`bundle_task_params`)."""
+        return self._initial_at(jnp.zeros(()))
+
+    def _initial_at(self, t0: jax.Array):
+        """(qpos, qvel, act, task_info): the reference's root, joints and velocities at clip frame
+        ``t0`` (fractional, interpolated as :meth:`frame`)."""
         m = self.mj_model
-        t0 = jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1))
         info = {"motion_t0": t0, "step": jnp.zeros((), jnp.int32)}
         r = self.frame(info)
         qpos = self.home_qpos.at[0:3].set(r["root_pos"]).at[3:7].set(r["root_quat"]).at[self.act_qadr].set(r["dof_pos"])
