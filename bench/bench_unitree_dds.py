@@ -47,7 +47,7 @@ def run_twin(robot: str, domain: int, realtime: bool, out: str) -> None:
     from simreal.deploy.transport_dds import realtime_priority
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
 
-    twin = UnitreeTwin(TwinConfig(robot, domain_id=domain, state_rate_hz=RATE_HZ))
+    twin = UnitreeTwin(TwinConfig(robot, domain_id=domain, state_rate_hz=RATE_HZ, gantry="always"))
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     with realtime_priority(realtime):

@@ -320,8 +320,9 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     print("\n".join(_run_lines(report) if robot is None else _sim_lines(report, robot)))
 
 
-def _runner_lines(runner: dict[str, Any]) -> list[str]:
-    """Ticks, policy runs, the safety layer's final mode and the envelope, as report lines."""
+def runner_lines(runner: dict[str, Any]) -> list[str]:
+    """Ticks, policy runs, the safety layer's final mode and the envelope (a runner's
+    ``snapshot()`` with ``ticks``), as report lines; ``simreal drive`` prints them too."""
     safety = runner["safety"]
     trip = runner.get("envelope_trip_s")
     return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
@@ -338,7 +339,7 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
     runner = {"ticks": report["ticks"], **report["runner"]}
     lines = [f"ran        {report['duration_s']:.1f} s on DDS domain {report['domain_id']}, real-time priority "
              f"{'yes' if report['realtime'] else 'no'}, timer overruns {report['timer_overruns']}",
-             "modes      " + ", ".join(f"{k} {v}" for k, v in report["modes"].items()), *_runner_lines(runner)]
+             "modes      " + ", ".join(f"{k} {v}" for k, v in report["modes"].items()), *runner_lines(runner)]
     if runner.get("last_error"):
         lines.append(f"last error {runner['last_error']}")
     if report.get("bag"):
@@ -377,7 +378,7 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
     runner = report.get("runner")
     if runner:
-        lines += _runner_lines(runner)
+        lines += runner_lines(runner)
         lines[-1] += " -> PASS" if runner.get("envelope_trip_s") is None else " -> FAIL"
     lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
     return lines

@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, default=str))
     else:
+        from simreal.deploy.cmd_deploy import runner_lines
+
         print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.overruns} overruns, "
-              f"tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} safety faults"
-              + (f" (last: {runner.safety.stats.last_reason})" if runner.safety.stats.faults else ""))
+              f"tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} safety faults")
+        print("\n".join(runner_lines(out)))  # why it faulted: an envelope trip is not overwritten by the stop
     return 0 if runner.safety.stats.faults == 0 else 1

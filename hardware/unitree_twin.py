@@ -17,8 +17,12 @@ wire as :class:`simreal.hardware.unitree.UnitreeRobot`:
   the IMU (the base's orientation and body rate, turned into the torso's frame for H1, whose
   IMU is there; the accelerometer sensor), ``tick`` (a counter from 1), ``mode_machine`` as
   unitree_mujoco sets it (5: G1 29-DoF, 4: 23-DoF) and a valid CRC;
-- optionally held on a gantry: the base pinned ``GANTRY_LIFT_M`` above its standing pose (the
-  rehearsal's hand-over hold for humanoids, with the joints free).
+- a gantry (``TwinConfig.gantry``, :data:`GANTRIES`): ``until_command`` (the default) holds the
+  whole robot standing at home, feet on the floor, until the first LowCmd that turns a motor on,
+  then lets it go: the rehearsal's hand-over, so a walking policy driven on the twin (``simreal
+  drive --twin``) stands and walks on the floor; ``always`` pins the base ``GANTRY_LIFT_M`` above
+  its standing pose for the whole run, feet clear and joints free (a robot hung on a gantry, for
+  joint-level checks); ``never`` leaves it free from the start (motors off: it collapses).
 
 Latency probe: a LowCmd whose ``reserve[0]`` names a published tick (``UnitreeConfig.tick_probe``)
 records ``t_taken - t_published`` of that state, the state-to-command latency through both
@@ -47,8 +51,10 @@ from simreal.hardware import unitree_msgs as um
 from simreal.hardware.unitree import Channel, base_to_imu, low_level, motor_slots, rot_z
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
-#: How far above its standing pose the gantry holds the base [m] (feet clear of the floor).
+#: How far above its standing pose the ``always`` gantry holds the base [m] (feet clear of the floor).
 GANTRY_LIFT_M = 0.3
+#: ``TwinConfig.gantry`` values (module docstring).
+GANTRIES = ("until_command", "always", "never")
 #: unitree_mujoco's G1 ``mode_machine`` by joint count.
 MODE_MACHINE = {29: 5, 23: 4}
 _RING = 4096  # published ticks remembered for the latency probe (8 s at 500 Hz)
@@ -61,7 +67,7 @@ class TwinConfig:
     Attributes:
       physics_dt_s: physics step [s].
       state_rate_hz: LowState rate [Hz] (a whole number of physics steps apart).
-      gantry: pin the base (see module docstring).
+      gantry: one of :data:`GANTRIES` (see module docstring).
     """
 
     robot: str = "g1"
@@ -71,7 +77,7 @@ class TwinConfig:
     messages: str = ""
     physics_dt_s: float = 0.002
     state_rate_hz: float = 500.0
-    gantry: bool = True
+    gantry: str = "until_command"
 
 
 @dataclasses.dataclass
@@ -100,6 +106,8 @@ class UnitreeTwin:
         self.config = c = config
         if not c.physics_dt_s > 0 or not c.state_rate_hz > 0:
             raise ConfigError("physics_dt_s" if not c.physics_dt_s > 0 else "state_rate_hz", "must be > 0")
+        if c.gantry not in GANTRIES:
+            raise ConfigError("gantry", f"expected one of {', '.join(GANTRIES)}, got {c.gantry!r}")
         self.spec = spec or load_robot_spec(c.robot)
         self.wire = low_level(c.messages, self.spec)
         self.slots = motor_slots(self.wire, self.spec.actuator_names)
@@ -111,7 +119,7 @@ class UnitreeTwin:
         m.actuator_ctrllimited[:] = 0
         key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
         qpos = (m.key_qpos[key] if key >= 0 else m.qpos0).copy()
-        if c.gantry:
+        if c.gantry == "always":
             qpos[2] += GANTRY_LIFT_M
         self.sim = SimRobot(m, self.spec, "joint_effort", self.spec.actuator_names,
                             StartState(qpos, np.zeros(m.nv), np.zeros(m.na), {}))
@@ -127,6 +135,7 @@ class UnitreeTwin:
             self.state["mode_machine"] = MODE_MACHINE.get(len(self.slots), 0)
         self.motor_mode = np.zeros(len(self.slots), np.uint8)
         self.last_command: np.ndarray | None = None  # the newest LowCmd applied
+        self.handed_over = False  # a LowCmd has turned a motor on (the ``until_command`` gantry lets go)
         self.stats = TwinStats()
         self._ring_tick = np.zeros(_RING, np.int64)
         self._ring_t = np.zeros(_RING)
@@ -154,6 +163,7 @@ class UnitreeTwin:
             return
         st.commands_applied += 1
         self.last_command = rec
+        self.handed_over = self.handed_over or bool(self.motor_mode.any())
         if "mode_pr" in rec.dtype.names:
             self.state["mode_pr"] = rec["mode_pr"]
 
@@ -212,8 +222,10 @@ class UnitreeTwin:
             while not (stop is not None and stop.is_set()) and time.monotonic() < end:
                 timer.wait(chan)  # takes commands as they arrive until the step's deadline
                 chan.drain()
-                if c.gantry:
+                if c.gantry == "always":
                     self.d.qpos[:7], self.d.qvel[:6] = self._base, 0.0
+                elif c.gantry == "until_command" and not self.handed_over:
+                    self.sim.hold()
                 self.sim.step()
                 self.stats.steps += 1
                 if self.stats.steps % self.decimation == 0:

@@ -149,6 +149,23 @@ def test_drive_cli_on_the_g1_twin_records_the_dds_session(tmp_path):
     assert counts["/lowstate"] >= out["state_msgs"]
 
 
+def test_drive_cli_on_the_g1_twin_stands_it_on_the_floor_and_says_why_it_faulted(tmp_path):
+    """The twin lets the G1 go at the hand-over (it once kept it on a gantry for the whole run,
+    so nothing could fall): a policy that holds the home pose cannot balance it, the envelope
+    trips on its tilt, and the summary says so (it once read "1 safety faults (last: shutdown)")."""
+    import subprocess
+    import sys
+
+    b = bundles.make_holding_bundle(tmp_path / "b", "g1")
+    r = subprocess.run([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "2.5"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].endswith("; 1 safety faults"), lines
+    trip = next(line for line in lines if line.startswith("envelope"))
+    assert "s after the hand-over: tilt" in trip and trip.endswith("safe command latched"), lines
+
+
 def test_tick_times_keep_fixed_memory_and_a_quantile_within_one_bin():
     from simreal.hardware.drive import TickTimes
 

@@ -75,24 +75,9 @@ def rclpy_ok() -> None:
         pytest.skip(f"rclpy with rmw_fastrtps_cpp does not start here (pip install -e '.[ros2]'): {last}")
 
 
-def _holding_default(tmp: Path, robot: str) -> Path:
-    """``robot``'s joint bundle (Float64MultiArray out) whose MLP has small weights (actions
-    ~1e-4): it commands about the spec's default pose."""
-    import onnx
-    from onnx import numpy_helper
-
-    bundle = T.make_joint_mlp_bundle(tmp / "bundle", robot, hidden=(16, 16))
-    model = onnx.load(bundle / "policy.onnx")
-    for w in model.graph.initializer:
-        if w.name.startswith("W"):
-            w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * 0.05, w.name))
-    onnx.save(model, bundle / "policy.onnx")
-    return bundle
-
-
 def _so100(tmp: Path) -> Path:
     """LeRobot's SO-100 arm, JointState in: the arm holds about its start pose, the defaults."""
-    return _holding_default(tmp, "so100")
+    return T.make_holding_bundle(tmp / "bundle", "so100")
 
 
 def _arm_trajectory(tmp: Path) -> Path:
@@ -257,7 +242,7 @@ def test_generated_node_latches_the_safe_command_when_a_humanoid_falls(rclpy_ok,
     it reads: the safe command (the pose measured then) is on the wire within two control
     periods of the first Imu message past the bound, and stays there; the robot's own report
     says its true state left the envelope, and fails the rehearsal."""
-    bundle_dir = _holding_default(tmp_path, "g1")
+    bundle_dir = T.make_holding_bundle(tmp_path / "bundle", "g1")
     pkg = generate_ros2_package(bundle_dir, tmp_path / "src")
     runner = PolicyRunner(load_bundle(bundle_dir))
     cfg, codec, period = runner.cfg, runner.codec, runner.cfg.period_s

@@ -232,7 +232,7 @@ def test_twin_and_driver_end_to_end():
     domain = T.random_domain_id()
     spec = load_robot_spec("g1")
     home = np.array([a.default for a in spec.actuators])
-    twin = UnitreeTwin(TwinConfig("g1", domain_id=domain))
+    twin = UnitreeTwin(TwinConfig("g1", domain_id=domain, gantry="always"))
     with pytest.raises(HardwareError, match="no unitree_hg LowState on rt/lowstate"):
         UnitreeRobot(UnitreeConfig("g1", domain_id=domain, connect_timeout_s=0.2)).connect()
     with twin:
@@ -312,7 +312,8 @@ def test_a_session_bag_is_the_wire_as_rosbags_reads_it(tmp_path):
     last = msgs["/lowcmd"][-1][0]  # disconnect: hold the measured pose
     np.testing.assert_allclose(np.array([m.q for m in last.motor_cmd])[slots], held, atol=1e-6)
     state = msgs["/lowstate"][-1][0]
-    assert len(state.motor_state) == 35 and state.imu_state.quaternion[0] == pytest.approx(1.0, abs=1e-3)
+    # standing on the floor, let go at the first command 0.1 s before: upright within a few degrees
+    assert len(state.motor_state) == 35 and state.imu_state.quaternion[0] == pytest.approx(1.0, abs=1e-2)
 
 
 def test_a_bag_of_a_driver_without_dds_is_refused_naming_the_flag(tmp_path):
@@ -324,6 +325,41 @@ def test_a_bag_of_a_driver_without_dds_is_refused_naming_the_flag(tmp_path):
     assert not (tmp_path / "bag").exists()
 
 
+def test_twin_holds_the_robot_standing_until_a_command_then_lets_it_go():
+    """What `simreal drive --twin` gets: the G1 stands at home, feet on the floor, held until the
+    first LowCmd that turns a motor on; then it is free, so bent knees lower its base (the twin
+    once pinned it 0.3 m up for the whole run: a walking policy never touched the floor)."""
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    domain = T.random_domain_id()
+    spec = load_robot_spec("g1")
+    crouch = np.array([a.default for a in spec.actuators])
+    for name, delta in (("hip_pitch", -0.35), ("knee", 0.7), ("ankle_pitch", -0.35)):
+        for side in ("left", "right"):
+            crouch[spec.actuator_names.index(f"{side}_{name}_joint")] += delta
+    twin = UnitreeTwin(TwinConfig("g1", domain_id=domain))
+    z_home = twin.sim.true_state()["pos_w"][2]
+    feet = [twin.m.body(f"{side}_ankle_roll_link").id for side in ("left", "right")]
+    with twin, UnitreeRobot(UnitreeConfig("g1", domain_id=domain)) as robot:
+        for _ in range(100):  # 0.2 s of state, no command: held
+            robot.observation()
+        assert not twin.handed_over and twin.sim.true_state()["pos_w"][2] == pytest.approx(z_home, abs=1e-3)
+        for _ in range(150):  # 0.3 s of the crouch
+            robot.observation()
+            robot.send_action(crouch)
+        s = twin.sim.true_state()
+    assert twin.handed_over
+    assert s["pos_w"][2] < z_home - 0.05, (s["pos_w"][2], z_home)  # the free base went down with the knees
+    assert twin.d.xpos[feet, 2].max() < 0.1  # the feet on the floor, not hung 0.3 m up
+
+
+def test_twin_gantry_setting_is_checked():
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    with pytest.raises(ConfigError, match="gantry.*until_command, always, never"):
+        UnitreeTwin(TwinConfig("g1", gantry="yes"))
+
+
 def test_h1_torso_imu_reads_as_the_base():
     """H1's IMU is in the torso: the twin publishes it there, the driver turns it back."""
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
@@ -333,7 +369,7 @@ def test_h1_torso_imu_reads_as_the_base():
     torso = spec.actuator_names.index("torso_joint")
     pose = np.array([a.default for a in spec.actuators])
     pose[torso] = 0.6
-    with UnitreeTwin(TwinConfig("h1", domain_id=domain)), UnitreeRobot(UnitreeConfig("h1", domain_id=domain)) as robot:
+    with UnitreeTwin(TwinConfig("h1", domain_id=domain, gantry="always")), UnitreeRobot(UnitreeConfig("h1", domain_id=domain)) as robot:
         for _ in range(250):
             s = robot.observation()
             robot.send_action(pose)
