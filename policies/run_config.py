@@ -26,6 +26,7 @@ Every key is validated where it is built; errors name the dotted key.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -34,7 +35,7 @@ from typing import Any
 
 from simreal.config import build, configs_dir, deep_merge, field, parse_overrides, to_dict
 from simreal.config import seed as config_seed
-from simreal.errors import ConfigError, UnknownNameError, printable
+from simreal.errors import ConfigError, DataFileError, UnknownNameError, printable
 from simreal.policies import trainers
 from simreal.rewards.learned import reward_section
 from simreal.robot_spec import RobotSpec, load_robot_spec
@@ -400,20 +401,49 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
                                               f"algorithms.{others[0]} in the task YAML, or drop it")
 
 
-#: Config keys that name an input file the run reads (the task's clip, a learned reward model):
-#: ``simreal train`` refuses a missing one before it makes the run directory.
-INPUT_FILES: dict[str, Any] = {
-    "env.motion_file": lambda cfg: getattr(cfg.env, "motion_file", ""),
-    "reward.model": lambda cfg: cfg.reward.model if getattr(cfg.reward, "kind", "") == "learned" else "",
+def _read_motion(path: Path) -> None:
+    """Read ``path`` as a motion file (DataFileError naming what is wrong); a capture given
+    instead of the retargeted clip gets the command that makes one."""
+    from simreal.motion_file import load_motion
+
+    if path.is_dir():
+        raise DataFileError(str(path), "a folder, expected a motion file (.npz, what simreal retarget writes)")
+    try:
+        load_motion(path)
+    except DataFileError as e:
+        hint = ("" if path.suffix.lower() == ".npz" else
+                f"; retarget a capture first: simreal retarget {printable(str(path))} --robot ROBOT --out clip.npz")
+        raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}{hint}") from None
+
+
+#: Config keys that name an input the run reads (the task's clip or demonstration, a learned
+#: reward model): key -> (its path in a config, a reader that checks its content or None).
+#: ``simreal train`` refuses a missing or unreadable one before it makes the run directory.
+INPUT_FILES: dict[str, tuple[Any, Any]] = {
+    "env.motion_file": (lambda cfg: getattr(cfg.env, "motion_file", ""), _read_motion),
+    "env.demo_file": (lambda cfg: getattr(cfg.env, "demo_file", ""), None),  # an npz or a dataset folder
+    "reward.model": (lambda cfg: cfg.reward.model if getattr(cfg.reward, "kind", "") == "learned" else "", None),
 }
 
 
 def check_input_files(cfg: RunConfig) -> None:
-    """A ConfigError naming the key of the first input file (:data:`INPUT_FILES`) that is absent."""
-    for key, path_of in INPUT_FILES.items():
+    """A ConfigError naming the key of the first input file (:data:`INPUT_FILES`) that is absent
+    or that its reader refuses; a clip that ``simreal retarget`` cut into parts names them."""
+    for key, (path_of, read) in INPUT_FILES.items():
         path = path_of(cfg)
-        if path and not Path(path).expanduser().is_file():
-            raise ConfigError(key, f"{printable(path)}: file not found")
+        if not path:
+            continue
+        p = Path(path).expanduser()
+        if not p.exists():
+            parts = sorted(p.parent.glob(f"{glob.escape(p.stem)}.part*{p.suffix}"))
+            raise ConfigError(key, f"{printable(path)}: file not found" + (
+                f"; simreal retarget cut that clip into {len(parts)} parts, give one of them: "
+                f"{', '.join(printable(str(q)) for q in parts)}" if parts else ""))
+        if read is not None:
+            try:
+                read(p)
+            except DataFileError as e:
+                raise ConfigError(key, str(e)) from None
 
 
 def make_env(cfg: RunConfig, backend: str | None = None, **env_overrides: Any):

@@ -255,30 +255,57 @@ def test_g1_velocity_push_changes_base_velocity():
     assert float(jnp.abs(quiet.qvel - state.pipeline_state.qvel).max()) == 0.0
 
 
-def test_a_missing_input_file_is_refused_before_the_run_directory(tmp_path, capsys):
-    """A motion file that does not exist: one line naming the key, nothing announced or made."""
+def _bad_input(tmp: Path, kind: str) -> tuple[str, str, str]:
+    """(task, the override naming a bad input file of ``kind``, what the one-line error must say)."""
+    clip = {"missing": "missing.npz", "capture": "walk.bvh", "garbage": "clip.npz", "parts": "kick.npz"}.get(kind, "")
+    if kind == "capture":  # the .bvh itself instead of the clip retargeted from it
+        (tmp / clip).write_text("HIERARCHY\nROOT Hips\n")
+    elif kind == "garbage":
+        (tmp / clip).write_bytes(b"not an npz")
+    elif kind == "parts":  # `simreal retarget --out kick.npz` wrote kick.part1.npz and kick.part2.npz
+        for k in (1, 2):
+            (tmp / f"kick.part{k}.npz").write_bytes(b"")
+    says = {"missing": f"'env.motion_file': {tmp / clip}: file not found",
+            "capture": f"retarget a capture first: simreal retarget {tmp / 'walk.bvh'}",
+            "garbage": "clip.npz: not a readable npz file",
+            "parts": f"cut that clip into 2 parts, give one of them: {tmp / 'kick.part1.npz'}, {tmp / 'kick.part2.npz'}",
+            "demo": f"'env.demo_file': {tmp / 'push.npz'}: file not found"}[kind]
+    if kind == "demo":
+        return "arm-demo-track", f"env.demo_file={tmp / 'push.npz'}", says
+    return "g1-tracking", f"env.motion_file={tmp / clip}", says
+
+
+@pytest.mark.parametrize("kind", ["missing", "capture", "garbage", "parts", "demo"])
+def test_a_bad_input_file_is_refused_before_the_run_directory(kind, tmp_path, capsys):
+    """A clip that does not exist, a capture given instead of its retargeted clip, a file that is
+    no npz, a clip that retargeting cut into parts, a missing demonstration: one line naming the
+    key and saying what to do, nothing announced or made (once: "run directory: ..." first)."""
     from simreal.cli import main
 
     runs = tmp_path / "runs"
-    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}",
-                 f"env.motion_file={tmp_path / 'missing.npz'}"]) == 2
+    task, override, says = _bad_input(tmp_path, kind)
+    assert main(["train", task, "backend=native", f"runs_root={runs}", override]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "\n" not in out.err.strip(), out
-    assert "config key 'env.motion_file'" in out.err and "missing.npz: file not found" in out.err
+    assert "config key" in out.err and says in out.err, out.err
     assert not runs.exists()
 
 
 def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
-    """A motion file that is not one is found when the env is built, after the run directory
-    was made: the directory is removed again, and the error is one line."""
+    """A motion file retargeted for another robot is found when the env is built, after the run
+    directory was made: the directory is removed again, and the error is one line."""
+    from fixtures.robot_motion import synthetic_motion
     from simreal.cli import main
+    from simreal.motion_file import save_motion
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_model
 
     runs = tmp_path / "runs"
-    bad = tmp_path / "clip.npz"
-    bad.write_bytes(b"not an npz")
-    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}", f"env.motion_file={bad}"]) == 2
+    h1_clip = tmp_path / "h1_clip.npz"
+    save_motion(h1_clip, synthetic_motion(build_model(load_robot_spec("h1")), seconds=0.5))
+    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}", f"env.motion_file={h1_clip}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "clip.npz" in err, err
+    assert "\n" not in err and "h1_clip.npz" in err and "another robot" in err, err
     assert not runs.exists() or not any(runs.rglob("config.yaml"))
 
 
