@@ -2,8 +2,9 @@
 
 A trainer supplies one object (:class:`Learner`) and this loop writes metrics.csv, TensorBoard
 events, plots/learning_curve.png, shows progress, evaluates when the training success rate
-reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end (the stop
-rule and its confirming evaluation: ``early_stop``), checkpoints every
+reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end (the budget
+spent or ``train.max_wall_s`` reached, so a run stopped by the clock still says how good its
+policy is; not after a stop signal) (the stop rule and its confirming evaluation: ``early_stop``), checkpoints every
 ``train.checkpoint_every_s``, and stops on budget, target, wall time or a stop signal
 (SIGINT/SIGTERM: ``stop_signal``; the last completed iteration is saved). A resumed run that
 already spent its budget or reached its target returns at once (``stop="nothing_left"``).
@@ -208,13 +209,14 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         progress.close()
         if reason == "budget" and stop.requested:
             reason = "signal"  # no final evaluation: whoever sent it wants the process to end
-        if reason == "budget" and last_eval != learner.env_steps:  # not twice for one policy
+        finished = reason in ("budget", "wall_time")  # a final evaluation, unless a signal asked to end
+        if finished and last_eval != learner.env_steps:  # not twice for one policy
             eval_result = early_stop.evaluate(learner, cfg)
             if metrics_csv.rows:
                 metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
-        if reason == "budget" or learner.env_steps > saved_steps:
+        if finished or learner.env_steps > saved_steps:
             saved, saved_steps = save(), learner.env_steps
-        if reason == "budget":
+        if finished:
             consider(eval_result)  # the final evaluation (a no-op when the last periodic one was it)
         tb.close()
     return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,

@@ -223,6 +223,16 @@ def test_a_big_periodic_evaluation_is_its_own_confirmation(tmp_path):
     assert result.stop == "target" and learner.evals == [(None, None, None)]
 
 
+def test_a_run_stopped_by_the_clock_still_evaluates_its_policy(tmp_path):
+    """``train.max_wall_s`` reached: the final evaluation runs (as at the budget's end), so the
+    summary says how good the policy is; it once ended with no figure at all."""
+    learner = FakeLearner()
+    result = _run(tmp_path, learner, target_success=0.0, max_wall_s=1e-9)
+    assert result.stop == "wall_time" and result.env_steps == 100
+    assert learner.evals == [(None, None, None)] and result.eval["episodes"] == 128
+    assert result.checkpoint == ckpt.checkpoint_path(tmp_path / "checkpoints", 100)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_saves_the_last_iteration_and_restores_handlers(tmp_path, sig):
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
