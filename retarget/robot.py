@@ -232,13 +232,14 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
     Args:
       robot: ``g1``, ``h1`` (any shipped robot spec), a robot spec ``.yaml``, or an MJCF
         ``.xml`` / URDF ``.urdf`` file.
-      keypoint_map: the map YAML; default ``configs/retarget/<robot name>.yaml``.
+      keypoint_map: the map YAML; default ``configs/retarget/<name>.yaml``, the name the robot
+        spec's ``keypoint_map`` gives, else the robot's.
       scene: boxes to add; default flat ground only.
       overrides: nested mapping merged over the map (solver settings: ``{"interaction": {...}}``).
     """
     scene = scene or Scene()
     spec, rspec, name, model_file = _mjspec_for(robot)
-    kmap = load_keypoint_map(keypoint_map or default_map_path(name), overrides)
+    kmap = load_keypoint_map(keypoint_map or default_map_path(rspec.keypoint_map or name if rspec else name), overrides)
     _ensure_free_root(spec)
     _prepare_spec(spec, kmap, scene)
     m = spec.compile()

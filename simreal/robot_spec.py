@@ -144,6 +144,8 @@ class RobotSpec:
     sensors: tuple[str, ...] = field(())
     tracking_bodies: tuple[str, ...] = field((), doc="bodies a motion-tracking task compares with the clip's "
                                                      "(humanoids: pelvis, feet, knees, torso, elbows, hands)")
+    keypoint_map: str = field("", doc="the retargeting keypoint map, configs/retarget/NAME.yaml, when not the spec's "
+                                      "own name (a variant with the same links: g1_23dof uses g1's)")
     ros2: Ros2Spec = field(Ros2Spec())
     source: str = field("", doc="file this spec was read from")
 

@@ -35,6 +35,20 @@ def test_single_clip(tmp_path, clips, capsys):
     assert m.provenance["source"]["units"] == "cm" and m.provenance["source"]["up_axis"] == "y"
 
 
+def test_the_23_dof_g1_retargets_with_the_g1_map_and_trains_on_it(tmp_path, clips):
+    """``--robot g1_23dof`` (its spec's keypoint_map: g1, the same links) gives a 23-joint clip
+    that ``g1-tracking robot=g1_23dof`` builds its env from (it once had no map at all)."""
+    from simreal.policies.run_config import make_env, resolve
+
+    out = tmp_path / "walk_g1_23.npz"
+    assert main(["retarget", str(clips / "walk.bvh"), "--robot", "g1_23dof", "--out", str(out),
+                 "--set", "interaction.window=3", "--set", "interaction.stride=1"]) == 0
+    m = load_motion(out)
+    assert len(m.joint_names) == 23 and "left_wrist_pitch_joint" not in m.joint_names
+    env = make_env(resolve("g1-tracking", ["robot=g1_23dof", f"env.motion_file={out}"]), backend="native")
+    assert env.action_size == 23 and env.num_frames == m.num_frames
+
+
 def test_json_and_ik(tmp_path, clips, capsys):
     out = tmp_path / "w.npz"
     rc = main(["retarget", str(clips / "walk.bvh"), "--robot", "h1", "--out", str(out), "--method", "ik", "--json",
