@@ -5,8 +5,9 @@
 current RGB image (H, W, 3) uint8:
 
 - on the twin, :class:`TwinCamera`: MuJoCo's offscreen renderer (headless EGL or OSMesa,
-  :mod:`simreal.sim.headless_gl`) on the twin's own model and state, a free camera that
-  follows a free-flying or walking robot's base and looks at an arm's workspace;
+  :mod:`simreal.sim.headless_gl`) on the twin's own model and state, through
+  :class:`~simreal.sim.follow_camera.FollowCamera` (it follows a free-flying or walking robot's
+  base and looks at an arm's workspace);
 - on a real robot, a camera of :mod:`simreal.hardware.cameras` (``--camera SOURCE``): its
   newest frame.
 
@@ -87,30 +88,13 @@ def contact_sheet(frames: list[np.ndarray], fps: float, n: int = SHEET_FRAMES) -
     return buf.getvalue()
 
 
-def robot_extent(model: Any) -> tuple[np.ndarray, float]:
-    """(centre [m], radius [m]) of the robot's geoms at the model's reference pose: the
-    bounding spheres (``geom_rbound``) of every geom not on the world body (a floor, a table and
-    their extent would otherwise set the camera's distance)."""
-    import mujoco
-
-    d = mujoco.MjData(model)
-    mujoco.mj_kinematics(model, d)
-    robot = np.flatnonzero(model.geom_bodyid > 0)
-    if robot.size == 0:
-        return np.array(model.stat.center), float(model.stat.extent)
-    pos, r = d.geom_xpos[robot], model.geom_rbound[robot]
-    center = (np.min(pos - r[:, None], 0) + np.max(pos + r[:, None], 0)) / 2
-    return center, float(np.max(np.linalg.norm(pos - center, axis=1) + r))
-
-
 class TwinCamera:
     """Renders a twin's current state (module docstring). ``state()`` returns the twin's live
     ``MjData`` (the twin builds a new one per trial); the model is the twin's own."""
 
     def __init__(self, model: Any, state: Callable[[], Any], free_base: bool, size: tuple[int, int] = VIDEO_SIZE):
-        import mujoco
-
         from simreal.errors import SimrealError
+        from simreal.sim.follow_camera import FollowCamera
         from simreal.sim.headless_gl import use_headless_gl
         from simreal.sim.render import lean_renderer, render_model, scene_option
 
@@ -124,19 +108,11 @@ class TwinCamera:
             raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); run without "
                                f"--videos, or set MUJOCO_GL") from None
         self.option = scene_option()
-        self.state, self.free_base = state, free_base
-        center, radius = robot_extent(model)
-        self.cam = mujoco.MjvCamera()
-        self.cam.type = mujoco.mjtCamera.mjCAMERA_FREE
-        self.cam.azimuth, self.cam.elevation = 135.0, -20.0
-        self.cam.distance = 2.5 * radius + 0.3
-        self.cam.lookat[:] = center
+        self.state, self.camera = state, FollowCamera(model, free_base)
 
     def __call__(self) -> np.ndarray:
         d = self.state()
-        if self.free_base:
-            self.cam.lookat[:] = d.xpos[1]  # the base: the first body after the world
-        self.renderer.update_scene(d, camera=self.cam, scene_option=self.option)
+        self.renderer.update_scene(d, camera=self.camera(d), scene_option=self.option)
         return self.renderer.render()
 
     def close(self) -> None:

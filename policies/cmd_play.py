@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_positive_int, default=None,
                    help="at most this many control steps per episode (default: the whole episode)")
     p.add_argument("--out", default=None, help="mp4 path (default RUN_DIR/videos/play.mp4)")
-    p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first)")
+    p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first; without one, a camera that follows the robot)")
     p.add_argument("--width", type=_positive_int, default=480)
     p.add_argument("--height", type=_positive_int, default=360)
     p.add_argument("--seed", type=seed_arg, default=0)
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.errors import SimrealError, UnknownNameError
     from simreal.sim.cameras import camera_names
+    from simreal.sim.follow_camera import FollowCamera
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
 
@@ -76,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # the GL libraries' own errors, whatever their type
         raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); unset MUJOCO_GL to let "
                            f"simreal try {' then '.join(HEADLESS_GL)}") from None
-    camera = args.camera if args.camera is not None else (0 if m.ncam else -1)
+    # the model's first camera, else one that follows the robot (a clip that starts metres away)
+    follow = FollowCamera(m) if args.camera is None and not m.ncam else None
+    camera = args.camera if args.camera is not None else 0
     steps = min(args.steps or env.episode_steps, env.episode_steps)
     reset, step = jax.jit(env.reset), jax.jit(env.step)
     d = mujoco.MjData(m)
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             for _t in range(steps):
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
                 mujoco.mj_forward(m, d)
-                renderer.update_scene(d, camera=camera)
+                renderer.update_scene(d, camera=follow(d) if follow is not None else camera)
                 w.append_data(renderer.render())
                 state = step(state, policy.act(state.obs))
                 if float(state.done) > 0:

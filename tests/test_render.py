@@ -145,3 +145,31 @@ def test_observe_renders_the_whole_vmapped_batch_in_one_callback():
     assert calls == [(3, m.nq)]
     np.testing.assert_array_equal(np.asarray(out["pixels/c"]), want["pixels/c"])
     assert len({want["pixels/c"][i].tobytes() for i in range(3)}) == 3  # the box moved in the image
+
+
+def test_the_follow_camera_keeps_a_free_base_in_view_and_frames_a_fixed_arm():
+    """What `simreal play` sees without a model camera: a G1 whose clip starts 3 m away is looked
+    at where its base is (MuJoCo's default camera looked at the origin: only its legs showed);
+    a fixed-base arm is framed once, at its centre."""
+    import mujoco
+
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.follow_camera import FollowCamera
+    from simreal.sim.robots import build_model
+
+    g1 = build_model(load_robot_spec("g1"))
+    d = mujoco.MjData(g1)
+    d.qpos[0:3] = [0.4, 3.06, 0.79]
+    mujoco.mj_kinematics(g1, d)
+    cam = FollowCamera(g1)
+    assert cam.free_base
+    np.testing.assert_allclose(cam(d).lookat, [0.4, 3.06, 0.79])
+    assert 1.0 < cam(d).distance < 5.0
+
+    arm = build_model(load_robot_spec("franka"))
+    fixed = FollowCamera(arm)
+    da = mujoco.MjData(arm)
+    before = fixed(da).lookat.copy()
+    da.qpos[:] = 0.3
+    mujoco.mj_kinematics(arm, da)
+    assert not fixed.free_base and np.array_equal(fixed(da).lookat, before)
