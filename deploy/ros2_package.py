@@ -27,6 +27,7 @@ import pprint
 import re
 import shutil
 import string
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ import yaml
 
 from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, load_bundle
-from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config
+from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config, spec_of_bundle
 from simreal.deploy.ros_params import flatten, to_ros_tree
 from simreal.errors import ConfigError
 from simreal.yaml_io import atomic_write_text
@@ -435,7 +436,12 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def default_package_name(bundle: Bundle) -> str:
-    raw = f"{bundle.robot}_{bundle.task}_policy".lower()
+    """``<robot>_<task>_policy``, the task without a leading robot name (a G1 or an H1 on
+    ``g1-tracking``: ``g1_tracking_policy``, ``h1_tracking_policy``), as REP 144 allows."""
+    from simreal.robot_spec import available_robots
+
+    task = next((bundle.task[len(r) + 1:] for r in available_robots() if bundle.task.startswith(f"{r}-")), bundle.task)
+    raw = f"{bundle.robot}_{task}_policy".lower()
     name = re.sub(r"[^a-z0-9_]+", "_", raw).strip("_")
     return name if name[:1].isalpha() else f"simreal_{name}"
 
@@ -509,6 +515,9 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     px4 = cfg.command.type.startswith("px4_msgs/")
     notes = _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic,
                   names=", ".join(bundle.action.names)) if px4 else ""
+    driver_note = spec_of_bundle(bundle).ros2.driver_note
+    if driver_note:
+        notes += f"## The robot's own wire\n\n{textwrap.fill(driver_note, 92)}\n"
     safe = action_mode(bundle.action.mode).safe
     initial = "hover thrust" if cfg.start.initial_command == "hover" else safe
     prov = bundle.provenance.get("run_dir") or bundle.provenance.get("made_by") or "unknown run"

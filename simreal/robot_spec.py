@@ -129,6 +129,8 @@ class Ros2Spec:
     state: tuple[TopicSpec, ...] = field(())
     command: tuple[TopicSpec, ...] = field(())
     estop_topic: str = field("/simreal/estop", doc="std_msgs/msg/Bool; true stops the policy")
+    driver_note: str = field("", doc="what stands between these topics and the robot's own wire (a bridge), "
+                                     "for the generated package's README")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,6 +112,25 @@ def test_generator_errors(tmp_path):
         generate_ros2_package(b, tmp_path / "src", name="ok_name")
 
 
+def test_a_humanoid_package_is_named_once_and_says_what_its_robot_speaks(tmp_path):
+    """A G1 bundle: ``g1_<task>_policy`` (was ``g1_g1_tracking_policy`` for g1-tracking, and
+    ``h1_g1_tracking_policy`` on an H1); its README says the real G1 speaks Unitree's LowCmd, so
+    these topics need a bridge (or ``simreal drive --driver unitree``)."""
+    import types
+
+    from simreal.deploy.ros2_package import default_package_name
+
+    assert [default_package_name(types.SimpleNamespace(robot=r, task="g1-tracking")) for r in ("g1", "h1")] == \
+        ["g1_tracking_policy", "h1_tracking_policy"]
+    assert default_package_name(types.SimpleNamespace(robot="crazyflie2", task="quadrotor-hover")) == \
+        "crazyflie2_quadrotor_hover_policy"
+    pkg = generate_ros2_package(T.make_joint_mlp_bundle(tmp_path / "b", "g1"), tmp_path / "src")
+    assert pkg.name == "g1_smoke_policy"
+    readme = " ".join((pkg / "README.md").read_text().split())
+    assert "A real G1 speaks Unitree's own DDS messages (unitree_hg LowState / LowCmd" in readme
+    assert "`simreal drive BUNDLE --driver unitree`" in readme
+
+
 _FAKE_ROS = r'''
 import json, os, signal, sys, types, math, array
 import numpy as np
