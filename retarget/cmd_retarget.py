@@ -202,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     if not src.exists():
         raise DataFileError(str(src), "file or folder not found")
     if src.is_file():
+        if Path(args.out).suffix.lower() != ".npz":  # the motion file is an npz whatever it is called
+            raise ConfigError("out", f"expected the motion file to write, a path ending in .npz; got {args.out}")
         _robot(opts)  # fail early on a bad robot or map
         summaries = [retarget_file(str(src), args.out, args.video, opts)]
     else:

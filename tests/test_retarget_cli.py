@@ -137,6 +137,9 @@ def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, capsys):
     assert "file or folder not found" in capsys.readouterr().err
     assert main(["retarget", str(bad), "--robot", "g1", "--out", "o.npz", "--set", "interaction.window=0"]) == 2
     assert "interaction.window" in capsys.readouterr().err
+    assert main(["retarget", str(bad), "--robot", "g1", "--out", str(tmp_path / "walk_g1.bvh")]) == 2
+    assert "a path ending in .npz; got " in capsys.readouterr().err  # an npz named .bvh, once
+    assert not (tmp_path / "walk_g1.bvh").exists()
 
 
 def test_folder(tmp_path, clips, capsys):
