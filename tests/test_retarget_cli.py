@@ -38,6 +38,7 @@ def test_single_clip(tmp_path, clips, capsys):
 def test_the_23_dof_g1_retargets_with_the_g1_map_and_trains_on_it(tmp_path, clips):
     """``--robot g1_23dof`` (its spec's keypoint_map: g1, the same links) gives a 23-joint clip
     that ``g1-tracking robot=g1_23dof`` builds its env from (it once had no map at all)."""
+    from simreal.errors import DataFileError
     from simreal.policies.run_config import make_env, resolve
 
     out = tmp_path / "walk_g1_23.npz"
@@ -47,6 +48,13 @@ def test_the_23_dof_g1_retargets_with_the_g1_map_and_trains_on_it(tmp_path, clip
     assert len(m.joint_names) == 23 and "left_wrist_pitch_joint" not in m.joint_names
     env = make_env(resolve("g1-tracking", ["robot=g1_23dof", f"env.motion_file={out}"]), backend="native")
     assert env.action_size == 23 and env.num_frames == m.num_frames
+    # the 29-DoF G1's clip is not the 23-DoF one's: it moves the wrists and waist joints welded there
+    out29 = tmp_path / "walk_g1.npz"
+    assert main(["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out29),
+                 "--set", "interaction.window=3", "--set", "interaction.stride=1"]) == 0
+    with pytest.raises(DataFileError, match="it moves 'waist_roll_joint' .6 joint.s. robot g1_23dof does not "
+                                            "have.; retargeted for another robot. it has the joints of g1;"):
+        make_env(resolve("g1-tracking", ["robot=g1_23dof", f"env.motion_file={out29}"]), backend="native")
 
 
 def test_json_and_ik(tmp_path, clips, capsys):

@@ -147,10 +147,13 @@ class G1Tracking(FloorRobotTask):
 
     def _joint_columns(self, motion: Any, joints: list[str]) -> list[int]:
         """The clip's column of each of the robot's ``joints``; DataFileError naming env.motion_file
-        when the clip lacks one: a clip retargeted for another robot (named when its joints are
-        exactly a shipped robot's)."""
+        when the clip's joints are not exactly those: a clip retargeted for another robot (named
+        when its joints are exactly a shipped robot's). A clip with more joints (the 29-DoF G1's
+        on the 23-DoF one) is refused too: its tracked bodies moved with joints this robot has
+        welded, so the reference asks for poses the robot cannot take."""
         missing = [j for j in joints if j not in motion.joint_names]
-        if missing:
+        extra = [j for j in motion.joint_names if j not in joints]
+        if missing or extra:
             from simreal.robot_spec import available_robots, load_robot_spec
 
             clip = set(motion.joint_names)
@@ -158,10 +161,12 @@ class G1Tracking(FloorRobotTask):
             who = (f"it has the joints of {' or '.join(owners)}" if owners
                    else f"its joints: {', '.join(motion.joint_names)}")
             name = self.robot.name
+            differ = (f"it lacks {missing[0]!r} ({len(missing)} of {len(joints)} missing)" if missing else
+                      f"it moves {extra[0]!r} ({len(extra)} joint(s) robot {name} does not have)")
             raise DataFileError(self.cfg.motion_file,
-                                f"env.motion_file: the clip's joints are not robot {name}'s: it lacks {missing[0]!r} "
-                                f"({len(missing)} of {len(joints)} missing); retargeted for another robot? {who}; "
-                                f"retarget the source for {name}: simreal retarget SOURCE --robot {name}")
+                                f"env.motion_file: the clip's joints are not robot {name}'s: {differ}; retargeted "
+                                f"for another robot? {who}; retarget the source for {name}: "
+                                f"simreal retarget SOURCE --robot {name}")
         return [motion.joint_index(j) for j in joints]
 
     def _check_reach(self, dof_pos: np.ndarray, joints: list[str]) -> None:
