@@ -111,10 +111,25 @@ def _finished_before(metrics_csv: MetricsCsv, env_steps: int, tc: Any) -> dict[s
     return None
 
 
+def summary_writer(run_dir: Path) -> Any:
+    """tensorboardX's ``SummaryWriter`` on ``run_dir``, imported without torch when torch is not
+    loaded yet: tensorboardX imports torch (where installed) only to name torch tensors in type
+    hints, which costs a training run about a second and a few hundred MB; every value this
+    loop logs is a float. An ``import torch`` inside tensorboardX meanwhile reads as torch
+    missing, which it handles; the entry is removed after, so later imports of torch work."""
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if blocked:
+            del sys.modules["torch"]
+    return SummaryWriter(str(run_dir))
+
+
 def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) -> TrainResult:
     """Train until budget, target, wall-time limit or stop signal; see module docstring."""
-    from tensorboardX import SummaryWriter
-
     tc = cfg.train
     ckpt_dir = run_dir / "checkpoints"
     metrics_csv = MetricsCsv(run_dir / "metrics.csv")
@@ -127,7 +142,7 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
     # wall_s counts the run's training time over every command that trained it
     wall_before = float(metrics_csv.rows[-1].get("wall_s", 0.0)) if metrics_csv.rows else 0.0
     with stop_on_signals() as stop:
-        tb = SummaryWriter(str(run_dir))
+        tb = summary_writer(run_dir)
         # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
         # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
         progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,

@@ -682,3 +682,19 @@ def test_a_resumed_run_continues_wall_s_and_writes_integer_steps(tmp_path):
     assert [r["env_steps"] for r in rows] == [100, 200, 300, 400, 500]
     assert all(isinstance(r["env_steps"], int) for r in rows) and "300.0" not in csv_path.read_text()
     assert 1000.0 <= rows[3]["wall_s"] < 1100.0 and rows[4]["wall_s"] >= rows[3]["wall_s"]
+
+
+def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
+    """tensorboardX imports torch where it is installed (a second of every training run); the
+    loop's writer imports it without, still writes events, and torch imports normally after."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom simreal.policies.loop_common import summary_writer\n"
+            f"w = summary_writer({str(tmp_path)!r}); w.add_scalar('loss', 1.5, 3); w.close()\n"
+            "print('torch' in sys.modules)\n"
+            "try:\n    import torch\n    print(torch.__name__)\nexcept ImportError:\n    print('torch')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "torch"], out.stdout
+    assert list(tmp_path.glob("events.out.tfevents.*"))
