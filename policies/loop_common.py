@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
 from simreal.policies.progress import Progress
@@ -134,6 +135,11 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
     ckpt_dir = run_dir / "checkpoints"
     metrics_csv = MetricsCsv(run_dir / "metrics.csv")
     start_steps = learner.env_steps
+    trained = max((r.get("env_steps", 0) for r in metrics_csv.rows), default=0)
+    if start_steps == 0 and trained > 0:  # a resume that found no checkpoint would start over
+        raise DataFileError(str(ckpt_dir), f"no checkpoint, but metrics.csv records {trained:g} env steps of this run; "
+                                           "resuming from step 0 would overwrite them: restore the checkpoints, "
+                                           "or train a new run")
     done = _finished_before(metrics_csv, start_steps, tc)
     if done is not None:
         return TrainResult(run_dir=run_dir, env_steps=start_steps, wall_s=time.time() - t_start, eval=done,
@@ -150,19 +156,26 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                             if tc.max_wall_s > 0 else None)
         last_ckpt = time.time()
         saved_steps, saved = start_steps, None
-        next_eval = start_steps + tc.eval_every_steps if tc.eval_every_steps else None
+        # Every evaluation moves the next periodic one on by eval_every_steps; a resumed run counts
+        # those its metrics.csv holds, so its schedule is the uninterrupted run's (it once restarted
+        # the count at the resume point and evaluated elsewhere).
+        evals = [r["env_steps"] for r in metrics_csv.rows if "eval_episodes" in r]
+        next_eval = tc.eval_every_steps * (1 + len(evals)) if tc.eval_every_steps else None
         # A training-success trigger evaluates at most every half eval period: with few episodes
         # ending per iteration, the training success rate reads 1.0 often and eval is not free.
         min_gap = tc.eval_every_steps // 2
-        last_eval = -min_gap
+        last_eval = evals[-1] if evals else -min_gap
         eval_result: dict[str, float] = {}
         reason = "budget"
 
-        def save() -> Path:
-            path = learner.save(ckpt_dir)
+        def save_metrics() -> None:
             metrics_csv.flush()
             plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES,
                         f"{cfg.task} ({run_dir.name})")
+
+        def save() -> Path:
+            path = learner.save(ckpt_dir)
+            save_metrics()
             return path or ckpt_dir
 
         record = ckpt.best_record(ckpt_dir) if tc.keep_best else None
@@ -225,12 +238,13 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         if reason == "budget" and stop.requested:
             reason = "signal"  # no final evaluation: whoever sent it wants the process to end
         finished = reason in ("budget", "wall_time")  # a final evaluation, unless a signal asked to end
+        if finished or learner.env_steps > saved_steps:  # before the final evaluation: a kill during it
+            saved, saved_steps = save(), learner.env_steps  # (a scheduler's second signal) loses nothing
         if finished and last_eval != learner.env_steps:  # not twice for one policy
             eval_result = early_stop.evaluate(learner, cfg)
             if metrics_csv.rows:
                 metrics_csv.rows[-1].update({f"eval_{k}": v for k, v in eval_result.items()})
-        if finished or learner.env_steps > saved_steps:
-            saved, saved_steps = save(), learner.env_steps
+            save_metrics()
         if finished:
             consider(eval_result)  # the final evaluation (a no-op when the last periodic one was it)
         tb.close()

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simreal.errors import ConfigError
+from simreal.errors import ConfigError, DataFileError
 from simreal.yaml_io import atomic_write_text, load_yaml
 
 
@@ -55,6 +55,26 @@ def load_run_config(run_dir: Path) -> dict[str, Any]:
     return load_yaml(run_dir / "config.yaml")
 
 
+def _read_rows(path: Path) -> list[dict[str, float]]:
+    """metrics.csv's rows; DataFileError naming the line when it is not the file this class
+    writes (a header and rows of numbers, as many as the header's columns)."""
+    fix = "move it aside to go on: the checkpoints hold the training state, metrics.csv its history"
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            rows = []
+            for r in reader:
+                if None in r or None in r.values():  # more or fewer cells than the header
+                    raise DataFileError(str(path), f"line {reader.line_num}: {len(reader.fieldnames or [])} columns "
+                                                   f"expected, the row has another count; {fix}")
+                rows.append({k: _number(v) for k, v in r.items() if v != ""})
+            return rows
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise DataFileError(str(path), f"not a readable CSV file ({e}); {fix}") from None
+    except ValueError as e:
+        raise DataFileError(str(path), f"a cell is not a number ({e}); {fix}") from None
+
+
 def _number(text: str) -> float:
     """A metrics.csv cell: an integer stays one (env steps are written back as 2007040, not
     2007040.0, when a resumed run rewrites the file)."""
@@ -71,7 +91,7 @@ class MetricsCsv:
         self.path = path
         self.rows: list[dict[str, float]] = []
         if path.is_file():
-            self.rows = [{k: _number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(path.open())]
+            self.rows = _read_rows(path)
 
     def append(self, row: Mapping[str, float]) -> None:
         self.rows.append(dict(row))

@@ -223,6 +223,63 @@ def test_a_big_periodic_evaluation_is_its_own_confirmation(tmp_path):
     assert result.stop == "target" and learner.evals == [(None, None, None)]
 
 
+def _eval_steps(run_dir: Path) -> list[int]:
+    from simreal.rundir import MetricsCsv
+
+    return [int(r["env_steps"]) for r in MetricsCsv(run_dir / "metrics.csv").rows if "eval_episodes" in r]
+
+
+@pytest.mark.parametrize("target", [0.0, 0.95])
+def test_a_resumed_run_evaluates_where_the_uninterrupted_one_did(tmp_path, target):
+    """Stopped at 400 env steps and resumed, a run evaluates at the same steps as one that was not
+    (it once counted the period from the resume point: 700 and 1000, not 600 and 900); with a
+    target, the training-success triggers move the schedule, and the resumed run keeps that too."""
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    for d in (whole, cut):
+        d.mkdir()
+    kw = dict(target_success=target, eval_every_steps=300, num_timesteps=1000)
+    _run(whole, FakeLearner(confirm_success=[0.9] * 20), **kw)
+    assert _run(cut, FakeLearner(kill_at=400, confirm_success=[0.9] * 20), **kw).stop == "signal"
+    _run(cut, FakeLearner(steps=400, confirm_success=[0.9] * 20), **kw)
+    assert _eval_steps(cut) == _eval_steps(whole), (_eval_steps(cut), _eval_steps(whole))
+    assert len(_eval_steps(whole)) >= 4
+
+
+def test_resuming_a_run_whose_checkpoints_are_gone_is_refused(tmp_path):
+    """Its metrics.csv records training: starting over from step 0 would overwrite that history
+    (it once did, with only a line on stderr); one line naming the checkpoints folder."""
+    _run(tmp_path, FakeLearner(), target_success=0.0)
+    for f in (tmp_path / "checkpoints").iterdir():
+        f.unlink()
+    before = (tmp_path / "metrics.csv").read_text()
+    with pytest.raises(DataFileError, match="no checkpoint, but metrics.csv records 1000 env steps"):
+        _run(tmp_path, FakeLearner(), target_success=0.0)
+    assert (tmp_path / "metrics.csv").read_text() == before
+
+
+def test_a_kill_during_the_final_evaluation_loses_no_training(tmp_path):
+    """The last iteration is saved before the final evaluation starts (a long evaluation and a
+    scheduler's second signal once left a run with no checkpoint and no metrics.csv)."""
+
+    class DiesInEvaluation(FakeLearner):
+        def evaluate(self, *a, **k):
+            raise KeyboardInterrupt  # as a kill would end it
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, DiesInEvaluation(), target_success=0.0, checkpoint_every_s=1e9)
+    assert ckpt.latest_checkpoint(tmp_path / "checkpoints") == ckpt.checkpoint_path(tmp_path / "checkpoints", 1000)
+    assert len((tmp_path / "metrics.csv").read_text().splitlines()) == 11  # the header and 10 iterations
+
+
+@pytest.mark.parametrize("damage", [b"env_steps,loss\n100,1.0\n200", "\x80\x81garbage".encode("latin-1")])
+def test_a_damaged_metrics_csv_is_one_line_naming_it(tmp_path, damage):
+    from simreal.rundir import MetricsCsv
+
+    (tmp_path / "metrics.csv").write_bytes(damage)
+    with pytest.raises(DataFileError, match="metrics.csv: .*move it aside"):
+        MetricsCsv(tmp_path / "metrics.csv")
+
+
 def test_a_run_stopped_by_the_clock_still_evaluates_its_policy(tmp_path):
     """``train.max_wall_s`` reached: the final evaluation runs (as at the budget's end), so the
     summary says how good the policy is; it once ended with no figure at all."""
