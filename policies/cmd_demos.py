@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError, DataFileError
     from simreal.policies.demos import Tally, camera_sizes, features, read_source, record, reports_success, write_source
     from simreal.policies.progress import Progress
+    from simreal.policies.stop_signal import stop_on_signals
     from simreal.policies.teachers import load_teacher
 
     out = Path(args.out)
@@ -119,16 +120,22 @@ def run(args: argparse.Namespace) -> int:
     writer = DatasetWriter.resume(out) if args.append else \
         DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name)
     before = writer.num_episodes
-    with writer:
+    # Ctrl-C / SIGTERM end the recording between two steps: a KeyboardInterrupt raised inside the
+    # physics callback was a traceback, and one inside the writer could break the dataset
+    with stop_on_signals("stopping after this step and keeping the finished episodes") as stop, writer:
         if not args.append:
             write_source(out, cfg, args.teacher, args.seed, cameras)  # now: an interrupted recording is still usable
         for ep in record(env, teacher, cfg.task, args.episodes, seed=args.seed, num_envs=args.num_envs,
                          cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
-                         driver=driver):
+                         driver=driver, stop=lambda: stop.requested):
             for t in range(ep.length):
                 writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
             writer.save_episode()
     progress.close()
+    if stop.requested:
+        print(f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
+              f"({writer.num_episodes - before} recorded now); --append records more", file=sys.stderr)
+        return stop.exit_code
     if not args.append:
         write_source(out, cfg, args.teacher, args.seed, cameras, tally)
     print(f"dataset: {out} ({writer.num_episodes} episodes, {writer.num_frames} frames, {time.time() - t0:.1f} s)")

@@ -166,7 +166,7 @@ class Tally:
 def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, num_envs: int = 16,
            cameras: Mapping[str, tuple[int, int]] = {}, only_success: bool = False, max_attempts: int | None = None,
            tally: Tally | None = None, on_step: Callable[[int], None] | None = None,
-           driver: Teacher | None = None) -> Iterator[Episode]:
+           driver: Teacher | None = None, stop: Callable[[], bool] | None = None) -> Iterator[Episode]:
     """Yield ``episodes`` episodes of ``teacher`` in ``env`` (module docstring), in env order.
 
     Args:
@@ -179,6 +179,9 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
       tally: counts every episode run (kept or not) and its successes, as they finish.
       on_step: called with the number of frames recorded by each batched step (progress).
       driver: acts in the env instead of the teacher, which then only labels (module docstring).
+      stop: asked before each step; True ends the recording there (the episodes of the batch under
+        way are dropped, those yielded before are kept): a stop signal, between two steps rather
+        than inside the physics callback.
     """
     from simreal.sim.adapter_core import JaxBatch, to_numpy
 
@@ -204,6 +207,8 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
             result: list[bool | None] = [None] * b
             alive = np.ones(b, bool)
             for _ in range(env.episode_steps):
+                if stop is not None and stop():
+                    return
                 s = batch.state
                 obs = to_numpy(s.obs)
                 row = {STATE: (obs["state"] if isinstance(obs, dict) else obs).astype(np.float32),

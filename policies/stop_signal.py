@@ -65,9 +65,11 @@ def _say(text: str) -> None:
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopRequest]:
+def stop_on_signals(doing: str = "stopping at the next iteration boundary and saving the last completed "
+                                  "iteration") -> Iterator[StopRequest]:
     """Record SIGINT and SIGTERM into a :class:`StopRequest` instead of acting on them (module
-    docstring); the previous handlers are restored on exit.
+    docstring); the previous handlers are restored on exit. ``doing``: what the first signal's
+    line on stderr says happens next.
 
     Nested use (``simreal train`` opens one around the whole command, ``loop_common.run``
     one around its loop) yields the outer request, so a signal during setup is seen by the
@@ -89,8 +91,7 @@ def stop_on_signals() -> Iterator[StopRequest]:
             _say(f"\nsimreal: {name} again: stopping now, without saving\n")
             os._exit(128 + signum)
         stop.signum = signum
-        _say(f"\nsimreal: {name}: stopping at the next iteration boundary and saving the last completed "
-             f"iteration (send it again to stop now without saving)\n")
+        _say(f"\nsimreal: {name}: {doing} (send it again to stop now without saving)\n")
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     _active = stop

@@ -49,6 +49,7 @@ from simreal.dataset_format import (
 )
 from simreal.dataset_stats import Stats, aggregate_stats, stats_to_json
 from simreal.dataset_video import concatenate, duration_s, encode_png, video_info
+from simreal.errors import DataFileError
 
 _MB = 1024**2
 
@@ -116,7 +117,12 @@ class EpisodeAppender:
         return pa.Table.from_arrays(arrays, schema=self._schema)
 
     def append(self, ep: SavedEpisode) -> None:
-        """Commit ``ep`` and the metadata it changes; on success the open files advance."""
+        """Commit ``ep`` and the metadata it changes; on success the open files advance. ``ep`` must
+        be the next episode: one out of order would leave a gap the metadata does not (a data file
+        without an episode its episodes parquet lists), so it is refused with nothing written."""
+        if ep.index != self.info["total_episodes"]:
+            raise DataFileError(str(self.root), f"episode {ep.index} came to be saved while the dataset holds "
+                                                f"{self.info['total_episodes']}: out of order, not written")
         commit = Commit(self.root)
         try:
             row: dict[str, Any] = {"episode_index": ep.index, "tasks": ep.tasks, "length": ep.table.num_rows}

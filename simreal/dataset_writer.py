@@ -123,6 +123,8 @@ class DatasetWriter:
         self._buffer_times: list[float] = []
         self.discard_episode()
         self._threads: list[threading.Thread] = []
+        self._newest: threading.Thread | None = None  # the thread of the last episode handed over
+        self._append_lock = threading.Lock()
         self._failure: BaseException | None = None
         self._closed = False
 
@@ -306,13 +308,14 @@ class DatasetWriter:
             raise DataFileError(str(self.root), f"episode {self._num_episodes} has no frames: call add_frame "
                                 "before save_episode")
         ep = self._take_episode()
-        self._threads = [t for t in self._threads if t.is_alive()]
-        while len(self._threads) >= _MAX_PENDING:
-            self._threads.pop(0).join()
-        previous = self._threads[-1] if self._threads else None
-        thread = threading.Thread(target=self._finish, args=(ep, previous), name=f"dataset-episode-{ep.index}")
+        pending = [t for t in self._threads if t.is_alive()]
+        while len(pending) >= _MAX_PENDING:
+            pending.pop(0).join()
+        # chained to the newest episode's thread and tracked before it starts: whatever interrupts
+        # this (a KeyboardInterrupt in join or start), appends stay in order and close() waits for it
+        thread = threading.Thread(target=self._finish, args=(ep, self._newest), name=f"dataset-episode-{ep.index}")
+        self._threads, self._newest = [*pending, thread], thread
         thread.start()
-        self._threads.append(thread)
         return ep.index
 
     def _take_episode(self) -> _Episode:
@@ -338,7 +341,8 @@ class DatasetWriter:
           DataFileError: an episode failed to save (the ones before it are on disk).
         """
         for thread in self._threads:
-            thread.join()
+            if thread.ident is not None or thread.is_alive():  # never started: nothing to wait for
+                thread.join()
         self._threads.clear()
         self._raise_failure()
 
@@ -385,9 +389,10 @@ class DatasetWriter:
             finally:
                 if previous is not None:
                     previous.join()  # appends stay in episode order, and a failure stays the first one
-            if self._failure is None:
-                self._appender.append(saved)
-        except Exception as e:  # a full disk, a codec error, ...: anything, reported to the caller's thread
+            with self._append_lock:  # one commit at a time, in episode order (the appender checks it)
+                if self._failure is None:
+                    self._appender.append(saved)
+        except BaseException as e:  # a full disk, a codec error, ...: anything, reported to the caller's thread
             if self._failure is None:
                 self._failure = e
         finally:

@@ -535,3 +535,26 @@ def test_the_video_encoder_leaves_no_thread_real_time(tmp_path, monkeypatch):
     dataset_video.encode_frames(unguarded, tmp_path / "b.mp4", 30)
     demote(before)  # SVT moved this thread to SCHED_FIFO too: not for the rest of the session
     assert unguarded.seen - before, "expected SVT-AV1's real-time threads with the capability kept"
+
+
+def test_an_interrupt_while_an_episode_thread_starts_keeps_the_dataset_whole(tmp_path, monkeypatch):
+    """Ctrl-C inside ``Thread.start`` (it waits for the new thread) once left that episode's thread
+    untracked: close() did not wait for it and the next thread was not chained to it, and a
+    recording interrupted so ended with an episode its metadata listed missing from the data."""
+    import threading
+
+    real_start = threading.Thread.start
+
+    def start(thread):
+        real_start(thread)
+        if thread.name == "dataset-episode-1":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        record(tmp_path / "ds", episodes=EPISODES)
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    ds = Dataset(tmp_path / "ds")
+    assert ds.num_episodes == 2  # episode 1 was handed over before the interrupt: written, whole
+    for i in range(2):
+        ds.episode(i)
