@@ -222,6 +222,7 @@ def _sim(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
     from simreal.dependencies import require
     from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.sim_gate import check_task
 
     require("mujoco")  # the simulated robot needs it: say so here, not in a child process's traceback
     sim_cfg = _sim_config(args)
@@ -230,6 +231,7 @@ def _sim(args: argparse.Namespace) -> int:
     bundle = load_bundle(args.bundle)
     overrides = _overrides(args)
     runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot
+    check_task(bundle)
     if args.external:
         report = _sim_external(args, bundle, overrides, sim_cfg)
     else:

@@ -128,17 +128,30 @@ def aligned_rms(a: np.ndarray, b: np.ndarray, band: int) -> float:
     return float(np.sqrt(cost[n, k] / (length[n, k] * a.shape[1])))
 
 
+def check_task(bundle: Bundle) -> None:
+    """A BundleError naming ``task`` when the bundle records a task config for a task that is not
+    one here: the rehearsal would drop its sim-to-sim gate without a word (a typo passed)."""
+    from simreal.sim.tasks import TASKS
+
+    if bundle.task_config and bundle.task not in TASKS:
+        from simreal.errors import BundleError
+
+        raise BundleError("task", f"'{bundle.task}' is no task of this simreal ({', '.join(sorted(TASKS))}); the "
+                                  "bundle records its task config, and the rehearsal compares with that task",
+                          str(bundle.path))
+
+
 def training_env(bundle: Bundle, spec: Any) -> Any | None:
     """The bundle's task env as trained, with randomisation, observation noise and action delay
-    off (native backend); None for a bundle that records no task config (made by hand)."""
+    off (native backend); None for a bundle that records no task config (made by hand); a
+    BundleError naming ``task`` when the one it records is not a task here."""
     if not bundle.task_config:
         return None
     from simreal.config import build
     from simreal.sim.env import as_saved
-    from simreal.sim.tasks import TASKS, task_class
+    from simreal.sim.tasks import task_class
 
-    if bundle.task not in TASKS:
-        return None
+    check_task(bundle)
     cls = task_class(bundle.task)
     tree = {**as_saved(cls.config_class, bundle.task_config), "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
     cfg = build(cls.config_class, tree, prefix="task_config")

@@ -91,3 +91,34 @@ def test_with_an_object_the_arm_rule_judges_the_outcome():
     assert compare("arm", _pick(t), ref, outcome_s=3.9)["passed"]
     early = compare("arm", _pick(t[t < 1.0]), ref, outcome_s=6.0)
     assert not early["passed"] and early["reason"].startswith("only 1.0 s compared"), early
+
+
+def test_a_bundle_whose_task_is_no_task_here_is_refused_not_ungated(tmp_path, capsys):
+    """A typo in bundle.yaml's ``task`` once dropped the sim-to-sim gate without a word and the
+    rehearsal said PASS; now one line naming the field, exit 2, before any robot starts."""
+    import shutil
+
+    import yaml
+
+    from simreal.cli import main
+    from simreal.sim.tasks import TASKS
+
+    from fixtures.task_data import data_overrides
+
+    runs = tmp_path / "runs"
+    assert main(["train", "arm-reach", f"runs_root={runs}", "train.num_envs=4", "train.num_timesteps=64",
+                 "train.unroll_length=8", "train.num_minibatches=2", "train.num_updates_per_batch=1",
+                 "train.num_eval_envs=2", "train.eval_every_steps=0", "train.policy_hidden=[16,16]",
+                 "train.value_hidden=[16,16]", "env.episode_length_s=0.5", *data_overrides("arm-reach", tmp_path)]) == 0
+    run_dir = next((runs / "arm-reach").iterdir())
+    assert main(["export", str(run_dir)]) == 0
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir / "bundle", bad)
+    data = yaml.safe_load((bad / "bundle.yaml").read_text())
+    data["task"] = "arm-reech"
+    (bad / "bundle.yaml").write_text(yaml.safe_dump(data))
+    assert "arm-reech" not in TASKS
+    capsys.readouterr()
+    assert main(["deploy", "sim", str(bad), "--duration", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bundle field 'task': 'arm-reech' is no task of this simreal" in err[0], err
