@@ -20,15 +20,15 @@ Injected, per the CLI flags:
 The robot is its family's (:mod:`simreal.deploy.sim_robot`): a quadrotor starts in the air
 at ``target + start_offset_m``, held there (as a stock flight controller would hover it) with
 rotors at hover thrust; a humanoid or an arm starts where the task's deployed episode starts
-(its ``deployed_initial``: a tracking clip's first frame) and is held there (a gantry) until the first command arrives: the hand-over, when the report's
-clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
+(its ``deployed_initial``: a tracking clip's first frame) and is held there (a gantry) until
+the first command arrives: the hand-over, when the report's clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
 on the object topic; a vision-language-action bundle's camera images (rendered from the true
 scene) and the episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
 
 The report passes when the true state stays inside the deploy config's envelope (a humanoid
-that falls over fails, whoever drove it) and every check of the family passes: the hover check (quadrotors:
-from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
+that falls over fails, whoever drove it) and every check of the family passes: the hover
+check (quadrotors: from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
 of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 

@@ -2,9 +2,10 @@
 
 A trainer supplies one object (:class:`Learner`) and this loop writes metrics.csv, TensorBoard
 events, plots/learning_curve.png, shows progress, evaluates when the training success rate
-reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end (the budget
+reaches ``train.target_success``, every ``train.eval_every_steps`` and at the end: the budget
 spent or ``train.max_wall_s`` reached, so a run stopped by the clock still says how good its
-policy is; not after a stop signal) (the stop rule and its confirming evaluation: ``early_stop``), checkpoints every
+policy is, but not after a stop signal (the stop rule and its confirming evaluation:
+``early_stop``). It checkpoints every
 ``train.checkpoint_every_s``, and stops on budget, target, wall time or a stop signal
 (SIGINT/SIGTERM: ``stop_signal``; the last completed iteration is saved). A resumed run that
 already spent its budget or reached its target returns at once (``stop="nothing_left"``).
