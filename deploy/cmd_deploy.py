@@ -236,6 +236,11 @@ def _sim(args: argparse.Namespace) -> int:
         report = _sim_external(args, bundle, overrides, sim_cfg)
     else:
         report = _sim_both(args, bundle, runner, overrides, sim_cfg)
+        if "stopped" in report:
+            stop = report["stopped"]
+            print(f"simreal deploy sim: stopped by {stop.name} before the end of the rehearsal: the safe command "
+                  "was sent and the robot process ended; no verdict", file=sys.stderr)
+            return stop.exit_code
     _print(report, args.json)
     return 0 if report["passed"] else 1
 
@@ -258,15 +263,19 @@ def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any],
 
 def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any],
               sim_cfg: SimLoopConfig) -> dict[str, Any]:
-    """The robot in a subprocess, the runner here, over DDS on a private domain."""
+    """The robot in a subprocess, the runner here, over DDS on a private domain. SIGINT or
+    SIGTERM stops the rehearsal: the runner sends its safe command, the robot process is
+    terminated, and the report is ``{"stopped": StopRequest}``."""
     from simreal.deploy.bag import BagRecorder
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
     from simreal.errors import SimrealError
+    from simreal.stop_signal import stop_on_signals
     from simreal.yaml_io import dump_yaml
 
     domain = random.randint(150, 230) if args.domain_id is None else args.domain_id
     record = Path(args.record) if args.record else None
-    with tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp, \
+            stop_on_signals("stopping the rehearsal: the safe command, then the robot process ends") as stop:
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
         dump_yaml(cfg_path, overrides)
         cmd = [sys.executable, "-m", "simreal.deploy.sim_loop", str(bundle.path), "--domain-id", str(domain),
@@ -277,7 +286,9 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
         if record is not None:
             record.mkdir(parents=True, exist_ok=True)
             cmd += ["--record", str(record / "robot")]
-        proc = subprocess.Popen(cmd)
+        # its own session: a terminal's Ctrl-C reaches this process only, which stops the rehearsal
+        # and then the robot (a KeyboardInterrupt in the robot process was a traceback)
+        proc = subprocess.Popen(cmd, start_new_session=True)
         recorder = None
         try:
             recorder = BagRecorder(record / "runner") if record is not None else None
@@ -292,12 +303,15 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
 
                 def over() -> bool:
                     since = runner.engaged_for(time.monotonic())
-                    return proc.poll() is not None or (since is not None and since > end_after)
+                    return stop.requested or proc.poll() is not None or (since is not None and since > end_after)
 
                 node.spin(args.duration + sim_cfg.startup_timeout_s + 240.0, until=over)
-                res = runner.shutdown(time.monotonic(), reason="end of the rehearsal")
+                res = runner.shutdown(time.monotonic(), reason=f"stopped by {stop.name}" if stop.requested
+                                      else "end of the rehearsal")
                 for topic, msg in runner.messages(res, time.time_ns()):
                     tr.publishers[topic].publish(msg)
+            if stop.requested:
+                return {"stopped": stop}
             proc.wait(timeout=args.duration + 300.0)  # the robot process runs the sim-to-sim reference
         finally:
             if proc.poll() is None:

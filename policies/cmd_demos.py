@@ -23,8 +23,10 @@ config and the teacher, so ``simreal train-bc`` rebuilds the same env.
 ``--drive RUN`` lets a trained run's policy act while the teacher only labels (DAgger: the
 states a cloned policy visits, labelled with what the teacher would do there; the success
 printed is the driver's), and ``--append`` adds the episodes to the dataset already in ``--out``
-(recorded in the same task; its ``meta/simreal.yaml`` stays the first recording's). Aggregate
-and retrain with ``simreal train-bc`` until the clone stops failing.
+(recorded in the same task; its ``meta/simreal.yaml`` keeps the first recording's config and lists
+each append's teacher, driver, seed and episodes). Aggregate and retrain with ``simreal train-bc``
+until the clone stops failing. An append checks the dataset's files first (a missing or cut data or
+video file is refused, naming it) and, without ``--seed``, takes one past the dataset's largest seed.
 
 Progress (frames/s, episodes, success, ETA) goes to stderr; the last line is the success rate
 of whoever acted (the teacher, or the driver) over the episodes run.
@@ -61,7 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")
     p.add_argument("--image-size", type=_image_size, default=None, metavar="HxW",
                    help="image size of every --camera in pixels (default: each camera's own)")
-    p.add_argument("--seed", type=seed_arg, default=0)
+    p.add_argument("--seed", type=seed_arg, default=None,
+                   help="seeds the episodes (default 0; with --append, one past the dataset's largest seed, so "
+                        "the new episodes are not the old ones again)")
     p.add_argument("--only-success", action="store_true",
                    help="keep only successful episodes (running up to ten times --episodes)")
     p.add_argument("--num-envs", type=_positive_int, default=16, help="episodes run side by side")
@@ -77,9 +81,19 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.dataset_writer import DatasetWriter
     from simreal.errors import ConfigError, DataFileError
-    from simreal.policies.demos import Tally, camera_sizes, features, read_source, record, reports_success, write_source
+    from simreal.policies.demos import (
+        Tally,
+        camera_sizes,
+        features,
+        note_append,
+        read_source,
+        record,
+        reports_success,
+        used_seeds,
+        write_source,
+    )
     from simreal.policies.progress import Progress
-    from simreal.policies.stop_signal import stop_on_signals
+    from simreal.stop_signal import stop_on_signals
     from simreal.policies.teachers import load_teacher
 
     out = Path(args.out)
@@ -89,8 +103,15 @@ def run(args: argparse.Namespace) -> int:
             raise DataFileError(str(out), "holds no dataset recorded by simreal demos to --append to")
         if source["config"]["task"] != args.task:
             raise ConfigError("--append", f"{out} was recorded in {source['config']['task']}, not {args.task}")
+        appending = DatasetWriter.resume(out)  # checks its files now, before the env is built
+        seed = max(used_seeds(source)) + 1 if args.seed is None else args.seed
+        if seed in used_seeds(source) and args.drive is None:
+            print(f"simreal demos: warning: {out} was already recorded with --seed {seed}; the same teacher "
+                  "repeats those episodes", file=sys.stderr)
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):  # before the env is built
         raise DataFileError(str(out), "exists and is not an empty folder; choose a new --out (or --append)")
+    else:
+        seed = 0 if args.seed is None else args.seed
     if args.image_size is not None and not args.camera:
         raise ConfigError("--image-size", "sets the size of --camera images; no --camera given")
     cfg, env, teacher = load_teacher(args.teacher, args.task, args.overrides)
@@ -117,27 +138,29 @@ def run(args: argparse.Namespace) -> int:
         frames += n
         progress.update(frames, episodes=tally.ran, **({"success": tally.rate} if success else {}))
 
-    writer = DatasetWriter.resume(out) if args.append else \
+    writer = appending if args.append else \
         DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name)
     before = writer.num_episodes
     # Ctrl-C / SIGTERM end the recording between two steps: a KeyboardInterrupt raised inside the
     # physics callback was a traceback, and one inside the writer could break the dataset
     with stop_on_signals("stopping after this step and keeping the finished episodes") as stop, writer:
         if not args.append:
-            write_source(out, cfg, args.teacher, args.seed, cameras)  # now: an interrupted recording is still usable
-        for ep in record(env, teacher, cfg.task, args.episodes, seed=args.seed, num_envs=args.num_envs,
+            write_source(out, cfg, args.teacher, seed, cameras)  # now: an interrupted recording is still usable
+        for ep in record(env, teacher, cfg.task, args.episodes, seed=seed, num_envs=args.num_envs,
                          cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
                          driver=driver, stop=lambda: stop.requested):
             for t in range(ep.length):
                 writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
             writer.save_episode()
     progress.close()
+    if args.append:
+        note_append(out, source, args.teacher, args.drive, seed, writer.num_episodes - before)
     if stop.requested:
         print(f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
               f"({writer.num_episodes - before} recorded now); --append records more", file=sys.stderr)
         return stop.exit_code
     if not args.append:
-        write_source(out, cfg, args.teacher, args.seed, cameras, tally)
+        write_source(out, cfg, args.teacher, seed, cameras, tally)
     print(f"dataset: {out} ({writer.num_episodes} episodes, {writer.num_frames} frames, {time.time() - t0:.1f} s)")
     if success:
         who = "teacher" if driver is None else "driver"

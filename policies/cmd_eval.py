@@ -12,6 +12,9 @@ contributed to prints as ``-`` (``null`` in ``--json``), never as 0.
 Evaluating on the other backend than training used is the sim-to-sim gate: both are run,
 the gap is printed, and the command exits with 1 when success drops by more than the task
 config's ``eval.sim_to_sim_max_gap``.
+
+Ctrl-C or SIGTERM is acted on when the rollout under way ends (it is one XLA program); the
+command then exits 130 / 143 with no result.
 """
 
 from __future__ import annotations
@@ -81,9 +84,12 @@ def jsonable(x: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from simreal.errors import SimrealError
     from simreal.policies.train import load_config
     from simreal.sim.backends.base import default_backend_name
+    from simreal.stop_signal import stop_on_signals
 
     if args.episodes is not None and args.episodes < 1:  # before anything loads: 0 is no default
         raise SimrealError(f"--episodes: expected an integer >= 1, got {args.episodes}")
@@ -93,9 +99,16 @@ def run(args: argparse.Namespace) -> int:
     randomize = not args.no_randomize and cfg.eval.randomize
     results = {"trained_on": trained_on}
     target = args.backend or trained_on
-    results[target] = evaluate_run(run_dir, cfg, target, args.episodes, randomize)
+    # a rollout is one XLA program: a signal cannot cut it short (raised inside it, it would be a
+    # traceback from the physics callback), so it is recorded, said, and acted on when it ends
+    with stop_on_signals("stopping when the rollout under way ends (one XLA program)") as stop:
+        results[target] = evaluate_run(run_dir, cfg, target, args.episodes, randomize)
+        if target != trained_on and not stop.requested:
+            results[trained_on] = evaluate_run(run_dir, cfg, trained_on, args.episodes, randomize)
+    if stop.requested:
+        print(f"simreal eval: stopped by {stop.name}; no result", file=sys.stderr)
+        return stop.exit_code
     if target != trained_on:
-        results[trained_on] = evaluate_run(run_dir, cfg, trained_on, args.episodes, randomize)
         base = statistics(results[trained_on])
         results["gap"] = {k: v - base[k] for k, v in statistics(results[target]).items() if k in base}
         results["sim_to_sim_passed"] = -results["gap"].get("success", 0.0) <= cfg.eval.sim_to_sim_max_gap

@@ -5,7 +5,9 @@
 
 Works on every trainer's runs (brax, sb3, rsl_rl). After writing, ONNX Runtime is checked
 against the trainer's own deterministic policy (JAX or torch) on random observations; a
-difference above 1e-5 is an error. A vision-language-action run (``train-bc --policy vla``) exports
+difference above 1e-5 is an error. The bundle is built and checked in ``OUT.export`` and only
+then renamed into place, so a failed check or an interruption leaves ``OUT`` as it was: a
+bundle in place has always passed its check. A vision-language-action run (``train-bc --policy vla``) exports
 with image and instruction inputs (``policies/vla_export.py``); a CNN policy on a task with dict
 observations (``arm-push-pixels``) is refused.
 """
@@ -26,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
+    import sys
     from pathlib import Path
 
     from simreal.errors import BundleError
@@ -33,13 +37,30 @@ def run(args: argparse.Namespace) -> int:
     from simreal.policies.run_config import make_env
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
+    from simreal.stop_signal import stop_on_signals
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir)
     check_flat_observation(make_env(cfg), cfg.task, run_dir)  # before the trainer loads a policy it could not export
-    out, err = get_trainer(cfg.trainer).export(run_dir, cfg, Path(args.out) if args.out else None)
+    out = Path(args.out) if args.out else run_dir / "bundle"
+    staging = out.with_name(out.name + ".export")
+    shutil.rmtree(staging, ignore_errors=True)  # a killed export's
+    # a signal is recorded, not raised inside JAX or ONNX Runtime (a KeyboardInterrupt there was a
+    # traceback, or was swallowed by a callback and the export went on); acted on before the rename
+    with stop_on_signals("stopping after the export under way, without putting its bundle in place") as stop:
+        try:
+            _, err = get_trainer(cfg.trainer).export(run_dir, cfg, staging)
+        finally:
+            if stop.requested:
+                shutil.rmtree(staging, ignore_errors=True)
+    if stop.requested:
+        print(f"simreal export: stopped by {stop.name}; {out} unchanged", file=sys.stderr)
+        return stop.exit_code
     if err > MAX_ABS_DIFF:
+        shutil.rmtree(staging)
         raise BundleError("policy.onnx", f"ONNX Runtime differs from the {cfg.trainer} policy by {err:.2e} "
-                                         f"(> {MAX_ABS_DIFF:g})", str(out))
+                                         f"(> {MAX_ABS_DIFF:g}); not written, what was there is unchanged", str(out))
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
     print(f"bundle: {out} (ONNX vs {cfg.trainer} policy max abs diff {err:.2e})")
     return 0

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from simreal.policies.loop_common import TrainResult
     from simreal.policies.run_config import RunConfig
-    from simreal.policies.stop_signal import StopRequest
+    from simreal.stop_signal import StopRequest
 
 HELP = "train a policy"
 
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
-    from simreal.policies.stop_signal import stop_on_signals
+    from simreal.stop_signal import stop_on_signals
 
     # Open from the start: a signal during imports, config or the first compile is kept for
     # the loop (which then saves nothing: no iteration finished) instead of a traceback.

@@ -52,7 +52,8 @@ ENV_STATE = "observation.environment_state"
 IMAGE_PREFIX = "observation.images."
 #: The sidecar beside LeRobot's metadata saying where a recording came from (lerobot ignores it):
 #: ``format``, ``teacher``, ``seed``, ``cameras``, ``config`` (the resolved run config of the env
-#: recorded, which ``simreal train-bc`` rebuilds) and, once the recording ended, ``teacher_success``.
+#: recorded, which ``simreal train-bc`` rebuilds) and, once the recording ended, ``teacher_success``;
+#: ``appended`` lists each ``--append`` recording since (``teacher``, ``drive``, ``seed``, ``episodes``).
 SOURCE_FILE = "meta/simreal.yaml"
 SOURCE_FORMAT = "simreal-demos/1"
 
@@ -97,6 +98,21 @@ def write_source(root: str | Path, cfg: Any, teacher: str, seed: int, cameras: M
     if tally is not None:
         data["teacher_success"] = {"episodes": tally.ran, "succeeded": tally.succeeded}
     dump_yaml(Path(root) / SOURCE_FILE, data)
+
+
+def note_append(root: str | Path, source: Mapping[str, Any], teacher: str, drive: str | None, seed: int,
+                episodes: int) -> None:
+    """Add an ``--append`` recording of ``episodes`` episodes to the ``appended`` list of the
+    dataset's :data:`SOURCE_FILE` (``source``, as :func:`read_source` read it)."""
+    from simreal.yaml_io import dump_yaml
+
+    entry = {"teacher": teacher, "drive": drive, "seed": seed, "episodes": episodes}
+    dump_yaml(Path(root) / SOURCE_FILE, {**source, "appended": [*source.get("appended", []), entry]})
+
+
+def used_seeds(source: Mapping[str, Any]) -> list[int]:
+    """The seeds of a dataset's recordings: the first one's, then each ``--append``'s."""
+    return [int(source.get("seed", 0))] + [int(a["seed"]) for a in source.get("appended", [])]
 
 
 def state_size(env: Any) -> int:

@@ -32,7 +32,7 @@ from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
 from simreal.policies.progress import Progress
-from simreal.policies.stop_signal import stop_on_signals
+from simreal.stop_signal import stop_on_signals
 from simreal.rundir import MetricsCsv, plot_curves
 from simreal.sim.episode_stats import episode_means
 
@@ -113,8 +113,11 @@ def _finished_before(metrics_csv: MetricsCsv, env_steps: int, tc: Any) -> dict[s
     return None
 
 
-def summary_writer(run_dir: Path) -> Any:
-    """tensorboardX's ``SummaryWriter`` on ``run_dir``, imported without torch when torch is not
+def summary_writer(run_dir: Path, resumed_at: int = 0) -> Any:
+    """tensorboardX's ``SummaryWriter`` on ``run_dir``; a run resumed at env step ``resumed_at``
+    (> 0) purges the events an earlier command logged from that step on (the iterations after its
+    last checkpoint, trained again now), which TensorBoard otherwise draws as a second, overlapping
+    curve. Imported without torch when torch is not
     loaded yet: tensorboardX imports torch (where installed) only to name torch tensors in type
     hints, which costs a training run about a second and a few hundred MB; every value this
     loop logs is a float. An ``import torch`` inside tensorboardX meanwhile reads as torch
@@ -127,7 +130,7 @@ def summary_writer(run_dir: Path) -> Any:
     finally:
         if blocked:
             del sys.modules["torch"]
-    return SummaryWriter(str(run_dir))
+    return SummaryWriter(str(run_dir), purge_step=resumed_at or None)
 
 
 def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) -> TrainResult:
@@ -149,7 +152,7 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
     # wall_s counts the run's training time over every command that trained it
     wall_before = float(metrics_csv.rows[-1].get("wall_s", 0.0)) if metrics_csv.rows else 0.0
     with stop_on_signals() as stop:
-        tb = summary_writer(run_dir)
+        tb = summary_writer(run_dir, int(start_steps))
         # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
         # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
         progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,

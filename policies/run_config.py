@@ -419,10 +419,25 @@ def _read_motion(path: Path) -> None:
 #: Config keys that name an input the run reads (the task's clip or demonstration, a learned
 #: reward model): key -> (its path in a config, a reader that checks its content or None).
 #: ``simreal train`` refuses a missing or unreadable one before it makes the run directory.
+def _read_base(path: Path) -> None:
+    """``residual.base`` given as a path: a bundle folder or a run directory (what
+    ``residual.freeze_base`` copies into the run)."""
+    if not ((path / "bundle.yaml").is_file() or (path / "config.yaml").is_file()):
+        raise DataFileError(str(path), "neither a bundle folder (no bundle.yaml) nor a run directory (no config.yaml)")
+
+
+def _base_path(cfg: RunConfig) -> str:
+    """``residual.base`` when it names a path (not ``scripted``, the task's own controller)."""
+    from simreal.policies.residual import SCRIPTED_BASE
+
+    return "" if cfg.residual is None or cfg.residual.base == SCRIPTED_BASE else cfg.residual.base
+
+
 INPUT_FILES: dict[str, tuple[Any, Any]] = {
     "env.motion_file": (lambda cfg: getattr(cfg.env, "motion_file", ""), _read_motion),
     "env.demo_file": (lambda cfg: getattr(cfg.env, "demo_file", ""), None),  # an npz or a dataset folder
     "reward.model": (lambda cfg: cfg.reward.model if getattr(cfg.reward, "kind", "") == "learned" else "", None),
+    "residual.base": (_base_path, _read_base),
 }
 
 

@@ -6,6 +6,7 @@
     simreal retarget walk.bvh --robot g1 --out walk_g1.npz --video walk_g1.mp4
     simreal retarget dance.bvh --robot g1 --out dance_g1.npz --defects cut  # dance_g1.part1.npz, ...
     simreal retarget clips/ --robot g1 --out out/ --jobs 2            # a folder, in parallel
+    simreal retarget clips/ --robot g1 --out out/ --jobs 2 --resume   # go on after an interruption
     simreal retarget amass/0005_Walking001_poses.npz --robot g1 --out a.npz --body-models ~/smpl
     simreal retarget take.csv --robot my_robot.xml --map my_robot.yaml --out take.npz
     simreal retarget walk.bvh --robot g1 --out w.npz --set interaction.window=6 --set contacts.height_m=0.04
@@ -26,8 +27,14 @@ Frames a check of the result fails on are never written as they are (:mod:`repai
 ``OUT.part2.npz``, ... (videos the same), each with its source frames and its own report;
 pieces shorter than 1 s are dropped.
 
+A folder run stops on Ctrl-C or SIGTERM: with ``--jobs`` above 1 the clips under way are
+stopped (their worker processes ended, nothing half-written: motion files are written
+atomically), with one job after the clip under way; the finished clips' reports are printed
+and ``--resume`` goes on from there.
+
 Exit codes: 0 done; 1 a clip could not be retargeted (folder runs finish the others) or, with
-``--strict``, a clip's verdict is fail; 2 bad input (a file, a robot, a setting).
+``--strict``, a clip's verdict is fail; 2 bad input (a file, a robot, a setting); 130 / 143
+stopped by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HELP = "retarget human motion capture to a robot (BVH, AMASS, keypoints)"
@@ -63,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source-fps", type=float, help="frame rate of a keypoint file without a time column [Hz]")
     p.add_argument("--body-models", help="folder of SMPL / SMPL+H / SMPL-X body models (AMASS)")
     p.add_argument("--jobs", type=int, default=None, help="parallel processes for a folder (default: CPU count)")
+    p.add_argument("--resume", action="store_true",
+                   help="for a folder: skip the clips whose motion file (or its parts) is already in --out, so an "
+                        "interrupted run goes on where it stopped")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a solver setting (interaction.window=6, ik.iterations=3, contacts.height_m=0.04)")
 
@@ -95,10 +106,13 @@ def _robot(opts: dict):
 
 def part_paths(path: str, n: int) -> list[str]:
     """Where the ``n`` parts of a clip go: ``path`` itself for one, else ``STEM.partK.SUFFIX``."""
-    if n == 1:
-        return [path]
+    return [path] if n == 1 else [_part_path(path, k) for k in range(1, n + 1)]
+
+
+def _part_path(path: str, k: int) -> str:
+    """``STEM.partK.SUFFIX`` beside ``path``: where part ``k`` (from 1) of a cut clip goes."""
     p = Path(path)
-    return [str(p.with_name(f"{p.stem}.part{k}{p.suffix}")) for k in range(1, n + 1)]
+    return str(p.with_name(f"{p.stem}.part{k}{p.suffix}"))
 
 
 def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
@@ -184,7 +198,8 @@ def _print(summary: dict) -> None:
     for part in summary["parts"]:
         q = part["quality"]
         a, b = part["frames"]
-        print(f"{summary['clip']}{'' if whole else f' frames {a}-{b}'} -> {part['out']}: "
+        print(f"{summary['clip']}{'' if whole else f' frames {a}-{b}'} -> {part['out']}"
+              f"{' (an earlier run, --resume)' if summary.get('resumed') else ''}: "
               f"{q['frames']} frames @ {q['fps']:g} Hz, "
               f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
               + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
@@ -196,6 +211,7 @@ def _print(summary: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError, DataFileError
+    from simreal.stop_signal import stop_on_signals
 
     src = Path(args.motion).expanduser()
     opts = _options(args)
@@ -204,8 +220,11 @@ def run(args: argparse.Namespace) -> int:
     if src.is_file():
         if Path(args.out).suffix.lower() != ".npz":  # the motion file is an npz whatever it is called
             raise ConfigError("out", f"expected the motion file to write, a path ending in .npz; got {args.out}")
+        if args.resume:
+            raise ConfigError("--resume", "goes on with a folder of clips; this is one clip")
         _robot(opts)  # fail early on a bad robot or map
         summaries = [retarget_file(str(src), args.out, args.video, opts)]
+        stopped = 0
     else:
         clips = _clips(src)
         if not clips:
@@ -214,7 +233,6 @@ def run(args: argparse.Namespace) -> int:
         if out_dir.suffix == ".npz":
             raise ConfigError("out", "for a folder of clips, --out must be a folder, not a .npz file")
         _robot(opts)
-        jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(clips)))
         work = []
         for c in clips:
             rel = c.relative_to(src).with_suffix("")
@@ -222,18 +240,53 @@ def run(args: argparse.Namespace) -> int:
             if video:
                 Path(video).parent.mkdir(parents=True, exist_ok=True)
             work.append((str(c), str(out_dir / f"{rel}.npz"), video))
-        summaries = _run_parallel(work, opts, jobs)
+        done = {i: _done_before(w[0], w[1]) for i, w in enumerate(work)} if args.resume else {}
+        done = {i: d for i, d in done.items() if d is not None}
+        todo = [i for i in range(len(work)) if i not in done]
+        jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(todo) or 1))
+        doing = "stopping the clips under way and keeping the finished ones" if jobs > 1 else \
+            "stopping after the clip under way"
+        with stop_on_signals(doing) as stop:
+            finished = _run_parallel([work[i] for i in todo], opts, jobs, lambda: stop.requested)
+        results = {**done, **{todo[k]: r for k, r in finished.items()}}
+        summaries = [results[i] for i in sorted(results)]
+        stopped = stop.exit_code
+        if stopped:
+            print(f"simreal retarget: stopped by {stop.name}: {len(results)} of {len(work)} clips done "
+                  f"({len(finished)} now); the same command with --resume goes on", file=sys.stderr)
     if args.json:
         print(json.dumps(summaries[0] if src.is_file() else summaries, indent=2, default=str))
     else:
         for s in summaries:
             _print(s)
+    if stopped:
+        return stopped
     failed = args.strict and any(p["quality"]["verdict"] == "fail" for s in summaries for p in s.get("parts", []))
     return 1 if failed or any("error" in s for s in summaries) else 0
 
 
-def _run_parallel(work: list[tuple], opts: dict, jobs: int) -> list[dict]:
-    """Clips over ``jobs`` spawned processes (single-threaded BLAS each), with a progress bar."""
+def _done_before(src: str, out: str) -> dict | None:
+    """The summary of a clip an earlier run wrote (``out``, or its parts ``OUT.part1.npz``, ...),
+    rebuilt from the motion files' stored reports; None when it has none (to be retargeted).
+    Parts are numbered from 1 with no gap; the defects record is each file's own."""
+    from simreal.motion_file import load_motion
+
+    paths = [out] if Path(out).is_file() else []
+    while not Path(out).is_file() and Path(part := _part_path(out, len(paths) + 1)).is_file():
+        paths.append(part)
+    if not paths:
+        return None
+    parts = []
+    for path in paths:
+        m = load_motion(path)
+        parts.append({"out": path, "video": None, "frames": m.provenance["source_frames"], "quality": m.quality})
+    return {"clip": src, "resumed": True, "defects": parts[0]["quality"]["defects"], "parts": parts}
+
+
+def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], bool]) -> dict[int, dict]:
+    """Clips over ``jobs`` spawned processes (single-threaded BLAS each), with a progress bar;
+    ``stop()`` true ends the run: with one job after the clip under way, with more at once,
+    the worker processes terminated. Returns the finished clips' summaries by index in ``work``."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -241,15 +294,34 @@ def _run_parallel(work: list[tuple], opts: dict, jobs: int) -> list[dict]:
     results: dict[int, dict] = {}
     if jobs == 1:
         for i, w in enumerate(work):
+            if stop():
+                break
             results[i] = _worker(*w, opts)
             bar.update(1)
     else:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")  # inherited by the spawned workers
-        with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futures = {ex.submit(_worker, *w, opts): i for i, w in enumerate(work)}
-            for fut in cf.as_completed(futures):
-                results[futures[fut]] = fut.result()
-                bar.update(1)
+        ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint)
+        futures = {ex.submit(_worker, *w, opts): i for i, w in enumerate(work)}
+        pending = set(futures)
+        try:
+            while pending and not stop():
+                finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    results[futures[fut]] = fut.result()
+                    bar.update(1)
+        finally:
+            if pending:  # stopped (or failed): end the clips under way, which an executor would wait for
+                for child in mp.active_children():
+                    child.terminate()
+            ex.shutdown(wait=True, cancel_futures=True)
     bar.close()
-    return [results[i] for i in range(len(work))]
+    return results
+
+
+def _ignore_sigint() -> None:
+    """A worker ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the
+    parent decides what stops (it ends the workers with SIGTERM)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -123,12 +123,38 @@ class Dataset:
         if self.video_keys:
             meta = self.episode_info(i)
             for key in self.video_keys:
-                video = self.root / self.info["video_path"].format(
-                    video_key=key, chunk_index=meta[f"videos/{key}/chunk_index"],
-                    file_index=meta[f"videos/{key}/file_index"])
                 start = meta[f"videos/{key}/from_timestamp"]
-                out[key] = decode_frames(video, [start + float(t) for t in out["timestamp"]])
+                out[key] = decode_frames(self._video_path(meta, key), [start + float(t) for t in out["timestamp"]])
         return {name: out[name] for name in self.features}
+
+    def check_files(self) -> None:
+        """Check that the files the episodes list are there, without decoding them: every data file
+        holds exactly the rows its episodes' index ranges name, and every video file exists. The
+        metadata alone (what opening the dataset checks) does not see a data or video file deleted
+        or cut short; appending to such a dataset would grow a broken one.
+
+        Raises:
+          DataFileError: naming the file and the episodes it should hold.
+        """
+        by_file: dict[Path, list[int]] = {}
+        for i in range(self.num_episodes):
+            by_file.setdefault(self._data_path(i), []).append(i)
+            for key in self.video_keys:
+                video = self._video_path(self.episode_info(i), key)
+                if not video.is_file():
+                    raise DataFileError(str(video), f"file not found (episode {i}'s {key})")
+        for path, episodes in by_file.items():
+            index = np.sort(_read_parquet(path, columns=["index"])["index"].to_numpy())
+            wanted = np.concatenate([np.arange(self._episodes["dataset_from_index"][i].as_py(),
+                                               self._episodes["dataset_to_index"][i].as_py()) for i in episodes])
+            if not np.array_equal(index, wanted):
+                raise DataFileError(str(path), f"should hold the {len(wanted)} rows of episodes {episodes[0]}.."
+                                    f"{episodes[-1]}, holds {len(index)} rows that are not those")
+
+    def _video_path(self, meta: dict[str, Any], key: str) -> Path:
+        """The video file of ``key`` that the episode row ``meta`` points to."""
+        return self.root / self.info["video_path"].format(video_key=key, chunk_index=meta[f"videos/{key}/chunk_index"],
+                                                          file_index=meta[f"videos/{key}/file_index"])
 
     def frames(self) -> Iterator[dict[str, np.ndarray]]:
         """Every frame in order, one episode decoded at a time: name -> that frame's value."""

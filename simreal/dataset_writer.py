@@ -179,12 +179,14 @@ class DatasetWriter:
         """Append to the dataset in ``root``; new episodes go to new data, video and episodes files.
 
         Raises:
-          DataFileError: ``root`` is not a readable LeRobot v3 dataset, naming the file and field.
+          DataFileError: ``root`` is not a readable LeRobot v3 dataset, or a data or video file its
+            episodes list is missing or cut short (:meth:`Dataset.check_files`); naming the file.
         """
         root = Path(root)
         recover(root, remove_strays=True)
         shutil.rmtree(root / STAGING_DIR, ignore_errors=True)
         ds = Dataset(root)
+        ds.check_files()
         last = ds.episode_info(ds.num_episodes - 1) if ds.num_episodes else None
         return cls(root, ds.info, ds.tasks, ds.stats or None, last)
 

@@ -276,3 +276,27 @@ def test_dagger_appends_the_drivers_episodes_labelled_by_the_teacher(dataset, tm
     assert main(["demos", "arm-push", "--teacher", "scripted", "--episodes", "1", "--append", "--out", str(data)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "was recorded in arm-reach, not arm-push" in err, err
+
+
+def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dataset, tmp_path, capsys):
+    import shutil
+
+    from simreal.dataset_reader import Dataset
+    from simreal.policies.demos import read_source
+
+    data = tmp_path / "reach"
+    shutil.copytree(dataset, data)
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "1",
+                 "--num-envs", "1", "--append", "--out", str(data)]) == 0
+    assert read_source(data)["appended"] == [{"teacher": "scripted", "drive": None, "seed": 2, "episodes": 1}]
+    ds = Dataset(data)
+    new = ds.episode(3)["observation.state"][0]
+    assert all(not np.allclose(new, ds.episode(i)["observation.state"][0]) for i in range(3))  # not seed 1's again
+    capsys.readouterr()
+
+    (data / "data" / "chunk-000" / "file-000.parquet").unlink()
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "1",
+                 "--append", "--out", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "file-000.parquet" in err and "not found" in err, err
+    assert Dataset(data).num_episodes == 4  # untouched

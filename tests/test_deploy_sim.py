@@ -44,6 +44,29 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path):
     assert runner_bag["/fmu/in/actuator_motors"] >= robot["commands_received"]
 
 
+def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tmp_path):
+    import os
+    import signal
+    import time
+
+    bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
+    domain = str(T.random_domain_id())
+    robot = ["pgrep", "-f", f"simreal.deploy.sim_loop .*--domain-id {domain} "]
+    # its own process group, which a terminal's Ctrl-C reaches as a whole
+    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--duration", "60",
+                             "--domain-id", domain], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while subprocess.run(robot, capture_output=True).returncode != 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3.0)  # the robot process up and flying
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert "stopped by SIGINT before the end of the rehearsal" in err and out == ""
+    assert subprocess.run(robot, capture_output=True).returncode == 1  # no robot process left
+
+
 def _no_robot_process(monkeypatch) -> None:
     """Fail the test if `deploy sim` starts its robot process."""
     import subprocess as sp

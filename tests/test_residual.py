@@ -150,8 +150,9 @@ def test_resume_keeps_the_base_and_the_scale(run_dir, capsys):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["residual.base=/nonexistent/base"], "config key 'residual.base': '/nonexistent/base' is neither a bundle "
-                                          "folder (no bundle.yaml), a run directory (no config.yaml) nor 'scripted'"),
+    (["residual.base=/nonexistent/base"], "config key 'residual.base': /nonexistent/base: file not found"),
+    (["residual.base=."], "config key 'residual.base': .: neither a bundle folder (no bundle.yaml) nor a run "
+                          "directory (no config.yaml)"),
     (["trainer=residual"], "config key 'residual.base': missing: the frozen base policy"),
     (["trainer=sb3", "residual.base=x"], "config key 'residual': a residual over a frozen base trains with "
                                          "trainer=residual, not trainer=sb3"),
@@ -159,9 +160,9 @@ def test_resume_keeps_the_base_and_the_scale(run_dir, capsys):
 ])
 def test_bad_residual_config_is_one_line_exit_2_and_leaves_no_run(overrides, message, tmp_path, capsys):
     assert main(["train", "arm-reach", *ENV, *TINY, *overrides, f"runs_root={tmp_path}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and message in err, err
-    assert not any(tmp_path.iterdir())
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not any(tmp_path.iterdir()) and out == ""  # refused before the run directory (and its line)
 
 
 def test_a_base_of_another_task_or_action_scale_is_refused(env, tmp_path, capsys):

@@ -157,6 +157,11 @@ def test_folder(tmp_path, clips, capsys):
     reports = json.loads(capsys.readouterr().out)
     assert [r["parts"][0]["out"] for r in reports] == [str(out / "sub" / "crouch.npz"), str(out / "walk.npz")]
     assert (out / "sub" / "crouch.npz").is_file()
+    written = (out / "walk.npz").stat().st_mtime_ns
+    assert main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1", "--resume"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("(an earlier run, --resume)") == 2 and "verdict" in text, text
+    assert (out / "walk.npz").stat().st_mtime_ns == written  # kept, not retargeted again
     (clips / "broken.bvh").write_text("HIERARCHY\n")
     try:
         rc = main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1"])
@@ -165,6 +170,20 @@ def test_folder(tmp_path, clips, capsys):
         assert "broken.bvh: error:" in text and "file ends early" in text and "walk.bvh -> " in text
     finally:
         (clips / "broken.bvh").unlink()
+
+
+def test_a_stopped_folder_run_ends_its_worker_processes(clips, tmp_path):
+    import argparse
+    import multiprocessing as mp
+
+    from simreal.retarget.cmd_retarget import _options, _run_parallel
+
+    work = [(str(c), str(tmp_path / f"{c.stem}.npz"), None) for c in sorted(clips.rglob("*.bvh"))]
+    args = argparse.Namespace(robot="g1", map=None, scene=None, method="interaction", overrides=[], units="auto",
+                              up="auto", fps=None, source_fps=None, body_models=None, joint_map=None, defects="repair")
+    assert _run_parallel(work, _options(args), 2, stop=lambda: True) == {}
+    # the clips handed to the workers were ended with them (an executor's shutdown waits for them to write)
+    assert mp.active_children() == [] and list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -309,7 +309,7 @@ def test_a_stop_signal_saves_the_last_iteration_and_restores_handlers(tmp_path, 
 
 
 def test_a_signal_before_the_first_iteration_saves_nothing(tmp_path):
-    from simreal.policies.stop_signal import stop_on_signals
+    from simreal.stop_signal import stop_on_signals
 
     learner = FakeLearner()
     with stop_on_signals() as stop:
@@ -322,7 +322,7 @@ def test_a_signal_before_the_first_iteration_saves_nothing(tmp_path):
 
 def test_a_second_signal_ends_the_process_at_once():
     code = ("import os, signal, time\n"
-            "from simreal.policies.stop_signal import stop_on_signals\n"
+            "from simreal.stop_signal import stop_on_signals\n"
             "with stop_on_signals() as stop:\n"
             "    os.kill(os.getpid(), signal.SIGINT)\n"
             "    print('first', stop.requested, flush=True)\n"
@@ -331,7 +331,7 @@ def test_a_second_signal_ends_the_process_at_once():
             "    print('still running')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 130 and r.stdout == "first True\n", (r.stdout, r.stderr)
-    assert "SIGINT again: stopping now, without saving" in r.stderr and "Traceback" not in r.stderr
+    assert "SIGINT again: stopping now" in r.stderr and "Traceback" not in r.stderr
 
 
 # -- damaged checkpoints --------------------------------------------------------------------------
@@ -755,3 +755,89 @@ def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "torch"], out.stdout
     assert list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_eval_stopped_during_a_rollout_finishes_it_and_runs_no_other(monkeypatch, capfd):
+    import simreal.policies.cmd_eval as cmd_eval
+    import simreal.policies.train as train
+    from simreal.cli import main
+
+    cfg = types.SimpleNamespace(backend="native", eval=types.SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.1))
+    monkeypatch.setattr(train, "load_config", lambda run_dir, reward=False: cfg)
+    rollouts = []
+
+    def evaluate_run(run_dir, cfg, backend, episodes, randomize):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while XLA runs the rollout
+        rollouts.append(backend)
+        return {"episodes": 4, "success": 1.0}
+
+    monkeypatch.setattr(cmd_eval, "evaluate_run", evaluate_run)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["eval", "runs/x", "--backend", "mjx"]) == 130
+    assert rollouts == ["mjx"]  # the rollout under way ended; the gate's second one never started
+    err = capfd.readouterr().err  # the signal's own line is written to fd 2
+    assert "stopping when the rollout under way ends" in err and "simreal eval: stopped by SIGINT; no result" in err
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("err", [1e-7, 0.5, "SIGINT"])
+def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, monkeypatch, capsys, err):
+    import simreal.policies.export as export
+    import simreal.policies.run_config as run_config
+    import simreal.policies.train as train
+    import simreal.policies.trainers as trainers
+    from simreal.cli import main
+
+    class Trainer:
+        def export(self, run_dir, cfg, out_dir):
+            out_dir.mkdir()
+            (out_dir / "policy.onnx").write_text("new")
+            if err == "SIGINT":  # Ctrl-C while it checks ONNX Runtime against the policy
+                os.kill(os.getpid(), signal.SIGINT)
+            return out_dir, 0.0 if err == "SIGINT" else err
+
+    monkeypatch.setattr(train, "load_config", lambda run_dir: types.SimpleNamespace(trainer="brax", task="t"))
+    monkeypatch.setattr(run_config, "make_env", lambda cfg: None)
+    monkeypatch.setattr(export, "check_flat_observation", lambda env, task, run_dir: None)
+    monkeypatch.setattr(trainers, "get_trainer", lambda name: Trainer())
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "policy.onnx").write_text("old")
+    (tmp_path / "bundle.export").mkdir()  # an interrupted export's leftovers
+    rc = main(["export", str(tmp_path)])
+    passed = err != "SIGINT" and err < 1e-5
+    assert (tmp_path / "bundle" / "policy.onnx").read_text() == ("new" if passed else "old")
+    assert not (tmp_path / "bundle.export").exists()
+    assert rc == (0 if passed else 130 if err == "SIGINT" else 2)
+    if rc:
+        assert ("unchanged" if err == "SIGINT" else "not written, what was there is unchanged") in capsys.readouterr().err
+
+
+def _tb_events(path: Path) -> list:
+    """The events of a TensorBoard file (TFRecord framing: length u64, its CRC, data, data CRC)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (n,) = struct.unpack("<Q", data[at:at + 8])
+        out.append(event_pb2.Event.FromString(data[at + 12:at + 12 + n]))
+        at += 12 + n + 4
+    return out
+
+
+def test_a_resumed_run_hides_the_events_it_trains_again_from_tensorboard(tmp_path):
+    """Killed after its checkpoint at 300 env steps but after logging up to 600, a run resumed at
+    300 logs 400..600 again: its new events file starts with TensorBoard's purge marker at 300
+    (SessionLog START), so the first command's later points are not drawn over the new ones."""
+    pytest.importorskip("tensorboardX")
+    from tensorboardX.proto import event_pb2
+
+    _run(tmp_path, FakeLearner(), target_success=0.0, num_timesteps=600)
+    first = set((tmp_path).glob("events.out.tfevents.*"))
+    time.sleep(1.1)  # tensorboardX names its files by the second
+    _run(tmp_path, FakeLearner(steps=300), target_success=0.0, num_timesteps=600)
+    (second,) = set((tmp_path).glob("events.out.tfevents.*")) - first
+    starts = [e.step for e in _tb_events(second) if e.session_log.status == event_pb2.SessionLog.START]
+    logged = sorted({e.step for e in _tb_events(second) if e.summary.value})
+    assert starts == [300] and logged[0] == 400, (starts, logged)

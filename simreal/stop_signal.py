@@ -1,4 +1,4 @@
-"""Stopping training cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's or ``kill``'s stop).
+"""Stopping a long command cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's or ``kill``'s stop).
 
     with stop_on_signals() as stop:       # handlers installed; the previous ones come back after
         while not stop.requested:
@@ -14,7 +14,10 @@ only records the signal (and says so on stderr); the training loop (``loop_commo
 looks at the flag between iterations, saves a checkpoint of the last completed iteration
 and returns; ``simreal train`` then exits with 128 + the signal number, as a shell reports a
 process the signal killed. A JAX compile cannot be interrupted this way: the stop waits for
-it and the iteration it belongs to.
+it and the iteration it belongs to. The other long commands use it the same way between
+their own units of work: ``simreal demos`` between steps, ``simreal retarget`` on a folder
+between clips (ending its worker processes), ``deploy sim`` and ``eval`` around their child
+or rollout.
 
 A second signal ends the process at once (``os._exit``) without saving: checkpoint writes
 are atomic (temp file, then rename), so that can leave a hidden temp file, never a partial
@@ -88,10 +91,10 @@ def stop_on_signals(doing: str = "stopping at the next iteration boundary and sa
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if stop.requested:
-            _say(f"\nsimreal: {name} again: stopping now, without saving\n")
+            _say(f"\nsimreal: {name} again: stopping now\n")
             os._exit(128 + signum)
         stop.signum = signum
-        _say(f"\nsimreal: {name}: {doing} (send it again to stop now without saving)\n")
+        _say(f"\nsimreal: {name}: {doing} (send it again to stop at once)\n")
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     _active = stop
