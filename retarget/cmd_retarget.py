@@ -136,7 +136,9 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
                                  "nothing written (--defects keep writes the clip as it is, defects flagged)")
     outs = part_paths(out, len(parts))
     videos = part_paths(video, len(parts)) if video else [None] * len(parts)
-    for part, path, vid in zip(parts, outs, videos):
+    for k, (part, path, vid) in enumerate(zip(parts, outs, videos), 1):
+        if len(parts) > 1:  # so --resume can tell a clip whose parts were all written
+            part.result.motion.provenance["part"] = {"index": k, "of": len(parts)}
         save_motion(path, part.result.motion)
         if vid:
             from simreal.retarget.video import render_video
@@ -267,8 +269,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _done_before(src: str, out: str) -> dict | None:
     """The summary of a clip an earlier run wrote (``out``, or its parts ``OUT.part1.npz``, ...),
-    rebuilt from the motion files' stored reports; None when it has none (to be retargeted).
-    Parts are numbered from 1 with no gap; the defects record is each file's own."""
+    rebuilt from the motion files' stored reports; None when it has none, or not all of its
+    parts (each part's ``provenance.part`` says how many there are): to be retargeted."""
     from simreal.motion_file import load_motion
 
     paths = [out] if Path(out).is_file() else []
@@ -276,9 +278,10 @@ def _done_before(src: str, out: str) -> dict | None:
         paths.append(part)
     if not paths:
         return None
-    parts = []
-    for path in paths:
-        m = load_motion(path)
+    parts, motions = [], [load_motion(path) for path in paths]
+    if paths[0] != out and motions[0].provenance.get("part", {}).get("of") != len(paths):
+        return None  # stopped between two parts: retarget it again
+    for path, m in zip(paths, motions):
         parts.append({"out": path, "video": None, "frames": m.provenance["source_frames"], "quality": m.quality})
     return {"clip": src, "resumed": True, "defects": parts[0]["quality"]["defects"], "parts": parts}
 

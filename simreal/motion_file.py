@@ -20,7 +20,8 @@ body_quat          (T, b, 4)    body frame orientations, world, wxyz
 foot_names         (2,)         the feet the contact labels are for (left, right)
 foot_contacts      (T, 2)       True where the foot is in stance
 provenance         ()           JSON: source file, robot, method, solver settings, versions,
-                               source_frames (the clip's frames this file holds)
+                               source_frames (the clip's frames this file holds), and
+                               for a clip cut in parts, part ({"index": k, "of": n})
 quality            ()           JSON: the quality report (retarget/metrics.py, checks.py) and
                                the defects bridged or cut (retarget/repair.py)
 =================  ===========  ==========================================================

@@ -121,6 +121,12 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
         m = load_motion(p["out"])
         assert m.num_frames == p["frames"][1] - p["frames"][0] + 1 and m.provenance["source_frames"] == p["frames"]
         assert m.quality["solver"]["infeasible_frames"] == [] and m.quality["defects"]["mode"] == "cut"
+    # --resume takes a clip whose parts are all there, and redoes one stopped between two parts
+    from simreal.retarget.cmd_retarget import _done_before
+
+    assert [p["out"] for p in _done_before(str(bvh), str(out))["parts"]] == [p["out"] for p in parts]
+    (tmp_path / "w.part2.npz").unlink()
+    assert _done_before(str(bvh), str(out)) is None
     for f in tmp_path.glob("w*.npz"):
         f.unlink()
     assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out)]) == 0
