@@ -215,13 +215,13 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     def on_epoch(epoch: int, steps: int, losses: dict[str, float], kept: bool) -> None:
         metrics.append({"epoch": epoch, "gradient_steps": steps, "wall_s": time.time() - t0,
                         "loss/train": losses["train"], "loss/val": losses["val"]})
+        metrics.flush()  # per epoch: a stopped run keeps its curve with its checkpoint
         if kept:
             save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
         progress.update(steps, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
 
     result = fit(actor, demos, tc, cfg.seed, chunk.size if chunk else None, on_epoch, weights)
     progress.close()
-    metrics.flush()
     evaluation = torch_policy.evaluate(env, deployed_policy(actor, chunk), tc.num_eval_envs, seed=cfg.seed + 1)
     metrics.rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
     metrics.flush()

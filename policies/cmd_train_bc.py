@@ -17,7 +17,10 @@ prints the task's statistics. The env is the one the demonstrations were recorde
 resolved config ``simreal demos`` keeps in ``meta/simreal.yaml``); ``key=value`` overrides
 change it or the ``train.*`` settings (``policies/bc.py``: normalisation from the dataset's
 ``stats.json``, MSE on normalised actions, episodes split into training and validation).
-Progress (gradient steps/s, epoch, losses, ETA) goes to stderr.
+Progress (gradient steps/s, epoch, losses, ETA) goes to stderr. Ctrl-C or SIGTERM stops it:
+the run keeps the checkpoint of its best epoch so far and ``metrics.csv`` (written every
+epoch), is not evaluated, and the command exits 130 / 143; a run stopped before its first
+epoch is removed.
 
 ``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``policies/act.py``: it
 predicts the next ``train.act.chunk_size`` actions, ensembled over steps in ``simreal eval`` and on
@@ -85,8 +88,15 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
     return resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: a KeyboardInterrupt, which torch's training loop takes between operations."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def run(args: argparse.Namespace) -> int:
     import shutil
+    import signal
+    import sys
 
     from simreal.errors import ConfigError
     from simreal.policies.bc import train_bc
@@ -99,12 +109,21 @@ def run(args: argparse.Namespace) -> int:
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     run_dir = start_run(cfg, args.out)
     print(f"run directory: {run_dir}", flush=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop as Ctrl-C's
     try:
         result = train_bc(run_dir, cfg)
-    except BaseException:
-        if not (run_dir / CHECKPOINT).is_file():  # nothing trained: leave no empty run behind
+    except BaseException as e:
+        kept = (run_dir / CHECKPOINT).is_file()  # the VLA's checkpoint has the same name
+        if not kept:  # nothing trained: leave no empty run behind
             shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            print(f"simreal train-bc: stopped by {e.args[0] if e.args else 'SIGINT'}: " +
+                  (f"{run_dir} keeps the checkpoint of its best epoch so far and metrics.csv (not evaluated: "
+                   f"simreal eval {run_dir})" if kept else "no epoch finished, nothing kept"), file=sys.stderr)
+            return 143 if e.args == ("SIGTERM",) else 130
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     f = result.fit
     print(f"done: {cfg.train.epochs} epochs ({f.gradient_steps} gradient steps) in {result.wall_s:.1f} s; kept epoch "
           f"{f.best_epoch} (loss train {f.train_loss:.4g}, val {f.val_loss:.4g})")

@@ -300,3 +300,28 @@ def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dat
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "file-000.parquet" in err and "not found" in err, err
     assert Dataset(data).num_episodes == 4  # untouched
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_train_bc_stopped_keeps_its_best_epoch_and_metrics(dataset, tmp_path, monkeypatch, capsys, sig, code):
+    import os
+    import signal
+
+    import simreal.policies.bc as bc
+    from simreal.rundir import MetricsCsv
+
+    saved = bc.save_actor
+
+    def save_then_stop(*a, **k):  # Ctrl-C (or a scheduler's SIGTERM) just after the first kept epoch
+        saved(*a, **k)
+        os.kill(os.getpid(), getattr(signal, sig))
+
+    monkeypatch.setattr(bc, "save_actor", save_then_stop)
+    before = signal.getsignal(signal.SIGTERM)
+    run_dir = tmp_path / "bc"
+    assert main(["train-bc", str(dataset), "train.policy_hidden=[16]", "--epochs", "50", "--out", str(run_dir)]) == code
+    err = capsys.readouterr().err
+    assert f"stopped by {sig}: {run_dir} keeps the checkpoint of its best epoch so far" in err, err
+    assert (run_dir / "checkpoints" / "policy.safetensors").is_file()
+    assert [r["epoch"] for r in MetricsCsv(run_dir / "metrics.csv").rows] == [1]
+    assert signal.getsignal(signal.SIGTERM) is before
