@@ -12,7 +12,10 @@
 Deploy settings (topics, limits, watchdog, start ramp) come from the bundle's robot spec
 and can be overridden with ``--config my.yaml`` (see configs/deploy/default.yaml) and
 ``--set watchdog.timeout_s=0.05``. ``deploy sim`` exits 0 when the rehearsal passes (a
-quadrotor holds its target within 10 cm from 2 s after hand-over), 1 otherwise.
+quadrotor holds its target within 10 cm from 2 s after hand-over), 1 otherwise. ``deploy run``
+exits 0 when ``--duration`` ends with no safety fault, 1 after one (a watchdog trip, the
+envelope left, non-finite actions: the safe command sent), and 130 / 143 / 129 when Ctrl-C, SIGTERM or
+SIGHUP (the terminal or SSH session gone) stopped it; every way out sends the safe command.
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "controller started separately: the generated ROS 2 node or your own")
     p.add_argument("--startup-timeout", type=float, default=None,
                    help="give up when no command arrives within this many seconds (default 20; 60 with --external)")
+    p.add_argument("--max-command-gap", type=float, default=0.5,
+                   help="after the hand-over, a rehearsal with a longer time without a command fails: the "
+                        "controller stopped or stalled [s] (default 0.5, PX4's offboard loss timeout)")
     p.add_argument("--record", help="folder for two rosbag2 recordings: runner/ and robot/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -125,10 +131,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ros2(args: argparse.Namespace) -> int:
-    from simreal.bundle import OnnxPolicy, load_bundle
+    from simreal.bundle import load_bundle
     from simreal.deploy.ros2_package import generate_ros2_package
+    from simreal.deploy.runner import PolicyRunner
 
-    OnnxPolicy(load_bundle(args.bundle))  # the graph loads and matches bundle.yaml before a file is written
+    # what the node builds at its start, built here first: the graph loads and matches bundle.yaml,
+    # and the bundle matches its robot spec and the config, before a file is written
+    PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
     root = generate_ros2_package(args.bundle, args.out, name=args.name, overrides=_overrides(args), force=args.force)
     print(f"wrote ROS 2 package {root.name} to {root}")
     print(f"  colcon build --packages-select {root.name} && source install/setup.bash")
@@ -141,13 +150,16 @@ def _run(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id, realtime_priority
+    from simreal.errors import ConfigError
+    from simreal.stop_signal import interrupt_exit_code
 
+    if args.duration is not None and not args.duration > 0:
+        raise ConfigError("--duration", f"expected seconds > 0 (or no --duration: until Ctrl-C), got {args.duration}")
     runner = PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
     domain = default_domain_id() if args.domain_id is None else args.domain_id
     recorder = BagRecorder(args.record) if args.record else None
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM / SIGHUP (simreal.cli raises it for both)
     t0 = time.monotonic()
-    _sigterm_as_interrupt()
     with realtime_priority(args.realtime) as realtime, DdsTransport(domain, loopback=not args.network) as tr:
         node = DdsPolicyNode(runner, tr, recorder=recorder)
         cfg = runner.cfg
@@ -157,8 +169,8 @@ def _run(args: argparse.Namespace) -> int:
                   flush=True)
         try:
             node.spin(args.duration)
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as e:
+            interrupted = e
         res = runner.shutdown(time.monotonic())  # publish the safe command once
         for topic, msg in runner.messages(res, time.time_ns()):
             tr.publishers[topic].publish(msg)
@@ -171,23 +183,16 @@ def _run(args: argparse.Namespace) -> int:
               "ticks": node.ticks, "modes": node.modes, "timer_overruns": getattr(node, "timer_overruns", 0), "runner": runner.snapshot(),
               "bag": args.record, "recorded": recorder.counts if recorder else None}
     _print(report, args.json)
-    return 130 if interrupted else 0
-
-
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM (systemd, ros2 launch, kill) ends the loop like Ctrl-C: the safe command goes out."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    if interrupted is not None:
+        return interrupt_exit_code(interrupted)
+    return 1 if runner.safety.stats.took_over else 0
 
 
 #: ``deploy sim``'s flags -> the SimLoopConfig keys they set (a bad value names the flag typed).
 SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latency-ms",
                              "state_latency_ms": "--state-latency-ms", "drop": "--drop", "noise_scale": "--noise",
-                             "seed": "--seed", "startup_timeout_s": "--startup-timeout"}
+                             "seed": "--seed", "startup_timeout_s": "--startup-timeout",
+                             "max_command_gap_s": "--max-command-gap"}
 
 
 def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
@@ -199,7 +204,8 @@ def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
 
     timeout = args.startup_timeout if args.startup_timeout is not None else (60.0 if args.external else 20.0)
     sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
-               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout}
+               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout,
+               "max_command_gap_s": args.max_command_gap}
     try:
         return build(SimLoopConfig, sim_cfg, prefix="sim")
     except ConfigError as e:
@@ -392,6 +398,10 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
                      f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
     lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (
         "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
+    commands, most = robot.get("commands"), robot.get("config", {}).get("max_command_gap_s")
+    if commands and most is not None and commands["max_gap_s"] > most:  # the controller went quiet
+        lines.append(f"commands   none for {commands['max_gap_s']:.2f} s (limit {most:g} s), up to "
+                     f"{commands['gap_ends_s']:.2f} s after the hand-over: the controller stopped -> FAIL")
     runner = report.get("runner")
     if runner:
         lines += runner_lines(runner)

@@ -38,6 +38,7 @@ YAML shape (all keys optional except where the robot spec has no default)::
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from simreal.action_modes import action_mode, command_modes
-from simreal.config import build, deep_merge, field, to_dict
+from simreal.config import build, configs_dir, deep_merge, field, to_dict
 from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
@@ -201,6 +202,17 @@ def spec_of_bundle(bundle) -> RobotSpec:
     return load_robot_spec(bundle.robot)
 
 
+def _shipped_twin(spec: RobotSpec) -> tuple[RobotSpec, ...]:
+    """The robot spec simreal ships under ``spec``'s name, when it has the same actuators (a
+    bundle's embedded copy says where it came from, but that is the bundle's word); empty for a
+    robot simreal does not ship."""
+    shipped = configs_dir() / "robots" / f"{spec.name}.yaml"
+    if not os.path.isfile(shipped):
+        return ()
+    twin = load_robot_spec(str(shipped))
+    return (twin,) if twin.actuator_names == spec.actuator_names else ()
+
+
 #: Start, watchdog and envelope defaults per robot family (a quadrotor is handed over in the air;
 #: envelope bounds in :mod:`simreal.deploy.envelope`).
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -276,14 +288,19 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
         ok = ", ".join(f"{t} ({'/'.join(m)})" for t, m in COMMAND_MODES.items())
         raise ConfigError("command.type", f"'{cfg.command.type}' cannot carry action mode '{mode}'; valid: {ok}")
     table = action_mode(mode)
-    s_lo, s_hi = table.spec_limits(spec, names)
-    lo = np.maximum(bundle.action.low, s_lo)
-    hi = np.minimum(bundle.action.high, s_hi)
+    lo, hi = np.asarray(bundle.action.low, np.float64), np.asarray(bundle.action.high, np.float64)
+    rate = np.full(len(names), np.inf)
+    # the bundle's own robot spec, and the one simreal ships under the same name: a bundle (edited,
+    # or exported from a loosened spec) cannot widen the limits of the robot it names
+    for ref in (spec, *_shipped_twin(spec)):
+        s_lo, s_hi = table.spec_limits(ref, names)
+        lo, hi = np.maximum(lo, s_lo), np.minimum(hi, s_hi)
+        rate = np.minimum(rate, table.default_max_rate(ref, names))
     lo = _tighten(cfg.limits.low, lo, "limits.low", np.maximum)
     hi = _tighten(cfg.limits.high, hi, "limits.high", np.minimum)
     if np.any(lo > hi):
         raise ConfigError("limits", f"empty range after combining bundle, robot spec and config: low {lo} > high {hi}")
-    rate = _tighten(cfg.limits.max_rate, table.default_max_rate(spec, names), "limits.max_rate", np.minimum)
+    rate = _tighten(cfg.limits.max_rate, rate, "limits.max_rate", np.minimum)
     if np.any(rate <= 0):
         raise ConfigError("limits.max_rate", "must be > 0 (use .inf for no limit)")
     cmap = cfg.command.channel_map or tuple(range(len(names)))

@@ -59,8 +59,8 @@ watchdog, e-stop, start ramp) and publishes the commands it returns.
 
 Every parameter is declared (defaults: config/$pkg.yaml). They are read once at start;
 the validation callback refuses changes at run time (restart the node to change them).
-Ctrl-C or SIGTERM publishes the safe command once (e-stop) before the node exits (code 0);
-a bad bundle or parameter is one FATAL log line and exit code 2.
+Ctrl-C, SIGTERM or SIGHUP publishes the safe command once (e-stop) before the node exits (code
+0); a bad bundle or parameter, or a message package not built, is one FATAL line and exit code 2.
 
 Without colcon (rclpy from pip wheels), run this file directly and name the bundle:
     python policy_node.py --ros-args -p bundle_path:=/path/to/bundle
@@ -72,14 +72,18 @@ import sys
 import threading
 import time
 
-import rclpy
-import rclpy.logging
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-
+try:  # ROS 2 not sourced, or a message package not built (px4_msgs has no wheel): one line, exit 2
+    import rclpy
+    import rclpy.logging
+    from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 $msg_imports
+except ImportError as e:
+    sys.stderr.write("[FATAL] [$node]: %s: source ROS 2 (setup.bash) and build the message packages this node "
+                     "speaks (px4_msgs has no pip wheel: see this package's README)\\n" % e)
+    sys.exit(2)
 
 from simreal.bundle import load_bundle
 from simreal.deploy.ros_params import from_ros_tree, unflatten
@@ -221,9 +225,10 @@ def _init(args):
         # message), which turns it into a RuntimeError
         stop.set()
 
-    # SIGINT too: a process started in the background by a shell inherits SIGINT ignored
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    # SIGINT too: a process started in the background by a shell inherits SIGINT ignored; SIGHUP:
+    # the terminal or SSH session it was started from went away
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, request_stop)
     return stop
 
 
@@ -486,7 +491,7 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     for t in types:
         p, _, cls = t.split("/")
         by_pkg.setdefault(p, []).append(cls)
-    msg_imports = "\n".join(f"from {p}.msg import {', '.join(sorted(c))}" for p, c in sorted(by_pkg.items()))
+    msg_imports = "\n".join(f"    from {p}.msg import {', '.join(sorted(c))}" for p, c in sorted(by_pkg.items()))
     msg_table = "".join(f'    "{t}": {t.split("/")[-1]},\n' for t in types)
     tree = config_to_tree(cfg)
     ros_tree = {"bundle_path": "", **to_ros_tree(tree)}

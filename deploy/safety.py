@@ -71,6 +71,12 @@ class SafetyStats:
     recovery_end: str = ""
     last_reason: str = ""
 
+    @property
+    def took_over(self) -> bool:
+        """The layer took the robot from the policy (a fault or a watchdog trip; an e-stop is the
+        operator's): what makes ``deploy run`` and ``drive`` exit 1."""
+        return self.faults + self.watchdog_trips > 0
+
 
 class SafetyLayer:
     """Clamp, rate-limit, NaN-guard, watchdog, e-stop and start ramp (see module docstring).

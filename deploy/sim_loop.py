@@ -79,6 +79,8 @@ class SimLoopConfig:
     settle_s: float = field(2.0, min=0.0)
     success_radius_m: float = field(0.1, min=0.0)
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
+    max_command_gap_s: float = field(0.5, min=0.0, doc="after the hand-over, the longest time without a command "
+                                                        "the controller may take (PX4's offboard loss is 0.5-1 s) [s]")
 
 
 @dataclasses.dataclass
@@ -206,8 +208,13 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
     counts = collections.Counter()
     recorder = BagRecorder(record) if record else None
 
+    gap = {"last_s": None, "max_s": 0.0, "at_s": None}  # commands received after the hand-over
+    handover_s: float | None = None
+
     def on_command(msg: Any, t_rx: float, data: bytes) -> None:
         counts["commands_received"] += 1
+        if handover_s is not None:
+            _gap(gap, t_rx, handover_s)
         if recorder is not None:
             recorder.write(cfg.command.topic, data, time.time_ns())
         if rng.random() < sim_cfg.drop:
@@ -234,7 +241,6 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         if recorder is not None:
             recorder.add_topic(cfg.command.topic, cfg.command.type)
         t0 = time.monotonic()
-        handover_s: float | None = None
         next_pub = 0.0
         applied = 0
         while True:
@@ -275,9 +281,23 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
             tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
     if recorder is not None:
         recorder.close()
+    report = reh.report(sim_cfg, cfg.envelope, cfg.start)
+    if handover_s is not None:
+        _gap(gap, now, handover_s)  # the silence before the end counts too
+        report["commands"] = {"max_gap_s": round(gap["max_s"], 4), "gap_ends_s": gap["at_s"]}
+        report["passed"] = report["passed"] and gap["max_s"] <= sim_cfg.max_command_gap_s
     return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
             "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
-            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **reh.report(sim_cfg, cfg.envelope, cfg.start)}
+            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **report}
+
+
+def _gap(gap: dict[str, Any], t_s: float, handover_s: float) -> None:
+    """Fold a command received at wall time ``t_s`` (or the end of the run) into ``gap``: the
+    longest time without a command since the hand-over [s] and when, from the hand-over, it ended."""
+    last = handover_s if gap["last_s"] is None else gap["last_s"]
+    if t_s - last > gap["max_s"]:
+        gap["max_s"], gap["at_s"] = t_s - last, round(t_s - handover_s, 3)
+    gap["last_s"] = t_s
 
 
 def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None,

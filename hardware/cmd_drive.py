@@ -9,10 +9,12 @@
 The runner and its safety layer are ``simreal deploy run``'s (clamping, rate limits, start
 ramp, watchdog, envelope; settings from ``--config``/``--deploy-set``), fed by the driver's
 ``observation()`` instead of ROS topics; the robot's hand-over (arming a flight controller)
-happens once, before the first tick. Ctrl-C or the end of ``--duration`` sends the safe
-command before the driver disconnects. ``--teleop DEVICE`` steers a walking policy: the
-device's axes set the velocity command it observes (forward, sideways, yaw), within the range
-it was trained on; no deflection stands still. Exit 0 when the run ended without a fault, 1 otherwise.
+happens once, before the first tick. Ctrl-C, SIGTERM, SIGHUP or the end of ``--duration``
+sends the safe command before the driver disconnects. ``--teleop DEVICE`` steers a walking
+policy: the device's axes set the velocity command it observes (forward, sideways, yaw), within
+the range it was trained on; no deflection stands still. Exit 0 when the run ended without the
+safety layer taking over, 1 after a fault or a watchdog trip, 130 / 143 / 129 when Ctrl-C,
+SIGTERM or SIGHUP stopped it.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError
     from simreal.hardware.drive import drive
     from simreal.hardware.drivers import default_driver, open_robot
+    from simreal.stop_signal import interrupt_exit_code, interrupt_signal
     from simreal.yaml_io import load_yaml
 
     if args.duration is not None and args.duration <= 0:
@@ -83,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 steer = stack.enter_context(velocity_teleop(DEVICES[args.teleop](), bundle))
             robot = stack.enter_context(open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag))
             report = drive(robot, runner, duration_s=args.duration, task_input=steer)
-    except KeyboardInterrupt:  # drive() sent the safe command on its way out; the robot disconnected
-        print("simreal drive: interrupted; the safe command was sent", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # drive() sent the safe command on its way out; the robot disconnected
+        print(f"simreal drive: stopped by {interrupt_signal(e)}; the safe command was sent", file=sys.stderr)
+        return interrupt_exit_code(e)
     out = {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
            "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3, "final_mode": report.final_mode,
            **runner.snapshot()}
@@ -97,4 +100,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.overruns} overruns, "
               f"tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} safety faults")
         print("\n".join(runner_lines(out)))  # why it faulted: an envelope trip is not overwritten by the stop
-    return 0 if runner.safety.stats.faults == 0 else 1
+    return 1 if runner.safety.stats.took_over else 0

@@ -142,6 +142,9 @@ def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None 
     from simreal.errors import ConfigError
 
     entry = driver(driver_name)
+    if robot in {r for d in DRIVERS.values() for r in d.robots} and robot not in entry.robots:
+        raise ConfigError("--driver", f"driver '{driver_name}' drives {', '.join(entry.robots)}, not robot '{robot}'; "
+                                      f"robot '{robot}' is driven by {default_driver(robot, None)}")
     cls = entry.robot_class()
     with contextlib.ExitStack() as stack:
         data = {"robot": robot, **(settings or {})}

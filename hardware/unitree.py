@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
+from cyclonedds.core import DDSException, InstanceState, ReadCondition, SampleState, ViewState, WaitSet
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
@@ -169,8 +169,15 @@ class Channel:
                  on_sample: Callable[[bytes, float], None]):
         if ddspy_take is None or ddspy_write is None:
             raise HardwareError("this cyclonedds build lacks raw sample access (cyclonedds._clayer.ddspy_take)")
-        self._domain = domain(domain_id, interface)
-        self.participant = DomainParticipant(domain_id)
+        try:
+            self._domain = domain(domain_id, interface)
+            self.participant = DomainParticipant(domain_id)
+        except DDSException as e:  # most often a mistyped network card: name it and list the real ones
+            import socket
+
+            cards = ", ".join(name for _, name in socket.if_nameindex())
+            raise ConfigError("network_interface", f"Cyclone DDS cannot start on {interface!r} ({e}); this machine's "
+                                                   f"network interfaces: {cards}") from None
         self.reader = DataReader(self.participant, Topic(self.participant, read[0], read[1].idl),
                                  qos=qos_profile("sensor_data"))
         self.writer = DataWriter(self.participant, Topic(self.participant, write[0], write[1].idl),

@@ -88,14 +88,8 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
     return resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM as Ctrl-C: a KeyboardInterrupt, which torch's training loop takes between operations."""
-    raise KeyboardInterrupt("SIGTERM")
-
-
 def run(args: argparse.Namespace) -> int:
     import shutil
-    import signal
     import sys
 
     from simreal.errors import ConfigError
@@ -103,27 +97,25 @@ def run(args: argparse.Namespace) -> int:
     from simreal.policies.bc_actor import CHECKPOINT
     from simreal.policies.cmd_eval import format_eval
     from simreal.policies.train import start_run
+    from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     run_dir = start_run(cfg, args.out)
     print(f"run directory: {run_dir}", flush=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop as Ctrl-C's
-    try:
+    try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli), between torch operations
         result = train_bc(run_dir, cfg)
     except BaseException as e:
         kept = (run_dir / CHECKPOINT).is_file()  # the VLA's checkpoint has the same name
         if not kept:  # nothing trained: leave no empty run behind
             shutil.rmtree(run_dir, ignore_errors=True)
         if isinstance(e, KeyboardInterrupt):
-            print(f"simreal train-bc: stopped by {e.args[0] if e.args else 'SIGINT'}: " +
+            print(f"simreal train-bc: stopped by {interrupt_signal(e)}: " +
                   (f"{run_dir} keeps the checkpoint of its best epoch so far and metrics.csv (not evaluated: "
                    f"simreal eval {run_dir})" if kept else "no epoch finished, nothing kept"), file=sys.stderr)
-            return 143 if e.args == ("SIGTERM",) else 130
+            return interrupt_exit_code(e)
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     f = result.fit
     print(f"done: {cfg.train.epochs} epochs ({f.gradient_steps} gradient steps) in {result.wall_s:.1f} s; kept epoch "
           f"{f.best_epoch} (loss train {f.train_loss:.4g}, val {f.val_loss:.4g})")

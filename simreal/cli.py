@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 from simreal.dependencies import install_hint
 from simreal.errors import SimrealError
+from simreal.stop_signal import interrupt_exit_code, interrupt_signal, signals_as_interrupt
 
 VERBS: dict[str, str] = {
     "list": "simreal.sim.cmd_list",
@@ -137,7 +138,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     if late:
         args.overrides = list(args.overrides) + late
     try:
-        return int(args._run(args) or 0)
+        with signals_as_interrupt():  # SIGTERM and SIGHUP stop a verb as Ctrl-C does
+            return int(args._run(args) or 0)
     except SimrealError as e:
         print(f"simreal {args.verb}: error: {e}", file=sys.stderr)
         return 2
@@ -150,9 +152,9 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     except PATH_ERRORS as e:
         print(f"simreal {args.verb}: error: {path_problem(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"simreal {args.verb}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"simreal {args.verb}: interrupted ({interrupt_signal(e)})", file=sys.stderr)
+        return interrupt_exit_code(e)
 
 
 #: What the operating system says of a path a user gave (an output folder that is a file, a file

@@ -34,7 +34,10 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The signals that stop a command: Ctrl-C, a supervisor's or ``kill``'s SIGTERM, and SIGHUP when
+#: the terminal or SSH session it runs in goes away (by default it would end the process on the
+#: spot: a robot left on its last command, a run without its last checkpoint).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclasses.dataclass
@@ -104,3 +107,36 @@ def stop_on_signals(doing: str = "stopping at the next iteration boundary and sa
         _active = None
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)  # None: set outside Python
+
+
+@contextlib.contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """Make SIGTERM and SIGHUP raise ``KeyboardInterrupt(name)`` in the main thread, as SIGINT
+    does, so every ``except KeyboardInterrupt`` path (the safe command on the wire, the finished
+    episodes kept) runs whichever signal stopped the command; the previous handlers come back
+    on exit. ``simreal``'s CLI opens it around every verb; :func:`stop_on_signals` inside it
+    takes the signals over while it is open. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS if s != signal.SIGINT}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+def interrupt_signal(e: KeyboardInterrupt) -> str:
+    """The signal a KeyboardInterrupt stands for: ``SIGINT`` (Ctrl-C), or the name
+    :func:`signals_as_interrupt` gave it."""
+    return e.args[0] if e.args and e.args[0] in {s.name for s in SIGNALS} else "SIGINT"
+
+
+def interrupt_exit_code(e: KeyboardInterrupt) -> int:
+    """128 + the number of the signal ``e`` stands for: 130 SIGINT, 143 SIGTERM, 129 SIGHUP."""
+    return 128 + signal.Signals[interrupt_signal(e)].value

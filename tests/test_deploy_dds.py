@@ -30,9 +30,10 @@ def start_runner(bundle, domain: int, *extra: str, duration: float = 6.0) -> sub
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(proc: subprocess.Popen) -> dict:
+def finish(proc: subprocess.Popen, code: int) -> dict:
+    """The runner's report once it exits with ``code`` (1: the safety layer took over)."""
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    assert proc.returncode == code, err
     return json.loads(out)
 
 
@@ -48,7 +49,7 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
         robot.spin(1.5, rate_hz=100.0)            # hover at the target: the runner flies
         t_stop_ns = time.time_ns()                  # ... then the state stream stops
         robot.spin(1.0)
-        report = finish(proc)
+        report = finish(proc, 1)
         robot.spin(0.2)
     finally:
         if proc.poll() is None:
@@ -85,7 +86,7 @@ def test_nan_actions_never_reach_the_wire(tmp_path, domain):
             robot.publish_state(pos_w=(-0.01 if k % 2 else 0.01, 0.0, 1.0))  # pos_error_w[0] = -x
             robot.spin(0.01)
         robot.spin(0.5, rate_hz=100.0, pos_w=(-0.5, 0.0, 1.0))  # NaN on every tick: fault, zero thrust
-        report = finish(proc)
+        report = finish(proc, 1)
         robot.spin(0.2)
     finally:
         if proc.poll() is None:

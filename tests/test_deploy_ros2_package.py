@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import py_compile
+import os
 import subprocess
 import sys
 import textwrap
@@ -110,6 +111,17 @@ def test_generator_errors(tmp_path):
     generate_ros2_package(b, tmp_path / "src", name="ok_name")
     with pytest.raises(ConfigError, match="--force"):
         generate_ros2_package(b, tmp_path / "src", name="ok_name")
+
+
+def test_deploy_ros2_refuses_a_bundle_deploy_run_refuses(tmp_path, capsys):
+    """A bundle whose robot is not its robot spec's: no package, the same line as the runner's."""
+    from simreal.cli import main
+
+    b = T.make_pd_hover_bundle(tmp_path / "b")
+    (b / "bundle.yaml").write_text((b / "bundle.yaml").read_text().replace("robot: crazyflie2", "robot: g1", 1))
+    assert main(["deploy", "ros2", str(b), "--out", str(tmp_path / "src")]) == 2
+    assert "bundle is for 'g1', the robot spec is 'crazyflie2'" in capsys.readouterr().err
+    assert not (tmp_path / "src").exists()
 
 
 def test_a_humanoid_package_is_named_once_and_says_what_its_robot_speaks(tmp_path):
@@ -346,6 +358,16 @@ def run_node(root: Path, scenario: str, tmp_path: Path) -> dict:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_node_whose_message_packages_are_missing_is_one_fatal_line_exit_2(hover_pkg):
+    """px4_msgs has no wheel and must be built; without it (or without a sourced ROS 2 here) the
+    node says so in one line, as a bad parameter, instead of an ImportError traceback."""
+    proc = subprocess.run([sys.executable, str(hover_pkg / "cf_hover" / "policy_node.py")], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("[FATAL] [policy_node]: No module named ") and "px4_msgs has no pip wheel" in err
 
 
 def test_generated_node_runs_the_runner(hover_pkg, tmp_path):

@@ -242,6 +242,26 @@ def test_family_names_take_their_article(joint_bundle):
         resolve_deploy_config(joint_bundle, {"start": {"initial_command": "hover"}})
 
 
+@pytest.mark.parametrize("make", [T.make_pd_hover_bundle, T.make_ctbr_hover_bundle])
+def test_an_edited_bundle_cannot_loosen_its_robots_limits(tmp_path, make):
+    """bundle.yaml's own robot spec and action bounds raised tenfold: the limits stay the shipped
+    crazyflie2's (rotor thrust 0.15 N, body rate 10 rad/s), whatever the bundle says."""
+    from simreal.yaml_io import dump_yaml, load_yaml
+
+    plain = resolve_deploy_config(load_bundle(make(tmp_path / "plain"))).limits
+    path = make(tmp_path / "edited") / "bundle.yaml"
+    data = load_yaml(path)
+    for a in data["robot_spec"]["actuators"]:
+        a["effort_limit"] *= 10.0
+    data["robot_spec"]["physical"]["max_body_rate_rad_s"] = 100.0
+    data["action"]["low"] = [10.0 * v for v in data["action"]["low"]]
+    data["action"]["high"] = [10.0 * v for v in data["action"]["high"]]
+    dump_yaml(path, data)
+    edited = resolve_deploy_config(load_bundle(path.parent)).limits
+    assert edited.low == plain.low and edited.high == plain.high and edited.max_rate == plain.max_rate
+    assert max(plain.high) <= 10.0
+
+
 def test_runner_refuses_mismatched_bundle(tmp_path):
     b = load_bundle(T.make_pd_hover_bundle(tmp_path / "b"))
     import dataclasses

@@ -67,6 +67,28 @@ def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tm
     assert subprocess.run(robot, capture_output=True).returncode == 1  # no robot process left
 
 
+def test_external_rehearsal_fails_when_the_controller_dies_halfway(tmp_path):
+    """The robot side alone (--external) with a controller killed (kill -9: no safe command)
+    halfway through: a controller that went quiet is a failed rehearsal, however it flew."""
+    import time
+
+    bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
+    domain = str(T.random_domain_id())
+    robot = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--external",
+                              "--duration", "10", "--domain-id", domain, "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "run", str(bundle), "--domain-id",
+                               domain, "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(8.0)  # start-up (a few seconds), then flight
+    runner.kill()
+    runner.wait()
+    out, err = robot.communicate(timeout=120)
+    report = json.loads(out)
+    gap = report["robot"]["commands"]
+    assert robot.returncode == 1 and not report["passed"] and report["robot"]["handover"], err[-2000:]
+    assert gap["max_gap_s"] > 1.0 and gap["gap_ends_s"] >= 9.9, gap
+
+
 def _no_robot_process(monkeypatch) -> None:
     """Fail the test if `deploy sim` starts its robot process."""
     import subprocess as sp

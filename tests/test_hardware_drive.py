@@ -113,6 +113,19 @@ def test_bundle_for_another_mode_is_refused(arm):
         drive(robot, PolicyRunner(bundle, spec=spec), duration_s=0.1)
 
 
+@pytest.mark.parametrize("make, driver, says", [
+    (lambda d: bundles.make_pd_hover_bundle(d), "so100", "driver 'so100' drives so100, not robot 'crazyflie2'; "
+                                                          "robot 'crazyflie2' is driven by crazyflie"),
+    (lambda d: bundles.make_joint_mlp_bundle(d, "so100"), "px4", "driver 'px4' drives crazyflie2, not robot 'so100'"),
+])
+def test_a_driver_for_another_robot_is_one_line_before_anything_starts(tmp_path, capsys, make, driver, says):
+    from simreal.cli import main
+
+    assert main(["drive", str(make(tmp_path / "b")), "--driver", driver, "--twin", "--duration", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+
+
 def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     """`simreal drive BUNDLE --twin`: the runner drives the SO-100 over the Feetech protocol."""
     import json

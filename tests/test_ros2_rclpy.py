@@ -142,7 +142,8 @@ def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float
     the robot and the listener see the node's first command alike."""
     node_log, sim_out = tmp / "node.log", tmp / "sim.json"
     sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
-                  str(domain), "--duration", str(duration_s), "--no-realtime", "--json"], sim_out)
+                  str(domain), "--duration", str(duration_s), "--no-realtime", "--json",
+                  "--max-command-gap", str(HOLD_S + 1.0)], sim_out)  # the node is stopped HOLD_S before the end
     deadline, node = time.monotonic() + 90, None
     try:
         while not robot_up:

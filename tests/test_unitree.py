@@ -203,6 +203,13 @@ def test_lowcmd_per_action_mode():
         UnitreeRobot(UnitreeConfig("g1", action_mode="rotor_thrust"))
 
 
+def test_a_mistyped_network_card_is_one_line_naming_the_setting(capfd):
+    with pytest.raises(ConfigError, match=r"'network_interface': Cyclone DDS cannot start on 'nosuch0' .*"
+                                          r"this machine's network interfaces: lo"):
+        UnitreeRobot(UnitreeConfig("g1", domain_id=T.random_domain_id(), network_interface="nosuch0",
+                                   connect_timeout_s=0.2)).connect()
+
+
 def test_torso_imu_round_trip():
     rng = np.random.default_rng(2)
     q = rng.normal(size=4)
