@@ -223,6 +223,14 @@ class PolicyRunner:
             raise BundleError("action.names", f"{list(b.action.names)} are not all actuators of "
                                               f"'{self.spec.name}' ({list(self.spec.actuator_names)})", where)
 
+    def inputs_only_topics_give(self) -> list[str]:
+        """Task inputs the policy observes that only a task topic gives (a goal pose:
+        ``target_pos_w``), not the bundle's ``task_params``: what a caller feeding no ROS topics
+        (``simreal drive``) must supply, or the policy never runs."""
+        from_topics = {ROLE_KEYS[self.cfg.state[n].role] for n in self._inputs if n in self.cfg.state
+                       and self.cfg.state[n].role in INPUT_ROLES}
+        return sorted(k for k in self._needs if k in from_topics and k not in self._fixed)
+
     # -- safe and initial commands ---------------------------------------------------------------
     def safe_command(self, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """The action mode's safe command (:mod:`simreal.action_modes`): zero thrust, or hold the

@@ -121,18 +121,6 @@ def _values(text: str | None) -> tuple[float, ...]:
         raise SimrealError(f"--conditions: expected numbers separated by commas, got {text!r}") from None
 
 
-def _task_params(items: list[str]) -> dict[str, Any]:
-    from simreal.config import parse_overrides
-    from simreal.errors import SimrealError
-
-    tree = parse_overrides(items)
-    for k, v in tree.items():
-        flat = v if isinstance(v, list) else [v]
-        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
-            raise SimrealError(f"--task-param {k}: expected a number or a list of numbers, got {v!r}")
-    return tree
-
-
 def _benchmark(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
     from simreal.config import parse_overrides
@@ -140,6 +128,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
+    from simreal.hardware.drive import task_params_arg
     from simreal.hardware.suites import SUITES, suite_for
 
     if args.results:
@@ -156,7 +145,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     videos = args.videos if args.videos is not None else (1 if args.out else 0)
     if videos and not args.out:
         raise SimrealError("--videos: needs --out DIR (the videos go to DIR/videos)")
-    tree = {"seed": args.seed, "values": list(values), "task": _task_params(args.task_params), "videos": videos,
+    tree = {"seed": args.seed, "values": list(values), "task": task_params_arg(args.task_params), "videos": videos,
             **({"trials": args.trials} if args.trials is not None else {}),
             **({"duration_s": args.duration} if args.duration is not None else {})}
     cfg = _config(BenchmarkConfig, tree)

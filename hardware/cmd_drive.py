@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -40,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teleop", choices=("keyboard", "gamepad", "spacemouse"),
                    help="steer a walking policy: the device's axes set its velocity command (bundles that "
                         "observe `command`), within the range it was trained on")
+    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task input the policy observes that no robot state carries, e.g. the goal of an arm "
+                        "task: --task-param target_pos_w=[0.4,0.0,0.3] (repeatable)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import deep_merge, parse_overrides
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError
-    from simreal.hardware.drive import drive
+    from simreal.hardware.drive import drive, task_params_arg
     from simreal.hardware.drivers import default_driver, open_robot
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
     from simreal.yaml_io import load_yaml
@@ -73,9 +77,15 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration <= 0:
         raise ConfigError("--duration", f"expected seconds > 0, got {args.duration}")
     bundle = load_bundle(args.bundle)
+    given = task_params_arg(args.task_params)
+    bundle = dataclasses.replace(bundle, task_params={**bundle.task_params, **given})
     name = default_driver(bundle.robot, args.driver)
     overrides = deep_merge(load_yaml(args.config) if args.config else {}, parse_overrides(args.overrides))
     runner = PolicyRunner(bundle, overrides=overrides)
+    unfed = runner.inputs_only_topics_give()
+    if unfed:  # the runner would wait for them forever, sending nothing (and drive reported success)
+        raise ConfigError("--task-param", f"the policy observes {', '.join(unfed)}, which drive reads from no "
+                                          f"topic; give it, e.g. --task-param {unfed[0]}=[x,y,z] (world frame, m)")
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}
     try:
         with contextlib.ExitStack() as stack:
@@ -100,4 +110,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.overruns} overruns, "
               f"tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} safety faults")
         print("\n".join(runner_lines(out)))  # why it faulted: an envelope trip is not overwritten by the stop
+    if runner.stats.policy_runs == 0:  # nothing commanded the robot: not a successful run
+        print(f"simreal drive: the policy never ran in {report.ticks} ticks (no complete, fresh robot state: "
+              f"{report.read_errors} read errors{'; last: ' + report.last_error if report.last_error else ''})",
+              file=sys.stderr)
+        return 1
     return 1 if runner.safety.stats.took_over else 0

@@ -27,6 +27,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +76,21 @@ class DriveReport:
 
     def tick_p99_s(self) -> float:
         return self.tick_times.quantile(0.99)
+
+
+def task_params_arg(items: list[str]) -> dict[str, Any]:
+    """``--task-param KEY=VALUE`` items -> {key: number or list of numbers}: task inputs a bundle's
+    policy observes that no robot state carries (``target_pos_w``, a goal); a SimrealError names
+    the item otherwise."""
+    from simreal.config import parse_overrides
+    from simreal.errors import SimrealError
+
+    tree = parse_overrides(items)
+    for k, v in tree.items():
+        flat = v if isinstance(v, list) else [v]
+        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
+            raise SimrealError(f"--task-param {k}: expected a number or a list of numbers, got {v!r}")
+    return tree
 
 
 def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:

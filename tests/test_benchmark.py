@@ -247,7 +247,7 @@ def test_cli_real_robot_from_the_drivers_table(tmp_path, monkeypatch, capsys):
     from simreal.hardware import drivers
 
     b = _hold_bundle(tmp_path / "hold", "so100")
-    monkeypatch.setitem(drivers.DRIVERS, "fake", types.SimpleNamespace(robot_class=lambda: FakeSo100))
+    monkeypatch.setitem(drivers.DRIVERS, "fake", types.SimpleNamespace(robot_class=lambda: FakeSo100, robots=("so100",)))
     code = main(["benchmark", "arm-reach", "--policy", str(b), "--robot", "real", "--driver", "fake", "--yes",
                  "--trials", "1", "--duration", "0.3", "--task-param", "target_pos_w=[0.3,0.0,0.2]", "--json"])
     out = capsys.readouterr()

@@ -126,6 +126,23 @@ def test_a_driver_for_another_robot_is_one_line_before_anything_starts(tmp_path,
     assert len(err.splitlines()) == 1 and says in err, err
 
 
+def test_drive_gives_a_goal_driven_policy_its_goal_or_refuses_it(tmp_path, capsys):
+    """An arm policy that observes a goal from a topic: drive reads no topics, so without
+    --task-param it would wait forever, command nothing and report success (it did)."""
+    import json
+
+    from simreal.cli import main
+
+    b = bundles.make_goal_bundle(tmp_path / "b", "so100")
+    assert main(["drive", str(b), "--twin", "--duration", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--task-param target_pos_w=[x,y,z]" in err, err
+    assert main(["drive", str(b), "--twin", "--duration", "1", "--json", "--task-param",
+                 "target_pos_w=[0.2,0.0,0.15]"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy_runs"] >= 30 and out["sent"] == out["ticks"]
+
+
 def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     """`simreal drive BUNDLE --twin`: the runner drives the SO-100 over the Feetech protocol."""
     import json
