@@ -3,7 +3,10 @@
 Every config section is a frozen dataclass. :func:`build` turns a nested mapping into one,
 checking each key against the dataclass's fields: an unknown key, a wrong type, a value
 outside ``metadata={"min":..., "max":...}`` or outside ``metadata={"choices": (...)}``
-raises :class:`ConfigError` naming the dotted key and what was expected. Nothing falls
+raises :class:`ConfigError` naming the dotted key and what was expected. A ``tuple[float, ...]``
+field with a non-empty default is a fixed-size vector or range (a position, a (low, high)):
+a value of another length is refused too (an arm task once read a 3-vector's last element as
+y, and a 2-vector crashed inside JAX); an empty default leaves the length free. Nothing falls
 through silently.
 
     >>> build(PPOConfig, {"num_envs": 64}, prefix="train")        # doctest: +SKIP
@@ -168,6 +171,9 @@ def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
             continue
         v = _coerce(data[name], hints[name], key)
         meta = f.metadata or {}
+        size = _vector_size(f, hints[name])
+        if size is not None and len(v) != size:
+            raise ConfigError(key, f"expected {size} numbers (as the default {list(f.default)}), got {list(v)}")
         if meta.get("choices") and v not in meta["choices"]:
             raise ConfigError(key, f"expected one of {', '.join(map(str, meta['choices']))}, got {v!r}")
         lo, hi = meta.get("min"), meta.get("max")
@@ -180,6 +186,13 @@ def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
                     raise ConfigError(where, f"must be <= {hi}, got {x}")
         kwargs[name] = v
     return cls(**kwargs)
+
+
+def _vector_size(f: dataclasses.Field, tp: Any) -> int | None:
+    """The fixed length of a ``tuple[float, ...]`` field with a non-empty default (module docstring)."""
+    if tp != tuple[float, ...] or not isinstance(f.default, tuple) or not f.default:
+        return None
+    return len(f.default)
 
 
 def to_dict(cfg: Any) -> Any:

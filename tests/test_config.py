@@ -1,5 +1,7 @@
 """Config errors name the key and what was expected; the CLI exits with code 2."""
 
+import re
+
 import pytest
 
 from simreal.cli import main
@@ -103,3 +105,17 @@ def test_a_seed_flag_out_of_range_is_one_argparse_line(argv, capsys):
         main(argv)
     assert e.value.code == 2
     assert "--seed: expected an integer in [0, 2147483647]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, says", [
+    ("env.goal_half_extent_m=[0.1,0.1]", "expected 3 numbers (as the default [0.15, 0.15, 0.1]), got [0.1, 0.1]"),
+    ("env.kp_scale=[0.9]", "expected 2 numbers"),
+])
+def test_a_vector_or_range_of_the_wrong_length_is_refused_naming_the_key(override, says):
+    """It crashed inside JAX (a 2-vector), or a 3-vector's last element was read as y."""
+    from simreal.errors import ConfigError
+    from simreal.policies.run_config import resolve
+
+    with pytest.raises(ConfigError, match=re.escape(says)) as e:
+        resolve("arm-reach", [override])
+    assert e.value.key == override.split("=")[0]

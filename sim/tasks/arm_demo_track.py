@@ -111,7 +111,7 @@ class ArmDemoTrack(ArmObjectTask):
         self.demo_vel = f32(np.diff(ref.pos, axis=0, append=ref.pos[-1:]) / self.robot.control_dt_s)  # held: 0
         self.demo_quat0 = f32(ref.quat_wxyz[0])
         self.num_ref = ref.num_frames
-        self.spawn_center = f32([p0[0] + c.spawn_center_offset_m[0], p0[1] + c.spawn_center_offset_m[-1], h])
+        self.spawn_center = f32([p0[0] + c.spawn_center_offset_m[0], p0[1] + c.spawn_center_offset_m[1], h])
         self.demo_origin = f32([p0[0], p0[1], h])  # the deployed episode's: the demo where it was recorded
         return m
 

@@ -69,7 +69,7 @@ class ArmObjectTask(ArmReach):
         self.obj_dof = int(m.jnt_dofadr[m.joint("object_joint").id])
         c = self.cfg
         self.spawn_center = jnp.asarray([self.home_ee_pos[0] + c.spawn_center_offset_m[0],
-                                         self.home_ee_pos[1] + c.spawn_center_offset_m[-1], c.object_half_size_m])
+                                         self.home_ee_pos[1] + c.spawn_center_offset_m[1], c.object_half_size_m])
         return m
 
     def object_pos(self, phys: PhysState) -> jax.Array:
