@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     cfg, env, teacher = load_teacher(args.teacher, args.task, args.overrides)
     driver = None
     if args.drive is not None:
-        _, drive_env, driver = load_teacher(args.drive, args.task, args.overrides)
+        _, drive_env, driver = load_teacher(args.drive, args.task, args.overrides, flag="--drive")
         if drive_env.observation_size != env.observation_size or drive_env.action_size != env.action_size:
             raise ConfigError("--drive", f"{args.drive} observes {drive_env.observation_size} and acts with "
                                          f"{drive_env.action_size}; this env {env.observation_size} and {env.action_size}")

@@ -89,15 +89,17 @@ def _same(a: Any, b: Any) -> bool:
     return np.shape(a) == np.shape(b) and np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-6, atol=1e-9)
 
 
-def check_base(bundle: Bundle, env: Any, task: str) -> None:
-    """ConfigError naming ``residual.base`` when ``bundle`` is not a base for ``env`` of ``task``: another task or robot, other observation terms, or an action
-    that commands something else (names, scale, offset: e.g. another ``env.action_scale``)."""
-    where = str(bundle.path)
+def check_base(bundle: Bundle, env: Any, task: str, where: str | None = None) -> None:
+    """ConfigError naming ``residual.base`` when ``bundle`` is not a base for ``env`` of ``task``:
+    another task or robot, other observation terms, or an action that commands something else
+    (names, scale, offset: e.g. another ``env.action_scale``). ``where``: the base as the user
+    gave it (default: the bundle's folder), for the message."""
+    where = where or str(bundle.path)
     terms = [(t["name"], int(t["size"])) for t in env.obs_layout]
     layout = env.action_layout()
     if bundle.task != task or bundle.robot != env.robot.name:
-        raise ConfigError("residual.base", f"{where} is a {bundle.task} policy for {bundle.robot}; this run is "
-                                           f"{task} on {env.robot.name}")
+        raise ConfigError("residual.base", f"{where} is a policy of task {bundle.task} on {bundle.robot}; this run "
+                                           f"is {task} on {env.robot.name}")
     if [(t.name, t.size) for t in bundle.obs_terms] != terms:
         raise ConfigError("residual.base", f"{where} observes {[(t.name, t.size) for t in bundle.obs_terms]}, "
                                            f"the task's env {terms}")
@@ -221,7 +223,8 @@ class ResidualTrainer(BraxTrainer):
         if not (Path(run_dir) / BASE_DIR).is_dir():  # a new run (or one stopped before its base was frozen)
             env = make_env(cfg)
             check_observations(cfg, env)
-            check_base(load_bundle(freeze_base(cfg.residual.base, Path(run_dir) / BASE_DIR, cfg, env)), env, cfg.task)
+            frozen = freeze_base(cfg.residual.base, Path(run_dir) / BASE_DIR, cfg, env)
+            check_base(load_bundle(frozen), env, cfg.task, where=cfg.residual.base)  # the copy goes with a refused run
         return super().train(run_dir, cfg, resume, t_start, quiet)
 
     def composed(self, renv: ResidualEnv, algo: ResidualPPO, ts: Any) -> Callable[[Any], jax.Array]:

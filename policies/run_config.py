@@ -420,9 +420,18 @@ def _read_motion(path: Path) -> None:
 #: reward model): key -> (its path in a config, a reader that checks its content or None).
 #: ``simreal train`` refuses a missing or unreadable one before it makes the run directory.
 def _read_base(path: Path) -> None:
-    """``residual.base`` given as a path: a bundle folder or a run directory (what
-    ``residual.freeze_base`` copies into the run)."""
-    if not ((path / "bundle.yaml").is_file() or (path / "config.yaml").is_file()):
+    """``residual.base`` given as a path: a bundle folder (its bundle.yaml and ONNX graph load) or
+    a run directory (what ``residual.freeze_base`` copies into the run); read here, before the
+    run directory exists, so an error names the user's path, not the run's copy."""
+    if (path / "bundle.yaml").is_file():
+        from simreal.bundle import OnnxPolicy, load_bundle
+        from simreal.errors import BundleError
+
+        try:
+            OnnxPolicy(load_bundle(path))
+        except BundleError as e:  # its message names the file in the user's folder
+            raise DataFileError(str(path), f"not a usable base bundle: {e}") from None
+    elif not (path / "config.yaml").is_file():
         raise DataFileError(str(path), "neither a bundle folder (no bundle.yaml) nor a run directory (no config.yaml)")
 
 

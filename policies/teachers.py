@@ -329,14 +329,15 @@ SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
 }
 
 
-def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tuple[RunConfig, Any, Teacher]:
+def load_teacher(teacher: str, task: str, overrides: Sequence[str] = (),
+                 flag: str = "--teacher") -> tuple[RunConfig, Any, Teacher]:
     """(the resolved config, its env, the teacher) for ``--teacher scripted``, ``random`` (any task) or
     a run directory.
 
     ``overrides`` (``key=value``) apply to the task's default config, or to the run's saved one.
-    ConfigError naming ``--teacher`` for a task without a scripted teacher (listing those with
-    one), for something that is neither ``scripted`` nor a run directory, and for a run of
-    another task.
+    ConfigError naming ``flag`` (the option that gave ``teacher``: ``--teacher``, or ``--drive``
+    for the policy that acts) for a task without a scripted teacher (listing those with one), for
+    something that is neither ``scripted`` nor a run directory, and for a run of another task.
     """
     from simreal.errors import ConfigError
     from simreal.policies.run_config import make_env, resolve
@@ -348,7 +349,7 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
     if teacher == "scripted":
         cfg = resolve(task, overrides)  # first: a misspelt task is an unknown task, not a missing teacher
         if task not in SCRIPTED:
-            raise ConfigError("--teacher", f"no scripted teacher for task {task}; tasks with one: "
+            raise ConfigError(flag, f"no scripted teacher for task {task}; tasks with one: "
                                            f"{', '.join(SCRIPTED)} (or give a trained run's directory)")
         env = make_env(cfg)
         return cfg, env, SCRIPTED[task](env)
@@ -357,10 +358,10 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = ()) -> tupl
 
     run_dir = Path(teacher)
     if not run_dir.is_dir():
-        raise ConfigError("--teacher", f"expected 'scripted', 'random' or a run directory; {teacher!r} is none of these")
+        raise ConfigError(flag, f"expected 'scripted', 'random' or a run directory; {teacher!r} is none of these")
     saved = load_config(run_dir, reward=False)  # the teacher acts; the dataset records the task's own reward
     cfg = resolve(None, overrides, base=saved.to_dict(), source=str(run_dir / "config.yaml"))
     if cfg.task != task:
-        raise ConfigError("--teacher", f"{run_dir} is a {cfg.task} run; the demonstrations asked for are {task}")
+        raise ConfigError(flag, f"{run_dir} is a {cfg.task} run; the demonstrations asked for are {task}")
     policy = get_trainer(cfg.trainer).load(run_dir, cfg)
     return cfg, policy.env, PolicyTeacher(policy.act, policy.reset)

@@ -325,3 +325,10 @@ def test_train_bc_stopped_keeps_its_best_epoch_and_metrics(dataset, tmp_path, mo
     assert (run_dir / "checkpoints" / "policy.safetensors").is_file()
     assert [r["epoch"] for r in MetricsCsv(run_dir / "metrics.csv").rows] == [1]
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_bad_drive_run_is_blamed_on_drive_not_teacher(tmp_path, capsys):
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--drive",
+                 str(tmp_path / "nonexistent"), "--episodes", "1", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "config key '--drive'" in err and "is none of these" in err, err

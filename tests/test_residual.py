@@ -165,12 +165,21 @@ def test_bad_residual_config_is_one_line_exit_2_and_leaves_no_run(overrides, mes
     assert not any(tmp_path.iterdir()) and out == ""  # refused before the run directory (and its line)
 
 
+def test_a_damaged_base_bundle_is_refused_naming_its_file_before_the_run_directory(tmp_path, capsys):
+    base = bundles.make_joint_bundle(tmp_path / "base")
+    (base / "policy.onnx").write_bytes((base / "policy.onnx").read_bytes()[:200])  # cut short
+    assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={base}", f"runs_root={tmp_path / 'r'}"]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and f"{base}/policy.onnx" in err and "not a loadable ONNX" in err, err
+    assert out == "" and not (tmp_path / "r").exists()
+
+
 def test_a_base_of_another_task_or_action_scale_is_refused(env, tmp_path, capsys):
     hover = bundles.make_pd_hover_bundle(tmp_path / "hover")
     assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={hover}", f"runs_root={tmp_path / 'r1'}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is a quadrotor-hover policy for crazyflie2; this run is arm-reach on " \
-                                          "franka" in err, err
+    assert len(err.splitlines()) == 1 and f"{hover} is a policy of task quadrotor-hover on crazyflie2; this run " \
+                                          "is arm-reach on franka" in err, err  # the user's path, not the run's copy
     assert not (tmp_path / "r1").exists() or not any((tmp_path / "r1").iterdir())
     other = write_base(tmp_path / "scaled", make_env(resolve("arm-reach", [*ENV, "env.action_scale=0.5"])))
     assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={other}", f"runs_root={tmp_path / 'r2'}"]) == 2
