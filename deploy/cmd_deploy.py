@@ -374,6 +374,11 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     hover, gate = robot.get("hover"), robot.get("gate")
     lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
              f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
+    if not robot.get("handover"):
+        wait = robot.get("config", {}).get("startup_timeout_s")
+        lines.append(f"commands   none arrived within {wait:g} s: is the controller running, on DDS domain "
+                     f"{report['domain_id']} (ROS_DOMAIN_ID) and on the same network?" if wait else
+                     "commands   none arrived")
     ground_s = robot.get("on_ground_s")
     if ground_s is not None:  # the model has no contacts: the flight ends there (deploy/sim_loop.py)
         speed = (robot.get("geofence") or {}).get("ground_speed_m_s")

@@ -47,7 +47,7 @@ import numpy as np
 
 from simreal.action_modes import action_mode, command_modes
 from simreal.config import build, configs_dir, deep_merge, field, to_dict
-from simreal.errors import ConfigError
+from simreal.errors import BundleError, ConfigError
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
 QOS_PROFILES = ("default", "sensor_data", "reliable", "best_effort")
@@ -288,6 +288,9 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
         ok = ", ".join(f"{t} ({'/'.join(m)})" for t, m in COMMAND_MODES.items())
         raise ConfigError("command.type", f"'{cfg.command.type}' cannot carry action mode '{mode}'; valid: {ok}")
     table = action_mode(mode)
+    problem = table.channel_problem(spec, names)
+    if problem is not None:  # before the limits look the channels up
+        raise BundleError("action.names", problem, str(bundle.path / "bundle.yaml"))
     lo, hi = np.asarray(bundle.action.low, np.float64), np.asarray(bundle.action.high, np.float64)
     rate = np.full(len(names), np.inf)
     # the bundle's own robot spec, and the one simreal ships under the same name: a bundle (edited,

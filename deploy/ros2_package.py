@@ -35,6 +35,7 @@ import yaml
 
 from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, load_bundle
+from simreal.deploy.adapters import norm_type
 from simreal.deploy.config import config_to_tree, required_message_types, resolve_deploy_config, spec_of_bundle
 from simreal.deploy.ros_params import flatten, to_ros_tree
 from simreal.errors import ConfigError
@@ -167,9 +168,10 @@ class PolicyNode(Node):
     def _callback(self, name):
         dispatch, runner = self.runner.dispatch, self.runner
         if runner.cfg.trigger == "state" and runner.is_state(name):
-            def on_state(msg):  # trigger: state -- a command per state message, computed right away
-                dispatch(name, msg, time.monotonic())
-                self._step()
+            def on_state(msg):  # trigger: state -- a command per state message, computed right away,
+                dispatch(name, msg, time.monotonic())  # unless the timer is ticking (a safe mode's stream)
+                if not runner.timer_tick_due(time.monotonic()):
+                    self._step()
             return on_state
         return lambda msg: dispatch(name, msg, time.monotonic())
 
@@ -428,14 +430,27 @@ _PX4_NOTES = '''## PX4
 
 Commands go to PX4's uXRCE-DDS bridge (`MicroXRCEAgent udp4 -p 8888`): `$cmd_topic` plus the
 `$heartbeat` OffboardControlMode heartbeat on every tick. Arm and switch to offboard mode
-from your ground station or RC once the node is streaming. `ActuatorMotors.control` is
-rotor thrust / its limit: set `THR_MDL_FAC = 1` (thrust-linear model) or refit. The
-action channels are $names; `command.channel_map` gives each one's PX4 motor index (PX4's
-quad X numbers motors differently from Bitcraze: check it in QGroundControl's actuator
-tab before flying). Body rates in PX4 are FRD: the node converts from simreal's FLU.
+from your ground station or RC once the node is streaming.
+
+$command_note
+
 `px4_msgs` has no rosdep key or pip wheel: build PX4's `px4_msgs` (the branch matching
 your PX4 release) in the same colcon workspace.
 '''
+
+#: What the PX4 notes say of each command message the node can send.
+_PX4_COMMAND_NOTES = {
+    "px4_msgs/msg/ActuatorMotors": (
+        "`ActuatorMotors.control` is rotor thrust / its limit: set `THR_MDL_FAC = 1` (thrust-linear "
+        "model) or refit. The action channels are {names}; `command.channel_map` gives each one's PX4 "
+        "motor index (PX4's quad X numbers motors differently from Bitcraze: check it in "
+        "QGroundControl's actuator tab before flying)."),
+    "px4_msgs/msg/VehicleRatesSetpoint": (
+        "`VehicleRatesSetpoint` carries the collective thrust and the body rates ({names}): "
+        "`thrust_body[2] = -T / T_max` and roll, pitch, yaw in rad/s, which PX4's own rate controller "
+        "tracks: tune it (`MC_ROLLRATE_*`, `MC_PITCHRATE_*`, `MC_YAWRATE_*`) and set `THR_MDL_FAC = 1` "
+        "(thrust-linear) before flying. Body rates in PX4 are FRD: the node converts from simreal's FLU."),
+}
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -518,8 +533,10 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     for f in bundle.files:
         shutil.copy2(f, root / "bundle" / f.name)
     px4 = cfg.command.type.startswith("px4_msgs/")
+    command_note = textwrap.fill(_PX4_COMMAND_NOTES.get(norm_type(cfg.command.type), "").format(
+        names=", ".join(bundle.action.names)), 92)
     notes = _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic,
-                  names=", ".join(bundle.action.names)) if px4 else ""
+                  command_note=command_note) if px4 else ""
     driver_note = spec_of_bundle(bundle).ros2.driver_note
     if driver_note:
         notes += f"## The robot's own wire\n\n{textwrap.fill(driver_note, 92)}\n"

@@ -219,9 +219,6 @@ class PolicyRunner:
                     "a state topic of type " + " or ".join(ty for ty, ks in STATE_PROVIDES.items() if missing[0] in ks)
                 raise ConfigError("state", f"observation term '{t.name}' needs {missing}, which no configured "
                                            f"state topic provides; add {hint}")
-        if action_mode(b.action.mode).joint_space and set(b.action.names) - set(self.spec.actuator_names):
-            raise BundleError("action.names", f"{list(b.action.names)} are not all actuators of "
-                                              f"'{self.spec.name}' ({list(self.spec.actuator_names)})", where)
 
     def inputs_only_topics_give(self) -> list[str]:
         """Task inputs the policy observes that only a task topic gives (a goal pose:

@@ -409,8 +409,10 @@ class DdsPolicyNode:
 
     def _loop(self, timer: PeriodicTimer, end: float | None, event_driven: bool,
               stop: threading.Event | None, until: Callable[[], bool] | None) -> None:
+        # trigger state: a state message ticks unless the timer is ticking anyway (a safe mode streams
+        # the safe command at the control rate; ticking on state too sent two commands a period)
         def on_data() -> None:
-            if event_driven and self._pending_state:
+            if event_driven and self._pending_state and not self.runner.timer_tick_due(time.monotonic()):
                 self._pending_state = False
                 self.tick(time.monotonic(), by_state=True)
 
@@ -421,11 +423,12 @@ class DdsPolicyNode:
             now = time.monotonic()
             self.transport.drain(now)
             if event_driven:
-                if self._pending_state:
+                if self.runner.timer_tick_due(now):
+                    self._pending_state = False
+                    self.tick(now, deadline)
+                elif self._pending_state:
                     self._pending_state = False
                     self.tick(time.monotonic(), by_state=True)
-                elif self.runner.timer_tick_due(now):
-                    self.tick(now, deadline)
             else:
                 self._pending_state = False
                 self.tick(now, deadline)

@@ -29,10 +29,11 @@ hand-computed bytes and drives the twin with the SDK as an independent master.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from simreal.hardware.robot import HardwareError
 
@@ -259,8 +260,23 @@ class FeetechBus:
     def _send(self, packet: Packet) -> None:
         if self._serial is None:
             raise HardwareError(f"Feetech bus {self.port}: the port is not open")
-        self._serial.reset_input_buffer()  # a late answer to an earlier try must not answer this one
-        self._serial.write(packet.encode())
+        with self._link():
+            self._serial.reset_input_buffer()  # a late answer to an earlier try must not answer this one
+            self._serial.write(packet.encode())
+
+    @contextlib.contextmanager
+    def _link(self) -> Iterator[None]:
+        """A failure of the serial link itself (a USB adapter unplugged, the port gone: pyserial's
+        SerialException, an OSError, termios.error) as a HardwareError: the driver counts it as a
+        failed read, so the watchdog acts, and the safe command's own failure is one line."""
+        import termios
+
+        import serial
+
+        try:
+            yield
+        except (serial.SerialException, OSError, termios.error) as e:
+            raise HardwareError(f"Feetech bus {self.port}: the serial link failed ({e})") from None
 
     def _exchange(self, packet: Packet, ids: Sequence[int], n_params: int) -> tuple[dict[int, Packet], bool]:
         """Send ``packet`` and collect the status packets of ``ids`` (each ``n_params`` long), up
@@ -274,7 +290,8 @@ class FeetechBus:
             while len(answers) < len(ids) and self.reader.corrupt == corrupt and time.monotonic() < deadline:
                 # the bytes still due: one read that blocks until they are in (or timeout_s), not a poll
                 due = (len(ids) - len(answers)) * (6 + n_params) - len(self.reader.buf)
-                self.reader.feed(self._serial.read(max(1, due)))
+                with self._link():
+                    self.reader.feed(self._serial.read(max(1, due)))
                 while (p := self.reader.next()) is not None:
                     if p.servo_id not in ids:
                         continue

@@ -93,7 +93,9 @@ def check_table_reach(ik: ArmIK, env: Any, height_m: float, what: str, tolerance
         raise ConfigError("env.action_scale", f"the scripted {what} needs the fingers on the table; within home "
                                               f"+- {env.cfg.action_scale} the {env.robot.name} misses "
                                               f"{100 * height_m:.1f} cm above the spawn centre by {miss:.2f} m: raise "
-                                              "env.action_scale (1.5 reaches it on the Franka)")
+                                              "env.action_scale (1.5 reaches it on the Franka); a miss that does not "
+                                              "shrink is a fingers-down pose out of this arm's reach (a 5-DoF arm's): "
+                                              "the scripted teachers are the Franka's")
 
 
 class PushTeacher:

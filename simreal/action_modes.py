@@ -62,6 +62,17 @@ class ActionMode:
     safe: str
     joint_space: bool
 
+    def channel_problem(self, spec: RobotSpec, names: Sequence[str]) -> str | None:
+        """What is wrong with a bundle's action channel ``names`` for this mode on ``spec`` (the
+        ctbr channels in order; else actuators of the robot), or None."""
+        if self.name == "ctbr":
+            ok = tuple(names) == CTBR_CHANNELS
+            want = f"the ctbr channels {list(CTBR_CHANNELS)}"
+        else:
+            ok = bool(names) and set(names) <= set(spec.actuator_names)
+            want = f"actuators of robot '{spec.name}' ({', '.join(spec.actuator_names)})"
+        return None if ok else f"{list(names)} for action mode '{self.name}'; expected {want}"
+
     # -- limits ------------------------------------------------------------------------------
     def spec_limits(self, spec: RobotSpec, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Hard per-channel limits [low, high] from the robot spec, physical units."""

@@ -395,3 +395,11 @@ def test_generated_node_state_trigger(tmp_path):
                                  overrides={"trigger": "state"})
     out = run_node(root, "state", tmp_path)
     assert out["n_cmd"] == out["n_heartbeat"] == 10  # one command per state message
+
+
+def test_the_px4_notes_describe_the_message_the_node_sends(hover_pkg, tmp_path):
+    """A body-rate (ctbr) package's README described ActuatorMotors and motor indices."""
+    ctbr = generate_ros2_package(T.make_ctbr_hover_bundle(tmp_path / "b"), tmp_path / "src", name="cf_rates")
+    rates, motors = ((p / "README.md").read_text() for p in (ctbr, hover_pkg))
+    assert "`VehicleRatesSetpoint` carries the collective thrust" in rates and "motor index" not in rates
+    assert "`ActuatorMotors.control` is rotor thrust" in motors and "VehicleRatesSetpoint" not in motors

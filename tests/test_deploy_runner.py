@@ -508,3 +508,18 @@ def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
     np.testing.assert_allclose(seen[1][18:], np.concatenate([actions[0], init, init]))
     for j in range(3, 6):
         np.testing.assert_allclose(seen[j][18:], np.concatenate([actions[j - 1], actions[j - 2], actions[j - 3]]))
+
+
+@pytest.mark.parametrize("mode, names", [("rotor_thrust", ["thrust", "roll_rate", "pitch_rate", "yaw_rate"]),
+                                         ("ctbr", ["m1", "m2", "m3", "m4"])])
+def test_action_channels_that_do_not_fit_the_mode_name_the_field(tmp_path, mode, names):
+    """An edited action.mode: one line naming action.names and what the mode expects (it was
+    'unknown actuator of robot 'crazyflie2' 'thrust'; valid actuator of robot 'crazyflie2's')."""
+    from simreal.yaml_io import dump_yaml, load_yaml
+
+    path = T.make_pd_hover_bundle(tmp_path / "b") / "bundle.yaml"
+    data = load_yaml(path)
+    data["action"].update(mode=mode, names=names)
+    dump_yaml(path, data)
+    with pytest.raises(BundleError, match=rf"bundle field 'action.names': .* for action mode '{mode}'; expected "):
+        resolve_deploy_config(load_bundle(path.parent))

@@ -322,3 +322,24 @@ def test_leader_arm_drives_the_follower_and_stays_limp():
             with pytest.raises(HardwareError, match="leader arm"):
                 leader.arm.send_action(u)
         assert not lt.torque.any()
+
+
+@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), serial.SerialException("device disconnected"),
+                                     "termios"])
+def test_a_dead_serial_link_is_a_hardware_error_naming_the_port(failure):
+    """The USB adapter unplugged (the twin killed): pyserial raises termios.error, OSError or
+    SerialException from inside; the driver must see a HardwareError (a failed read the watchdog
+    counts, and one line at the end), not a traceback."""
+    import termios
+
+    class Dead:
+        def reset_input_buffer(self):
+            raise termios.error(5, "Input/output error") if failure == "termios" else failure
+
+        def read(self, n):
+            raise AssertionError("not reached")
+
+    bus = FeetechBus("/dev/ttyACM9", retries=0)
+    bus._serial = Dead()
+    with pytest.raises(HardwareError, match=r"Feetech bus /dev/ttyACM9: the serial link failed \("):
+        bus.read(1, "Present_Position")
