@@ -289,7 +289,8 @@ class BCTrainer(TorchTrainer):
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
               quiet: bool = False) -> Any:
         raise ConfigError("trainer", "trainer=bc learns from a dataset of demonstrations: "
-                                     "simreal train-bc DATASET (simreal demos records one)")
+                                     "simreal train-bc DATASET (simreal demos records one); a BC run does not "
+                                     "resume: train-bc again, with more --epochs")
 
 
 TRAINER = BCTrainer()

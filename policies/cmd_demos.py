@@ -75,6 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
     import sys
     import time
     from pathlib import Path
@@ -156,8 +157,13 @@ def run(args: argparse.Namespace) -> int:
     if args.append:
         note_append(out, source, args.teacher, args.drive, seed, writer.num_episodes - before)
     if stop.requested:
-        print(f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
-              f"({writer.num_episodes - before} recorded now); --append records more", file=sys.stderr)
+        if not args.append and writer.num_episodes == 0:  # a new folder holding metadata only would block a rerun
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"simreal demos: stopped by {stop.name} before the first episode finished; {out} removed",
+                  file=sys.stderr)
+        else:
+            print(f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
+                  f"({writer.num_episodes - before} recorded now); --append records more", file=sys.stderr)
         return stop.exit_code
     if not args.append:
         write_source(out, cfg, args.teacher, seed, cameras, tally)

@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(e, KeyboardInterrupt):
             print(f"simreal train-bc: stopped by {interrupt_signal(e)}: " +
                   (f"{run_dir} keeps the checkpoint of its best epoch so far and metrics.csv (not evaluated: "
-                   f"simreal eval {run_dir})" if kept else "no epoch finished, nothing kept"), file=sys.stderr)
+                   f"simreal eval {run_dir}; a BC run does not resume: train-bc again for more epochs)"
+                   if kept else "no epoch finished, nothing kept"), file=sys.stderr)
             return interrupt_exit_code(e)
         raise
     f = result.fit

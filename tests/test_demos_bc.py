@@ -332,3 +332,22 @@ def test_a_bad_drive_run_is_blamed_on_drive_not_teacher(tmp_path, capsys):
                  str(tmp_path / "nonexistent"), "--episodes", "1", "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config key '--drive'" in err and "is none of these" in err, err
+
+
+def test_demos_stopped_before_its_first_episode_leaves_no_folder_behind(tmp_path, monkeypatch, capfd):
+    """It left --out holding metadata only, which refused the same command again without --append."""
+    import os
+    import signal
+
+    import simreal.policies.demos as demos
+
+    def record(*a, stop, **k):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the first batch
+        assert stop()
+        return iter(())
+
+    monkeypatch.setattr(demos, "record", record)
+    out = tmp_path / "reach"
+    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "2",
+                 "--out", str(out)]) == 130
+    assert not out.exists() and f"before the first episode finished; {out} removed" in capfd.readouterr().err
