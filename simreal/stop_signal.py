@@ -1,4 +1,5 @@
-"""Stopping a long command cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's or ``kill``'s stop).
+"""Stopping a long command cleanly on SIGINT (Ctrl-C), SIGTERM (a scheduler's or ``kill``'s stop)
+or SIGHUP (the terminal or SSH session gone).
 
     with stop_on_signals() as stop:       # handlers installed; the previous ones come back after
         while not stop.requested:
@@ -22,6 +23,12 @@ or rollout.
 A second signal ends the process at once (``os._exit``) without saving: checkpoint writes
 are atomic (temp file, then rename), so that can leave a hidden temp file, never a partial
 checkpoint.
+
+Outside those loops, :func:`signals_as_interrupt` (which ``simreal``'s CLI opens around every
+verb) makes SIGTERM and SIGHUP raise ``KeyboardInterrupt`` as SIGINT does: the robot side's
+``except KeyboardInterrupt`` paths, which put the safe command on the wire, then run for every
+stop (``drive`` and ``record`` used to die on SIGTERM, ``deploy run`` on SIGHUP, with the robot on
+its last command), and the exit code is 128 + the signal's number.
 """
 
 from __future__ import annotations
