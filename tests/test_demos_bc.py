@@ -317,11 +317,16 @@ def test_train_bc_stopped_keeps_its_best_epoch_and_metrics(dataset, tmp_path, mo
         os.kill(os.getpid(), getattr(signal, sig))
 
     monkeypatch.setattr(bc, "save_actor", save_then_stop)
+    # Ctrl-C as in a terminal: a run started in the background (CI) inherits SIGINT ignored
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGTERM)
     run_dir = tmp_path / "bc"
-    assert main(["train-bc", str(dataset), "train.policy_hidden=[16]", "--epochs", "50", "--out", str(run_dir)]) == code
+    try:
+        rc = main(["train-bc", str(dataset), "train.policy_hidden=[16]", "--epochs", "50", "--out", str(run_dir)])
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
     err = capsys.readouterr().err
-    assert f"stopped by {sig}: {run_dir} keeps the checkpoint of its best epoch so far" in err, err
+    assert rc == code and f"stopped by {sig}: {run_dir} keeps the checkpoint of its best epoch so far" in err, err
     assert (run_dir / "checkpoints" / "policy.safetensors").is_file()
     assert [r["epoch"] for r in MetricsCsv(run_dir / "metrics.csv").rows] == [1]
     assert signal.getsignal(signal.SIGTERM) is before
