@@ -148,12 +148,14 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
     if not bundle.task_config:
         return None
     from simreal.config import build
+    from simreal.input_files import resolve_inputs
     from simreal.sim.env import as_saved
     from simreal.sim.tasks import task_class
 
     check_task(bundle)
     cls = task_class(bundle.task)
-    tree = {**as_saved(cls.config_class, bundle.task_config), "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
+    saved = resolve_inputs(bundle.task_config, bundle.path)  # the clip the bundle carries (simreal.input_files)
+    tree = {**as_saved(cls.config_class, saved), "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
     cfg = build(cls.config_class, tree, prefix="task_config")
     return cls(spec, cfg, backend="native")
 

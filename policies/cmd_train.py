@@ -72,6 +72,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
 
     from simreal.config import parse_overrides
     from simreal.errors import ConfigError, DataFileError
+    from simreal.input_files import snapshot_inputs
     from simreal.policies.cmd_eval import jsonable
     from simreal.policies.devices import initialize_distributed
     from simreal.policies.run_config import check_input_files, resolve
@@ -98,7 +99,9 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
             _check_resume(base, cfg, f"{source} + command-line overrides")
         trainer = get_trainer(cfg.trainer)
         saved_config = (run_dir / "config.yaml").read_bytes()
-        dump_yaml(run_dir / "config.yaml", cfg.to_dict())
+        data = cfg.to_dict()
+        data["env"] = snapshot_inputs(data["env"], run_dir)  # a clip the overrides name: copied too
+        dump_yaml(run_dir / "config.yaml", data)
     else:
         if not args.task:
             raise ConfigError("task", "give a task name (see `simreal list`) or --resume RUN_DIR")

@@ -32,6 +32,7 @@ from simreal.config import to_dict
 from simreal.action_chunk import ActionChunk
 from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
 from simreal.errors import BundleError
+from simreal.input_files import snapshot_inputs
 from simreal.reference import REFERENCE_NPZ, write_reference
 from simreal.policies.run_config import RunConfig
 from simreal.yaml_io import atomic_write_bytes
@@ -150,7 +151,7 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
         "action": env.action_layout(),
         "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
         "task_params": task_params,
-        "task_config": to_dict(env.cfg),
+        "task_config": snapshot_inputs(to_dict(env.cfg), tmp),  # the bundle carries the clip its env reads
         "task_topics": {k: dict(v) for k, v in env.task_topics.items()},
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
         "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from simreal.errors import ConfigError
+from simreal.input_files import resolve_inputs, snapshot_inputs
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import loop_common
 from simreal.policies.loop_common import TrainResult
@@ -49,7 +50,9 @@ def start_run(cfg: RunConfig, out: str | Path | None = None) -> Path:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError("--out", f"{run_dir} exists and is not empty; a run directory starts empty")
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    dump_yaml(run_dir / "config.yaml", cfg.to_dict())
+    data = cfg.to_dict()
+    data["env"] = snapshot_inputs(data["env"], run_dir)  # the run keeps its own copy of a clip it reads
+    dump_yaml(run_dir / "config.yaml", data)
     return run_dir
 
 
@@ -60,8 +63,10 @@ def load_config(run_dir: Path, reward: bool = True) -> RunConfig:
     a camera every few steps for a figure nobody reads. Env settings the file lacks take the value
     it was trained with (:data:`simreal.sim.env.SAVED_WITHOUT`), not today's default."""
     data = load_run_config(open_run_dir(run_dir))
-    if isinstance(data, dict) and isinstance(data.get("env"), Mapping) and data.get("task") in TASKS:
-        data = {**data, "env": as_saved(task_class(data["task"]).config_class, data["env"])}
+    if isinstance(data, dict) and isinstance(data.get("env"), Mapping):
+        data = {**data, "env": resolve_inputs(data["env"], Path(run_dir))}  # the run's own copies
+        if data.get("task") in TASKS:
+            data = {**data, "env": as_saved(task_class(data["task"]).config_class, data["env"])}
     cfg = from_mapping(data, str(run_dir / "config.yaml"))
     return cfg if reward else dataclasses.replace(cfg, reward=None)
 

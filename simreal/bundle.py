@@ -22,7 +22,8 @@
       high: [...]
     latency: {action_delay_steps: 0, obs_history: 1}
     task_params: {target_pos_w: [0.0, 0.0, 1.0]}   # the task's fixed inputs on the robot
-    task_config: {...}                # the env config it was trained with (the rehearsal rebuilds it)
+    task_config: {...}                # the env config it was trained with (the rehearsal rebuilds it;
+                                      # a clip it reads is carried in inputs/, simreal/input_files.py)
     task_topics: {goal: {topic: /simreal/goal_pose, type: geometry_msgs/msg/PoseStamped, role: target}}
     reference: {file: reference.npz, rate_hz: 100.0, loop: true}   # optional: a time-varying
                                       # task input played back from the hand-over (simreal/reference.py)
@@ -62,6 +63,7 @@ import numpy as np
 
 from simreal.action_chunk import ActionChunk, ChunkedPolicy
 from simreal.errors import BundleError
+from simreal.input_files import bundled_inputs
 from simreal.npz import short_reason
 from simreal.reference import Reference, as_rate_hz, read_reference
 from simreal.yaml_io import dump_yaml, load_yaml
@@ -196,7 +198,8 @@ class Bundle:
         """Every file of the bundle (what a copy of it must carry)."""
         ref = self.raw.get("reference")
         return ((self.path / BUNDLE_YAML, self.onnx_file) + ((self.path / str(ref["file"]),) if ref else ())
-                + ((self.instruction.tokenizer,) if self.instruction else ()))
+                + ((self.instruction.tokenizer,) if self.instruction else ())
+                + bundled_inputs(self.task_config, self.path))
 
 
 def _req(d: Mapping[str, Any], key: str, prefix: str, path: str) -> Any:

@@ -194,3 +194,33 @@ def test_gate_fails_when_the_deploy_side_changes_what_the_policy_does(tmp_path_f
     frozen = run_offline(bundle, cfg, overrides={"start": {"ramp_s": 0.0}, "limits": {"max_rate": [0.01] * 8}})
     assert good["gate"]["passed"], good["gate"]
     assert not frozen["gate"]["passed"] and frozen["gate"]["value"] > frozen["gate"]["tolerance"], frozen["gate"]
+
+
+@pytest.mark.parametrize("task, key", [("arm-demo-track", "demo_file"), ("g1-tracking", "motion_file")])
+def test_the_run_and_its_bundle_carry_the_file_their_env_reads(task, key, tmp_path, tmp_path_factory):
+    """Both kept only the clip's path: the clip moved, eval, export and the rehearsal failed (the
+    last with a traceback from the robot process); another clip in its place, export shipped a
+    reference the policy never trained on. Each now reads its own copy in inputs/."""
+    import shutil
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.deploy.sim_gate import training_env
+    from simreal.policies.run_config import make_env
+    from simreal.policies.train import load_config
+    from simreal.yaml_io import load_yaml
+
+    bundle_dir = _exported(task, tmp_path_factory)
+    run_dir = bundle_dir.parent
+    original = Path(data_overrides(task, run_dir.parents[2])[0].split("=", 1)[1])
+    assert load_yaml(run_dir / "config.yaml")["env"][key] == f"inputs/{key}.npz"
+    assert load_bundle(bundle_dir).task_config[key] == f"inputs/{key}.npz"
+    moved = Path(shutil.copytree(bundle_dir, tmp_path / "on_another_machine"))
+    original.rename(tmp_path / "gone.npz")
+    try:
+        assert make_env(load_config(run_dir)).cfg.__getattribute__(key) == str(run_dir / "inputs" / f"{key}.npz")
+        bundle = load_bundle(moved)
+        assert training_env(bundle, spec_of_bundle(bundle)) is not None
+        assert moved / "inputs" / f"{key}.npz" in bundle.files  # a ROS 2 package's copy carries it too
+    finally:
+        (tmp_path / "gone.npz").rename(original)
