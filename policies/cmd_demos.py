@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import argparse
 
-from simreal.config import seed_arg
-from simreal.policies.cmd_play import _positive_int
+from simreal.config import positive_int_arg, seed_arg
 
 HELP = "record demonstrations of a teacher as a LeRobot dataset"
 
@@ -58,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. env.action_scale=1.5)")
     p.add_argument("--teacher", required=True, help="'scripted' (the task's controller), 'random' (held random actions: "
                                                     "exploration for a reward model's data) or a trained run's directory")
-    p.add_argument("--episodes", type=_positive_int, required=True, help="episodes to write")
+    p.add_argument("--episodes", type=positive_int_arg, required=True, help="episodes to write")
     p.add_argument("--out", required=True, help="dataset folder (new or empty)")
     p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")
     p.add_argument("--image-size", type=_image_size, default=None, metavar="HxW",
@@ -68,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the new episodes are not the old ones again)")
     p.add_argument("--only-success", action="store_true",
                    help="keep only successful episodes (running up to ten times --episodes)")
-    p.add_argument("--num-envs", type=_positive_int, default=16, help="episodes run side by side")
+    p.add_argument("--num-envs", type=positive_int_arg, default=16, help="episodes run side by side")
     p.add_argument("--drive", default=None, metavar="RUN",
                    help="a trained run's directory whose policy acts while the teacher labels (DAgger)")
     p.add_argument("--append", action="store_true", help="add the episodes to the dataset in --out (same task)")

@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import argparse
 
-from simreal.config import seed_arg
+from simreal.config import positive_int_arg, seed_arg
 from simreal.sim.headless_gl import HEADLESS_GL, use_headless_gl
 
 HELP = "render a video of a trained policy"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
-    p.add_argument("--episodes", type=_positive_int, default=1)
-    p.add_argument("--steps", type=_positive_int, default=None,
+    p.add_argument("--episodes", type=positive_int_arg, default=1)
+    p.add_argument("--steps", type=positive_int_arg, default=None,
                    help="at most this many control steps per episode (default: the whole episode)")
     p.add_argument("--out", default=None, help="mp4 path (default RUN_DIR/videos/play.mp4)")
     p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first; without one, a camera that follows the robot)")
-    p.add_argument("--width", type=_positive_int, default=480)
-    p.add_argument("--height", type=_positive_int, default=360)
+    p.add_argument("--width", type=positive_int_arg, default=480)
+    p.add_argument("--height", type=positive_int_arg, default=360)
     p.add_argument("--seed", type=seed_arg, default=0)
 
 

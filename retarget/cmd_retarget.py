@@ -30,7 +30,10 @@ pieces shorter than 1 s are dropped.
 A folder run stops on Ctrl-C or SIGTERM: with ``--jobs`` above 1 the clips under way are
 stopped (their worker processes ended, nothing half-written: motion files are written
 atomically), with one job after the clip under way; the finished clips' reports are printed
-and ``--resume`` goes on from there.
+and ``--resume`` goes on from there (a clip counts as done when all its parts are there, made
+for the same robot with the same method). A clip's output replaces what an earlier run wrote
+for the same ``--out`` (its parts included); two clips of a folder that would write the same
+file (``walk.bvh``, ``walk.csv``) are refused.
 
 Exit codes: 0 done; 1 a clip could not be retargeted (folder runs finish the others) or, with
 ``--strict``, a clip's verdict is fail; 2 bad input (a file, a robot, a setting); 130 / 143
@@ -40,11 +43,15 @@ stopped by SIGINT / SIGTERM.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from simreal.config import positive_float_arg, positive_int_arg
+from simreal.errors import SimrealError
 
 HELP = "retarget human motion capture to a robot (BVH, AMASS, keypoints)"
 SUFFIXES = (".bvh", ".npz", ".csv")
@@ -67,10 +74,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scene", help="scene YAML with boxes (terrain, obstacles)")
     p.add_argument("--units", default="auto", help="source length unit: auto, m, cm, mm, in, ft, or metres per unit")
     p.add_argument("--up", choices=("auto", "y", "z"), default="auto", help="source up axis")
-    p.add_argument("--fps", type=float, help="resample the output to this frame rate [Hz]")
-    p.add_argument("--source-fps", type=float, help="frame rate of a keypoint file without a time column [Hz]")
+    p.add_argument("--fps", type=positive_float_arg, help="resample the output to this frame rate [Hz]")
+    p.add_argument("--source-fps", type=positive_float_arg, help="frame rate of a keypoint file without a time column [Hz]")
     p.add_argument("--body-models", help="folder of SMPL / SMPL+H / SMPL-X body models (AMASS)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel processes for a folder (default: CPU count)")
+    p.add_argument("--jobs", type=positive_int_arg, default=None,
+                   help="parallel processes for a folder (default: CPU count)")
     p.add_argument("--resume", action="store_true",
                    help="for a folder: skip the clips whose motion file (or its parts) is already in --out, so an "
                         "interrupted run goes on where it stopped")
@@ -104,9 +112,20 @@ def _robot(opts: dict):
     return _ROBOTS[key]
 
 
+class NothingWritten(SimrealError):
+    """A clip that read fine but whose retargeted frames all failed the checks (exit 1, not 2:
+    the input was not bad, the result was)."""
+
+
 def part_paths(path: str, n: int) -> list[str]:
     """Where the ``n`` parts of a clip go: ``path`` itself for one, else ``STEM.partK.SUFFIX``."""
     return [path] if n == 1 else [_part_path(path, k) for k in range(1, n + 1)]
+
+
+def _written_before(path: str) -> list[Path]:
+    """The files an earlier run wrote for ``path``: ``path`` itself and its ``STEM.partK.SUFFIX``."""
+    p = Path(path)
+    return [q for q in (p, *p.parent.glob(f"{glob.escape(p.stem)}.part*{p.suffix}")) if q.is_file()]
 
 
 def _part_path(path: str, k: int) -> str:
@@ -119,7 +138,6 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
     """Retarget one file, repair or cut its defective frames and write its motion file(s) (and
     videos); returns a summary dict: the clip, the defects record and each part's output,
     source frames and quality report."""
-    from simreal.errors import DataFileError
     from simreal.motion_file import save_motion
     from simreal.retarget.loaders import load_motion_source
     from simreal.retarget.pipeline import retarget
@@ -132,10 +150,12 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
     cfg = DefectConfig(mode=opts["defects"])
     parts, record = fix_defects(robot, result, cfg)
     if not parts:
-        raise DataFileError(src, f"every part between its defective frames is shorter than {cfg.min_part_s:g} s; "
-                                 "nothing written (--defects keep writes the clip as it is, defects flagged)")
+        raise NothingWritten(f"{src}: every part between its defective frames is shorter than {cfg.min_part_s:g} "
+                             "s; nothing written (--defects keep writes the clip as it is, defects flagged)")
     outs = part_paths(out, len(parts))
     videos = part_paths(video, len(parts)) if video else [None] * len(parts)
+    for stale in (*_written_before(out), *(_written_before(video) if video else ())):  # an earlier run's
+        stale.unlink()  # (another part count, another robot): what is left beside ours is ours
     for k, (part, path, vid) in enumerate(zip(parts, outs, videos), 1):
         if len(parts) > 1:  # so --resume can tell a clip whose parts were all written
             part.result.motion.provenance["part"] = {"index": k, "of": len(parts)}
@@ -225,7 +245,11 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             raise ConfigError("--resume", "goes on with a folder of clips; this is one clip")
         _robot(opts)  # fail early on a bad robot or map
-        summaries = [retarget_file(str(src), args.out, args.video, opts)]
+        try:
+            summaries = [retarget_file(str(src), args.out, args.video, opts)]
+        except NothingWritten as e:
+            print(f"simreal retarget: {e}", file=sys.stderr)
+            return 1
         stopped = 0
     else:
         clips = _clips(src)
@@ -242,7 +266,13 @@ def run(args: argparse.Namespace) -> int:
             if video:
                 Path(video).parent.mkdir(parents=True, exist_ok=True)
             work.append((str(c), str(out_dir / f"{rel}.npz"), video))
-        done = {i: _done_before(w[0], w[1]) for i, w in enumerate(work)} if args.resume else {}
+        by_out: dict[str, str] = {}
+        for clip, out, _ in work:  # walk.bvh and walk.npz would both write walk.npz: one lost, silently
+            if out in by_out:
+                raise DataFileError(str(src), f"clips {by_out[out]} and {clip} would both write {out}; rename one")
+            by_out[out] = clip
+        robot = _robot(opts).source["robot"]
+        done = {i: _done_before(w[0], w[1], robot, opts["method"]) for i, w in enumerate(work)} if args.resume else {}
         done = {i: d for i, d in done.items() if d is not None}
         todo = [i for i in range(len(work)) if i not in done]
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(todo) or 1))
@@ -267,10 +297,11 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed or any("error" in s for s in summaries) else 0
 
 
-def _done_before(src: str, out: str) -> dict | None:
+def _done_before(src: str, out: str, robot: str, method: str) -> dict | None:
     """The summary of a clip an earlier run wrote (``out``, or its parts ``OUT.part1.npz``, ...),
-    rebuilt from the motion files' stored reports; None when it has none, or not all of its
-    parts (each part's ``provenance.part`` says how many there are): to be retargeted."""
+    rebuilt from the motion files' stored reports; None when it has none, not all of its parts
+    (each part's ``provenance.part`` says how many there are), or was made for another robot or
+    with another method: to be retargeted."""
     from simreal.motion_file import load_motion
 
     paths = [out] if Path(out).is_file() else []
@@ -281,6 +312,9 @@ def _done_before(src: str, out: str) -> dict | None:
     parts, motions = [], [load_motion(path) for path in paths]
     if paths[0] != out and motions[0].provenance.get("part", {}).get("of") != len(paths):
         return None  # stopped between two parts: retarget it again
+    made = motions[0].provenance
+    if made.get("robot", {}).get("robot") != robot or made.get("method") != method:
+        return None  # an earlier run for another robot or method: this command's clip is not done
     for path, m in zip(paths, motions):
         parts.append({"out": path, "video": None, "frames": m.provenance["source_frames"], "quality": m.quality})
     return {"clip": src, "resumed": True, "defects": parts[0]["quality"]["defects"], "parts": parts}

@@ -139,6 +139,32 @@ def seed(value: Any, key: str = "seed", source: str | None = None) -> int:
     return value
 
 
+def positive_int_arg(text: str) -> int:
+    """An argparse ``type`` for a count that must be at least 1 (``--episodes``, ``--jobs``)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def positive_float_arg(text: str) -> float:
+    """An argparse ``type`` for a finite quantity that must be > 0 (a rate [Hz])."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
 def seed_arg(text: str) -> int:
     """An argparse ``type`` for ``--seed``: :func:`seed`, its error as argparse's one line naming
     the flag."""

@@ -90,9 +90,10 @@ def test_verdict_and_strict(tmp_path, clips, capsys, monkeypatch):
     assert main(args[:-1]) == 0
     q = load_motion(out).quality
     assert q["verdict"] == "fail" and q["checks"]["root_height"]["ranges"][0]["frames"] == [0, 44]
-    # Without --defects keep, a clip that fails in every frame is not written at all.
+    # Without --defects keep, a clip that fails in every frame is not written at all: exit 1 (a
+    # clip that could not be retargeted), not 2 (bad input)
     out.unlink()
-    assert main(args[:-3]) == 2
+    assert main(args[:-3]) == 1
     assert "walk.bvh: every part between its defective frames is shorter than 1 s; nothing written" in \
         capsys.readouterr().err and not out.exists()
 
@@ -124,13 +125,17 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
     # --resume takes a clip whose parts are all there, and redoes one stopped between two parts
     from simreal.retarget.cmd_retarget import _done_before
 
-    assert [p["out"] for p in _done_before(str(bvh), str(out))["parts"]] == [p["out"] for p in parts]
+    assert [p["out"] for p in _done_before(str(bvh), str(out), "g1", "interaction")["parts"]] == \
+        [p["out"] for p in parts]
+    assert _done_before(str(bvh), str(out), "h1", "interaction") is None  # made for another robot
     (tmp_path / "w.part2.npz").unlink()
-    assert _done_before(str(bvh), str(out)) is None
+    assert _done_before(str(bvh), str(out), "g1", "interaction") is None
     for f in tmp_path.glob("w*.npz"):
         f.unlink()
+    (tmp_path / "w.part7.npz").write_bytes(b"an earlier run's part")  # not this run's: removed
     assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out)]) == 0
     assert "3 defective frames (slack); " in capsys.readouterr().out
+    assert not (tmp_path / "w.part7.npz").exists()
     written = [load_motion(f) for f in sorted(tmp_path.glob("w*.npz"))]
     assert written and all(m.quality["defects"]["mode"] == "repair" for m in written)
     for m in written:  # each slack frame is bridged (all joints, no planted foot dragged) or in no piece
@@ -168,6 +173,13 @@ def test_folder(tmp_path, clips, capsys):
     text = capsys.readouterr().out
     assert text.count("(an earlier run, --resume)") == 2 and "verdict" in text, text
     assert (out / "walk.npz").stat().st_mtime_ns == written  # kept, not retargeted again
+    (clips / "walk.csv").write_text("time,pelvis_x\n")  # would write walk.npz too
+    try:
+        assert main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "walk.bvh and " in err and "would both write" in err, err
+    finally:
+        (clips / "walk.csv").unlink()
     (clips / "broken.bvh").write_text("HIERARCHY\n")
     try:
         rc = main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1"])
