@@ -42,6 +42,8 @@ The checks (T frames at ``fps``; velocities are backward differences ``(x_t - x_
   as support: on real walks every foot-frame it flagged was one of those, none a labelled stance.)
 ``root_height`` (peak, m): the robot's pelvis below its (scaled) target pelvis: a crouch the
   human does not do. The pelvis height against the robot's nominal (home) height is a figure too.
+``penetration`` (peak, m): the robot's deepest reach into the ground or a scene box (a planted
+  foot pushed into the floor, by the solver or by a repair's bridge); self-contact is not judged.
 ``slack`` (fraction of frames): frames the solver solved with slack (infeasible).
 ``feasibility`` (fraction of frames lost): 1 - the share of frames followed in PD playback
   (:mod:`simreal.retarget.feasibility`).
@@ -56,7 +58,8 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import feasibility
-from simreal.retarget.metrics import forward_all
+from simreal.retarget.collisions import KIND_NAMES
+from simreal.retarget.metrics import PENETRATION_TOL_M, forward_all
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import heading_from_left, wrap_angle
 from simreal.retarget.scaling import tree_parents
@@ -100,6 +103,7 @@ THRESHOLDS: dict[str, Rule] = {
     "support_float": Rule("fraction", 0.05, 0.20, "of support foot-frames",
                           f"supporting foot more than {100 * FLOAT_M:g} cm above the terrain"),
     "root_height": Rule("peak", 0.05, 0.10, "m", "pelvis below its target"),
+    "penetration": Rule("peak", PENETRATION_TOL_M, 0.03, "m", "deepest reach into the ground or a scene box"),
     "slack": Rule("fraction", 0.0, 0.02, "of frames", "solved with slack (infeasible)", defect="any"),
     "feasibility": Rule("fraction", 0.50, 0.90, "of frames", "lost in PD playback", subject="clip"),
 }
@@ -291,6 +295,15 @@ def root_height_signal(robot: RetargetRobot, site_pos: np.ndarray, targets: Targ
     return Signal(drop, where, float(drop.max()), extra)
 
 
+def penetration_signal(depth: np.ndarray) -> Signal:
+    """The robot's deepest reach into the ground or a scene box per frame [m] (``depth``:
+    :func:`~simreal.retarget.metrics.forward_all`'s per-kind depths; self-contact is not judged,
+    as the simulator trains without it)."""
+    reach = depth[:, [KIND_NAMES.index("ground"), KIND_NAMES.index("scene")]].max(axis=1)
+    where = [f"{100 * d:.1f} cm into the ground or a scene box" for d in reach]
+    return Signal(reach, where, float(reach.max()), {"frames_over_1cm": int((reach > PENETRATION_TOL_M).sum())})
+
+
 def slack_signal(stats: Mapping, T: int) -> Signal:
     """Frames the solver lists as infeasible (solved with slack)."""
     frames = [int(t) for t in stats.get("infeasible_frames", [])]
@@ -342,7 +355,7 @@ def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stat
       fk: :func:`~simreal.retarget.metrics.forward_all`'s result when the caller has it already.
     """
     T, fps = len(qpos), targets.fps
-    site_pos, site_rot, _ = fk if fk is not None else forward_all(robot, qpos)
+    site_pos, site_rot, depth = fk if fk is not None else forward_all(robot, qpos)
     oriented = [k for k in range(len(robot.keypoints)) if robot.rot_weights[k] > 0]
     names = [robot.keypoints[k] for k in oriented]
     signals: dict[str, Signal | None] = {}
@@ -354,6 +367,7 @@ def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stat
     signals["hip_magnitude"] = hip_magnitude_signal(robot, qpos)
     signals["support_float"] = support_float_signal(robot, qpos, targets)
     signals["root_height"] = root_height_signal(robot, site_pos, targets)
+    signals["penetration"] = penetration_signal(depth)
     signals["slack"] = slack_signal(stats, T)
     checks: dict[str, dict] = {}
     problem = feasibility.pd_servo_problem(robot.model) if playback else "not run (playback off)"

@@ -84,7 +84,7 @@ def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
 
 
 class G1Tracking(FloorRobotTask):
-    """Humanoid (Unitree G1, 29 or 23 DoF): imitate a retargeted motion clip (env.motion_file)."""
+    """Humanoid (Unitree G1, 29 or 23 DoF; H1 with robot=h1): imitate a retargeted motion clip (env.motion_file)."""
 
     config_class = G1TrackingConfig
     cfg: G1TrackingConfig
