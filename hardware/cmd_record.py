@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import Any
 
@@ -155,4 +156,4 @@ def run(args: argparse.Namespace) -> int:
               f"{totals['late_ticks']} late ticks, {totals['dropped_frames']} dropped frames, "
               f"longest gap between episodes {totals['max_gap_s']:.2f} s"
               + (" (interrupted)" if stats.interrupted else ""))
-    return 130 if stats.interrupted else 0
+    return 128 + signal.Signals[stats.stopped_by].value if stats.interrupted else 0  # 130 / 143 / 129

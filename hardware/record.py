@@ -39,6 +39,7 @@ import numpy as np
 from simreal.hardware.cameras import Camera
 from simreal.hardware.robot import Robot
 from simreal.hardware.teleop import Teleop
+from simreal.stop_signal import interrupt_signal
 
 IMAGE_KEY = "observation.images."
 #: How long a tick waits for a camera frame newer than the last one, in periods (cameras.Camera.read).
@@ -64,6 +65,7 @@ class EpisodeStats:
 class RecordStats:
     episodes: list[EpisodeStats] = dataclasses.field(default_factory=list)
     interrupted: bool = False
+    stopped_by: str = ""  # the signal that interrupted it (SIGINT, SIGTERM, SIGHUP)
 
     def totals(self) -> dict[str, float]:
         gaps = [e.gap_s for e in self.episodes if e.gap_s is not None]
@@ -153,9 +155,9 @@ class Recorder:
                     late += 1
                     slot = math.ceil((now - t0) / dt)
                 self.sleep(max(0.0, t0 + slot * dt - now))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             self.writer.discard_episode()
-            self.stats.interrupted = True
+            self.stats.interrupted, self.stats.stopped_by = True, interrupt_signal(e)
             raise
         index = self.writer.save_episode()
         ep = EpisodeStats(index, k, late, dropped, gap)
@@ -199,8 +201,8 @@ class Recorder:
                                   f"{sum(ep.dropped.values())} dropped{_per_camera(ep.dropped)} ({i + 1}/{episodes})")
                 if i + 1 < episodes and reset_s > 0:
                     self.reset_period(reset_s)
-        except KeyboardInterrupt:
-            self.stats.interrupted = True
+        except KeyboardInterrupt as e:
+            self.stats.interrupted, self.stats.stopped_by = True, interrupt_signal(e)
         return self.stats
 
 

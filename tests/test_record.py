@@ -81,7 +81,7 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_appends(tmp_path):
     from simreal.dataset_reader import Dataset
 
     stats = _record(tmp_path / "ds", 3, interrupt_at=20)  # 5 frames into episode 1
-    assert stats.interrupted and len(stats.episodes) == 1
+    assert stats.interrupted and stats.stopped_by == "SIGINT" and len(stats.episodes) == 1
     assert Dataset(tmp_path / "ds").num_episodes == 1
     _record(tmp_path / "ds", 1, resume=True)
     ds = Dataset(tmp_path / "ds")
