@@ -137,8 +137,9 @@ def _ros2(args: argparse.Namespace) -> int:
 
     # what the node builds at its start, built here first: the graph loads and matches bundle.yaml,
     # and the bundle matches its robot spec and the config, before a file is written
-    PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
-    root = generate_ros2_package(args.bundle, args.out, name=args.name, overrides=_overrides(args), force=args.force)
+    overrides = _overrides(args)
+    PolicyRunner(load_bundle(args.bundle), overrides=overrides)
+    root = generate_ros2_package(args.bundle, args.out, name=args.name, overrides=overrides, force=args.force)
     print(f"wrote ROS 2 package {root.name} to {root}")
     print(f"  colcon build --packages-select {root.name} && source install/setup.bash")
     print(f"  ros2 launch {root.name} {root.name}.launch.py")

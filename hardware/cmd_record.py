@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from typing import Any
 
@@ -118,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError
     from simreal.hardware.drivers import default_driver, open_robot
     from simreal.hardware.record import Recorder, dataset_features
+    from simreal.stop_signal import signal_exit_code
     from simreal.robot_spec import load_robot_spec
 
     if args.episodes < 1 or args.episode_s <= 0 or args.reset_s < 0:
@@ -156,4 +156,4 @@ def run(args: argparse.Namespace) -> int:
               f"{totals['late_ticks']} late ticks, {totals['dropped_frames']} dropped frames, "
               f"longest gap between episodes {totals['max_gap_s']:.2f} s"
               + (" (interrupted)" if stats.interrupted else ""))
-    return 128 + signal.Signals[stats.stopped_by].value if stats.interrupted else 0  # 130 / 143 / 129
+    return signal_exit_code(stats.stopped_by) if stats.interrupted else 0

@@ -19,7 +19,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,27 +141,24 @@ def seed(value: Any, key: str = "seed", source: str | None = None) -> int:
 
 def positive_int_arg(text: str) -> int:
     """An argparse ``type`` for a count that must be at least 1 (``--episodes``, ``--jobs``)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
+    return _checked_arg(text, int, lambda v: v >= 1, "an integer >= 1")
 
 
 def positive_float_arg(text: str) -> float:
     """An argparse ``type`` for a finite quantity that must be > 0 (a rate [Hz])."""
+    return _checked_arg(text, float, lambda v: math.isfinite(v) and v > 0, "a number > 0")
+
+
+def _checked_arg(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
+    """``cast(text)`` when ``ok`` of it; else argparse's one-line error saying what was ``expected``."""
     import argparse
 
     try:
-        value = float(text)
+        value = cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 

@@ -32,7 +32,7 @@ def snapshot_inputs(env: Mapping[str, Any], root: Path) -> dict[str, Any]:
     out = dict(env)
     for key in INPUT_KEYS:
         value = out.get(key)
-        if not value or str(value).startswith(f"{INPUTS_DIR}/"):
+        if not value or _is_copy(key, value):
             continue
         src = Path(value).expanduser()
         if not src.is_file():
@@ -50,11 +50,14 @@ def snapshot_inputs(env: Mapping[str, Any], root: Path) -> dict[str, Any]:
 def resolve_inputs(env: Mapping[str, Any], root: Path) -> dict[str, Any]:
     """``env`` with each ``inputs/...`` value made a path under ``root`` (the run directory or
     the bundle that holds the copy)."""
-    return {k: str(root / v) if k in INPUT_KEYS and isinstance(v, str) and v.startswith(f"{INPUTS_DIR}/") else v
-            for k, v in env.items()}
+    return {k: str(root / v) if _is_copy(k, v) else v for k, v in env.items()}
 
 
 def bundled_inputs(env: Mapping[str, Any], root: Path) -> tuple[Path, ...]:
     """The copies ``env`` (a bundle's task config) names under ``root``."""
-    return tuple(root / v for k, v in env.items()
-                 if k in INPUT_KEYS and isinstance(v, str) and v.startswith(f"{INPUTS_DIR}/"))
+    return tuple(root / v for k, v in env.items() if _is_copy(k, v))
+
+
+def _is_copy(key: str, value: Any) -> bool:
+    """Whether ``key: value`` names a copy in ``inputs/``, relative to the folder holding it."""
+    return key in INPUT_KEYS and isinstance(value, str) and value.startswith(f"{INPUTS_DIR}/")

@@ -145,5 +145,10 @@ def interrupt_signal(e: KeyboardInterrupt) -> str:
 
 
 def interrupt_exit_code(e: KeyboardInterrupt) -> int:
-    """128 + the number of the signal ``e`` stands for: 130 SIGINT, 143 SIGTERM, 129 SIGHUP."""
-    return 128 + signal.Signals[interrupt_signal(e)].value
+    """The exit code of the signal ``e`` stands for (:func:`signal_exit_code`)."""
+    return signal_exit_code(interrupt_signal(e))
+
+
+def signal_exit_code(name: str) -> int:
+    """128 + the number of signal ``name``, what a shell reports: 130 SIGINT, 143 SIGTERM, 129 SIGHUP."""
+    return 128 + signal.Signals[name].value
