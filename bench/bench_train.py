@@ -50,6 +50,7 @@ def sb3_model(algorithm: str, venv: object, seed: int, discount: float) -> objec
 def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: int, algorithm: str = "ppo") -> dict:
     t0 = time.time()
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
 
     from simreal.policies.run_config import make_env, resolve
     from simreal.policies.torch_policy import evaluate
@@ -60,6 +61,7 @@ def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: 
     eval_env = make_env(cfg)
     venv = SB3VecEnv(env, num_envs=16 if algorithm == "sac" else 64, seed=seed)
     model = sb3_model(algorithm, venv, seed, cfg.train.discounting)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in /tmp
     method = "sb3" if algorithm == "ppo" else "sb3-sac"
     result = {"method": method, "seed": seed, "reached": False, "success": 0.0}
 

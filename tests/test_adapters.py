@@ -47,12 +47,14 @@ def test_sb3_vecenv_auto_reset_semantics(env):
 
 def test_sb3_ppo_learns_saves_and_loads(env, tmp_path):
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from simreal.sim.adapter_sb3 import SB3VecEnv
 
     venv = SB3VecEnv(env, N, seed=1)
     model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0,
                 policy_kwargs={"net_arch": [32, 32]}, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in /tmp
     model.learn(total_timesteps=2 * 32 * N)
     assert model.num_timesteps >= 2 * 32 * N
     model.save(tmp_path / "ppo")

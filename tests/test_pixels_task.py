@@ -58,6 +58,7 @@ def test_unknown_pixel_camera_lists_the_cameras():
 
 def test_sb3_dict_observations_terminal_images_and_multi_input_ppo(env):
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from simreal.sim.adapter_sb3 import SB3VecEnv
 
@@ -77,6 +78,7 @@ def test_sb3_dict_observations_terminal_images_and_multi_input_ppo(env):
 
     model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, n_epochs=1, seed=0, device="cpu",
                 policy_kwargs={"net_arch": [16], "features_extractor_kwargs": {"cnn_output_dim": 16}})
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in /tmp
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(total_timesteps=2 * 8 * N)
     assert model.num_timesteps >= 2 * 8 * N
