@@ -45,6 +45,7 @@ from simreal.hardware.suites import Condition, Suite, TrialData
 from simreal.hardware.trial_video import TrialFilm
 from simreal.reference import PLAYABLE_KEYS
 from simreal.robot_spec import RobotSpec
+from simreal.stop_signal import interrupt_signal
 
 if TYPE_CHECKING:
     from simreal.hardware.cameras import Camera
@@ -320,7 +321,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     the results (JSON-able; per condition :func:`summarize`). Task inputs and state keys the
     suite lacks are refused before the first trial; a run the operator stops, or Ctrl-C during a
     trial (that trial is dropped), keeps the trials run so far (``complete: false``;
-    ``interrupted: true`` after Ctrl-C). With ``video_dir`` and a frame source, the first
+    ``interrupted: true`` after Ctrl-C, SIGTERM or SIGHUP, ``stopped_by`` naming the signal). With ``video_dir`` and a frame source, the first
     ``cfg.videos`` trials of each condition are filmed into it (a trial's ``video`` entry)."""
     conditions = suite.conditions(cfg.values)
     duration = cfg.duration_s or suite.duration_s(bundle)
@@ -332,7 +333,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]
     t_start = time.monotonic()
     kinematics: dict[str, Any] = {}
-    results, complete, interrupted = [], True, False
+    results, complete, stopped_by = [], True, None
     with bench.robot:
         keys = bench.state_keys()
         for task in tasks:
@@ -348,8 +349,8 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                 try:
                     r = {"trial": i, "seed": cfg.seed + i,
                          **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
-                except KeyboardInterrupt:  # Ctrl-C: drive() sent the safe command; keep what finished
-                    complete, interrupted = False, True
+                except KeyboardInterrupt as e:  # Ctrl-C: drive() sent the safe command; keep what finished
+                    complete, stopped_by = False, interrupt_signal(e)
                     break
                 if film is not None and film.frames:
                     stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
@@ -364,7 +365,8 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     return {"format": FORMAT, "suite": suite.name, "family": suite.family, "summary": suite.summary,
             "robot": bench.kind, **bench.describe(), "bundle": str(bundle.path), "bundle_robot": bundle.robot,
             "bundle_task": bundle.task, "axis": suite.axis or None, "duration_s": duration,
-            "config": to_dict(cfg), "conditions": results, "complete": complete, "interrupted": interrupted,
+            "config": to_dict(cfg), "conditions": results, "complete": complete, "interrupted": stopped_by is not None,
+            "stopped_by": stopped_by,
             "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "wall_s": round(time.monotonic() - t_start, 3)}
 

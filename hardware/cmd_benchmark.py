@@ -26,7 +26,7 @@ filmed into ``DIR/videos`` (``--videos N``: the first N; the twin rendered by Mu
 robot through ``--camera``), ``--json`` prints the results. A progress
 line per trial goes to stderr. Ctrl-C stops after the trial running (which is dropped, the robot
 given its safe command) and still writes the finished trials' results and report. Exit 0 when
-the benchmark ran (whatever its success rate), 130 when interrupted, 2 on a bad suite, bundle or
+the benchmark ran (whatever its success rate), 128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), 2 on a bad suite, bundle or
 flag.
 """
 
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from simreal.config import seed_arg
+from simreal.stop_signal import signal_exit_code
 
 HELP = "benchmark a bundle on its twin or the real robot (success rates with intervals), and report"
 
@@ -179,7 +180,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         done = sum(len(c["trials"]) for c in results["conditions"])
         print(f"simreal benchmark: interrupted; kept the {done} finished trials (the one running was dropped)",
               file=sys.stderr)
-        return 130
+        return signal_exit_code(results["stopped_by"])
     return 0
 
 

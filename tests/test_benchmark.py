@@ -23,6 +23,7 @@ from simreal.hardware.drive import drive
 from simreal.hardware.robot import RobotConfig
 from simreal.hardware.sim_twin import SimTwin, TwinConfig, end_effector_w
 from simreal.hardware.suites import suite_for
+from simreal.stop_signal import interrupt_signal
 from simreal.reference import Reference, write_reference
 from simreal.robot_spec import load_robot_spec
 from simreal.yaml_io import load_yaml
@@ -361,8 +362,10 @@ def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
         assert robot > 0.03, (shift, robot)
 
 
-def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys):
-    """Ctrl-C during trial 3: trials 1-2 are kept in the results file and report, exit 130."""
+@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt(), 130), (KeyboardInterrupt("SIGTERM"), 143)])
+def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys, stop, code):
+    """Ctrl-C (SIGTERM, as the CLI raises it) during trial 3: trials 1-2 are kept in the results
+    file and report, exit 128 + the signal."""
     import simreal.hardware.benchmark as B
 
     real, calls = B.run_trial, [0]
@@ -370,17 +373,17 @@ def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch,
     def interrupted_third(*args, **kwargs):
         calls[0] += 1
         if calls[0] == 3:
-            raise KeyboardInterrupt
+            raise stop
         return real(*args, **kwargs)
 
     monkeypatch.setattr(B, "run_trial", interrupted_third)
     b = bundles.make_pd_hover_bundle(tmp_path / "pd")
     out = tmp_path / "out"
     assert main(["benchmark", "quadrotor-hover", "--policy", str(b), "--trials", "5", "--duration", "3",
-                 "--videos", "0", "--out", str(out)]) == 130
+                 "--videos", "0", "--out", str(out)]) == code
     assert "interrupted; kept the 2 finished trials" in capsys.readouterr().err
     res = json.loads((out / "quadrotor-hover_twin.json").read_text())
-    assert res["interrupted"] and not res["complete"]
+    assert res["interrupted"] and not res["complete"] and res["stopped_by"] == interrupt_signal(stop)
     (c,) = res["conditions"]
     assert [t["trial"] for t in c["trials"]] == [0, 1] and c["success"]["n"] == 2
     assert "stopped by the operator" in (out / "report.md").read_text()
