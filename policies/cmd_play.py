@@ -20,6 +20,7 @@ from simreal.config import positive_int_arg, seed_arg
 from simreal.sim.headless_gl import HEADLESS_GL, use_headless_gl
 
 HELP = "render a video of a trained policy"
+FOLLOW = "follow"  # not a camera of the model: a free camera that tracks the robot (sim/follow_camera.py)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int_arg, default=None,
                    help="at most this many control steps per episode (default: the whole episode)")
     p.add_argument("--out", default=None, help="mp4 path (default RUN_DIR/videos/play.mp4)")
-    p.add_argument("--camera", default=None, help="camera name in the model (default: the model's first; without one, a camera that follows the robot)")
+    p.add_argument("--camera", default=None, help=f"camera name in the model, or '{FOLLOW}' for one that follows the robot "
+                                                  "(default: the model's first camera; without one, follow)")
     p.add_argument("--width", type=positive_int_arg, default=480)
     p.add_argument("--height", type=positive_int_arg, default=360)
     p.add_argument("--seed", type=seed_arg, default=0)
@@ -59,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     env = policy.env
     m = env.mj_model
     cameras = camera_names(m)
-    if args.camera is not None and args.camera not in cameras:
-        raise UnknownNameError("camera", args.camera, cameras)
+    if args.camera is not None and args.camera not in {*cameras, FOLLOW}:
+        raise UnknownNameError("camera", args.camera, [*cameras, FOLLOW])
     offscreen = (m.vis.global_.offwidth, m.vis.global_.offheight)
     if args.width > offscreen[0] or args.height > offscreen[1]:
         raise SimrealError(f"--width/--height {args.width}x{args.height} exceed the model's offscreen framebuffer "
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); unset MUJOCO_GL to let "
                            f"simreal try {' then '.join(HEADLESS_GL)}") from None
     # the model's first camera, else one that follows the robot (a clip that starts metres away)
-    follow = FollowCamera(m) if args.camera is None and not m.ncam else None
+    following = args.camera == FOLLOW and FOLLOW not in cameras or args.camera is None and not m.ncam
+    follow = FollowCamera(m) if following else None
     camera = args.camera if args.camera is not None else 0
     steps = min(args.steps or env.episode_steps, env.episode_steps)
     reset, step = jax.jit(env.reset), jax.jit(env.step)

@@ -204,6 +204,12 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     with imageio.get_reader(video, "ffmpeg") as reader:
         frames = [f for f in reader]  # not list(): the reader's len() is inf
     assert len(frames) == 5 and frames[0].shape == (48, 64, 3)
+    # 'follow' is offered whatever cameras the model has (the humanoids have none)
+    assert main(["play", str(run_dir), "--steps", "2", "--width", "64", "--height", "48", "--out", str(video),
+                 "--camera", "follow"]) == 0
+    assert main(["play", str(run_dir), "--camera", "chase_nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "unknown camera 'chase_nope'" in err and "follow" in err.split("valid cameras:")[1], err
 
 
 def test_play_renders_headless_without_mujoco_gl(trained, tmp_path):
