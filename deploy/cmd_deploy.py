@@ -196,6 +196,13 @@ SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latenc
                              "max_command_gap_s": "--max-command-gap"}
 
 
+#: The rehearsal's robot process: ``python -m simreal.deploy.sim_loop`` without the working
+#: directory on ``sys.path`` (``-m`` puts it first, so a folder named ``simreal`` there, another
+#: checkout of it for one, was imported in place of the installed package: a traceback)
+ROBOT_PROCESS = (sys.executable, "-c", "import runpy, sys; del sys.path[0]; "
+                 "runpy.run_module('simreal.deploy.sim_loop', run_name='__main__', alter_sys=True)")
+
+
 def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
     """The rehearsal settings from the flags, validated here before any robot process starts
     (SimLoopConfig's ranges); a bad one is a SimrealError naming the flag."""
@@ -285,7 +292,7 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
             stop_on_signals("stopping the rehearsal: the safe command, then the robot process ends") as stop:
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
         dump_yaml(cfg_path, overrides)
-        cmd = [sys.executable, "-m", "simreal.deploy.sim_loop", str(bundle.path), "--domain-id", str(domain),
+        cmd = [*ROBOT_PROCESS, str(bundle.path), "--domain-id", str(domain),
                "--report", str(report_path), "--config", str(cfg_path),
                "--sim", json.dumps(dataclasses.asdict(sim_cfg))]
         if args.realtime:

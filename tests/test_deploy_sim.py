@@ -206,3 +206,15 @@ def test_a_cut_thrust_rehearsal_ends_on_the_ground(tmp_path):
     assert r["on_ground_s"] is not None and r["on_ground_s"] < 3.0, r["on_ground_s"]
     assert r["hover"]["reason"] == f"on the ground after {r['on_ground_s']:.2f} s" and not r["passed"]
     assert r["hover"]["flight_s"] == r["on_ground_s"] and r["hover"]["final_error_m"] < 3.0, r["hover"]
+
+
+def test_the_robot_process_ignores_a_simreal_folder_in_the_working_directory(tmp_path):
+    """``python -m`` puts the working directory first on sys.path: run from a folder holding
+    another ``simreal`` (an older checkout), the rehearsal's robot process imported that one and
+    died in a traceback. It must import the installed package wherever it is started."""
+    from simreal.deploy.cmd_deploy import ROBOT_PROCESS
+
+    (tmp_path / "simreal").mkdir()
+    (tmp_path / "simreal" / "__init__.py").write_text("raise ImportError('the wrong simreal')\n")
+    r = subprocess.run([*ROBOT_PROCESS, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--domain-id" in r.stdout, r.stderr[-2000:]
