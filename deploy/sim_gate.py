@@ -18,10 +18,11 @@ family      measure                                                 passes when
 quadrotor   max |p_rehearsal(t) - p_reference(t)| after settle_s    <= 0.10 m
 arm         RMS over time and joints of q_rehearsal - q_reference,  <= 0.05 rad
             time-aligned within +-0.25 s (:func:`aligned_rms`)
-arm with    the outcome: |o_rehearsal(T) - o_reference(T)| of the  <= 0.02 m; and the final
-an object   object's position at the end, the final pose (RMS      pose <= 0.05 rad, the
-            joint deviation over the last 0.5 s) and the aligned    path <= 0.15 rad
-            path
+arm with    the outcome: |o_rehearsal(T) - o_reference(T)| of the  <= 0.02 m; the hand
+an object   object's position at the end, the hand's final place   <= 0.02 m (the joints
+            (RMS of |ee_rehearsal - ee_reference| over the last    <= 0.05 rad), the path
+            0.5 s; without an ``end_effector`` site, the RMS joint  <= 0.15 rad
+            deviation there) and the aligned path
 humanoid    RMS joint deviation before either falls, and the fall   <= 0.10 rad; no fall
             (base below half its start height or tilted past 60 deg)  sooner than 0.5 s before
                                                                     the reference's
@@ -44,8 +45,11 @@ cube 11.6-19.8 cm and left it within 0.1-1.0 cm of where the reference left it, 
 read 0.063-0.128 rad aligned. Where the outcome differed (the rehearsal left the cube on the
 table where the reference lifted it 13-15 cm; the scripted base once lifted a cube the
 reference missed) the objects ended 14-19 cm apart (BENCHMARKS.md). So the object's final position
-decides, with the final pose, and the aligned path only guards against a gross change (three
-times the free-motion tolerance). The outcome is the one at the end of the task's episode:
+decides, with the hand's, and the aligned path only guards against a gross change (three times
+the free-motion tolerance). The end is the hand's place, not its joints': the arm tasks leave the
+roll about the gripper's axis and a redundant arm's null space free, and an ideal-link rehearsal
+of a residual pick ended 0.18 rad off on the Franka's joint 7 (0.062 rad RMS over the joints) with
+the cube 0.2 mm and the hand 0.6 cm from the reference's. The outcome is the one at the end of the task's episode:
 a rehearsal shorter than the episode (``--duration 1`` of a 6 s pick compares two cubes that
 have not moved yet, or two in flight) fails with that reason, so rehearse for at least the
 episode (the default 10 s does).
@@ -79,17 +83,18 @@ class Rule:
     falls: bool = False     # also compare the time of a fall
     align_s: float = 0.0    # time-align joint trajectories within +-align_s (:func:`aligned_rms`)
     object_m: float = 0.0   # a scene with an object: judge the outcome, this tolerance on its final position
+    hand_m: float = 0.0     # ... and this one on the end effector's final position (``ee_pos_w``)
 
 
 #: The arm rule's alignment band [s] (module docstring).
 ALIGN_S = 0.25
-#: With an object: the final pose is the RMS joint deviation over the last FINAL_S, and the
-#: aligned path may read up to PATH_SLACK times the rule's tolerance (module docstring).
+#: With an object: the hand's final place is the RMS over the last FINAL_S, and the aligned
+#: path may read up to PATH_SLACK times the rule's tolerance (module docstring).
 FINAL_S = 0.5
 PATH_SLACK = 3.0
 RULES: dict[str, Rule] = {
     "quadrotor": Rule("base_pos_max_m", 0.10),
-    "arm": Rule("joint_rms_aligned_rad", 0.05, align_s=ALIGN_S, object_m=0.02),
+    "arm": Rule("joint_rms_aligned_rad", 0.05, align_s=ALIGN_S, object_m=0.02, hand_m=0.02),
     "humanoid": Rule("joint_rms_rad", 0.10, falls=True),
     "classic": Rule("joint_rms_rad", 0.05),
 }
@@ -269,7 +274,12 @@ def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: 
     o = rehearsal["object_pos_w"][keep]
     o_ref = _resample(reference, "object_pos_w", t)
     gap = float(np.linalg.norm(o[-1] - o_ref[-1]))
-    pose = float(np.sqrt(np.mean(dev[-max(1, round(FINAL_S / dt)):] ** 2)))
+    final = max(1, round(FINAL_S / dt))
+    pose = float(np.sqrt(np.mean(dev[-final:] ** 2)))
+    hand = None
+    if "ee_pos_w" in rehearsal and "ee_pos_w" in reference:
+        ee_dev = rehearsal["ee_pos_w"][keep][-final:] - _resample(reference, "ee_pos_w", t)[-final:]
+        hand = float(np.sqrt(np.mean(np.sum(ee_dev ** 2, axis=1))))
     fails = []
     if out["compared_s"] < outcome_s - 3 * dt:  # the samples both have end a period or two before it
         fails.append(f"only {out['compared_s']:.1f} s compared, and the outcome is decided at the end of the "
@@ -277,13 +287,18 @@ def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: 
     if gap > rule.object_m:
         fails.append(f"the object ended {100 * gap:.1f} cm from the reference's "
                      f"(lifted {100 * (o[-1, 2] - o[0, 2]):.1f} cm, the reference {100 * (o_ref[-1, 2] - o_ref[0, 2]):.1f})")
-    if pose > rule.tolerance:
+    if hand is not None and hand > rule.hand_m:
+        fails.append(f"the hand ended {100 * hand:.1f} cm from the reference's, RMS over the last {FINAL_S:g} s "
+                     f"(limit {100 * rule.hand_m:g})")
+    elif hand is None and pose > rule.tolerance:
         fails.append(f"the final pose is {pose:.3f} rad RMS from the reference's (limit {rule.tolerance})")
     if path > PATH_SLACK * rule.tolerance:
         fails.append(f"the path is {path:.3f} rad RMS from the reference's, time-aligned (limit {PATH_SLACK * rule.tolerance:g})")
-    out.update(measure="object_final_m", tolerance=rule.object_m, value=gap, final_pose_rad=pose, path_aligned_rad=path,
+    out.update(measure="object_final_m", tolerance=rule.object_m, value=gap, final_pose_rad=pose, final_hand_m=hand,
+               path_aligned_rad=path,
                object_lift_m=[float(o[-1, 2] - o[0, 2]), float(o_ref[-1, 2] - o_ref[0, 2])], passed=not fails,
-               detail=f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned, "
+               detail=(f"hand {100 * hand:.2f} cm, " if hand is not None else "") +
+                      f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned, "
                       f"at {out['compared_s']:.1f} s")
     if fails:
         out["reason"] = "; ".join(fails)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from simreal.action_modes import hover_thrust_n
+from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
 
 #: Sensor noise standard deviations at noise_scale 1 (SI units).
@@ -90,6 +91,8 @@ class SimRobot:
         self.hover_thrust = hover_thrust_n(spec)
         obj = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "object")
         self.object_body = obj if obj >= 0 else None
+        site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, EE_SITE) if self.family.joints else -1
+        self.ee_site = site if site >= 0 else None
         self.d.qpos[:], self.d.qvel[:] = start.qpos, start.qvel
         if model.na:
             self.d.act[:] = start.act
@@ -150,7 +153,8 @@ class SimRobot:
         """Robot-state keys (:mod:`simreal.observations`) of the family, from the simulation.
 
         Joints read the actuators' transmission (``actuator_length``: the joint position, or a
-        tendon's length for a tendon-driven gripper), so they are in the spec's driver order.
+        tendon's length for a tendon-driven gripper), so they are in the spec's driver order. An
+        arm whose model has the :data:`~simreal.observations.EE_SITE` site also gives ``ee_pos_w``.
         """
         d, s = (self.d if d is None else d), {}
         if self.free:
@@ -163,11 +167,15 @@ class SimRobot:
                      joint_vel=d.actuator_velocity[self.spec_act_ids] / self.m.actuator_gear[self.spec_act_ids, 0])
         if self.object_body is not None:
             s["object_pos_w"] = d.xpos[self.object_body].copy()
+        if self.ee_site is not None:
+            s["ee_pos_w"] = d.site_xpos[self.ee_site].copy()
         return s
 
     def measured_state(self, rng: np.random.Generator, scale: float) -> dict[str, np.ndarray]:
-        """The true state plus Gaussian sensor noise (:data:`NOISE_STD` times ``scale``)."""
+        """The true state plus Gaussian sensor noise (:data:`NOISE_STD` times ``scale``), without
+        ``ee_pos_w``: a robot's drivers report joints, and the end effector is computed from them."""
         s = self.true_state()
+        s.pop("ee_pos_w", None)
         if scale <= 0:
             return s
         out = {k: v + rng.normal(0.0, NOISE_STD[k] * scale, v.shape) for k, v in s.items() if k in NOISE_STD}

@@ -33,9 +33,8 @@ import numpy as np
 
 from simreal.errors import ConfigError
 from simreal.hardware.teleop import DeviceTeleop, InputDevice, State
+from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
-
-EE_SITE = "end_effector"
 
 
 class EndEffectorJog(DeviceTeleop):

@@ -41,9 +41,8 @@ from simreal.bundle import Bundle
 from simreal.config import field
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, with_joints
 from simreal.hardware.robot import Robot, RobotConfig, State
+from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
-
-EE_SITE = "end_effector"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +75,6 @@ class SimTwin(Robot):
         # the simulated robot takes the bundle's channels; the interface sends every actuator
         self._channels = (np.array([self.names.index(n) for n in bundle.action.names]) if self.mode.joint_space
                           else np.arange(len(self.names)))
-        site = self.rehearsal.robot.mj.mj_name2id(model, self.rehearsal.robot.mj.mjtObj.mjOBJ_SITE, EE_SITE)
-        self._ee_site = site if site >= 0 else None
         self.reset(cfg.seed)
 
     @property
@@ -132,11 +129,8 @@ class SimTwin(Robot):
 
     # -- state -----------------------------------------------------------------------------------
     def true_state(self) -> State:
-        """The simulation's robot-state keys (plus ``ee_pos_w`` [m] where the model has the site)."""
-        s = self.sim.true_state()
-        if self._ee_site is not None:
-            s["ee_pos_w"] = self.sim.d.site_xpos[self._ee_site].copy()
-        return s
+        """The simulation's robot-state keys (``ee_pos_w`` [m] among them where the model has the site)."""
+        return self.sim.true_state()
 
     # -- the robot interface ---------------------------------------------------------------------
     def _open(self) -> None:

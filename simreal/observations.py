@@ -36,6 +36,9 @@ from simreal.errors import UnknownNameError
 Array = Any
 State = Mapping[str, Array]
 
+#: The site of an arm's model that ``ee_pos_w`` is measured at (every shipped arm has one).
+EE_SITE = "end_effector"
+
 
 def quat_to_rotmat(q: Array, xp: Any) -> Array:
     """Rotation matrix R_wb (3, 3) from a unit quaternion q = (w, x, y, z), world-from-body."""

@@ -51,7 +51,7 @@ def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tm
 
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
     domain = str(T.random_domain_id())
-    robot = ["pgrep", "-f", f"simreal.deploy.sim_loop .*--domain-id {domain} "]
+    robot = ["pgrep", "-f", f"simreal.deploy.sim_loop.*--domain-id {domain} "]
     # its own process group, which a terminal's Ctrl-C reaches as a whole
     proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--duration", "60",
                              "--domain-id", domain], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

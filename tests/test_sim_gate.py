@@ -93,6 +93,26 @@ def test_with_an_object_the_arm_rule_judges_the_outcome():
     assert not early["passed"] and early["reason"].startswith("only 1.0 s compared"), early
 
 
+def test_with_the_hand_measured_the_final_pose_is_the_hand_s_place():
+    """With ``ee_pos_w`` (the arms' models have the site) the end is judged where the hand is: a
+    wrist rolled about the gripper's axis, which no arm task constrains, moves joints and not the
+    hand (an ideal rehearsal of a residual pick ended 0.18 rad off on joint 7, the cube 0.2 mm and
+    the hand 0.6 cm from the reference's, and failed the joint measure)."""
+    t = np.arange(0.0, 4.0, DT)
+
+    def with_hand(p: dict[str, np.ndarray], shift_m: float = 0.0) -> dict[str, np.ndarray]:
+        """The hand 5 cm above the object (``shift_m`` more from 3 s on)."""
+        return {**p, "ee_pos_w": p["object_pos_w"] + np.array([0.0, 0.0, 0.05]) + np.array([shift_m, 0.0, 0.0]) * (t[:, None] > 3.0)}
+
+    ref = with_hand(_pick(t))
+    rolled = with_hand(_pick(t))
+    rolled["joint_pos"] = rolled["joint_pos"] + np.array([0.0, 0.0, 0.15]) * (t[:, None] > 3.0)
+    r = compare("arm", rolled, ref)
+    assert r["passed"] and r["final_pose_rad"] > RULES["arm"].tolerance and r["final_hand_m"] < 1e-9, r
+    away = compare("arm", with_hand(_pick(t), shift_m=0.03), ref)
+    assert not away["passed"] and "the hand ended 3.0 cm from the reference's" in away["reason"], away
+
+
 def test_a_bundle_whose_task_is_no_task_here_is_refused_not_ungated(tmp_path, capsys):
     """A typo in bundle.yaml's ``task`` once dropped the sim-to-sim gate without a word and the
     rehearsal said PASS; now one line naming the field, exit 2, before any robot starts."""
