@@ -69,12 +69,19 @@ def qos_profile(name: str) -> Qos:
 
 
 def loopback_config(max_participants: int = 32) -> str:
-    """Cyclone DDS XML: loopback only, unicast discovery, no multicast (``lo`` has none)."""
+    """Cyclone DDS XML: loopback only, unicast discovery, no multicast (``lo`` has none).
+
+    The participant announces itself (SPDP) to the peers' ports every second, not Cyclone's
+    default 30 s: a ROS 2 node on Fast DDS started after it announces itself by multicast only
+    (unless ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), which never reaches a loopback
+    participant, so the two met only at this participant's next announcement, and a rehearsal
+    gave up first (no hand-over)."""
     return (
         "<CycloneDDS><Domain id='any'><General><Interfaces><NetworkInterface name='lo'/></Interfaces>"
         "<AllowMulticast>false</AllowMulticast></General>"
         f"<Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>{max_participants}"
-        "</MaxAutoParticipantIndex><Peers><Peer address='127.0.0.1'/></Peers></Discovery>"
+        "</MaxAutoParticipantIndex><Peers><Peer address='127.0.0.1'/></Peers><SPDPInterval>1s</SPDPInterval>"
+        "</Discovery>"
         "</Domain></CycloneDDS>"
     )
 

@@ -43,19 +43,21 @@ from simreal.observations import build_observation  # noqa: E402
 
 RUN_S = 2.0    # policy running on the robot before Ctrl-C [s]
 HOLD_S = 1.0   # the robot runs on after it, holding the safe command [s]
+FIND_S = 20.0  # the node's start-up (imports, ONNX) and discovery of the robot [s]
 
 
 def ros_env(domain_id: int, pythonpath: str = "") -> dict[str, str]:
     """The environment of an rclpy process on wheels: the ROS libraries are in the venv's lib/ and
     in site-packages/ros_*.libs, found through LD_LIBRARY_PATH, which must be set before the
-    process starts (the loader reads it once)."""
+    process starts (the loader reads it once). Only what the README sets: no discovery range, so
+    Fast DDS announces itself by multicast, as a user's node does."""
     site = Path(sysconfig.get_paths()["platlib"])
     libs = [str(Path(sys.prefix) / "lib"), *sorted(str(p) for p in site.glob("ros_*.libs"))]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
-    env.update(RMW_IMPLEMENTATION="rmw_fastrtps_cpp", ROS_DOMAIN_ID=str(domain_id),
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    env.pop("ROS_LOCALHOST_ONLY", None)  # deprecated in Jazzy; the range above replaces it
+    env.update(RMW_IMPLEMENTATION="rmw_fastrtps_cpp", ROS_DOMAIN_ID=str(domain_id))
+    env.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)
+    env.pop("ROS_LOCALHOST_ONLY", None)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH", "")) if p)
     return env
@@ -139,7 +141,9 @@ def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float
     """Start the rehearsal robot (``sim.json``), wait until ``listener`` fills ``robot_up``, start the
     generated node (``node.log``) and wait until it fills ``received``: (robot, node) processes.
     The robot first, as on hardware: its command reader exists before the node's writer does, so
-    the robot and the listener see the node's first command alike."""
+    the robot and the listener see the node's first command alike. The node must find the robot
+    within ``FIND_S``: a loopback robot that announced itself every 30 s was found up to 30 s late
+    by a node started after it (Fast DDS announces by multicast), past a rehearsal's start-up."""
     node_log, sim_out = tmp / "node.log", tmp / "sim.json"
     sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
                   str(domain), "--duration", str(duration_s), "--no-realtime", "--json",
@@ -151,9 +155,10 @@ def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float
             listener.poll(0.05)
         node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
                        f"bundle_path:={bundle_dir}"], node_log, ros_env(domain, str(pkg)))
+        found_by = time.monotonic() + FIND_S
         while not received:  # the robot answers the first command with its hand-over
-            assert node.poll() is None and sim.poll() is None and time.monotonic() < deadline, (
-                f"no command within 90 s\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
+            assert node.poll() is None and sim.poll() is None and time.monotonic() < found_by, (
+                f"no command within {FIND_S:g} s of the node's start\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
             listener.poll(0.05)
     except BaseException:
         _kill(node, sim)
