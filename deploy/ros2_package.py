@@ -58,8 +58,9 @@ runtime and sim-in-the-loop rehearsal run: subscriptions hand messages to the ru
 timer at the control rate ticks it (observations, ONNX inference, limits, rate limits,
 watchdog, e-stop, start ramp) and publishes the commands it returns.
 
-Every parameter is declared (defaults: config/$pkg.yaml). They are read once at start;
-the validation callback refuses changes at run time (restart the node to change them).
+Every parameter is declared (defaults: config/$pkg.yaml); one given that is not among them
+(a typo) is refused. They are read once at start; the validation callback refuses changes at
+run time (restart the node to change them).
 Ctrl-C, SIGTERM or SIGHUP publishes the safe command once (e-stop) before the node exits (code
 0); a bad bundle or parameter, or a message package not built, is one FATAL line and exit code 2.
 
@@ -67,6 +68,7 @@ Without colcon (rclpy from pip wheels), run this file directly and name the bund
     python policy_node.py --ros-args -p bundle_path:=/path/to/bundle
 """
 
+import difflib
 import os
 import signal
 import sys
@@ -102,6 +104,15 @@ PARAMETERS = $parameters
 STATE_TOPIC_DEFAULTS = {"topic": "", "type": "nav_msgs/msg/Odometry", "qos": "sensor_data", "twist_frame": "body"}
 
 
+def rclpy_parameters():
+    """The parameters rclpy declares on every node (use_sim_time, ...): a bare node's."""
+    bare = Node(NODE_NAME + "_bare", use_global_arguments=False, automatically_declare_parameters_from_overrides=True)
+    try:
+        return set(bare.list_parameters([], 0).names)
+    finally:
+        bare.destroy_node()
+
+
 def msg_class(ros_type):
     return MSG_TYPES[ros_type]
 
@@ -132,16 +143,25 @@ class PolicyNode(Node):
     """Runs the bundle's policy at its control rate on the robot's topics."""
 
     def __init__(self):
-        super().__init__(NODE_NAME)
+        # every parameter given (-p, a parameters file) is declared as it comes, so one that is
+        # not ours (a typo: -p watchdog.timeout:=0.05) is refused instead of silently ignored
+        super().__init__(NODE_NAME, automatically_declare_parameters_from_overrides=True)
+        given = set(self.list_parameters([], 0).names) - rclpy_parameters()
         names = list(PARAMETERS)
         for name, default in PARAMETERS.items():
             self._declare(name, default)
-        for topic_name in self.get_parameter("state_topics").value:
+        topics = self.get_parameter("state_topics").value
+        for topic_name in [topics] if isinstance(topics, str) else topics:  # -p state_topics:=odometry: one
             for key, default in STATE_TOPIC_DEFAULTS.items():
                 name = "state." + topic_name + "." + key
                 if name not in names:
                     self._declare(name, default)
                     names.append(name)
+        unknown = sorted(given - set(names))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            raise ConfigError(unknown[0], "not a parameter of this node%s; config/$pkg.yaml lists them all"
+                              % (" (did you mean '%s'?)" % close[0] if close else ""))
         values = {name: self.get_parameter(name).value for name in names}
         bundle_path = values.get("bundle_path") or installed_bundle()
         self.runner = PolicyRunner(load_bundle(bundle_path), overrides=from_ros_tree(unflatten(values)),
@@ -161,7 +181,10 @@ class PolicyNode(Node):
 
     def _declare(self, name, default):
         # dynamic typing: an integer where a float is declared is fine; simreal's config
-        # validation checks every value and names the key in its error
+        # validation checks every value and names the key in its error. A parameter given at
+        # start is declared already, with the value given.
+        if self.has_parameter(name):
+            return
         self.declare_parameter(name, default, ParameterDescriptor(description="see config/$pkg.yaml",
                                                                   dynamic_typing=True))
 
@@ -435,7 +458,8 @@ from your ground station or RC once the node is streaming.
 $command_note
 
 `px4_msgs` has no rosdep key or pip wheel: build PX4's `px4_msgs` (the branch matching
-your PX4 release) in the same colcon workspace.
+your PX4 release) in the same colcon workspace. Without a ROS install (rclpy from pip
+wheels), simreal's docs/deploy.md gives the pip packages and CMake commands that build it.
 '''
 
 #: What the PX4 notes say of each command message the node can send.

@@ -249,9 +249,14 @@ class Logger:
     def info(self, m): self.lines.append(("info", m))
     def warn(self, m): self.lines.append(("warn", m))
 class Node:
-    def __init__(self, name):
+    def __init__(self, name, use_global_arguments=True, automatically_declare_parameters_from_overrides=False):
         self.name, self.params, self.callbacks, self.subs, self.pubs, self.timers = name, {}, [], {}, {}, []
         self.logger = Logger()
+        self.params["use_sim_time"] = False  # rclpy declares it on every node
+        if automatically_declare_parameters_from_overrides and use_global_arguments:  # every override, as given
+            self.params.update(OVERRIDES)
+    def list_parameters(self, prefixes, depth):
+        return types.SimpleNamespace(names=list(self.params))
     def declare_parameter(self, name, value, descriptor=None):
         assert name not in self.params, f"parameter {name} declared twice"
         self.params[name] = OVERRIDES.get(name, value)

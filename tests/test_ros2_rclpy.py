@@ -304,6 +304,21 @@ def test_node_without_bundle_path_or_colcon_install_says_so(rclpy_ok, tmp_path):
     assert len(lines) == 1 and "[FATAL]" in lines[0] and "bundle_path:=" in lines[0], proc.stderr
 
 
+@pytest.mark.parametrize("param, says", [
+    ("watchdog.timeout:=0.05", "'watchdog.timeout': not a parameter of this node (did you mean 'watchdog.timeout_s'?)"),
+    ("state_topics:=odom", "'state.odom.topic'"),  # one name, not the letters o, d, o, m
+])
+def test_node_refuses_a_parameter_it_does_not_have(rclpy_ok, tmp_path, param, says):
+    """A typo in a parameter (a safety one: the watchdog) used to be ignored, the default kept."""
+    bundle = T.make_joint_bundle(tmp_path / "bundle")
+    pkg = generate_ros2_package(bundle, tmp_path / "src")
+    proc = subprocess.run([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
+                           f"bundle_path:={bundle}", "-p", param], env=ros_env(T.random_domain_id(), str(pkg)),
+                          capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "[FATAL]" in lines[0] and says in lines[0], proc.stderr
+
+
 @pytest.mark.timeout(240)
 def test_generated_node_runs_a_vla_on_camera_images_and_an_instruction(rclpy_ok, tmp_path):
     """A VLA bundle's node under rclpy: it reads sensor_msgs/Image and std_msgs/String from the
