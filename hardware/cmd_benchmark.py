@@ -165,7 +165,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print(f"{suite.name} on the {bench.kind}, {results['wall_s']:.1f} s: {suite.summary}")
+        print(f"{suite.name} on the {bench.kind}, trials of {results['duration_s']:g} s (ran {results['wall_s']:.1f} s "
+              f"in all): {suite.summary}")
         print("\n".join(summary_lines(results)))
     if args.out:
         from simreal.hardware.report import write_report

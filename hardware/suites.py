@@ -28,8 +28,8 @@ arm-push, arm-pick  arm        the object within ``success_radius_m`` of the goa
 Tolerances are the task's own (``task_config`` of a bundle that records its task) with the
 task's defaults above otherwise. Cycle time: when the tracked point entered the tolerance for
 the last time, i.e. stayed there until the end [s]. A suite refuses a bundle it cannot judge in
-one line naming the bundle field (another family, no reference figure-8, no motion reference,
-no goal). Imports numpy and simreal core only: the detectors run on a robot's host too.
+one line naming the bundle field (another family, no reference figure-8 or one where a fixed
+target is judged, no motion reference, no goal). Imports numpy and simreal core only: the detectors run on a robot's host too.
 """
 
 from __future__ import annotations
@@ -165,6 +165,13 @@ def detect_figure8(d: TrialData) -> Verdict:
     return _flight_verdict(stats, outside, rmse < radius, f"RMSE {rmse:.3f} m >= {radius:g} m")
 
 
+def check_hover(bundle: Bundle, spec: RobotSpec) -> None:
+    if bundle.reference is not None and "target_pos_w" in bundle.reference.values:
+        raise BundleError("reference", f"quadrotor-hover judges a fixed target, and this bundle ({bundle.task}) flies "
+                                       "the moving target it carries: use the quadrotor-figure8 suite",
+                          str(bundle.path / "bundle.yaml"))
+
+
 def check_figure8(bundle: Bundle, spec: RobotSpec) -> None:
     if bundle.reference is None or "target_pos_w" not in bundle.reference.values:
         raise BundleError("reference", "quadrotor-figure8 needs a bundle that carries its figure-8 as a reference "
@@ -268,8 +275,9 @@ _FLIGHT = ("pos_w",)
 _WALK = ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b")
 
 SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("quadrotor-hover", "quadrotor", "hold the target within 0.1 m from 2 s on", _FLIGHT, detect_hover,
-          _fixed(10.0), task_inputs=("target_pos_w",), settle_s=flight_settle_s),
+    Suite("quadrotor-hover", "quadrotor", "hold the target within the task's success radius (0.1 m) from its settle "
+          "time (2 s) on", _FLIGHT, detect_hover, _fixed(10.0), check=check_hover, task_inputs=("target_pos_w",),
+          settle_s=flight_settle_s),
     Suite("quadrotor-figure8", "quadrotor", "fly the bundle's figure-8, RMSE below 0.15 m", _FLIGHT, detect_figure8,
           _fixed(12.0), check=check_figure8, settle_s=flight_settle_s),
     Suite("humanoid-walk", "humanoid", "walk at the commanded speed without falling", _WALK, detect_walk,

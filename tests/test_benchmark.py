@@ -17,6 +17,7 @@ from simreal.bundle import load_bundle, write_bundle_yaml
 from simreal.cli import main
 from simreal.deploy.config import spec_of_bundle
 from simreal.deploy.runner import PolicyRunner
+from simreal.errors import BundleError
 from simreal.hardware.benchmark import (BenchmarkConfig, RealBench, TwinBench, mean_interval, run_benchmark,
                                         wilson_interval)
 from simreal.hardware.drive import drive
@@ -134,13 +135,14 @@ def test_quadrotor_figure8_tracks_the_bundles_reference(tmp_path):
     w = 2 * math.pi / 20.0
     fig8 = np.stack([0.3 * np.sin(w * t), 0.15 * np.sin(2 * w * t), np.ones_like(t)], axis=1)
     b = _with_reference(bundles.make_pd_hover_bundle(tmp_path / "pd"), {"target_pos_w": fig8}, 100.0, loop=True)
+    # the hover suite would judge the figure-8 against a fixed point: refused, as the reverse is
+    with pytest.raises(BundleError, match="quadrotor-hover judges a fixed target.*use the quadrotor-figure8 suite"):
+        _bench(b, "quadrotor-hover", trials=1, duration_s=5.0)
     (c,) = _bench(b, "quadrotor-figure8", trials=2, duration_s=5.0)["conditions"]
     for trial in c["trials"]:
         rmse = trial["metrics"]["rmse_m"]
         assert rmse is not None and 0.0 < rmse <= trial["metrics"]["max_error_m"]
         assert trial["success"] == (rmse < 0.15)
-    hover_rmse = _bench(b, "quadrotor-hover", trials=1, duration_s=5.0)["conditions"][0]["trials"][0]["metrics"]
-    assert hover_rmse["rmse_m"] > 0.05  # judged against the fixed point, the moving flight is off
 
 
 def test_humanoid_walk_and_track_detect_falls(tmp_path):
