@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simreal.config import seed_arg
+from simreal.config import domain_id_arg, seed_arg
 
 if TYPE_CHECKING:
     from simreal.deploy.sim_loop import SimLoopConfig
@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(p, realtime=True)
     p.add_argument("--transport", choices=("dds",), default="dds",
                    help="dds: Cyclone DDS speaking ROS 2 (for rclpy, build the `deploy ros2` package)")
-    p.add_argument("--domain-id", type=int, default=None, help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    p.add_argument("--domain-id", type=domain_id_arg, default=None,
+                   help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
     p.add_argument("--network", action="store_true",
                    help="use Cyclone's configuration (CYCLONEDDS_URI) instead of loopback only")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: until Ctrl-C)")
@@ -77,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
     p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--domain-id", type=int, default=None,
+    p.add_argument("--domain-id", type=domain_id_arg, default=None,
                    help="DDS domain (default: a random private one; with --external $ROS_DOMAIN_ID or 0)")
     p.add_argument("--external", action="store_true",
                    help="run only the simulated robot (state out, commands in, judged the same way) for a "

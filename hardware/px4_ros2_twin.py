@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from simreal.config import domain_id_arg
 from simreal.deploy import ros_types as R
 from simreal.deploy.adapters import encode_state
 from simreal.hardware.px4_autopilot import OFFBOARD_PROOF_S, PX4Autopilot
@@ -145,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Serve the twin until Ctrl-C, printing where it is first."""
     ap = argparse.ArgumentParser(prog="python -m simreal.hardware.px4_ros2_twin", description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="crazyflie2", help="quadrotor robot spec name or path (default crazyflie2)")
-    ap.add_argument("--domain-id", type=int, default=0, help="DDS domain, ROS_DOMAIN_ID (default 0)")
+    ap.add_argument("--domain-id", type=domain_id_arg, default=0, help="DDS domain, ROS_DOMAIN_ID (default 0)")
     ap.add_argument("--px4-version", default="1.16", choices=tuple(STATUS_TOPICS), help="topic names of this release")
     ap.add_argument("--namespace", default="", help="topic prefix, PX4's uxrce_dds_ns (default none)")
     ap.add_argument("--network", action="store_true", help="all interfaces (default: loopback only)")

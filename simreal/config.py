@@ -149,6 +149,11 @@ def positive_float_arg(text: str) -> float:
     return _checked_arg(text, float, lambda v: math.isfinite(v) and v > 0, "a number > 0")
 
 
+def domain_id_arg(text: str) -> int:
+    """An argparse ``type`` for a DDS domain id: ROS 2's ``ROS_DOMAIN_ID`` range, 0..232."""
+    return _checked_arg(text, int, lambda v: 0 <= v <= 232, "a DDS domain id 0..232 (ROS_DOMAIN_ID)")
+
+
 def _checked_arg(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
     """``cast(text)`` when ``ok`` of it; else argparse's one-line error saying what was ``expected``."""
     import argparse

@@ -107,6 +107,16 @@ def test_a_seed_flag_out_of_range_is_one_argparse_line(argv, capsys):
     assert "--seed: expected an integer in [0, 2147483647]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["deploy", "sim", "BUNDLE", "--external", "--domain-id", "-1"],
+                                  ["deploy", "run", "BUNDLE", "--domain-id", "233"]])
+def test_a_domain_id_out_of_range_is_one_argparse_line(argv, capsys):
+    """Once checked only after deploy sim --external had printed that it was waiting on domain -1."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--domain-id: expected a DDS domain id 0..232" in err and "waiting" not in err
+
+
 @pytest.mark.parametrize("override, says", [
     ("env.goal_half_extent_m=[0.1,0.1]", "expected 3 numbers (as the default [0.15, 0.15, 0.1]), got [0.1, 0.1]"),
     ("env.kp_scale=[0.9]", "expected 2 numbers"),
