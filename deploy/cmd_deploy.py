@@ -394,7 +394,8 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         lines.append(f"ground     on the ground at {ground_s:.2f} s after the hand-over"
                      + (f", {speed:.2f} m/s" if speed is not None else ""))
     if hover and "max_error_after_settle_m" in hover:
-        lines.append(f"hover      max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
+        label = "track " if hover.get("tracks_reference") else "hover "
+        lines.append(f"{label}     max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
                      f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
                      f"{'PASS' if hover['passed'] else 'FAIL'}"
                      + (f": {hover['reason']}" if hover.get("reason") else ""))

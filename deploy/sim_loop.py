@@ -29,7 +29,7 @@ scene) and the episode's instruction on its perception topics, with every state 
 The report passes when the true state stays inside the deploy config's envelope (a humanoid
 that falls over fails, whoever drove it) and every check of the family passes: the hover
 check (quadrotors: from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
-of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
+(the task's own unless set: 0.1 m for a hover, 0.15 m for a figure-8) of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 
 The ground ends a flight: the quadrotor model has no contacts (nothing to land on), so once
@@ -76,11 +76,23 @@ class SimLoopConfig:
     start_offset_m: tuple[float, ...] = field((0.3, -0.2, -0.3), doc="quadrotor start relative to the target [m]")
     start_joint_pos: tuple[float, ...] = field((), doc="joint robots' start pose [rad]; () = the spec's default")
     state_rate_hz: float = field(0.0, min=0.0, doc="state publishing rate; 0 = the control rate")
-    settle_s: float = field(2.0, min=0.0)
-    success_radius_m: float = field(0.1, min=0.0)
+    settle_s: float | None = field(None, min=0.0, doc="the flight check judges from this time after the hand-over "
+                                                       "[s]; None: the task's settle_time_s (2 s without a task)")
+    success_radius_m: float | None = field(None, min=0.0, doc="the flight check's radius [m]; None: the task's "
+                                                               "success_radius_m (0.1 m without a task)")
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
     max_command_gap_s: float = field(0.5, min=0.0, doc="after the hand-over, the longest time without a command "
                                                         "the controller may take (PX4's offboard loss is 0.5-1 s) [s]")
+
+
+    def for_task(self, bundle: Any) -> SimLoopConfig:
+        """This config with the flight check's settle time and radius resolved: the ones set, else
+        the bundle's task's (``settle_time_s``, ``success_radius_m``: a figure-8's 0.15 m, not a
+        hover's 0.1), else 2 s and 0.1 m."""
+        task = bundle.task_config or {}
+        settle = self.settle_s if self.settle_s is not None else float(task.get("settle_time_s", 2.0))
+        radius = self.success_radius_m if self.success_radius_m is not None else float(task.get("success_radius_m", 0.1))
+        return dataclasses.replace(self, settle_s=settle, success_radius_m=radius)
 
 
 @dataclasses.dataclass
@@ -142,6 +154,8 @@ class Rehearsal:
             flight = self.samples if ground is None else self.samples[:ground + 1]  # below the ground: no flight
             errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in flight]
             out["hover"] = hover_metrics(errors, self.target, sim_cfg, out["on_ground_s"])
+            ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
+            out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
         if self.env is not None and len(traj["t"]):
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s, start_cfg)
@@ -197,6 +211,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
 
     spec = spec_of_bundle(bundle)
     cfg = resolve_deploy_config(bundle, overrides, spec)
+    sim_cfg = sim_cfg.for_task(bundle)
     reh = setup(bundle, spec, sim_cfg)
     robot = reh.robot
     codec = command_codec(bundle, spec, cfg)
@@ -313,6 +328,7 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
 
     runner = runner or PolicyRunner(bundle, overrides=overrides, msg_class=msg_class)
     spec, cfg = runner.spec, runner.cfg
+    sim_cfg = sim_cfg.for_task(bundle)
     reh = setup(bundle, spec, sim_cfg)
     robot = reh.robot
     codec = command_codec(bundle, spec, cfg)

@@ -75,6 +75,9 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
     assert gate["passed"], gate
     assert gate["value"] is not None and gate["value"] <= gate["tolerance"]
     assert report["runner"]["policy_runs"] >= 40
+    if "hover" in report:  # a quadrotor's flight check: the task's own radius (0.15 m for a figure-8), settle as set
+        assert report["hover"]["radius_m"] == bundle.task_config["success_radius_m"] and report["hover"]["settle_s"] == 0
+        assert report["hover"]["tracks_reference"] == (task == "quadrotor-track")
 
     assert main(["deploy", "ros2", str(bundle_dir), "--out", str(tmp_path / "ws")]) == 0
     pkg = next((tmp_path / "ws").iterdir())
