@@ -38,6 +38,7 @@ YAML shape (all keys optional except where the robot spec has no default)::
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -281,6 +282,12 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     cfg = build(DeployConfig, tree, prefix="")
     if cfg.command is None:
         raise ConfigError("command", "missing; set command.topic and command.type")
+    if not math.isclose(cfg.control_rate_hz, bundle.control_rate_hz, rel_tol=1e-9):
+        # a control step is part of the policy: its action history, its delays in steps, how far
+        # one action moves the robot; run at another rate it is another controller
+        raise ConfigError("control_rate_hz", f"{cfg.control_rate_hz:g} Hz, and the policy was trained at "
+                                             f"{bundle.control_rate_hz:g} Hz; it runs at that rate (retrain the "
+                                             "task at the robot's rate)")
     validate_topics(cfg)
     mode, names = bundle.action.mode, bundle.action.names
     cmd_type = _norm(cfg.command.type)

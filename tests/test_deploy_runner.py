@@ -211,6 +211,9 @@ def test_config_defaults_and_errors_name_the_key(hover_bundle):
         resolve_deploy_config(hover_bundle, {"state": {"odometry": {"topic": "no slash"}}})
     with pytest.raises(ConfigError, match="needs.*lin_vel_w"):
         PolicyRunner(hover_bundle, overrides={"state": {"odometry": {"type": "geometry_msgs/msg/PoseStamped"}}})
+    # a policy runs at the rate it was trained at (the node took -p control_rate_hz:=5000)
+    with pytest.raises(ConfigError, match="control_rate_hz.*50 Hz, and the policy was trained at 100 Hz"):
+        resolve_deploy_config(hover_bundle, {"control_rate_hz": 50})
 
 
 def test_a_config_for_another_robot_names_the_file_and_the_slot_count(tmp_path, capsys):
