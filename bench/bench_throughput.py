@@ -56,17 +56,18 @@ def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int, o
 def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_models: bool) -> float:
     """Env-steps/s of ``mujoco.rollout`` alone on the task's model: ``envs`` states stepped
     ``n_substeps`` physics steps per control step with random controls in range, on the thread
-    pool the native backend uses (one thread per core), states and controls prepared beforehand:
-    the engine's limit the native backend is measured against. ``per_env_models``: one
-    ``MjModel`` copy per env, as domain randomisation makes the native backend keep."""
+    pool of one thread per core, states and controls prepared beforehand: the engine's limit the
+    native backend is measured against. ``per_env_models``: one ``MjModel`` copy per env, as
+    domain randomisation needs with ``mujoco.rollout``."""
     import copy
     import os
 
     import mujoco
     import numpy as np
 
+    from mujoco import rollout
+
     from simreal.policies.run_config import make_env, resolve
-    from simreal.sim.backends.native import _pool
 
     env = make_env(resolve(task), backend="native")
     m, n = env.mj_model, env.n_substeps
@@ -82,13 +83,14 @@ def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_mo
     out = np.empty((envs, n, state.shape[1]))
     sens = np.empty((envs, n, m.nsensordata))
     best = 0.0
-    for _ in range(repeats + 1):  # the first warms the pool up
-        s = state.copy()
-        t = time.perf_counter()
-        for c in ctrls:
-            _pool().rollout(models, datas, s, c, skip_checks=True, nstep=n, state=out, sensordata=sens)
-            s[:] = out[:, -1]
-        best = max(best, envs * steps / (time.perf_counter() - t))
+    with rollout.Rollout(nthread=os.cpu_count() or 1) as pool:
+        for _ in range(repeats + 1):  # the first warms the pool up
+            s = state.copy()
+            t = time.perf_counter()
+            for c in ctrls:
+                pool.rollout(models, datas, s, c, skip_checks=True, nstep=n, state=out, sensordata=sens)
+                s[:] = out[:, -1]
+            best = max(best, envs * steps / (time.perf_counter() - t))
     return best
 
 
