@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.stop_signal import stop_on_signals
 
     run_dir = Path(args.run_dir)
-    cfg = load_config(run_dir)
+    cfg = load_config(run_dir, reward=False)  # a policy does not carry its reward: no reward model to load
     check_flat_observation(make_env(cfg), cfg.task, run_dir)  # before the trainer loads a policy it could not export
     out = Path(args.out) if args.out else run_dir / "bundle"
     staging = out.with_name(out.name + ".export")

@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simreal.config import seed_arg
+from simreal.config import positive_int_arg, seed_arg
 
 HELP = "label pairs of frames with a vision-language model (preferences for a learned reward)"
 
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="labels npz to write")
     p.add_argument("--task", default=None, help="the goal, completing 'The goal is ...', e.g. 'to open the drawer' "
                                                 "(default: the npz's task)")
-    p.add_argument("--pairs", type=int, default=None, help="random pairs to label (default: the npz's pairs)")
+    p.add_argument("--pairs", type=positive_int_arg, default=None, help="random pairs to label (default: the npz's pairs)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the random pairs")
     p.add_argument("--budget", type=int, default=None, help="most requests this run may send (2 per pair)")
     p.add_argument("--resume", action="store_true", help="keep the labels already in --out and add to them")
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 raise DataFileError(str(out), f"field '{field}' is {getattr(old, field)!r}, this run's is {mine!r}: "
                                               "resume with the same frames, task and model, or write another --out")
         if cost_path.exists():
-            cost_runs = json.loads(read_text(cost_path, "cost report")).get("runs", [])
+            cost_runs = _cost_runs(cost_path, read_text(cost_path, "cost report"))
     labelled = old.pairs()
     todo = [p for p in pairs if p not in labelled]
 
@@ -178,3 +178,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"simreal label: stopped early: {result.stopped}; {len(labels.label)} of {len(pairs)} pairs labelled; "
               "run again with --resume and a larger --budget to go on", file=sys.stderr)
     return 0
+
+
+def _cost_runs(path: Path, text: str) -> list[Any]:
+    """The ``runs`` list of an earlier cost report; a DataFileError for a damaged one."""
+    from simreal.errors import DataFileError
+
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFileError(str(path), f"not JSON ({e.msg} at line {e.lineno}); delete it to start the cost report "
+                                       "anew (the labels are in the npz)") from None
+    runs = report.get("runs") if isinstance(report, dict) else None
+    if not isinstance(runs, list):
+        raise DataFileError(str(path), "expected an object with a 'runs' list (simreal label's cost report); delete "
+                                       "it to start the cost report anew")
+    return runs

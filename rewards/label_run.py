@@ -56,9 +56,11 @@ def label_pairs(chat: VlmChat, cache: LabelCache, account: CostAccount, observat
             except BudgetExhausted as e:  # before a pair, or during a retry
                 stopped = str(e)
                 continue
-            cache.put(key, answer, chat.model)
             account.pairs_asked += 1
-            account.unparsed += int(stated_label(answer.answer) is None)
+            if stated_label(answer.answer) is None:  # an empty reply (a reasoning model out of tokens), prose:
+                account.unparsed += 1                  # -1 for now, not cached, so another run asks again
+            else:
+                cache.put(key, answer, chat.model)
         else:
             continue
         done.append(k)

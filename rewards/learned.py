@@ -68,7 +68,9 @@ def reward_section(section: Any) -> LearnedRewardConfig | ClipRewardConfig | Non
     if kind not in KINDS:
         raise ConfigError("reward.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
     cfg = build(KINDS[kind], section, prefix="reward")
-    if isinstance(cfg, LearnedRewardConfig):  # a run's saved config works from any directory
+    # a run's saved config works from any directory: a file, or a CLIP model's local directory
+    # (a repo id of the Hugging Face cache is no path, and stays as it is)
+    if isinstance(cfg, LearnedRewardConfig) or Path(cfg.model).expanduser().is_dir():
         cfg = dataclasses.replace(cfg, model=str(Path(cfg.model).expanduser().absolute()))
     return cfg
 

@@ -73,6 +73,10 @@ def load_clip_family(name: str, key: str = "reward.model") -> tuple[PreTrainedMo
     except OSError:
         raise DataFileError(name, f"({key}) config.json but no weights (model.safetensors or pytorch_model.bin); "
                                   f"{how}") from None
+    except Exception as e:  # safetensors', torch's or transformers' own errors on a damaged file, whatever their type
+        raise DataFileError(name, f"({key}) the weights cannot be read ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else 'no detail'}); a truncated or damaged "
+                                  f"file? {how}") from None
     try:
         processor = AutoProcessor.from_pretrained(source, local_files_only=True)
     except OSError:

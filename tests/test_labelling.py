@@ -153,6 +153,18 @@ def test_rerun_and_resume_ask_nothing_twice(tmp_path, world, frames_npz):
     assert len(json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"]) == 2  # since the unlink
 
 
+@pytest.mark.parametrize("text", ['{"runs": [', "[]"])
+def test_resume_with_a_damaged_cost_report_is_one_line(tmp_path, world, frames_npz, capsys, text):
+    out = tmp_path / "labels.npz"
+    with OracleServer(progress_by_digest(*world)) as server:
+        assert label(server, frames_npz, out)[0] == 0
+        out.with_name("labels.npz.cost.json").write_text(text)
+        capsys.readouterr()
+        assert label(server, frames_npz, out, "--resume")[0] == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "labels.npz.cost.json" in err[0] and "delete it" in err[0], err
+
+
 def test_budget_stops_and_a_resumed_run_goes_on(tmp_path, world, frames_npz, capsys):
     out = tmp_path / "labels.npz"
     with OracleServer(progress_by_digest(*world)) as server:
@@ -205,8 +217,12 @@ def test_a_labeller_that_never_decides_gives_only_minus_one(tmp_path, world, fra
     out = tmp_path / "labels.npz"
     with OracleServer(progress_by_digest(*world), style=style) as server:
         rc, cost = label(server, frames_npz, out)
-    assert rc == 0 and cost["unparsed"] == unparsed and cost["label_counts"] == {"0": 0, "1": 0, "-1": N_PAIRS}
-    assert (load_labels(out).label == -1).all()
+        assert rc == 0 and cost["unparsed"] == unparsed and cost["label_counts"] == {"0": 0, "1": 0, "-1": N_PAIRS}
+        assert (load_labels(out).label == -1).all()
+        # a stated "cannot tell" is an answer, kept in the cache; no label stated (prose, an empty
+        # reply) is not: a second run asks again instead of serving -1 for good
+        rc, again = label(server, frames_npz, tmp_path / "again.npz")
+    assert rc == 0 and again["pairs_cached"] == N_PAIRS - unparsed and again["pairs_asked"] == unparsed
 
 
 def test_rate_limit_spaces_requests(tmp_path, world):
@@ -290,8 +306,8 @@ def test_a_local_hugging_face_vlm_labels_through_the_same_cli(tmp_path, world, f
     assert cost["requests"] == 4 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] > 0
     assert len(load_labels(out).label) == 2
     out.unlink()
-    assert main(args) == 0
-    assert json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]["requests"] == 0
+    assert main(args) == 0  # stated labels come from the cache; the random model's gibberish is asked again
+    assert json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]["requests"] == 2 * cost["unparsed"]
     capsys.readouterr()
     assert main(["label", str(frames_npz), "--backend", "hf", "--model", str(tmp_path / "no-such-model"),
                  "--pairs", "2", "--out", str(tmp_path / "other.npz")]) == 2

@@ -217,6 +217,30 @@ def test_weights_without_processor_or_weights(tmp_path, tiny_model):
         load_clip_family(str(tmp_path / "m"))
 
 
+def test_damaged_weights_are_one_line_naming_the_key(tmp_path, tiny_model):
+    """A truncated model.safetensors was a traceback from inside safetensors."""
+    import shutil
+
+    from simreal.rewards.vlm_loading import load_clip_family
+
+    shutil.copytree(tiny_model, tmp_path / "m")
+    w = tmp_path / "m" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    with pytest.raises(DataFileError, match=r"\(reward.model\) the weights cannot be read \(SafetensorError"):
+        load_clip_family(str(tmp_path / "m"))
+
+
+def test_a_relative_model_directory_is_saved_absolute(tiny_model, tmp_path, monkeypatch):
+    """A run's config named the CLIP directory as typed, so --resume and export from another
+    directory could not find it; a repo id of the Hugging Face cache stays as it is."""
+    from simreal.rewards.learned import reward_section
+
+    monkeypatch.chdir(tiny_model.parent)
+    section = {"kind": "clip", "model": tiny_model.name, "prompts": ["a robot arm at the goal"]}
+    assert reward_section(section).model == str(tiny_model)
+    assert reward_section({**section, "model": "openai/clip-vit-base-patch32"}).model == "openai/clip-vit-base-patch32"
+
+
 def test_the_correlation_bench_scores_frames_against_their_task_reward(tiny_model, tmp_path, capsys):
     """bench_vlm_reward --correlate: the command that measures a real model's correlation with task
     progress runs end to end on a tiny model (whose correlation means nothing) and names a frames
