@@ -5,16 +5,18 @@ them its own way: LAFAN1 and Mixamo (``LeftUpLeg``, ``LeftLeg``, ``LeftArm``), C
 (``lfemur``, ``ltibia`` or the BVH conversions' ``LeftUpLeg``), SMPL / AMASS
 (``left_hip``, ``left_knee``), Unreal (``thigh_l``, ``calf_l``), 3ds Max Biped
 (``Bip01 L Thigh``). :func:`resolve_keypoints` matches a skeleton's names against the
-alias table after normalising case, separators and namespace prefixes; a user's
-``joint_map`` (canonical name -> source name) overrides any guess.
+alias table after normalising case, separators and namespace prefixes (``mixamorig:``, and a
+prefix every joint shares, such as MotionBuilder's ``Character1_``); a user's ``joint_map``
+(canonical name -> source name) overrides any guess.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 
-from simreal.errors import ConfigError
+from simreal.errors import ConfigError, DataFileError
 
 # Keypoints, parents first. "torso" is chest level; "left_foot" (the sole) is derived
 # later from ankle and toe, so it is not looked up by name.
@@ -61,21 +63,30 @@ def _candidates(canonical: str) -> list[str]:
     return [form.format(base) for base in _SIDED[part] for form in _SIDE_FORMS[side]]
 
 
+def shared_prefix(names: Sequence[str]) -> str:
+    """The prefix every joint name shares up to a separator (``Character1_``), or ''."""
+    common = os.path.commonprefix([n for n in names if not n.endswith("_end")] or [""])
+    cut = max(common.rfind(sep) for sep in "_: |.-") + 1
+    return common[:cut] if 0 < cut < min(len(n) for n in names) else ""
+
+
 def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None = None,
-                      required: Sequence[str] = REQUIRED) -> dict[str, int]:
+                      required: Sequence[str] = REQUIRED, source: str = "") -> dict[str, int]:
     """Map canonical keypoints to joint indices of a skeleton.
 
     Args:
       names: the skeleton's joint names.
       joint_map: canonical name -> source joint name, overriding the alias table.
       required: canonical names that must be found.
+      source: the motion file, named by the error when no ``joint_map`` was given.
 
     Returns:
       canonical name -> index into ``names``, for every keypoint found.
 
     Raises:
       ConfigError: a ``joint_map`` entry names an unknown keypoint or joint, or a required
-        keypoint is not found (the message lists the skeleton's joints).
+        keypoint is not found with one (the message lists the skeleton's joints).
+      DataFileError: a required keypoint is not found without a ``joint_map`` (names ``source``).
     """
     joint_map = dict(joint_map or {})
     found: dict[str, int] = {}
@@ -88,7 +99,8 @@ def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None 
                                                     f"its joints: {', '.join(names)}")
         found[canon] = names.index(src)
         used.add(found[canon])
-    norm = [normalise(n) for n in names]
+    prefix = shared_prefix(names)
+    norm = [normalise(n.removeprefix(prefix)) for n in names]
     for canon in CANONICAL:
         if canon in found:
             continue
@@ -100,7 +112,9 @@ def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None 
                 break
     missing = [c for c in required if c not in found]
     if missing:
-        raise ConfigError("joint_map", f"could not find {', '.join(missing)} in the skeleton "
-                                       f"(joints: {', '.join(names)}); pass a joint map "
-                                       "(--joint-map FILE.yaml with lines 'canonical: SourceName')")
+        what = (f"could not find {', '.join(missing)} in the skeleton (joints: {', '.join(names)}); pass a joint "
+                "map (--joint-map FILE.yaml with lines 'canonical: SourceName')")
+        if joint_map or not source:
+            raise ConfigError("joint_map", what)
+        raise DataFileError(source, what)
     return found

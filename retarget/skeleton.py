@@ -20,7 +20,13 @@ from simreal.errors import ConfigError
 from simreal.retarget.rotations import R_ZUP_FROM_YUP
 
 # Metres per file unit for the unit names the loaders accept.
-UNITS_M: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254, "ft": 0.3048}
+#: Length units by name [m]. ``cmu``: the CMU mocap database's ASF unit, an inch over ASF's
+#: ``length 0.45`` (its BVH conversions keep it: a person spans about 35 of them).
+UNITS_M: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254, "ft": 0.3048, "cmu": 0.0254 / 0.45}
+#: ``units="auto"``: the first unit whose upper bound the skeleton's span (file units) is under.
+#: A person spans 1-2.5 m: in metres under 5, in CMU units 18-44 (a span of 76 is equally far,
+#: as a ratio, from a 1.8 m person in CMU units and in centimetres), in centimetres 100-250.
+AUTO_UNITS: tuple[tuple[float, str], ...] = ((5.0, "m"), (76.0, "cmu"), (500.0, "cm"), (np.inf, "mm"))
 UP_AXES = ("auto", "y", "z")
 #: Largest coordinate a motion file may hold, in its own units (1000 km in mm): beyond it the
 #: unit conversion and the kinematics stop being finite.
@@ -94,8 +100,8 @@ def units_scale(units: str | float, extent: float) -> tuple[float, str]:
     Args:
       units: ``"auto"``, a unit name (``m``, ``cm``, ``mm``, ``in``, ``ft``) or a number of
         metres per unit.
-      extent: the skeleton's largest joint-to-joint span in file units, used by ``"auto"``:
-        a human spans 1-2.5 m, so under 5 means metres, under 500 centimetres, else mm.
+      extent: the skeleton's largest joint-to-joint span in file units, used by ``"auto"``
+        (:data:`AUTO_UNITS`: metres, CMU units, centimetres or millimetres).
 
     Returns:
       (metres per unit, the unit's name as recorded in provenance).
@@ -111,7 +117,7 @@ def units_scale(units: str | float, extent: float) -> tuple[float, str]:
     if units == "auto":
         if not np.isfinite(extent) or extent <= 0:
             return 1.0, "m"
-        name = "m" if extent < 5.0 else "cm" if extent < 500.0 else "mm"
+        name = next(unit for bound, unit in AUTO_UNITS if extent < bound)
         return UNITS_M[name], name
     if units not in UNITS_M:
         raise ConfigError("units", f"unknown unit {units!r}; valid: auto, {', '.join(UNITS_M)}, "

@@ -36,6 +36,8 @@ from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
 from simreal.retarget.skeleton import HumanMotion
 
 ORIENTED = ("pelvis", "torso", "head", "left_foot", "right_foot")
+#: Shorter than this [m] (median over the clip) two joints are one place, not a bone.
+MIN_BONE_M = 0.02
 # A frame built from two bones is reliable when the sine of the angle between them (times, for a
 # heading, the horizontal share of their lateral axis) is above RELIABLE[1], unusable below
 # RELIABLE[0], blended in between.
@@ -126,7 +128,7 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
     floor whenever that part of the foot is down. Without a toe joint the heel is a tenth of
     the leg below the ankle. The sole is between ankle and toe, as high as the lower point.
     """
-    idx = joint_names.resolve_keypoints(motion.names, joint_map)
+    idx = joint_names.resolve_keypoints(motion.names, joint_map, source=motion.source.get("path", ""))
     kp = {k: motion.positions[:, i] for k, i in idx.items()}
     leg = np.median(np.linalg.norm(kp["left_knee"] - kp["left_hip"], axis=-1)
                     + np.linalg.norm(kp["left_ankle"] - kp["left_knee"], axis=-1))
@@ -223,14 +225,16 @@ def foot_yaw(knee: np.ndarray, ankle: np.ndarray, toe: np.ndarray, pelvis_yaw: n
 def human_frames(kp: Mapping[str, np.ndarray], fps: float) -> dict[str, np.ndarray]:
     """Body frames (T, 3, 3), x forward / y left / z up, from keypoints (see the module docstring)."""
     sigma = FILL_SIGMA_S * fps
-    up_top = kp.get("neck", kp.get("head", kp.get("torso")))
-    spine = kp.get("torso", up_top)
+    spine = kp.get("torso", kp.get("neck", kp.get("head")))
     left = kp["left_hip"] - kp["right_hip"]
     up = (spine if spine is not None else kp["pelvis"] + [0, 0, 1]) - kp["pelvis"]
     pelvis = fill_unreliable(frame_from_left_up(left, up), _reliability(_angle_quality(left, up)), sigma)
     frames = {"pelvis": pelvis}
-    if "left_shoulder" in kp and "right_shoulder" in kp and up_top is not None and spine is not None:
-        top = up_top if up_top is not spine else kp.get("head", spine + [0, 0, 0.1])
+    if "left_shoulder" in kp and "right_shoulder" in kp and spine is not None:
+        # the chest's up: towards the first of neck and head apart from the spine joint (a rig whose
+        # neck sits on the chest joint, OFFSET 0 0 0, has no bone there: that frame flipped 180 deg)
+        top = next((kp[k] for k in ("neck", "head") if k in kp and
+                    np.median(np.linalg.norm(kp[k] - spine, axis=-1)) > MIN_BONE_M), spine + [0, 0, 0.1])
         left, up = kp["left_shoulder"] - kp["right_shoulder"], top - spine
         frames["torso"] = fill_unreliable(frame_from_left_up(left, up), _reliability(_angle_quality(left, up)), sigma)
     else:

@@ -20,6 +20,7 @@ CONVENTIONS = [  # units, up, channel order, 6 channels on every joint, units pa
     ("m", "z", "XYZ", True, "auto"),
     ("mm", "y", "ZYX", False, "auto"),
     ("in", "z", "YXZ", True, "in"),      # inches cannot be told from cm by size: given explicitly
+    ("cmu", "y", "ZYX", False, "auto"),  # CMU's ASF unit (inch / 0.45): a 7.5 cm thigh when read as cm
     ("cm", "z", "ZYX", True, "cm"),
 ]
 
@@ -272,6 +273,9 @@ RIGS = {
                                           "RightLeg", "RightFoot", "RightToeBase", "Spine", "Spine1", "Spine2",
                                           "Neck", "Head", "LeftArm", "LeftForeArm", "LeftHand", "RightArm",
                                           "RightForeArm", "RightHand"]],
+    "hik": [f"Character1_{n}" for n in ["Hips", "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg",
+                                         "RightLeg", "RightFoot", "RightToeBase", "Spine", "Spine1", "Neck", "Head",
+                                         "LeftArm", "LeftForeArm", "LeftHand", "RightArm", "RightForeArm", "RightHand"]],
     "biped": ["Bip01 Pelvis", "Bip01 L Thigh", "Bip01 L Calf", "Bip01 L Foot", "Bip01 L Toe0", "Bip01 R Thigh",
               "Bip01 R Calf", "Bip01 R Foot", "Bip01 R Toe0", "Bip01 Spine", "Bip01 Neck", "Bip01 Head",
               "Bip01 L UpperArm", "Bip01 L Forearm", "Bip01 L Hand", "Bip01 R UpperArm", "Bip01 R Forearm",
@@ -285,6 +289,7 @@ EXPECTED = {
     "unreal": {"left_hip": "thigh_l", "left_knee": "calf_l", "left_toe": "ball_l", "torso": "spine_03",
                "left_shoulder": "upperarm_l", "right_wrist": "hand_r"},
     "mixamo": {"left_toe": "mixamorig:LeftToeBase", "left_elbow": "mixamorig:LeftForeArm"},
+    "hik": {"pelvis": "Character1_Hips", "left_toe": "Character1_LeftToeBase", "right_knee": "Character1_RightLeg"},
     "biped": {"pelvis": "Bip01 Pelvis", "left_hip": "Bip01 L Thigh", "right_knee": "Bip01 R Calf",
               "left_toe": "Bip01 L Toe0", "left_shoulder": "Bip01 L UpperArm"},
 }
@@ -302,6 +307,9 @@ def test_unknown_rig_asks_for_a_joint_map():
     names = ["root", "a", "b", "c"]
     with pytest.raises(ConfigError, match=r"could not find pelvis.*joints: root, a, b, c.*--joint-map"):
         joint_names.resolve_keypoints(names)
+    # without a joint map of the user's, the file is to blame, not a joint_map key
+    with pytest.raises(DataFileError, match=r"^clip.bvh: could not find pelvis"):
+        joint_names.resolve_keypoints(names, source="clip.bvh")
     jm = {"pelvis": "root", "left_hip": "a", "right_hip": "b", "left_knee": "c", "right_knee": "c",
           "left_ankle": "a", "right_ankle": "b"}
     assert joint_names.resolve_keypoints(names, jm)["pelvis"] == 0

@@ -374,3 +374,21 @@ def test_cut_splits_the_clip_and_judges_each_part(g1, walk):
 def test_defects_mode_is_checked():
     with pytest.raises(ConfigError, match="defects"):
         repair.DefectConfig(mode="fix")
+
+
+def test_a_neck_on_the_chest_joint_does_not_flip_the_chest_frame():
+    """A rig whose Neck sits on its chest joint (OFFSET 0 0 0, a real one from a public
+    repository) has no bone there: the chest frame built on it flipped 175-178 deg between frames.
+    The frame now leans on the first joint apart from the chest (the head)."""
+    from simreal.retarget.targets import human_frames, human_keypoints
+
+    clip = synth.walking(duration_s=2.0)
+    kp, _ = human_keypoints(HumanMotion(clip.names, clip.positions, clip.fps, clip.parents, {"path": "walk"}))
+    torso = human_frames(kp, clip.fps)["torso"]
+    noise = np.random.default_rng(0).normal(0.0, 1e-9, kp["torso"].shape)  # the file's rounding
+    kp["neck"] = kp["torso"] + noise  # the zero-length bone
+    coincident = human_frames(kp, clip.fps)["torso"]
+    between = np.degrees(np.arccos(np.clip(np.einsum("tij,tij->t", torso, coincident) / 2 - 0.5, -1, 1)))
+    assert between.max() < 15.0, between.max()  # the same chest, leaning on the head instead of the neck
+    step = np.degrees(np.arccos(np.clip(np.einsum("tij,tij->t", coincident[1:], coincident[:-1]) / 2 - 0.5, -1, 1)))
+    assert step.max() < 5.0, step.max()
