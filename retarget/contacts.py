@@ -13,6 +13,9 @@ one. Then stance segments shorter than ``min_stance_s`` are dropped and swing ga
 than ``min_swing_s`` are filled. Tracks are smoothed over ``smooth_s`` against capture jitter
 first. The labels decide where the interaction solver pins feet (no slide, flat, on the
 ground), are written to the motion file, and are what the slide metric counts over.
+Within stance, :func:`heel_up` marks the frames where the foot stands on its ball with the
+heel raised (the heel-off before toe-off): the solver then pivots the foot on the front edge of
+its sole instead of holding it flat.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ import numpy as np
 from scipy.ndimage import gaussian_filter1d
 
 from simreal.retarget.settings import ContactConfig
+
+
+#: Shorter heel-up runs [s] are capture jitter, not a heel-off.
+MIN_HEEL_UP_S = 0.03
+#: A heel this high [m] is off the ground: low, so that a foot the solver held flat until then
+#: is still about level when it starts to pitch (a 2 cm threshold made it snap 26 deg).
+HEEL_UP_M = 0.005
 
 
 def runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
@@ -81,3 +91,19 @@ def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
     n_swing = max(1, int(round(cfg.min_swing_s * fps)))
     return np.stack([clean_runs(hysteresis(enter[:, f], stay[:, f]), n_stance, n_swing)
                      for f in range(points.shape[1])], axis=1)
+
+
+def heel_up(points: np.ndarray, fps: float, terrain_z: np.ndarray, contacts: np.ndarray,
+            cfg: ContactConfig = ContactConfig()) -> np.ndarray:
+    """(T, F) bool: stance frames where the heel (contact point 0) is off the ground, higher than
+    :data:`HEEL_UP_M`, while the foot stands on its ball: the heel-off before toe-off (or a landing on
+    the toes). Runs shorter than :data:`MIN_HEEL_UP_S` are dropped (a short heel-off still needs
+    its pivot: held flat, the foot snapped to its pitch at lift-off); a foot without a ball point
+    (no toe joint) is never on its ball."""
+    if points.shape[2] < 2:
+        return np.zeros(contacts.shape, dtype=bool)
+    if cfg.smooth_s > 0 and len(points) > 1:
+        points = gaussian_filter1d(points, cfg.smooth_s * fps, axis=0, mode="nearest")
+    up = contacts & (points[:, :, 0, 2] - terrain_z > HEEL_UP_M)
+    n = max(1, int(round(MIN_HEEL_UP_S * fps)))
+    return np.stack([clean_runs(up[:, f], n, 1) for f in range(up.shape[1])], axis=1)

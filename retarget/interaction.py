@@ -14,8 +14,10 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
     subject to  q_lo <= q_t + dq_t <= q_hi                               joint position limits
                 |(q_t + dq_t) - (q_{t-1} + dq_{t-1})| <= v_max dt         joint velocity limits
                 d_c + n_c^T (J_2 - J_1) dq_t >= d_min                     no ground / scene / self penetration
-                stance foot: z = terrain + sole height, sole axis vertical (flat), xy = its
-                touchdown position (no slide)
+                stance foot: its ball point (the sole's front edge) at z = terrain and xy = its
+                touchdown position (no slide); the sole flat, or, while the human's heel is
+                raised (heel-off), level across with its heel point (back edge) at or above the
+                terrain: the foot pitches about its front edge, following its pitch target
 
 all linearised at the current iterate (MuJoCo kinematics, ``mj_jacSite``, ``mj_collision`` with a
 margin and body Jacobians at the witness points, see collisions.py), assembled by window_qp.py
@@ -100,7 +102,10 @@ class InteractionSolver:
         return q
 
     def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray]]:
-        """Per frame of [t0, t1): (largest stance residual, stance anchor xy per foot (2, 2), nan in swing)."""
+        """Per frame of [t0, t1): (largest stance residual, stance anchor xy per foot (2, 2), nan in
+        swing). The anchor is the ball point's (the sole's front edge, ``RetargetRobot.ball_local``);
+        the residual its distance from the anchor and the terrain, and the sole's tilt (on the ball
+        with the heel raised: across only, and how far its heel point is below the terrain)."""
         r, m, d = self.robot, self.model, self.data
         prev = self.anchor[t0 - 1].copy() if t0 > 0 else np.full((2, 2), np.nan)
         out = []
@@ -111,13 +116,18 @@ class InteractionSolver:
             for f in range(2):
                 if not self.targets.contacts[t, f]:
                     continue
-                p = d.site_xpos[r.foot_sites[f]]
+                rot = d.site_xmat[r.foot_sites[f]].reshape(3, 3)
+                p = d.site_xpos[r.foot_sites[f]] + rot @ r.ball_local[f]
                 continuing = t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, 0])
                 anchor[f] = prev[f] if continuing else p[:2]
-                up = d.site_xmat[r.foot_sites[f]].reshape(3, 3) @ r.foot_up_local[f]
-                z = float(r.scene.height(p[None, :2], p[2] - r.sole_height[f])[0]) + r.sole_height[f]
-                residual = max(residual, float(np.linalg.norm(p[:2] - anchor[f])), abs(p[2] - z),
-                               float(np.hypot(*up[:2])))
+                if self.targets.heel_up[t, f]:  # level across, the heel not below the terrain
+                    heel = d.site_xpos[r.foot_sites[f]] + rot @ r.heel_local[f]
+                    tilt = max(abs((rot @ r.foot_left_local[f])[2]),
+                               float(r.scene.height(heel[None, :2], heel[2])[0]) - heel[2])
+                else:  # flat
+                    tilt = float(np.hypot(*(rot @ r.foot_up_local[f])[:2]))
+                z = float(r.scene.height(p[None, :2], p[2])[0])
+                residual = max(residual, float(np.linalg.norm(p[:2] - anchor[f])), abs(p[2] - z), tilt)
             out.append((residual, anchor))
             prev = anchor
         return out

@@ -3,8 +3,10 @@
 - penetration: frames where any geom pair (ground, scene, self) penetrates deeper than
   ``PENETRATION_TOL_M`` (1 cm), per kind and overall, and the deepest penetration [m];
 - foot slide: stance foot-frames (the foot in stance in this frame and the previous one)
-  whose sole moves more than ``SLIDE_TOL_M`` (1 cm) horizontally, and the largest slide;
-- stance feet: the largest tilt [rad] and height above the terrain [m] of a stance sole;
+  whose ball point (the sole's front edge, where a stance foot is pinned) moves more than
+  ``SLIDE_TOL_M`` (1 cm) horizontally, and the largest slide;
+- stance feet: the largest tilt [rad] of a flat stance sole (one on its ball, heel raised,
+  pitches) and the largest and smallest height above the terrain [m] of a stance ball point;
 - limits: (frame, joint) entries beyond the position limits or velocity limits (velocity as
   the backward difference ``(q_t - q_{t-1}) fps``), with the largest excess;
 - keypoint error after scaling: site-to-target distance [m], mean and max;
@@ -63,15 +65,14 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
     pen["any"] = {"frames_over_1cm": int((worst > PENETRATION_TOL_M).sum()),
                   "fraction": float((worst > PENETRATION_TOL_M).mean()), "deepest_m": float(worst.max())}
 
-    soles = site_pos[:, robot.foot_sites]  # (T, 2, 3)
+    balls = robot.ball_points(site_pos, site_rot)  # (T, 2, 3)
     stance_pairs = targets.contacts[1:] & targets.contacts[:-1]
-    step = np.linalg.norm(np.diff(soles[:, :, :2], axis=0), axis=-1)
+    step = np.linalg.norm(np.diff(balls[:, :, :2], axis=0), axis=-1)
     slides = step[stance_pairs]
     n_stance = int(stance_pairs.sum())
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
-    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts]
-    sole_z = soles[..., 2] - robot.sole_height
-    height = (sole_z - robot.scene.height(soles[..., :2], sole_z))[targets.contacts]
+    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & ~targets.heel_up]
+    height = (balls[..., 2] - robot.scene.height(balls[..., :2], balls[..., 2]))[targets.contacts]
     slide = {"stance_foot_frames": n_stance, "sliding_over_1cm": int((slides > SLIDE_TOL_M).sum()),
              "fraction": float((slides > SLIDE_TOL_M).mean()) if n_stance else 0.0,
              "max_m_per_frame": float(slides.max()) if n_stance else 0.0}

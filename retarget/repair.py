@@ -153,9 +153,10 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
 
 
 def _stance_step(robot: RetargetRobot, qpos: np.ndarray, contacts: np.ndarray) -> float:
-    """The largest frame-to-frame move of a sole in stance at both frames [m] (0 without any)."""
-    soles = forward_all(robot, qpos)[0][:, robot.foot_sites]  # (T, 2, 3)
-    step = np.linalg.norm(np.diff(soles, axis=0), axis=-1)
+    """The largest frame-to-frame move of a stance foot's ball point (where it is pinned), in
+    stance at both frames [m] (0 without any)."""
+    site_pos, site_rot, _ = forward_all(robot, qpos)
+    step = np.linalg.norm(np.diff(robot.ball_points(site_pos, site_rot), axis=0), axis=-1)
     held = contacts[1:] & contacts[:-1]
     return float(step[held].max()) if held.any() else 0.0
 

@@ -45,7 +45,11 @@ class RetargetRobot:
       keypoints: (K,) canonical names; site_ids: (K,); pos_weights, rot_weights: (K,).
       foot_sites: (2,) sole sites (left, right); foot_geoms: each foot's collision geoms;
         sole_height: (2,) site z [m] with the foot flat
-        on flat ground; foot_up_local: (2, 3) site-frame axis that is world +z then.
+        on flat ground; foot_up_local: (2, 3) site-frame axis that is world +z then;
+        foot_left_local: (2, 3) the one that is world +y then (the sole's lateral axis);
+        ball_local, heel_local: (2, 3) site-frame points on the front and back edges of the
+        sole's bottom, on the foot's centre line: a stance foot pivots on the front edge (robot
+        soles are rigid) and its back edge may not go below the ground.
       floor_geom: the ground plane; robot_geoms: collision geoms on robot bodies.
       excluded_pairs: body-name pairs whose self-collision is filtered.
     """
@@ -69,6 +73,9 @@ class RetargetRobot:
     foot_geoms: tuple[np.ndarray, np.ndarray]
     sole_height: np.ndarray
     foot_up_local: np.ndarray
+    foot_left_local: np.ndarray
+    ball_local: np.ndarray
+    heel_local: np.ndarray
     floor_geom: int
     robot_geoms: np.ndarray
     excluded_pairs: tuple[tuple[str, str], ...]
@@ -76,6 +83,12 @@ class RetargetRobot:
 
     def keypoint_index(self, name: str) -> int:
         return self.keypoints.index(name)
+
+    def ball_points(self, site_pos: np.ndarray, site_rot: np.ndarray) -> np.ndarray:
+        """(..., 2, 3) world position of each sole's ball point (``ball_local``), from every site's
+        world positions (..., S, 3) and orientations (..., S, 3, 3): where a stance foot is pinned."""
+        rot = site_rot[..., self.foot_sites, :, :]
+        return site_pos[..., self.foot_sites, :] + np.einsum("...fab,fb->...fa", rot, self.ball_local)
 
     @property
     def body_names(self) -> tuple[str, ...]:
@@ -217,6 +230,27 @@ def _foot_geometry(m: mujoco.MjModel, q: np.ndarray, site: int, floor: int, feet
     return float(d.site_xpos[site, 2]), float(gap), up
 
 
+def _sole_edges(m: mujoco.MjModel, q: np.ndarray, site: int, geoms: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the sole's front-edge point, its back-edge point, the world +y axis) in the site's frame, in
+    pose ``q`` (the home pose, facing +x, feet flat): the corners of the foot geoms' bounding boxes
+    that lie at the bottom, the foremost and the rearmost of them, brought onto the site's centre
+    line."""
+    d = mujoco.MjData(m)
+    d.qpos[:] = q
+    mujoco.mj_kinematics(m, d)
+    corners = []
+    for g in geoms:
+        centre, half = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
+        local = centre + half * np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).reshape(3, -1).T
+        corners.append(d.geom_xpos[g] + local @ d.geom_xmat[g].reshape(3, 3).T)
+    c = np.concatenate(corners)
+    bottom = c[c[:, 2] < c[:, 2].min() + 0.002]
+    p, rot = d.site_xpos[site], d.site_xmat[site].reshape(3, 3)
+    edge = [np.array([x, p[1], bottom[:, 2].min()]) for x in (bottom[:, 0].max(), bottom[:, 0].min())]
+    return rot.T @ (edge[0] - p), rot.T @ (edge[1] - p), rot.T @ np.array([0.0, 1.0, 0.0])
+
+
 def _is_descendant(m: mujoco.MjModel, b: int, ancestor: int) -> bool:
     while b > 0:
         b = int(m.body_parentid[b])
@@ -280,6 +314,7 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
     # Stand the home pose on the floor (lowest foot touching), then read the soles' flat-foot height.
     q_home[2] -= min(_foot_geometry(m, q_home, int(f), floor, g)[1] for f, g in zip(feet, foot_geoms))
     info = [_foot_geometry(m, q_home, int(f), floor, g) for f, g in zip(feet, foot_geoms)]
+    edges = [_sole_edges(m, q_home, int(f), g) for f, g in zip(feet, foot_geoms)]
     pw = np.array([kmap.keypoints[k].position_weight for k in keypoints])
     rw = np.array([kmap.keypoints[k].orientation_weight for k in keypoints])
     source = {"robot": name, "robot_spec": rspec.source if rspec else None,
@@ -290,6 +325,6 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         q_lower=np.array(lo), q_upper=np.array(hi), v_max=np.array(v_max, dtype=float), q_home=q_home,
         keypoints=tuple(keypoints), site_ids=np.array(site_ids), pos_weights=pw, rot_weights=rw,
         foot_sites=feet, foot_geoms=foot_geoms, sole_height=np.array([z - gap for z, gap, _ in info]),
-        foot_up_local=np.array([up for _, _, up in info]),
-        floor_geom=floor, robot_geoms=robot_geoms,
+        foot_up_local=np.array([up for _, _, up in info]), foot_left_local=np.array([e[2] for e in edges]),
+        ball_local=np.array([e[0] for e in edges]), heel_local=np.array([e[1] for e in edges]), floor_geom=floor, robot_geoms=robot_geoms,
         excluded_pairs=tuple((m.body(a).name, m.body(b).name) for a, b in pairs), source=source)

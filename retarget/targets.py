@@ -29,13 +29,17 @@ from scipy.ndimage import gaussian_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.contacts import detect_contacts, runs
+from simreal.retarget.contacts import detect_contacts, heel_up, runs
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
 from simreal.retarget.skeleton import HumanMotion
 
 ORIENTED = ("pelvis", "torso", "head", "left_foot", "right_foot")
+#: Gaussian smoothing of the pitch target, sigma [s].
+PITCH_SMOOTH_S = 0.03
+#: After a lift-off the foot's pitch target returns to level over this long [s].
+PITCH_RELEASE_S = 0.25
 #: Shorter than this [m] (median over the clip) two joints are one place, not a bone.
 MIN_BONE_M = 0.02
 # A frame built from two bones is reliable when the sine of the angle between them (times, for a
@@ -65,6 +69,7 @@ class Targets:
       rotations: (T, K, 3, 3) target site orientations (identity where not oriented).
       human: (T, K, 3) the human keypoints before scaling (floor at z = 0) [m].
       contacts: (T, 2) stance of the left and right foot.
+      heel_up: (T, 2) stance frames where the foot stands on its ball, heel raised.
       terrain_z: (T, 2) terrain height under each target sole [m].
       fps: [Hz]; scaling: the derived factors; vertical_offset_m: (T,) downward shift applied
         after scaling [m], so that stance soles rest on the terrain.
@@ -75,6 +80,7 @@ class Targets:
     rotations: np.ndarray
     human: np.ndarray
     contacts: np.ndarray
+    heel_up: np.ndarray
     terrain_z: np.ndarray
     fps: float
     scaling: Scaling
@@ -88,7 +94,7 @@ class Targets:
         """The targets of frames ``first .. stop - 1`` (a part of the clip)."""
         cut = slice(first, stop)
         return dataclasses.replace(self, positions=self.positions[cut], rotations=self.rotations[cut],
-                                   human=self.human[cut], contacts=self.contacts[cut],
+                                   human=self.human[cut], contacts=self.contacts[cut], heel_up=self.heel_up[cut],
                                    terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut])
 
 
@@ -126,7 +132,8 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
     A contact point is a point of the foot shifted down by its height when the foot stands
     flat (a low percentile of its height over the clip, both feet pooled), so it is at the
     floor whenever that part of the foot is down. Without a toe joint the heel is a tenth of
-    the leg below the ankle. The sole is between ankle and toe, as high as the lower point.
+    the leg below the ankle. The sole is between ankle and toe, as high as the mean of the
+    contact points (a foot on its ball, heel raised, has its sole's centre up).
     """
     idx = joint_names.resolve_keypoints(motion.names, joint_map, source=motion.source.get("path", ""))
     kp = {k: motion.positions[:, i] for k, i in idx.items()}
@@ -142,7 +149,7 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
     points = points - np.concatenate([np.zeros((len(parts), 2)), rest[:, None]], axis=1)  # flat: z = 0
     for f, side in enumerate(("left", "right")):
         sole = kp[f"{side}_ankle"] if not has_toes else 0.5 * (kp[f"{side}_ankle"] + kp[f"{side}_toe"])
-        kp[f"{side}_foot"] = np.concatenate([sole[:, :2], points[:, f, :, 2].min(axis=1, keepdims=True) + floor], 1)
+        kp[f"{side}_foot"] = np.concatenate([sole[:, :2], points[:, f, :, 2].mean(axis=1, keepdims=True) + floor], 1)
     shift = np.array([0.0, 0.0, floor])
     return {k: v - shift for k, v in kp.items()}, points
 
@@ -248,6 +255,39 @@ def human_frames(kp: Mapping[str, np.ndarray], fps: float) -> dict[str, np.ndarr
     return frames
 
 
+def stance_pitch(points: np.ndarray, contact: np.ndarray, fps: float) -> np.ndarray:
+    """(T,) pitch [rad] of one foot's sole target, heel up positive: in stance, the slope from the
+    ball to the heel contact point, never below level (a sole flat on the ground: about 0; the
+    heel-off before toe-off: the human's; a heel strike's toes-up lands flat, as the solver pivots
+    a stance foot on its front edge only); in swing it returns to level over :data:`PITCH_RELEASE_S` after a lift-off and
+    leaves it as long before a touchdown (else a foot pitched at toe-off, or toes up at heel
+    strike, snapped in one frame); level in swing otherwise, and for a foot without a ball point.
+    Smoothed over :data:`PITCH_SMOOTH_S`: the last frames of a toe-off pitch faster than a 30 fps
+    capture samples (24 -> 47 deg in one frame of a real walk), which read as a jump of the target. ``points``: (T, P, 3) the foot's contact points."""
+    T = len(points)
+    if points.shape[1] < 2:
+        return np.zeros(T)
+    d = points[:, 0] - points[:, -1]
+    pitch = np.where(contact, np.maximum(np.arctan2(d[:, 2], np.linalg.norm(d[:, :2], axis=-1)), 0.0), 0.0)
+    n = max(1, int(round(PITCH_RELEASE_S * fps)))
+    swing = pitch.copy()
+    for t in np.flatnonzero(contact[:-1] & ~contact[1:]):  # lift-off after frame t: back to level
+        end = min(T, t + 1 + n)
+        swing[t + 1:end] = pitch[t] * (1.0 - np.arange(1, end - t) / n)
+    for t in np.flatnonzero(~contact[:-1] & contact[1:]) + 1:  # touchdown at frame t: from level
+        start = max(0, t - n)
+        swing[start:t] += pitch[t] * (1.0 - np.arange(t - start, 0, -1) / n)
+    return gaussian_filter1d(np.where(contact, pitch, swing), PITCH_SMOOTH_S * fps, mode="nearest")
+
+
+def pitch_about_y(angle: np.ndarray) -> np.ndarray:
+    """(T, 3, 3) rotations by ``angle`` (T,) about the local y axis (x turns towards -z)."""
+    c, s = np.cos(angle), np.sin(angle)
+    out = np.zeros((len(angle), 3, 3))
+    out[:, 0, 0], out[:, 0, 2], out[:, 1, 1], out[:, 2, 0], out[:, 2, 2] = c, s, 1.0, -s, c
+    return out
+
+
 def vertical_offsets(sole_z: np.ndarray, contacts: np.ndarray, fps: float) -> np.ndarray:
     """Per-frame downward shift (T,) [m] that puts stance soles at zero height.
 
@@ -301,7 +341,13 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
     terrain = robot.scene.height(pos[:, feet, :2], pos[:, feet, 2])
     contacts = detect_contacts(scaling.root * points, motion.fps, terrain, robot.kmap.contacts)
-    offset = vertical_offsets(pos[:, feet, 2] - terrain - robot.sole_height, contacts, motion.fps)
+    on_ball = heel_up(scaling.root * points, motion.fps, terrain, contacts, robot.kmap.contacts)
+    for f, i in enumerate(feet):  # a foot on its ball pitches as the human's does (rotation about its lateral axis)
+        rots[:, i] = np.einsum("tij,tjk,kl->til", frames[("left_foot", "right_foot")[f]],
+                               pitch_about_y(stance_pitch(points[:, f], contacts[:, f], motion.fps)), home_rot[i])
+    # the stance soles' lowest point rests on the terrain (a foot on its ball has its centre up)
+    lift = scaling.root * (points[..., 2].mean(axis=-1) - points[..., 2].min(axis=-1))
+    offset = vertical_offsets(pos[:, feet, 2] - lift - terrain - robot.sole_height, contacts, motion.fps)
     pos[..., 2] -= offset[:, None]
     human = np.stack([kp[k] for k in robot.keypoints], axis=1)
-    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, terrain, motion.fps, scaling, offset)
+    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, on_ball, terrain, motion.fps, scaling, offset)

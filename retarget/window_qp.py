@@ -51,6 +51,13 @@ def _skew(u: np.ndarray) -> np.ndarray:
     return np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
 
 
+def ball_point(L: Linearisation, k: int, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World position (3,) and translational Jacobian (3, nv) of the point ``local`` of keypoint
+    site ``k``'s frame: p + R b, J_p - [R b]x J_r (the point moves with the site's twist)."""
+    arm = L.rot[k] @ local
+    return L.pos[k] + arm, L.jp[k] - _skew(arm) @ L.jr[k]
+
+
 class Linearisation:
     """Kinematics of one configuration: keypoint sites, their Jacobians, and contacts."""
 
@@ -150,26 +157,36 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     fw -= cfg.penetration_weight * Jc.T @ need[inside]
                 blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t,
                                COLLISION))
-        # Stance feet: on the terrain, flat, not sliding.
+        # Stance feet: the ball point (front edge of the sole) on the terrain and not sliding; the
+        # sole flat while the human's heel is down; on the ball with the heel raised (heel-off,
+        # from half a centimetre up, so the pitch target is still about level at the switch) level
+        # across, its heel (back edge) not below the terrain, pitching about the front edge.
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
             k = solver.feet_k[fo]
-            p, jp = L.pos[k], L.jp[k]
-            up = L.rot[k] @ r.foot_up_local[fo]
-            flat = -_skew(up) @ L.jr[k]
-            blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t, STANCE_FLAT))
+            p, jp = ball_point(L, k, r.ball_local[fo])
+            if tg.heel_up[t, fo]:
+                side = L.rot[k] @ r.foot_left_local[fo]
+                roll = -_skew(side) @ L.jr[k]
+                blocks.append(([(w, roll[2:3])], -side[2:3], -side[2:3], True, t, STANCE_FLAT))
+                ph, jh = ball_point(L, k, r.heel_local[fo])
+                ground = float(r.scene.height(ph[None, :2], ph[2])[0])
+                blocks.append(([(w, jh[2:3])], np.array([ground - ph[2]]), np.array([INF]), True, t, STANCE_HEIGHT))
+            else:
+                up = L.rot[k] @ r.foot_up_local[fo]
+                flat = -_skew(up) @ L.jr[k]
+                blocks.append(([(w, flat[:2])], -up[:2], -up[:2], True, t, STANCE_FLAT))
             xy = None
             if t > 0 and tg.contacts[t - 1, fo]:
                 if w == 0:
                     xy = solver.anchor[t - 1, fo]
                     blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t, STANCE_SLIDE))
                 else:
-                    pp, jpp = lins[w - 1].pos[k], lins[w - 1].jp[k]
+                    pp, jpp = ball_point(lins[w - 1], k, r.ball_local[fo])
                     blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t,
                                    STANCE_SLIDE))
-            z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2] - r.sole_height[fo])[0]) \
-                + r.sole_height[fo]
+            z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2])[0])
             blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t, STANCE_HEIGHT))
     add_smoothness(solver, t0, t1, H, f)
 
