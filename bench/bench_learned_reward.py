@@ -117,7 +117,8 @@ def _label_and_fit(args: argparse.Namespace, root: Path, sources: list[str], fra
                    model: Path, pairs: int) -> dict:
     """Frames of ``sources``, ``pairs`` oracle labels over them (the cache answers pairs already
     asked), and the reward model fitted on them; the fit's report."""
-    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--out", str(frames)])
+    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--task",
+          "to move the gripper to the green marker", "--out", str(frames)])
     z = np.load(frames, allow_pickle=False)
     progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
     with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,

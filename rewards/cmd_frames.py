@@ -2,7 +2,8 @@
 
     simreal demos arm-reach --teacher scripted --camera front --image-size 64x64 --episodes 40 --out data/reach
     simreal demos arm-reach --teacher random --camera front --image-size 64x64 --episodes 40 --out data/explore
-    simreal frames data/reach data/explore --camera front --every 5 --out frames.npz
+    simreal frames data/reach data/explore --camera front --every 5 --task "to move the gripper to the green marker" \
+        --out frames.npz
     simreal label frames.npz --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
     simreal fit-reward frames.npz labels.npz --out reward.safetensors
 
@@ -15,7 +16,7 @@ BENCHMARKS.md), so give it exploration too (``--teacher random``). Writes an npz
 | key | shape, dtype | holds |
 | --- | --- | --- |
 | ``frames`` | (N, H, W, 3) uint8 | camera ``--camera`` |
-| ``task`` | str | the goal to label against (``--task``, default the first episode's instruction) |
+| ``task`` | str | the goal to label against (``--task``, default the episodes' instruction when they all carry the same; refused when they differ) |
 | ``camera`` | str | the camera's name |
 | ``state`` | (N, d) float32 | the state feature ``--state`` at each frame |
 | ``state_terms`` | (k,) str | the observation terms ``state`` concatenates (``simreal.observations``) |
@@ -48,8 +49,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--every", type=int, default=1, help="keep every K-th frame of each episode")
     p.add_argument("--state", default=None,
                    help=f"state feature to keep beside each frame (default {ENV_STATE}, else {STATE})")
-    p.add_argument("--task", default=None, help="the goal the frames are labelled against "
-                                                "(default: the first episode's instruction)")
+    p.add_argument("--task", default=None, help="the goal the frames are labelled against (default: the episodes' "
+                                                "instruction, when they all carry the same)")
+
+
+def only_instruction(datasets: list) -> str:
+    """The one instruction every episode of ``datasets`` carries; a SimrealError naming ``--task``
+    when they differ: a VLM compares frames of different episodes, so they need one goal (an
+    arm-reach episode's instruction names its own goal's coordinates)."""
+    from simreal.errors import SimrealError
+
+    seen = sorted({ds.episode_task(i) for ds in datasets for i in range(ds.num_episodes)})
+    if len(seen) > 1:
+        shown = "; ".join(f"'{t}'" for t in seen[:2]) + ("; ..." if len(seen) > 2 else "")
+        raise SimrealError(f"--task: the episodes carry {len(seen)} different instructions ({shown}), and the "
+                           "labels compare frames of different episodes: give the one goal they are judged "
+                           "against, e.g. --task \"to move the gripper to the green marker\"")
+    return seen[0]
 
 
 def term_names(feature_names: list[str], key: str, where: str) -> tuple[str, ...]:
@@ -96,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             raise DataFileError(root, "the dataset holds no episodes")
         datasets.append(ds)
         terms = these
-    task = args.task if args.task is not None else datasets[0].episode_task(0)
+    task = args.task if args.task is not None else only_instruction(datasets)
     has_reward = all("next.reward" in ds.features for ds in datasets)
     parts: dict[str, list[np.ndarray]] = {"frames": [], "state": [], "dataset_index": [], "episode_index": [],
                                           "frame_index": [], "task_reward": []}

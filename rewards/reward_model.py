@@ -217,4 +217,8 @@ def load_reward_model(path: str | Path) -> BTEnsemble:
     except RuntimeError as e:
         raise DataFileError(str(path), f"tensors do not match the config {config}: "
                                        f"{str(e).splitlines()[-1].strip()[:200]}") from None
+    bad = [name for name, t in model.state_dict().items() if not bool(torch.isfinite(t).all())]
+    if bad or not bool((model.obs_std > 0).all()):  # a NaN reward trained on as 0, silently
+        raise DataFileError(str(path), f"tensor '{bad[0]}' holds NaN or inf" if bad else
+                                       "tensor 'obs_std' holds a value <= 0 (features are divided by it)")
     return model.eval()

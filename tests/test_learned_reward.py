@@ -79,7 +79,11 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     assert main(["demos", "arm-reach", "backend=native", "env.episode_length_s=1.0", "--teacher", "scripted",
                  "--episodes", "6", "--num-envs", "6", "--camera", "front", "--image-size", "32x32",
                  "--out", str(data)]) == 0
-    assert main(["frames", str(data), "--camera", "front", "--every", "2", "--out", str(frames_file)]) == 0
+    # each episode's instruction names its own goal, and the labels compare frames across episodes
+    assert main(["frames", str(data), "--camera", "front", "--out", str(frames_file)]) == 2
+    assert "--task: the episodes carry 6 different instructions" in capsys.readouterr().err
+    assert main(["frames", str(data), "--camera", "front", "--every", "2", "--task", "to reach the green marker",
+                 "--out", str(frames_file)]) == 0
     z = np.load(frames_file, allow_pickle=False)
     assert z["frames"].shape == (150, 32, 32, 3) and z["state"].shape == (150, 9)
     assert list(z["state_terms"]) == ["ee_pos_w", "target_pos_w", "ee_to_target_w"]

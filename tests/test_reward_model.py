@@ -134,3 +134,15 @@ def test_a_damaged_or_foreign_file_is_a_data_file_error(tmp_path):
         load_reward_model(foreign)
     with pytest.raises(DataFileError, match="file not found"):
         load_reward_model(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize("field, value, says", [("obs_std", 0.0, "'obs_std' holds a value <= 0"),
+                                                ("obs_mean", float("nan"), "'obs_mean' holds NaN or inf")])
+def test_a_reward_model_that_would_give_nan_is_refused(tmp_path, field, value, says):
+    """An obs_std of 0 (an edited file) trained silently on a NaN reward read as 0."""
+    model = BTEnsemble(RewardModelConfig(input_shape=(2,), members=1, hidden=4))
+    getattr(model, field)[0] = value
+    path = tmp_path / "bad.safetensors"
+    save_reward_model(path, model)
+    with pytest.raises(DataFileError, match=says):
+        load_reward_model(path)
