@@ -141,6 +141,7 @@ class Rehearsal:
         the gate's reference repeats)."""
         from simreal.deploy.envelope import Envelope
 
+        sim_cfg = sim_cfg.for_task(self.bundle)  # the flight check's radius and settle time: the task's
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
                                "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
@@ -211,7 +212,6 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
 
     spec = spec_of_bundle(bundle)
     cfg = resolve_deploy_config(bundle, overrides, spec)
-    sim_cfg = sim_cfg.for_task(bundle)
     reh = setup(bundle, spec, sim_cfg)
     robot = reh.robot
     codec = command_codec(bundle, spec, cfg)
@@ -328,7 +328,6 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
 
     runner = runner or PolicyRunner(bundle, overrides=overrides, msg_class=msg_class)
     spec, cfg = runner.spec, runner.cfg
-    sim_cfg = sim_cfg.for_task(bundle)
     reh = setup(bundle, spec, sim_cfg)
     robot = reh.robot
     codec = command_codec(bundle, spec, cfg)

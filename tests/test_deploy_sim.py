@@ -153,7 +153,7 @@ def _falling_rehearsal():
     from simreal.robot_spec import load_robot_spec
 
     robot = types.SimpleNamespace(spec=load_robot_spec("crazyflie2"), time_s=6.0)
-    return Rehearsal(bundle=types.SimpleNamespace(reference=None), robot=robot, start=None,
+    return Rehearsal(bundle=types.SimpleNamespace(reference=None, task_config={}), robot=robot, start=None,
                      target=np.array([0.0, 0.0, 1.0]), env=None, samples=samples)
 
 
@@ -188,7 +188,8 @@ def test_a_hover_that_stays_up_has_no_ground_time():
     from simreal.deploy.sim_loop import SimLoopConfig, hover_metrics
 
     errors = [(0.01 * k, 0.02) for k in range(601)]
-    hover = hover_metrics(errors, np.array([0.0, 0.0, 1.0]), SimLoopConfig(duration_s=6.0))
+    hover = hover_metrics(errors, np.array([0.0, 0.0, 1.0]), SimLoopConfig(duration_s=6.0, settle_s=2.0,
+                                                                           success_radius_m=0.1))
     assert hover["passed"] and "reason" not in hover
 
 

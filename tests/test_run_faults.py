@@ -796,7 +796,8 @@ def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, m
                 os.kill(os.getpid(), signal.SIGINT)
             return out_dir, 0.0 if err == "SIGINT" else err
 
-    monkeypatch.setattr(train, "load_config", lambda run_dir: types.SimpleNamespace(trainer="brax", task="t"))
+    monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: types.SimpleNamespace(trainer="brax",
+                                                                                                  task="t"))
     monkeypatch.setattr(run_config, "make_env", lambda cfg: None)
     monkeypatch.setattr(export, "check_flat_observation", lambda env, task, run_dir: None)
     monkeypatch.setattr(trainers, "get_trainer", lambda name: Trainer())
