@@ -356,9 +356,12 @@ def runner_lines(runner: dict[str, Any]) -> list[str]:
     ``snapshot()`` with ``ticks``), as report lines; ``simreal drive`` prints them too."""
     safety = runner["safety"]
     trip = runner.get("envelope_trip_s")
+    took = safety.get("faults", 0) + safety.get("watchdog_trips", 0)
     return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
             f"{runner['policy_runs']} times, safety {safety['mode']}"
             + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
+            *([f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
+               f"{safety['first_takeover']}"] if took else []),
             "envelope   stayed inside" if trip is None else
             f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
             + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")

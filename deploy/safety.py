@@ -70,6 +70,7 @@ class SafetyStats:
     recovery_ticks: int = 0
     recovery_end: str = ""
     last_reason: str = ""
+    first_takeover: str = ""  # why the layer first took the robot (a fault or a watchdog trip)
 
     @property
     def took_over(self) -> bool:
@@ -203,6 +204,8 @@ class SafetyLayer:
     def _enter(self, mode: str, state: State | None, reason: str) -> None:
         self.mode = mode
         self.stats.last_reason = reason
+        if mode != ESTOP and not self.stats.first_takeover:  # an e-stop is the operator's, not a takeover
+            self.stats.first_takeover = reason
         self._held = self._safe(state)
         self._recovering = False
 

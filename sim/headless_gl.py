@@ -32,7 +32,10 @@ def _gl_error(name: str) -> str | None:
 
 def use_headless_gl() -> str:
     """The ``MUJOCO_GL`` this process renders with, chosen as the module docstring says."""
+    from simreal.dependencies import require
     from simreal.errors import SimrealError
+
+    require("mujoco")  # the probes open MuJoCo's GL contexts: without MuJoCo, the install is what is missing
 
     if os.environ.get("MUJOCO_GL"):
         return os.environ["MUJOCO_GL"]

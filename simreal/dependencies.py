@@ -67,6 +67,11 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "franky": ("franky-control", "franka"),
 }
 
+#: Extras of the robot side (its drivers and teleop devices): on the robot runtime, installed
+#: without simreal's dependencies, their package alone is the install (the extra would pull the
+#: training stack back in).
+ROBOT_EXTRAS: tuple[str, ...] = ("so100", "teleop", "px4", "crazyflie", "franka")
+
 # What `simreal deploy run` needs beside simreal itself: the policy runtime, the DDS transport,
 # and rosbags for `--record` (pure Python). No jax, brax, mujoco or torch.
 ROBOT_RUNTIME: tuple[str, ...] = ("numpy", "pyyaml", "onnxruntime", "cyclonedds", "rosbags")
@@ -82,7 +87,8 @@ def install_hint(module: str) -> MissingDependencyError | None:
             continue
         dist, extra = PROVIDERS[name]
         if extra is not None:
-            return MissingDependencyError(name, f"pip install 'simreal[{extra}]'", f"from the [{extra}] extra")
+            lean = f" (on the robot runtime: pip install {dist})" if extra in ROBOT_EXTRAS else ""
+            return MissingDependencyError(name, f"pip install 'simreal[{extra}]'{lean}", f"from the [{extra}] extra")
         if dist in ROBOT_RUNTIME:  # the robot runtime needs it too: never advise pulling the training stack
             return MissingDependencyError(name, f"pip install {dist}")
         return MissingDependencyError(name, "pip install simreal",

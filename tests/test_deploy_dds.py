@@ -66,6 +66,12 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
     assert first_safe - last_state_ns <= timeout_s * 1e9, (first_safe - last_state_ns) / 1e6
     assert all(max(m.control) == 0.0 for t, m in after if t >= first_safe)  # and stays (latched)
     assert report["runner"]["safety"]["watchdog_trips"] == 1 and report["runner"]["safety"]["mode"] == "estop"
+    # why it exits 1, though the end of the run overwrote the last reason (the text report's line)
+    from simreal.deploy.cmd_deploy import runner_lines
+
+    assert report["runner"]["safety"]["first_takeover"] == "watchdog: state stale"
+    assert "took over  0 faults, 1 watchdog trips; the first: watchdog: state stale" in runner_lines(
+        {"ticks": report["ticks"], **report["runner"]})
     # the bag: read back by rosbags, one message per recorded send/receive
     from simreal.deploy.bag import read_bag_counts
 

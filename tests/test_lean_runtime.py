@@ -50,23 +50,25 @@ sys.meta_path.insert(0, _Unimportable())
 Run = tuple[subprocess.CompletedProcess, list[str]]
 
 
-def _python(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY) -> Run:
-    """Run ``python ARGS`` with ``block`` unimportable; returns the process and the blocked import attempts."""
+def _python(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY, unset: tuple[str, ...] = ()) -> Run:
+    """Run ``python ARGS`` with ``block`` unimportable and the ``unset`` environment variables
+    unset; returns the process and the blocked import attempts."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     log = tmp_path / "blocked.log"
     log.write_text("")
-    env = {**os.environ, "SIMREAL_TEST_BLOCK": ",".join(block), "SIMREAL_TEST_BLOCK_LOG": str(log),
+    env = {**{k: v for k, v in os.environ.items() if k not in unset}, "SIMREAL_TEST_BLOCK": ",".join(block),
+           "SIMREAL_TEST_BLOCK_LOG": str(log),
            "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     return proc, log.read_text().split()
 
 
-def _cli(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY) -> Run:
+def _cli(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY, unset: tuple[str, ...] = ()) -> Run:
     """``simreal ARGS`` through the CLI's entry point, as :func:`_python`."""
     return _python(tmp_path, ["-c", "import sys; from simreal.cli import main; sys.exit(main(sys.argv[1:]))", *args],
-                   block)
+                   block, unset)
 
 
 def test_help_imports_nothing_heavy(tmp_path):
@@ -116,11 +118,13 @@ def test_sim_package_imports_nothing_yet_keeps_the_mjx_warp_notice_off_stdout():
     assert proc.stdout == ""  # MJX prints "Failed to import warp" where NVIDIA Warp is absent
 
 
-@pytest.mark.parametrize("verb", ["train", "deploy sim"])
+@pytest.mark.parametrize("verb", ["train", "deploy sim", "play"])
 def test_full_install_verbs_on_the_lean_runtime_are_one_line_exit_2(tmp_path, verb):
-    args = ["train", "quadrotor-hover"] if verb == "train" else \
-        ["deploy", "sim", str(T.make_pd_hover_bundle(tmp_path / "bundle")), "--duration", "1", "--no-realtime"]
-    proc, _ = _cli(tmp_path, args)
+    """``play`` probed OpenGL first, and advised installing libegl1 where MuJoCo was missing."""
+    args = {"train": ["train", "quadrotor-hover"], "play": ["play", str(tmp_path / "run")],
+            "deploy sim": ["deploy", "sim", str(T.make_pd_hover_bundle(tmp_path / "bundle")), "--duration", "1",
+                           "--no-realtime"]}[verb]
+    proc, _ = _cli(tmp_path, args, unset=("MUJOCO_GL",))  # as on a robot computer: no GL chosen beforehand
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -147,6 +151,9 @@ def test_install_hints_name_the_pip_command():
     assert str(install_hint("torch.nn")) == "needs torch, from the [torch] extra: pip install 'simreal[torch]'"
     assert str(install_hint("mujoco.mjx._src")).startswith("needs mujoco.mjx, part of simreal's full install")
     assert str(install_hint("cyclonedds.domain")) == "needs cyclonedds: pip install cyclonedds"
+    # a driver's package on the robot runtime: the extra itself would pull the training stack back in
+    assert str(install_hint("serial")) == ("needs serial, from the [so100] extra: pip install 'simreal[so100]' "
+                                           "(on the robot runtime: pip install pyserial)")
     assert install_hint("not_a_simreal_dependency") is None
 
 
