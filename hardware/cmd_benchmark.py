@@ -52,7 +52,7 @@ FLAGS = {"trials": "--trials", "seed": "--seed", "duration_s": "--duration", "va
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("suite", help="suite name (quadrotor-hover, humanoid-walk, arm-reach, ...), or 'report'")
-    p.add_argument("results", nargs="*", help="with 'report': the result JSON files to put side by side")
+    p.add_argument("results", nargs="*", default=[], help="with 'report': the result JSON files to put side by side")
     p.add_argument("--policy", metavar="BUNDLE", help="bundle folder (policy.onnx + bundle.yaml)")
     p.add_argument("--robot", choices=("twin", "real"), default="twin",
                    help="twin: the MuJoCo twin in simulated time; real: a robot driver (--driver)")

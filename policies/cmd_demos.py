@@ -54,7 +54,7 @@ def _image_size(text: str) -> tuple[int, int]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="registered task name (see `simreal list`)")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. env.action_scale=1.5)")
+    p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. env.action_scale=1.5)")
     p.add_argument("--teacher", required=True, help="'scripted' (the task's controller), 'random' (held random actions: "
                                                     "exploration for a reward model's data) or a trained run's directory")
     p.add_argument("--episodes", type=positive_int_arg, required=True, help="episodes to write")

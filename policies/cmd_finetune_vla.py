@@ -21,7 +21,7 @@ HELP = "fine-tune a VLA run with RL in simulation (PPO, sparse success reward)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run of simreal train-bc --policy vla (or of finetune-vla)")
-    p.add_argument("overrides", nargs="*", help="train.vla.rl.* overrides key=value")
+    p.add_argument("overrides", nargs="*", default=[], help="train.vla.rl.* overrides key=value")
     p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")
 
 

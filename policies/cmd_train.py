@@ -52,7 +52,7 @@ RESUME_KEEPS: dict[str, tuple[str, ...]] = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", help="registered task name (see `simreal list`)")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. train.num_envs=512)")
+    p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. train.num_envs=512)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 

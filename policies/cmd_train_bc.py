@@ -43,7 +43,7 @@ POLICIES = ("mlp", "act", "flow", "vla")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", help="LeRobot v3 dataset folder (simreal demos writes one)")
-    p.add_argument("overrides", nargs="*", help="config overrides key=value (e.g. "
+    p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. "
                                                 "train.learning_rate=0.0003; YAML reads 3e-4 as a string)")
     p.add_argument("--policy", choices=POLICIES, default="mlp",
                    help="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "

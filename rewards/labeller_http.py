@@ -15,7 +15,8 @@ The reply's ``choices[0].message.content`` is the text, ``usage.prompt_tokens`` 
 Politeness: requests start at most ``max_requests_per_s`` per second; a 429, a 5xx, a timeout or
 a lost connection is retried up to ``max_retries`` times after the server's ``Retry-After``
 (seconds) or else ``backoff_s * 2**k``, capped at ``max_backoff_s``. Any other HTTP status is
-one error line. Every attempt is charged to the run's :class:`CostAccount` (its budget included).
+one error line, and so is a connection refused before the server ever answered (nothing listens
+there: a wrong ``--endpoint``; it took six attempts and 31 s to say so). Every attempt is charged to the run's :class:`CostAccount` (its budget included).
 
 Written on the standard library's urllib: a single JSON POST needs no HTTP client dependency,
 and the core install (no extras) can label.
@@ -88,6 +89,7 @@ class OpenAIChat:
                                                           "or empty; export it with the API key")
             self._headers["Authorization"] = f"Bearer {key}"
         self._next_start = 0.0  # time.monotonic() before which no request may start
+        self._answered = False  # has the server ever replied (then a refused connection is a restart)
 
     def __repr__(self) -> str:  # never show the headers (the key)
         return f"OpenAIChat(model={self.model!r}, url={self.url!r})"
@@ -132,9 +134,14 @@ class OpenAIChat:
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as e:
                 self.account.record(None, time.monotonic() - start)
                 why = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
+                refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
+                if refused and not self._answered:  # nothing listens there: a wrong --endpoint, not a restart
+                    raise LabellerError(f"{self.url}: connection refused; is the server running, and is --endpoint "
+                                        "its base URL (.../v1)?") from None
             else:
                 reply = _reply(data, self.url)
                 self.account.record(reply, time.monotonic() - start)
+                self._answered = True
                 return reply
             if attempt == cfg.max_retries:
                 break

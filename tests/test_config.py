@@ -129,3 +129,12 @@ def test_a_vector_or_range_of_the_wrong_length_is_refused_naming_the_key(overrid
     with pytest.raises(ConfigError, match=re.escape(says)) as e:
         resolve("arm-reach", [override])
     assert e.value.key == override.split("=")[0]
+
+
+def test_optional_positional_lists_are_not_called_required(capsys):
+    """argparse calls a ``*`` positional without a default required in its usage error
+    ('required: task, overrides, ...'), though none need be given."""
+    with pytest.raises(SystemExit):
+        main(["demos"])
+    err = capsys.readouterr().err
+    assert "required: task, --teacher" in err and "overrides" not in err.splitlines()[-1], err

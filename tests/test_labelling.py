@@ -200,6 +200,22 @@ def test_a_server_that_keeps_failing_is_one_error_line(tmp_path, world, frames_n
     assert len(err.splitlines()) == 1 and "gave up after 3 attempts" in err and "HTTP 500" in err
 
 
+def test_nothing_listening_at_the_endpoint_is_one_line_at_once(tmp_path, frames_npz, capsys):
+    """A wrong port took six attempts and 31 s of backoff to say 'connection refused'."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a free port: bound, then closed, so nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    rc = main(["label", str(frames_npz), "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--pairs", "2",
+               "--out", str(tmp_path / "labels.npz"), "--cache", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and time.monotonic() - t0 < 5.0
+    assert len(err.splitlines()) == 1 and "connection refused; is the server running" in err, err
+
+
 def test_a_wrong_or_missing_key_names_the_variable_not_the_key(tmp_path, world, frames_npz, monkeypatch, capsys):
     monkeypatch.setenv("ORACLE_KEY", "sk-wrong-secret")
     monkeypatch.delenv("ORACLE_UNSET_KEY", raising=False)
