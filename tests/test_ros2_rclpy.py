@@ -46,18 +46,22 @@ HOLD_S = 1.0   # the robot runs on after it, holding the safe command [s]
 FIND_S = 90.0  # the node's start-up (imports, ONNX, a VLA's tokenizer) and discovery of the robot [s]
 
 
-def ros_env(domain_id: int, pythonpath: str = "") -> dict[str, str]:
+def ros_env(domain_id: int, pythonpath: str = "", localhost: bool = True) -> dict[str, str]:
     """The environment of an rclpy process on wheels: the ROS libraries are in the venv's lib/ and
     in site-packages/ros_*.libs, found through LD_LIBRARY_PATH, which must be set before the
-    process starts (the loader reads it once). Only what the README sets: no discovery range, so
-    Fast DDS announces itself by multicast, as a user's node does."""
+    process starts (the loader reads it once). ``localhost``: ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST,
+    as the README advises for a rehearsal on one machine (with the test's own listener, a third
+    participant, discovery without it failed now and then under load); without it, Fast DDS
+    announces itself by multicast only."""
     site = Path(sysconfig.get_paths()["platlib"])
     libs = [str(Path(sys.prefix) / "lib"), *sorted(str(p) for p in site.glob("ros_*.libs"))]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(libs + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
     env.update(RMW_IMPLEMENTATION="rmw_fastrtps_cpp", ROS_DOMAIN_ID=str(domain_id))
     env.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)
-    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.pop("ROS_LOCALHOST_ONLY", None)  # deprecated in Jazzy; the range replaces it
+    if localhost:
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH", "")) if p)
     return env
@@ -179,8 +183,8 @@ def test_a_ros_process_started_after_the_robot_finds_it_within_seconds(rclpy_ok)
         t_end = time.monotonic() + 3.0  # past the listener's own start-up announcements
         while time.monotonic() < t_end:
             listener.poll(0.05)
-        proc = subprocess.Popen([sys.executable, "-c", talker], env=ros_env(domain), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", talker], env=ros_env(domain, localhost=False),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         t_start = time.monotonic()
         try:
             while not got and time.monotonic() < t_start + 40 and proc.poll() is None:
