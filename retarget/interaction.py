@@ -113,15 +113,16 @@ class InteractionSolver:
             d.qpos[:] = self.q[t]
             mujoco.mj_kinematics(m, d)
             anchor, residual = np.full((2, 2), np.nan), 0.0
+            site_rot = d.site_xmat.reshape(-1, 3, 3)
+            balls, heels = r.ball_points(d.site_xpos, site_rot), r.ball_points(d.site_xpos, site_rot, r.heel_local)
             for f in range(2):
                 if not self.targets.contacts[t, f]:
                     continue
-                rot = d.site_xmat[r.foot_sites[f]].reshape(3, 3)
-                p = d.site_xpos[r.foot_sites[f]] + rot @ r.ball_local[f]
+                rot, p = site_rot[r.foot_sites[f]], balls[f]
                 continuing = t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, 0])
                 anchor[f] = prev[f] if continuing else p[:2]
                 if self.targets.heel_up[t, f]:  # level across, the heel not below the terrain
-                    heel = d.site_xpos[r.foot_sites[f]] + rot @ r.heel_local[f]
+                    heel = heels[f]
                     tilt = max(abs((rot @ r.foot_left_local[f])[2]),
                                float(r.scene.height(heel[None, :2], heel[2])[0]) - heel[2])
                 else:  # flat

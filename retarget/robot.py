@@ -84,11 +84,13 @@ class RetargetRobot:
     def keypoint_index(self, name: str) -> int:
         return self.keypoints.index(name)
 
-    def ball_points(self, site_pos: np.ndarray, site_rot: np.ndarray) -> np.ndarray:
-        """(..., 2, 3) world position of each sole's ball point (``ball_local``), from every site's
-        world positions (..., S, 3) and orientations (..., S, 3, 3): where a stance foot is pinned."""
+    def ball_points(self, site_pos: np.ndarray, site_rot: np.ndarray, local: np.ndarray | None = None) -> np.ndarray:
+        """(..., 2, 3) world position of a point of each sole (``local`` (2, 3) in the sole sites'
+        frames; default ``ball_local``, where a stance foot is pinned), from every site's world
+        positions (..., S, 3) and orientations (..., S, 3, 3)."""
         rot = site_rot[..., self.foot_sites, :, :]
-        return site_pos[..., self.foot_sites, :] + np.einsum("...fab,fb->...fa", rot, self.ball_local)
+        local = self.ball_local if local is None else local
+        return site_pos[..., self.foot_sites, :] + np.einsum("...fab,fb->...fa", rot, local)
 
     @property
     def body_names(self) -> tuple[str, ...]:
