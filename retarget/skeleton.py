@@ -24,9 +24,13 @@ from simreal.retarget.rotations import R_ZUP_FROM_YUP
 #: ``length 0.45`` (its BVH conversions keep it: a person spans about 35 of them).
 UNITS_M: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254, "ft": 0.3048, "cmu": 0.0254 / 0.45}
 #: ``units="auto"``: the first unit whose upper bound the skeleton's span (file units) is under.
-#: A person spans 1-2.5 m: in metres under 5, in CMU units 18-44 (a span of 76 is equally far,
-#: as a ratio, from a 1.8 m person in CMU units and in centimetres), in centimetres 100-250.
-AUTO_UNITS: tuple[tuple[float, str], ...] = ((5.0, "m"), (76.0, "cmu"), (500.0, "cm"), (np.inf, "mm"))
+#: A person's largest joint-to-joint span is 1-2.5 m (1.3-1.8 m in public captures): in metres
+#: under 5; in CMU units (an inch / 0.45) about 25; in inches about 65 (CMU conversions, and
+#: children, 45 for a 1.15 m span); in centimetres 100-250. The bounds sit about halfway, as
+#: ratios, between neighbouring units' usual spans: 42 is a 2.4 m span in CMU units and 1.07 m
+#: in inches, 100 is 2.5 m in inches and 1 m in centimetres.
+AUTO_UNITS: tuple[tuple[float, str], ...] = ((5.0, "m"), (42.0, "cmu"), (100.0, "in"), (500.0, "cm"),
+                                             (np.inf, "mm"))
 UP_AXES = ("auto", "y", "z")
 #: Largest coordinate a motion file may hold, in its own units (1000 km in mm): beyond it the
 #: unit conversion and the kinematics stop being finite.
@@ -101,7 +105,7 @@ def units_scale(units: str | float, extent: float) -> tuple[float, str]:
       units: ``"auto"``, a unit name (``m``, ``cm``, ``mm``, ``in``, ``ft``) or a number of
         metres per unit.
       extent: the skeleton's largest joint-to-joint span in file units, used by ``"auto"``
-        (:data:`AUTO_UNITS`: metres, CMU units, centimetres or millimetres).
+        (:data:`AUTO_UNITS`: metres, CMU units, inches, centimetres or millimetres).
 
     Returns:
       (metres per unit, the unit's name as recorded in provenance).

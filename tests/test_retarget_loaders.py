@@ -19,7 +19,8 @@ CONVENTIONS = [  # units, up, channel order, 6 channels on every joint, units pa
     ("cm", "y", "ZXY", False, "auto"),   # LAFAN1 / Mixamo style
     ("m", "z", "XYZ", True, "auto"),
     ("mm", "y", "ZYX", False, "auto"),
-    ("in", "z", "YXZ", True, "in"),      # inches cannot be told from cm by size: given explicitly
+    ("in", "z", "YXZ", True, "auto"),    # CMU's BVH conversions in inches: read as CMU units, a 3.9 m person
+    ("in", "y", "ZXY", False, "in"),
     ("cmu", "y", "ZYX", False, "auto"),  # CMU's ASF unit (inch / 0.45): a 7.5 cm thigh when read as cm
     ("cm", "z", "ZYX", True, "cm"),
 ]
