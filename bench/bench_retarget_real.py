@@ -42,14 +42,15 @@ GROUND_TOL_M = 0.01
 
 def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
     """(T, 2) height above z = 0 [m] of each sole's lowest contact: the sole site at its flat-foot
-    height, or the ball point (the front edge) of a foot on its ball."""
+    height, or an edge (ball or heel) of a foot on that edge."""
     d = mujoco.MjData(robot.model)
     out = np.empty((len(qpos), 2))
     for t, q in enumerate(qpos):
         d.qpos[:] = q
         mujoco.mj_kinematics(robot.model, d)
-        ball = robot.ball_points(d.site_xpos, d.site_xmat.reshape(-1, 3, 3))[:, 2]
-        out[t] = np.minimum(d.site_xpos[robot.foot_sites, 2] - robot.sole_height, ball)
+        rot = d.site_xmat.reshape(-1, 3, 3)
+        edges = np.minimum(robot.ball_points(d.site_xpos, rot)[:, 2], robot.ball_points(d.site_xpos, rot, robot.heel_local)[:, 2])
+        out[t] = np.minimum(d.site_xpos[robot.foot_sites, 2] - robot.sole_height, edges)
     return out
 
 

@@ -13,9 +13,10 @@ one. Then stance segments shorter than ``min_stance_s`` are dropped and swing ga
 than ``min_swing_s`` are filled. Tracks are smoothed over ``smooth_s`` against capture jitter
 first. The labels decide where the interaction solver pins feet (no slide, flat, on the
 ground), are written to the motion file, and are what the slide metric counts over.
-Within stance, :func:`heel_up` marks the frames where the foot stands on its ball with the
-heel raised (the heel-off before toe-off): the solver then pivots the foot on the front edge of
-its sole instead of holding it flat.
+Within stance, :func:`pivots` marks the frames where the foot stands on one edge: on its ball
+with the heel raised (the heel-off before toe-off), or on its heel with the toes raised (a
+heel strike, a turn swivelled on the heel). The solver then pins that edge of the sole and lets
+the foot pitch and turn about it instead of holding it flat.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ from scipy.ndimage import gaussian_filter1d
 from simreal.retarget.settings import ContactConfig
 
 
-#: Shorter heel-up runs [s] are capture jitter, not a heel-off.
-MIN_HEEL_UP_S = 0.03
-#: A heel this high [m] is off the ground: low, so that a foot the solver held flat until then
-#: is still about level when it starts to pitch (a 2 cm threshold made it snap 26 deg).
-HEEL_UP_M = 0.005
+#: Shorter runs on one edge [s] are capture jitter, not a heel-off or a heel strike.
+MIN_PIVOT_S = 0.03
+#: One contact point this much higher [m] than the other is off the ground: low, so that a foot
+#: the solver held flat until then is still about level when it starts to pitch (a 2 cm
+#: threshold made it snap 26 deg). Relative to the foot's other point, as a foot whose rest
+#: height is a few millimetres off the pooled one (a rig's left and right differ) stands flat.
+PIVOT_M = 0.005
+#: A foot on its heel stays there after its toes come down while its ball still moves this much
+#: faster [m/s] than the heel: the end of a swivel (pinned at the ball again at once, the heel
+#: slid 2 cm while the foot finished turning).
+PIVOT_STAY_M_S = 0.03
+#: Pivot labels: flat (or swing), on the ball (heel raised), on the heel (toes raised).
+FLAT, ON_BALL, ON_HEEL = 0, 1, -1
+
 
 
 def runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
@@ -93,17 +103,27 @@ def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
                      for f in range(points.shape[1])], axis=1)
 
 
-def heel_up(points: np.ndarray, fps: float, terrain_z: np.ndarray, contacts: np.ndarray,
-            cfg: ContactConfig = ContactConfig()) -> np.ndarray:
-    """(T, F) bool: stance frames where the heel (contact point 0) is off the ground, higher than
-    :data:`HEEL_UP_M`, while the foot stands on its ball: the heel-off before toe-off (or a landing on
-    the toes). Runs shorter than :data:`MIN_HEEL_UP_S` are dropped (a short heel-off still needs
-    its pivot: held flat, the foot snapped to its pitch at lift-off); a foot without a ball point
-    (no toe joint) is never on its ball."""
+def pivots(points: np.ndarray, fps: float, contacts: np.ndarray,
+           cfg: ContactConfig = ContactConfig()) -> np.ndarray:
+    """(T, F) int8: which edge each stance foot stands on. :data:`ON_BALL` where its heel (contact
+    point 0) is more than :data:`PIVOT_M` above its ball (the last point): the heel-off before
+    toe-off, a landing on the toes; :data:`ON_HEEL` where the ball is that much above the heel (a
+    heel strike's toes-up, a turn swivelled on the heel), and after that while the ball, its toes
+    down, still moves :data:`PIVOT_STAY_M_S` faster than the heel (the end of the swivel);
+    :data:`FLAT` otherwise and in swing. Runs shorter than :data:`MIN_PIVOT_S` are dropped (a
+    short heel-off still needs its pivot: held flat, the foot snapped to its pitch at lift-off); a
+    foot without a ball point (no toe joint) is always flat."""
+    out = np.zeros(contacts.shape, dtype=np.int8)
     if points.shape[2] < 2:
-        return np.zeros(contacts.shape, dtype=bool)
+        return out
     if cfg.smooth_s > 0 and len(points) > 1:
         points = gaussian_filter1d(points, cfg.smooth_s * fps, axis=0, mode="nearest")
-    up = contacts & (points[:, :, 0, 2] - terrain_z > HEEL_UP_M)
-    n = max(1, int(round(MIN_HEEL_UP_S * fps)))
-    return np.stack([clean_runs(up[:, f], n, 1) for f in range(up.shape[1])], axis=1)
+    rise = points[:, :, 0, 2] - points[:, :, -1, 2]  # heel above ball [m]
+    speed = np.linalg.norm(np.gradient(points, axis=0), axis=-1) * fps if len(points) > 1 else np.zeros(points.shape[:-1])
+    turning = (speed[:, :, -1] - speed[:, :, 0] > PIVOT_STAY_M_S) & (rise < PIVOT_M)  # the ball swings about the heel
+    n = max(1, int(round(MIN_PIVOT_S * fps)))
+    for f in range(contacts.shape[1]):
+        on_heel = hysteresis(-rise[:, f] > PIVOT_M, (-rise[:, f] > PIVOT_M) | turning[:, f])
+        out[clean_runs(contacts[:, f] & (rise[:, f] > PIVOT_M), n, 1), f] = ON_BALL
+        out[clean_runs(contacts[:, f] & on_heel, n, 1), f] = ON_HEEL
+    return out

@@ -48,6 +48,7 @@ import numpy as np
 
 from simreal.retarget import collisions
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
+from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.settings import InteractionConfig
@@ -87,7 +88,8 @@ class InteractionSolver:
         self.Q_kp = cfg.keypoint_weight * np.diag(robot.pos_weights)
         T = targets.num_frames
         self.q = np.zeros((T, self.nq))
-        self.anchor = np.full((T, 2, 2), np.nan)  # stance anchor xy per committed frame and foot
+        # stance anchor xy per committed frame, foot and sole edge (ball, heel; robot.pinned_local)
+        self.anchor = np.full((T, 2, 2, 2), np.nan)
         self.infeasible: dict[int, float] = {}
         self.iterations = 0
         self.relaxed_qps = 0
@@ -101,42 +103,55 @@ class InteractionSolver:
         q[:3] += self.targets.positions[t, pel] - self.targets.positions[t - 1, pel]
         return q
 
-    def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray]]:
-        """Per frame of [t0, t1): (largest stance residual, stance anchor xy per foot (2, 2), nan in
-        swing). The anchor is the ball point's (the sole's front edge, ``RetargetRobot.ball_local``);
-        the residual its distance from the anchor and the terrain, and the sole's tilt (on the ball
-        with the heel raised: across only, and how far its heel point is below the terrain)."""
+    def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray, float]]:
+        """Per frame of [t0, t1): (largest stance residual, stance anchors xy per foot and sole edge
+        (2, 2, 2), nan in swing, deepest penetration [m]). A stance foot's anchor for the edge it is pinned at
+        (``RetargetRobot.pinned_local``) is where that edge was when it was first pinned; for the
+        other edge, and on the first frame of a pin, where it is now. The residual is the pinned
+        edge's distance from its anchor and the terrain, the sole's tilt (on one edge: across
+        only, and how far the other edge is below the terrain). The penetration is the deepest of
+        any geom pair: the collision rows are linearised, and a foot landing beside the other one
+        ended 1.1 cm inside it after steps the last linearisation called feasible."""
         r, m, d = self.robot, self.model, self.data
-        prev = self.anchor[t0 - 1].copy() if t0 > 0 else np.full((2, 2), np.nan)
+        prev = self.anchor[t0 - 1].copy() if t0 > 0 else np.full((2, 2, 2), np.nan)
         out = []
         for t in range(t0, t1):
             d.qpos[:] = self.q[t]
             mujoco.mj_kinematics(m, d)
-            anchor, residual = np.full((2, 2), np.nan), 0.0
+            anchor = np.full((2, 2, 2), np.nan)
             site_rot = d.site_xmat.reshape(-1, 3, 3)
-            balls, heels = r.ball_points(d.site_xpos, site_rot), r.ball_points(d.site_xpos, site_rot, r.heel_local)
+            depth = float(collisions.deepest_by_kind(collisions.contacts(m, d, r.floor_geom, False)).max())
+            residual = 0.0
+            edges = np.stack([r.ball_points(d.site_xpos, site_rot, r.ball_local),
+                              r.ball_points(d.site_xpos, site_rot, r.heel_local)], axis=1)  # (2 feet, 2 edges, 3)
             for f in range(2):
                 if not self.targets.contacts[t, f]:
                     continue
-                rot, p = site_rot[r.foot_sites[f]], balls[f]
-                continuing = t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, 0])
-                anchor[f] = prev[f] if continuing else p[:2]
-                if self.targets.heel_up[t, f]:  # level across, the heel not below the terrain
-                    heel = heels[f]
+                piv = int(self.targets.pivot[t, f])
+                pin = int(piv < 0)
+                rot, p = site_rot[r.foot_sites[f]], edges[f, pin]
+                anchor[f] = edges[f, :, :2]
+                held = (t > 0 and self.targets.contacts[t - 1, f] and int(self.targets.pivot[t - 1, f] < 0) == pin
+                        and not np.isnan(prev[f, pin, 0]))
+                if held:
+                    anchor[f, pin] = prev[f, pin]
+                if piv:  # level across, the other edge not below the terrain
+                    other = edges[f, 1 - pin]
                     tilt = max(abs((rot @ r.foot_left_local[f])[2]),
-                               float(r.scene.height(heel[None, :2], heel[2])[0]) - heel[2])
+                               float(r.scene.height(other[None, :2], other[2])[0]) - other[2])
                 else:  # flat
                     tilt = float(np.hypot(*(rot @ r.foot_up_local[f])[:2]))
                 z = float(r.scene.height(p[None, :2], p[2])[0])
-                residual = max(residual, float(np.linalg.norm(p[:2] - anchor[f])), abs(p[2] - z), tilt)
-            out.append((residual, anchor))
+                residual = max(residual, float(np.linalg.norm(p[:2] - anchor[f, pin])), abs(p[2] - z), tilt)
+            out.append((residual, anchor, depth))
             prev = anchor
         return out
 
     def commit(self, t: int) -> None:
         """Fix frame ``t``: record stance anchors, and report a stance foot the last linearised
-        step left off its anchor, the terrain or level (the solve did not converge there)."""
-        residual, self.anchor[t] = self._stance_state(t, t + 1)[0]
+        step left off its anchor, the terrain or level (the solve did not converge there; a
+        penetration left is the report's to count)."""
+        residual, self.anchor[t], _ = self._stance_state(t, t + 1)[0]
         if residual > RESIDUAL_TOL:
             self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
 
@@ -144,7 +159,8 @@ class InteractionSolver:
     def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int, n_commit: int) -> None:
         """Iterate frames [t0, t1) at least ``iterations`` and at most ``max_iterations`` times, and
         up to ``repair_iterations`` more while a stance foot of the first ``n_commit`` frames is
-        left off its constraints, with a shrinking trust region (the linearisation's leftover: a
+        left off its constraints or a geom pair penetrates deeper than the report allows
+        (:meth:`_stance_state`), with a shrinking trust region (the linearisation's leftover: a
         step that overshoots, as over a straight knee, cycles at full size)."""
         tg, cfg, r = self.targets, self.cfg, self.robot
         mid = (t0 + t1 - 1) // 2
@@ -168,9 +184,10 @@ class InteractionSolver:
             self.iterations += 1
             it += 1
             # Linearisation error grows with the step squared: stop once steps are small, or at
-            # the limit, unless the frames to commit still leave a stance foot off.
+            # the limit, unless the frames to commit still leave a stance foot off or penetrate.
             if (it >= iterations and np.max(np.abs(x)) < cfg.converged_step) or it >= limit:
-                if max(res for res, _ in self._stance_state(t0, t0 + n_commit)) <= RESIDUAL_TOL:
+                state = self._stance_state(t0, t0 + n_commit)
+                if max(s[0] for s in state) <= RESIDUAL_TOL and max(s[2] for s in state) <= PENETRATION_TOL_M:
                     break
                 limit = min(limit, it)
         self.trust = trust

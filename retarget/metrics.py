@@ -3,10 +3,10 @@
 - penetration: frames where any geom pair (ground, scene, self) penetrates deeper than
   ``PENETRATION_TOL_M`` (1 cm), per kind and overall, and the deepest penetration [m];
 - foot slide: stance foot-frames (the foot in stance in this frame and the previous one)
-  whose ball point (the sole's front edge, where a stance foot is pinned) moves more than
-  ``SLIDE_TOL_M`` (1 cm) horizontally, and the largest slide;
-- stance feet: the largest tilt [rad] of a flat stance sole (one on its ball, heel raised,
-  pitches) and the largest and smallest height above the terrain [m] of a stance ball point;
+  whose pinned sole edge (``RetargetRobot.pinned_local``: the front edge, or the back edge of a
+  foot on its heel) moves more than ``SLIDE_TOL_M`` (1 cm) horizontally, and the largest slide;
+- stance feet: the largest tilt [rad] of a flat stance sole (one on an edge pitches) and the
+  largest and smallest height above the terrain [m] of a stance foot's pinned edge;
 - limits: (frame, joint) entries beyond the position limits or velocity limits (velocity as
   the backward difference ``(q_t - q_{t-1}) fps``), with the largest excess;
 - keypoint error after scaling: site-to-target distance [m], mean and max;
@@ -51,6 +51,16 @@ def forward_all(robot: RetargetRobot, qpos: np.ndarray):
     return site_pos, site_rot, depth
 
 
+def pinned_steps(robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray, pivot: np.ndarray) -> np.ndarray:
+    """(T-1, 2) horizontal move [m] from frame t to t+1 of the sole edge each foot is pinned at in
+    frame t+1 (``RetargetRobot.pinned_local`` of ``pivot`` (T, 2)), both frames measured at that
+    edge, so a foot rolling from its heel onto its ball is not read as a slide."""
+    local = robot.pinned_local(pivot[1:])
+    after = robot.ball_points(site_pos[1:], site_rot[1:], local)
+    before = robot.ball_points(site_pos[:-1], site_rot[:-1], local)
+    return np.linalg.norm(after[..., :2] - before[..., :2], axis=-1)
+
+
 def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk: tuple | None = None) -> dict:
     """Every metric of the module docstring as a JSON-ready dict; ``fk``: :func:`forward_all`'s
     result when the caller has it already (the pipeline shares it with the graded report)."""
@@ -65,14 +75,13 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
     pen["any"] = {"frames_over_1cm": int((worst > PENETRATION_TOL_M).sum()),
                   "fraction": float((worst > PENETRATION_TOL_M).mean()), "deepest_m": float(worst.max())}
 
-    balls = robot.ball_points(site_pos, site_rot)  # (T, 2, 3)
+    pinned = robot.ball_points(site_pos, site_rot, robot.pinned_local(targets.pivot))  # (T, 2, 3)
     stance_pairs = targets.contacts[1:] & targets.contacts[:-1]
-    step = np.linalg.norm(np.diff(balls[:, :, :2], axis=0), axis=-1)
-    slides = step[stance_pairs]
+    slides = pinned_steps(robot, site_pos, site_rot, targets.pivot)[stance_pairs]
     n_stance = int(stance_pairs.sum())
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
-    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & ~targets.heel_up]
-    height = (balls[..., 2] - robot.scene.height(balls[..., :2], balls[..., 2]))[targets.contacts]
+    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & (targets.pivot == 0)]
+    height = (pinned[..., 2] - robot.scene.height(pinned[..., :2], pinned[..., 2]))[targets.contacts]
     slide = {"stance_foot_frames": n_stance, "sliding_over_1cm": int((slides > SLIDE_TOL_M).sum()),
              "fraction": float((slides > SLIDE_TOL_M).mean()) if n_stance else 0.0,
              "max_m_per_frame": float(slides.max()) if n_stance else 0.0}

@@ -42,7 +42,7 @@ import numpy as np
 from simreal.errors import ConfigError
 from simreal.retarget.checks import THRESHOLDS
 from simreal.retarget.contacts import runs
-from simreal.retarget.metrics import SLIDE_TOL_M, forward_all
+from simreal.retarget.metrics import SLIDE_TOL_M, forward_all, pinned_steps
 from simreal.retarget.pipeline import RetargetResult, assess
 from simreal.retarget.robot import RetargetRobot
 
@@ -152,11 +152,11 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
     return {**stats, "infeasible_frames": [t - first for t in keep]}
 
 
-def _stance_step(robot: RetargetRobot, qpos: np.ndarray, contacts: np.ndarray) -> float:
-    """The largest frame-to-frame move of a stance foot's ball point (where it is pinned), in
-    stance at both frames [m] (0 without any)."""
+def _stance_step(robot: RetargetRobot, qpos: np.ndarray, contacts: np.ndarray, pivot: np.ndarray) -> float:
+    """The largest frame-to-frame move of a stance foot's pinned sole edge, in stance at both
+    frames [m] (0 without any)."""
     site_pos, site_rot, _ = forward_all(robot, qpos)
-    step = np.linalg.norm(np.diff(robot.ball_points(site_pos, site_rot), axis=0), axis=-1)
+    step = pinned_steps(robot, site_pos, site_rot, pivot)
     held = contacts[1:] & contacts[:-1]
     return float(step[held].max()) if held.any() else 0.0
 
@@ -185,8 +185,8 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
         lo, hi = robot.q_lower[joints[a:stop].any(axis=0)], robot.q_upper[joints[a:stop].any(axis=0)]
         trial[:, cols] = np.clip(hermite_bridge(qpos[:, cols], a, b), lo, hi)
         around = slice(a - 1, b + 2)
-        contacts = result.targets.contacts[around]
-        if _stance_step(robot, trial[around], contacts) > SLIDE_TOL_M:
+        tg = result.targets
+        if _stance_step(robot, trial[around], tg.contacts[around], tg.pivot[around]) > SLIDE_TOL_M:
             must_cut[a:stop] = bad[a:stop]  # the bridge would drag a planted foot
             continue
         qpos = trial

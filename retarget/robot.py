@@ -48,8 +48,8 @@ class RetargetRobot:
         on flat ground; foot_up_local: (2, 3) site-frame axis that is world +z then;
         foot_left_local: (2, 3) the one that is world +y then (the sole's lateral axis);
         ball_local, heel_local: (2, 3) site-frame points on the front and back edges of the
-        sole's bottom, on the foot's centre line: a stance foot pivots on the front edge (robot
-        soles are rigid) and its back edge may not go below the ground.
+        sole's bottom, on the foot's centre line: a stance foot is pinned at one of them (robot
+        soles are rigid: :meth:`pinned_local`) and the other may not go below the ground.
       floor_geom: the ground plane; robot_geoms: collision geoms on robot bodies.
       excluded_pairs: body-name pairs whose self-collision is filtered.
     """
@@ -86,11 +86,21 @@ class RetargetRobot:
 
     def ball_points(self, site_pos: np.ndarray, site_rot: np.ndarray, local: np.ndarray | None = None) -> np.ndarray:
         """(..., 2, 3) world position of a point of each sole (``local`` (2, 3) in the sole sites'
-        frames; default ``ball_local``, where a stance foot is pinned), from every site's world
+        frames, or (..., 2, 3) per frame; default ``ball_local``), from every site's world
         positions (..., S, 3) and orientations (..., S, 3, 3)."""
         rot = site_rot[..., self.foot_sites, :, :]
         local = self.ball_local if local is None else local
-        return site_pos[..., self.foot_sites, :] + np.einsum("...fab,fb->...fa", rot, local)
+        return site_pos[..., self.foot_sites, :] + np.einsum("...fab,...fb->...fa", rot, local)
+
+    def pinned_local(self, pivot: np.ndarray) -> np.ndarray:
+        """(..., 2, 3) the sole point each stance foot is pinned at, in its site's frame, from the
+        pivot labels (..., 2) (``Targets.pivot``): the heel edge where the foot stands on its heel
+        (pivot < 0), else the ball edge (flat, or on the ball)."""
+        return np.where((np.asarray(pivot) < 0)[..., None], self.heel_local, self.ball_local)
+
+    def free_local(self, pivot: np.ndarray) -> np.ndarray:
+        """(..., 2, 3) the other edge of each sole (:meth:`pinned_local`): the one that may lift."""
+        return np.where((np.asarray(pivot) < 0)[..., None], self.ball_local, self.heel_local)
 
     @property
     def body_names(self) -> tuple[str, ...]:

@@ -62,7 +62,7 @@ class InteractionConfig:
     laplacian_weight: float = field(4.0, min=0.0, doc="interaction-mesh deformation energy")
     keypoint_weight: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
     orientation_weight: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
-    smooth_weight: float = field(0.02, min=0.0, doc="joint acceleration penalty (per frame^2)")
+    smooth_weight: float = field(0.02, min=0.0, doc="joint acceleration penalty per frame^2 at 30 fps; x (fps/30)^3 at other rates")
     posture_weight: float = field(0.005, min=0.0, doc="pull towards the default pose")
     damping: float = field(0.02, min=0.0, doc="step damping (trust region) per iteration")
     trust_joint_rad: float = field(0.3, min=0.0, doc="largest joint step per SQP iteration [rad]")

@@ -29,7 +29,7 @@ from scipy.ndimage import gaussian_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.contacts import detect_contacts, heel_up, runs
+from simreal.retarget.contacts import detect_contacts, pivots, runs
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
@@ -57,6 +57,10 @@ CONTINUITY_GAP_S = 0.3
 CONTINUITY_RAD = np.pi / 3
 AMBIGUOUS_COS = 0.5
 OFFSET_SMOOTH_S = 0.05  # sigma of the per-frame vertical offset [s]
+# A foot stands still (level_feet) where both its contact points are slower than STILL_M_S
+# [m/s] (tracks smoothed over STILL_SMOOTH_S [s]) and lower than LOW_M [m]; at least
+# MIN_STILL_S [s] of such frames, and a heel-ball offset under MAX_LEVEL_M [m], to level it.
+STILL_M_S, STILL_SMOOTH_S, LOW_M, MIN_STILL_S, MAX_LEVEL_M = 0.1, 0.02, 0.05, 0.2, 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +73,8 @@ class Targets:
       rotations: (T, K, 3, 3) target site orientations (identity where not oriented).
       human: (T, K, 3) the human keypoints before scaling (floor at z = 0) [m].
       contacts: (T, 2) stance of the left and right foot.
-      heel_up: (T, 2) stance frames where the foot stands on its ball, heel raised.
+      pivot: (T, 2) int8, the edge a stance foot stands on (:func:`~simreal.retarget.contacts.pivots`):
+        1 its ball (heel raised), -1 its heel (toes raised), 0 flat or in swing.
       terrain_z: (T, 2) terrain height under each target sole [m].
       fps: [Hz]; scaling: the derived factors; vertical_offset_m: (T,) downward shift applied
         after scaling [m], so that stance soles rest on the terrain.
@@ -80,7 +85,7 @@ class Targets:
     rotations: np.ndarray
     human: np.ndarray
     contacts: np.ndarray
-    heel_up: np.ndarray
+    pivot: np.ndarray
     terrain_z: np.ndarray
     fps: float
     scaling: Scaling
@@ -94,7 +99,7 @@ class Targets:
         """The targets of frames ``first .. stop - 1`` (a part of the clip)."""
         cut = slice(first, stop)
         return dataclasses.replace(self, positions=self.positions[cut], rotations=self.rotations[cut],
-                                   human=self.human[cut], contacts=self.contacts[cut], heel_up=self.heel_up[cut],
+                                   human=self.human[cut], contacts=self.contacts[cut], pivot=self.pivot[cut],
                                    terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut])
 
 
@@ -131,9 +136,10 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
 
     A contact point is a point of the foot shifted down by its height when the foot stands
     flat (a low percentile of its height over the clip, both feet pooled), so it is at the
-    floor whenever that part of the foot is down. Without a toe joint the heel is a tenth of
-    the leg below the ankle. The sole is between ankle and toe, as high as the mean of the
-    contact points (a foot on its ball, heel raised, has its sole's centre up).
+    floor whenever that part of the foot is down; then each foot's heel and ball are levelled
+    against each other where that foot stands still (:func:`level_feet`). Without a toe joint
+    the heel is a tenth of the leg below the ankle. The sole is between ankle and toe, as high
+    as the mean of the contact points (a foot on its ball, heel raised, has its sole's centre up).
     """
     idx = joint_names.resolve_keypoints(motion.names, joint_map, source=motion.source.get("path", ""))
     kp = {k: motion.positions[:, i] for k, i in idx.items()}
@@ -146,12 +152,37 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
         points = points - np.array([0.0, 0.0, 0.1 * leg])
     rest = np.percentile(points[..., 2].reshape(-1, len(parts)), 5, axis=0)  # (P,) flat-foot heights
     floor = float(rest.min())
-    points = points - np.concatenate([np.zeros((len(parts), 2)), rest[:, None]], axis=1)  # flat: z = 0
+    points = level_feet(points - np.concatenate([np.zeros((len(parts), 2)), rest[:, None]], axis=1), motion.fps)
     for f, side in enumerate(("left", "right")):
         sole = kp[f"{side}_ankle"] if not has_toes else 0.5 * (kp[f"{side}_ankle"] + kp[f"{side}_toe"])
         kp[f"{side}_foot"] = np.concatenate([sole[:, :2], points[:, f, :, 2].mean(axis=1, keepdims=True) + floor], 1)
     shift = np.array([0.0, 0.0, floor])
     return {k: v - shift for k, v in kp.items()}, points
+
+
+def level_feet(points: np.ndarray, fps: float) -> np.ndarray:
+    """Contact points (T, 2, P, 3) [m] with each foot's heel and ball level where it stands still.
+
+    The pooled rest heights leave a foot whose toe joint sits higher or lower than the other
+    foot's (marker placement, a rig's skinning) standing on one edge all through a flat stance:
+    1.6 cm toes-up on one foot of a CMU capture, read as a swivel on the heel. Per foot, the
+    median heel-minus-ball height over the frames where both its points are low and still
+    (:data:`STILL_M_S`, :data:`LOW_M`; at least :data:`MIN_STILL_S` of them) is split between
+    the two points, if it is under :data:`MAX_LEVEL_M` (more is a real pose, as on tiptoe)."""
+    if points.shape[2] < 2 or len(points) < 3:
+        return points
+    smooth = gaussian_filter1d(points, STILL_SMOOTH_S * fps, axis=0, mode="nearest")
+    speed = np.linalg.norm(np.gradient(smooth, axis=0), axis=-1) * fps  # (T, 2, P)
+    still = ((speed < STILL_M_S) & (smooth[..., 2] < LOW_M)).all(axis=-1)  # (T, 2)
+    out = points.copy()
+    for f in range(points.shape[1]):
+        if still[:, f].sum() < MIN_STILL_S * fps:
+            continue
+        rise = float(np.median(points[still[:, f], f, 0, 2] - points[still[:, f], f, -1, 2]))
+        if abs(rise) < MAX_LEVEL_M:
+            out[:, f, 0, 2] -= rise / 2
+            out[:, f, -1, 2] += rise / 2
+    return out
 
 
 def _reliability(x: np.ndarray) -> np.ndarray:
@@ -257,18 +288,20 @@ def human_frames(kp: Mapping[str, np.ndarray], fps: float) -> dict[str, np.ndarr
 
 def stance_pitch(points: np.ndarray, contact: np.ndarray, fps: float) -> np.ndarray:
     """(T,) pitch [rad] of one foot's sole target, heel up positive: in stance, the slope from the
-    ball to the heel contact point, never below level (a sole flat on the ground: about 0; the
-    heel-off before toe-off: the human's; a heel strike's toes-up lands flat, as the solver pivots
-    a stance foot on its front edge only); in swing it returns to level over :data:`PITCH_RELEASE_S` after a lift-off and
-    leaves it as long before a touchdown (else a foot pitched at toe-off, or toes up at heel
-    strike, snapped in one frame); level in swing otherwise, and for a foot without a ball point.
-    Smoothed over :data:`PITCH_SMOOTH_S`: the last frames of a toe-off pitch faster than a 30 fps
-    capture samples (24 -> 47 deg in one frame of a real walk), which read as a jump of the target. ``points``: (T, P, 3) the foot's contact points."""
+    ball to the heel contact point (a sole flat on the ground: about 0; the heel-off before
+    toe-off: heel up, the human's; a heel strike's toes-up: negative, as the solver pivots a
+    stance foot on whichever edge the human stands on); in swing it returns to level over
+    :data:`PITCH_RELEASE_S` after a lift-off and leaves it as long before a touchdown (else a foot
+    pitched at toe-off, or toes up at heel strike, snapped in one frame); level in swing
+    otherwise, and for a foot without a ball point. Smoothed over :data:`PITCH_SMOOTH_S`: the
+    last frames of a toe-off pitch faster than a 30 fps capture samples (24 -> 47 deg in one
+    frame of a real walk), which read as a jump of the target. ``points``: (T, P, 3) the foot's
+    contact points."""
     T = len(points)
     if points.shape[1] < 2:
         return np.zeros(T)
     d = points[:, 0] - points[:, -1]
-    pitch = np.where(contact, np.maximum(np.arctan2(d[:, 2], np.linalg.norm(d[:, :2], axis=-1)), 0.0), 0.0)
+    pitch = np.where(contact, np.arctan2(d[:, 2], np.linalg.norm(d[:, :2], axis=-1)), 0.0)
     n = max(1, int(round(PITCH_RELEASE_S * fps)))
     swing = pitch.copy()
     for t in np.flatnonzero(contact[:-1] & ~contact[1:]):  # lift-off after frame t: back to level
@@ -341,7 +374,7 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
     terrain = robot.scene.height(pos[:, feet, :2], pos[:, feet, 2])
     contacts = detect_contacts(scaling.root * points, motion.fps, terrain, robot.kmap.contacts)
-    on_ball = heel_up(scaling.root * points, motion.fps, terrain, contacts, robot.kmap.contacts)
+    pivot = pivots(scaling.root * points, motion.fps, contacts, robot.kmap.contacts)
     for f, i in enumerate(feet):  # a foot on its ball pitches as the human's does (rotation about its lateral axis)
         rots[:, i] = np.einsum("tij,tjk,kl->til", frames[("left_foot", "right_foot")[f]],
                                pitch_about_y(stance_pitch(points[:, f], contacts[:, f], motion.fps)), home_rot[i])
@@ -350,4 +383,4 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     offset = vertical_offsets(pos[:, feet, 2] - lift - terrain - robot.sole_height, contacts, motion.fps)
     pos[..., 2] -= offset[:, None]
     human = np.stack([kp[k] for k in robot.keypoints], axis=1)
-    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, on_ball, terrain, motion.fps, scaling, offset)
+    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, pivot, terrain, motion.fps, scaling, offset)

@@ -6,7 +6,8 @@ step ``dq_t`` (nv) per frame and assembles the dense QP that interaction.py's do
 out: the interaction-mesh + keypoint quadratic form, orientation and posture costs, damping,
 the acceleration penalty across frames (:func:`add_smoothness`), joint position limits and the
 trust region as bounds, velocity limits between frames as hard rows, and the soft rows that
-may take slack when infeasible: collisions and stance feet (flat, on the terrain, not sliding).
+may take slack when infeasible: collisions and stance feet (flat or on one edge, on the terrain,
+not sliding).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 
 ROW_KINDS = ("velocity", "collision", "stance_flat", "stance_slide", "stance_height")
 VELOCITY, COLLISION, STANCE_FLAT, STANCE_SLIDE, STANCE_HEIGHT = range(len(ROW_KINDS))
+#: ``interaction.smooth_weight`` is the acceleration penalty at this frame rate [Hz] ...
+SMOOTH_REF_FPS = 30.0
+#: ... and scales with the frame rate to this power (:func:`smooth_weight`).
+SMOOTH_FPS_EXPONENT = 3
 
 
 @dataclasses.dataclass
@@ -45,6 +50,17 @@ class WindowQP:
     soft: np.ndarray
     row_frame: np.ndarray
     row_kind: np.ndarray
+
+
+def smooth_weight(weight_at_ref: float, fps: float) -> float:
+    """The per-frame acceleration penalty at ``fps`` for the setting ``weight_at_ref`` (given at
+    :data:`SMOOTH_REF_FPS`). A second difference shrinks as fps^-2, so a fixed per-frame weight
+    smoothed a 120 fps capture 16x less per unit of physical acceleration than a 30 fps one, and
+    a swap of stance constraints there (a pivot changing edge, a lift-off) came out as a one-frame
+    jump of 20-30 rad/s. The exact physical scaling, fps^4, rang (wrists swinging at 3x the
+    human's speed) with one frame of look-ahead per window; fps^3 gave the lowest peaks on
+    120 fps walks (2026-11-25)."""
+    return weight_at_ref * (fps / SMOOTH_REF_FPS) ** SMOOTH_FPS_EXPONENT
 
 
 def _skew(u: np.ndarray) -> np.ndarray:
@@ -157,22 +173,25 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     fw -= cfg.penetration_weight * Jc.T @ need[inside]
                 blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t,
                                COLLISION))
-        # Stance feet: the ball point (front edge of the sole) on the terrain and not sliding; the
-        # sole flat while the human's heel is down; on the ball with the heel raised (heel-off,
-        # from half a centimetre up, so the pitch target is still about level at the switch) level
-        # across, its heel (back edge) not below the terrain, pitching about the front edge.
+        # Stance feet: the pinned edge of the sole (its front, the ball, when flat or on the ball;
+        # its back, the heel, on the heel) on the terrain and not sliding; the sole flat while
+        # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
+        # swivel on the heel, from half a centimetre) level across, the other edge not below the
+        # terrain, pitching and turning about the pinned one.
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
             k = solver.feet_k[fo]
-            p, jp = ball_point(L, k, r.ball_local[fo])
-            if tg.heel_up[t, fo]:
+            piv = int(tg.pivot[t, fo])
+            pin_local = r.pinned_local(piv)[fo]
+            p, jp = ball_point(L, k, pin_local)
+            if piv:
                 side = L.rot[k] @ r.foot_left_local[fo]
                 roll = -_skew(side) @ L.jr[k]
                 blocks.append(([(w, roll[2:3])], -side[2:3], -side[2:3], True, t, STANCE_FLAT))
-                ph, jh = ball_point(L, k, r.heel_local[fo])
-                ground = float(r.scene.height(ph[None, :2], ph[2])[0])
-                blocks.append(([(w, jh[2:3])], np.array([ground - ph[2]]), np.array([INF]), True, t, STANCE_HEIGHT))
+                po, jo = ball_point(L, k, r.free_local(piv)[fo])
+                ground = float(r.scene.height(po[None, :2], po[2])[0])
+                blocks.append(([(w, jo[2:3])], np.array([ground - po[2]]), np.array([INF]), True, t, STANCE_HEIGHT))
             else:
                 up = L.rot[k] @ r.foot_up_local[fo]
                 flat = -_skew(up) @ L.jr[k]
@@ -180,10 +199,10 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
             xy = None
             if t > 0 and tg.contacts[t - 1, fo]:
                 if w == 0:
-                    xy = solver.anchor[t - 1, fo]
+                    xy = solver.anchor[t - 1, fo, int(piv < 0)]
                     blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t, STANCE_SLIDE))
                 else:
-                    pp, jpp = ball_point(lins[w - 1], k, r.ball_local[fo])
+                    pp, jpp = ball_point(lins[w - 1], k, pin_local)
                     blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t,
                                    STANCE_SLIDE))
             z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2])[0])
@@ -208,10 +227,18 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
 
 
 def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:
-    """Joint acceleration penalty over every frame triple touching the window."""
-    w_acc, nv = solver.cfg.smooth_weight, solver.nv
+    """Joint acceleration penalty over every frame triple touching the window,
+    ``w (q_{t+1} - 2 q_t + q_{t-1})^2`` per frame with ``w = smooth_weight (fps / 30)^3``
+    (:data:`SMOOTH_REF_FPS`, :data:`SMOOTH_FPS_EXPONENT`), and a joint velocity penalty over every
+    frame pair, ``2 sqrt(w posture_weight) (q_t - q_{t-1})^2`` (root excluded): the critical damping
+    of a joint held by nothing but the posture pull. Without it such a joint (a wrist) coasted
+    under the acceleration penalty alone, ringing with a 0.8 s period at 120 fps (6 rad/s against
+    the human's 2); on a joint a keypoint holds its lag is millimetres."""
+    w_acc, nv = smooth_weight(solver.cfg.smooth_weight, solver.targets.fps), solver.nv
     if w_acc == 0:
         return
+    w_vel = 2.0 * np.sqrt(w_acc * solver.cfg.posture_weight)
+    joints = solver.robot.dof_adr
     v = np.empty(nv)
     vel = {}
     for t in range(max(t0 - 1, 1), t1):
@@ -225,4 +252,9 @@ def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f
             f[si] += w_acc * ci * a
             for wj, cj in terms:
                 H[si, wj * nv:(wj + 1) * nv] += w_acc * ci * cj * np.eye(nv)
-
+    for c in range(max(t0, 1), t1):
+        terms = [(fr - t0, coef) for fr, coef in ((c - 1, -1.0), (c, 1.0)) if fr >= t0]
+        for wi, ci in terms:
+            f[wi * nv + joints] += w_vel * ci * vel[c][joints]
+            for wj, cj in terms:
+                H[wi * nv + joints, wj * nv + joints] += w_vel * ci * cj

@@ -12,14 +12,14 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from simreal.retarget import collisions, interaction_mesh as im
-from simreal.retarget.contacts import clean_runs, detect_contacts, hysteresis
+from simreal.retarget.contacts import FLAT, ON_BALL, ON_HEEL, clean_runs, detect_contacts, hysteresis, pivots
 from simreal.retarget.qp import INF, solve_qp
 from simreal.retarget.robot import load_robot
 from simreal.retarget.rotations import (fill_unreliable, frame_from_left_up, heading_from_left, log_so3,
                                        rotation_log, wrap_angle, yaw_frame)
 from simreal.retarget.scaling import apply_scaling, derive_scaling
 from simreal.retarget.settings import ContactConfig
-from simreal.retarget.targets import FOOT_YAW_MAX_RAD, foot_yaw, vertical_offsets
+from simreal.retarget.targets import FOOT_YAW_MAX_RAD, foot_yaw, level_feet, vertical_offsets
 
 
 @pytest.fixture(scope="module")
@@ -287,6 +287,50 @@ def test_foot_heading_fills_collinear_bones_and_tracks_the_sign_flip():
     yaw = foot_yaw(knee, ankle, toe, np.full(T, heading), sigma_frames=3.0)
     assert np.abs(wrap_angle(yaw - heading)).max() < 0.1
     assert np.abs(np.diff(yaw)).max() < 0.1
+
+
+def test_pivot_labels_pin_the_edge_the_foot_stands_on():
+    """Per stance frame, the edge a foot stands on: the ball when the heel is raised, the heel when
+    the toes are (and while the ball still swings about it after they come down), flat otherwise;
+    measured against the foot's other point, so a foot lifted whole is flat."""
+    T, fps = 60, 60.0
+    cfg = ContactConfig(smooth_s=0.0)
+    pts = np.zeros((T, 1, 2, 3))
+    pts[:, 0, 1, 0] = 0.14  # heel at x = 0, ball 14 cm ahead
+    contacts = np.ones((T, 1), dtype=bool)
+    contacts[50:] = False
+    pts[10:20, 0, 0, 2] = np.linspace(0.0, 0.03, 10)  # heel-off: the heel rises 3 cm
+    pts[20:30, 0, 1, 2] = np.linspace(0.0, 0.02, 10)  # toes up 2 cm
+    turn = np.linspace(0.0, 0.5, 10)  # a swivel on the heel, toes 1 cm up
+    pts[30:40, 0, 1, :2] = 0.14 * np.stack([np.cos(turn), np.sin(turn)], 1)
+    pts[30:40, 0, 1, 2] = 0.01
+    turn = np.linspace(0.5, 0.6, 5)  # ... and finishes its turn with the toes down
+    pts[40:45, 0, 1, :2] = 0.14 * np.stack([np.cos(turn), np.sin(turn)], 1)
+    pts[45:, 0, 1, :2] = pts[44, 0, 1, :2]
+    pts[40:50, 0, :, 2] += 0.004  # both points 4 mm up: still flat
+    pts[50:, 0, 0, 2] = 0.2  # swing
+    got = pivots(pts, fps, contacts, cfg)[:, 0]
+    assert (got[12:20] == ON_BALL).all() and (got[23:30] == ON_HEEL).all() and (got[31:43] == ON_HEEL).all()
+    assert (got[:10] == FLAT).all() and (got[46:] == FLAT).all()
+    sliding = pts.copy()  # a flat foot whose ball slides (never toes-up first) stays flat
+    sliding[:, 0, 1, 0] += np.linspace(0.0, 0.2, T)
+    assert (pivots(sliding, fps, contacts, cfg)[:10, 0] == FLAT).all()
+    assert not pivots(pts[:, :, :1], fps, contacts, cfg).any()  # no toe joint: always flat
+
+
+def test_level_feet_levels_a_resting_offset_not_a_pose():
+    """A foot whose toe joint rests 1.6 cm above its heel (a capture's marker offset) is levelled
+    where it stands still; one on tiptoe (4 cm) is a pose and stays."""
+    T, fps = 120, 60.0
+    pts = np.zeros((T, 2, 2, 3))
+    pts[:, :, 1, 0] = 0.14
+    pts[:, 0, 1, 2] = 0.016  # left: toes 1.6 cm up whenever it stands
+    pts[:, 1, 0, 2] = 0.04  # right: on tiptoe, heel 4 cm up
+    pts[60:, :, :, 0] += np.linspace(0.0, 1.0, 60)[:, None, None]  # then both walk off (moving: not still)
+    out = level_feet(pts, fps)
+    np.testing.assert_allclose(out[:, 0, 0, 2] - out[:, 0, 1, 2], 0.0, atol=1e-12)
+    np.testing.assert_allclose(out[:, 0].mean(axis=1), pts[:, 0].mean(axis=1), atol=1e-12)  # split evenly
+    np.testing.assert_array_equal(out[:, 1], pts[:, 1])
 
 
 def test_a_foot_turning_out_past_90_deg_keeps_its_side_across_the_shin_line():

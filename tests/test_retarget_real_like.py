@@ -9,7 +9,10 @@ along local x, 6 channels per joint, Y-up centimetres), at 60 fps, with mocap-li
   124 deg below the forward horizontal in swing (past vertical a few frames per stride),
   heel strike;
 - a kick: the left foot planted flat the whole clip, the right ankle kicked 1 m high;
-- a balance: seconds on the left leg, the right knee raised.
+- a balance: seconds on the left leg, the right knee raised;
+- a turning walk whose feet land turned out, toes up, and swivel back on the heel while they
+  roll flat (as at the turns of real captures, where a foot pinned at its ball lagged its
+  heading up to 1 rad and caught up in three frames at lift-off).
 
 Every figure is computed here from the motion file (``dof_pos``, ``joint_names``,
 ``body_pos``/``body_quat``, ``foot_contacts``, ``fps``) against the generator's ground truth,
@@ -21,6 +24,8 @@ with slack, the kick's support foot labelled stance throughout, a one-leg stance
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import mujoco
 import numpy as np
@@ -42,12 +47,15 @@ SOLE_TOL_M = 0.01
 MIN_SUPPORTED_FRACTION = 0.95
 LIFTED_M = 0.03  # a raised foot's sole at least this high
 MAX_STANCE_TILT_RAD = 0.35  # a stance sole at most 20 deg off flat
+SWIVEL_RAD = 0.35  # the swivelling walk's feet land this far turned out, toes 9 deg up
+SWIVEL_FEET = dataclasses.replace(synth.REAL_FEET, strike_swivel_rad=SWIVEL_RAD, strike_pitch_rad=-0.15)
 
 CLIPS = {
     "walk": lambda: synth.walking(duration_s=3.0, fps=FPS, turn_rate_rad_s=0.1, feet=synth.REAL_FEET),
     "flat_walk": lambda: synth.walking(duration_s=3.0, fps=FPS, turn_rate_rad_s=0.1),
     "kick": lambda: synth.kicking(duration_s=3.0, fps=FPS),
     "balance": lambda: synth.balancing(duration_s=4.0, fps=FPS, hold_s=2.5),
+    "swivel": lambda: synth.walking(duration_s=3.0, fps=FPS, turn_rate_rad_s=0.3, feet=SWIVEL_FEET),
 }
 
 
@@ -238,3 +246,40 @@ def test_one_leg_stance_stays_one_leg(retargeted, foot_boxes):
     assert (frac >= MIN_SUPPORTED_FRACTION).all(), f"soles within 1 cm in {frac} of their support frames"
     assert tilts[clip.contacts[:, 0], 0].max() < MAX_STANCE_TILT_RAD
     assert hip_yaw_fraction(m) < MAX_HIP_YAW_FRACTION
+
+
+def _heading(R: np.ndarray) -> np.ndarray:
+    """(T,) heading [rad] of the x axis of rotations (T, 3, 3)."""
+    return np.arctan2(R[:, 1, 0], R[:, 0, 0])
+
+
+def test_turn_swivelled_on_the_heel(retargeted, foot_boxes):
+    """Feet landing on the heel, toes up and turned out, swivel on it: the robot's foot turns with
+    the human's about its back edge, which stays put, and the walk keeps the targets."""
+    clip, m = retargeted("swivel")
+    _assert_walk_targets(clip, m, foot_boxes)
+    rock = int(round(SWIVEL_FEET.heel_rock * 1.05 * FPS))  # frames a landed foot rolls on its heel
+    checked = 0
+    for f, (body, centre, half) in enumerate(foot_boxes):
+        b = m.body_names.index(body)
+        R = quat_wxyz_to_matrix(m.body_quat[:, b])
+        robot_yaw = np.unwrap(_heading(R))
+        heel = m.body_pos[:, b] + R @ (centre + np.array([-half[0], 0.0, -half[2]]))
+        side = ("Left", "Right")[f]
+        toe = clip.positions[:, clip.names.index(f"{side}Toe")] - clip.positions[:, clip.names.index(f"{side}Foot")]
+        human_yaw = np.unwrap(np.arctan2(toe[:, 1], toe[:, 0]))
+        for s in np.flatnonzero(~clip.contacts[:-1, f] & clip.contacts[1:, f]) + 1:  # flat from frame s
+            if s < rock:
+                continue
+            on = np.flatnonzero(m.foot_contacts[s - rock:s + 1, f]) + s - rock  # labelled stance on the heel
+            assert len(on) >= rock // 2, f"{body} labelled stance in {len(on)} of the {rock} frames on its heel"
+            a = on[0]
+            human_turn = human_yaw[s] - human_yaw[a]
+            assert abs(human_turn) > 0.4 * SWIVEL_RAD, "the clip's feet no longer swivel on the heel"
+            turn = robot_yaw[s] - robot_yaw[a]  # the same way, as far within a factor of 2 (the
+            assert 0.5 < turn / human_turn < 2.0, (  # heading target comes from the shin and foot bones)
+                f"{body} turned {turn:.2f} rad on its heel over frames {a}-{s}, the human's {human_turn:.2f}")
+            slide = np.linalg.norm(heel[a:s + 1, :2] - heel[a, :2], axis=1).max()
+            assert slide < SOLE_TOL_M, f"{body}'s heel slid {100 * slide:.1f} cm while it swivelled on it"
+            checked += 1
+    assert checked >= 3
