@@ -37,6 +37,7 @@ from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.torch_loop import TorchTrainer
 from simreal.policies.trainers import check_observations
+from simreal.sim.adapter_core import REWARD_TERMS
 from simreal.yaml_io import atomic_write_bytes
 
 EXT = "pt"
@@ -114,6 +115,7 @@ class Driver:
     def iterate(self) -> dict[str, float]:
         alg, venv = self.alg, self.venv
         sums: dict[str, float] = {}
+        terms: dict[str, float] = {}  # each reward term summed over the steps' batch means
         obs = venv.get_observations()
         alg.train_mode()
         with torch.inference_mode():
@@ -121,6 +123,8 @@ class Driver:
                 actions = alg.act(obs)
                 obs, rewards, dones, extras = venv.step(actions)
                 alg.process_env_step(obs, rewards * self.reward_scale, dones, extras)
+                for k, v in extras[REWARD_TERMS].items():
+                    terms[k] = terms.get(k, 0.0) + v
                 n = int(dones.sum())
                 if n:
                     for k, v in extras["log"].items():  # means over the n envs that finished
@@ -130,7 +134,8 @@ class Driver:
             alg.compute_returns(obs)
         losses = alg.update()
         self.iteration += 1
-        return {**sums, **{f"loss/{k}": float(v) for k, v in losses.items()}}
+        steps = self.runner.cfg["num_steps_per_env"]
+        return {**sums, **{k: v / steps for k, v in terms.items()}, **{f"loss/{k}": float(v) for k, v in losses.items()}}
 
     def save(self, ckpt_dir: Path) -> Path:
         d = self.alg.save()

@@ -65,6 +65,7 @@ from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.torch_loop import TorchTrainer
+from simreal.sim.adapter_core import REWARD_TERMS
 from simreal.yaml_io import atomic_write_bytes
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "swish": nn.SiLU}
@@ -93,14 +94,26 @@ class _ScaledReward(VecEnvWrapper):
 
 
 class _EpisodeSums(BaseCallback):
-    """Sums 'episode/<name>' over the episodes that end (SB3VecEnv puts them in ``infos``)."""
+    """Sums 'episode/<name>' over the episodes that end, and each reward term over the steps
+    (SB3VecEnv puts both in ``infos``); :meth:`metrics` gives the sums and the terms' means."""
 
     def __init__(self):
         super().__init__()
         self.sums: dict[str, float] = {}
+        self.terms: dict[str, float] = {}
+        self.steps = 0
+
+    def metrics(self) -> dict[str, float]:
+        """'episode/<name>' sums and 'reward/<name>' means over the steps (as metrics.csv logs them)."""
+        return {**self.sums, **{k: v / max(self.steps, 1) for k, v in self.terms.items()}}
 
     def _on_step(self) -> bool:
-        for info in self.locals["infos"]:
+        infos = self.locals["infos"]
+        if infos and REWARD_TERMS in infos[0]:
+            self.steps += 1
+            for k, v in infos[0][REWARD_TERMS].items():
+                self.terms[k] = self.terms.get(k, 0.0) + v
+        for info in infos:
             if "episode" not in info:
                 continue
             vals = {k: v for k, v in info.items() if k.startswith("episode/")}
@@ -243,7 +256,7 @@ class Driver:
         self.model.learn(self.steps_per_iteration, callback=cb, reset_num_timesteps=False, log_interval=10**9)
         losses = {f"loss/{k.split('/', 1)[1]}": float(v) for k, v in self.model.logger.name_to_value.items()
                   if k.startswith("train/")}
-        return {**cb.sums, **losses}
+        return {**cb.metrics(), **losses}
 
     def save(self, ckpt_dir: Path) -> Path:
         path = ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT)

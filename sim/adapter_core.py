@@ -27,6 +27,12 @@ import numpy as np
 from simreal.observations import build_observation
 
 
+#: The trainer-facing adapters' key for each reward term's mean over the batch this step
+#: ('reward/<name>' -> float; SB3: in ``infos[0]``, rsl_rl: in ``extras``), which the sb3 and
+#: rsl_rl trainers log in metrics.csv as the brax trainer does.
+REWARD_TERMS = "reward_terms"
+
+
 @dataclasses.dataclass(frozen=True)
 class StepOut:
     """One batched step, all (N, ...) jax arrays."""
@@ -38,6 +44,7 @@ class StepOut:
     terminal_obs: jax.Array  # (N, obs): last observation of the ended episode (= obs where not done)
     critic_obs: jax.Array  # (N, critic): noise-free privileged observation (asymmetric actor-critic)
     episode_metrics: dict[str, jax.Array]  # 'episode/<name>' (N,), nonzero only where done
+    reward_terms: dict[str, jax.Array]  # 'reward/<name>' (N,): each reward term of this step, as brax logs it
 
     @property
     def done(self) -> jax.Array:
@@ -116,7 +123,8 @@ class JaxBatch:
         done = s.done > 0.5
         truncated = done & (s.info["truncation"] > 0.5)
         return StepOut(obs=s.obs, reward=s.reward, terminated=done & ~truncated, truncated=truncated,
-                       terminal_obs=s.info["terminal_obs"], critic_obs=self.critic_obs, episode_metrics=s.info["episode_metrics"])
+                       terminal_obs=s.info["terminal_obs"], critic_obs=self.critic_obs, episode_metrics=s.info["episode_metrics"],
+                       reward_terms={k: v for k, v in s.metrics.items() if k.startswith("reward/")})
 
     @property
     def episode_step(self) -> jax.Array:

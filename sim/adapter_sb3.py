@@ -29,7 +29,7 @@ import jax
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from simreal.sim.adapter_core import JaxBatch, to_numpy
+from simreal.sim.adapter_core import REWARD_TERMS, JaxBatch, to_numpy
 
 
 #: Observation keys the SB3 adapter leaves out: SB3's policies feed every key to the actor, and
@@ -80,6 +80,7 @@ class SB3VecEnv(VecEnv):
         obs = self._visible(out.obs)
         done = np.array(out.done)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        means = {k: float(v.mean()) for k, v in jax.device_get(out.reward_terms).items()}
         if done.any():
             truncated = np.array(out.truncated)
             terminal = self._visible(out.terminal_obs)
@@ -89,6 +90,7 @@ class SB3VecEnv(VecEnv):
                             "TimeLimit.truncated": bool(truncated[i]),
                             "episode": {"r": float(ep["return"][i]), "l": int(ep["length"][i])}}
                 infos[i].update({f"episode/{k}": float(v[i]) for k, v in ep.items() if k not in ("return", "length")})
+        infos[0][REWARD_TERMS] = means  # the batch's mean of each reward term this step
         return obs, np.array(out.reward, np.float32), done, infos
 
     def _visible(self, obs: Any) -> Any:

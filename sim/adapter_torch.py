@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
-from simreal.sim.adapter_core import JaxBatch, StepOut
+from simreal.sim.adapter_core import REWARD_TERMS, JaxBatch, StepOut
 
 try:  # rsl_rl is optional: RslRlVecEnv subclasses its VecEnv when it is installed
     from rsl_rl.env import VecEnv as _RslVecEnv
@@ -80,6 +80,11 @@ def _episode_log(out: StepOut) -> dict[str, torch.Tensor]:
             if k != "episode/done"}
 
 
+def _term_means(out: StepOut) -> dict[str, float]:
+    """Each reward term's mean over the batch this step ('reward/<name>' -> float)."""
+    return {k: float(v.mean()) for k, v in jax.device_get(out.reward_terms).items()}
+
+
 class RslRlVecEnv(_RslVecEnv):
     """rsl_rl (>= 3) ``VecEnv``: ``get_observations()`` returns the current TensorDict and never steps."""
 
@@ -116,7 +121,7 @@ class RslRlVecEnv(_RslVecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         out = self.batch.step(to_jax(actions))
-        extras = {"time_outs": to_torch(out.truncated), "log": _episode_log(out)}
+        extras = {"time_outs": to_torch(out.truncated), "log": _episode_log(out), REWARD_TERMS: _term_means(out)}
         return self._obs_dict(), to_torch(out.reward), to_torch(out.done).to(torch.long), extras
 
     def close(self) -> None:

@@ -100,6 +100,27 @@ def test_gymnasium_vector_env_same_step_autoreset(env):
     assert ended.all()  # every episode ends by its 10-step limit
 
 
+def test_sb3_and_rsl_rl_adapters_report_each_reward_term(env):
+    """Each step carries every reward term's mean over the batch (the sb3 and rsl_rl trainers log
+    them in metrics.csv as 'reward/<name>', as the brax trainer does)."""
+    from simreal.sim.adapter_core import REWARD_TERMS
+    from simreal.sim.adapter_sb3 import SB3VecEnv
+    from simreal.sim.adapter_torch import RslRlVecEnv
+
+    names = {f"reward/{k}" for k in env.scales}
+    actions = np.random.default_rng(0).uniform(-1, 1, (N, env.action_size)).astype(np.float32)
+    venv = SB3VecEnv(env, N, seed=0)
+    venv.reset()
+    _, _, _, infos = venv.step(actions)
+    rsl = RslRlVecEnv(env, N)
+    _, _, _, extras = rsl.step(torch.as_tensor(actions))
+    for got, batch in ((infos[0][REWARD_TERMS], venv.batch), (extras[REWARD_TERMS], rsl.batch)):
+        assert set(got) == names
+        for k in names:
+            assert got[k] == pytest.approx(float(np.mean(batch.state.metrics[k])), rel=1e-6, abs=1e-9)
+        assert any(v != 0.0 for v in got.values())
+
+
 def test_rsl_rl_get_observations_does_not_step_or_reset(env):
     from simreal.sim.adapter_torch import RslRlVecEnv
 

@@ -6,6 +6,7 @@ Each trainer trains quadrotor-hover once on a tiny budget (module-scoped; ~45 s 
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ pytest.importorskip("rsl_rl")
 import torch  # noqa: E402
 
 from simreal.bundle import OnnxPolicy, load_bundle  # noqa: E402
+from simreal.policies.run_config import make_env, resolve  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +87,11 @@ def test_run_directory_matches_brax_layout(run):
     header = (run_dir / "metrics.csv").read_text().splitlines()[0].split(",")
     assert {"env_steps", "wall_s", "episode_return", "success", "eval_success"} <= set(header)
     assert list((run_dir / "checkpoints").glob("step_*.zip" if trainer == "sb3" else "step_*.pt"))
+    terms = {f"reward/{k}" for k in make_env(resolve("quadrotor-hover")).scales}  # logged as the brax trainer does
+    assert terms and terms <= set(header), sorted(terms - set(header))
+    with open(run_dir / "metrics.csv") as f:
+        last = list(csv.DictReader(f))[-1]
+    assert all(np.isfinite(float(last[k])) for k in terms) and any(float(last[k]) != 0.0 for k in terms)
 
 
 def test_export_bundle_equals_library_policy(run):
