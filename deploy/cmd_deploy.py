@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simreal.config import domain_id_arg, seed_arg
+from simreal.config import domain_id_arg, positive_float_arg, seed_arg
 
 if TYPE_CHECKING:
     from simreal.deploy.sim_loop import SimLoopConfig
@@ -66,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
     p.add_argument("--network", action="store_true",
                    help="use Cyclone's configuration (CYCLONEDDS_URI) instead of loopback only")
-    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--duration", type=positive_float_arg, default=None,
+                   help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--record", help="record a rosbag2 (MCAP) folder of everything received and sent")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
@@ -152,11 +153,8 @@ def _run(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id, realtime_priority
-    from simreal.errors import ConfigError
     from simreal.stop_signal import interrupt_exit_code
 
-    if args.duration is not None and not args.duration > 0:
-        raise ConfigError("--duration", f"expected seconds > 0 (or no --duration: until Ctrl-C), got {args.duration}")
     runner = PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
     domain = default_domain_id() if args.domain_id is None else args.domain_id
     recorder = BagRecorder(args.record) if args.record else None

@@ -31,13 +31,15 @@ HELP = "run a bundle on a robot through its hardware driver (or the driver's twi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bundle", help="bundle folder (policy.onnx + bundle.yaml)")
+    from simreal.config import positive_float_arg
     from simreal.hardware.drivers import add_driver_arguments
 
     add_driver_arguments(p, "drive the driver's twin (same wire, simulated robot)")
     p.add_argument("--config", help="deploy YAML (limits, watchdog, start ramp, envelope)")
     p.add_argument("--deploy-set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05")
-    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
+    p.add_argument("--duration", type=positive_float_arg, default=None,
+                   help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--teleop", choices=("keyboard", "gamepad", "spacemouse"),
                    help="steer a walking policy: the device's axes set its velocity command (bundles that "
                         "observe `command`), within the range it was trained on")
@@ -74,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
     from simreal.yaml_io import load_yaml
 
-    if args.duration is not None and args.duration <= 0:
-        raise ConfigError("--duration", f"expected seconds > 0, got {args.duration}")
     bundle = load_bundle(args.bundle)
     given = task_params_arg(args.task_params)
     bundle = dataclasses.replace(bundle, task_params={**bundle.task_params, **given})

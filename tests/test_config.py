@@ -117,6 +117,16 @@ def test_a_domain_id_out_of_range_is_one_argparse_line(argv, capsys):
     assert e.value.code == 2 and "--domain-id: expected a DDS domain id 0..232" in err and "waiting" not in err
 
 
+@pytest.mark.parametrize("argv", [["deploy", "run", "BUNDLE", "--duration", "0"],
+                                  ["drive", "BUNDLE", "--twin", "--duration", "-1"],
+                                  ["drive", "BUNDLE", "--twin", "--duration", "nan"]])
+def test_a_duration_that_is_not_positive_is_one_argparse_line(argv, capsys):
+    """One check for both verbs, at the command line (each had its own, after loading the bundle)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "--duration: expected a number > 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("override, says", [
     ("env.goal_half_extent_m=[0.1,0.1]", "expected 3 numbers (as the default [0.15, 0.15, 0.1]), got [0.1, 0.1]"),
     ("env.kp_scale=[0.9]", "expected 2 numbers"),
