@@ -212,6 +212,31 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     assert "unknown camera 'chase_nope'" in err and "follow" in err.split("valid cameras:")[1], err
 
 
+def test_export_out_replaces_only_a_bundle(trained, tmp_path, monkeypatch, capsys):
+    """``--out`` a folder of the user's files (or ``.``), or a file: refused in one line, nothing
+    touched (the folder was deleted, ``.`` was a traceback, a file left a bundle beside it);
+    an earlier bundle is replaced."""
+    from simreal.cli import main
+
+    run_dir = trained("brax")
+    mine = tmp_path / "project"
+    mine.mkdir()
+    (mine / "mycode.py").write_text("x = 1\n")
+    clip = tmp_path / "walk.npz"
+    clip.write_bytes(b"data")
+    monkeypatch.chdir(mine)
+    for out in (str(mine), ".", str(clip)):
+        assert main(["export", str(run_dir), "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and "Traceback" not in err, err
+    assert (mine / "mycode.py").read_text() == "x = 1\n" and sorted(p.name for p in mine.iterdir()) == ["mycode.py"]
+    assert clip.read_bytes() == b"data" and not list(tmp_path.glob("*.export"))
+    bundle = tmp_path / "bundle"
+    for _ in range(2):  # new, then an earlier bundle replaced
+        assert main(["export", str(run_dir), "--out", str(bundle)]) == 0
+        assert (bundle / "bundle.yaml").is_file()
+
+
 def test_play_renders_headless_without_mujoco_gl(trained, tmp_path):
     """No MUJOCO_GL, no display, and MuJoCo imported before the CLI runs: ``play`` still finds
     a headless GL (EGL here) and writes the video."""
