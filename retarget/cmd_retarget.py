@@ -25,7 +25,7 @@ Frames a check of the result fails on are never written as they are (:mod:`repai
 ``--defects repair`` (default) bridges short ranges and cuts the rest, ``cut`` cuts them,
 ``keep`` keeps them flagged. A clip cut in pieces is written as ``OUT.part1.npz``,
 ``OUT.part2.npz``, ... (videos the same), each with its source frames and its own report;
-pieces shorter than 1 s are dropped.
+pieces shorter than 1 s are dropped, and a single piece left is written as ``OUT``.
 
 A folder run stops on Ctrl-C or SIGTERM: with ``--jobs`` above 1 the clips under way are
 stopped (their worker processes ended, nothing half-written: motion files are written
