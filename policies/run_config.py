@@ -401,28 +401,30 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
                                               f"algorithms.{others[0]} in the task YAML, or drop it")
 
 
-def _read_motion(path: Path) -> None:
-    """Read ``path`` as a motion file (DataFileError naming what is wrong); a capture given
-    instead of the retargeted clip gets the command that makes one."""
+def _read_motion(path: Path, cfg: RunConfig) -> None:
+    """Read ``path`` as a motion file for the run's robot (DataFileError naming what is wrong); a
+    capture given instead of the retargeted clip gets the command that makes one, a clip of
+    another robot's joints the robot it is for (``g1_tracking.clip_joint_columns``)."""
     from simreal.motion_file import load_motion
+    from simreal.sim.tasks.g1_tracking import clip_joint_columns
 
     if path.is_dir():
         raise DataFileError(str(path), "a folder, expected a motion file (.npz, what simreal retarget writes)")
     try:
-        load_motion(path)
+        motion = load_motion(path)
     except DataFileError as e:
         hint = ("" if path.suffix.lower() == ".npz" else
                 f"; retarget a capture first: simreal retarget {printable(str(path))} --robot ROBOT --out clip.npz")
         raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}{hint}") from None
+    spec = cfg.robot_spec()
+    clip_joint_columns(motion, list(spec.actuator_names), spec.name, str(path))
 
 
-#: Config keys that name an input the run reads (the task's clip or demonstration, a learned
-#: reward model): key -> (its path in a config, a reader that checks its content or None).
-#: ``simreal train`` refuses a missing or unreadable one before it makes the run directory.
-def _read_base(path: Path) -> None:
+def _read_base(path: Path, cfg: RunConfig) -> None:
     """``residual.base`` given as a path: a bundle folder (its bundle.yaml and ONNX graph load) or
     a run directory (what ``residual.freeze_base`` copies into the run); read here, before the
     run directory exists, so an error names the user's path, not the run's copy."""
+    del cfg  # the base's own files say what it is
     if (path / "bundle.yaml").is_file():
         from simreal.bundle import OnnxPolicy, load_bundle
         from simreal.errors import BundleError
@@ -442,6 +444,10 @@ def _base_path(cfg: RunConfig) -> str:
     return "" if cfg.residual is None or cfg.residual.base == SCRIPTED_BASE else cfg.residual.base
 
 
+#: Config keys that name an input the run reads (the task's clip or demonstration, a learned
+#: reward model): key -> (its path in a config, a reader ``(path, config)`` that checks its content
+#: or None).
+#: ``simreal train`` refuses a missing or unreadable one before it makes the run directory.
 INPUT_FILES: dict[str, tuple[Any, Any]] = {
     "env.motion_file": (lambda cfg: getattr(cfg.env, "motion_file", ""), _read_motion),
     "env.demo_file": (lambda cfg: getattr(cfg.env, "demo_file", ""), None),  # an npz or a dataset folder
@@ -465,7 +471,7 @@ def check_input_files(cfg: RunConfig) -> None:
                 f"{', '.join(printable(str(q)) for q in parts)}" if parts else ""))
         if read is not None:
             try:
-                read(p)
+                read(p, cfg)
             except DataFileError as e:
                 raise ConfigError(key, str(e)) from None
 

@@ -347,3 +347,20 @@ def test_a_motion_clip_for_another_robot_names_the_key_the_file_and_the_robot(tm
                           "'left_ankle_pitch_joint' (13 of 29 missing)"), msg
     assert "retargeted for another robot? it has the joints of h1;" in msg
     assert msg.endswith("retarget the source for g1: simreal retarget SOURCE --robot g1") and "\n" not in msg
+
+
+def test_train_refuses_another_robots_clip_before_the_run_directory(tmp_path, capsys):
+    """``simreal train g1-tracking`` with an H1 clip: the one line, and no ``run directory:`` line
+    printed first (the env used to refuse it after the run directory was made)."""
+    from fixtures.robot_motion import synthetic_motion
+    from simreal.cli import main
+    from simreal.motion_file import save_motion
+    from simreal.sim.robots import build_model
+
+    clip = tmp_path / "walk_h1.npz"
+    save_motion(clip, synthetic_motion(build_model(load_robot_spec("h1")), seconds=0.2))
+    runs = tmp_path / "runs"
+    assert main(["train", "g1-tracking", f"env.motion_file={clip}", f"runs_root={runs}"]) == 2
+    out, err = capsys.readouterr()
+    assert "run directory" not in out + err and not runs.exists()
+    assert "env.motion_file" in err and "it has the joints of h1" in err and "Traceback" not in err
