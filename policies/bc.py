@@ -218,7 +218,8 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
         metrics.flush()  # per epoch: a stopped run keeps its curve with its checkpoint
         if kept:
             save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
-        progress.update(steps, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
+        stage = {"stage": "actor 2/2"} if iql_on else {}  # the critics' line had its own ETA
+        progress.update(steps, **stage, epoch=f"{epoch}/{tc.epochs}", loss=losses["train"], val_loss=losses["val"])
 
     result = fit(actor, demos, tc, cfg.seed, chunk.size if chunk else None, on_epoch, weights)
     progress.close()
@@ -241,7 +242,7 @@ def _iql_weights(demos: Demos, tc: Any, seed: int, run_dir: Path, quiet: bool) -
 
     progress = Progress(tc.iql.critic_steps, stream=open(os.devnull, "w") if quiet else sys.stderr)
     weights, critics = iql.episode_weights(demos.obs, demos.actions, demos.env_state, demos.norm, tc.iql, seed,
-                                           lambda step, losses: progress.update(step, **losses))
+                                           lambda step, losses: progress.update(step, stage="critics 1/2", **losses))
     progress.close()
     w = np.concatenate(weights)
     atomic_write_text(run_dir / "iql.json", json.dumps({

@@ -17,7 +17,8 @@ prints the task's statistics. The env is the one the demonstrations were recorde
 resolved config ``simreal demos`` keeps in ``meta/simreal.yaml``); ``key=value`` overrides
 change it or the ``train.*`` settings (``policies/bc.py``: normalisation from the dataset's
 ``stats.json``, MSE on normalised actions, episodes split into training and validation).
-Progress (gradient steps/s, epoch, losses, ETA) goes to stderr. Ctrl-C or SIGTERM stops it:
+Progress (gradient steps/s, epoch, losses, ETA) goes to stderr; with ``--iql`` in two stages,
+``critics 1/2`` then ``actor 2/2``, each line's ETA its own stage's. Ctrl-C or SIGTERM stops it:
 the run keeps the checkpoint of its best epoch so far and ``metrics.csv`` (written every
 epoch), is not evaluated, and the command exits 130 / 143; a run stopped before its first
 epoch is removed.

@@ -106,7 +106,9 @@ def test_train_bc_with_iql_weights_frames_by_a_learned_reward(dataset, tmp_path,
     run_dir = tmp_path / "iql"
     assert main(["train-bc", str(dataset), "train.num_eval_envs=2", "train.policy_hidden=[16]", "train.iql.critic_steps=30",
                  "train.iql.critic_hidden=[16]", "--epochs", "2", "--iql", str(model), "--out", str(run_dir)]) == 0
-    assert "eval (2 episodes) success" in capsys.readouterr().out
+    cap = capsys.readouterr()
+    assert "eval (2 episodes) success" in cap.out
+    assert "stage critics 1/2" in cap.err and "stage actor 2/2" in cap.err  # each line's ETA is its stage's
     report = json.loads((run_dir / "iql.json").read_text())
     assert len(report["episode_mean_weights"]) == 3 and 0.0 <= report["weights"]["min"] <= report["weights"]["max"] <= 100.0
     assert np.isfinite(report["critic_losses"]["q"])
