@@ -93,7 +93,15 @@ def interface_config(name: str) -> str:
 
 
 _domains: dict[int, Domain] = {}
+_default_domains: set[int] = set()  # asked for with Cyclone's own configuration
 _domains_lock = threading.Lock()
+
+
+def configured_domains() -> set[int]:
+    """The DDS domain ids this process has asked :func:`domain` for: their configuration is
+    fixed for the life of the process."""
+    with _domains_lock:
+        return set(_domains) | _default_domains
 
 
 def domain(domain_id: int, interface: str | None = "lo") -> Domain | None:
@@ -102,6 +110,8 @@ def domain(domain_id: int, interface: str | None = "lo") -> Domain | None:
     (``"enp3s0"``, :func:`interface_config`), or None / ``""`` for Cyclone's own configuration
     (``CYCLONEDDS_URI``). The first caller's choice holds for the process."""
     if not interface:
+        with _domains_lock:
+            _default_domains.add(domain_id)
         return None
     with _domains_lock:
         if domain_id not in _domains:

@@ -141,3 +141,16 @@ def test_estop_and_state_triggered_loop(tmp_path, domain):
     assert 20 <= n_state_cmds <= 20 + 2  # one per state message (timer ticks only when going stale)
     assert all(max(m.control) == 0.0 for m in estopped) and runner.safety.mode == "estop"
     assert all(math.isfinite(v) for _, _, m in robot.commands for v in m.control)
+
+
+
+def test_a_tests_random_domain_is_one_this_process_has_not_configured(monkeypatch):
+    """Cyclone keeps a domain's first configuration for the process: a test given a domain an
+    earlier test had opened on loopback could not get a network card's (or Cyclone's own) there."""
+    import simreal.deploy.transport_dds as dds
+
+    dds.domain(232, "lo")
+    dds.domain(231, None)  # Cyclone's own configuration is fixed too
+    assert {231, 232} <= dds.configured_domains()
+    monkeypatch.setattr(dds, "configured_domains", lambda: set(range(1, 99)))
+    assert {T.random_domain_id() for _ in range(20)} == {99}

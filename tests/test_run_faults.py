@@ -801,8 +801,9 @@ def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, m
     monkeypatch.setattr(run_config, "make_env", lambda cfg: None)
     monkeypatch.setattr(export, "check_flat_observation", lambda env, task, run_dir: None)
     monkeypatch.setattr(trainers, "get_trainer", lambda name: Trainer())
-    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle").mkdir()  # an earlier bundle
     (tmp_path / "bundle" / "policy.onnx").write_text("old")
+    (tmp_path / "bundle" / "bundle.yaml").write_text("old")
     (tmp_path / "bundle.export").mkdir()  # an interrupted export's leftovers
     rc = main(["export", str(tmp_path)])
     passed = err != "SIGINT" and err < 1e-5
