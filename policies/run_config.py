@@ -404,9 +404,8 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
 def _read_motion(path: Path, cfg: RunConfig) -> None:
     """Read ``path`` as a motion file for the run's robot (DataFileError naming what is wrong); a
     capture given instead of the retargeted clip gets the command that makes one, a clip of
-    another robot's joints the robot it is for (``g1_tracking.clip_joint_columns``)."""
+    another robot's joints the robot it is for (``Motion.robot_columns``)."""
     from simreal.motion_file import load_motion
-    from simreal.sim.tasks.g1_tracking import clip_joint_columns
 
     if path.is_dir():
         raise DataFileError(str(path), "a folder, expected a motion file (.npz, what simreal retarget writes)")
@@ -417,7 +416,7 @@ def _read_motion(path: Path, cfg: RunConfig) -> None:
                 f"; retarget a capture first: simreal retarget {printable(str(path))} --robot ROBOT --out clip.npz")
         raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}{hint}") from None
     spec = cfg.robot_spec()
-    clip_joint_columns(motion, list(spec.actuator_names), spec.name, str(path))
+    motion.robot_columns(list(spec.actuator_names), spec.name, str(path))
 
 
 def _read_base(path: Path, cfg: RunConfig) -> None:

@@ -40,7 +40,24 @@ PIVOT_M = 0.005
 PIVOT_STAY_M_S = 0.03
 #: Pivot labels: flat (or swing), on the ball (heel raised), on the heel (toes raised).
 FLAT, ON_BALL, ON_HEEL = 0, 1, -1
+#: Sole edges (the anchors' and ``RetargetRobot.pinned_local``'s index): the ball, the heel.
+BALL, HEEL = 0, 1
 
+
+def pinned_edge(pivot: np.ndarray | int) -> np.ndarray:
+    """The sole edge (:data:`BALL` or :data:`HEEL`) a stance foot with pivot label(s) ``pivot``
+    is pinned at: its heel on the heel, its ball flat or on the ball."""
+    return np.where(np.asarray(pivot) == ON_HEEL, HEEL, BALL)
+
+
+def smoothed_tracks(points: np.ndarray, fps: float, smooth_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Point tracks (T, ..., 3) smoothed over ``smooth_s`` [s] (mocap jitter would read as speed),
+    and their speeds (T, ...) [m/s] (central differences; zero for a single frame)."""
+    T = len(points)
+    if smooth_s > 0 and T > 1:
+        points = gaussian_filter1d(points, smooth_s * fps, axis=0, mode="nearest")
+    speed = np.linalg.norm(np.gradient(points, axis=0), axis=-1) * fps if T > 1 else np.zeros(points.shape[:-1])
+    return points, speed
 
 
 def runs(x: np.ndarray) -> list[tuple[int, int, bool]]:
@@ -89,10 +106,7 @@ def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
     Returns:
       (T, F) bool, True in stance.
     """
-    T = points.shape[0]
-    if cfg.smooth_s > 0 and T > 1:  # mocap jitter would read as speed
-        points = gaussian_filter1d(points, cfg.smooth_s * fps, axis=0, mode="nearest")
-    speed = np.linalg.norm(np.gradient(points, axis=0), axis=-1) * fps if T > 1 else np.zeros(points.shape[:-1])
+    points, speed = smoothed_tracks(points, fps, cfg.smooth_s)
     height = points[..., 2] - terrain_z[:, :, None]  # (T, F, P)
     enter = ((height < cfg.height_m) & (speed < cfg.speed_m_s)).any(-1)
     stay = ((height < max(cfg.release_height_m, cfg.height_m))
@@ -116,10 +130,8 @@ def pivots(points: np.ndarray, fps: float, contacts: np.ndarray,
     out = np.zeros(contacts.shape, dtype=np.int8)
     if points.shape[2] < 2:
         return out
-    if cfg.smooth_s > 0 and len(points) > 1:
-        points = gaussian_filter1d(points, cfg.smooth_s * fps, axis=0, mode="nearest")
+    points, speed = smoothed_tracks(points, fps, cfg.smooth_s)
     rise = points[:, :, 0, 2] - points[:, :, -1, 2]  # heel above ball [m]
-    speed = np.linalg.norm(np.gradient(points, axis=0), axis=-1) * fps if len(points) > 1 else np.zeros(points.shape[:-1])
     turning = (speed[:, :, -1] - speed[:, :, 0] > PIVOT_STAY_M_S) & (rise < PIVOT_M)  # the ball swings about the heel
     n = max(1, int(round(MIN_PIVOT_S * fps)))
     for f in range(contacts.shape[1]):

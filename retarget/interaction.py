@@ -47,6 +47,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
+from simreal.retarget.contacts import pinned_edge
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
@@ -128,10 +129,10 @@ class InteractionSolver:
                 if not self.targets.contacts[t, f]:
                     continue
                 piv = int(self.targets.pivot[t, f])
-                pin = int(piv < 0)
+                pin = int(pinned_edge(piv))
                 rot, p = site_rot[r.foot_sites[f]], edges[f, pin]
                 anchor[f] = edges[f, :, :2]
-                held = (t > 0 and self.targets.contacts[t - 1, f] and int(self.targets.pivot[t - 1, f] < 0) == pin
+                held = (t > 0 and self.targets.contacts[t - 1, f] and pinned_edge(self.targets.pivot[t - 1, f]) == pin
                         and not np.isnan(prev[f, pin, 0]))
                 if held:
                     anchor[f, pin] = prev[f, pin]

@@ -25,6 +25,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
+from simreal.retarget.contacts import FLAT
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.targets import Targets
 
@@ -80,7 +81,7 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
     slides = pinned_steps(robot, site_pos, site_rot, targets.pivot)[stance_pairs]
     n_stance = int(stance_pairs.sum())
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
-    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & (targets.pivot == 0)]
+    tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & (targets.pivot == FLAT)]
     height = (pinned[..., 2] - robot.scene.height(pinned[..., :2], pinned[..., 2]))[targets.contacts]
     slide = {"stance_foot_frames": n_stance, "sliding_over_1cm": int((slides > SLIDE_TOL_M).sum()),
              "fraction": float((slides > SLIDE_TOL_M).mean()) if n_stance else 0.0,

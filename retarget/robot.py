@@ -26,6 +26,7 @@ import mujoco
 import numpy as np
 
 from simreal.errors import ConfigError
+from simreal.retarget.contacts import HEEL, pinned_edge
 from simreal.retarget.keypoint_map import KeypointMap, default_map_path, load_keypoint_map
 from simreal.retarget.scene import SCENE_CONAFFINITY, SCENE_CONTYPE, Scene, add_to_spec
 from simreal.robot_spec import RobotSpec, available_robots, load_robot_spec
@@ -94,13 +95,12 @@ class RetargetRobot:
 
     def pinned_local(self, pivot: np.ndarray) -> np.ndarray:
         """(..., 2, 3) the sole point each stance foot is pinned at, in its site's frame, from the
-        pivot labels (..., 2) (``Targets.pivot``): the heel edge where the foot stands on its heel
-        (pivot < 0), else the ball edge (flat, or on the ball)."""
-        return np.where((np.asarray(pivot) < 0)[..., None], self.heel_local, self.ball_local)
+        pivot labels (..., 2) (``Targets.pivot``; :func:`~simreal.retarget.contacts.pinned_edge`)."""
+        return np.where((pinned_edge(pivot) == HEEL)[..., None], self.heel_local, self.ball_local)
 
     def free_local(self, pivot: np.ndarray) -> np.ndarray:
         """(..., 2, 3) the other edge of each sole (:meth:`pinned_local`): the one that may lift."""
-        return np.where((np.asarray(pivot) < 0)[..., None], self.ball_local, self.heel_local)
+        return np.where((pinned_edge(pivot) == HEEL)[..., None], self.ball_local, self.heel_local)
 
     @property
     def body_names(self) -> tuple[str, ...]:

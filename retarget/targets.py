@@ -29,7 +29,7 @@ from scipy.ndimage import gaussian_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.contacts import detect_contacts, pivots, runs
+from simreal.retarget.contacts import detect_contacts, pivots, runs, smoothed_tracks
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
@@ -171,8 +171,7 @@ def level_feet(points: np.ndarray, fps: float) -> np.ndarray:
     the two points, if it is under :data:`MAX_LEVEL_M` (more is a real pose, as on tiptoe)."""
     if points.shape[2] < 2 or len(points) < 3:
         return points
-    smooth = gaussian_filter1d(points, STILL_SMOOTH_S * fps, axis=0, mode="nearest")
-    speed = np.linalg.norm(np.gradient(smooth, axis=0), axis=-1) * fps  # (T, 2, P)
+    smooth, speed = smoothed_tracks(points, fps, STILL_SMOOTH_S)  # speed (T, 2, P)
     still = ((speed < STILL_M_S) & (smooth[..., 2] < LOW_M)).all(axis=-1)  # (T, 2)
     out = points.copy()
     for f in range(points.shape[1]):

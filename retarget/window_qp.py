@@ -19,6 +19,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
+from simreal.retarget.contacts import pinned_edge
 from simreal.retarget.qp import INF
 from simreal.retarget.rotations import log_so3
 
@@ -199,7 +200,7 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
             xy = None
             if t > 0 and tg.contacts[t - 1, fo]:
                 if w == 0:
-                    xy = solver.anchor[t - 1, fo, int(piv < 0)]
+                    xy = solver.anchor[t - 1, fo, pinned_edge(piv)]
                     blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t, STANCE_SLIDE))
                 else:
                     pp, jpp = ball_point(lins[w - 1], k, pin_local)

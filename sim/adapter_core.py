@@ -50,6 +50,11 @@ class StepOut:
     def done(self) -> jax.Array:
         return self.terminated | self.truncated
 
+    def reward_term_means(self) -> dict[str, float]:
+        """Each reward term's mean over the batch ('reward/<name>' -> float): what the adapters
+        report under :data:`REWARD_TERMS`."""
+        return {k: float(v.mean()) for k, v in jax.device_get(self.reward_terms).items()}
+
 
 def _with_critic(env: Any, state: Any) -> tuple[Any, jax.Array]:
     """(state, critic observation): the env's ``critic_obs_terms`` (default: its ``obs_terms``)

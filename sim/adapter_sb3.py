@@ -80,7 +80,6 @@ class SB3VecEnv(VecEnv):
         obs = self._visible(out.obs)
         done = np.array(out.done)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        means = {k: float(v.mean()) for k, v in jax.device_get(out.reward_terms).items()}
         if done.any():
             truncated = np.array(out.truncated)
             terminal = self._visible(out.terminal_obs)
@@ -90,7 +89,7 @@ class SB3VecEnv(VecEnv):
                             "TimeLimit.truncated": bool(truncated[i]),
                             "episode": {"r": float(ep["return"][i]), "l": int(ep["length"][i])}}
                 infos[i].update({f"episode/{k}": float(v[i]) for k, v in ep.items() if k not in ("return", "length")})
-        infos[0][REWARD_TERMS] = means  # the batch's mean of each reward term this step
+        infos[0][REWARD_TERMS] = out.reward_term_means()
         return obs, np.array(out.reward, np.float32), done, infos
 
     def _visible(self, obs: Any) -> Any:

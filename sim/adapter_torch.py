@@ -80,11 +80,6 @@ def _episode_log(out: StepOut) -> dict[str, torch.Tensor]:
             if k != "episode/done"}
 
 
-def _term_means(out: StepOut) -> dict[str, float]:
-    """Each reward term's mean over the batch this step ('reward/<name>' -> float)."""
-    return {k: float(v.mean()) for k, v in jax.device_get(out.reward_terms).items()}
-
-
 class RslRlVecEnv(_RslVecEnv):
     """rsl_rl (>= 3) ``VecEnv``: ``get_observations()`` returns the current TensorDict and never steps."""
 
@@ -121,7 +116,7 @@ class RslRlVecEnv(_RslVecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         out = self.batch.step(to_jax(actions))
-        extras = {"time_outs": to_torch(out.truncated), "log": _episode_log(out), REWARD_TERMS: _term_means(out)}
+        extras = {"time_outs": to_torch(out.truncated), "log": _episode_log(out), REWARD_TERMS: out.reward_term_means()}
         return self._obs_dict(), to_torch(out.reward), to_torch(out.done).to(torch.long), extras
 
     def close(self) -> None:

@@ -82,6 +82,30 @@ class Motion:
             raise UnknownNameError("joint", name, self.joint_names)
         return self.joint_names.index(name)
 
+    def robot_columns(self, joints: list[str], robot: str, path: str) -> list[int]:
+        """The column of each of robot ``robot``'s ``joints``; a DataFileError naming
+        env.motion_file (at ``path``) when the clip's joints are not exactly those: a clip
+        retargeted for another robot (named when its joints are exactly a shipped robot's). A clip
+        with more joints (the 29-DoF G1's on the 23-DoF one) is refused too: its tracked bodies
+        moved with joints this robot has welded, so the reference asks for poses the robot cannot
+        take. ``simreal train`` calls it before the run directory exists, the task when it loads
+        the clip."""
+        missing = [j for j in joints if j not in self.joint_names]
+        extra = [j for j in self.joint_names if j not in joints]
+        if missing or extra:
+            from simreal.robot_spec import available_robots, load_robot_spec
+
+            clip = set(self.joint_names)
+            owners = [r for r in available_robots() if set(load_robot_spec(r).actuator_names) == clip]
+            who = (f"it has the joints of {' or '.join(owners)}" if owners
+                   else f"its joints: {', '.join(self.joint_names)}")
+            differ = (f"it lacks {missing[0]!r} ({len(missing)} of {len(joints)} missing)" if missing else
+                      f"it moves {extra[0]!r} ({len(extra)} joint(s) robot {robot} does not have)")
+            raise DataFileError(path, f"env.motion_file: the clip's joints are not robot {robot}'s: {differ}; "
+                                      f"retargeted for another robot? {who}; retarget the source for {robot}: "
+                                      f"simreal retarget SOURCE --robot {robot}")
+        return [self.joint_index(j) for j in joints]
+
 
 _ARRAYS = ("root_pos", "root_quat", "root_lin_vel", "root_ang_vel", "dof_pos", "dof_vel",
            "body_pos", "body_quat", "foot_contacts")

@@ -53,30 +53,6 @@ from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
 
-def clip_joint_columns(motion: Any, joints: list[str], robot: str, path: str) -> list[int]:
-    """The clip's column of each of robot ``robot``'s ``joints``; a DataFileError naming
-    env.motion_file (at ``path``) when the clip's joints are not exactly those: a clip retargeted
-    for another robot (named when its joints are exactly a shipped robot's). A clip with more
-    joints (the 29-DoF G1's on the 23-DoF one) is refused too: its tracked bodies moved with
-    joints this robot has welded, so the reference asks for poses the robot cannot take.
-    ``simreal train`` calls it before the run directory exists, the task when it loads the clip."""
-    missing = [j for j in joints if j not in motion.joint_names]
-    extra = [j for j in motion.joint_names if j not in joints]
-    if missing or extra:
-        from simreal.robot_spec import available_robots, load_robot_spec
-
-        clip = set(motion.joint_names)
-        owners = [r for r in available_robots() if set(load_robot_spec(r).actuator_names) == clip]
-        who = (f"it has the joints of {' or '.join(owners)}" if owners
-               else f"its joints: {', '.join(motion.joint_names)}")
-        differ = (f"it lacks {missing[0]!r} ({len(missing)} of {len(joints)} missing)" if missing else
-                  f"it moves {extra[0]!r} ({len(extra)} joint(s) robot {robot} does not have)")
-        raise DataFileError(path, f"env.motion_file: the clip's joints are not robot {robot}'s: {differ}; retargeted "
-                                  f"for another robot? {who}; retarget the source for {robot}: "
-                                  f"simreal retarget SOURCE --robot {robot}")
-    return [motion.joint_index(j) for j in joints]
-
-
 @dataclasses.dataclass(frozen=True)
 class G1TrackingConfig(JointRobotConfig):
     episode_length_s: float = field(10.0, min=0.01, doc="episode time limit [s]")
@@ -151,7 +127,7 @@ class G1Tracking(FloorRobotTask):
     def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
         """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
         act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
-        cols = clip_joint_columns(motion, act_joints, self.robot.name, self.cfg.motion_file)
+        cols = motion.robot_columns(act_joints, self.robot.name, self.cfg.motion_file)
         missing = [b for b in self.tracked_bodies if b not in motion.body_names]
         if missing:
             raise DataFileError(self.cfg.motion_file, f"motion has no body {missing[0]!r}; "
