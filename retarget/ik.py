@@ -3,22 +3,73 @@
 Per frame, a few mink steps (warm-started from the previous frame) drive the keypoint
 sites towards their scaled targets: one ``FrameTask`` per keypoint (position, and orientation
 where the map weights it), a light ``PostureTask`` towards the home pose, and two hard
-limits: mink's ``ConfigurationLimit`` (joint positions) and :class:`FrameVelocityLimit`,
+limits: mink's ``ConfigurationLimit`` (joint positions), :class:`FrameVelocityLimit`,
 which bounds the *whole frame's* joint motion by ``v_max * dt`` around the previous frame's
-solution, so joint velocities stay within limits however many steps a frame takes. Contacts,
-ground and self collisions are not constrained here: the quality report shows what that costs.
+solution, so joint velocities stay within limits however many steps a frame takes, and
+:class:`CollisionLimit`: no ground, scene or self penetration, the pairs MuJoCo's collision
+pipeline finds, linearised as the interaction method does. Stance contacts are not constrained
+(no pinning, no anti-slide): the quality report shows what that costs.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 
 import mink
+import mujoco
 import numpy as np
 
+from simreal.retarget import collisions
+from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.settings import IKConfig
 from simreal.retarget.targets import Targets, start_pose
+
+
+class CollisionLimit(mink.Limit):
+    """Ground, scene and self clearance per IK step, from MuJoCo's own collision pipeline.
+
+    For every geom pair ``mj_collision`` reports within ``detection_m`` (the robot model's
+    filter: excluded pairs, parents, contype bits), with signed distance ``d`` and distance
+    Jacobian ``J_d`` (:func:`collisions.contacts`), the step ``dq`` keeps
+
+        d + J_d dq >= d - gain * d        i.e.  -J_d dq <= gain * d,
+
+    so a pair closes at most a fraction ``gain`` of its gap per step, and a pair already inside
+    (``d < 0``) must win back that fraction of its depth (or, with ``recover`` off, where the other
+    limits leave no way out, go no deeper). Written here rather than with mink's
+    ``CollisionAvoidanceLimit``: its bound is ``gain d / dt`` on a QP whose variable is ``dq``
+    (a 30 fps step may close 25 times the gap), a pair inside is only held where it is, and it
+    tests one witness point per pair (a box tipping on one corner sinks the others).
+    """
+
+    def __init__(self, robot: RetargetRobot, gain: float, detection_m: float):
+        self.model = copy.deepcopy(robot.model)
+        collisions.set_margin(self.model, detection_m)
+        self.data = mujoco.MjData(self.model)
+        self.floor_geom, self.gain = robot.floor_geom, gain
+        self.recover = True  # False: a pair inside is held where it is (the retry of a failed step)
+
+    def _contacts(self, q: np.ndarray, with_jacobian: bool) -> collisions.ContactSet:
+        self.data.qpos[:] = q
+        mujoco.mj_kinematics(self.model, self.data)
+        if with_jacobian:
+            mujoco.mj_comPos(self.model, self.data)
+        return collisions.contacts(self.model, self.data, self.floor_geom, with_jacobian=with_jacobian)
+
+    def depth(self, q: np.ndarray) -> float:
+        """Deepest penetration [m] (>= 0) of the configuration ``q``."""
+        cs = self._contacts(q, with_jacobian=False)
+        return max(0.0, -float(cs.dist.min())) if len(cs.dist) else 0.0
+
+    def compute_qp_inequalities(self, configuration: mink.Configuration, dt: float) -> mink.Constraint:
+        del dt  # the bound is per step
+        cs = self._contacts(configuration.q, with_jacobian=True)
+        if len(cs.dist) == 0:
+            return mink.Constraint()
+        h = self.gain * cs.dist
+        return mink.Constraint(G=-cs.jac, h=h if self.recover else np.maximum(h, 0.0))
 
 
 class FrameVelocityLimit(mink.Limit):
@@ -49,6 +100,21 @@ class FrameVelocityLimit(mink.Limit):
         return mink.Constraint(G=self.G, h=np.maximum(h, 0.0))
 
 
+def _step(config: mink.Configuration, tasks: list[mink.Task], dt: float, cfg: IKConfig,
+          limits: list[mink.Limit], collision_limit: CollisionLimit) -> np.ndarray | None:
+    """One IK step's velocity; retried with pairs inside held rather than recovered, None if
+    that fails too."""
+    for recover in (True, False):
+        collision_limit.recover = recover
+        try:
+            return mink.solve_ik(config, tasks, dt, solver=cfg.solver, damping=cfg.damping, limits=limits)
+        except mink.NoSolutionFound:
+            continue
+        finally:
+            collision_limit.recover = True
+    return None
+
+
 def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None) -> tuple[np.ndarray, dict]:
     """Retarget ``targets`` frame by frame.
 
@@ -72,7 +138,8 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     tasks.append(posture)
     dt = 1.0 / targets.fps
     vel_limit = FrameVelocityLimit(robot, dt)
-    limits = [mink.ConfigurationLimit(model, gain=0.95), vel_limit]
+    collision_limit = CollisionLimit(robot, cfg.collision_gain, cfg.collision_detection_m)
+    limits = [mink.ConfigurationLimit(model, gain=0.95), vel_limit, collision_limit]
     T = targets.num_frames
     qpos = np.empty((T, model.nq))
     failures = 0
@@ -83,10 +150,14 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
                 mink.SO3.from_matrix(targets.rotations[t, i]), targets.positions[t, i]))
         if t == 0:
             config.update(start_pose(robot, targets))
-        for _ in range(cfg.first_frame_iterations if t == 0 else cfg.iterations):
-            try:
-                v = mink.solve_ik(config, tasks, dt, solver=cfg.solver, damping=cfg.damping, limits=limits)
-            except mink.NoSolutionFound:
+        steps = cfg.first_frame_iterations if t == 0 else cfg.iterations
+        for k in range(steps + cfg.repair_iterations):
+            # Past the frame's steps, go on only while it penetrates: one linearised step can
+            # carry a geom from beyond the detection distance deep into another.
+            if k >= steps and collision_limit.depth(config.q) <= PENETRATION_TOL_M:
+                break
+            v = _step(config, tasks, dt, cfg, limits, collision_limit)
+            if v is None:
                 failures += 1
                 break
             config.integrate_inplace(v, dt)

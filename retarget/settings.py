@@ -39,12 +39,18 @@ class IKConfig:
 
     iterations: int = field(2, min=1, max=100, doc="IK steps per frame")
     first_frame_iterations: int = field(30, min=1, max=1000, doc="IK steps for the first frame")
+    repair_iterations: int = field(10, min=0, max=100, doc="more IK steps while a frame penetrates more "
+                                                           "than 1 cm")
     solver: str = field("daqp", choices=("daqp", "quadprog", "osqp", "proxqp", "clarabel"),
                         doc="qpsolvers backend")
     damping: float = field(1e-3, min=0.0, doc="Levenberg-Marquardt damping")
     posture_weight: float = field(0.02, min=0.0, doc="pull towards the default pose")
     position_cost: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
     orientation_cost: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
+    collision_gain: float = field(0.85, min=0.01, max=1.0, doc="fraction of a geom pair's gap it may close "
+                                                               "per IK step")
+    collision_detection_m: float = field(0.05, min=0.0, doc="distance [m] at which a geom pair's collision "
+                                                           "limit starts")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import mink
 import numpy as np
 import pytest
 
 from fixtures import synth_motion as synth
 from simreal.errors import ConfigError
-from simreal.retarget.ik import solve_ik
+from simreal.retarget.ik import CollisionLimit, solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import quality_report
 from simreal.retarget.robot import load_robot
@@ -73,15 +74,40 @@ def test_interaction_h1_walking():
     assert_hard_constraints(quality_report(h1, qpos, targets), stats)
 
 
+def _without_collision_limit(monkeypatch) -> None:
+    """IK as it was before its collision limit: the scene's collisions it then makes show that a
+    test's clip does ask for them."""
+    monkeypatch.setattr(CollisionLimit, "compute_qp_inequalities", lambda self, config, dt: mink.Constraint())
+    monkeypatch.setattr(CollisionLimit, "depth", lambda self, q: 0.0)
+
+
 def test_ik_keeps_limits_and_reports_artefacts(g1, clips):
     targets = build_targets(_human(clips["walking+noise"]), g1)
     qpos, stats = solve_ik(g1, targets)
     q = quality_report(g1, qpos, targets)
     assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
+    assert q["penetration"]["any"]["frames_over_1cm"] == 0
     assert q["keypoint_error_m"]["mean"] < 0.04
-    # Unconstrained IK on noisy capture: its artefacts show up in the same metrics.
-    assert q["penetration"]["any"]["frames_over_1cm"] + q["foot_slide"]["sliding_over_1cm"] > 0
-    assert stats["frames_per_s"] > 0
+    # IK pins no stance foot: on noisy capture the feet slide, and the same metrics show it.
+    assert q["foot_slide"]["sliding_over_1cm"] > 0
+    assert stats["frames_per_s"] > 0 and stats["qp_failures"] == 0
+
+
+def test_ik_collision_limit_bounds_each_pair_by_its_gap(g1):
+    """-J_d dq <= gain d for every pair within the detection distance: a foot 2 cm above the
+    floor may come down at most gain * 2 cm per step, one 1 cm into it must come up gain * 1 cm."""
+    limit = CollisionLimit(g1, gain=0.5, detection_m=0.05)
+    config = mink.Configuration(g1.model, g1.q_home.copy())
+    for lift, bound in ((0.02, 0.01), (-0.01, -0.005)):
+        q = g1.q_home.copy()
+        q[2] += lift
+        config.update(q)
+        c = limit.compute_qp_inequalities(config, 1 / 30)
+        down = np.zeros(g1.model.nv)
+        down[2] = -1.0  # the root straight down, by 1 m: every foot-floor row reads -J_d dq = 1
+        h = c.h[np.isclose(c.G @ down, 1.0, atol=1e-6)]  # the floor's rows
+        assert (np.abs(h - bound) < 2e-4).sum() >= 2, "both soles' floor contacts, at gain times the gap"
+        assert (h >= bound - 2e-4).all()  # the other geoms near the floor are farther up
 
 
 @pytest.mark.parametrize("method", ["ik", "interaction"])
@@ -117,14 +143,18 @@ def test_scene_obstacle_is_avoided():
     robot = load_robot("g1", scene=wall)
     targets = build_targets(_human(clip), robot)
     q_ik = quality_report(robot, solve_ik(robot, targets)[0], targets)
-    assert q_ik["penetration"]["scene"]["frames_over_1cm"] > 0
+    assert q_ik["penetration"]["any"]["frames_over_1cm"] == 0
     qpos, stats = solve_interaction(robot, targets)
     q = quality_report(robot, qpos, targets)
     assert_hard_constraints(q, stats)
+    with pytest.MonkeyPatch.context() as mp:
+        _without_collision_limit(mp)
+        q_free = quality_report(robot, solve_ik(robot, targets)[0], targets)
+    assert q_free["penetration"]["scene"]["frames_over_1cm"] > 0, "the hand's targets pass through the wall"
 
 
 def test_self_collision_is_avoided(g1):
-    """The left hand sweeps through the torso: IK follows it in, the interaction solver does not."""
+    """The left hand's targets sweep through the torso: neither solver follows them in."""
     clip = synth.walking(duration_s=2.5)
     pos = clip.positions.copy()
     ix = {n: i for i, n in enumerate(clip.names)}
@@ -139,11 +169,15 @@ def test_self_collision_is_avoided(g1):
     human = HumanMotion(clip.names, pos, clip.fps, clip.parents, {})
     targets = build_targets(human, g1)
     q_ik = quality_report(g1, solve_ik(g1, targets)[0], targets)
-    assert q_ik["penetration"]["self"]["frames_over_1cm"] > T // 2
+    assert q_ik["penetration"]["any"]["frames_over_1cm"] == 0
     qpos, stats = solve_interaction(g1, targets)
     q = quality_report(g1, qpos, targets)
     assert_hard_constraints(q, stats)
     assert q["penetration"]["self"]["deepest_m"] < 0.005
+    with pytest.MonkeyPatch.context() as mp:
+        _without_collision_limit(mp)
+        q_free = quality_report(g1, solve_ik(g1, targets)[0], targets)
+    assert q_free["penetration"]["self"]["frames_over_1cm"] > T // 2, "the hand's targets pass through the torso"
 
 
 def test_self_collision_filter_and_feet(g1):
