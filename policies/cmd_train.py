@@ -75,7 +75,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     from simreal.input_files import snapshot_inputs
     from simreal.policies.cmd_eval import jsonable
     from simreal.policies.devices import initialize_distributed
-    from simreal.policies.run_config import check_input_files, resolve
+    from simreal.policies.run_config import check_input_files, make_env, resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.trainers import get_trainer
     from simreal.yaml_io import atomic_write_bytes, dump_yaml
@@ -110,6 +110,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         cfg = resolve(args.task, args.overrides)
         check_input_files(cfg)  # before the run directory, as the library check below
         trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
+        make_env(cfg)  # the env's own checks (a clip's reach against env.action_scale, ...), as above
         if stop.requested:
             print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
             return stop.exit_code

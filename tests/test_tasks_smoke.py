@@ -291,6 +291,26 @@ def test_a_bad_input_file_is_refused_before_the_run_directory(kind, tmp_path, ca
     assert not runs.exists()
 
 
+def test_an_env_setting_the_env_refuses_is_one_line_before_the_run_directory(tmp_path, capsys):
+    """The env's own checks run before the run directory is made: a clip the action scale cannot
+    reach is the one line, with no "run directory:" announced for a directory then removed."""
+    from fixtures.robot_motion import synthetic_motion
+    from simreal.cli import main
+    from simreal.motion_file import save_motion
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_model
+
+    runs = tmp_path / "runs"
+    clip = tmp_path / "g1_clip.npz"
+    save_motion(clip, synthetic_motion(build_model(load_robot_spec("g1")), seconds=0.5))
+    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}", f"env.motion_file={clip}",
+                 "env.action_scale=0.01"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "\n" not in out.err.strip(), out
+    assert "config key 'env.action_scale'" in out.err, out.err
+    assert not runs.exists()
+
+
 def test_a_train_that_fails_on_start_leaves_no_run_directory(tmp_path, capsys):
     """A motion file retargeted for another robot is found when the env is built, after the run
     directory was made: the directory is removed again, and the error is one line."""
