@@ -36,13 +36,19 @@ def _infinite(v: Any) -> Any:
     return v
 
 
+def _empty(v: Any) -> bool:
+    return isinstance(v, (Mapping, list)) and len(v) == 0
+
+
 def to_ros_tree(tree: Mapping[str, Any]) -> dict[str, Any]:
-    """A deploy-config tree as ROS parameter values (adds ``state_topics``; inf -> NO_LIMIT)."""
+    """A deploy-config tree as ROS parameter values (adds ``state_topics``; inf -> NO_LIMIT; empty
+    mappings and arrays left out: ROS cannot type an empty array, and rcl's parameter-file parser
+    reads the keys after an ``{}`` as that mapping's, so ``image_topics: {}`` moved ``image_qos``)."""
     out: dict[str, Any] = {"state_topics": list(tree.get("state", {}))}
 
     def conv(v: Any) -> Any:
         if isinstance(v, Mapping):
-            return {k: conv(x) for k, x in v.items()}
+            return {k: c for k, c in ((k, conv(x)) for k, x in v.items()) if not _empty(c)}
         if isinstance(v, tuple):
             v = list(v)
         return _finite(v)

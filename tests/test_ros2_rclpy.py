@@ -155,8 +155,9 @@ def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float
         while not robot_up:
             assert sim.poll() is None and time.monotonic() < deadline, f"no robot output: {_tail(sim_out)}"
             listener.poll(0.05)
-        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
-                       f"bundle_path:={bundle_dir}"], node_log, ros_env(domain, str(pkg)))
+        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args",  # as the README
+                       "--params-file", str(pkg / "config" / f"{pkg.name}.yaml"), "-p", f"bundle_path:={bundle_dir}"],
+                      node_log, ros_env(domain, str(pkg)))
         found_by = time.monotonic() + FIND_S
         while not received:  # the robot answers the first command with its hand-over
             assert node.poll() is None and sim.poll() is None and time.monotonic() < found_by, (
