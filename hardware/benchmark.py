@@ -133,6 +133,10 @@ class Bench(Protocol):
     def begin(self, label: str, seed: int) -> bool:
         """Put the robot at its start for a trial; False: stop the benchmark."""
 
+    def show(self, task: Mapping[str, np.ndarray]) -> None:
+        """Put the trial's task in the scene its frames show (the goal marker); a real robot's
+        camera sees the real scene, so nothing there."""
+
     def state(self) -> State:
         """The state the detector judges, now."""
 
@@ -166,6 +170,12 @@ class TwinBench:
         self.robot.reset(seed)
         return True
 
+    def show(self, task: Mapping[str, np.ndarray]) -> None:
+        """The task env's markers (``mocap_pos``: arm-reach's goal sphere) where ``task`` puts them."""
+        env, sim = self.robot.rehearsal.env, self.robot.sim
+        if env is not None and sim.m.nmocap:
+            sim.d.mocap_pos[:] = np.asarray(env.mocap_pos(dict(task)), np.float64).reshape(sim.m.nmocap, 3)
+
     def state(self) -> State:
         return self.robot.true_state()
 
@@ -198,6 +208,9 @@ class RealBench:
 
     def state_keys(self) -> set[str]:
         return set(self.robot.observation()) - {"t_s"} | ({"object_pos_w"} if self.locator else set())
+
+    def show(self, task: Mapping[str, np.ndarray]) -> None:
+        pass
 
     def begin(self, label: str, seed: int) -> bool:
         if self.ask is None:
@@ -345,6 +358,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                 if not bench.begin(label, cfg.seed + i):
                     complete = False
                     break
+                bench.show(task)
                 film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
                 try:
                     r = {"trial": i, "seed": cfg.seed + i,

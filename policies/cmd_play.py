@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
             policy.reset()
             for _t in range(steps):
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
+                if m.nmocap:  # the episode's markers (arm-reach's goal sphere), else at the model's default
+                    d.mocap_pos[:] = np.asarray(env.mocap_pos(state.info)).reshape(m.nmocap, 3)
                 mujoco.mj_forward(m, d)
                 renderer.update_scene(d, camera=follow(d) if follow is not None else camera)
                 w.append_data(renderer.render())

@@ -227,3 +227,38 @@ def test_the_run_and_its_bundle_carry_the_file_their_env_reads(task, key, tmp_pa
         assert moved / "inputs" / f"{key}.npz" in bundle.files  # a ROS 2 package's copy carries it too
     finally:
         (tmp_path / "gone.npz").rename(original)
+
+
+def test_videos_show_the_goal_where_the_episode_puts_it(tmp_path, tmp_path_factory, monkeypatch):
+    """`simreal play` and a filmed benchmark trial draw arm-reach's goal sphere on the episode's
+    goal, not where the model file leaves it."""
+    import mujoco
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.config import spec_of_bundle
+    from simreal.hardware.benchmark import BenchmarkConfig, TwinBench, run_benchmark
+    from simreal.hardware.suites import suite_for
+    from simreal.sim.render import mocap_home
+
+    bundle_dir = _exported("arm-reach", tmp_path_factory)
+    seen: list[np.ndarray] = []
+    real = mujoco.Renderer.update_scene
+    monkeypatch.setattr(mujoco.Renderer, "update_scene",
+                        lambda self, d, *a, **k: (seen.append(d.mocap_pos.copy()), real(self, d, *a, **k))[1])
+    assert main(["play", str(bundle_dir.parent), "--episodes", "2", "--steps", "2", "--width", "64", "--height", "48",
+                 "--out", str(tmp_path / "play.mp4")]) == 0
+    assert len(seen) == 4
+    assert not np.allclose(seen[0], seen[2])  # each episode its own goal
+    np.testing.assert_allclose(seen[0], seen[1])
+
+    bundle = load_bundle(bundle_dir)
+    spec = spec_of_bundle(bundle)
+    bench = TwinBench(bundle)
+    default = mocap_home(bench.robot.sim.m)
+    goal = (default[0] + [0.05, -0.04, 0.03]).tolist()
+    seen.clear()
+    run_benchmark(suite_for("arm-reach", bundle, spec), bundle, spec, bench,
+                  BenchmarkConfig(trials=1, duration_s=0.3, videos=1, task={"target_pos_w": goal}),
+                  video_dir=tmp_path / "bench")
+    assert seen, "no frame was filmed"
+    np.testing.assert_allclose(seen[-1][0], goal, atol=1e-6)
