@@ -402,6 +402,13 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
                      + (f": {hover['reason']}" if hover.get("reason") else ""))
     elif hover:
         lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
+    task = robot.get("task")
+    if task:
+        figures = ", ".join(f"{k.removesuffix('_m').replace('_', ' ')} {v:.3f}" + (" m" if k.endswith("_m") else "")
+                            for k, v in task.items() if k not in ("passed", "at_s", "radius_m"))
+        limit = f" (success below {task['radius_m']:g} m)" if "radius_m" in task else ""
+        lines.append(f"task       where it ended, {task['at_s']:.2f} s after the hand-over: {figures}{limit} -> "
+                     f"{'PASS' if task['passed'] else 'FAIL: the task is not done'}")
     left = robot.get("envelope") or {}
     if left.get("left_s") is not None:  # the runner's line below reads the measured state
         lines.append(f"state      left the envelope {left['left_s']:.2f} s after the hand-over (true state): "

@@ -29,7 +29,9 @@ scene) and the episode's instruction on its perception topics, with every state 
 The report passes when the true state stays inside the deploy config's envelope (a humanoid
 that falls over fails, whoever drove it) and every check of the family passes: the hover
 check (quadrotors: from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
-(the task's own unless set: 0.1 m for a hover, 0.15 m for a figure-8) of the target, or of the bundle's reference target played back at that time) and, for a bundle that records its task, the deploy-side sim-to-sim gate
+(the task's own unless set: 0.1 m for a hover, 0.15 m for a figure-8) of the target, or of the bundle's reference target played back at that time), the task check (a task whose outcome
+follows from where its episode ended, ``outcome_from_final_state``: an arm's reach, push or pick
+judged by the task's own success rule on the state the rehearsal ended in) and, for a bundle that records its task, the deploy-side sim-to-sim gate
 (:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
 
 The ground ends a flight: the quadrotor model has no contacts (nothing to land on), so once
@@ -134,6 +136,25 @@ class Rehearsal:
             out += self.camera.messages(cfg, self.robot.d.qpos, self.start.task, stamp_ns, T)
         return out
 
+    def task_outcome(self) -> dict[str, Any]:
+        """The task's own success (its ``final_stats``) where the rehearsal ended: an arm's hand, or
+        its cube, against the goal (``env.final_outcome``); ``at_s`` after the hand-over; ``radius_m``,
+        the task's success radius where it has one."""
+        import jax.numpy as jnp
+        import mujoco
+
+        from simreal.sim.backends.base import PhysState
+        from simreal.sim.episode_stats import COUNT_SUFFIX
+
+        m, d = self.robot.m, self.robot.d
+        mujoco.mj_forward(m, d)  # the sensors (the hand's site) at the final state
+        phys = PhysState(*(jnp.asarray(x, jnp.float32) for x in (d.qpos, d.qvel, d.act, d.sensordata)))
+        result = self.env.final_outcome(phys, self.start.task)
+        success = result.pop("success") > 0.5
+        radius = getattr(self.env.cfg, "success_radius_m", None)
+        return {"passed": success, "at_s": self.samples[-1][0], **({} if radius is None else {"radius_m": radius}),
+                **{k: v for k, v in result.items() if not k.endswith(COUNT_SUFFIX)}}
+
     def report(self, sim_cfg: SimLoopConfig, fence: Any, start_cfg: Any) -> dict[str, Any]:
         """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles), when
         the true state left the deploy config's envelope and how far the true base went beyond
@@ -158,6 +179,9 @@ class Rehearsal:
             ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
             out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
+        if self.env is not None and self.env.outcome_from_final_state and self.samples:
+            out["task"] = self.task_outcome()
+            checks.append(out["task"]["passed"])
         if self.env is not None and len(traj["t"]):
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s, start_cfg)
             checks.append(out["gate"]["passed"])

@@ -251,6 +251,19 @@ class MjEnv(BraxEnv):
         """Initial accumulators for ``update_stats``."""
         return {}
 
+    #: The episode's outcome follows from the state it ended in and its task inputs alone
+    #: (``update_stats`` keeps no history and reads no other info), so a deployed episode can be
+    #: judged where it ended: ``simreal deploy sim``'s task check (:meth:`final_outcome`).
+    outcome_from_final_state: bool = False
+
+    def final_outcome(self, phys: PhysState, task: Mapping[str, Any]) -> dict[str, float] | None:
+        """``final_stats`` of an episode that ended in ``phys`` (not terminated) with task inputs
+        ``task``; None where :attr:`outcome_from_final_state` is False."""
+        if not self.outcome_from_final_state:
+            return None
+        stats = self.update_stats(self.init_stats(), phys, dict(task))
+        return {k: float(v) for k, v in self.final_stats(stats, jnp.bool_(False)).items()}
+
     # -- the contract ----------------------------------------------------------------------------
     @property
     def observation_size(self) -> int:

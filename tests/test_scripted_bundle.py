@@ -142,3 +142,23 @@ def test_the_rehearsal_gate_repeats_the_start_ramp(reach, tmp_path):
     gate = report["gate"]
     assert gate["measure"] == "joint_rms_aligned_rad" and gate["passed"] and gate["value"] < 0.02, gate
     assert gate["unaligned"] < 0.02, gate  # sample by sample too: the ramp is repeated, not aligned away
+
+
+def test_the_rehearsal_judges_the_task_where_it_ended(reach, tmp_path):
+    """`deploy sim` passes an arm only when the task is done where the rehearsal ended: the
+    scripted reach's hand within the task's radius of its goal; the same controller sent to a
+    goal out of the arm's reach fails there, though the deploy pipeline reproduces it (the gate)."""
+    import dataclasses
+
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    cfg, env = reach
+    bundle = load_bundle(export_scripted(cfg, env, tmp_path / "scripted"))
+    done = run_offline(bundle, SimLoopConfig(duration_s=2.0, noise_scale=0.0, settle_s=0.0))
+    assert done["task"]["passed"] and done["task"]["final_distance_m"] < cfg.env.success_radius_m, done["task"]
+    assert done["passed"]
+
+    far = dataclasses.replace(bundle, task_params={"target_pos_w": [0.0, 2.0, 0.3]})
+    missed = run_offline(far, SimLoopConfig(duration_s=2.0, noise_scale=0.0, settle_s=0.0))
+    assert not missed["task"]["passed"] and missed["task"]["final_distance_m"] > 1.0, missed["task"]
+    assert not missed["passed"] and missed["envelope"]["left_s"] is None

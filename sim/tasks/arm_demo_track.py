@@ -213,6 +213,8 @@ class ArmDemoTrack(ArmObjectTask):
             "joint_vel": rw.joint_vel(self.joint_vel(phys)),
         }
 
+    outcome_from_final_state = False  # its statistics run over the episode, against the demonstration's time
+
     def init_stats(self) -> dict[str, jax.Array]:
         return {"dist": jnp.zeros(()), "dist_sum": jnp.zeros(()), "n": jnp.zeros(())}
 

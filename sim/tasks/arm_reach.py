@@ -149,6 +149,8 @@ class ArmReach(JointRobotTask):
                 "default_joint_pos": self.default_joint_pos, "target_pos_w": info["target_pos_w"],
                 "last_action": info["last_action"], "ee_pos_w": self.site_pos(phys, "end_effector")}
 
+    outcome_from_final_state = True  # where the hand (an object task: the cube) ended, against the goal
+
     def distance(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """End effector to goal [m]."""
         return jnp.linalg.norm(self.site_pos(phys, "end_effector") - info["target_pos_w"])
