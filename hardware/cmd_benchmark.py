@@ -6,7 +6,9 @@
     # walking at three commanded speeds, 20 trials each, 10 ms actuation latency
     simreal benchmark humanoid-walk --policy BUNDLE --robot twin --conditions 0,0.5,1.0 --trials 20 --latency-ms 10
 
-    # reach a given goal (a task input the bundle does not fix)
+    # reach a given goal (a task input the bundle does not fix): an SO-100 goal here; keep it
+    # inside the goals the policy trained on (arm-reach: the home hand position +- goal_half_extent_m,
+    # about [0.31, 0, 0.49] +- [0.15, 0.15, 0.1] for a Franka), or expect the policy to miss it
     simreal benchmark arm-reach --policy BUNDLE --robot twin --task-param target_pos_w=[0.25,0.0,0.15]
 
     # the same suite on the robot: the operator resets it before each trial (--yes: no prompt)
