@@ -283,17 +283,29 @@ def _check_episode_ranges(table: pa.Table, info: dict[str, Any], where: str) -> 
 
 
 def read_tasks(root: Path) -> list[str]:
-    """``meta/tasks.parquet``'s task strings ordered by ``task_index`` (which must be 0, 1, 2, ...)."""
+    """``meta/tasks.parquet``'s task strings ordered by ``task_index`` (which must be 0, 1, 2, ...).
+
+    The strings are the column ``task`` (lerobot 0.5 on) or the table's pandas index (lerobot
+    0.4.x wrote them as an unnamed index, stored as ``__index_level_0__``; lerobot reads the index
+    by position, so both are valid v3.0)."""
     path = root / TASKS_PATH
     table = _read_parquet(path)
-    for name in ("task_index", "task"):
+    task_column = "task" if "task" in table.column_names else _pandas_index_column(table)
+    for name in ("task_index", task_column or "task"):
         if name not in table.column_names:
-            raise DataFileError(str(path), f"column '{name}' missing")
+            raise DataFileError(str(path), f"column '{name}' missing (nor a pandas index holding the task strings)")
     order = table["task_index"].to_numpy()
     if not np.array_equal(np.sort(order), np.arange(len(order))):
         raise DataFileError(str(path), "field 'task_index' is not 0, 1, 2, ...")
-    tasks = table["task"].to_pylist()
+    tasks = table[task_column].to_pylist()
     return [tasks[j] for j in np.argsort(order)]
+
+
+def _pandas_index_column(table: pa.Table) -> str | None:
+    """The one column pandas stored its index in (``index_columns`` of the pandas metadata), or None."""
+    meta = table.schema.pandas_metadata or {}
+    stored = [c for c in meta.get("index_columns", []) if isinstance(c, str) and c in table.column_names]
+    return stored[0] if len(stored) == 1 else None
 
 
 def _read_schema(path: Path) -> pa.Schema:

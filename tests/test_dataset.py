@@ -334,6 +334,28 @@ def test_an_episode_with_two_tasks(tmp_path):
     assert ds.episode_task(0) == "reach" and ds.episode(0)["task_index"].tolist() == [0, 0, 1]
 
 
+def test_tasks_stored_as_lerobot_0_4_wrote_them(tmp_path):
+    """lerobot 0.4.x saved meta/tasks.parquet from a pandas frame indexed by the task strings: no
+    column ``task``, the strings in ``__index_level_0__`` named by the pandas metadata."""
+    import pyarrow as pa
+
+    features = {"action": {"dtype": "float32", "shape": [1]}}
+    with DatasetWriter.create(tmp_path / "ds", fps=10, features=features) as writer:
+        for k, task in enumerate(["reach", "reach", "grasp"]):
+            writer.add_frame({"action": k}, task=task)
+        writer.save_episode()
+    pandas_meta = {"index_columns": ["__index_level_0__"], "column_indexes": [], "columns": []}
+    table = pa.table({"task_index": pa.array([1, 0], pa.int64()), "__index_level_0__": ["grasp", "reach"]})
+    table = table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
+    pq.write_table(table, tmp_path / "ds" / "meta" / "tasks.parquet")
+    ds = Dataset(tmp_path / "ds")
+    assert ds.tasks == ["reach", "grasp"] and ds.episode_tasks(0) == ["reach", "grasp"]
+
+    pq.write_table(table.replace_schema_metadata(None), tmp_path / "ds" / "meta" / "tasks.parquet")
+    with pytest.raises(DataFileError, match="column 'task' missing"):  # no pandas metadata: nothing names them
+        Dataset(tmp_path / "ds")
+
+
 def test_free_timestamps_without_videos(tmp_path):
     features = {"action": {"dtype": "float32", "shape": [2]}}
     with DatasetWriter.create(tmp_path / "ds", fps=10, features=features) as writer:
