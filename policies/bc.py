@@ -55,15 +55,38 @@ class Demos:
     env_state: list[np.ndarray] | None = None  # per episode (T, k), where asked for
 
 
-def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
-    """The state and action of every episode of the dataset at ``root``, checked against the
-    sizes ``env`` observes and acts with; DataFileError naming the feature that does not fit.
-    (``Dataset.episode`` decodes camera videos too, which an MLP on the state does not need.)
-    ``env_state``: the scene states too (``observation.environment_state``, for a learned reward)."""
+def check_rate(ds: Any, env: Any) -> None:
+    """DataFileError naming ``meta/info.json``'s ``fps`` unless the dataset ``ds`` was recorded at
+    ``env``'s control rate: a policy learned from it acts once per frame, so a 30 fps recording
+    on a 50 Hz task would run its motions 5/3 as fast (and an action chunk spans other times)."""
+    rate = 1.0 / float(env.ctrl_dt)
+    if abs(float(ds.fps) - rate) > 1e-6 * rate:
+        raise DataFileError(str(Path(ds.root) / "meta" / "info.json"),
+                            f"field 'fps' is {ds.fps}; the task's env acts at {rate:g} Hz, one action per frame: "
+                            f"record at the control rate (or resample the dataset to it)")
+
+
+def check_dataset(cfg: RunConfig) -> None:
+    """Everything about ``cfg.train.dataset`` that can be known without its frames (the task env's
+    sizes, the frame rate, the statistics): ``simreal train-bc`` checks it before the run directory."""
+    from simreal.dataset_reader import Dataset
+
+    env = make_env(cfg)
+    if cfg.train.policy == "vla":
+        check_rate(Dataset(cfg.train.dataset), env)
+    else:
+        open_demos(cfg.train.dataset, env, bool(cfg.train.iql.reward_model))
+
+
+def open_demos(root: str | Path, env: Any, env_state: bool = False) -> Any:
+    """The dataset at ``root`` (a ``Dataset``) once its features, statistics and frame rate fit
+    ``env``; DataFileError naming the field that does not. ``env_state``: it must hold the scene
+    states too (``observation.environment_state``, for a learned reward)."""
     from simreal.dataset_reader import Dataset
     from simreal.policies.demos import ENV_STATE
 
     ds = Dataset(root)
+    check_rate(ds, env)
     info = str(Path(root) / "meta" / "info.json")
     for key, size in ((STATE, state_size(env)), (ACTION, int(env.action_size))):
         if key not in ds.features:
@@ -78,6 +101,16 @@ def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
     if env_state and ENV_STATE not in ds.features:
         raise DataFileError(info, f"no feature '{ENV_STATE}' for the learned reward to score (simreal demos records "
                                   f"it for tasks that name scene state terms); features: {', '.join(ds.features)}")
+    return ds
+
+
+def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
+    """The state and action of every episode of the dataset at ``root``, checked against the
+    sizes ``env`` observes and acts with (:func:`open_demos`). (``Dataset.episode`` decodes camera
+    videos too, which an MLP on the state does not need.)"""
+    from simreal.policies.demos import ENV_STATE
+
+    ds = open_demos(root, env, env_state)
     episodes = [ds.episode(i) for i in range(ds.num_episodes)]
     return Demos(obs=[np.asarray(e[STATE], np.float32) for e in episodes],
                  actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats),

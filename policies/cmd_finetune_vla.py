@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
     import sys
     from pathlib import Path
 
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.policies.train import load_config, start_run
     from simreal.policies.vla import CHECKPOINT, load_vla
     from simreal.policies.vla_rl import finetune
+    from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
     source = Path(args.run_dir)
     base = load_config(source, reward=False)
@@ -56,8 +58,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"run directory: {run_dir}", flush=True)
     rc = cfg.train.vla.rl
     progress = Progress(rc.iterations, stream=sys.stderr)
-    result = finetune(run_dir, cfg, model, tok, env, lambda it, row: progress.update(
-        it, success=row["success_sampled"], kl=row["approx_kl"]))
+    try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli)
+        result = finetune(run_dir, cfg, model, tok, env, lambda it, row: progress.update(
+            it, success=row["success_sampled"], kl=row["approx_kl"]))
+    except BaseException as e:
+        kept = (run_dir / CHECKPOINT).is_file()
+        if not kept:  # no round finished: leave no run that eval and export would refuse
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            print(f"simreal finetune-vla: stopped by {interrupt_signal(e)}: " +
+                  (f"{run_dir} keeps the policy of its last finished round and metrics.csv (simreal eval {run_dir})"
+                   if kept else "no round finished, nothing kept"), file=sys.stderr)
+            return interrupt_exit_code(e)
+        raise
     progress.close()
     print(f"done: {result.rounds} rounds in {result.wall_s:.1f} s")
     print(f"before ({result.before.get('episodes', 0)} episodes) {format_eval(result.before)}")

@@ -86,7 +86,13 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
     train = {"dataset": str(root.resolve()), "policy": policy, **({"epochs": epochs} if epochs is not None else {}),
              **({"iql": {"reward_model": str(Path(iql).resolve())}} if iql else {})}
     base = deep_merge(base, {"task": task, "trainer": "bc", "algorithm": "bc", "train": train})
-    return resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
+    cfg = resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
+    recorded_scale = (recorded or {}).get("env", {}).get("action_scale")
+    if recorded_scale is not None and recorded_scale != getattr(cfg.env, "action_scale", recorded_scale):
+        raise ConfigError("env.action_scale", f"{root}'s actions were recorded at env.action_scale={recorded_scale}; "
+                                              f"a policy learned from them at {cfg.env.action_scale} would command "
+                                              f"other motions than the demonstrations (leave it as recorded)")
+    return cfg
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from simreal.errors import ConfigError
-    from simreal.policies.bc import train_bc
+    from simreal.policies.bc import check_dataset, train_bc
     from simreal.policies.bc_actor import CHECKPOINT
     from simreal.policies.cmd_eval import format_eval
     from simreal.policies.train import start_run
@@ -103,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
+    check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
     run_dir = start_run(cfg, args.out)
     print(f"run directory: {run_dir}", flush=True)
     try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli), between torch operations

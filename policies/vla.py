@@ -213,20 +213,35 @@ def build_vla(vc: Any, spec: VLASpec, sentences: Sequence[str], state_mean: np.n
               action_low: np.ndarray, action_high: np.ndarray) -> tuple[VLA, Any]:
     """(a new VLA, its tokenizer) from ``train.vla`` (``vc``): the local checkpoints it names, or
     tiny random models and a word tokenizer of ``sentences`` (module docstring)."""
-    if vc.language_model:
-        folder = Path(vc.language_model)
-        tok = load_tokenizer(folder / "tokenizer.json", spec.max_tokens)
+    vision_folder = _local_folder(vc.vision_model, "train.vla.vision_model") if vc.vision_model else ""
+    text_folder = _local_folder(vc.language_model, "train.vla.language_model") if vc.language_model else ""
+    if text_folder:
+        tok = load_tokenizer(Path(text_folder) / "tokenizer.json", spec.max_tokens)
     else:
         tok = word_tokenizer(sentences, spec.max_tokens)
     vision, text = _tiny_configs(vc, spec, tok.get_vocab_size())
-    model = VLA(spec, vision if not vc.vision_model else _pretrained_config(vc.vision_model, "train.vla.vision_model"),
-                text if not vc.language_model else _pretrained_config(vc.language_model, "train.vla.language_model"),
+    model = VLA(spec, vision if not vision_folder else _pretrained_config(vision_folder, "train.vla.vision_model"),
+                text if not text_folder else _pretrained_config(text_folder, "train.vla.language_model"),
                 state_mean, state_std, action_low, action_high)
-    if vc.vision_model:
-        _load_pretrained(model.vision, vc.vision_model, "train.vla.vision_model", vision_tower=True)
-    if vc.language_model:
-        _load_pretrained(model.text, vc.language_model, "train.vla.language_model", vision_tower=False)
+    if vision_folder:
+        _load_pretrained(model.vision, vision_folder, "train.vla.vision_model", vision_tower=True)
+    if text_folder:
+        _load_pretrained(model.text, text_folder, "train.vla.language_model", vision_tower=False)
     return model, tok
+
+
+def _local_folder(name: str, key: str) -> str:
+    """The folder of the model ``name``: a local directory as it is, else a repo id's snapshot in the
+    local Hugging Face cache (nothing is downloaded); ConfigError naming ``key`` when it is neither."""
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        return snapshot_download(name, local_files_only=True)
+    except Exception:  # huggingface_hub's: no cache entry, a malformed repo id (several types, no shared base)
+        raise ConfigError(key, f"{name}: not a local folder, and no such model in the Hugging Face cache "
+                               f"({constants.HF_HUB_CACHE}); nothing is downloaded") from None
 
 
 def _pretrained_config(folder: str, key: str) -> Any:

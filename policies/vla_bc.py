@@ -42,12 +42,16 @@ class VLADemos:
     stats: dict[str, Any]             # meta/stats.json
 
 
-def load_vla_demos(root: str | Path, cameras: tuple[str, ...], state_size: int, action_size: int) -> VLADemos:
+def load_vla_demos(root: str | Path, cameras: tuple[str, ...], env: Any) -> VLADemos:
     """The dataset's frames for a VLA (``cameras``: its image features' camera names; empty: every
-    one it has); DataFileError naming the file and feature that is missing or of another size."""
+    one it has); DataFileError naming the file and feature that is missing, of another size than
+    the task ``env``'s, or recorded at another rate than its control rate."""
     from simreal.dataset_reader import Dataset
+    from simreal.policies.bc import check_rate
+    from simreal.policies.demos import state_size
 
     ds = Dataset(root)
+    check_rate(ds, env)
     info = str(Path(root) / "meta" / "info.json")
     have = [k[len(IMAGE_PREFIX):] for k, ft in ds.features.items()
             if k.startswith(IMAGE_PREFIX) and ft["dtype"] in ("video", "image")]
@@ -59,7 +63,7 @@ def load_vla_demos(root: str | Path, cameras: tuple[str, ...], state_size: int, 
         if c not in have:
             raise DataFileError(info, f"no feature '{IMAGE_PREFIX}{c}' (train.vla.cameras); cameras: "
                                       f"{', '.join(have) or 'none'}")
-    for key, size in ((STATE, state_size), (ACTION, action_size)):
+    for key, size in ((STATE, state_size(env)), (ACTION, int(env.action_size))):
         shape = list(ds.features.get(key, {}).get("shape", []))
         if shape != [size]:
             raise DataFileError(info, f"feature '{key}' has shape {shape or 'none'}; the task's env has [{size}]")
@@ -124,7 +128,7 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
     t0 = time.time()
     tc, vc = cfg.train, cfg.train.vla
     env = make_env(cfg)
-    demos = load_vla_demos(tc.dataset, vc.cameras, state_size(env), int(env.action_size))
+    demos = load_vla_demos(tc.dataset, vc.cameras, env)
     spec = VLASpec(cameras={c: tuple(im.shape[1:3]) for c, im in demos.images.items()}, state_size=state_size(env),
                    action_size=int(env.action_size), bins=vc.bins, max_tokens=vc.max_tokens, use_state=vc.use_state)
     torch.manual_seed(cfg.seed)

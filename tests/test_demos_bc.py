@@ -171,6 +171,31 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     assert len(err.splitlines()) == 1 and "policy.safetensors: not a safetensors file" in err
 
 
+@pytest.mark.parametrize("change, says", [
+    ("fps", "meta/info.json: field 'fps' is 30; the task's env acts at 50 Hz"),
+    ("action_scale", "config key 'env.action_scale': "),
+])
+def test_train_bc_refuses_demonstrations_of_another_rate_or_action_scale(dataset, tmp_path, capsys, change, says):
+    """A dataset recorded at another frame rate than the task's control rate, or trained at another
+    action scale than it was recorded with: one line before any run directory, nothing trained."""
+    import json
+    import shutil
+
+    data, extra = dataset, []
+    if change == "fps":
+        data = tmp_path / "at30"
+        shutil.copytree(dataset, data)
+        info = json.loads((data / "meta" / "info.json").read_text())
+        (data / "meta" / "info.json").write_text(json.dumps({**info, "fps": 30}))
+    else:
+        extra = ["env.action_scale=0.6"]
+    capsys.readouterr()
+    assert main(["train-bc", str(data), *extra, "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and len(out.err.strip().splitlines()) == 1 and says in out.err, out
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
                                                     "arm-reach, arm-reach-choice, arm-push"),

@@ -129,6 +129,30 @@ def test_local_pretrained_folders_load_their_weights_and_tokenizer(tmp_path):
     assert out.shape == (1, 3, 8)
 
 
+def test_a_model_in_the_local_hugging_face_cache_is_found_by_its_repo_id(tmp_path, monkeypatch):
+    """README: weights from a local folder or the local Hugging Face cache. A repo id resolves to
+    its cached snapshot (no download); an id the cache lacks is one error naming the key."""
+    import huggingface_hub.constants
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+
+    from simreal.errors import ConfigError
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--tiny--siglip" / "snapshots" / "0123abcd"
+    torch.manual_seed(2)
+    vision = SiglipVisionModel(SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                                  num_attention_heads=2, image_size=32, patch_size=8))
+    vision.save_pretrained(snapshot)
+    (cache / "models--tiny--siglip" / "refs").mkdir()
+    (cache / "models--tiny--siglip" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    model, _ = tiny(vc=VLAConfig(vision_model="tiny/siglip"))
+    for k, v in vision.state_dict().items():
+        torch.testing.assert_close(model.vision.state_dict()[k], v)
+    with pytest.raises(ConfigError, match="train.vla.vision_model.*no such model in the Hugging Face cache"):
+        tiny(vc=VLAConfig(vision_model="tiny/absent"))
+
+
 def test_a_model_folder_without_a_config_or_the_weights_is_named(tmp_path):
     from transformers import CLIPVisionConfig, CLIPVisionModel
 
@@ -251,6 +275,24 @@ def test_finetune_vla_writes_a_run_that_eval_takes(vla_run, tmp_path, capsys):
     assert [r["round"] for r in rows] == ["0", "1"] and float(rows[1]["updates"]) >= 1
     assert np.isfinite(float(rows[1]["approx_kl"]))
     assert main(["eval", str(out), "--episodes", "2"]) == 0
+
+
+def test_finetune_vla_stopped_before_its_first_round_leaves_no_run(vla_run, tmp_path, monkeypatch, capsys):
+    """Ctrl-C before a round finished: no run directory that eval and export would refuse, the
+    reason in one line, exit 130 (a round that finished is kept, as train-bc keeps its epochs)."""
+    import simreal.policies.vla_rl as vla_rl
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    _, run = vla_run
+    monkeypatch.setattr(vla_rl, "finetune", stopped)
+    out = tmp_path / "rl"
+    capsys.readouterr()
+    assert main(["finetune-vla", str(run), "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "simreal finetune-vla: stopped by SIGINT: no round finished, nothing kept", err
+    assert not out.exists()
 
 
 def test_vla_needs_camera_images_in_the_dataset(tmp_path, capsys):
