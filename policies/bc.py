@@ -68,14 +68,17 @@ def check_rate(ds: Any, env: Any) -> None:
 
 def check_dataset(cfg: RunConfig) -> None:
     """Everything about ``cfg.train.dataset`` that can be known without its frames (the task env's
-    sizes, the frame rate, the statistics): ``simreal train-bc`` checks it before the run directory."""
+    sizes, the frame rate, the statistics, data files with their rows and videos present: ``Dataset.check_files``): ``simreal train-bc`` checks it
+    before the run directory."""
     from simreal.dataset_reader import Dataset
 
     env = make_env(cfg)
     if cfg.train.policy == "vla":
-        check_rate(Dataset(cfg.train.dataset), env)
+        ds = Dataset(cfg.train.dataset)
+        check_rate(ds, env)
     else:
-        open_demos(cfg.train.dataset, env, bool(cfg.train.iql.reward_model))
+        ds = open_demos(cfg.train.dataset, env, bool(cfg.train.iql.reward_model))
+    ds.check_files()
 
 
 def open_demos(root: str | Path, env: Any, env_state: bool = False) -> Any:

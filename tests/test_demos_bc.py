@@ -174,21 +174,27 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
 @pytest.mark.parametrize("change, says", [
     ("fps", "meta/info.json: field 'fps' is 30; the task's env acts at 50 Hz"),
     ("action_scale", "config key 'env.action_scale': "),
+    ("truncated", "file-000.parquet: not a readable parquet file"),
 ])
 def test_train_bc_refuses_demonstrations_of_another_rate_or_action_scale(dataset, tmp_path, capsys, change, says):
-    """A dataset recorded at another frame rate than the task's control rate, or trained at another
-    action scale than it was recorded with: one line before any run directory, nothing trained."""
+    """A dataset recorded at another frame rate than the task's control rate, trained at another
+    action scale than it was recorded with, or with a data file cut short: one line before any run
+    directory, nothing trained."""
     import json
     import shutil
 
     data, extra = dataset, []
-    if change == "fps":
-        data = tmp_path / "at30"
-        shutil.copytree(dataset, data)
-        info = json.loads((data / "meta" / "info.json").read_text())
-        (data / "meta" / "info.json").write_text(json.dumps({**info, "fps": 30}))
-    else:
+    if change == "action_scale":
         extra = ["env.action_scale=0.6"]
+    else:
+        data = tmp_path / "changed"
+        shutil.copytree(dataset, data)
+        if change == "fps":
+            info = json.loads((data / "meta" / "info.json").read_text())
+            (data / "meta" / "info.json").write_text(json.dumps({**info, "fps": 30}))
+        else:
+            part = data / "data" / "chunk-000" / "file-000.parquet"
+            part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     capsys.readouterr()
     assert main(["train-bc", str(data), *extra, "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
     out = capsys.readouterr()
