@@ -140,7 +140,7 @@ def test_drive_gives_a_goal_driven_policy_its_goal_or_refuses_it(tmp_path, capsy
     assert main(["drive", str(b), "--twin", "--duration", "1", "--json", "--task-param",
                  "target_pos_w=[0.2,0.0,0.15]"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["policy_runs"] >= 30 and out["sent"] == out["ticks"]
+    assert out["policy_runs"] >= 15 and out["sent"] == out["ticks"]  # 30 Hz for 1 s, wall clock: a loaded machine ticks fewer
 
 
 def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
