@@ -409,6 +409,9 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         limit = f" (success below {task['radius_m']:g} m)" if "radius_m" in task else ""
         lines.append(f"task       where it ended, {task['at_s']:.2f} s after the hand-over: {figures}{limit} -> "
                      f"{'PASS' if task['passed'] else 'FAIL: the task is not done'}")
+    if robot.get("fall_s") is not None:
+        lines.append(f"fall       the robot fell {robot['fall_s']:.2f} s after the hand-over (base below half its start "
+                     f"height or tilted past 60 degrees) -> FAIL")
     left = robot.get("envelope") or {}
     if left.get("left_s") is not None:  # the runner's line below reads the measured state
         lines.append(f"state      left the envelope {left['left_s']:.2f} s after the hand-over (true state): "

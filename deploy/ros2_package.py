@@ -335,7 +335,9 @@ setup(
         ("share/" + package_name, ["package.xml", "README.md"]),
         (os.path.join("share", package_name, "launch"), glob("launch/*.launch.py")),
         (os.path.join("share", package_name, "config"), glob("config/*.yaml")),
-        (os.path.join("share", package_name, "bundle"), glob("bundle/*")),
+        # the bundle with its folders (a tracking clip in bundle/inputs/), each installed where it was
+        *[(os.path.join("share", package_name, d), [f for f in glob(os.path.join(d, "*")) if os.path.isfile(f)])
+          for d, _, _ in os.walk("bundle")],
     ],
     install_requires=["setuptools"],
     zip_safe=True,
@@ -554,8 +556,10 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     atomic_write_text(root / "config" / f"{pkg}.yaml",
                       header + yaml.safe_dump({NODE_NAME: {"ros__parameters": ros_tree}}, sort_keys=False,
                                               default_flow_style=None))
-    for f in bundle.files:
-        shutil.copy2(f, root / "bundle" / f.name)
+    for f in bundle.files:  # where bundle.yaml names them (a clip in inputs/), not all in one folder
+        dest = root / "bundle" / f.relative_to(bundle.path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest)
     px4 = cfg.command.type.startswith("px4_msgs/")
     command_note = textwrap.fill(_PX4_COMMAND_NOTES.get(norm_type(cfg.command.type), "").format(
         names=", ".join(bundle.action.names)), 92)

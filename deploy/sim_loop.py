@@ -26,8 +26,9 @@ on the object topic; a vision-language-action bundle's camera images (rendered f
 scene) and the episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
 
-The report passes when the true state stays inside the deploy config's envelope (a humanoid
-that falls over fails, whoever drove it) and every check of the family passes: the hover
+The report passes when the true state stays inside the deploy config's envelope, a humanoid
+does not fall (its base below half its start height or tilted past 60 degrees, ``fall_s``;
+whoever drove it, and whatever the envelope's bounds) and every check of the family passes: the hover
 check (quadrotors: from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
 (the task's own unless set: 0.1 m for a hover, 0.15 m for a figure-8) of the target, or of the bundle's reference target played back at that time), the task check (a task whose outcome
 follows from where its episode ended, ``outcome_from_final_state``: an arm's reach, push or pick
@@ -61,7 +62,7 @@ import numpy as np
 from simreal.config import field
 from simreal.deploy.adapters import encode_state
 from simreal.deploy.config import INPUT_ROLES, ROLE_KEYS
-from simreal.deploy.sim_gate import env_start, gate, stack, training_env
+from simreal.deploy.sim_gate import env_start, fall_time, gate, stack, training_env
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, spec_start, with_joints
 from simreal.robot_spec import RobotSpec
 
@@ -172,6 +173,9 @@ class Rehearsal:
             out["geofence"] = geofence_excess(traj, np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m))
         out["envelope"] = envelope_exit(traj, Envelope.from_config(fence, self.robot.spec))
         checks = [out["envelope"]["left_s"] is None]
+        if FAMILIES[self.robot.spec.family].stands and len(traj["t"]):
+            out["fall_s"] = fall_time(traj)  # the envelope's tilt bound may be off (.inf): a fall still fails
+            checks.append(out["fall_s"] is None)
         if self.target is not None:
             flight = self.samples if ground is None else self.samples[:ground + 1]  # below the ground: no flight
             errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in flight]

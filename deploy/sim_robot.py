@@ -47,11 +47,12 @@ class Family:
     free_base: bool      # base pose and twist are state
     joints: bool         # actuated joint positions and velocities are state
     hover_hold: bool     # held in the air at hover thrust until the first command
+    stands: bool = False  # on its legs: a fall (sim_gate.fall_time) fails a rehearsal, whatever the bounds
 
 
 FAMILIES: dict[str, Family] = {
     "quadrotor": Family(free_base=True, joints=False, hover_hold=True),
-    "humanoid": Family(free_base=True, joints=True, hover_hold=False),
+    "humanoid": Family(free_base=True, joints=True, hover_hold=False, stands=True),
     "arm": Family(free_base=False, joints=True, hover_hold=False),
     "classic": Family(free_base=False, joints=True, hover_hold=False),
 }

@@ -219,3 +219,22 @@ def test_the_robot_process_ignores_a_simreal_folder_in_the_working_directory(tmp
     (tmp_path / "simreal" / "__init__.py").write_text("raise ImportError('the wrong simreal')\n")
     r = subprocess.run([*ROBOT_PROCESS, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--domain-id" in r.stdout, r.stderr[-2000:]
+
+
+def test_a_humanoid_that_falls_fails_even_with_the_tilt_bound_switched_off(tmp_path):
+    """docs/deploy.md: a robot that falls over fails the rehearsal whoever drives it. A G1 holding
+    its home pose on its own PD gains tips over; with the envelope's tilt bound off (`.inf`) the
+    envelope cannot see it, and the sim-to-sim gate would not either (the training simulator falls
+    too): the fall itself fails it."""
+    import math
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    bundle = load_bundle(T.make_holding_bundle(tmp_path / "g1", "g1"))
+    report = run_offline(bundle, SimLoopConfig(duration_s=3.0), overrides={"envelope": {"max_tilt_rad": math.inf}})
+    assert report["envelope"]["left_s"] is None, report["envelope"]
+    assert report["fall_s"] is not None and 0.5 < report["fall_s"] < 3.0, report.get("fall_s")
+    assert not report["passed"]
+    arm = run_offline(load_bundle(T.make_holding_bundle(tmp_path / "so100", "so100")), SimLoopConfig(duration_s=1.0))
+    assert "fall_s" not in arm and arm["passed"]  # an arm on its base has no fall to fail

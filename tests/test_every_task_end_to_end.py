@@ -85,6 +85,29 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
     assert (bundle.reference is not None) == (task in WITH_REFERENCE)
     if bundle.reference is not None:
         assert load_bundle(pkg / "bundle").reference.num_rows == bundle.reference.num_rows
+    # the package's bundle is the bundle, folders and all (a clip in inputs/), and colcon installs it so
+    files = {f.relative_to(bundle_dir).as_posix() for f in bundle.files}
+    assert {f.relative_to(pkg / "bundle").as_posix() for f in load_bundle(pkg / "bundle").files} == files
+    assert {f"share/{pkg.name}/bundle/{f}" for f in files} <= _installed(pkg)
+
+
+def _installed(pkg: Path) -> set[str]:
+    """The files the package's setup.py installs (colcon's ament_python build), as share/... paths."""
+    import os
+    import runpy
+
+    import setuptools
+
+    captured: dict = {}
+    real, cwd = setuptools.setup, os.getcwd()
+    setuptools.setup = lambda **kw: captured.update(kw)
+    try:
+        os.chdir(pkg)
+        runpy.run_path("setup.py")
+    finally:
+        setuptools.setup = real
+        os.chdir(cwd)
+    return {f"{d}/{os.path.basename(f)}" for d, fs in captured["data_files"] for f in fs}
 
 
 @pytest.mark.parametrize("task", sorted(IMAGE_TASKS))
