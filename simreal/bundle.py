@@ -52,6 +52,7 @@ it and raises :class:`BundleError` naming the field. Imports: numpy, yaml, onnxr
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import os
@@ -313,9 +314,23 @@ def _instruction(raw: Mapping[str, Any], bundle_dir: Path, path: str) -> Instruc
     return InstructionInput(tok, _int(section, "max_tokens", "instruction.", path))
 
 
+#: Every top-level section of ``bundle.yaml``. Anything else is refused: the optional ones are
+#: read with ``get``, so a misspelled ``reference`` made a figure-8 bundle hover in place unwarned.
+SECTIONS = ("format_version", "robot", "robot_spec", "task", "control_rate_hz", "observation", "action", "latency",
+            "task_params", "task_config", "task_topics", "onnx", "provenance", "reference", "action_chunk", "images",
+            "instruction")
+
+
 def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     """Validate a ``bundle.yaml`` mapping; every error names its field."""
     path = str(bundle_dir / BUNDLE_YAML)
+    if not isinstance(raw, Mapping):
+        raise BundleError("(top level)", f"expected a mapping of sections, got {raw!r:.60}", path)
+    unknown = [k for k in raw if k not in SECTIONS]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), SECTIONS, n=1)
+        raise BundleError(str(unknown[0]), "unknown section" + (f" (did you mean '{close[0]}'?)" if close else "")
+                          + f"; sections: {', '.join(SECTIONS)}", path)
     version = _req(raw, "format_version", "", path)
     if type(version) is not int or version != FORMAT_VERSION:
         raise BundleError("format_version", f"this simreal reads version {FORMAT_VERSION}, bundle has {version!r:.60}",

@@ -59,6 +59,19 @@ def test_a_bad_reference_is_refused_naming_its_field(pd_bundle, tmp_path, values
     assert e.value.field == field and "bundle.yaml" in str(e.value)
 
 
+@pytest.mark.parametrize("section", ["refrence", "latncy"])
+def test_a_misspelled_section_is_refused_not_ignored(pd_bundle, tmp_path, section):
+    """A figure-8 bundle whose ``reference`` was misspelled loaded as a hover at a fixed point, and
+    its rehearsal and benchmark passed it: an unknown section is now one error naming it."""
+    d = _with_reference(pd_bundle, tmp_path / "b", {"target_pos_w": np.zeros((4, 3))})
+    raw = load_yaml(d / "bundle.yaml")
+    raw[section] = raw.pop(section.replace("refrence", "reference").replace("latncy", "latency"))
+    dump_yaml(d / "bundle.yaml", raw)
+    with pytest.raises(BundleError) as e:
+        load_bundle(d)
+    assert e.value.field == section and "unknown section (did you mean" in str(e.value)
+
+
 def test_a_pickled_reference_is_not_unpickled(pd_bundle, tmp_path):
     d = _with_reference(pd_bundle, tmp_path / "b", {"target_pos_w": np.zeros((4, 3))})
     np.savez(d / "reference.npz", target_pos_w=np.array([{"evil": 1}], dtype=object))
