@@ -420,6 +420,8 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
         if gate.get("detail"):
             value += f" ({gate['detail']})"
+        if gate.get("compared_s") is not None:  # the reference ends with the training env's episode
+            value += f" over {gate['compared_s']:.1f} s"
         lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
                      f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
     lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (

@@ -269,61 +269,63 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
             return
         pending_cmd.append((t_rx + latency_s, u))
 
-    with DdsTransport(domain_id) as tr:
-        tr.subscribe(cfg.command.topic, cfg.command.type, on_command, "sensor_data")
-        pubs = {}
-        topics = [(st.topic, st.type) for st in cfg.state.values()]
-        if reh.camera is not None:
-            topics += [(t, "sensor_msgs/msg/Image") for t in cfg.perception.image_topics.values()]
-            if cfg.perception.instruction_topic:
-                topics.append((cfg.perception.instruction_topic, "std_msgs/msg/String"))
-        for topic, type_name in topics:
-            pubs[topic] = tr.publisher(topic, type_name, "default")
-            if recorder is not None:
-                recorder.add_topic(topic, type_name)
-        if recorder is not None:
-            recorder.add_topic(cfg.command.topic, cfg.command.type)
-        t0 = time.monotonic()
-        next_pub = 0.0
-        applied = 0
-        while True:
-            now = time.monotonic()
-            while robot.time_s < now - t0:
-                wall_of_step = t0 + robot.time_s
-                while pending_cmd and pending_cmd[0][0] <= wall_of_step:
-                    robot.apply(pending_cmd.popleft()[1])
-                    applied += 1
-                    if handover_s is None:
-                        handover_s = wall_of_step
-                if handover_s is None:
-                    robot.hold()
-                robot.step()
-                if robot.time_s >= next_pub:
-                    next_pub += state_period
-                    if handover_s is not None:
-                        reh.record(t0 + robot.time_s - handover_s)
-                    s = robot.measured_state(rng, sim_cfg.noise_scale)
-                    for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
-                        counts["states_published"] += 1
-                        if rng.random() < sim_cfg.drop:
-                            counts["states_dropped"] += 1
-                            continue
-                        pending_state.append((t0 + robot.time_s + state_latency_s, topic, msg))
-            now = time.monotonic()
-            while pending_state and pending_state[0][0] <= now:
-                _, topic, msg = pending_state.popleft()
-                data = pubs[topic].publish(msg)
+    try:  # a stopped robot process (SIGTERM from deploy sim's Ctrl-C) still closes its bag
+        with DdsTransport(domain_id) as tr:
+            tr.subscribe(cfg.command.topic, cfg.command.type, on_command, "sensor_data")
+            pubs = {}
+            topics = [(st.topic, st.type) for st in cfg.state.values()]
+            if reh.camera is not None:
+                topics += [(t, "sensor_msgs/msg/Image") for t in cfg.perception.image_topics.values()]
+                if cfg.perception.instruction_topic:
+                    topics.append((cfg.perception.instruction_topic, "std_msgs/msg/String"))
+            for topic, type_name in topics:
+                pubs[topic] = tr.publisher(topic, type_name, "default")
                 if recorder is not None:
-                    recorder.write(topic, data, time.time_ns())
-            if handover_s is not None and now - handover_s >= sim_cfg.duration_s:
-                break
-            if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
-                break
-            wake = min(t0 + robot.time_s, pending_state[0][0] if pending_state else math.inf,
-                       pending_cmd[0][0] if pending_cmd else math.inf)
-            tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
-    if recorder is not None:
-        recorder.close()
+                    recorder.add_topic(topic, type_name)
+            if recorder is not None:
+                recorder.add_topic(cfg.command.topic, cfg.command.type)
+            t0 = time.monotonic()
+            next_pub = 0.0
+            applied = 0
+            while True:
+                now = time.monotonic()
+                while robot.time_s < now - t0:
+                    wall_of_step = t0 + robot.time_s
+                    while pending_cmd and pending_cmd[0][0] <= wall_of_step:
+                        robot.apply(pending_cmd.popleft()[1])
+                        applied += 1
+                        if handover_s is None:
+                            handover_s = wall_of_step
+                    if handover_s is None:
+                        robot.hold()
+                    robot.step()
+                    if robot.time_s >= next_pub:
+                        next_pub += state_period
+                        if handover_s is not None:
+                            reh.record(t0 + robot.time_s - handover_s)
+                        s = robot.measured_state(rng, sim_cfg.noise_scale)
+                        for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
+                            counts["states_published"] += 1
+                            if rng.random() < sim_cfg.drop:
+                                counts["states_dropped"] += 1
+                                continue
+                            pending_state.append((t0 + robot.time_s + state_latency_s, topic, msg))
+                now = time.monotonic()
+                while pending_state and pending_state[0][0] <= now:
+                    _, topic, msg = pending_state.popleft()
+                    data = pubs[topic].publish(msg)
+                    if recorder is not None:
+                        recorder.write(topic, data, time.time_ns())
+                if handover_s is not None and now - handover_s >= sim_cfg.duration_s:
+                    break
+                if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
+                    break
+                wake = min(t0 + robot.time_s, pending_state[0][0] if pending_state else math.inf,
+                           pending_cmd[0][0] if pending_cmd else math.inf)
+                tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
+    finally:
+        if recorder is not None:
+            recorder.close()
     report = reh.report(sim_cfg, cfg.envelope, cfg.start)
     if handover_s is not None:
         _gap(gap, now, handover_s)  # the silence before the end counts too
@@ -465,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m simreal.deploy.sim_loop BUNDLE --domain-id N --report FILE [...]``."""
     from simreal.config import build
     from simreal.bundle import load_bundle
+    from simreal.stop_signal import interrupt_exit_code, signals_as_interrupt
     from simreal.yaml_io import atomic_write_text, load_yaml
 
     p = argparse.ArgumentParser(prog="python -m simreal.deploy.sim_loop", description=__doc__,
@@ -483,8 +486,12 @@ def main(argv: list[str] | None = None) -> int:
         try_realtime()
     overrides = load_yaml(a.config) if a.config else {}
     sim_cfg = build(SimLoopConfig, json.loads(a.sim), prefix="sim")
-    report = run_sim_robot(load_bundle(a.bundle), sim_cfg, domain_id=a.domain_id, overrides=overrides,
-                           record=a.record)
+    try:
+        with signals_as_interrupt():  # SIGTERM ends the run through its finally blocks (the bag is closed)
+            report = run_sim_robot(load_bundle(a.bundle), sim_cfg, domain_id=a.domain_id, overrides=overrides,
+                                   record=a.record)
+    except KeyboardInterrupt as e:
+        return interrupt_exit_code(e)
     text = json.dumps(report, indent=2)
     if a.report:
         atomic_write_text(a.report, text)

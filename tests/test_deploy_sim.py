@@ -53,9 +53,10 @@ def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tm
     domain = str(T.random_domain_id())
     robot = ["pgrep", "-f", f"simreal.deploy.sim_loop.*--domain-id {domain} "]
     # its own process group, which a terminal's Ctrl-C reaches as a whole
+    rec = tmp_path / "bags"
     proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--duration", "60",
-                             "--domain-id", domain], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                             "--domain-id", domain, "--record", str(rec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while subprocess.run(robot, capture_output=True).returncode != 0 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -65,6 +66,8 @@ def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tm
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert "stopped by SIGINT before the end of the rehearsal" in err and out == ""
     assert subprocess.run(robot, capture_output=True).returncode == 1  # no robot process left
+    # both sides' recordings of the seconds before are kept, closed and readable (the robot's was 0 bytes)
+    assert read_bag_counts(rec / "robot")["/cf/odom"] > 50 and read_bag_counts(rec / "runner")["/cf/odom"] > 50
 
 
 def test_external_rehearsal_fails_when_the_controller_dies_halfway(tmp_path):
