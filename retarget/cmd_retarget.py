@@ -159,11 +159,11 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
     for k, (part, path, vid) in enumerate(zip(parts, outs, videos), 1):
         if len(parts) > 1:  # so --resume can tell a clip whose parts were all written
             part.result.motion.provenance["part"] = {"index": k, "of": len(parts)}
-        save_motion(path, part.result.motion)
-        if vid:
+        if vid:  # before the motion file, which marks the part done for --resume
             from simreal.retarget.video import render_video
 
             render_video(vid, robot, part.result)
+        save_motion(path, part.result.motion)
     return {"clip": src, "defects": record, "parts": [
         {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
         for p, path, vid in zip(parts, outs, videos)]}
@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
                 raise DataFileError(str(src), f"clips {by_out[out]} and {clip} would both write {out}; rename one")
             by_out[out] = clip
         robot = _robot(opts).source["robot"]
-        done = {i: _done_before(w[0], w[1], robot, opts["method"]) for i, w in enumerate(work)} if args.resume else {}
+        done = {i: _done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} \
+            if args.resume else {}
         done = {i: d for i, d in done.items() if d is not None}
         todo = [i for i in range(len(work)) if i not in done]
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(todo) or 1))
@@ -297,11 +298,11 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed or any("error" in s for s in summaries) else 0
 
 
-def _done_before(src: str, out: str, robot: str, method: str) -> dict | None:
+def _done_before(src: str, out: str, video: str | None, robot: str, method: str) -> dict | None:
     """The summary of a clip an earlier run wrote (``out``, or its parts ``OUT.part1.npz``, ...),
     rebuilt from the motion files' stored reports; None when it has none, not all of its parts
-    (each part's ``provenance.part`` says how many there are), or was made for another robot or
-    with another method: to be retargeted."""
+    (each part's ``provenance.part`` says how many there are), not the ``video`` of each part this
+    command asks for, or was made for another robot or with another method: to be retargeted."""
     from simreal.motion_file import load_motion
 
     paths = [out] if Path(out).is_file() else []
@@ -315,8 +316,11 @@ def _done_before(src: str, out: str, robot: str, method: str) -> dict | None:
     made = motions[0].provenance
     if made.get("robot", {}).get("robot") != robot or made.get("method") != method:
         return None  # an earlier run for another robot or method: this command's clip is not done
-    for path, m in zip(paths, motions):
-        parts.append({"out": path, "video": None, "frames": m.provenance["source_frames"], "quality": m.quality})
+    videos = part_paths(video, len(paths)) if video else [None] * len(paths)
+    if any(v is not None and not Path(v).is_file() for v in videos):
+        return None  # its video was not finished: retarget it again
+    for path, vid, m in zip(paths, videos, motions):
+        parts.append({"out": path, "video": vid, "frames": m.provenance["source_frames"], "quality": m.quality})
     return {"clip": src, "resumed": True, "defects": parts[0]["quality"]["defects"], "parts": parts}
 
 

@@ -68,8 +68,13 @@ def _capsule(scene, a, b, radius, rgba) -> None:
 
 def render_video(path: str | Path, robot: RetargetRobot, result: RetargetResult, width: int = 640,
                  height: int = 480) -> None:
-    """Write ``result`` as an mp4 (H.264 via imageio-ffmpeg) at the motion's frame rate."""
+    """Write ``result`` as an mp4 (H.264 via imageio-ffmpeg) at the motion's frame rate, atomically:
+    frames go to ``STEM.tmp.mp4`` beside it, renamed once complete, so an interrupted render (or
+    an ffmpeg left finishing after its parent stopped) never stands at ``path``."""
     import imageio.v2 as imageio
+
+    final = Path(path)
+    path = final.with_name(final.stem + ".tmp" + final.suffix)
 
     m = copy.deepcopy(robot.model)
     m.vis.global_.offwidth, m.vis.global_.offheight = max(width, 64), max(height, 64)
@@ -117,5 +122,7 @@ def render_video(path: str | Path, robot: RetargetRobot, result: RetargetResult,
         finally:
             writer.close()
         con.free()
+        os.replace(path, final)
     finally:
         ctx.free()
+        path.unlink(missing_ok=True)

@@ -173,6 +173,15 @@ def test_folder(tmp_path, clips, capsys):
     text = capsys.readouterr().out
     assert text.count("(an earlier run, --resume)") == 2 and "verdict" in text, text
     assert (out / "walk.npz").stat().st_mtime_ns == written  # kept, not retargeted again
+    # with --video, a clip whose video was not finished (Ctrl-C mid render) is not done
+    from simreal.retarget.cmd_retarget import _done_before
+
+    video = tmp_path / "videos" / "walk.mp4"
+    assert _done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction") is None
+    video.parent.mkdir()
+    video.write_bytes(b"an mp4")
+    done = _done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction")
+    assert done is not None and done["parts"][0]["video"] == str(video)
     (clips / "walk.csv").write_text("time,pelvis_x\n")  # would write walk.npz too
     try:
         assert main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1"]) == 2
@@ -224,6 +233,7 @@ def test_video(tmp_path, clips):
     if rc == 2:
         pytest.skip("rendering unavailable (no OpenGL context)")
     assert rc == 0 and video.stat().st_size > 1000
+    assert not list(tmp_path.glob("*.tmp.mp4"))  # rendered beside it, then renamed
     import imageio.v2 as imageio
 
     frames = [f for f in imageio.get_reader(str(video))]
