@@ -394,14 +394,14 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         speed = (robot.get("geofence") or {}).get("ground_speed_m_s")
         lines.append(f"ground     on the ground at {ground_s:.2f} s after the hand-over"
                      + (f", {speed:.2f} m/s" if speed is not None else ""))
+    label = "track " if hover and hover.get("tracks_reference") else "hover "
     if hover and "max_error_after_settle_m" in hover:
-        label = "track " if hover.get("tracks_reference") else "hover "
         lines.append(f"{label}     max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
                      f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
                      f"{'PASS' if hover['passed'] else 'FAIL'}"
                      + (f": {hover['reason']}" if hover.get("reason") else ""))
     elif hover:
-        lines.append(f"hover      -> FAIL: {hover.get('reason', '')}")
+        lines.append(f"{label}     -> FAIL: {hover.get('reason', '')}")
     task = robot.get("task")
     if task:
         figures = ", ".join(f"{k.removesuffix('_m').replace('_', ' ')} {v:.3f}" + (" m" if k.endswith("_m") else "")

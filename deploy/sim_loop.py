@@ -71,8 +71,8 @@ class SimLoopConfig:
     """Rehearsal settings (see module docstring)."""
 
     duration_s: float = field(10.0, min=0.1, doc="run time after the hand-over [s]")
-    latency_ms: float = field(0.0, min=0.0, doc="command (actuation) delay [ms]")
-    state_latency_ms: float = field(0.0, min=0.0, doc="state delay [ms]")
+    latency_ms: float = field(0.0, min=0.0, max=10_000.0, doc="command (actuation) delay [ms]")
+    state_latency_ms: float = field(0.0, min=0.0, max=10_000.0, doc="state delay [ms]")
     drop: float = field(0.0, min=0.0, max=1.0, doc="message loss probability, each direction")
     noise_scale: float = field(1.0, min=0.0)
     seed: int = 0
@@ -84,7 +84,7 @@ class SimLoopConfig:
     success_radius_m: float | None = field(None, min=0.0, doc="the flight check's radius [m]; None: the task's "
                                                                "success_radius_m (0.1 m without a task)")
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
-    max_command_gap_s: float = field(0.5, min=0.0, doc="after the hand-over, the longest time without a command "
+    max_command_gap_s: float = field(0.5, min=0.01, doc="after the hand-over, the longest time without a command "
                                                         "the controller may take (PX4's offboard loss is 0.5-1 s) [s]")
 
 

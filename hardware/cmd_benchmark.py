@@ -1,7 +1,7 @@
 """Benchmark a policy bundle on its simulated twin or on the real robot, and report.
 
     # 75 trials (the default) of the hover suite on the twin, results + report into bench/
-    simreal benchmark quadrotor-hover --policy runs/quadrotor-hover/RUN/bundle --robot twin --out bench/
+    simreal benchmark quadrotor-hover --policy runs/quadrotor-hover/RUN/bundle --robot twin --out bench_results/
 
     # walking at three commanded speeds, 20 trials each, 10 ms actuation latency
     simreal benchmark humanoid-walk --policy BUNDLE --robot twin --conditions 0,0.5,1.0 --trials 20 --latency-ms 10
@@ -13,10 +13,10 @@
 
     # the same suite on the robot: the operator resets it before each trial (--yes: no prompt)
     simreal benchmark arm-reach --policy BUNDLE --robot real --driver so100 --driver-config port=/dev/ttyACM0 \\
-        --task-param target_pos_w=[0.25,0.0,0.15] --trials 30 --out bench/
+        --task-param target_pos_w=[0.25,0.0,0.15] --trials 30 --out bench_results/
 
     # twin and real side by side: Markdown + PNG plots
-    simreal benchmark report bench/arm-reach_twin.json bench/arm-reach_real.json --out report/
+    simreal benchmark report bench_results/arm-reach_twin.json bench_results/arm-reach_real.json --out report/
 
 Suites (simreal.hardware.suites): quadrotor-hover, quadrotor-figure8, humanoid-walk,
 humanoid-track, arm-reach, arm-push, arm-pick. Each trial runs the bundle through the deploy
