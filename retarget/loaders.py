@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simreal.errors import DataFileError
+import numpy as np
+
+from simreal.errors import ConfigError, DataFileError
+from simreal.retarget import joint_names
 from simreal.retarget.amass import load_amass
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
@@ -46,12 +49,35 @@ def load_motion_source(path: str | Path, units: str | float = "auto", up: str = 
     """
     p = Path(path).expanduser()
     suffix = p.suffix.lower()
+    if suffix == ".npz" and _npz_kind(p) == "amass":
+        return load_amass(p, body_models=body_models)
     if suffix == ".bvh":
-        return load_bvh(p, units=units, up=up, joint_map=joint_map)
-    if suffix == ".csv":
-        return load_keypoints_csv(p, fps=fps, units=units, up=up)
-    if suffix == ".npz":
-        if _npz_kind(p) == "amass":
-            return load_amass(p, body_models=body_models)
-        return load_keypoints_npz(p, fps=fps, units=units, up=up)
-    raise DataFileError(str(p), f"unknown motion format {suffix or '(no suffix)'!r}; valid: {', '.join(SUFFIXES)}")
+        motion = load_bvh(p, units=units, up=up, joint_map=joint_map)
+    elif suffix == ".csv":
+        motion = load_keypoints_csv(p, fps=fps, units=units, up=up)
+    elif suffix == ".npz":
+        motion = load_keypoints_npz(p, fps=fps, units=units, up=up)
+    else:
+        raise DataFileError(str(p), f"unknown motion format {suffix or '(no suffix)'!r}; valid: {', '.join(SUFFIXES)}")
+    if up != "auto":
+        _check_up(motion, up, joint_map, p)
+    return motion
+
+
+def _check_up(motion: HumanMotion, up: str, joint_map: dict[str, str] | None, path: Path) -> None:
+    """ConfigError naming ``up`` when, read with the up axis given, the clip's head is not mostly
+    above its feet (the median head-minus-ankles vector less than 60 degrees from vertical): a
+    Y-up capture read with ``--up z`` lies on the floor, and retargeting it gave a crawling robot
+    with no more than a warning. A rig whose head or ankles are not found is not checked."""
+    try:
+        idx = joint_names.resolve_keypoints(motion.names, joint_map, required=("left_ankle", "right_ankle"))
+    except ConfigError:
+        return
+    top = idx.get("head", idx.get("neck", idx.get("torso")))
+    if top is None:
+        return
+    pos = motion.positions
+    v = np.median(pos[:, top] - 0.5 * (pos[:, idx["left_ankle"]] + pos[:, idx["right_ankle"]]), axis=0)
+    if v[2] < 0.5 * np.linalg.norm(v):
+        raise ConfigError("up", f"{path}: read with --up {up}, the head is not above the feet (head minus ankles "
+                                f"{np.round(v, 2).tolist()} m, z up): the clip's up axis is another; --up auto finds it")

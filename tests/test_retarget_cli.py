@@ -125,11 +125,11 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
     # --resume takes a clip whose parts are all there, and redoes one stopped between two parts
     from simreal.retarget.cmd_retarget import _done_before
 
-    assert [p["out"] for p in _done_before(str(bvh), str(out), "g1", "interaction")["parts"]] == \
+    assert [p["out"] for p in _done_before(str(bvh), str(out), None, "g1", "interaction")["parts"]] == \
         [p["out"] for p in parts]
-    assert _done_before(str(bvh), str(out), "h1", "interaction") is None  # made for another robot
+    assert _done_before(str(bvh), str(out), None, "h1", "interaction") is None  # made for another robot
     (tmp_path / "w.part2.npz").unlink()
-    assert _done_before(str(bvh), str(out), "g1", "interaction") is None
+    assert _done_before(str(bvh), str(out), None, "g1", "interaction") is None
     for f in tmp_path.glob("w*.npz"):
         f.unlink()
     (tmp_path / "w.part7.npz").write_bytes(b"an earlier run's part")  # not this run's: removed

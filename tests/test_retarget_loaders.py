@@ -57,6 +57,13 @@ def test_bvh_explicit_conventions_override_guesses(tmp_path, clips):
     assert _compare(m, clips["walking"]) < 1e-4
     wrong = load_bvh(path, units="m", up="z")
     assert _compare(wrong, clips["walking"]) > 1.0
+    # through the command's loader, an up axis that lays the human on the floor is refused
+    from simreal.errors import ConfigError
+    from simreal.retarget.loaders import load_motion_source
+
+    assert _compare(load_motion_source(path, units="cm", up="y"), clips["walking"]) < 1e-4
+    with pytest.raises(ConfigError, match="read with --up z, the head is not above the feet"):
+        load_motion_source(path, units="cm", up="z")
 
 
 GOOD = """HIERARCHY
