@@ -360,7 +360,8 @@ def runner_lines(runner: dict[str, Any]) -> list[str]:
             + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
             *([f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
                f"{safety['first_takeover']}"] if took else []),
-            "envelope   stayed inside" if trip is None else
+            ("envelope   stayed inside" + (" while checked: not after the safety layer took over (its state "
+                                           "checks stop with a latched fault)" if took else "")) if trip is None else
             f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
             + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")
                else "safe command latched")]
@@ -433,6 +434,10 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     runner = report.get("runner")
     if runner:
         lines += runner_lines(runner)
-        lines[-1] += " -> PASS" if runner.get("envelope_trip_s") is None else " -> FAIL"
+        safety = runner["safety"]
+        if runner.get("envelope_trip_s") is not None:
+            lines[-1] += " -> FAIL"
+        elif not safety.get("faults", 0) + safety.get("watchdog_trips", 0):
+            lines[-1] += " -> PASS"  # after a takeover the runner no longer watched the state: no verdict
     lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
     return lines
