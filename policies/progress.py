@@ -34,9 +34,10 @@ class Progress:
 
     Rate and ETA come from the last ``window_s`` seconds of updates (compilation and early
     slow iterations stop counting once they are older); time spent inside :meth:`paused` (an
-    evaluation) does not count, so one long evaluation cannot read as a rate of a few steps a
-    second. The ETA is the sooner of the steps left at that rate and ``deadline`` (a
-    ``time.perf_counter()`` time: a wall-clock budget), when given. A metric that is not known
+    evaluation) does not count in the rate, so one long evaluation cannot read as a rate of a few
+    steps a second. The ETA is the steps left at that rate plus the paused time so far per step
+    done, times the steps left (evaluations to come, as often and as long as those so far), or
+    ``deadline`` (a ``time.perf_counter()`` time: a wall-clock budget) when that is sooner. A metric that is not known
     yet (NaN: no episode has ended) prints as ``-``.
     """
 
@@ -50,6 +51,7 @@ class Progress:
         self.window_s = window_s
         self.last = 0.0
         self.history: collections.deque[tuple[float, int]] = collections.deque()
+        self.paused_s = 0.0  # time inside paused() so far [s]
 
     def update(self, steps: int, force: bool = False, **fields: float | str) -> None:
         now = time.perf_counter()
@@ -61,7 +63,8 @@ class Progress:
         self.last = now
         t_old, s_old = self.history[0]
         rate = (steps - s_old) / max(now - t_old, 1e-9)
-        eta = (self.total - steps) / rate if rate > 0 else float("inf")
+        left = self.total - steps
+        eta = left / rate + left * self.paused_s / max(steps, 1) if rate > 0 else float("inf")
         if self.deadline is not None:
             eta = min(eta, self.deadline - now)
         pct = 100.0 * steps / max(self.total, 1)
@@ -80,6 +83,7 @@ class Progress:
             yield
         finally:
             gap = time.perf_counter() - t0
+            self.paused_s += gap
             self.history = collections.deque((t + gap, n) for t, n in self.history)
 
     def message(self, text: str) -> None:

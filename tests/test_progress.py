@@ -62,3 +62,25 @@ def test_an_evaluation_does_not_count_in_the_rate_and_a_wall_budget_caps_the_eta
     clock[0] += 60.0
     unpaused.update(4096)
     assert "68 steps/s" in unpaused.stream.getvalue()  # what the line read before
+
+
+def test_the_eta_counts_the_evaluations_still_to_come(monkeypatch):
+    """The main job's ETA left its evaluations out: 1m17s at the start, when 106 s remained."""
+    clock = [0.0]
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
+    out = io.StringIO()
+    prog = P.Progress(1_000_000, interval_s=0.0, stream=out, window_s=30.0)
+    steps = 0
+    for _ in range(5):            # 100k steps at 10k steps/s, then a 5 s evaluation
+        for _ in range(10):
+            clock[0] += 1.0
+            steps += 10_000
+            prog.update(steps)
+        with prog.paused():
+            clock[0] += 5.0
+    clock[0] += 1.0
+    steps += 10_000
+    prog.update(steps)
+    last = out.getvalue().splitlines()[-1]
+    assert "10.00k steps/s" in last, last
+    assert last.endswith("ETA 1m13s"), last  # 490k steps: 49 s of stepping + 490k x (25 s per 510k steps so far)
