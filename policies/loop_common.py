@@ -202,7 +202,8 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             import jax
 
             progress.message(f"compiling the training step for {jax.devices()[0].platform.upper()} (the first "
-                             "iteration: about 5 s for the quadrotor on 2 CPU cores, longer for a humanoid) ...")
+                             "iteration: 5-20 s for the quadrotor on 2 CPU cores, longer on a busy machine or "
+                             "for a humanoid) ...")
         while learner.env_steps < tc.num_timesteps and not stop.requested:
             m = learner.iterate()
             steps = learner.env_steps
