@@ -2,13 +2,14 @@
 
 Per frame, a few mink steps (warm-started from the previous frame) drive the keypoint
 sites towards their scaled targets: one ``FrameTask`` per keypoint (position, and orientation
-where the map weights it), a light ``PostureTask`` towards the home pose, and two hard
-limits: mink's ``ConfigurationLimit`` (joint positions), :class:`FrameVelocityLimit`,
+where the map weights it; a stance foot's held where its pinned sole edge landed,
+:func:`stance_pins`, with ``stance_cost_gain`` times the cost), a light ``PostureTask`` towards
+the home pose, and three hard limits: mink's ``ConfigurationLimit`` (joint positions), :class:`FrameVelocityLimit`,
 which bounds the *whole frame's* joint motion by ``v_max * dt`` around the previous frame's
 solution, so joint velocities stay within limits however many steps a frame takes, and
 :class:`CollisionLimit`: no ground, scene or self penetration, the pairs MuJoCo's collision
-pipeline finds, linearised as the interaction method does. Stance contacts are not constrained
-(no pinning, no anti-slide): the quality report shows what that costs.
+pipeline finds, linearised as the interaction method does. The stance pin is a cost, not a
+constraint as in the interaction method: a target far from it still pulls the foot.
 """
 
 from __future__ import annotations
@@ -100,6 +101,31 @@ class FrameVelocityLimit(mink.Limit):
         return mink.Constraint(G=self.G, h=np.maximum(h, 0.0))
 
 
+def stance_pins(robot: RetargetRobot, targets: Targets) -> np.ndarray:
+    """(T, 2, 3) where each stance foot's site is held: its pinned sole edge (the ball flat or on
+    the ball, the heel on the heel: :meth:`RetargetRobot.pinned_local`) stays on the terrain where
+    it was when that edge was pinned, and the site sits about it as the foot's target orientation
+    turns it (a heel-off pitches the foot about its ball, as the interaction method pins it); NaN
+    in swing."""
+    from simreal.retarget.contacts import HEEL, pinned_edge, runs
+
+    feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
+    local = robot.pinned_local(targets.pivot)  # (T, 2, 3) in the site frame
+    on_heel = pinned_edge(targets.pivot) == HEEL
+    out = np.full((targets.num_frames, 2, 3), np.nan)
+    for f, k in enumerate(feet):
+        rot = targets.rotations[:, k]
+        for a, b, standing in runs(targets.contacts[:, f]):
+            if not standing:
+                continue
+            for c, d, _ in runs(on_heel[a:b, f]):  # a new edge is pinned where it stands then
+                c, d = a + c, a + d
+                edge = targets.positions[c, k] + rot[c] @ local[c, f]
+                edge[2] = targets.terrain_z[c, f]
+                out[c:d, f] = edge - np.einsum("tab,tb->ta", rot[c:d], local[c:d, f])
+    return out
+
+
 def _step(config: mink.Configuration, tasks: list[mink.Task], dt: float, cfg: IKConfig,
           limits: list[mink.Limit], collision_limit: CollisionLimit) -> np.ndarray | None:
     """One IK step's velocity; retried with pairs inside held rather than recovered, None if
@@ -143,11 +169,18 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     T = targets.num_frames
     qpos = np.empty((T, model.nq))
     failures = 0
+    feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
+    pinned = stance_pins(robot, targets)
     t0 = time.perf_counter()
     for t in range(T):
         for i, task in enumerate(frame_tasks):
+            position = targets.positions[t, i]
+            cost = cfg.position_cost * robot.pos_weights[i]
+            if i in feet and np.isfinite(pinned[t, feet.index(i)]).all():
+                position, cost = pinned[t, feet.index(i)], cost * cfg.stance_cost_gain
+            task.set_position_cost(cost)
             task.set_target(mink.SE3.from_rotation_and_translation(
-                mink.SO3.from_matrix(targets.rotations[t, i]), targets.positions[t, i]))
+                mink.SO3.from_matrix(targets.rotations[t, i]), position))
         if t == 0:
             config.update(start_pose(robot, targets))
         steps = cfg.first_frame_iterations if t == 0 else cfg.iterations

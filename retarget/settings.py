@@ -47,6 +47,8 @@ class IKConfig:
     posture_weight: float = field(0.02, min=0.0, doc="pull towards the default pose")
     position_cost: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
     orientation_cost: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
+    stance_cost_gain: float = field(10.0, min=1.0, doc="a stance foot's position cost, as a multiple of its "
+                                                      "keypoint's: its pinned sole edge held where it landed")
     collision_gain: float = field(0.85, min=0.01, max=1.0, doc="fraction of a geom pair's gap it may close "
                                                                "per IK step")
     collision_detection_m: float = field(0.05, min=0.0, doc="distance [m] at which a geom pair's collision "
