@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         return interrupt_exit_code(e)
     out = {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
            "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3, "final_mode": report.final_mode,
+           **({"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
+              if report.task_input_last else {}),
            **runner.snapshot()}
     if args.json:
         print(json.dumps(out, default=str))

@@ -73,6 +73,18 @@ class DriveReport:
     last_error: str = ""
     final_mode: str = ""
     tick_times: TickTimes = dataclasses.field(default_factory=TickTimes, repr=False)
+    #: per task input (a teleoperated ``command``): its last value, and per component the value
+    #: of largest magnitude over the run (what the device commanded at its most)
+    task_input_last: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    task_input_peak: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+
+    def note_task_input(self, given: Mapping[str, np.ndarray]) -> None:
+        """Fold one tick's task inputs into :attr:`task_input_last` and :attr:`task_input_peak`."""
+        for key, value in given.items():
+            v = np.asarray(value, dtype=float).reshape(-1)
+            peak = np.asarray(self.task_input_peak.get(key, np.zeros_like(v)), dtype=float)
+            self.task_input_last[key] = v.tolist()
+            self.task_input_peak[key] = np.where(np.abs(v) > np.abs(peak), v, peak).tolist()
 
     def tick_p99_s(self) -> float:
         return self.tick_times.quantile(0.99)
@@ -130,7 +142,9 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
                 report.read_errors += 1
                 report.last_error = str(e)
             if task_input is not None:
-                runner.on_task_input(task_input(), t)
+                given = task_input()
+                runner.on_task_input(given, t)
+                report.note_task_input(given)
             result = runner.tick(t)
             sent = _send(robot, idx, result)
             report.ticks += 1
