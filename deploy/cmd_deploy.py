@@ -349,12 +349,18 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     print("\n".join(_run_lines(report) if robot is None else _sim_lines(report, robot)))
 
 
+def _took_over(safety: dict[str, Any]) -> bool:
+    """Whether the safety layer took the robot from the policy, from its ``snapshot()``
+    (``SafetyStats.took_over``: a fault or a watchdog trip)."""
+    return safety.get("faults", 0) + safety.get("watchdog_trips", 0) > 0
+
+
 def runner_lines(runner: dict[str, Any]) -> list[str]:
     """Ticks, policy runs, the safety layer's final mode and the envelope (a runner's
     ``snapshot()`` with ``ticks``), as report lines; ``simreal drive`` prints them too."""
     safety = runner["safety"]
     trip = runner.get("envelope_trip_s")
-    took = safety.get("faults", 0) + safety.get("watchdog_trips", 0)
+    took = _took_over(safety)
     return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
             f"{runner['policy_runs']} times, safety {safety['mode']}"
             + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
@@ -434,10 +440,9 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     runner = report.get("runner")
     if runner:
         lines += runner_lines(runner)
-        safety = runner["safety"]
         if runner.get("envelope_trip_s") is not None:
             lines[-1] += " -> FAIL"
-        elif not safety.get("faults", 0) + safety.get("watchdog_trips", 0):
+        elif not _took_over(runner["safety"]):
             lines[-1] += " -> PASS"  # after a takeover the runner no longer watched the state: no verdict
     lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
     return lines

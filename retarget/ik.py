@@ -61,8 +61,7 @@ class CollisionLimit(mink.Limit):
 
     def depth(self, q: np.ndarray) -> float:
         """Deepest penetration [m] (>= 0) of the configuration ``q``."""
-        cs = self._contacts(q, with_jacobian=False)
-        return max(0.0, -float(cs.dist.min())) if len(cs.dist) else 0.0
+        return float(collisions.deepest_by_kind(self._contacts(q, with_jacobian=False)).max())
 
     def compute_qp_inequalities(self, configuration: mink.Configuration, dt: float) -> mink.Constraint:
         del dt  # the bound is per step
@@ -109,11 +108,10 @@ def stance_pins(robot: RetargetRobot, targets: Targets) -> np.ndarray:
     in swing."""
     from simreal.retarget.contacts import HEEL, pinned_edge, runs
 
-    feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
     local = robot.pinned_local(targets.pivot)  # (T, 2, 3) in the site frame
     on_heel = pinned_edge(targets.pivot) == HEEL
     out = np.full((targets.num_frames, 2, 3), np.nan)
-    for f, k in enumerate(feet):
+    for f, k in enumerate(robot.foot_keypoints):
         rot = targets.rotations[:, k]
         for a, b, standing in runs(targets.contacts[:, f]):
             if not standing:
@@ -169,18 +167,19 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     T = targets.num_frames
     qpos = np.empty((T, model.nq))
     failures = 0
-    feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
-    pinned = stance_pins(robot, targets)
+    positions = targets.positions.copy()
+    pins = stance_pins(robot, targets)
+    standing = np.isfinite(pins).all(axis=-1)  # (T, 2)
+    feet = robot.foot_keypoints
+    positions[:, feet] = np.where(standing[..., None], pins, positions[:, feet])
     t0 = time.perf_counter()
     for t in range(T):
+        for f, k in enumerate(feet):
+            frame_tasks[k].set_position_cost(cfg.position_cost * robot.pos_weights[k]
+                                             * (cfg.stance_cost_gain if standing[t, f] else 1.0))
         for i, task in enumerate(frame_tasks):
-            position = targets.positions[t, i]
-            cost = cfg.position_cost * robot.pos_weights[i]
-            if i in feet and np.isfinite(pinned[t, feet.index(i)]).all():
-                position, cost = pinned[t, feet.index(i)], cost * cfg.stance_cost_gain
-            task.set_position_cost(cost)
             task.set_target(mink.SE3.from_rotation_and_translation(
-                mink.SO3.from_matrix(targets.rotations[t, i]), position))
+                mink.SO3.from_matrix(targets.rotations[t, i]), positions[t, i]))
         if t == 0:
             config.update(start_pose(robot, targets))
         steps = cfg.first_frame_iterations if t == 0 else cfg.iterations

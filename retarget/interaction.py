@@ -70,7 +70,7 @@ class InteractionSolver:
         self.data = mujoco.MjData(self.model)
         self.nv, self.nq = self.model.nv, self.model.nq
         self.dt = 1.0 / targets.fps
-        self.feet_k = np.array([robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")])
+        self.feet_k = np.array(robot.foot_keypoints)
         self.need_rot = robot.rot_weights > 0
         self.need_rot[self.feet_k] = True  # flatness rows
         m = self.model

@@ -85,6 +85,11 @@ class RetargetRobot:
     def keypoint_index(self, name: str) -> int:
         return self.keypoints.index(name)
 
+    @property
+    def foot_keypoints(self) -> list[int]:
+        """The left and right foot's keypoint indices (the order of ``Targets.contacts``)."""
+        return [self.keypoint_index("left_foot"), self.keypoint_index("right_foot")]
+
     def ball_points(self, site_pos: np.ndarray, site_rot: np.ndarray, local: np.ndarray | None = None) -> np.ndarray:
         """(..., 2, 3) world position of a point of each sole (``local`` (2, 3) in the sole sites'
         frames, or (..., 2, 3) per frame; default ``ball_local``), from every site's world

@@ -370,7 +370,7 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     for i, k in enumerate(robot.keypoints):
         if k in ORIENTED:
             rots[:, i] = frames[k] @ home_rot[i]
-    feet = [robot.keypoint_index("left_foot"), robot.keypoint_index("right_foot")]
+    feet = robot.foot_keypoints
     terrain = robot.scene.height(pos[:, feet, :2], pos[:, feet, 2])
     contacts = detect_contacts(scaling.root * points, motion.fps, terrain, robot.kmap.contacts)
     pivot = pivots(scaling.root * points, motion.fps, contacts, robot.kmap.contacts)

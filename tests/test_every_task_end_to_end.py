@@ -88,10 +88,11 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
     # the package's bundle is the bundle, folders and all (a clip in inputs/), and colcon installs it so
     files = {f.relative_to(bundle_dir).as_posix() for f in bundle.files}
     assert {f.relative_to(pkg / "bundle").as_posix() for f in load_bundle(pkg / "bundle").files} == files
-    assert {f"share/{pkg.name}/bundle/{f}" for f in files} <= _installed(pkg)
+    with pytest.MonkeyPatch.context() as mp:
+        assert {f"share/{pkg.name}/bundle/{f}" for f in files} <= _installed(pkg, mp)
 
 
-def _installed(pkg: Path) -> set[str]:
+def _installed(pkg: Path, mp: pytest.MonkeyPatch) -> set[str]:
     """The files the package's setup.py installs (colcon's ament_python build), as share/... paths."""
     import os
     import runpy
@@ -99,14 +100,9 @@ def _installed(pkg: Path) -> set[str]:
     import setuptools
 
     captured: dict = {}
-    real, cwd = setuptools.setup, os.getcwd()
-    setuptools.setup = lambda **kw: captured.update(kw)
-    try:
-        os.chdir(pkg)
-        runpy.run_path("setup.py")
-    finally:
-        setuptools.setup = real
-        os.chdir(cwd)
+    mp.setattr(setuptools, "setup", lambda **kw: captured.update(kw))
+    mp.chdir(pkg)
+    runpy.run_path("setup.py")
     return {f"{d}/{os.path.basename(f)}" for d, fs in captured["data_files"] for f in fs}
 
 

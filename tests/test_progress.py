@@ -8,11 +8,16 @@ import math
 from simreal.policies import progress as P
 
 
-def test_eta_follows_the_recent_rate_and_unknown_metrics_print_as_a_dash(monkeypatch):
+def _clocked(monkeypatch, total: int, **kwargs) -> tuple[list[float], io.StringIO, P.Progress]:
+    """(a clock to advance, the stream, a Progress on both): every update prints a line."""
     clock = [0.0]
     monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
     out = io.StringIO()
-    prog = P.Progress(1_000_000, interval_s=0.0, stream=out, window_s=30.0)
+    return clock, out, P.Progress(total, interval_s=0.0, stream=out, window_s=30.0, **kwargs)
+
+
+def test_eta_follows_the_recent_rate_and_unknown_metrics_print_as_a_dash(monkeypatch):
+    clock, out, prog = _clocked(monkeypatch, 1_000_000)
     steps = 0
     for _ in range(10):           # slow start: 1k steps/s for 100 s (a compile, a busy machine)
         clock[0] += 10.0
@@ -40,10 +45,7 @@ def test_the_stream_is_looked_up_when_progress_starts(monkeypatch):
 def test_an_evaluation_does_not_count_in_the_rate_and_a_wall_budget_caps_the_eta(monkeypatch):
     """A 60 s evaluation between two iterations once read as 216 steps/s and an ETA of 63 hours
     in a run with 4 minutes left of its ``train.max_wall_s``."""
-    clock = [0.0]
-    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
-    out = io.StringIO()
-    prog = P.Progress(20_000_000, interval_s=0.0, stream=out, window_s=30.0, deadline=300.0)
+    clock, out, prog = _clocked(monkeypatch, 20_000_000, deadline=300.0)
     steps = 0
     for _ in range(20):           # 4096 steps every 0.5 s: 8.19k steps/s
         clock[0] += 0.5
@@ -66,10 +68,7 @@ def test_an_evaluation_does_not_count_in_the_rate_and_a_wall_budget_caps_the_eta
 
 def test_the_eta_counts_the_evaluations_still_to_come(monkeypatch):
     """The main job's ETA left its evaluations out: 1m17s at the start, when 106 s remained."""
-    clock = [0.0]
-    monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
-    out = io.StringIO()
-    prog = P.Progress(1_000_000, interval_s=0.0, stream=out, window_s=30.0)
+    clock, out, prog = _clocked(monkeypatch, 1_000_000)
     steps = 0
     for _ in range(5):            # 100k steps at 10k steps/s, then a 5 s evaluation
         for _ in range(10):
