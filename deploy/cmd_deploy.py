@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simreal.config import domain_id_arg, positive_float_arg, seed_arg
+from simreal.config import domain_id_arg, outage_arg, positive_float_arg, seed_arg
 
 if TYPE_CHECKING:
     from simreal.deploy.sim_loop import SimLoopConfig
@@ -78,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--state-latency-ms", type=float, default=0.0, help="latency added to every state message [ms]")
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
+    p.add_argument("--state-outage", type=outage_arg, default=(0.0, 0.0), metavar="AT:SECONDS",
+                   help="no state message at all for SECONDS from AT seconds after the hand-over (a "
+                        "motion-capture dropout), e.g. 3:0.3")
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--domain-id", type=domain_id_arg, default=None,
                    help="DDS domain (default: a random private one; with --external $ROS_DOMAIN_ID or 0)")
@@ -192,7 +195,8 @@ def _run(args: argparse.Namespace) -> int:
 SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latency-ms",
                              "state_latency_ms": "--state-latency-ms", "drop": "--drop", "noise_scale": "--noise",
                              "seed": "--seed", "startup_timeout_s": "--startup-timeout",
-                             "max_command_gap_s": "--max-command-gap"}
+                             "max_command_gap_s": "--max-command-gap", "outage_at_s": "--state-outage",
+                             "outage_s": "--state-outage"}
 
 
 #: The rehearsal's robot process: ``python -m simreal.deploy.sim_loop`` without the working
@@ -212,7 +216,8 @@ def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
     timeout = args.startup_timeout if args.startup_timeout is not None else (60.0 if args.external else 20.0)
     sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
                "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout,
-               "max_command_gap_s": args.max_command_gap}
+               "max_command_gap_s": args.max_command_gap, "outage_at_s": args.state_outage[0],
+               "outage_s": args.state_outage[1]}
     try:
         return build(SimLoopConfig, sim_cfg, prefix="sim")
     except ConfigError as e:
@@ -432,7 +437,7 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
                      f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
     lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (
-        "states_published", "states_dropped", "commands_received", "commands_dropped", "commands_applied") if k in robot))
+        "states_published", "states_dropped", "states_lost_to_outage", "commands_received", "commands_dropped", "commands_applied") if k in robot))
     commands, most = robot.get("commands"), robot.get("config", {}).get("max_command_gap_s")
     if commands and most is not None and commands["max_gap_s"] > most:  # the controller went quiet
         lines.append(f"commands   none for {commands['max_gap_s']:.2f} s (limit {most:g} s), up to "

@@ -19,7 +19,7 @@ YAML shape (all keys optional except where the robot spec has no default)::
               channel_map: [0, 1, 2, 3], heartbeat_topic: /fmu/in/offboard_control_mode}
     estop_topic: /simreal/estop
     limits: {low: [...], high: [...], max_rate: [...]}   # physical units, per action channel
-    watchdog: {timeout_s: 0.1, latch: true}
+    watchdog: {timeout_s: 0.1, latch: true, hold_s: 0.5}   # hold_s: quadrotors with fault.response land
     start: {ramp_s: 0.3, initial_command: hover}         # safe | hover
     max_nan_ticks: 3
     envelope: {geofence_min_m: [-3, -3, -0.5], geofence_max_m: [3, 3, 3], max_tilt_rad: 1.05,
@@ -114,6 +114,9 @@ class LimitsConfig:
 class WatchdogConfig:
     timeout_s: float = field(0.1, min=0.0, doc="state older than this -> safe command [s]")
     latch: bool = field(True, doc="after a trip, stay safe until the e-stop topic is released (false)")
+    hold_s: float = field(0.0, min=0.0, max=5.0,
+                          doc="with fault.response land: after a trip, hover blind this long at most, waiting for "
+                              "state (then land), before the safe command [s]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +223,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # trigger state: the policy runs as each state message arrives, so the deployed delay is the
     # link's latency, not latency plus up to a control period of sampling (BENCHMARKS.md, rehearsals)
     "quadrotor": {"trigger": "state", "start": {"ramp_s": 0.2, "initial_command": "hover"},
-                  "watchdog": {"timeout_s": 0.1},
+                  "watchdog": {"timeout_s": 0.1, "hold_s": 0.5},
                   "envelope": {"geofence_min_m": [-3.0, -3.0, -0.5], "geofence_max_m": [3.0, 3.0, 3.0],
                                "max_tilt_rad": 1.0472, "max_speed_m_s": 4.0, "max_body_rate_rad_s": 15.0},
                   "fault": {"response": "land"}},
@@ -348,6 +351,9 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
         raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is "
                                                    f"{_a(spec.family)}")
+    if cfg.fault.response != "land" and (overrides.get("watchdog") or {}).get("hold_s"):
+        raise ConfigError("watchdog.hold_s", f"a blind hold waits for state to land with; fault.response is "
+                                             f"'{cfg.fault.response}' (set it to 'land', or leave hold_s out)")
     if cfg.fault.response == "land":
         from simreal.deploy.landing import NEEDS
 
@@ -361,7 +367,8 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
                                                 "(an Odometry topic provides all of them), or use 'safe'")
     return dataclasses.replace(
         cfg, limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
-        command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)))
+        command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)),
+        watchdog=cfg.watchdog if cfg.fault.response == "land" else dataclasses.replace(cfg.watchdog, hold_s=0.0))
 
 
 def _a(noun: str) -> str:

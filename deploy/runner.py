@@ -173,7 +173,8 @@ class PolicyRunner:
                                   ramp_s=self.cfg.start.ramp_s, latch_watchdog=self.cfg.watchdog.latch,
                                   max_nan_ticks=self.cfg.max_nan_ticks, safe_command=self.safe_command,
                                   initial_command=self.initial_command,
-                                  recovery=landing_for(self.spec, act.mode, act.names, self.cfg.fault))
+                                  recovery=landing_for(self.spec, act.mode, act.names, self.cfg.fault),
+                                  hold_s=self.cfg.watchdog.hold_s, hold_command=self.hold_command)
         # stale when the *next* tick would be past the timeout: the safe command is on the
         # wire no later than timeout_s after the last state message
         self._stale_after_s = self.cfg.watchdog.timeout_s - self.cfg.period_s
@@ -237,6 +238,10 @@ class PolicyRunner:
     def initial_command(self, state: Mapping[str, np.ndarray]) -> np.ndarray:
         """Where the start ramp begins (:func:`initial_command`)."""
         return initial_command(self.bundle, self.spec, self.cfg.start.initial_command, state)
+
+    def hold_command(self, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """The blind hold's command (hover thrust and, for ``ctbr``, zero body rates)."""
+        return initial_command(self.bundle, self.spec, "hover", state)
 
     # -- transport interface ---------------------------------------------------------------------
     def subscriptions(self) -> list[Subscription]:

@@ -17,10 +17,15 @@ What reaches the wire, in every mode:
 - rate limited in RAMP and RUNNING: ``|u_k - u_{k-1}| <= max_rate * dt``;
 - in WAITING, STALE, FAULT and ESTOP: the *safe command*, taken once on entering the mode
   (zero thrust for rotors, the joint pose measured then for position-controlled joints);
-- except in a FAULT from a trip or from non-finite actions when a *recovery* is configured
-  (a quadrotor's landing, :mod:`simreal.deploy.landing`): its state-feedback command, clamped,
-  every tick while the state is fresh, until it ends (touchdown, timeout); then, or at the
-  first stale tick, the safe command. A watchdog fault has no state to recover with;
+- except in a FAULT when a *recovery* is configured (a quadrotor's landing,
+  :mod:`simreal.deploy.landing`): its state-feedback command, clamped, every tick while the
+  state is fresh, until it ends (touchdown, timeout); then the safe command;
+- and, where a recovery is configured, the *blind hold* while the state is stale (a watchdog
+  trip, or a dropout during the recovery): the hold command (hover thrust, zero body rates),
+  for at most ``hold_s`` after the last fresh state, then the safe command. State back in
+  time: a latched watchdog FAULT then recovers (lands), a STALE ramps back to the policy. A
+  thrust cut in the air is a fall; a flight controller's own watchdog holds first too (the
+  Crazyflie's ``commander.c`` levels at 0.5 s without set-points and stops the motors at 2 s);
 - RAMP blends from the *initial command* (the safe command, or hover thrust for a
   quadrotor handed over in the air) to the policy's: ``u = (1 - s) u0 + s u_pi``,
   ``s = (t - t0) / ramp_s``, so the robot never jumps to the policy's first action.
@@ -68,6 +73,7 @@ class SafetyStats:
     estops: int = 0
     faults: int = 0
     recovery_ticks: int = 0
+    hold_ticks: int = 0
     recovery_end: str = ""
     last_reason: str = ""
     first_takeover: str = ""  # why the layer first took the robot (a fault or a watchdog trip)
@@ -91,18 +97,25 @@ class SafetyLayer:
       safe_command: state (or None) -> the safe command (n,).
       initial_command: state -> the command the start ramp begins from (n,).
       recovery: the state-feedback fault response, or None (the safe command).
+      hold_s: the blind hold's longest time without fresh state [s] (only with a recovery).
+      hold_command: state (or None) -> the blind hold's command (n,).
     """
 
     def __init__(self, low: np.ndarray, high: np.ndarray, max_rate: np.ndarray, *, ramp_s: float,
                  latch_watchdog: bool, max_nan_ticks: int,
                  safe_command: Callable[[State | None], np.ndarray],
-                 initial_command: Callable[[State], np.ndarray], recovery: Recovery | None = None):
+                 initial_command: Callable[[State], np.ndarray], recovery: Recovery | None = None,
+                 hold_s: float = 0.0, hold_command: Callable[[State | None], np.ndarray] | None = None):
         self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
         self.max_rate = np.asarray(max_rate, np.float64)
         self._limited = np.isfinite(self.max_rate)
         self.ramp_s, self.latch_watchdog, self.max_nan_ticks = float(ramp_s), bool(latch_watchdog), int(max_nan_ticks)
         self._safe_fn, self._initial_fn = safe_command, initial_command
         self._recovery, self._recovering, self._recovery_started = recovery, False, False
+        self.hold_s = float(hold_s) if recovery is not None and hold_command is not None else 0.0
+        self._hold_fn = hold_command
+        self._hold_u: np.ndarray | None = None  # the blind hold's command while one may run
+        self._fresh_s = -np.inf                  # the last tick with fresh state
         self.mode = WAITING
         self.stats = SafetyStats()
         self._nan_run = 0
@@ -120,6 +133,7 @@ class SafetyLayer:
         elif not engaged and self.mode in (ESTOP, FAULT):
             self.mode = WAITING
             self._nan_run = 0
+            self._recovering, self._hold_u = False, None
 
     def trip(self, reason: str, state: State | None) -> None:
         """A check outside the layer failed (the state envelope): latched FAULT, safe command,
@@ -144,13 +158,17 @@ class SafetyLayer:
           state: the latest robot state (possibly stale), or None before any.
         """
         self.stats.ticks += 1
+        if fresh:
+            self._fresh_s = now_s
         if proposal is not None and not np.all(np.isfinite(proposal)):
             proposal = None
         if self.mode in (RAMP, RUNNING) and not fresh:
             self.stats.watchdog_trips += 1
             self._enter(FAULT if self.latch_watchdog else STALE, state, "watchdog: state stale")
+            if self.mode == FAULT:
+                self._begin_recovery(state)  # it starts once the state is back within hold_s
         elif self.mode in (WAITING, STALE) and fresh and state is not None:
-            self.mode, self._t0 = RAMP, now_s
+            self.mode, self._t0, self._hold_u = RAMP, now_s, None
             self._u0 = self._clamp(self._initial_fn(state))
             self._prev_u, self._prev_t = self._u0, now_s
             self._nan_run = 0
@@ -208,17 +226,26 @@ class SafetyLayer:
             self.stats.first_takeover = reason
         self._held = self._safe(state)
         self._recovering = False
+        # the operator's e-stop is obeyed at once; a fault or a stale link may hold blind first
+        self._hold_u = self._clamp(self._hold_fn(state)) if self.hold_s > 0 and mode != ESTOP else None
 
     def _begin_recovery(self, state: State | None) -> None:
-        """After entering FAULT from a trip or non-finite actions: recover where one is configured
-        and the state is known (the first recovery tick is the fault's own tick)."""
+        """After entering FAULT: recover where one is configured and the state is known (the first
+        recovery tick is the fault's own tick, or the first with fresh state after a watchdog trip)."""
         self._recovering = self._recovery is not None and state is not None
         self._recovery_started = False
 
     def _safe_tick(self, now_s: float, fresh: bool, state: State | None) -> np.ndarray:
-        """A tick in a safe mode: the recovery's command while one runs, else the held safe command."""
+        """A tick in a safe mode: the blind hold while it may run, the recovery's command while one
+        runs, else the held safe command."""
         self.stats.safe_ticks += 1
-        u = self._recover(now_s, fresh, state) if self._recovering else self._held
+        if self._hold_u is not None and not fresh and now_s - self._fresh_s > self.hold_s:
+            self._hold_u = None  # held as long as allowed: the safe command from here on
+        if self._hold_u is not None and not fresh:
+            self.stats.hold_ticks += 1
+            u = self._hold_u
+        else:
+            u = self._recover(now_s, fresh, state) if self._recovering else self._held
         self._prev_u, self._prev_t = u, now_s
         return u.copy()
 
@@ -231,7 +258,7 @@ class SafetyLayer:
         if u is not None and np.all(np.isfinite(u)):
             self.stats.recovery_ticks += 1
             return self._clamp(u)
-        self._recovering = False
+        self._recovering, self._hold_u = False, None  # ended: nothing more to hold for
         self.stats.recovery_end = self._recovery.outcome or ("state stale" if not fresh else "non-finite command")
         self._held = self._safe(state)
         return self._held

@@ -13,6 +13,8 @@ Injected, per the CLI flags:
 - ``latency_ms``: every received command is applied this long after it arrived
   (actuation delay); ``state_latency_ms`` delays published state the same way;
 - ``drop``: each state message and each command is lost with this probability;
+- ``outage_at_s``, ``outage_s``: no state message at all for ``outage_s`` from ``outage_at_s``
+  after the hand-over (a motion-capture dropout, a radio link lost for a moment);
 - sensor noise, Gaussian per reading, scaled by ``noise_scale``: position 2 mm,
   orientation 5 mrad, velocity 1 cm/s, body rate 0.02 rad/s, joints 1 mrad and 0.01 rad/s
   (the hover task's training noise).
@@ -74,6 +76,8 @@ class SimLoopConfig:
     latency_ms: float = field(0.0, min=0.0, max=10_000.0, doc="command (actuation) delay [ms]")
     state_latency_ms: float = field(0.0, min=0.0, max=10_000.0, doc="state delay [ms]")
     drop: float = field(0.0, min=0.0, max=1.0, doc="message loss probability, each direction")
+    outage_at_s: float = field(0.0, min=0.0, doc="a state outage starts this long after the hand-over [s]")
+    outage_s: float = field(0.0, min=0.0, max=60.0, doc="the outage's length: no state message at all [s]; 0 = none")
     noise_scale: float = field(1.0, min=0.0)
     seed: int = 0
     start_offset_m: tuple[float, ...] = field((0.3, -0.2, -0.3), doc="quadrotor start relative to the target [m]")
@@ -96,6 +100,12 @@ class SimLoopConfig:
         settle = self.settle_s if self.settle_s is not None else float(task.get("settle_time_s", 2.0))
         radius = self.success_radius_m if self.success_radius_m is not None else float(task.get("success_radius_m", 0.1))
         return dataclasses.replace(self, settle_s=settle, success_radius_m=radius)
+
+    def in_outage(self, since_handover_s: float | None) -> bool:
+        """Whether state published ``since_handover_s`` after the hand-over (None: before it) is lost
+        to the state outage."""
+        return since_handover_s is not None and 0.0 < self.outage_s and \
+            self.outage_at_s <= since_handover_s < self.outage_at_s + self.outage_s
 
 
 @dataclasses.dataclass
@@ -304,8 +314,12 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                         if handover_s is not None:
                             reh.record(t0 + robot.time_s - handover_s)
                         s = robot.measured_state(rng, sim_cfg.noise_scale)
+                        lost = sim_cfg.in_outage(None if handover_s is None else t0 + robot.time_s - handover_s)
                         for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
                             counts["states_published"] += 1
+                            if lost:
+                                counts["states_lost_to_outage"] += 1
+                                continue
                             if rng.random() < sim_cfg.drop:
                                 counts["states_dropped"] += 1
                                 continue
@@ -378,8 +392,9 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
             if handover is not None:
                 reh.record((k - handover) * dt)
             s = robot.measured_state(rng, sim_cfg.noise_scale)
+            lost = sim_cfg.in_outage(None if handover is None else (k - handover) * dt)
             for name, _, msg in reh.messages(cfg, s, int(t * 1e9), msg_class):
-                if rng.random() >= sim_cfg.drop:
+                if not lost and rng.random() >= sim_cfg.drop:
                     pending_state.append((k + state_delay, name, type(msg), msg.serialize()))
         while pending_state and pending_state[0][0] <= k:
             _, name, cls, data = pending_state.popleft()
@@ -420,8 +435,10 @@ def envelope_exit(traj: dict[str, np.ndarray], envelope: Any) -> dict[str, Any]:
 
     The runner trips its envelope on the measured state, in its own process. This check reads the
     simulation, so a robot that fell over or flew off fails the rehearsal whoever drove it: the
-    runner here, a generated ROS 2 node, or the user's own controller (``--external``)."""
-    for i, t in enumerate(traj.get("t", ())):
+    runner here, a generated ROS 2 node, or the user's own controller (``--external``). It reads
+    up to the ground (:func:`ground_index`): a quadrotor's flight ends there."""
+    hit = ground_index(traj)
+    for i, t in enumerate(traj.get("t", ())[:None if hit is None else hit + 1]):
         why = envelope.violation({k: v[i] for k, v in traj.items() if k != "t"})
         if why is not None:
             return {"left_s": float(t), "reason": why}

@@ -154,6 +154,18 @@ def domain_id_arg(text: str) -> int:
     return _checked_arg(text, int, lambda v: 0 <= v <= 232, "a DDS domain id 0..232 (ROS_DOMAIN_ID)")
 
 
+def outage_arg(text: str) -> tuple[float, float]:
+    """An argparse ``type`` for ``AT:SECONDS`` (a start time and a length, both finite and >= 0 [s])."""
+    def cast(t: str) -> tuple[float, float]:
+        at, sep, length = t.partition(":")
+        if not sep:
+            raise ValueError(t)
+        return float(at), float(length)
+
+    return _checked_arg(text, cast, lambda v: all(math.isfinite(x) and x >= 0 for x in v),
+                        "AT:SECONDS, two times >= 0 [s] (e.g. 3:0.3)")
+
+
 def _checked_arg(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
     """``cast(text)`` when ``ok`` of it; else argparse's one-line error saying what was ``expected``."""
     import argparse

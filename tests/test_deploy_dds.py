@@ -60,10 +60,16 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
     assert flying and np.all(np.array(flying[-1].control[:4]) > 0.3)  # about hover thrust (0.52 of max)
     after = [(m.timestamp * 1000, m) for t, m in cmds if t >= t_stop_ns]
     first_safe = next(t for t, m in after if max(m.control) == 0.0)
-    # the runner stamps ActuatorMotors.timestamp [us] when it publishes: the safe (zero thrust)
-    # command was on the wire within the configured timeout of the last state message
+    # the runner stamps ActuatorMotors.timestamp [us] when it publishes. A quadrotor is held at
+    # hover thrust (the blind hold, watchdog.hold_s 0.5 s, waiting for state to land with), and
+    # the safe (zero thrust) command is on the wire within timeout + hold of the last state message
     last_state_ns = t_stop_ns
-    assert first_safe - last_state_ns <= timeout_s * 1e9, (first_safe - last_state_ns) / 1e6
+    hold_s = 0.5
+    held = [m for t, m in after if t < first_safe]
+    assert held and np.allclose(held[-1].control[:4], 0.032 * 9.81 / 4 / 0.15, atol=1e-4)  # m g / 4 of 0.15 N
+    # (the hold counts from the runner's last tick with fresh state, at most a period before t_stop)
+    assert (hold_s - 0.02) * 1e9 <= first_safe - last_state_ns <= (timeout_s + hold_s) * 1e9, \
+        (first_safe - last_state_ns) / 1e6
     assert all(max(m.control) == 0.0 for t, m in after if t >= first_safe)  # and stays (latched)
     assert report["runner"]["safety"]["watchdog_trips"] == 1 and report["runner"]["safety"]["mode"] == "estop"
     # why it exits 1, though the end of the run overwrote the last reason (the text report's line)

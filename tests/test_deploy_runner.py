@@ -103,6 +103,60 @@ def test_safety_watchdog_estop_and_latch():
     assert latched.mode == FAULT
 
 
+class _Descent:
+    """A recovery that commands (9, 9) while state is fresh, until told it touched down."""
+
+    outcome = ""
+
+    def start(self, now_s):
+        self.started = now_s
+
+    def command(self, now_s, state):
+        if state["z"][0] <= 0.0:
+            self.outcome = "touchdown"
+            return None
+        return np.array([0.9, 1.9])
+
+
+def test_safety_blind_hold_then_recovery_or_the_safe_command():
+    """With a recovery: a watchdog trip holds the hold command while the state is stale, for at
+    most hold_s from the last fresh state; state back in time, the latched fault recovers; the
+    e-stop, a recovery's end and an expired hold all give the safe command at once."""
+    def layer():
+        return _layer(ramp_s=0.0, latch_watchdog=True, recovery=_Descent(), hold_s=0.5,
+                      hold_command=lambda st: np.array([0.2, 1.2]), safe_command=lambda st: np.array([0.0, 0.5]))
+
+    up, down = {"z": np.ones(1)}, {"z": np.zeros(1)}
+    s = layer()
+    s.step(0.0, np.array([0.5, 0.5]), fresh=True, state=up)
+    u = s.step(0.1, np.array([0.5, 0.5]), fresh=False, state=up)  # trip: held, not recovering blind
+    assert s.mode == FAULT and np.allclose(u, [0.2, 1.2]) and s.stats.watchdog_trips == 1
+    assert np.allclose(s.step(0.45, None, fresh=False, state=up), [0.2, 1.2])
+    u = s.step(0.48, None, fresh=True, state=up)  # back within 0.5 s of the last fresh tick (0.0)
+    assert np.allclose(u, [0.9, 1.9]) and s.stats.recovery_ticks == 1
+    assert np.allclose(s.step(0.6, None, fresh=False, state=up), [0.2, 1.2])  # a second dropout: held
+    assert np.allclose(s.step(0.62, None, fresh=True, state=down), [0.0, 0.5])  # touchdown: safe
+    assert s.stats.recovery_end == "touchdown"
+    assert np.allclose(s.step(0.64, None, fresh=False, state=down), [0.0, 0.5])  # nothing held after it
+    assert s.stats.hold_ticks == 3
+
+    s = layer()
+    s.step(0.0, np.array([0.5, 0.5]), fresh=True, state=up)
+    s.step(0.1, None, fresh=False, state=up)
+    assert np.allclose(s.step(0.51, None, fresh=False, state=up), [0.0, 0.5])  # 0.51 s blind: safe
+    assert np.allclose(s.step(0.52, None, fresh=True, state=up), [0.0, 0.5])  # and no recovery after it
+    assert s.stats.recovery_end == "state stale" and s.stats.recovery_ticks == 0
+
+    s = layer()
+    s.step(0.0, np.array([0.5, 0.5]), fresh=True, state=up)
+    s.step(0.1, None, fresh=False, state=up)
+    s.estop(True, up)
+    assert np.allclose(s.step(0.2, None, fresh=False, state=up), [0.0, 0.5])  # the operator's stop: at once
+    no_recovery = _layer(ramp_s=0.0, latch_watchdog=True, hold_s=0.5, hold_command=lambda st: np.array([0.2, 1.2]))
+    no_recovery.step(0.0, np.array([0.5, 0.5]), fresh=True, state=up)
+    assert np.allclose(no_recovery.step(0.1, None, fresh=False, state=up), 0.0)  # nothing to wait for
+
+
 # -- adapters ----------------------------------------------------------------------------------
 
 def test_odometry_round_trip_and_frames():
@@ -321,12 +375,14 @@ def test_runner_watchdog_in_simulated_time(hover_bundle):
         res = r.tick(last_state + 0.001 + 0.01 * k)
         if res.mode != RUNNING:
             break
-    assert res.mode == FAULT and np.allclose(res.command, 0.0)  # zero thrust
+    assert res.mode == FAULT and np.allclose(res.command, 0.032 * 9.81 / 4)  # hover thrust, blind
     assert res.t_s - last_state <= 0.05  # on the wire within the timeout
-    r.on_state("odometry", odom(), res.t_s + 0.01)
-    assert r.tick(res.t_s + 0.011).mode == FAULT  # latched
+    t = res.t_s + 0.5  # more than hold_s after the last tick with fresh state
+    assert np.allclose(r.tick(t).command, 0.0)  # held for watchdog.hold_s: zero thrust
+    r.on_state("odometry", odom(), t + 0.01)
+    assert r.tick(t + 0.011).mode == FAULT  # latched
     r.on_estop(R.Bool(data=False))
-    assert r.tick(res.t_s + 0.02).mode == RAMP
+    assert r.tick(t + 0.02).mode == RAMP
 
 
 def test_runner_refuses_non_finite_state_and_estops(hover_bundle):

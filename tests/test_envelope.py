@@ -109,7 +109,8 @@ def test_the_runner_latches_the_safe_command_on_the_tick_the_state_leaves(hover_
 def test_a_quadrotor_trip_lands_then_cuts_thrust_at_touchdown(hover_bundle):
     """The quadrotor default ``fault.response: land``: the descent's command on the trip's own
     tick (level, at rest: four equal thrusts summing to m (g - 1.5 m/s^2), K_v 3/s times the 0.5
-    m/s sink rate), zero thrust once the base is below ``touchdown_m``, and at once on stale state."""
+    m/s sink rate), zero thrust once the base is below ``touchdown_m``; on stale state, hover thrust
+    blind for ``watchdog.hold_s`` (0.5 s), then zero thrust."""
     spec = load_robot_spec("crazyflie2")
     runner, res = _tripping_runner(hover_bundle)
     assert res.mode == FAULT
@@ -122,9 +123,12 @@ def test_a_quadrotor_trip_lands_then_cuts_thrust_at_touchdown(hover_bundle):
     assert runner.safety.stats.recovery_end == "touchdown after 0.01 s"
     assert runner.safety.stats.recovery_ticks == 1
     runner2, _ = _tripping_runner(hover_bundle)
-    res = runner2.tick(0.2)  # no state since 0.02 s: stale, never land blind
+    res = runner2.tick(0.2)  # no state since 0.02 s: stale, never land blind; hold it in the air
+    assert res.mode == FAULT
+    np.testing.assert_allclose(res.command, np.full(4, mass * 9.81 / 4), rtol=1e-6)
+    res = runner2.tick(0.53)  # held for longer than hold_s: the safe command
     assert res.mode == FAULT and np.all(res.command == 0.0)
-    assert runner2.safety.stats.recovery_end == "state stale"
+    assert runner2.safety.stats.recovery_end == "state stale" and runner2.safety.stats.hold_ticks == 1
 
 
 def test_land_is_refused_for_a_robot_that_cannot_fly(tmp_path):
@@ -165,3 +169,35 @@ def test_a_bad_policy_is_stopped_near_the_fence_and_lands(bad_bundles, policy):
     cut = run_offline(bad_bundles[policy], sim, overrides={"envelope": FENCE, "fault": {"response": "safe"}})
     assert cut["runner"]["safety"]["recovery_ticks"] == 0
     assert cut["geofence"]["ground_speed_m_s"] > 3.0, cut["geofence"]
+
+
+@pytest.mark.parametrize("outage_s, lands", [(0.3, True), (0.8, False)])
+def test_a_state_outage_in_flight_is_held_then_landed_not_dropped(hover_bundle, outage_s, lands):
+    """A dropout of the state (``--state-outage``) 3 s into a hover at 1 m: before the blind hold,
+    the watchdog's thrust cut met the ground at 4.4 m/s after any dropout of 0.1 s or more. Now
+    the vehicle hovers blind for up to ``hold_s`` (0.5 s); state back within it, the latched fault
+    lands it (below 1.5 m/s); a longer outage still ends in the cut, after the hold."""
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    sim = SimLoopConfig(duration_s=7.0, latency_ms=10.0, drop=0.05, outage_at_s=3.0, outage_s=outage_s)
+    report = run_offline(hover_bundle, sim)
+    safety = report["runner"]["safety"]
+    assert safety["watchdog_trips"] == 1 and safety["mode"] == FAULT and not report["passed"]
+    assert safety["hold_ticks"] > 0
+    speed = report["geofence"]["ground_speed_m_s"]
+    if lands:
+        assert safety["recovery_end"].startswith("touchdown") and speed < 1.5, (safety, speed)
+        assert report["envelope"]["left_s"] is None  # a flight ends on the ground: no fall through it after
+        cut = run_offline(hover_bundle, sim, overrides={"watchdog": {"hold_s": 0.0}})
+        assert cut["runner"]["safety"]["hold_ticks"] == 0
+        assert cut["geofence"]["ground_speed_m_s"] > 3.0, cut["geofence"]
+    else:
+        assert safety["recovery_end"] == "state stale" and speed > 3.0, (safety, speed)
+
+
+def test_a_blind_hold_needs_a_landing_to_wait_for(hover_bundle):
+    with pytest.raises(ConfigError) as e:
+        resolve_deploy_config(hover_bundle, {"fault": {"response": "safe"}, "watchdog": {"hold_s": 0.5}})
+    assert e.value.key == "watchdog.hold_s"
+    assert resolve_deploy_config(hover_bundle).watchdog.hold_s == 0.5  # the quadrotor's default
+    assert resolve_deploy_config(hover_bundle, {"fault": {"response": "safe"}}).watchdog.hold_s == 0.0
