@@ -175,12 +175,22 @@ def env_start(env: Any, bundle: Bundle, seed: int) -> StartState:
     return StartState(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), np.asarray(act, np.float64), task)
 
 
+class NonFiniteAction(Exception):
+    """The policy's action in the training env is not finite (at ``t_s`` after the start)."""
+
+    def __init__(self, t_s: float):
+        super().__init__(f"the policy's action is not finite in the training simulator at {t_s:.2f} s")
+        self.t_s = t_s
+
+
 def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, duration_s: float,
                       seed: int = 0, ramp: tuple[np.ndarray, float] | None = None) -> tuple[Trajectory, float | None]:
     """The ONNX policy in the training env from ``start`` for ``duration_s``: (trajectory, the
     time the episode terminated [s] or None). ``ramp`` = (a0, ramp_s): the action at the tick
     ``t`` after the hand-over is ``(1 - s) a0 + s pi(o)``, ``s = min(1, t / ramp_s)``, with ``a0``
-    the initial command as a normalised action (the safety layer's RAMP)."""
+    the initial command as a normalised action (the safety layer's RAMP). A non-finite action
+    raises :class:`NonFiniteAction` before it reaches the simulator (MuJoCo would warn into a
+    ``MUJOCO_LOG.TXT`` in the working directory and go on with NaN)."""
     import jax
     import jax.numpy as jnp
 
@@ -201,6 +211,8 @@ def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartSta
             if ramp is not None and ramp[1] > 0:
                 blend = min(1.0, (k - 1) * dt / ramp[1])
                 action = (1.0 - blend) * ramp[0] + blend * action
+            if not np.all(np.isfinite(action)):
+                raise NonFiniteAction((k - 1) * dt)
             state = step(state, jnp.asarray(action, jnp.float32))
             if float(state.done) > 0:
                 if float(state.info["truncation"]) == 0:
@@ -313,8 +325,13 @@ def gate(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal
 
     duration = float(rehearsal["t"][-1]) if len(rehearsal["t"]) else 0.0
     u0 = initial_command(bundle, robot.spec, start_cfg.initial_command, robot.state_of(start.qpos, start.qvel))
-    reference, ended = reference_rollout(env, bundle, robot, start, duration,
-                                         ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s)))
+    try:
+        reference, ended = reference_rollout(env, bundle, robot, start, duration,
+                                             ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s)))
+    except NonFiniteAction as e:
+        rule = RULES[robot.spec.family]
+        return {"family": robot.spec.family, "measure": rule.measure, "tolerance": rule.tolerance, "value": None,
+                "passed": False, "reason": str(e)}
     return compare(robot.spec.family, rehearsal, reference, settle_s=settle_s, reference_end_s=ended,
                    outcome_s=env.episode_steps * env.ctrl_dt)
 

@@ -242,3 +242,24 @@ def test_a_humanoid_that_falls_fails_even_with_the_tilt_bound_switched_off(tmp_p
     assert not report["passed"]
     arm = run_offline(load_bundle(T.make_holding_bundle(tmp_path / "so100", "so100")), SimLoopConfig(duration_s=1.0))
     assert "fall_s" not in arm and arm["passed"]  # an arm on its base has no fall to fail
+
+
+def test_a_non_finite_policy_fails_the_gate_in_one_line_and_leaves_no_mujoco_log(tmp_path, monkeypatch):
+    """The gate's reference once fed the policy's NaN to MuJoCo, which went on with NaN and wrote
+    MUJOCO_LOG.TXT into the user's working directory; now the reference stops at the first
+    non-finite action and the gate says so."""
+    import yaml
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+
+    path = T.make_nan_bundle(tmp_path / "nan")
+    data = yaml.safe_load((path / "bundle.yaml").read_text())  # recorded as trained: the task's env
+    data["task_config"] = {"action_mode": "rotor_thrust", "action_history_steps": 0}
+    (path / "bundle.yaml").write_text(yaml.safe_dump(data))
+    bundle = load_bundle(path)
+    monkeypatch.chdir(tmp_path)
+    report = run_offline(bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, start_offset_m=(-0.3, 0.0, 0.0)))
+    assert report["gate"]["passed"] is False and report["gate"]["value"] is None
+    assert report["gate"]["reason"].startswith("the policy's action is not finite in the training simulator at ")
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
