@@ -346,36 +346,37 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]
     t_start = time.monotonic()
     kinematics: dict[str, Any] = {}
-    results, complete, stopped_by = [], True, None
+    ran: list[tuple[Any, dict[str, np.ndarray], list[dict[str, Any]]]] = []  # per condition begun: its trials
+    complete, stopped_by = True, None
     with bench.robot:
         keys = bench.state_keys()
         for task in tasks:
             check_inputs(suite, bundle, task, cfg.task, keys, bench.kind)
-        for cond, task in zip(conditions, tasks):
-            trials: list[dict[str, Any]] = []
-            for i in range(cfg.trials):
-                label = f"[{suite.name} {bench.kind}] {cond.name} trial {i + 1}/{cfg.trials}"
-                if not bench.begin(label, cfg.seed + i):
-                    complete = False
-                    break
-                bench.show(task)
-                film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
-                try:
+        try:  # Ctrl-C anywhere (a trial, its reset, its video): drive() sent the safe command; keep what finished
+            for cond, task in zip(conditions, tasks):
+                trials: list[dict[str, Any]] = []
+                ran.append((cond, task, trials))
+                for i in range(cfg.trials):
+                    label = f"[{suite.name} {bench.kind}] {cond.name} trial {i + 1}/{cfg.trials}"
+                    if not bench.begin(label, cfg.seed + i):
+                        complete = False
+                        break
+                    bench.show(task)
+                    film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
                     r = {"trial": i, "seed": cfg.seed + i,
                          **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
-                except KeyboardInterrupt as e:  # Ctrl-C: drive() sent the safe command; keep what finished
-                    complete, stopped_by = False, interrupt_signal(e)
+                    trials.append(r)  # finished: kept, with its video only once that is written whole
+                    if film is not None and film.frames:
+                        stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
+                        r["video"] = film.save(video_dir / "videos" / f"{stem}.mp4")
+                    if progress is not None:
+                        progress(label, r, sum(t["success"] for t in trials), len(trials))
+                if not complete:
                     break
-                if film is not None and film.frames:
-                    stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
-                    r["video"] = film.save(video_dir / "videos" / f"{stem}.mp4")
-                trials.append(r)
-                if progress is not None:
-                    progress(label, r, sum(t["success"] for t in trials), len(trials))
-            results.append({"name": cond.name, "task": {k: v.tolist() for k, v in task.items()}, "trials": trials,
-                            **summarize(trials, cfg.confidence)})
-            if not complete:
-                break
+        except KeyboardInterrupt as e:
+            complete, stopped_by = False, interrupt_signal(e)
+    results = [{"name": cond.name, "task": {k: v.tolist() for k, v in task.items()}, "trials": trials,
+                **summarize(trials, cfg.confidence)} for cond, task, trials in ran]
     return {"format": FORMAT, "suite": suite.name, "family": suite.family, "summary": suite.summary,
             "robot": bench.kind, **bench.describe(), "bundle": str(bundle.path), "bundle_robot": bundle.robot,
             "bundle_task": bundle.task, "axis": suite.axis or None, "duration_s": duration,

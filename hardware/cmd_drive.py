@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"simreal drive: stopped by {interrupt_signal(e)}; the safe command was sent", file=sys.stderr)
         return interrupt_exit_code(e)
     out = {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
-           "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3, "final_mode": report.final_mode,
+           "send_errors": report.send_errors, "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3, "final_mode": report.final_mode,
            **({"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
               if report.task_input_last else {}),
            **runner.snapshot()}
@@ -109,9 +109,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         from simreal.deploy.cmd_deploy import runner_lines
 
-        print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.overruns} overruns, "
-              f"tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} safety faults")
+        print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.send_errors} send errors, "
+              f"{report.overruns} overruns, tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} "
+              "safety faults" + (f"; last error: {report.last_error}" if report.last_error else ""))
         print("\n".join(runner_lines(out)))  # why it faulted: an envelope trip is not overwritten by the stop
+    if robot.disconnect_error:  # the link is gone: say the robot may not have its safe command
+        print(f"simreal drive: warning: the safe command on disconnect was not sent: {robot.disconnect_error}",
+              file=sys.stderr)
     if runner.stats.policy_runs == 0:  # nothing commanded the robot: not a successful run
         print(f"simreal drive: the policy never ran in {report.ticks} ticks (no complete, fresh robot state: "
               f"{report.read_errors} read errors{'; last: ' + report.last_error if report.last_error else ''})",

@@ -114,7 +114,7 @@ def _teleop(args: argparse.Namespace, robot, stack):
 def run(args: argparse.Namespace) -> int:
     import contextlib
 
-    from simreal.errors import ConfigError
+    from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.drivers import default_driver, open_robot
     from simreal.hardware.record import Recorder, dataset_features
     from simreal.stop_signal import signal_exit_code
@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
             stack.enter_context(cam)
         if args.resume:
             writer = DatasetWriter.resume(args.out)
+            if args.fps and args.fps != writer.fps:
+                raise SimrealError(f"--fps: {args.fps}, and the dataset in {args.out} records at {writer.fps} fps; "
+                                   "its new episodes take the same rate (leave --fps out)")
+            fps = writer.fps
         else:
             writer = DatasetWriter.create(args.out, fps=fps, features=dataset_features(robot, cameras),
                                           robot_type=spec.name)

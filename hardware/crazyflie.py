@@ -62,6 +62,7 @@ motors after 2 s (its commander watchdog). Imports numpy, cflib and the core.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import threading
@@ -92,6 +93,10 @@ THRUST_FULL_SCALE = 65535
 FIRMWARE_MAX_THRUST = 60000
 
 _drivers_ready = threading.Lock()
+# cflib logs a failed link as a WARNING with its traceback; with no handler configured, Python's
+# last-resort handler printed it on stderr before our one line. The driver reports the failure
+# itself (HardwareError), so cflib's records go nowhere unless the application configures them.
+logging.getLogger("cflib").addHandler(logging.NullHandler())
 
 
 def _init_drivers() -> None:
@@ -99,6 +104,17 @@ def _init_drivers() -> None:
     with _drivers_ready:
         if not crtp.CLASSES:
             crtp.init_drivers()
+
+
+def link_error_reason(message: str) -> str:
+    """cflib's link error message on one line: its lines before the traceback cflib appends."""
+    lines = []
+    for line in (ln.strip() for ln in message.splitlines()):
+        if line.startswith("Traceback"):
+            break
+        if line:
+            lines.append(line)
+    return ": ".join(lines[:2]) or "no reason given"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,9 +182,8 @@ class CrazyflieRobot(Robot):
         done = threading.Event()
 
         def failed(uri: str, message: str) -> None:
-            lines = [ln.strip() for ln in message.splitlines() if ln.strip()]  # cflib appends a traceback
             with self._lock:
-                self._link_error = ": ".join(lines[:2]) or "no reason given"
+                self._link_error = link_error_reason(message)
                 self._lock.notify_all()
 
         def connected(uri: str) -> None:

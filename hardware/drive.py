@@ -7,12 +7,14 @@ thread, per period ``dt`` (the runner's control period)::
     s  = robot.observation()          # HardwareError: counted, no state this tick
     runner.on_robot_state(s, s.t_s)   # the runner's watchdog sees the measurement time
     r  = runner.tick(t)               # observation -> ONNX -> safety layer
-    robot.send_action(full(r.command))
+    robot.send_action(full(r.command))  # HardwareError: counted, the loop goes on
 
 ``full`` places the bundle's action channels into the robot's actuator order; channels the
 bundle does not drive get the action mode's safe command (hold the measured pose). A read
 that fails leaves the runner's state to age, so its watchdog puts the safe command on the
-wire after ``watchdog.timeout_s``, exactly as a silent DDS topic would. The loop sleeps to
+wire after ``watchdog.timeout_s``, exactly as a silent DDS topic would; a send that fails (the
+link is gone: a serial bus unplugged) is counted the same way, so a dead link ends as a watchdog
+trip and a report, not an error that skips it. The loop sleeps to
 absolute deadlines ``t0 + k dt`` (no drift); a tick that overruns is counted and the next
 deadline is the next period boundary after now (no burst of catch-up ticks).
 
@@ -68,6 +70,7 @@ class DriveReport:
     ticks: int = 0
     sent: int = 0
     read_errors: int = 0
+    send_errors: int = 0
     overruns: int = 0
     tick_s_max: float = 0.0
     last_error: str = ""
@@ -146,7 +149,7 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
                 runner.on_task_input(given, t)
                 report.note_task_input(given)
             result = runner.tick(t)
-            sent = _send(robot, idx, result)
+            sent = _send(robot, idx, result, report)
             report.ticks += 1
             report.sent += sent is not None
             if on_tick is not None and sent is not None:
@@ -165,13 +168,20 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
     finally:
         last = runner.shutdown(clock())
         report.final_mode = last.mode
-        _send(robot, idx, last)
+        _send(robot, idx, last, report)
     return report
 
 
-def _send(robot: Robot, idx: np.ndarray, result: TickResult) -> np.ndarray | None:
+def _send(robot: Robot, idx: np.ndarray, result: TickResult, report: DriveReport) -> np.ndarray | None:
+    """The tick's command in the robot's actuator order, sent; None when nothing was (a tick that
+    publishes nothing, or a send that failed: counted in ``report``)."""
     if not result.publish:
         return None
     u = robot.safe_command()
     u[idx] = result.command
-    return robot.send_action(u)
+    try:
+        return robot.send_action(u)
+    except HardwareError as e:
+        report.send_errors += 1
+        report.last_error = str(e)
+        return None

@@ -108,7 +108,7 @@ def add_driver_arguments(p: Any, twin_help: str) -> None:
                    help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
     p.add_argument("--twin", action="store_true", help=twin_help)
     p.add_argument("--bag", metavar="DIR", help="record the driver's DDS traffic (every state received, every command "
-                                                "sent) as a rosbag2 (MCAP) in DIR; DDS drivers only (unitree)")
+                                                "sent) as a rosbag2 (MCAP) in DIR; DDS drivers only (unitree, px4-ros2)")
 
 
 def default_driver(robot: str, chosen: str | None) -> str:

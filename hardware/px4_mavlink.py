@@ -146,7 +146,7 @@ class PX4Robot(PX4Vehicle):
         self._reset()
         try:
             self.conn = open_link(cfg.connection, cfg.source_system, cfg.source_component, cfg.baudrate)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, OverflowError) as e:  # OverflowError: a port beyond 65535
             raise HardwareError(f"{self.where}: cannot open the link ({e})") from None
         except ModuleNotFoundError as e:  # pymavlink imports pyserial for serial links only
             raise MissingDependencyError(e.name or "serial", "pip install pyserial",

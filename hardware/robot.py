@@ -86,6 +86,7 @@ class Robot(abc.ABC):
         self.names = self.spec.actuator_names
         self.low, self.high = self.mode.spec_limits(self.spec, self.names)
         self.connected = False
+        self.disconnect_error = ""  # why the safe command on disconnect did not go out ('' when it did)
         self.last_state: State | None = None
         self.takes_commands = True  # False: a device only read (a leader arm): no safe command on disconnect
         self.wire_tap: Callable[[str, bytes], None] | None = None  # see the module docstring
@@ -120,14 +121,24 @@ class Robot(abc.ABC):
             self.connected = True
 
     def disconnect(self) -> None:
+        """Send the safe command once more and release the device. A link already gone cannot
+        take it: that is kept in :attr:`disconnect_error`, and the device released all the same
+        (raising here would hide the run's own report)."""
         if not self.connected:
             return
+        errors = []
         try:
             if self.takes_commands:
                 self._write(self.safe_command())
+        except HardwareError as e:
+            errors.append(str(e))
         finally:
             self.connected = False
-            self._close()
+            try:
+                self._close()
+            except HardwareError as e:  # e.g. the torque-off write of a bus already gone
+                errors.append(str(e))
+            self.disconnect_error = "; ".join(errors)
 
     def observation(self) -> State:
         self._require()
@@ -138,8 +149,8 @@ class Robot(abc.ABC):
         self._require()
         u = np.asarray(u, np.float64).reshape(-1)
         if u.shape != (len(self.names),):
-            raise HardwareError(f"{self.spec.name}: send_action takes {len(self.names)} channels "
-                                f"({self.mode.name}, {', '.join(self.names)}), got {u.shape[0]}")
+            raise HardwareError(f"{self.spec.name}: send_action takes {len(self.names)} {self.mode.name} channels "
+                                f"({', '.join(self.mode.channel_names(self.spec))}), got {u.shape[0]}")
         if not np.all(np.isfinite(u)):
             raise HardwareError(f"{self.spec.name}: refused a non-finite command {u.tolist()}")
         return self._write(np.clip(u, self.low, self.high))

@@ -62,6 +62,11 @@ class ActionMode:
     safe: str
     joint_space: bool
 
+    def channel_names(self, spec: RobotSpec) -> tuple[str, ...]:
+        """The mode's channels on ``spec`` when it drives all of them: the ctbr channels, else the
+        robot's actuators."""
+        return CTBR_CHANNELS if self.name == "ctbr" else tuple(spec.actuator_names)
+
     def channel_problem(self, spec: RobotSpec, names: Sequence[str]) -> str | None:
         """What is wrong with a bundle's action channel ``names`` for this mode on ``spec`` (the
         ctbr channels in order; else actuators of the robot), or None."""

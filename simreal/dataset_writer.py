@@ -151,7 +151,8 @@ class DatasetWriter:
         """
         root = Path(root)
         if (root / INFO_PATH).exists():
-            raise DataFileError(str(root), "already holds a dataset; DatasetWriter.resume(root) appends to it")
+            raise DataFileError(str(root), "already holds a dataset; append to it (record --resume, demos --append) "
+                                           "or give another --out")
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise DataFileError(str(root), "exists and is not an empty folder; choose a new folder for the dataset")
         for key, value in (("fps", fps), ("chunks_size", chunks_size)):

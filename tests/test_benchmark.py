@@ -364,13 +364,17 @@ def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
         assert robot > 0.03, (shift, robot)
 
 
-@pytest.mark.parametrize("stop, code", [(KeyboardInterrupt(), 130), (KeyboardInterrupt("SIGTERM"), 143)])
-def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys, stop, code):
-    """Ctrl-C (SIGTERM, as the CLI raises it) during trial 3: trials 1-2 are kept in the results
-    file and report, exit 128 + the signal."""
+@pytest.mark.parametrize("stop, code, where", [(KeyboardInterrupt(), 130, "run_trial"),
+                                               (KeyboardInterrupt("SIGTERM"), 143, "run_trial"),
+                                               (KeyboardInterrupt(), 130, "begin")])
+def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys, stop, code, where):
+    """Ctrl-C (SIGTERM, as the CLI raises it) during trial 3, or while its reset runs: trials 1-2
+    are kept in the results file and report, exit 128 + the signal. (A Ctrl-C during a reset once
+    lost every trial: only the trial itself was guarded.)"""
     import simreal.hardware.benchmark as B
 
-    real, calls = B.run_trial, [0]
+    owner = B if where == "run_trial" else B.TwinBench
+    real, calls = getattr(owner, where), [0]
 
     def interrupted_third(*args, **kwargs):
         calls[0] += 1
@@ -378,7 +382,7 @@ def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch,
             raise stop
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(B, "run_trial", interrupted_third)
+    monkeypatch.setattr(owner, where, interrupted_third)
     b = bundles.make_pd_hover_bundle(tmp_path / "pd")
     out = tmp_path / "out"
     assert main(["benchmark", "quadrotor-hover", "--policy", str(b), "--trials", "5", "--duration", "3",

@@ -210,6 +210,30 @@ def test_connect_errors_are_one_line(cache):
         CrazyflieRobot(CrazyflieConfig(robot="crazyflie2", log_period_ms=15))
 
 
+def test_a_refused_link_is_our_one_line_not_cflib_s_traceback(cache):
+    """cflib logged the failure with its traceback through Python's last-resort handler, and the
+    radio's reason ended in 'Traceback (most recent call last):'."""
+    from simreal.hardware.crazyflie import link_error_reason
+
+    import subprocess
+    import sys
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # a port with nobody bound to it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = ("from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot\n"
+            "from simreal.hardware.robot import HardwareError\n"
+            f"r = CrazyflieRobot(CrazyflieConfig(robot='crazyflie2', uri='udp://127.0.0.1:{port}', "
+            f"toc_cache={str(cache)!r}, connect_timeout_s=1.0))\n"
+            "try:\n    r.connect()\nexcept HardwareError as e:\n    print(e)\n")
+    # a process of its own: pytest's log capture would stand in for the last-resort handler
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("Crazyflie on udp://") and "Traceback" not in out.stdout, out
+    assert out.stderr == "", out.stderr
+    assert link_error_reason("Cannot find a Crazyradio Dongle\nTraceback (most recent call last):\n  File x") == \
+        "Cannot find a Crazyradio Dongle"
+
+
 def test_a_firmware_without_a_log_variable_is_named(cache):
     with CrazyflieTwin() as twin:
         twin.log_toc = twin.log_toc[:10]  # no gyro group

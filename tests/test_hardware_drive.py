@@ -43,7 +43,7 @@ def test_send_action_clamps_refuses_and_needs_connect(arm):
         np.testing.assert_allclose(sent, [1.5, -2.0])  # the spec's joint ranges
         with pytest.raises(HardwareError, match="non-finite"):
             robot.send_action(np.array([np.nan, 0.0]))
-        with pytest.raises(HardwareError, match="takes 2 channels"):
+        with pytest.raises(HardwareError, match=r"takes 2 joint_position channels \(shoulder, elbow\), got 3"):
             robot.send_action(np.zeros(3))
         robot.observation()
     assert robot.closed == 1 and not robot.connected
@@ -101,6 +101,29 @@ def test_lost_state_puts_safe_command_on_the_wire(arm):
     k = next(i for i, m in enumerate(lost) if m in ("stale", "fault"))
     assert k * runner.cfg.period_s <= runner.cfg.watchdog.timeout_s + runner.cfg.period_s
     np.testing.assert_allclose(robot.written[-1], seen[149][1], atol=0.05)
+
+
+def test_a_link_that_dies_ends_in_a_watchdog_trip_and_a_report_not_an_error(arm):
+    """Reads and writes both fail from 2 s on (a serial bus unplugged): drive() once raised the
+    first failed write out of the loop (the CLI's exit 2, no report). Now the sends are counted,
+    the watchdog takes over, the run returns its report, and the robot is released with the safe
+    command's failure kept."""
+    spec, bundle = arm
+    clock = SimClock()
+    robot = FakeJointRobot(spec, clock=clock)
+    runner = PolicyRunner(bundle, spec=spec)
+    ticks = [0]
+
+    def on_tick(result, sent):
+        ticks[0] += 1
+        if ticks[0] == 100:
+            robot.fail_reads = robot.fail_writes = 10 ** 6
+
+    with robot:
+        report = drive(robot, runner, duration_s=4.0, clock=clock, sleep=clock.sleep, on_tick=on_tick)
+    assert report.send_errors >= report.ticks - 101 > 0 and report.last_error == "fake: the link is gone"
+    assert runner.safety.stats.took_over and runner.safety.stats.watchdog_trips == 1
+    assert not robot.connected and robot.closed == 1 and robot.disconnect_error == "fake: the link is gone"
 
 
 def test_bundle_for_another_mode_is_refused(arm):

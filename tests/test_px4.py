@@ -235,6 +235,8 @@ def test_a_bad_connection_string_and_action_mode_are_one_line():
         PX4Robot(PX4Config(robot="crazyflie2", connection="udpout:nowhere")).connect()
     with pytest.raises(HardwareError, match="PX4 on /dev/ttyNOPE: cannot open the link .*No such file"):
         PX4Robot(PX4Config(robot="crazyflie2", connection="/dev/ttyNOPE")).connect()
+    with pytest.raises(HardwareError, match="PX4 on udpin:0.0.0.0:99999: cannot open the link .*port"):
+        PX4Robot(PX4Config(robot="crazyflie2", connection="udpin:0.0.0.0:99999")).connect()  # was OverflowError
     with pytest.raises(ConfigError, match="action_mode.*takes ctbr"):
         PX4Robot(PX4Config(robot="crazyflie2", action_mode="rotor_thrust"))
 

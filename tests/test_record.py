@@ -101,17 +101,27 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     out = tmp_path / "ds"
     cmd = [sys.executable, "-m", "simreal.cli", "record", "so100", "--twin", "--teleop", "leader",
            "--camera", "front=pattern", "--camera-size", "64x48", "--task", "copy the leader",
-           "--episodes", "2", "--episode-s", "1", "--reset-s", "0", "--out", str(out), "--json"]
+           "--episodes", "2", "--episode-s", "1", "--reset-s", "0", "--out", str(out), "--json", "--fps", "15"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res["episodes"] == 2 and res["frames"] == 60
+    assert res["episodes"] == 2 and res["frames"] == 30
     ds = Dataset(out)
     ep = ds.episode(1)
-    assert ds.num_frames == 60 and ds.episode_task(1) == "copy the leader"
-    assert ep["observation.images.front"].shape == (30, 48, 64, 3) and ep["action"].shape == (30, 6)
+    assert ds.num_frames == 30 and ds.episode_task(1) == "copy the leader"
+    assert ep["observation.images.front"].shape == (15, 48, 64, 3) and ep["action"].shape == (15, 6)
     # the follower copies the leader (limp under gravity, it sags): commands and state agree
     np.testing.assert_allclose(ep["action"][-1], ep["observation.state"][-1], atol=0.1)
+    # resumed, the new episodes take the dataset's rate (once the robot's 30 Hz, stamped as 15 fps);
+    # another --fps is refused in one line
+    more = [*cmd[:cmd.index("--episodes")], "--episodes", "1", "--episode-s", "1", "--reset-s", "0", "--out", str(out),
+            "--resume"]
+    r = subprocess.run([*more, "--fps", "30"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--fps: 30, and the dataset in" in r.stderr and "records at 15 fps" in r.stderr, r.stderr
+    r = subprocess.run(more, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ds = Dataset(out)
+    assert ds.num_episodes == 3 and ds.num_frames == 45 and len(ds.episode(2)["action"]) == 15
 
 
 @pytest.mark.parametrize("flags,needle", [
