@@ -36,6 +36,18 @@ a straight knee otherwise cycles at full size); a foot still off is reported the
 Written by hand because no library solves this windowed, collision-constrained mesh QP; the
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
 the mesh, daqp / quadprog for the QP.
+
+Targets are released gradually at a lift-off. A stance foot is held by its constraints and
+the robot's leg (H1's ankle has no roll, its hip yaw reaches +-0.43 rad), so the foot and the
+pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double support), and
+once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
+yaw, 23 rad/s). Where the committed frame before a lift-off lags its targets (an orientation
+more than :data:`RELEASE_LAG_RAD` off; a lift-off in step needs no release), the position and
+orientation targets of the legs and trunk carry that lag (an offset, and a rotation in the
+target's frame) into the frames after it, shrinking linearly to none over :data:`RELEASE_S`:
+the motion goes on as the human's, the catch-up takes 0.2 s instead of a frame. A window that
+would commit the lift-off frame with the frame before it commits up to that frame only, so
+the next window solves the lift-off from the released targets.
 """
 
 from __future__ import annotations
@@ -52,12 +64,19 @@ from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
 from simreal.retarget.robot import RetargetRobot
+from simreal.retarget.rotations import log_so3, rotvec_to_matrix
 from simreal.retarget.settings import InteractionConfig
 from simreal.retarget.targets import Targets, start_pose
 from simreal.retarget.window_qp import Linearisation, build_window_qp
 
 SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeasible
 RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts as infeasible too
+#: A lifted foot's orientation target returns from where the foot was to the human's over this long [s].
+RELEASE_S = 0.2
+#: ... where the committed frame before the lift-off has an orientation this far off its target [rad].
+RELEASE_LAG_RAD = 0.2
+#: Keypoints a stance foot does not hold back (their targets are not released).
+ARM_KEYPOINTS = ("_shoulder", "_elbow", "_wrist", "_hand")
 
 
 class InteractionSolver:
@@ -91,6 +110,11 @@ class InteractionSolver:
         self.q = np.zeros((T, self.nq))
         # stance anchor xy per committed frame, foot and sole edge (ball, heel; robot.pinned_local)
         self.anchor = np.full((T, 2, 2, 2), np.nan)
+        # the orientation targets the QP tracks: the targets', released at lift-offs (:meth:`commit`)
+        self.rot_target = targets.rotations.copy()
+        self.pos_target = targets.positions.copy()
+        self.release = max(1, round(RELEASE_S * targets.fps))
+        self.legs_and_trunk = np.array([i for i, k in enumerate(robot.keypoints) if not k.endswith(ARM_KEYPOINTS)], int)
         self.infeasible: dict[int, float] = {}
         self.iterations = 0
         self.relaxed_qps = 0
@@ -155,6 +179,29 @@ class InteractionSolver:
         residual, self.anchor[t], _ = self._stance_state(t, t + 1)[0]
         if residual > RESIDUAL_TOL:
             self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
+        c = self.targets.contacts
+        if t + 1 < len(c) and np.any(c[t] > c[t + 1]):  # a foot lifts off next
+            self._release(t)
+
+    def _release(self, t: int) -> None:
+        """A foot lifts off after frame ``t``: where the committed frame lags its targets, the
+        targets of the legs and trunk over the next :data:`RELEASE_S` carry that lag, shrinking
+        to none (module docstring)."""
+        self.data.qpos[:] = self.q[t]
+        mujoco.mj_kinematics(self.model, self.data)
+        sites = self.data.site_xmat.reshape(-1, 3, 3)[self.robot.site_ids]
+        oriented = np.flatnonzero(self.need_rot)
+        # the lag of each oriented keypoint, in its target's frame: R_held = R_target exp([lag])
+        lag = np.array([log_so3(self.rot_target[t, k].T @ sites[k]) for k in oriented])
+        if np.linalg.norm(lag, axis=1).max() <= RELEASE_LAG_RAD:
+            return  # in step with its targets: nothing to catch up
+        stop = min(t + 1 + self.release, len(self.rot_target))
+        keep = 1.0 - np.arange(1, stop - t) / (self.release + 1)  # the share of the lag left, per frame
+        legs = self.legs_and_trunk
+        offset = self.data.site_xpos[self.robot.site_ids[legs]] - self.pos_target[t, legs]
+        self.pos_target[t + 1:stop, legs] += keep[:, None, None] * offset
+        for k, v in zip(oriented, lag):
+            self.rot_target[t + 1:stop, k] = self.rot_target[t + 1:stop, k] @ rotvec_to_matrix(keep[:, None] * v)
 
     # -- one window ------------------------------------------------------------
     def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int, n_commit: int) -> None:
@@ -226,6 +273,9 @@ class InteractionSolver:
                 self.q[t] = self.initial_guess(t)
             filled = t1
             n_commit = t1 - t0 if t1 == T else min(cfg.stride, t1 - t0)
+            lifts = np.flatnonzero(np.any(self.targets.contacts[t0:t0 + n_commit - 1] > self.targets.contacts[t0 + 1:t0 + n_commit], axis=1))
+            if lifts.size:  # a window ends at a lift-off: the next one starts from its released targets
+                n_commit = int(lifts[0]) + 1
             self.solve_window(t0, t1, cfg.iterations, cfg.max_iterations, n_commit)
             for t in range(t0, t0 + n_commit):
                 self.commit(t)

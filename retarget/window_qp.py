@@ -118,14 +118,14 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         Hw, fw = H[sl, sl], f[sl]  # views
         q = solver.q[t]
         # Keypoints + interaction mesh: (e + J dq)^T (Q kron I3) (e + J dq).
-        e = L.pos - tg.positions[t]
+        e = L.pos - solver.pos_target[t]
         QJ = np.einsum("kl,lan->kan", Q, L.jp)
         Hw += np.einsum("kan,kam->nm", L.jp, QJ)
         fw += np.einsum("kan,ka->n", QJ, e)
         # Orientations (stance feet are also held flat by constraints; their yaw stays a cost).
         for k in oriented:
             w_rot = cfg.orientation_weight * r.rot_weights[k]
-            er = log_so3(L.rot[k] @ tg.rotations[t, k].T)
+            er = log_so3(L.rot[k] @ solver.rot_target[t, k].T)
             Hw += w_rot * L.jr[k].T @ L.jr[k]
             fw += w_rot * L.jr[k].T @ er
         # Posture and damping.
