@@ -204,7 +204,8 @@ def prune(ckpt_dir: Path, keep: int = 3, ext: str = "npz") -> None:
     """Keep only the ``keep`` newest ``step_*.<ext>`` checkpoints (with their ``step_N.*`` side
     files), and delete the temp files a killed writer left (``.step_*.tmp``; only one process
     trains a run, and it calls this right after its own write finished)."""
-    for steps, _ in _found(ckpt_dir, ext)[:-keep]:
+    for steps, path in _found(ckpt_dir, ext)[:-keep]:
+        path.unlink(missing_ok=True)  # the checkpoint first: a prune cut short leaves no checkpoint without its side files
         for f in _step_files(ckpt_dir, steps):
             f.unlink(missing_ok=True)
     for f in ckpt_dir.glob(".step_*.tmp"):
@@ -248,9 +249,27 @@ def keep_best(ckpt_dir: Path, path: Path, result: Mapping[str, Any]) -> Path:
 
 
 def best_record(ckpt_dir: Path) -> dict[str, Any] | None:
-    """``best/eval.yaml`` (``env_steps``, ``checkpoint``, ``eval``), or None when no best was kept."""
+    """``best/eval.yaml`` (``env_steps``, ``checkpoint``, ``eval``), or None when no best was kept,
+    or when the file is not such a record (invalid YAML, a field of another type: one warning line
+    naming it; the run goes on from its latest checkpoint, and the next better evaluation writes
+    the file again)."""
     meta = ckpt_dir / BEST_DIR / BEST_EVAL
-    return load_yaml(meta) if meta.is_file() else None
+    if not meta.is_file():
+        return None
+    try:
+        record = load_yaml(meta)
+        why = next((f"'{k}' is not {what}" for k, kind, what in (("checkpoint", str, "a file name"),
+                                                               ("eval", dict, "a mapping of figures"))
+                    if not isinstance(record.get(k), kind)), None)
+    except DataFileError as e:
+        why = str(e).removeprefix(f"{e.path}: ")
+    if why is None:
+        return record
+    if meta not in _warned:
+        _warned.add(meta)
+        print(f"warning: the best checkpoint's record {meta} is unusable ({why}); using the latest instead",
+              file=sys.stderr)
+    return None
 
 
 def policy_checkpoint(run_dir: Path, keep_best: bool, ext: str = "npz") -> Path:

@@ -134,6 +134,20 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        _fill_bundle(tmp, run_dir, cfg, env, model, obs_mean, obs_std, action_chunk, sections, files)
+    except BaseException:  # a full disk, Ctrl-C: no half-built folder left beside the bundle
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _fill_bundle(tmp: Path, run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
+                 obs_std: np.ndarray, action_chunk: ActionChunk | None, sections: Mapping[str, Any],
+                 files: Mapping[str, bytes]) -> None:
+    """The bundle's files in the folder ``tmp`` (:func:`write_bundle`)."""
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
     for name, content in files.items():
         atomic_write_bytes(tmp / name, content)
@@ -166,9 +180,6 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
         write_reference(tmp / REFERENCE_NPZ, ref)
         data["reference"] = {"file": REFERENCE_NPZ, "rate_hz": ref.rate_hz, "loop": ref.loop}
     write_bundle_yaml(tmp, data)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
 
 
 def check_export(bundle_dir: Path, make_policy, policy_params: Any, n: int = 256, seed: int = 0) -> float:

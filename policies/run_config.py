@@ -53,7 +53,7 @@ class LoopConfig:
     discounting: float = field(0.99, min=0.0, max=1.0)
     reward_scaling: float = field(1.0, min=0.0)
     normalize_observations: bool = field(True)
-    policy_hidden: tuple[int, ...] = field((64, 64))
+    policy_hidden: tuple[int, ...] = field((64, 64), min=1)
     activation: str = field("tanh", choices=("tanh", "swish", "relu", "elu"))
     eval_every_steps: int = field(500_000, min=0, doc="0: only at the end")
     num_eval_envs: int = field(128, min=1)
@@ -77,7 +77,7 @@ class PPOConfig(LoopConfig):
     gae_lambda: float = field(0.95, min=0.0, max=1.0)
     clipping_epsilon: float = field(0.2, min=0.0)
     max_grad_norm: float = field(1.0, min=0.0)
-    value_hidden: tuple[int, ...] = field((128, 128))
+    value_hidden: tuple[int, ...] = field((128, 128), min=1)
     init_noise_std: float = field(0.5, min=0.0)
 
 
@@ -94,7 +94,7 @@ class SACConfig(LoopConfig):
     tau: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critic")
     max_replay_size: int = field(262_144, min=1, doc="transitions kept (checkpointed with the run)")
     min_replay_size: int = field(8192, min=0, doc="transitions of the initial policy before the first update")
-    q_hidden: tuple[int, ...] = field((128, 128))
+    q_hidden: tuple[int, ...] = field((128, 128), min=1)
     activation: str = field("relu", choices=("tanh", "swish", "relu", "elu"))
 
 
@@ -142,7 +142,7 @@ class IQLConfig:
     discounting: float = field(0.99, min=0.0, max=1.0)
     target_update: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critics")
     critic_steps: int = field(10000, min=1, doc="gradient steps of the critics")
-    critic_hidden: tuple[int, ...] = field((256, 256), doc="hidden layers of Q and V")
+    critic_hidden: tuple[int, ...] = field((256, 256), min=1, doc="hidden layers of Q and V")
     learning_rate: float = field(3e-4, min=0.0)
     batch_size: int = field(256, min=1)
 
@@ -158,7 +158,7 @@ class VLARLConfig:
     num_envs: int = field(16, min=1, doc="episodes per round")
     learning_rate: float = field(3e-5, min=0.0, doc="the VLA's Adam step")
     critic_learning_rate: float = field(1e-3, min=0.0)
-    critic_hidden: tuple[int, ...] = field((256, 256), doc="the critic's hidden layers (input: state and scene state)")
+    critic_hidden: tuple[int, ...] = field((256, 256), min=1, doc="the critic's hidden layers (input: state and scene state)")
     epochs: int = field(2, min=1, doc="passes over each round's data")
     batch_size: int = field(256, min=1, doc="frames per gradient step")
     clipping_epsilon: float = field(0.2, min=0.0)

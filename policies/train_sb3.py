@@ -46,6 +46,7 @@ and export rebuild the model from the run's config and load only the zip's tenso
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize, VecTransposeImage
 from torch import nn
 
+from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
@@ -218,6 +220,17 @@ def _normalizer_path(ckpt: Path) -> Path:
     return ckpt.with_suffix(".normalizer.npz")
 
 
+def _normalizer(ckpt: Path) -> dict[str, np.ndarray]:
+    """The checkpoint's VecNormalize statistics (its side file); DataFileError naming the file
+    when it is missing (the checkpoint is unusable without it: the policy saw normalised input)."""
+    path = _normalizer_path(ckpt)
+    if not path.is_file():
+        raise DataFileError(str(path), f"missing: {ckpt.name} was trained on normalised observations and needs "
+                                       "this side file (restore it, or remove the checkpoint to use an older one)")
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
 class Driver:
     """One SB3 PPO iteration (SAC: ``steps_per_iteration`` training steps) per ``iterate()``
     (see ``torch_loop``)."""
@@ -242,10 +255,13 @@ class Driver:
             self.model.num_timesteps = ckpt.checkpoint_steps(resume_from)
             if cfg.algorithm == "sac":  # the buffer is not restored: refill it before updating
                 self.model.learning_starts = self.model.num_timesteps + tc.min_replay_size
+            if cfg.algorithm == "sac":  # said where the user sees the resume
+                print("resume: SAC's replay buffer is not restored; the first "
+                      f"{tc.min_replay_size} steps refill it before updates go on", file=sys.stderr)
             if self.norm is not None:
-                with np.load(_normalizer_path(resume_from), allow_pickle=False) as z:
-                    rms = _state_rms(self.norm)
-                    rms.mean, rms.var, rms.count = z["mean"], z["var"], float(z["count"])
+                z = _normalizer(resume_from)
+                rms = _state_rms(self.norm)
+                rms.mean, rms.var, rms.count = z["mean"], z["var"], float(z["count"])
 
     @property
     def env_steps(self) -> int:
@@ -313,8 +329,8 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     n = _state_size(obs_space)
     mean, std, clip = np.zeros(n), np.ones(n), float("inf")
     if tc.normalize_observations:
-        with np.load(_normalizer_path(path), allow_pickle=False) as z:
-            mean, std, clip = z["mean"], np.sqrt(z["var"] + EPS), CLIP_OBS
+        z = _normalizer(path)
+        mean, std, clip = z["mean"], np.sqrt(z["var"] + EPS), CLIP_OBS
     return env, _deterministic(policy, mean, std, clip)
 
 

@@ -342,7 +342,8 @@ def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], b
     else:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")  # inherited by the spawned workers
-        ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint)
+        ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_start,
+                                    initargs=(os.getpid(),))
         futures = {ex.submit(_worker, *w, opts): i for i, w in enumerate(work)}
         pending = set(futures)
         try:
@@ -360,9 +361,22 @@ def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], b
     return results
 
 
-def _ignore_sigint() -> None:
+def _worker_start(parent: int) -> None:
     """A worker ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the
-    parent decides what stops (it ends the workers with SIGTERM)."""
+    parent decides what stops (it ends the workers with SIGTERM). And it ends with its parent:
+    a parent killed outright (``kill -9``) once left its workers writing clips, then blocked on a
+    pipe for ever, racing a ``--resume``. Linux's parent-death signal does it (prctl
+    ``PR_SET_PDEATHSIG``); a parent already gone by then ends the worker at once."""
+    import ctypes
     import signal
+    import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+#: prctl(2)'s option number for the parent-death signal (linux/prctl.h).
+PR_SET_PDEATHSIG = 1

@@ -239,6 +239,16 @@ def _section(raw: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
     return dict(v)
 
 
+def _task_params(raw: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """``task_params``: each a finite number or a list of them (the task's fixed inputs)."""
+    params = _section(raw, "task_params", path)
+    for key, value in params.items():
+        flat = value if isinstance(value, list) else [value]
+        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in flat):
+            raise BundleError(f"task_params.{key}", f"expected a number or a list of numbers, got {value!r:.60}", path)
+    return params
+
+
 def _vec(d: Mapping[str, Any], key: str, n: int, prefix: str, path: str) -> np.ndarray:
     v = _req(d, key, prefix, path)
     try:
@@ -375,7 +385,7 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=_section(raw, "robot_spec", path),
         task=str(_req(raw, "task", "", path)), control_rate_hz=rate, obs_terms=terms, obs_mean=mean,
         obs_std=std, action=layout, latency=_section(raw, "latency", path),
-        task_params=_section(raw, "task_params", path), task_config=_section(raw, "task_config", path),
+        task_params=_task_params(raw, path), task_config=_section(raw, "task_config", path),
         task_topics=_section(raw, "task_topics", path),
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,

@@ -33,6 +33,7 @@ Python's ``signal`` documentation, "Note on SIGPIPE").
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import re
@@ -152,6 +153,13 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     except PATH_ERRORS as e:
         print(f"simreal {args.verb}: error: {path_problem(e)}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if e.errno not in DISK_ERRNOS:
+            raise  # not the user's disk: a bug, keep the traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"simreal {args.verb}: error: {where}{e.strerror} (free space or write elsewhere; what was written "
+              "whole before is kept)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         print(f"simreal {args.verb}: interrupted ({interrupt_signal(e)})", file=sys.stderr)
         return interrupt_exit_code(e)
@@ -160,6 +168,9 @@ def _dispatch(argv: Sequence[str] | None) -> int:
 #: What the operating system says of a path a user gave (an output folder that is a file, a file
 #: path that is a folder, a folder without write permission): the user's to fix, so one line.
 PATH_ERRORS = (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
+#: What the operating system says of a disk that cannot take more: full, past a size or quota
+#: limit, or mounted read-only (every simreal output is written atomically, so nothing half-written).
+DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 
 
 def path_problem(e: OSError) -> str:

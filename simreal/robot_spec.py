@@ -211,6 +211,11 @@ def _validate(spec: RobotSpec, path: str) -> None:
         if len(site.pos) != 3:
             raise ConfigError(f"model.sites[{i}].pos", f"expected [x, y, z], got {list(site.pos)}", path)
     check_cameras(m.cameras, "model.cameras", path)
+    for key, value in spec.physical.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ConfigError(f"physical.{key}", f"expected a finite number, got {value!r:.60}", path)
+    if spec.physical.get("mass_kg", 1.0) <= 0:  # MuJoCo refuses a body without mass, from inside its compiler
+        raise ConfigError("physical.mass_kg", f"must be > 0 [kg], got {spec.physical['mass_kg']}", path)
     names = spec.actuator_names
     dup = {n for n in names if names.count(n) > 1}
     if dup:

@@ -117,6 +117,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if e.filename is None:  # a write that failed (a full disk) names no file: name the one meant
+            raise OSError(e.errno, e.strerror, str(p)) from None
+        raise
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

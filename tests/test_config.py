@@ -19,6 +19,7 @@ from simreal.policies.run_config import resolve
     ("seed=1.5", "seed", "expected an integer"),
     ("bogus=1", "bogus", "unknown key"),
     ("train.num_minibatches=3", "train.num_minibatches", "must divide"),
+    ("train.policy_hidden=[64,0]", "train.policy_hidden[1]", "must be >= 1"),  # was a ZeroDivisionError in JAX
 ])
 def test_bad_override_names_key(override, key, expected):
     with pytest.raises(ConfigError) as e:

@@ -208,6 +208,7 @@ ROBOT_CASES = [
     ("actuators.0.effort_limit", "x", "config key 'actuators[0].effort_limit': expected a number"),
     ("name", DELETE, "config key 'name': missing required key"),
     ("actuators.0.range", [1.0, float("nan")], "config key 'actuators[0].range[1]': expected a number, got NaN"),
+    ("physical.mass_kg", -1.0, "config key 'physical.mass_kg': must be > 0 [kg], got -1.0"),  # was MuJoCo's traceback
 ]
 
 

@@ -238,3 +238,79 @@ def test_video(tmp_path, clips):
 
     frames = [f for f in imageio.get_reader(str(video))]
     assert len(frames) == 12 and frames[0].shape == (480, 640, 3) and np.asarray(frames[0]).std() > 5
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(tmp_path, clips):
+    """A file-size limit (``ulimit -f``; a full disk says ENOSPC the same way) once ended in
+    ``OSError: [Errno 27] File too large`` from inside the atomic writer, a traceback naming no
+    file. Now one line naming the file meant, exit 1, and no temporary file beside it."""
+    import resource
+    import subprocess
+    import sys
+
+    out = tmp_path / "walk_g1.npz"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # the motion file is larger
+
+    r = subprocess.run([sys.executable, "-m", "simreal.cli", "retarget", str(clips / "walk.bvh"), "--robot", "g1",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == f"simreal retarget: error: {out}: File too large (free space or write elsewhere; " \
+                               "what was written whole before is kept)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_workers_end_with_a_parent_killed_outright(tmp_path, clips):
+    """``kill -9`` on ``retarget DIR --jobs 2`` once left its two workers writing clips, then
+    blocked on a pipe for ever; now they end with it (the parent-death signal)."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = tmp_path / "clips"
+    src.mkdir()
+    for k in range(6):  # more clips than workers, so they are busy when the parent dies
+        shutil.copy(clips / "walk.bvh", src / f"walk{k}.bvh")
+    parent = subprocess.Popen([sys.executable, "-m", "simreal.cli", "retarget", str(src), "--robot", "g1",
+                               "--out", str(tmp_path / "out"), "--jobs", "2"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, ValueError, IndexError):
+                continue
+            if d.isdigit() and int(fields[1]) == parent.pid:
+                out.append(int(d))
+        return out
+
+    deadline = time.monotonic() + 120
+    while len(children()) < 2 and time.monotonic() < deadline:  # the two workers (and the tracker)
+        time.sleep(0.2)
+    workers = children()
+    assert len(workers) >= 2, workers
+    time.sleep(1.0)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in workers if running(p)]
+    for p in alive:
+        os.kill(p, signal.SIGKILL)
+    assert alive == [], f"workers {alive} outlived their parent"

@@ -471,6 +471,23 @@ def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_pat
     assert err.count("warning: the best checkpoint") == 1 and best.name in err and "not a zip archive" in err
 
 
+@pytest.mark.parametrize("text, why", [("eval: [1, 2\n", "invalid YAML"),
+                                       ("checkpoint: step_000000000064.zip\neval: [1, 2]\n", "'eval' is not a mapping")])
+def test_a_damaged_best_record_is_passed_over_with_a_warning(tmp_path, capsys, text, why):
+    """A best/eval.yaml that is not valid YAML once failed eval, export and --resume (exit 2); one
+    whose eval was a list crashed --resume inside keep_best's ranking. Now one warning, and the
+    latest checkpoint is the policy."""
+    ckpt_dir = tmp_path / "checkpoints"
+    (ckpt_dir / ckpt.BEST_DIR).mkdir(parents=True)
+    (ckpt_dir / ckpt.BEST_DIR / ckpt.BEST_EVAL).write_text(text)
+    latest = ckpt_dir / "step_000000000128.npz"
+    ckpt.save_pytree(latest, {"w": np.zeros(3, np.float32)})
+    assert ckpt.best_record(ckpt_dir) is None
+    assert ckpt.policy_checkpoint(tmp_path, keep_best=True) == latest
+    err = capsys.readouterr().err
+    assert err.startswith("warning: the best checkpoint's record") and why in err and err.count("\n") == 1, err
+
+
 def test_keep_best_links_side_files_and_reads_the_step_eval_yaml_names(tmp_path):
     """sb3's step_N.zip has a step_N.normalizer.npz beside it: the best takes both, and the step
     named in eval.yaml is the policy even when another step's files are in best/ (a crash between
@@ -579,6 +596,29 @@ def test_sigkill_during_a_checkpoint_write_leaves_the_previous_one(tmp_path):
     assert all(ckpt.damage(f) is None for f in d.glob("step_*"))  # every step_* file is whole
     ckpt.prune(d)
     assert not list(d.glob(".step_*.tmp"))
+
+
+def test_a_prune_cut_short_leaves_no_checkpoint_without_its_side_files(tmp_path, monkeypatch):
+    """prune once deleted a step's files in name order, the side file (``.normalizer.npz``)
+    before its ``.zip``: stopped between the two, an SB3 checkpoint was left that eval and
+    resume took, and failed on with a traceback."""
+    for n in (1, 2, 3, 4):
+        (tmp_path / f"step_{n:012d}.zip").write_bytes(b"z")
+        (tmp_path / f"step_{n:012d}.normalizer.npz").write_bytes(b"n")
+    real, calls = Path.unlink, [0]
+
+    def unlink(self, missing_ok=False):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.prune(tmp_path, keep=2, ext="zip")
+    monkeypatch.undo()
+    zips = sorted(tmp_path.glob("step_*.zip"))
+    assert len(zips) == 3 and all(z.with_suffix(".normalizer.npz").exists() for z in zips), zips
 
 
 # -- stable-baselines3's logger -------------------------------------------------------------------

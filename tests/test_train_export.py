@@ -82,6 +82,7 @@ def test_export_matches_jax(ppo, tmp_path):
     (lambda d: d["action"]["scale"].pop(), "action.scale"),
     (lambda d: d.pop("control_rate_hz"), "control_rate_hz"),
     (lambda d: d["onnx"].update(file="missing.onnx"), "onnx.file"),
+    (lambda d: d["task_params"].update(target_pos_w="abc"), "task_params.target_pos_w"),  # was a ValueError in deploy
 ])
 def test_bad_bundle_names_field(ppo, tmp_path, edit, field):
     cfg, algo = ppo
