@@ -315,7 +315,7 @@ class ProgressLine:
         self.total, self.stream, self.t0, self.done = total, stream or sys.stderr, time.monotonic(), 0
 
     def __call__(self, label: str, result: Mapping[str, Any], k: int, n: int) -> None:
-        from simreal.policies.progress import fmt_time
+        from simreal.progress import fmt_time
 
         self.done += 1
         rate = self.done / max(time.monotonic() - self.t0, 1e-9)

@@ -53,6 +53,7 @@ class Demos:
     actions: list[np.ndarray]
     norm: Normalization
     env_state: list[np.ndarray] | None = None  # per episode (T, k), where asked for
+    env_state_terms: tuple[str, ...] = ()  # the observation terms env_state concatenates, in order
 
 
 def check_rate(ds: Any, env: Any) -> None:
@@ -115,9 +116,11 @@ def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
 
     ds = open_demos(root, env, env_state)
     episodes = [ds.episode(i) for i in range(ds.num_episodes)]
+    names = (ds.features.get(ENV_STATE) or {}).get("names") or []  # "<term>.<i>" (policies/demos.py)
     return Demos(obs=[np.asarray(e[STATE], np.float32) for e in episodes],
                  actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats),
-                 env_state=[np.asarray(e[ENV_STATE], np.float32) for e in episodes] if env_state else None)
+                 env_state=[np.asarray(e[ENV_STATE], np.float32) for e in episodes] if env_state else None,
+                 env_state_terms=tuple(dict.fromkeys(str(n).rsplit(".", 1)[0] for n in names)) if env_state else ())
 
 
 def split_episodes(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +228,7 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     import os
     import sys
 
-    from simreal.policies.progress import Progress
+    from simreal.progress import Progress
     from simreal.rundir import MetricsCsv
 
     t0 = time.time()
@@ -273,12 +276,13 @@ def _iql_weights(demos: Demos, tc: Any, seed: int, run_dir: Path, quiet: bool) -
     import sys
 
     from simreal.policies import iql
-    from simreal.policies.progress import Progress
+    from simreal.progress import Progress
     from simreal.yaml_io import atomic_write_text
 
     progress = Progress(tc.iql.critic_steps, stream=open(os.devnull, "w") if quiet else sys.stderr)
     weights, critics = iql.episode_weights(demos.obs, demos.actions, demos.env_state, demos.norm, tc.iql, seed,
-                                           lambda step, losses: progress.update(step, stage="critics 1/2", **losses))
+                                           lambda step, losses: progress.update(step, stage="critics 1/2", **losses),
+                                           state_terms=demos.env_state_terms)
     progress.close()
     w = np.concatenate(weights)
     atomic_write_text(run_dir / "iql.json", json.dumps({

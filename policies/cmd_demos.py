@@ -52,6 +52,23 @@ def _image_size(text: str) -> tuple[int, int]:
     return h, w
 
 
+def _check_frames_fit(cameras: dict[str, tuple[int, int]], frames: int) -> None:
+    """ConfigError naming ``--image-size`` when one batch's camera frames (``frames`` per camera,
+    RGB bytes, held until the batch is written) would take more than half of this machine's
+    memory: a 5000x5000 camera once grew to 24 GB and was killed with no word."""
+    import os
+
+    from simreal.errors import ConfigError
+
+    need = frames * sum(h * w * 3 for h, w in cameras.values())
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have // 2:
+        raise ConfigError("--image-size", f"a batch of {frames} frames per camera at "
+                                          f"{', '.join(f'{h}x{w}' for h, w in cameras.values())} takes "
+                                          f"{need / 2**30:.1f} GiB, more than half of this machine's "
+                                          f"{have / 2**30:.0f} GiB; use smaller images or fewer --num-envs")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="registered task name (see `simreal list`)")
     p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. env.action_scale=1.5)")
@@ -92,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         used_seeds,
         write_source,
     )
-    from simreal.policies.progress import Progress
+    from simreal.progress import Progress
     from simreal.stop_signal import stop_on_signals
     from simreal.policies.teachers import load_teacher
 
@@ -122,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--drive", f"{args.drive} observes {drive_env.observation_size} and acts with "
                                          f"{drive_env.action_size}; this env {env.observation_size} and {env.action_size}")
     cameras = camera_sizes(env, args.camera, cfg.task, args.image_size)
+    _check_frames_fit(cameras, min(args.num_envs, args.episodes) * env.episode_steps)
     fps = round(env.robot.control_rate_hz)
     if abs(fps - env.robot.control_rate_hz) > 1e-9:
         raise ConfigError("control_rate_hz", f"{env.robot.control_rate_hz} Hz is not a whole number of frames per "

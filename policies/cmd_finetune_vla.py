@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import deep_merge
     from simreal.errors import ConfigError
     from simreal.policies.cmd_eval import format_eval
-    from simreal.policies.progress import Progress
+    from simreal.progress import Progress
     from simreal.policies.run_config import make_env, resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.vla import CHECKPOINT, load_vla

@@ -120,9 +120,12 @@ def transitions(obs: Sequence[np.ndarray], act: Sequence[np.ndarray],
 
 def episode_weights(obs: Sequence[np.ndarray], act: Sequence[np.ndarray], env_state: Sequence[np.ndarray],
                     norm, cfg, seed: int,
-                    on_step: Callable[[int, dict[str, float]], None] | None = None) -> tuple[list[np.ndarray], Critics]:
+                    on_step: Callable[[int, dict[str, float]], None] | None = None,
+                    state_terms: Sequence[str] = ()) -> tuple[list[np.ndarray], Critics]:
     """Each episode's frame weights (module docstring) from its observations, actions and scene
-    states, the rewards from ``cfg.reward_model``; ``norm`` the dataset's normalisation."""
+    states, the rewards from ``cfg.reward_model``; ``norm`` the dataset's normalisation;
+    ``state_terms`` the observation terms the scene states concatenate (the dataset's feature
+    names), which must be the model's: two tasks' states of one width are not one input."""
     from simreal.errors import DataFileError
     from simreal.rewards.reward_model import load_reward_model
 
@@ -131,6 +134,11 @@ def episode_weights(obs: Sequence[np.ndarray], act: Sequence[np.ndarray], env_st
     if model.config.is_image or shape != (env_state[0].shape[-1],):
         raise DataFileError(cfg.reward_model, f"reward model reads {shape}; the dataset's "
                                               f"observation.environment_state has ({env_state[0].shape[-1]},)")
+    reads = tuple(model.config.obs_terms)
+    if reads and state_terms and reads != tuple(state_terms):
+        raise DataFileError(cfg.reward_model, f"reward model reads the terms {', '.join(reads)}; the dataset's "
+                                              f"observation.environment_state holds {', '.join(state_terms)} "
+                                              "(a model fitted for another task?)")
     rew = [model.reward(e) for e in env_state]
     flat = np.concatenate(rew)
     rew = [(r - flat.mean()) / max(float(flat.std()), 1e-6) for r in rew]  # standardised (module docstring)

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
-from simreal.policies.progress import Progress
+from simreal.progress import Progress
 from simreal.stop_signal import stop_on_signals
 from simreal.rundir import MetricsCsv, plot_curves
 from simreal.sim.episode_stats import episode_means

@@ -46,12 +46,17 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.errors import DataFileError, SimrealError
     from simreal.npz import open_npz
+    from simreal.progress import Progress
     from simreal.rewards.label_file import load_labels
     from simreal.rewards.labelling import frame_digest
     from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, agreement, fit, save_reward_model
 
     if not 0.0 <= args.holdout < 1.0:
         raise SimrealError(f"--holdout {args.holdout}: expected a share in [0, 1)")
+    from pathlib import Path
+
+    if Path(args.out).resolve() in (Path(args.frames).resolve(), Path(args.labels).resolve()):
+        raise SimrealError(f"--out {args.out} is an input of this command; write the model elsewhere")
     for flag in ("members", "hidden", "epochs"):
         if getattr(args, flag) < 1:
             raise SimrealError(f"--{flag} {getattr(args, flag)}: expected an integer >= 1")
@@ -69,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     if labels.frames_sha256 != frame_digest(frames):
         raise DataFileError(args.labels, f"field 'frames_sha256' does not match {args.frames}: the labels were made "
                                          "from other frames")
+    for key, rows in (("index_a", labels.index_a), ("index_b", labels.index_b)):
+        bad = np.flatnonzero((rows < 0) | (rows >= len(frames)))
+        if bad.size:  # a negative row once wrapped to the last frame, one past the end was a traceback
+            raise DataFileError(args.labels, f"field '{key}' holds row {int(rows[bad[0]])} (pair {int(bad[0])}); "
+                                             f"{args.frames} has rows 0..{len(frames) - 1}")
     if args.input == "state" and (x.ndim != 2 or len(x) != len(frames)):
         raise DataFileError(args.frames, f"field 'state' has shape {x.shape}, expected ({len(frames)}, d)")
     n = len(labels.label)
@@ -78,14 +88,21 @@ def run(args: argparse.Namespace) -> int:
     order = rng.permutation(n)
     n_out = int(round(args.holdout * n))
     held, kept = order[:n_out], order[n_out:]
+    if len(kept) < 2:
+        raise SimrealError(f"--holdout {args.holdout:g} holds out {n_out} of the {n} pairs and leaves {len(kept)} "
+                           "to fit; fitting needs at least 2 (lower --holdout)")
     a, b, y = labels.index_a, labels.index_b, labels.label
     torch.manual_seed(args.seed)
     model = BTEnsemble(RewardModelConfig(input_shape=tuple(x.shape[1:]), members=args.members, hidden=args.hidden,
                                          obs_terms=tuple(terms), camera=camera))
+    progress = Progress(args.epochs, unit="epochs")
     try:
-        losses = fit(model, x[a[kept]], x[b[kept]], y[kept], epochs=args.epochs, unsure=args.unsure, seed=args.seed)
+        losses = fit(model, x[a[kept]], x[b[kept]], y[kept], epochs=args.epochs, unsure=args.unsure, seed=args.seed,
+                     on_epoch=lambda done, loss: progress.update(done, force=done == args.epochs, loss=loss))
     except ValueError as e:
         raise DataFileError(args.labels, str(e)) from None
+    finally:
+        progress.close()
     save_reward_model(args.out, model)
     report: dict[str, object] = {"model": str(args.out), "input": args.input, "obs_terms": list(terms),
                                  "pairs_fitted": int(len(kept)), "pairs_held_out": int(len(held)),

@@ -7,16 +7,16 @@
     # a hosted API: the key comes from the environment variable named here, never from a flag
     export OPENAI_API_KEY=...
     simreal label frames.npz --task "..." --endpoint https://api.openai.com/v1 --model gpt-4o \\
-        --api-key-env OPENAI_API_KEY --budget 400 --rate 2 --out labels.npz
+        --api-key-env OPENAI_API_KEY --pairs 500 --budget 400 --rate 2 --out labels.npz
 
     # go on after a crash or a spent budget: pairs already in labels.npz or the cache cost nothing
-    simreal label frames.npz --task "..." --endpoint ... --model ... --budget 1000 --resume --out labels.npz
+    simreal label frames.npz --task "..." --endpoint ... --model ... --pairs 500 --budget 1000 --resume --out labels.npz
 
     # a local Hugging Face VLM from a directory (nothing downloads)
-    simreal label frames.npz --task "..." --backend hf --model models/Qwen2.5-VL-3B-Instruct --out labels.npz
+    simreal label frames.npz --task "..." --backend hf --model models/Qwen2.5-VL-3B-Instruct --pairs 500 --out labels.npz
 
     # every labeller setting from a file (a ``labeller:`` section), flags override it
-    simreal label frames.npz --task "..." --config labeller.yaml --out labels.npz
+    simreal label frames.npz --task "..." --config labeller.yaml --pairs 500 --out labels.npz
 
 Input: an npz with ``frames``, (N, H, W, 3) RGB frames or (N, T, H, W, 3) clips, uint8; optional
 ``pairs`` (M, 2) integer rows to compare (``--pairs N`` draws N random pairs instead, with
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.rewards.label_account import CostAccount
     from simreal.rewards.label_cache import LabelCache, default_cache_dir
     from simreal.rewards.label_file import Labels, load_labels, save_labels
+    from simreal.progress import Progress
     from simreal.rewards.label_run import label_pairs
     from simreal.rewards.labellers import LabellerConfig, make_chat
     from simreal.rewards.labelling import frame_digest
@@ -162,7 +163,13 @@ def run(args: argparse.Namespace) -> int:
     account = CostAccount(budget=args.budget)
     chat = make_chat(config, account)
     cache = LabelCache(args.cache if args.cache is not None else default_cache_dir())
-    result = label_pairs(chat, cache, account, frames, todo, task, config.analysis_tokens, config.label_tokens)
+    progress = Progress(len(todo), unit="pairs")
+    try:
+        result = label_pairs(chat, cache, account, frames, todo, task, config.analysis_tokens, config.label_tokens,
+                             on_pair=lambda k: progress.update(k, force=k == len(todo), requests=account.requests,
+                                                               cached=account.pairs_cached))
+    finally:
+        progress.close()
     new_pairs = np.asarray(todo, np.int64).reshape(-1, 2)[result.done]
     labels = Labels(index_a=np.concatenate([old.index_a, new_pairs[:, 0]]),
                     index_b=np.concatenate([old.index_b, new_pairs[:, 1]]),

@@ -11,7 +11,7 @@ holds, and says it stopped; nothing is lost, and a later run with more budget go
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -34,11 +34,11 @@ class LabelRun:
 
 def label_pairs(chat: VlmChat, cache: LabelCache, account: CostAccount, observations: np.ndarray,
                 pairs: Sequence[tuple[int, int]] | np.ndarray, task: str, analysis_tokens: int = 512,
-                label_tokens: int = 32) -> LabelRun:
+                label_tokens: int = 32, on_pair: Callable[[int], None] | None = None) -> LabelRun:
     """Label ``pairs`` of ``observations`` (N, H, W, 3) frames or (N, T, H, W, 3) clips, uint8.
 
     Label 0: observation ``pairs[k][0]`` is closer to the goal ``task``; 1: ``pairs[k][1]``; -1: the
-    model cannot tell (or stated no label)."""
+    model cannot tell (or stated no label). ``on_pair(k)`` follows each pair handled (progress)."""
     done: list[int] = []
     labels: list[int] = []
     stopped = None
@@ -65,4 +65,6 @@ def label_pairs(chat: VlmChat, cache: LabelCache, account: CostAccount, observat
             continue
         done.append(k)
         labels.append(answer.label)
+        if on_pair is not None:
+            on_pair(k + 1)
     return LabelRun(done=np.asarray(done, np.int64), labels=np.asarray(labels, np.int8), stopped=stopped)

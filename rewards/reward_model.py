@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -133,13 +134,14 @@ def bt_loss(r_a: torch.Tensor, r_b: torch.Tensor, target: torch.Tensor) -> torch
 
 def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndarray, epochs: int = 100,
         batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 1e-4, unsure: str = "skip",
-        seed: int = 0) -> list[float]:
+        seed: int = 0, on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
     """Fit every member to the labelled pairs (module docstring); returns each epoch's loss per pair and member.
 
     Args:
       obs_a, obs_b: (M, *input_shape) or segments (M, T, *input_shape).
       labels: (M,) in {0, 1, -1}.
       unsure: what a -1 label does: "skip" or "tie" (target 0.5).
+      on_epoch: called after each epoch with (epochs done, its loss): progress.
     """
     keep, target = bt_targets(labels, unsure)
     if len(keep) == 0:
@@ -171,6 +173,8 @@ def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndar
             optimizer.step()
             total += loss.item() * idx.shape[1]
         history.append(total / (n * k))
+        if on_epoch is not None:
+            on_epoch(len(history), history[-1])
     model.eval()
     return history
 

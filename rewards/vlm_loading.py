@@ -82,4 +82,14 @@ def load_clip_family(name: str, key: str = "reward.model") -> tuple[PreTrainedMo
     except OSError:
         raise DataFileError(name, f"({key}) weights but no processor files (preprocessor_config.json or "
                                   f"processor_config.json, and the tokenizer's); {how}") from None
+    except ValueError:  # sentencepiece without its model file: "Either model_file or model_proto ..."
+        raise DataFileError(name, f"({key}) the tokenizer's files are missing (spiece.model for SigLIP); "
+                                  f"{how}") from None
+    # transformers builds an empty tokenizer where its files are missing: every word would be the
+    # one unknown token, and every prompt the same embedding
+    words, vocab = len(processor.tokenizer), int(config.text_config.vocab_size)
+    if words < vocab // 2:
+        raise DataFileError(name, f"({key}) its tokenizer knows {words} tokens for a text model of {vocab}: the "
+                                  "tokenizer's files are missing (tokenizer.json, or vocab.json and merges.txt for "
+                                  f"CLIP, spiece.model for SigLIP); {how}")
     return model.eval(), processor

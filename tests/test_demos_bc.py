@@ -119,6 +119,16 @@ def test_train_bc_with_iql_weights_frames_by_a_learned_reward(dataset, tmp_path,
     assert re.search(r"error: \S+wrong.safetensors: reward model reads \(4,\); the dataset's "
                      r"observation.environment_state has \(9,\)\n$", err), err
     assert not (tmp_path / "no").exists()  # nothing trained: no run left behind
+    # a model of the right width for another task's scene state (arm-push's: hand, object, goal)
+    # once trained on meaningless rewards without a word
+    other = tmp_path / "push.safetensors"
+    save_reward_model(other, BTEnsemble(RewardModelConfig(input_shape=(9,), members=1, hidden=4,
+                                                          obs_terms=("ee_pos_w", "object_pos_w", "target_pos_w"))))
+    assert main(["train-bc", str(dataset), "--iql", str(other), "--epochs", "1", "--out", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert "reward model reads the terms ee_pos_w, object_pos_w, target_pos_w; the dataset's " \
+           "observation.environment_state holds ee_pos_w, target_pos_w, ee_to_target_w" in err, err
+    assert not (tmp_path / "no").exists()
 
 
 def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, capsys):
@@ -212,6 +222,9 @@ def test_train_bc_refuses_demonstrations_of_another_rate_or_action_scale(dataset
     # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table
     (["arm-push", "backend=native", "env.action_scale=0.3", "--teacher", "scripted"],
      "config key 'env.action_scale': the scripted push needs the fingers on the table"),
+    # once a 24 GB process killed by the kernel with no word
+    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "front", "--image-size", "20000x20000"],
+     "config key '--image-size': a batch of 200 frames per camera at 20000x20000 takes"),
 ])
 def test_demos_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert main(["demos", *args, "--episodes", "1", "--out", str(tmp_path / "d")]) == 2

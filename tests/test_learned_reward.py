@@ -98,19 +98,39 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     with OracleServer(oracle, noise=0.1, seed=1) as server:
         assert main(["label", str(frames_file), "--endpoint", server.url, "--model", "oracle", "--pairs", "800",
                      "--out", str(labels), "--cache", str(tmp_path / "cache")]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    assert "800/800 (100.0%)" in err and "pairs/s" in err and "cached" in err, err  # once silent for hours
     model_file = tmp_path / "reward.safetensors"
     assert main(["fit-reward", str(frames_file), str(labels), "--out", str(model_file), "--epochs", "100",
                  "--holdout", "0.2"]) == 0
     import json
 
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = capsys.readouterr()
+    assert "100/100 (100.0%)" in out.err and "epochs/s" in out.err and "loss" in out.err, out.err
+    report = json.loads(out.out.strip().splitlines()[-1])
     assert report["pairs_held_out"] == 160 and report["obs_terms"] == ["ee_pos_w", "target_pos_w", "ee_to_target_w"]
     assert report["held_out_agreement_with_labels"] >= 0.75, report
     model = load_reward_model(model_file)
     r = model.reward(z["state"].astype(np.float32))
     rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731  (preferences fix an order, not a scale)
     assert np.corrcoef(rank(r), rank(progress))[0, 1] > 0.75  # the model learned the distance from noisy labels
+
+    # bad fits are one line, before anything is written: rows past the frames (a traceback after
+    # --out was written; a negative row wrapped to the last frame), a holdout that leaves no pair,
+    # an --out that is an input
+    with np.load(labels, allow_pickle=False) as z:
+        fields = {k: z[k] for k in z.files}
+    for row in (5000, -1):
+        bad = tmp_path / "bad_labels.npz"
+        np.savez(bad, **{**fields, "index_a": np.concatenate([[row], fields["index_a"][1:]])})
+        assert main(["fit-reward", str(frames_file), str(bad), "--out", str(tmp_path / "no.safetensors")]) == 2
+        assert f"field 'index_a' holds row {row} (pair 0); {frames_file} has rows 0..149" in capsys.readouterr().err
+    assert main(["fit-reward", str(frames_file), str(labels), "--out", str(tmp_path / "no.safetensors"),
+                 "--holdout", "0.999"]) == 2
+    assert "--holdout 0.999 holds out 799 of the 800 pairs and leaves 1 to fit" in capsys.readouterr().err
+    assert main(["fit-reward", str(frames_file), str(labels), "--out", str(frames_file)]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    assert not (tmp_path / "no.safetensors").exists()
 
     runs = tmp_path / "runs"
     assert main(["train", "arm-reach", *TINY, f"runs_root={runs}", "reward.kind=learned",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 
-from simreal.policies import progress as P
+from simreal import progress as P
 
 
 def _clocked(monkeypatch, total: int, **kwargs) -> tuple[list[float], io.StringIO, P.Progress]:

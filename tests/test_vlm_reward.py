@@ -217,6 +217,23 @@ def test_weights_without_processor_or_weights(tmp_path, tiny_model):
         load_clip_family(str(tmp_path / "m"))
 
 
+def test_a_model_without_its_tokenizer_files_is_refused(tmp_path, tiny_model):
+    """transformers built an empty tokenizer (2 tokens) where the tokenizer's files were missing,
+    and the CLIP reward gave every prompt the same embedding, silently."""
+    import shutil
+
+    from simreal.rewards.vlm_loading import load_clip_family
+
+    bare = tmp_path / "m"
+    shutil.copytree(tiny_model, bare)
+    gone = [f for f in bare.iterdir() if f.name.startswith(("tokenizer", "vocab", "merges", "special_tokens", "spiece"))]
+    assert gone, sorted(f.name for f in bare.iterdir())
+    for f in gone:
+        f.unlink()
+    with pytest.raises(DataFileError, match="tokenizer's files are missing"):
+        load_clip_family(str(bare))
+
+
 def test_damaged_weights_are_one_line_naming_the_key(tmp_path, tiny_model):
     """A truncated model.safetensors was a traceback from inside safetensors."""
     import shutil

@@ -1,4 +1,4 @@
-"""Progress for long training: one line with steps/s, return, success and ETA."""
+"""Progress of long work (training, labelling, fitting): one line with the rate, figures and ETA."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ class Progress:
     """
 
     def __init__(self, total_steps: int, interval_s: float = 1.0, stream: TextIO | None = None,
-                 window_s: float = 30.0, deadline: float | None = None):
+                 window_s: float = 30.0, deadline: float | None = None, unit: str = "steps"):
         self.total = total_steps
+        self.unit = unit  # what a step is: env steps, labelled pairs, epochs
         self.deadline = deadline
         self.interval = interval_s
         self.stream = stream if stream is not None else sys.stderr  # looked up now: a redirected stderr counts
@@ -68,7 +69,7 @@ class Progress:
         if self.deadline is not None:
             eta = min(eta, self.deadline - now)
         pct = 100.0 * steps / max(self.total, 1)
-        parts = [f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)", f"{fmt_steps(rate)} steps/s"]
+        parts = [f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)", f"{fmt_steps(rate) if rate >= 1 else f'{rate:.2g}'} {self.unit}/s"]
         parts += [f"{k} {_value(v)}" for k, v in fields.items()]
         parts.append(f"ETA {fmt_time(eta) if eta != float('inf') else '?'}")
         line = " | ".join(parts)
