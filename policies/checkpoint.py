@@ -134,6 +134,8 @@ def damage(path: str | Path) -> str | None:
     :func:`load_pytree`'s (or the library loader's) business.
     """
     p = Path(path)
+    with open(p, "rb"):  # a file we may not read is the user's to fix (PermissionError), not a damaged one
+        pass
     why = _not_zip(p)
     if why is not None:
         return why

@@ -35,6 +35,7 @@ of whoever acted (the teacher, or the driver) over the episodes run.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from simreal.config import positive_int_arg, seed_arg
 
@@ -50,6 +51,18 @@ def _image_size(text: str) -> tuple[int, int]:
     if h < 1 or w < 1:
         raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
     return h, w
+
+
+def _holds_episodes(root: Path) -> bool:
+    """Whether the dataset at ``root`` reads back with at least one whole episode."""
+    from simreal.dataset_reader import Dataset
+
+    try:
+        ds = Dataset(root)
+        ds.check_files()
+        return ds.num_episodes > 0
+    except Exception:  # unreadable or cut short: nothing to keep
+        return False
 
 
 def _check_frames_fit(cameras: dict[str, tuple[int, int]], frames: int) -> None:
@@ -94,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     import sys
     import time
-    from pathlib import Path
 
     from simreal.dataset_writer import DatasetWriter
     from simreal.errors import ConfigError, DataFileError
@@ -161,15 +173,20 @@ def run(args: argparse.Namespace) -> int:
     before = writer.num_episodes
     # Ctrl-C / SIGTERM end the recording between two steps: a KeyboardInterrupt raised inside the
     # physics callback was a traceback, and one inside the writer could break the dataset
-    with stop_on_signals("stopping after this step and keeping the finished episodes") as stop, writer:
-        if not args.append:
-            write_source(out, cfg, args.teacher, seed, cameras)  # now: an interrupted recording is still usable
-        for ep in record(env, teacher, cfg.task, args.episodes, seed=seed, num_envs=args.num_envs,
-                         cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
-                         driver=driver, stop=lambda: stop.requested):
-            for t in range(ep.length):
-                writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
-            writer.save_episode()
+    try:
+        with stop_on_signals("stopping after this step and keeping the finished episodes") as stop, writer:
+            if not args.append:
+                write_source(out, cfg, args.teacher, seed, cameras)  # now: an interrupted recording is still usable
+            for ep in record(env, teacher, cfg.task, args.episodes, seed=seed, num_envs=args.num_envs,
+                             cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
+                             driver=driver, stop=lambda: stop.requested):
+                for t in range(ep.length):
+                    writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
+                writer.save_episode()
+    except Exception:  # a full disk: a new folder holding metadata only would block a rerun, and --append
+        if not args.append and not _holds_episodes(out):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     progress.close()
     if args.append:
         note_append(out, source, args.teacher, args.drive, seed, writer.num_episodes - before)

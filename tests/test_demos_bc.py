@@ -402,3 +402,24 @@ def test_demos_stopped_before_its_first_episode_leaves_no_folder_behind(tmp_path
     assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "2",
                  "--out", str(out)]) == 130
     assert not out.exists() and f"before the first episode finished; {out} removed" in capfd.readouterr().err
+
+
+def test_a_full_disk_leaves_no_folder_that_blocks_a_rerun(tmp_path):
+    """A file-size limit (a full disk says ENOSPC the same way) during the first episode's write:
+    one line, and no folder holding metadata only, which a rerun and --append both refused."""
+    import resource
+    import subprocess
+    import sys
+
+    out = tmp_path / "d"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))  # the metadata fits, the first data file not
+
+    r = subprocess.run([sys.executable, "-m", "simreal.cli", "demos", "arm-reach", "backend=native", SHORT,
+                        "--teacher", "scripted", "--episodes", "2", "--num-envs", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, preexec_fn=limit)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("saving an episode failed: [Errno 27] Error writing bytes to "
+                                                      "file. Detail: [errno 27] File too large"), r.stderr
+    assert not out.exists()
