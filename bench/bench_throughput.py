@@ -94,6 +94,41 @@ def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_mo
     return best
 
 
+def bare_batch_rate(task: str, envs: int, steps: int, repeats: int) -> float:
+    """Env-steps/s of ``mujoco.batch`` alone, stepped as the native backend steps it: the task's
+    randomised fields expanded per env, ``n_substeps`` physics steps per control step in calls of
+    ``inner_loop.every`` steps where the task has an inner loop (a quadrotor's 500 Hz rate loop:
+    five calls of one step), random controls held, and *no* controller, observation or reward:
+    the floor of the native backend's design, whatever its glue costs."""
+    import os
+
+    import numpy as np
+    from mujoco import batch as mjbatch
+
+    from simreal.policies.run_config import make_env, resolve
+
+    env = make_env(resolve(task), backend="native")
+    m, n = env.mj_model, env.n_substeps
+    every = env.inner_loop.every if env.inner_loop is not None else n
+    b = mjbatch.Batch(m, envs, nthread=os.cpu_count() or 1)
+    for name in env.nominal_params():
+        b.expand(name)
+    qpos, qvel, ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
+    qpos0 = np.array(qpos)
+    lo, hi = m.actuator_ctrlrange.T
+    ctrls = np.random.default_rng(0).uniform(lo, hi, (steps, envs, m.nu))
+    best = 0.0
+    for _ in range(repeats + 1):  # the first warms the pool up
+        qpos[:], qvel[:] = qpos0, 0.0
+        t = time.perf_counter()
+        for c in ctrls:
+            ctrl[...] = c
+            for _ in range(n // every):
+                b.step(nstep=every)
+        best = max(best, envs * steps / (time.perf_counter() - t))
+    return best
+
+
 def playground_rate(name: str, envs: int, steps: int, repeats: int) -> float:
     from mujoco_playground import registry
 
@@ -109,13 +144,15 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--bare", action="store_true", help="also time bare mujoco.rollout on each task's model")
+    p.add_argument("--bare", action="store_true",
+                   help="also time bare mujoco.rollout and mujoco.batch (stepped as the native backend) on each task's model")
     p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
     a = p.parse_args()
     ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats, a.override) for t in a.tasks for b in a.backends}
     theirs = {n: playground_rate(n, a.envs, a.steps, a.repeats) for n in a.playground}
     bare = {(t, per_env): bare_rollout_rate(t, a.envs, a.steps, a.repeats, per_env)
             for t in a.tasks for per_env in (False, True)} if a.bare else {}
+    floor = {t: bare_batch_rate(t, a.envs, a.steps, a.repeats) for t in a.tasks} if a.bare else {}
     dev = jax.devices()[0]
     print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
           f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}"
@@ -127,13 +164,19 @@ def main() -> None:
         print(f"| Playground {n} | mjx | {v:,.0f} |")
     for (t, per_env), v in bare.items():
         print(f"| {t}: bare `mujoco.rollout`, {'a model per env' if per_env else 'one model'} | - | {v:,.0f} |")
+    for t, v in floor.items():
+        print(f"| {t}: bare `mujoco.batch` as the native backend steps it, no controller | - | {v:,.0f} |")
     print()
     for t in a.tasks:
         if ("native" in a.backends) and ("mjx" in a.backends):
             print(f"- {t}: native / mjx = {ours[(t, 'native')] / ours[(t, 'mjx')]:.1f}x")
         if "native" in a.backends and bare:
             print(f"- {t}: native / bare rollout = {ours[(t, 'native')] / bare[(t, False)]:.2f} (one model), "
-                  f"{ours[(t, 'native')] / bare[(t, True)]:.2f} (a model per env)")
+                  f"{ours[(t, 'native')] / bare[(t, True)]:.2f} (a model per env), "
+                  f"{ours[(t, 'native')] / floor[t]:.2f} (bare batch)")
+        if "mjx" in a.backends and floor:
+            print(f"- {t}: bare batch / mjx = {floor[t] / ours[(t, 'mjx')]:.1f}x (what native / mjx could reach "
+                  "with nothing but the engine)")
         if MATCHED.get(t) in theirs:
             for b in a.backends:
                 print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ours[(t, b)] / theirs[MATCHED[t]]:.2f}x")
