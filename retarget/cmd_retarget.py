@@ -154,8 +154,7 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
                              "s; nothing written (--defects keep writes the clip as it is, defects flagged)")
     outs = part_paths(out, len(parts))
     videos = part_paths(video, len(parts)) if video else [None] * len(parts)
-    for stale in (*_written_before(out), *(_written_before(video) if video else ())):  # an earlier run's
-        stale.unlink()  # (another part count, another robot): what is left beside ours is ours
+    earlier = {*_written_before(out), *(_written_before(video) if video else ())}  # an earlier run's files
     for k, (part, path, vid) in enumerate(zip(parts, outs, videos), 1):
         if len(parts) > 1:  # so --resume can tell a clip whose parts were all written
             part.result.motion.provenance["part"] = {"index": k, "of": len(parts)}
@@ -163,7 +162,11 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
             from simreal.retarget.video import render_video
 
             render_video(vid, robot, part.result)
-        save_motion(path, part.result.motion)
+        save_motion(path, part.result.motion)  # atomic: replaces an earlier run's file of that name
+    # what an earlier run wrote beside ours (another part count) goes only now, so a run stopped
+    # before its last file (Ctrl-C in a minutes-long render, no GL) leaves the earlier outputs whole
+    for stale in earlier - {Path(p) for p in (*outs, *videos) if p}:
+        stale.unlink(missing_ok=True)
     return {"clip": src, "defects": record, "parts": [
         {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
         for p, path, vid in zip(parts, outs, videos)]}

@@ -4,6 +4,7 @@ bad inputs, --video."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,6 +144,29 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
         bridged = any(r[0] <= 44 and 46 <= r[1] for r in m.quality["defects"]["repaired"])
         assert bridged or b < 44 or a > 46
         assert m.quality["solver"]["infeasible_frames"] == []
+
+
+def test_a_run_stopped_before_its_outputs_keeps_the_earlier_ones(tmp_path, capsys, monkeypatch):
+    """A rerun interrupted in its video render (Ctrl-C, no GL) leaves the earlier run's motion file
+    and video as they were; once it completes, its own replace them."""
+    from simreal.retarget import video
+
+    bvh = tmp_path / "walk.bvh"
+    synth.write_bvh(bvh, synth.walking(duration_s=2.0), units="cm", up="y")
+    out, mp4 = tmp_path / "w.npz", tmp_path / "w.mp4"
+    out.write_bytes(b"an earlier run's motion")
+    mp4.write_bytes(b"an earlier run's video")
+
+    def interrupted(path, robot, result):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(video, "render_video", interrupted)
+    assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out), "--video", str(mp4)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert out.read_bytes() == b"an earlier run's motion" and mp4.read_bytes() == b"an earlier run's video"
+    monkeypatch.setattr(video, "render_video", lambda path, robot, result: Path(path).write_bytes(b"new"))
+    assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out), "--video", str(mp4)]) == 0
+    assert load_motion(out).num_frames > 0 and mp4.read_bytes() == b"new"
 
 
 def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, capsys):
