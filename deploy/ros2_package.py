@@ -75,7 +75,7 @@ import sys
 import threading
 import time
 
-try:  # ROS 2 not sourced, or a message package not built (px4_msgs has no wheel): one line, exit 2
+try:  # ROS 2 not sourced, or a message package not built: one line, exit 2
     import rclpy
     import rclpy.logging
     from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
@@ -84,8 +84,8 @@ try:  # ROS 2 not sourced, or a message package not built (px4_msgs has no wheel
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 $msg_imports
 except ImportError as e:
-    sys.stderr.write("[FATAL] [$node]: %s: source ROS 2 (setup.bash) and build the message packages this node "
-                     "speaks (px4_msgs has no pip wheel: see this package's README)\\n" % e)
+    sys.stderr.write("[FATAL] [$node]: %s: source ROS 2 (setup.bash) with the message packages this node "
+                     "speaks ($msg_packages)$msg_note\\n" % e)
     sys.exit(2)
 
 from simreal.bundle import load_bundle
@@ -542,8 +542,10 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
                   maintainer=maintainer, email=email, description=description)
 
     atomic_write_text(root / pkg / "__init__.py", "")
-    atomic_write_text(root / pkg / f"{NODE_NAME}.py", _fill(_NODE, msg_imports=msg_imports, msg_table=msg_table,
-                                                           parameters=parameters, **common))
+    msg_note = "; px4_msgs has no pip wheel: see this package's README" if "px4_msgs" in by_pkg else ""
+    atomic_write_text(root / pkg / f"{NODE_NAME}.py", _fill(
+        _NODE, msg_imports=msg_imports, msg_table=msg_table, msg_packages=", ".join(sorted(by_pkg)),
+        msg_note=msg_note, parameters=parameters, **common))
     atomic_write_text(root / "launch" / f"{pkg}.launch.py", _fill(_LAUNCH, **common))
     atomic_write_text(root / "setup.py", _fill(_SETUP_PY, **common))
     atomic_write_text(root / "setup.cfg", _fill(_SETUP_CFG, **common))

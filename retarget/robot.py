@@ -127,7 +127,10 @@ def _mjspec_for(robot: str) -> tuple[mujoco.MjSpec, RobotSpec | None, str, Path 
             raise ConfigError("robot", f"MuJoCo could not load {p}: {e}") from None
         return spec, None, p.stem, p
     if p.suffix.lower() not in (".yaml", ".yml") and robot not in available_robots():
-        raise ConfigError("robot", f"unknown robot {robot!r}; valid: {', '.join(available_robots())}, "
+        # only robots with a shipped keypoint map retarget as they are (an arm or a quadrotor has none)
+        shipped = [r for r in available_robots()
+                   if default_map_path(load_robot_spec(r).keypoint_map or r).is_file()]
+        raise ConfigError("robot", f"unknown robot {robot!r}; valid: {', '.join(shipped)}, "
                                    "a robot spec .yaml, or an MJCF (.xml) / URDF (.urdf) file")
     rspec = load_robot_spec(robot)
     return build_mjspec(rspec), rspec, rspec.name, None

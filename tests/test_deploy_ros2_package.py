@@ -365,14 +365,24 @@ def run_node(root: Path, scenario: str, tmp_path: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_a_node_whose_message_packages_are_missing_is_one_fatal_line_exit_2(hover_pkg):
-    """px4_msgs has no wheel and must be built; without it (or without a sourced ROS 2 here) the
-    node says so in one line, as a bad parameter, instead of an ImportError traceback."""
-    proc = subprocess.run([sys.executable, str(hover_pkg / "cf_hover" / "policy_node.py")], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+def _missing_messages_line(node: Path) -> str:
+    # -S: no site-packages, so no rclpy or message package, whatever this environment has installed
+    proc = subprocess.run([sys.executable, "-S", str(node)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": ""})
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1, err
-    assert err.startswith("[FATAL] [policy_node]: No module named ") and "px4_msgs has no pip wheel" in err
+    assert err.startswith("[FATAL] [policy_node]: No module named "), err
+    return err
+
+
+def test_a_node_whose_message_packages_are_missing_is_one_fatal_line_exit_2(hover_pkg, arm_pkg):
+    """px4_msgs has no wheel and must be built; without it (or without a sourced ROS 2 here) the
+    node says so in one line, as a bad parameter, instead of an ImportError traceback. The line
+    names the node's own message packages; only a PX4 node's speaks of px4_msgs."""
+    err = _missing_messages_line(hover_pkg / "cf_hover" / "policy_node.py")
+    assert "(nav_msgs, px4_msgs, std_msgs)" in err and "px4_msgs has no pip wheel" in err
+    err = _missing_messages_line(next(arm_pkg.glob("*/policy_node.py")))
+    assert "sensor_msgs, std_msgs, trajectory_msgs)" in err and "px4_msgs" not in err
 
 
 def test_generated_node_runs_the_runner(hover_pkg, tmp_path):
