@@ -402,8 +402,14 @@ def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: i
         d = d.parent
     if not os.path.isfile(d / BUNDLE_YAML):
         what = "is not a folder" if d.exists() else "does not exist"
-        raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}" if d.is_dir() else f"{d} {what} (a bundle is a "
-                                       f"folder with {BUNDLE_YAML}, e.g. RUN_DIR/bundle)", str(d))
+        if (d / "bundle" / BUNDLE_YAML).is_file():  # a run directory, exported
+            hint = f"; a run directory: its bundle is {d / 'bundle'}"
+        elif (d / "config.yaml").is_file():  # a run directory, not exported yet
+            hint = f"; a run directory: `simreal export {d}` writes its bundle"
+        else:
+            hint = ""
+        raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}{hint}" if d.is_dir() else f"{d} {what} (a bundle is "
+                                       f"a folder with {BUNDLE_YAML}, e.g. RUN_DIR/bundle)", str(d))
     b = parse_bundle(load_yaml(d / BUNDLE_YAML), d)
     where = str(d / BUNDLE_YAML)
     if robot is not None and b.robot != robot:

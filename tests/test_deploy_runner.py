@@ -582,3 +582,18 @@ def test_action_channels_that_do_not_fit_the_mode_name_the_field(tmp_path, mode,
     dump_yaml(path, data)
     with pytest.raises(BundleError, match=rf"bundle field 'action.names': .* for action mode '{mode}'; expected "):
         resolve_deploy_config(load_bundle(path.parent))
+
+
+def test_a_run_directory_given_for_a_bundle_is_named_as_one(tmp_path):
+    """RUN_DIR instead of RUN_DIR/bundle: the message says where its bundle is, or that it has none yet."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: quadrotor-hover\n")
+    with pytest.raises(BundleError, match=r"a run directory: `simreal export .*run` writes its bundle"):
+        load_bundle(run)
+    T.make_pd_hover_bundle(run / "bundle")
+    with pytest.raises(BundleError, match=r"a run directory: its bundle is .*run/bundle"):
+        load_bundle(run)
+    with pytest.raises(BundleError) as e:
+        load_bundle(tmp_path)
+    assert str(e.value).endswith(f"no bundle.yaml in {tmp_path}")  # a plain folder: no guess
