@@ -73,7 +73,7 @@ class Envelope:
             up_z = 1.0 - 2.0 * (x * x + y * y) / n2  # world z of the body z axis
             tilt = float(np.arccos(np.clip(up_z, -1.0, 1.0)))
             if tilt > self.max_tilt_rad:
-                return f"tilt {np.degrees(tilt):.0f} deg above {np.degrees(self.max_tilt_rad):.0f}"
+                return f"tilt {np.degrees(tilt):.1f} deg above {np.degrees(self.max_tilt_rad):.1f}"
         for key, bound, name, unit in (("lin_vel_w", self.max_speed_m_s, "speed", "m/s"),
                                        ("ang_vel_b", self.max_body_rate_rad_s, "body rate", "rad/s")):
             if key in s:

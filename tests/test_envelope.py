@@ -49,7 +49,8 @@ def _tilted(deg: float) -> np.ndarray:
 @pytest.mark.parametrize("state, words", [
     (_quad_state(pos=(3.2, 0.0, 1.0)), "geofence: x 3.20 m above 3.00"),
     (_quad_state(pos=(0.0, 0.0, -0.6)), "geofence: z -0.60 m below -0.50"),
-    (_quad_state(quat=_tilted(70.0)), "tilt 70 deg above 60"),
+    (_quad_state(quat=_tilted(70.0)), "tilt 70.0 deg above 60.0"),
+    (_quad_state(quat=_tilted(60.3)), "tilt 60.3 deg above 60.0"),  # not "60 above 60"
     (_quad_state(v=(3.0, 3.0, 0.0)), "speed 4.24 m/s above 4.00"),
     (_quad_state(w=(0.0, 0.0, 16.0)), "body rate 16.00 rad/s above 15.00"),
 ])
