@@ -18,7 +18,10 @@ Modes (``simreal retarget --defects``):
   the result is clamped to the joint limits. The root keeps its retargeted path (it tracks the
   human's pelvis, which no result check flags). A bridge that would move a planted sole more
   than ``SLIDE_TOL_M`` (1 cm) in a frame is not made: that range is cut instead (a cubic cannot
-  follow a leg through a landing, and joints bridged under a moving pelvis drag the foot). The repaired clip is judged again; what is
+  follow a leg through a landing, and joints bridged under a moving pelvis drag the foot). Nor
+  is one that puts the robot into itself deeper than ``PENETRATION_TOL_M`` (1 cm) and than the
+  solver's own frames there: the cubic knows no collision, and the report does not judge
+  self-contact (an H1's bridged elbow went 7 cm into its hip on a real walk). The repaired clip is judged again; what is
   still defective, plus the ranges too long or touching the clip's ends, is cut.
 ``cut``
   The defective frames are cut.
@@ -41,8 +44,9 @@ import numpy as np
 
 from simreal.errors import ConfigError
 from simreal.retarget.checks import THRESHOLDS
+from simreal.retarget.collisions import SELF
 from simreal.retarget.contacts import runs
-from simreal.retarget.metrics import SLIDE_TOL_M, forward_all, pinned_steps
+from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M, forward_all, pinned_steps
 from simreal.retarget.pipeline import RetargetResult, assess
 from simreal.retarget.robot import RetargetRobot
 
@@ -152,20 +156,27 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
     return {**stats, "infeasible_frames": [t - first for t in keep]}
 
 
-def _stance_step(robot: RetargetRobot, qpos: np.ndarray, contacts: np.ndarray, pivot: np.ndarray) -> float:
-    """The largest frame-to-frame move of a stance foot's pinned sole edge, in stance at both
-    frames [m] (0 without any)."""
-    site_pos, site_rot, _ = forward_all(robot, qpos)
+def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
+                  pivot: np.ndarray) -> bool:
+    """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
+    stance ``contacts`` and ``pivot``) must not be made: a stance foot's pinned sole edge moves
+    more than ``SLIDE_TOL_M`` between two frames in stance, or the robot reaches into itself
+    deeper than ``PENETRATION_TOL_M`` and than in the solved frames."""
+    site_pos, site_rot, depth = forward_all(robot, bridged)
     step = pinned_steps(robot, site_pos, site_rot, pivot)
     held = contacts[1:] & contacts[:-1]
-    return float(step[held].max()) if held.any() else 0.0
+    if held.any() and step[held].max() > SLIDE_TOL_M:
+        return True
+    into_self = depth[:, SELF].max()
+    return bool(into_self > PENETRATION_TOL_M and into_self > forward_all(robot, solved)[2][:, SELF].max())
 
 
 def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cfg: DefectConfig
             ) -> tuple[RetargetResult, np.ndarray, list[list[int]]]:
     """Bridge the marked joints (T, n) over every short interior defective range; returns the
     re-judged result, the frames that must be cut whatever the re-judging says (ranges too long,
-    at the clip's ends, or whose bridge would drag a planted foot), and the repaired ranges."""
+    at the clip's ends, or whose bridge would drag a planted foot or reach into the robot), and the
+    repaired ranges."""
     T, fps = len(result.qpos), result.targets.fps
     bad = joints.any(axis=1)
     margin = max(1, int(round(cfg.margin_s * fps)))
@@ -186,8 +197,8 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
         trial[:, cols] = np.clip(hermite_bridge(qpos[:, cols], a, b), lo, hi)
         around = slice(a - 1, b + 2)
         tg = result.targets
-        if _stance_step(robot, trial[around], tg.contacts[around], tg.pivot[around]) > SLIDE_TOL_M:
-            must_cut[a:stop] = bad[a:stop]  # the bridge would drag a planted foot
+        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around]):
+            must_cut[a:stop] = bad[a:stop]
             continue
         qpos = trial
         bridged[a:stop] = True

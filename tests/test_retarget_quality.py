@@ -351,6 +351,25 @@ def test_an_arm_spike_changes_only_that_arm(g1, walk):
     assert parts[0].result.motion.quality["verdict"] == "ok"
 
 
+def test_a_bridge_that_would_reach_into_the_robot_is_cut_instead(g1, walk, monkeypatch):
+    """The arm spike of the test above, bridged by a cubic that turns the wrist into the arm (the
+    wrist yaw at its limit: 3.5 cm into itself): the range is cut, no part reaches into itself."""
+    q = walk[1].copy()
+    q[50, _col(g1, "right_elbow_joint")] += 0.6
+    real = repair.hermite_bridge
+
+    def into_itself(cols, a, b):  # the bridged columns: the right elbow and wrist, wrist yaw last
+        out = real(cols, a, b)
+        out[a:b + 1, -1] = g1.q_upper[g1.joint_names.index("right_wrist_yaw_joint")]
+        return out
+
+    monkeypatch.setattr(repair, "hermite_bridge", into_itself)
+    parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
+    assert rec["repaired"] == [] and any(a <= 50 <= b for a, b in rec["cut"])
+    for p in parts:
+        assert forward_all(g1, p.result.qpos)[2][:, 2].max() <= 0.01  # SELF
+
+
 def test_cut_splits_the_clip_and_judges_each_part(g1, walk):
     targets, q0, _ = walk
     q = q0.copy()
