@@ -134,10 +134,10 @@ def _part_path(path: str, k: int) -> str:
     return str(p.with_name(f"{p.stem}.part{k}{p.suffix}"))
 
 
-def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
+def retarget_file(src: str, out: str, video: str | None, opts: dict, progress: bool = False) -> dict:
     """Retarget one file, repair or cut its defective frames and write its motion file(s) (and
-    videos); returns a summary dict: the clip, the defects record and each part's output,
-    source frames and quality report."""
+    videos, with a progress line if ``progress``); returns a summary dict: the clip, the defects
+    record and each part's output, source frames and quality report."""
     from simreal.motion_file import save_motion
     from simreal.retarget.loaders import load_motion_source
     from simreal.retarget.pipeline import retarget
@@ -161,7 +161,7 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict) -> dict:
         if vid:  # before the motion file, which marks the part done for --resume
             from simreal.retarget.video import render_video
 
-            render_video(vid, robot, part.result)
+            render_video(vid, robot, part.result, progress=progress)
         save_motion(path, part.result.motion)  # atomic: replaces an earlier run's file of that name
     # what an earlier run wrote beside ours (another part count) goes only now, so a run stopped
     # before its last file (Ctrl-C in a minutes-long render, no GL) leaves the earlier outputs whole
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--resume", "goes on with a folder of clips; this is one clip")
         _robot(opts)  # fail early on a bad robot or map
         try:
-            summaries = [retarget_file(str(src), args.out, args.video, opts)]
+            summaries = [retarget_file(str(src), args.out, args.video, opts, progress=True)]
         except NothingWritten as e:
             print(f"simreal retarget: {e}", file=sys.stderr)
             return 1

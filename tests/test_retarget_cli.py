@@ -157,14 +157,14 @@ def test_a_run_stopped_before_its_outputs_keeps_the_earlier_ones(tmp_path, capsy
     out.write_bytes(b"an earlier run's motion")
     mp4.write_bytes(b"an earlier run's video")
 
-    def interrupted(path, robot, result):
+    def interrupted(path, robot, result, progress):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(video, "render_video", interrupted)
     assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out), "--video", str(mp4)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert out.read_bytes() == b"an earlier run's motion" and mp4.read_bytes() == b"an earlier run's video"
-    monkeypatch.setattr(video, "render_video", lambda path, robot, result: Path(path).write_bytes(b"new"))
+    monkeypatch.setattr(video, "render_video", lambda path, robot, result, progress: Path(path).write_bytes(b"new"))
     assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out), "--video", str(mp4)]) == 0
     assert load_motion(out).num_frames > 0 and mp4.read_bytes() == b"new"
 
@@ -246,7 +246,7 @@ def test_folder_in_parallel_processes(tmp_path, clips, capsys):
 
 
 @pytest.mark.slow
-def test_video(tmp_path, clips):
+def test_video(tmp_path, clips, capsys):
     pytest.importorskip("imageio_ffmpeg")
     src = tmp_path / "short.bvh"
     synth.write_bvh(src, synth.walking(duration_s=0.4))
@@ -263,6 +263,7 @@ def test_video(tmp_path, clips):
 
     frames = [f for f in imageio.get_reader(str(video))]
     assert len(frames) == 12 and frames[0].shape == (480, 640, 3) and np.asarray(frames[0]).std() > 5
+    assert "12/12 (100.0%) | " in capsys.readouterr().err  # the render's progress line, at its end
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(tmp_path, clips):
