@@ -128,11 +128,15 @@ def test_drive_runs_a_ctbr_hover_bundle_and_the_bag_reads_back_with_rosbags(tmp_
     from simreal.hardware.drivers import open_robot
 
     bundle = load_bundle(bundles.make_ctbr_hover_bundle(tmp_path / "b"))
-    runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2}})
+    # the twin serves from a thread of this (loaded) test process: a 0.1 s GIL stall of the state
+    # stream would trip the watchdog into a landing, which is the watchdog's test, not this one's
+    runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2},
+                                             "watchdog": {"timeout_s": 0.5}})
     with open_robot("px4-ros2", "crazyflie2", twin=True, bag=str(tmp_path / "bag")) as robot:
         robot.engage()
         report = drive(robot, runner, duration_s=1.5)
         s = robot.observation()
+    assert runner.safety.stats.watchdog_trips == 0 and runner.safety.stats.faults == 0, runner.safety.stats
     assert report.read_errors == 0 and report.sent == report.ticks and report.ticks >= 100
     assert abs(s["pos_w"][2] - 1.0) < 0.1 and np.linalg.norm(s["pos_w"][:2]) < 0.05, s["pos_w"]
     with AnyReader([tmp_path / "bag"]) as reader:
