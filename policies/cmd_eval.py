@@ -70,10 +70,10 @@ def statistics(r: Mapping[str, Any]) -> dict[str, float]:
 
 def format_eval(r: Mapping[str, Any]) -> str:
     """The task's own episode statistics as one line (``success 0.953  crash 0.039  pos_rmse_m
-    0.032  return 41.2  length 400``): whatever the task's ``final_stats`` reports, so a humanoid
-    shows its fall rate and velocity error, a quadrotor its crash rate and position RMSE; NaN
-    (nothing to average) as ``-``."""
-    return "  ".join(f"{k} {_number(v)}" for k, v in statistics(r).items())
+    0.032  return 41.2  length 400 steps``): whatever the task's ``final_stats`` reports, so a
+    humanoid shows its fall rate and velocity error, a quadrotor its crash rate and position RMSE;
+    NaN (nothing to average) as ``-``. ``length`` is in control steps (``steps``)."""
+    return "  ".join(f"{k} {_number(v)}" + (" steps" if k == "length" else "") for k, v in statistics(r).items())
 
 
 def jsonable(x: Any) -> Any:

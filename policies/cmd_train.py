@@ -14,7 +14,7 @@ the command exits 130 / 143; a second signal stops at once without saving. A new
 before its first iteration finished has nothing to save and its directory is removed.
 ``--resume`` says on stderr which checkpoint it continues from; a run with no checkpoint yet
 starts from step 0 in its directory (said too); a run that spent its budget or reached its
-target says nothing is left to do and exits 0.
+target says nothing is left to do and exits 0, its ``config.yaml`` left as it was.
 
 A resumed run keeps what its checkpoint is shaped by (:data:`RESUME_KEEPS`: the task, robot,
 trainer, algorithm, network sizes and, for ``trainer=brax``, the env count and SAC's replay
@@ -159,6 +159,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         removed = discard_if_empty()
         print(f"simreal train: {_interrupted(result, stop, removed)}", file=sys.stderr)
     elif result.stop == "nothing_left":
+        restore_config()  # the overrides trained nothing: config.yaml still describes the checkpoints
         print(f"simreal train: {_summary(result, cfg)}", file=sys.stderr)
     elif not args.json:
         print(_summary(result, cfg, best))

@@ -201,10 +201,6 @@ def _clips(folder: Path) -> list[Path]:
     return out
 
 
-def _progress(total: int):
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="clip", file=sys.stderr)
 
 
 def _print(summary: dict) -> None:
@@ -334,14 +330,21 @@ def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], b
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    bar = _progress(len(work))
+    from simreal.progress import Progress
+
+    bar = Progress(len(work), unit="clips")
+    bar.update(0)
     results: dict[int, dict] = {}
+
+    def done(i: int, summary: dict) -> None:
+        results[i] = summary
+        bar.update(len(results), force=len(results) == len(work))  # the last one always shows
+
     if jobs == 1:
         for i, w in enumerate(work):
             if stop():
                 break
-            results[i] = _worker(*w, opts)
-            bar.update(1)
+            done(i, _worker(*w, opts))
     else:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")  # inherited by the spawned workers
@@ -353,8 +356,7 @@ def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], b
             while pending and not stop():
                 finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
                 for fut in finished:
-                    results[futures[fut]] = fut.result()
-                    bar.update(1)
+                    done(futures[fut], fut.result())
         finally:
             if pending:  # stopped (or failed): end the clips under way, which an executor would wait for
                 for child in mp.active_children():

@@ -45,7 +45,6 @@ PROVIDERS: dict[str, tuple[str, str | None]] = {
     "scipy": ("scipy", None),
     "daqp": ("daqp", None),
     "quadprog": ("quadprog", None),
-    "tqdm": ("tqdm", None),
     "torch": ("torch", "torch"),
     "stable_baselines3": ("stable-baselines3", "torch"),
     "rsl_rl": ("rsl-rl-lib", "torch"),

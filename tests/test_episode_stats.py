@@ -34,6 +34,7 @@ def test_format_eval_prints_nan_as_dash_success_first_and_json_has_null():
     assert list(statistics(r)) == ["success", "crash", "pos_rmse_m", "return", "length"]
     line = format_eval(r)
     assert line.startswith("success 0  crash 1  pos_rmse_m -") and "nan" not in line and "episodes" not in line
+    assert line.endswith("length 30 steps")  # control steps, said
     assert json.loads(json.dumps(jsonable({"native": r})))["native"]["pos_rmse_m"] is None
 
 

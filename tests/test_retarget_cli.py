@@ -190,7 +190,9 @@ def test_folder(tmp_path, clips, capsys):
     out = tmp_path / "out"
     rc = main(["retarget", str(clips), "--robot", "g1", "--out", str(out), "--jobs", "1", "--json"])
     assert rc == 0
-    reports = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    reports = json.loads(printed.out)
+    assert printed.err.count("2/2 (100.0%) | ") == 1 and "clips/s" in printed.err, printed.err  # progress, once done
     assert [r["parts"][0]["out"] for r in reports] == [str(out / "sub" / "crouch.npz"), str(out / "walk.npz")]
     assert (out / "sub" / "crouch.npz").is_file()
     written = (out / "walk.npz").stat().st_mtime_ns

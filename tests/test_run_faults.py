@@ -713,6 +713,12 @@ def test_sigterm_after_iterations_saves_and_resume_continues(tmp_path):
     r = subprocess.run(CLI + ["train", "--resume", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert f"nothing left to do: {steps + 64} env steps done of the budget of {steps + 64}" in r.stderr
+    # a budget below what is done trains nothing, and leaves the run's config.yaml as it was
+    before = (run_dir / "config.yaml").read_bytes()
+    r = subprocess.run(CLI + ["train", "--resume", str(run_dir), f"train.num_timesteps={steps}"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "nothing left to do" in r.stderr, r.stderr
+    assert (run_dir / "config.yaml").read_bytes() == before
 
 
 # -- a resume whose overrides do not fit the checkpoint -------------------------------------------
