@@ -7,7 +7,8 @@ The clips are the user's (public captures such as LAFAN1, CMU or the Bandai Namc
 Motion dataset; never committed here). Per clip and robot, through the same pipeline as
 ``simreal retarget`` (graded report included): frames, the solver's frames/s, the fraction of
 frames with |hip yaw| > 1 rad, the peak joint speed [rad/s] (backward differences) and its
-joint, the fraction of stance foot-frames whose sole is within 1 cm of the ground, slack
+joint, the fraction of stance foot-frames whose sole is within 1 cm of the ground, the fraction
+of foot-frames where the human's foot stands (by its speed alone) and the robot's slides, slack
 (infeasible) frames, and the report's verdict with the checks that are not ``ok``; then what
 ``simreal retarget`` emits after its default ``--defects repair`` (``retarget/repair.py``): the
 frames kept, in how many parts, the frames bridged (and emitted) and cut, the worst verdict of the parts, and
@@ -32,26 +33,41 @@ import numpy as np  # noqa: E402
 
 from simreal.retarget.loaders import load_motion_source  # noqa: E402
 from simreal.retarget.checks import LEVELS  # noqa: E402
+from simreal.retarget.contacts import smoothed_tracks  # noqa: E402
 from simreal.retarget.pipeline import retarget  # noqa: E402
 from simreal.retarget.repair import fix_defects  # noqa: E402
 from simreal.retarget.robot import RetargetRobot, load_robot  # noqa: E402
+from simreal.retarget.targets import STILL_M_S, STILL_SMOOTH_S  # noqa: E402
 
 HIP_YAW_LIMIT_RAD = 1.0
 GROUND_TOL_M = 0.01
 
 
-def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
+def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(T, 2) height above z = 0 [m] of each sole's lowest contact: the sole site at its flat-foot
-    height, or an edge (ball or heel) of a foot on that edge."""
+    height, or an edge (ball or heel) of a foot on that edge; and (T, 2, 2) the sole sites' xy [m]."""
     d = mujoco.MjData(robot.model)
-    out = np.empty((len(qpos), 2))
+    out, xy = np.empty((len(qpos), 2)), np.empty((len(qpos), 2, 2))
     for t, q in enumerate(qpos):
         d.qpos[:] = q
         mujoco.mj_kinematics(robot.model, d)
         rot = d.site_xmat.reshape(-1, 3, 3)
         edges = np.minimum(robot.ball_points(d.site_xpos, rot)[:, 2], robot.ball_points(d.site_xpos, rot, robot.heel_local)[:, 2])
         out[t] = np.minimum(d.site_xpos[robot.foot_sites, 2] - robot.sole_height, edges)
-    return out
+        xy[t] = d.site_xpos[robot.foot_sites, :2]
+    return out, xy
+
+
+def slides_where_human_stands(res, xy: np.ndarray) -> float:
+    """Fraction of the foot-frames where the human's sole stands (slower than ``STILL_M_S``,
+    whatever the stance labels say) in which the robot's sole moves faster than that
+    horizontally: a foot that slides, or one the labels missed."""
+    fps = res.motion.fps
+    feet = [res.targets.keypoints.index(k) for k in ("left_foot", "right_foot")]
+    _, human = smoothed_tracks(res.targets.human[:, feet], fps, STILL_SMOOTH_S)
+    robot = np.linalg.norm(np.gradient(xy, axis=0), axis=-1) * fps
+    stands = human < STILL_M_S
+    return float((robot[stands] > STILL_M_S).mean()) if stands.any() else float("nan")
 
 
 def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
@@ -67,7 +83,8 @@ def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
     speed = np.abs(np.diff(q, axis=0)) * m.fps
     joint = names[int(speed.max(axis=0).argmax())].removesuffix("_joint")
     stance = m.foot_contacts.astype(bool)
-    h = sole_heights(robot, res.qpos)
+    h, xy = sole_heights(robot, res.qpos)
+    slides = slides_where_human_stands(res, xy)
     on_ground = float((np.abs(h[stance]) < GROUND_TOL_M).mean()) if stance.any() else float("nan")
     quality = m.quality
     slack = len(quality["solver"].get("infeasible_frames", []))
@@ -85,7 +102,7 @@ def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
     after = sum(f["mean_follow_s"] * n for f, n in follow) / max(kept, 1)
     before = quality["checks"]["feasibility"]["mean_follow_s"]
     return (f"| {clip.stem} | {robot_name} | {len(q)} | {fps:.0f} | {100 * hip:.1f} | {speed.max():.1f} ({joint}) | "
-            f"{100 * on_ground:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} | "
+            f"{100 * on_ground:.1f} | {100 * slides:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} | "
             f"{kept} in {len(parts)} | {bridged} / {cut} | {verdict} | {before:.2f} -> {after:.2f} |")
 
 
@@ -99,9 +116,10 @@ def main() -> int:
     print(f"`python bench/bench_retarget_real.py {' '.join(sys.argv[1:])}`; {os.cpu_count()} CPUs, load "
           f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
     print(f"| clip | robot | frames | solver frames/s | % frames \\|hip yaw\\| > {HIP_YAW_LIMIT_RAD:g} rad | "
-          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | slack frames | report | emitted frames in "
+          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | robot sole slides where the human's stands [%] | "
+          f"slack frames | report | emitted frames in "
           f"parts | frames bridged / cut | emitted verdict | playback follows [s] |")
-    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- | --- | --- |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |")
     robots = {name: load_robot(name) for name in a.robots}
     for clip in a.clips:
         for name, robot in robots.items():

@@ -6,6 +6,7 @@
       left_knee:  {site: left_knee}
       left_foot:  {site: left_foot, orientation_weight: 0.5}   # the sole: contact constraints use it
     velocity_limit_rad_s: 20.0   # for joints the robot spec does not limit (a user's MJCF/URDF)
+    joint_ranges: {left_knee_joint: [0.0, 2.05]}   # narrower than the robot's, for retargeting only
     interaction: {window: 4}     # optional solver overrides (retarget/settings.py)
 
 Keys are canonical human keypoints (retarget/joint_names.py, plus ``left_foot`` and
@@ -47,6 +48,9 @@ class KeypointMap:
     keypoints: dict[str, KeypointTarget]
     robot: str = field("", doc="robot spec name this map is for (informational)")
     velocity_limit_rad_s: float | None = field(None, min=0.0, doc="joints without a spec limit [rad/s]")
+    joint_ranges: dict[str, tuple[float, ...]] = field(
+        {}, doc="joint name -> [low, high] [rad]: the retargeted motion keeps inside it and the robot's own "
+                "range (a human knee does not bend backwards, a robot's may)")
     ik: IKConfig = field(IKConfig())
     interaction: InteractionConfig = field(InteractionConfig())
     contacts: ContactConfig = field(ContactConfig())
@@ -76,6 +80,10 @@ def load_keypoint_map(path: str | Path, overrides: dict | None = None) -> Keypoi
             raise ConfigError(key, "set exactly one of 'site' or 'body' (with 'pos')", str(p))
         if len(t.pos) != 3:
             raise ConfigError(f"{key}.pos", f"expected [x, y, z] in [m], got {list(t.pos)}", str(p))
+    for name, rng in kmap.joint_ranges.items():
+        if len(rng) != 2 or not rng[0] < rng[1]:
+            raise ConfigError(f"joint_ranges.{name}", f"expected [low, high] [rad] with low < high, got {list(rng)}",
+                              str(p))
     missing = [k for k in REQUIRED if k not in kmap.keypoints]
     if missing:
         raise ConfigError("keypoints", f"missing required keypoint(s) {', '.join(missing)}", str(p))

@@ -7,7 +7,8 @@ the solvers look up by name once:
 
 - keypoint sites from the keypoint map (sites added for ``body`` + ``pos`` targets);
 - actuated joints in driver order with position limits [rad] and velocity limits [rad/s]
-  (from the robot spec; a user model takes ``velocity_limit_rad_s`` from its map);
+  (from the robot spec; a user model takes ``velocity_limit_rad_s`` from its map), the position
+  limits narrowed by the map's ``joint_ranges``;
 - a floor plane and the scene's boxes, and self-collision switched on for robot geoms
   except body pairs that are adjacent in the kinematic tree (geom-less bodies such as a
   waist's yaw/roll links skipped) or already touching in the home pose;
@@ -308,8 +309,16 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
             v = rspec.actuator(jn).velocity_limit
         v_max.append(v)
         limited = bool(m.jnt_limited[j])
-        lo.append(m.jnt_range[j, 0] if limited else -np.inf)
-        hi.append(m.jnt_range[j, 1] if limited else np.inf)
+        narrow = kmap.joint_ranges.get(jn, (-np.inf, np.inf))
+        lo.append(max(m.jnt_range[j, 0] if limited else -np.inf, narrow[0]))
+        hi.append(min(m.jnt_range[j, 1] if limited else np.inf, narrow[1]))
+        if lo[-1] >= hi[-1]:
+            raise ConfigError(f"joint_ranges.{jn}", f"{list(narrow)} leaves nothing of the robot's range "
+                                                    f"{m.jnt_range[j].tolist()} [rad]", kmap.source)
+    unknown = sorted(set(kmap.joint_ranges) - set(jnames))
+    if unknown:
+        raise ConfigError(f"joint_ranges.{unknown[0]}", f"no actuated joint of that name; valid: {', '.join(jnames)}",
+                          kmap.source)
     q_home = _home(m, rspec, jids)
     q_home[m.jnt_qposadr[jids]] = np.clip(q_home[m.jnt_qposadr[jids]], lo, hi)
     floor = next(g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE)

@@ -5,7 +5,10 @@ Steps, each a small function:
 1. find the canonical keypoints in the source skeleton (:mod:`joint_names`);
 2. the feet's contact points (heel under the ankle, ball at the toe joint), each shifted down
    by its flat-foot height, and the soles: between ankle and toe, as high as the lower point;
-3. put the human's floor at z = 0 (a low percentile of the contact points' heights);
+3. put the human's floor at z = 0: a capture floor that is not level (a volume calibrated a
+   little off, a room's floor; 5 cm over 5 m on a public 120 fps walk) is a plane fitted to
+   where the feet stand still (:func:`floor_slope`), taken out of every height; then a low
+   percentile of the contact points' heights is z = 0;
 4. body frames from the bones, never from a projection that degenerates when one bone passes
    vertical: pelvis (hips + spine), chest (shoulders + neck), feet (the lateral axis of the
    shin and foot bones, which stays near-horizontal when the foot points down, turned into a
@@ -21,11 +24,11 @@ Steps, each a small function:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import mujoco
 import numpy as np
-from scipy.ndimage import gaussian_filter1d
+from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
@@ -61,6 +64,20 @@ OFFSET_SMOOTH_S = 0.05  # sigma of the per-frame vertical offset [s]
 # [m/s] (tracks smoothed over STILL_SMOOTH_S [s]) and lower than LOW_M [m]; at least
 # MIN_STILL_S [s] of such frames, and a heel-ball offset under MAX_LEVEL_M [m], to level it.
 STILL_M_S, STILL_SMOOTH_S, LOW_M, MIN_STILL_S, MAX_LEVEL_M = 0.1, 0.02, 0.05, 0.2, 0.03
+#: A leg target reaches at most this share of the robot's straight leg (hip-knee plus knee-ankle):
+#: near full reach the knee angle per millimetre of reach grows without bound, and a human's late
+#: stance (its knee all but straight) made H1's knee swing 0.4 rad in 40 ms (14 rad/s, its limit,
+#: 5x the human's) on a public 120 fps walk. 0.99 keeps the knee bent at least 2 acos(0.99) =
+#: 0.28 rad for equal segments; the body is lowered (:func:`reach_drop`) instead.
+MAX_REACH = 0.99
+#: The drop is held over +-REACH_HOLD_S [s] around each frame that needs it, then smoothed
+#: (sigma REACH_HOLD_S / 2): lowered and raised over about 0.2 s, not in a frame.
+REACH_HOLD_S = 0.1
+#: The floor plane (:func:`floor_slope`): still foot points within FLOOR_BAND_M [m] of the
+#: plane so far count; a slope is believed across the ground the feet stood on, against a ridge
+#: of FLOOR_SPREAD_M [m] (a clip on the spot keeps a level floor); and is at most
+#: MAX_FLOOR_SLOPE (2 deg: more is a ramp or stairs, for a terrain scene, not a tilted floor).
+FLOOR_BAND_M, FLOOR_SPREAD_M, MAX_FLOOR_SLOPE = 0.02, 0.5, 0.035
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +167,9 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
     points = np.stack([np.stack([kp[f"{side}_{p}"] for p in parts], axis=1) for side in ("left", "right")], axis=1)
     if not has_toes:
         points = points - np.array([0.0, 0.0, 0.1 * leg])
+    slope, centre = floor_slope(points, motion.fps)
+    kp = {k: v - _tilt(v, slope, centre) for k, v in kp.items()}
+    points = points - _tilt(points, slope, centre)
     rest = np.percentile(points[..., 2].reshape(-1, len(parts)), 5, axis=0)  # (P,) flat-foot heights
     floor = float(rest.min())
     points = level_feet(points - np.concatenate([np.zeros((len(parts), 2)), rest[:, None]], axis=1), motion.fps)
@@ -158,6 +178,58 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
         kp[f"{side}_foot"] = np.concatenate([sole[:, :2], points[:, f, :, 2].mean(axis=1, keepdims=True) + floor], 1)
     shift = np.array([0.0, 0.0, floor])
     return {k: v - shift for k, v in kp.items()}, points
+
+
+def floor_slope(points: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """The capture floor's slope (dz/dx, dz/dy) and the point it is taken about, (2,) each [m].
+
+    Samples: each foot's lower contact point in the frames where it is slower than
+    :data:`STILL_M_S` (a foot standing). Fitted, three times, to the samples within
+    :data:`FLOOR_BAND_M` of the plane so far (the first plane level at their 20th percentile: a
+    foot held still in the air, or on its toes, is left out), by least squares
+
+        min  sum_i (z_i - h_f(i) - s . (xy_i - c))^2 + N L^2 |s|^2
+
+    with one height h_f per foot (a rig's left and right rest heights differ by millimetres,
+    which across a stance width would read as a slope), c the samples' centre, N their count
+    and L = :data:`FLOOR_SPREAD_M`: a slope is believed only across ground the feet covered
+    (shrunk by sigma^2 / (sigma^2 + L^2) for a spread sigma). Its norm is capped at
+    :data:`MAX_FLOOR_SLOPE`. Fewer than :data:`MIN_STILL_S` of standing: level (zero slope)."""
+    F = points.shape[1]
+    level = (np.zeros(2), np.zeros(2))
+    if len(points) < 3:
+        return level
+    _, speed = smoothed_tracks(points, fps, STILL_SMOOTH_S)
+    low = np.take_along_axis(points, points[..., 2].argmin(axis=2)[..., None, None], axis=2)[:, :, 0]  # (T, F, 3)
+    still = speed.min(axis=2) < STILL_M_S  # (T, F)
+    foot = np.broadcast_to(np.arange(F), still.shape)[still]
+    xy, z = low[still][:, :2], low[still][:, 2]
+    if len(z) < MIN_STILL_S * fps:
+        return level
+    centre = xy.mean(axis=0)
+    d = xy - centre
+    design = np.column_stack([foot[:, None] == np.arange(F), d]).astype(float)  # (N, F + 2)
+    coef = np.concatenate([np.full(F, np.percentile(z, 20)), np.zeros(2)])
+    for _ in range(3):
+        near = np.abs(z - design @ coef) < FLOOR_BAND_M
+        if near.sum() < MIN_STILL_S * fps:
+            return level
+        A = design[near]
+        ridge = np.diag(np.r_[np.zeros(F), np.ones(2)]) * near.sum() * FLOOR_SPREAD_M ** 2
+        ridge[:F, :F] += np.diag((A[:, :F].sum(axis=0) == 0).astype(float))  # a foot never still: h_f = 0
+        coef = np.linalg.solve(A.T @ A + ridge, A.T @ z[near])
+    slope = coef[F:]
+    norm = float(np.linalg.norm(slope))
+    return (slope * (MAX_FLOOR_SLOPE / norm) if norm > MAX_FLOOR_SLOPE else slope), centre
+
+
+def _tilt(x: np.ndarray, slope: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """The floor plane's height above its centre under each point of ``x`` (..., 3), as (..., 3)
+    offsets along z (subtracted: a shear of the heights, exact for the floor, under 0.06% of a
+    bone's length for the steepest slope kept)."""
+    out = np.zeros_like(x)
+    out[..., 2] = (x[..., :2] - centre) @ slope
+    return out
 
 
 def level_feet(points: np.ndarray, fps: float) -> np.ndarray:
@@ -320,6 +392,32 @@ def pitch_about_y(angle: np.ndarray) -> np.ndarray:
     return out
 
 
+def reach_drop(pos: np.ndarray, keypoints: Sequence[str], reach_m: Mapping[str, float], fps: float) -> np.ndarray:
+    """How far (T,) [m] to lower the body above the ankles so that no leg's hip-to-ankle target is
+    longer than :data:`MAX_REACH` of its straight leg ``reach_m[side]``.
+
+    Per leg and frame, the least ``dz >= 0`` with ``|h - dz e_z - a| <= R`` for hip ``h``, ankle
+    ``a`` and ``R = MAX_REACH reach``: ``dz = v_z - sqrt(R^2 - |v_xy|^2)`` for ``v = h - a`` (a
+    horizontal reach beyond R: lowered to the ankle's height, as near as it gets). The larger of the
+    two legs, held over :data:`REACH_HOLD_S` and smoothed. A map without the hips, knees and ankles of
+    both legs: zeros."""
+    T = len(pos)
+    need = np.zeros(T)
+    for side in ("left", "right"):
+        names = [f"{side}_{k}" for k in ("hip", "knee", "ankle")]
+        if not all(n in keypoints for n in names) or side not in reach_m:
+            return np.zeros(T)
+        v = pos[:, keypoints.index(names[0])] - pos[:, keypoints.index(names[2])]
+        R = MAX_REACH * reach_m[side]
+        flat = np.sqrt(np.clip(R ** 2 - (v[:, :2] ** 2).sum(axis=1), 0.0, None))
+        need = np.maximum(need, np.where(np.linalg.norm(v, axis=1) > R, v[:, 2] - flat, 0.0))
+    if not need.any():
+        return need
+    n = max(1, int(round(REACH_HOLD_S * fps)))
+    held = maximum_filter1d(need, 2 * n + 1, mode="nearest")
+    return np.maximum(gaussian_filter1d(held, n / 2, mode="nearest"), 0.0)
+
+
 def vertical_offsets(sole_z: np.ndarray, contacts: np.ndarray, fps: float) -> np.ndarray:
     """Per-frame downward shift (T,) [m] that puts stance soles at zero height.
 
@@ -366,6 +464,12 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     scaled = apply_scaling(kp, scaling, frames)
     T, K = motion.num_frames, len(robot.keypoints)
     pos = np.stack([scaled[k] for k in robot.keypoints], axis=1)
+    reach = {side: scaling.robot_lengths[f"{side}_knee"] + scaling.robot_lengths[f"{side}_ankle"]
+             for side in ("left", "right") if {f"{side}_knee", f"{side}_ankle"} <= set(scaling.robot_lengths)}
+    drop = reach_drop(pos, robot.keypoints, reach, motion.fps)  # the body, not the feet; the knees halfway
+    share = np.array([0.0 if k.endswith(("_ankle", "_foot")) else 0.5 if k.endswith("_knee") else 1.0
+                      for k in robot.keypoints])
+    pos[..., 2] -= drop[:, None] * share
     rots = np.broadcast_to(np.eye(3), (T, K, 3, 3)).copy()
     for i, k in enumerate(robot.keypoints):
         if k in ORIENTED:

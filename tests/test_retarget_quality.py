@@ -411,3 +411,65 @@ def test_a_neck_on_the_chest_joint_does_not_flip_the_chest_frame():
     assert between.max() < 15.0, between.max()  # the same chest, leaning on the head instead of the neck
     step = np.degrees(np.arccos(np.clip(np.einsum("tij,tij->t", coincident[1:], coincident[:-1]) / 2 - 0.5, -1, 1)))
     assert step.max() < 5.0, step.max()
+
+
+def _raw_foot_points(clip: synth.SynthClip, positions: np.ndarray) -> np.ndarray:
+    """(T, 2, 2, 3): the ankle and toe joints of the left and right foot, as captured."""
+    idx = [[clip.names.index(f"{side}{part}") for part in ("Foot", "Toe")] for side in ("Left", "Right")]
+    return positions[:, idx]
+
+
+def test_stance_labels_hold_on_a_capture_floor_that_is_not_level(g1):
+    """A capture floor 5 cm lower at one end of a 5 m walk (as a public 120 fps walk's is) is
+    fitted as a plane and taken out: the stance labels match the level clip's. Read as level,
+    the feet at the low end seemed planted nowhere (a planted foot labelled swing, its robot
+    foot free to slide) and at the high end hovering."""
+    from simreal.retarget.targets import floor_slope
+
+    clip = synth.walking(duration_s=6.0, fps=60.0, turn_rate_rad_s=0.0, feet=synth.REAL_FEET)
+    pos = clip.positions
+    span = np.ptp(pos[:, 0, 0])
+    slope = -0.05 / span  # 5 cm down along the walk
+    tilted = pos.copy()
+    tilted[..., 2] += slope * (pos[..., 0] - pos[:, 0, 0].mean())
+    assert span > 4.0
+    fitted, _ = floor_slope(_raw_foot_points(clip, tilted), clip.fps)
+    assert abs(fitted[0] - slope) < 0.1 * abs(slope) and abs(fitted[1]) < 0.1 * abs(slope), (fitted, slope)
+
+    def labels(p: np.ndarray) -> np.ndarray:
+        return build_targets(HumanMotion(clip.names, p, clip.fps, clip.parents, {"path": "walk"}), g1).contacts
+
+    level, got = labels(pos), labels(tilted)
+    assert (got == level).mean() > 0.98, (got == level).mean()
+    assert (got & clip.contacts).sum() / clip.contacts.sum() > 0.9
+    # on the spot (no ground covered) the floor stays level, though one foot's rig sits 5 mm higher
+    still = synth.balancing(duration_s=3.0, fps=60.0)
+    p = still.positions.copy()
+    p[:, [i for i, n in enumerate(still.names) if n.startswith("Left")], 2] += 0.005
+    assert np.abs(floor_slope(_raw_foot_points(still, p), still.fps)[0]).max() < 1e-3
+
+
+def test_no_leg_target_asks_for_the_straight_leg():
+    """Near a straight leg the knee turns fastest per millimetre of reach (H1's swung through
+    straight at its 14 rad/s limit on a real walk): lowered by ``reach_drop``, no hip-to-ankle
+    target is longer than MAX_REACH of the straight leg, and a leg well inside it is left alone."""
+    from simreal.retarget.targets import MAX_REACH, reach_drop
+
+    fps, R = 60.0, 0.8
+    T = 120
+    names = ("left_hip", "left_knee", "left_ankle", "right_hip", "right_knee", "right_ankle")
+    pos = np.zeros((T, 6, 3))
+    stretch = np.where(np.arange(T) < 60, 0.9, np.linspace(0.9, 1.02, T))  # then past straight
+    lean = 0.2  # rad forward, as in late stance
+    for side, y in ((0, 0.1), (3, -0.1)):
+        pos[:, side, :] = [0.0, y, 1.0]
+        pos[:, side + 2, :] = pos[:, side] - stretch[:, None] * R * np.array([np.sin(lean), 0.0, np.cos(lean)])
+        pos[:, side + 1] = 0.5 * (pos[:, side] + pos[:, side + 2])
+    drop = reach_drop(pos, names, {"left": R, "right": R}, fps)
+    lowered = pos.copy()
+    lowered[:, [0, 3], 2] -= drop[:, None]
+    reach = np.linalg.norm(lowered[:, 0] - lowered[:, 2], axis=1) / R
+    assert reach.max() <= MAX_REACH + 0.002, reach.max()
+    assert np.all(drop[:40] == 0.0) and drop.max() < 0.05
+    assert np.abs(np.diff(drop)).max() * fps < 0.5  # lowered over time, not in a frame [m/s]
+    assert not reach_drop(pos, names[:3], {"left": R}, fps).any()  # one leg's keypoints only: nothing

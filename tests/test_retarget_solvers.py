@@ -222,6 +222,18 @@ def test_keypoint_map_errors(tmp_path):
         load_robot("g1", bad)
     with pytest.raises(ConfigError, match="unknown robot 'g7'; valid: .*g1.*h1"):
         load_robot("g7")
+    feet = "keypoints: {pelvis: {site: pelvis}, left_foot: {site: left_foot}, right_foot: {site: right_foot}}\n"
+    for ranges, match in (("{left_kne_joint: [0, 1]}", r"joint_ranges.left_kne_joint'?: no actuated joint of that "
+                                                       r"name; valid: .*left_knee_joint"),
+                          ("{left_knee_joint: [1, 0]}", r"joint_ranges.left_knee_joint'?: expected \[low, high\]"),
+                          ("{left_knee_joint: [3, 4]}", r"joint_ranges.left_knee_joint'?: \[3.0, 4.0\] leaves nothing")):
+        bad.write_text(feet + f"joint_ranges: {ranges}\n")
+        with pytest.raises(ConfigError, match=match):
+            load_robot("g1", bad)
+    bad.write_text(feet + "joint_ranges: {left_knee_joint: [0.0, 9.0]}\n")  # narrows the low end only
+    narrowed, g1 = load_robot("g1", bad), load_robot("g1")
+    k = narrowed.joint_names.index("left_knee_joint")
+    assert narrowed.q_lower[k] == 0.0 and narrowed.q_upper[k] == g1.q_upper[k] and g1.q_lower[k] < 0.0
 
 
 def test_user_mjcf_with_keypoint_map(tmp_path, clips):
