@@ -8,7 +8,8 @@ Motion dataset; never committed here). Per clip and robot, through the same pipe
 ``simreal retarget`` (graded report included): frames, the solver's frames/s, the fraction of
 frames with |hip yaw| > 1 rad, the peak joint speed [rad/s] (backward differences) and its
 joint, the fraction of stance foot-frames whose sole is within 1 cm of the ground, the fraction
-of foot-frames where the human's foot stands (by its speed alone) and the robot's slides, slack
+of foot-frames where the human's foot stands flat (by its speed, not the labels) and the robot's
+sole centre moves (slides, or swivels about its pinned edge), slack
 (infeasible) frames, and the report's verdict with the checks that are not ``ok``; then what
 ``simreal retarget`` emits after its default ``--defects repair`` (``retarget/repair.py``): the
 frames kept, in how many parts, the frames bridged (and emitted) and cut, the worst verdict of the parts, and
@@ -59,14 +60,15 @@ def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> tuple[np.ndarray, np
 
 
 def slides_where_human_stands(res, xy: np.ndarray) -> float:
-    """Fraction of the foot-frames where the human's sole stands (slower than ``STILL_M_S``,
-    whatever the stance labels say) in which the robot's sole moves faster than that
-    horizontally: a foot that slides, or one the labels missed."""
+    """Fraction of the foot-frames where the human's sole stands flat (slower than ``STILL_M_S``,
+    whatever the stance labels say; not on its ball or heel, where the sole's centre swings
+    about the edge) in which the robot's sole centre moves faster than that horizontally: a
+    foot that slides or swivels about its pinned edge, or one the labels missed."""
     fps = res.motion.fps
     feet = [res.targets.keypoints.index(k) for k in ("left_foot", "right_foot")]
     _, human = smoothed_tracks(res.targets.human[:, feet], fps, STILL_SMOOTH_S)
     robot = np.linalg.norm(np.gradient(xy, axis=0), axis=-1) * fps
-    stands = human < STILL_M_S
+    stands = (human < STILL_M_S) & (res.targets.pivot == 0)
     return float((robot[stands] > STILL_M_S).mean()) if stands.any() else float("nan")
 
 
