@@ -16,8 +16,8 @@ Modes (``simreal retarget --defects``):
   neighbours ``a - 1`` and ``b + 1``, with their positions and their outer one-sided velocities
   (``q[a-1] - q[a-2]`` and ``q[b+2] - q[b+1]`` per frame), so the joints are C1 across both seams;
   the result is clamped to the joint limits. The root keeps its retargeted path (it tracks the
-  human's pelvis, which no result check flags). A bridge that would move a planted sole more
-  than ``SLIDE_TOL_M`` (1 cm) in a frame is not made: that range is cut instead (a cubic cannot
+  human's pelvis, which no result check flags). A bridge that would move a planted sole faster
+  than ``SLIDE_TOL_M_S`` (0.1 m/s) is not made: that range is cut instead (a cubic cannot
   follow a leg through a landing, and joints bridged under a moving pelvis drag the foot). Nor
   is one that puts the robot into itself deeper than ``PENETRATION_TOL_M`` (1 cm) and than the
   solver's own frames there: the cubic knows no collision, and the report does not judge
@@ -46,7 +46,7 @@ from simreal.errors import ConfigError
 from simreal.retarget.checks import THRESHOLDS
 from simreal.retarget.collisions import SELF
 from simreal.retarget.contacts import runs
-from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M, forward_all, pinned_steps
+from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M_S, forward_all, pinned_steps
 from simreal.retarget.pipeline import RetargetResult, assess
 from simreal.retarget.robot import RetargetRobot
 
@@ -157,15 +157,15 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
 
 
 def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
-                  pivot: np.ndarray) -> bool:
+                  pivot: np.ndarray, fps: float) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
-    stance ``contacts`` and ``pivot``) must not be made: a stance foot's pinned sole edge moves
-    more than ``SLIDE_TOL_M`` between two frames in stance, or the robot reaches into itself
+    stance ``contacts`` and ``pivot``, at ``fps`` [Hz]) must not be made: a stance foot's pinned sole edge moves
+    faster than ``SLIDE_TOL_M_S`` between two frames in stance, or the robot reaches into itself
     deeper than ``PENETRATION_TOL_M`` and than in the solved frames."""
     site_pos, site_rot, depth = forward_all(robot, bridged)
     step = pinned_steps(robot, site_pos, site_rot, pivot)
     held = contacts[1:] & contacts[:-1]
-    if held.any() and step[held].max() > SLIDE_TOL_M:
+    if held.any() and step[held].max() * fps > SLIDE_TOL_M_S:
         return True
     into_self = depth[:, SELF].max()
     return bool(into_self > PENETRATION_TOL_M and into_self > forward_all(robot, solved)[2][:, SELF].max())
@@ -197,7 +197,7 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
         trial[:, cols] = np.clip(hermite_bridge(qpos[:, cols], a, b), lo, hi)
         around = slice(a - 1, b + 2)
         tg = result.targets
-        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around]):
+        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around], fps):
             must_cut[a:stop] = bad[a:stop]
             continue
         qpos = trial

@@ -20,7 +20,7 @@ from fixtures import synth_motion as synth
 from simreal.errors import ConfigError
 from simreal.retarget import checks, feasibility, repair
 from simreal.retarget.interaction import solve_interaction
-from simreal.retarget.metrics import SLIDE_TOL_M, forward_all
+from simreal.retarget.metrics import SLIDE_TOL_M_S, forward_all
 from simreal.retarget.pipeline import assess
 from simreal.retarget.robot import load_robot
 from simreal.retarget.skeleton import HumanMotion
@@ -263,7 +263,7 @@ def _judged(g1, walk, q):
 
 
 def _stance_steps(g1, q, contacts) -> float:
-    """The largest frame-to-frame move of a sole in stance at both frames [m]."""
+    """The largest frame-to-frame move of a sole in stance at both frames [m] (times fps: [m/s])."""
     soles = forward_all(g1, q)[0][:, g1.foot_sites]
     held = contacts[1:] & contacts[:-1]
     return float(np.linalg.norm(np.diff(soles, axis=0), axis=-1)[held].max())
@@ -319,7 +319,7 @@ def test_a_hip_flip_in_swing_is_bridged_and_the_rest_kept(g1, walk):
     rep = out.motion.quality
     assert rep["verdict"] == "ok", checks.verdict_lines(rep)
     assert rep["defects"] is rec and out.motion.provenance["source_frames"] == [0, len(q) - 1]
-    assert _stance_steps(g1, out.qpos, targets.contacts) <= SLIDE_TOL_M
+    assert _stance_steps(g1, out.qpos, targets.contacts) * targets.fps <= SLIDE_TOL_M_S
 
 
 def test_a_bridge_that_would_drag_a_planted_foot_is_cut_instead(g1, walk):
@@ -473,3 +473,21 @@ def test_no_leg_target_asks_for_the_straight_leg():
     assert np.all(drop[:40] == 0.0) and drop.max() < 0.05
     assert np.abs(np.diff(drop)).max() * fps < 0.5  # lowered over time, not in a frame [m/s]
     assert not reach_drop(pos, names[:3], {"left": R}, fps).any()  # one leg's keypoints only: nothing
+
+
+@pytest.mark.parametrize("fps", [30.0, 120.0])
+def test_foot_slide_is_a_speed_whatever_the_frame_rate(g1, fps):
+    """A planted foot dragged at 0.2 m/s slides at 30 and at 120 fps alike (1 cm a frame, the
+    old rule, was 1.2 m/s at 120 fps: a real walk's 0.27 m/s slide read 0%); 0.05 m/s does not."""
+    from simreal.retarget.metrics import quality_report
+
+    clip = synth.walking(duration_s=1.0, fps=fps)
+    targets = build_targets(HumanMotion(clip.names, clip.positions, fps, clip.parents, {"path": "walk"}), g1)
+    T = targets.num_frames
+    held = dataclasses.replace(targets, contacts=np.ones((T, 2), bool), pivot=np.zeros((T, 2), np.int8))
+    for speed, sliding in ((0.2, True), (0.05, False)):
+        q = np.tile(g1.q_home, (T, 1))
+        q[:, 0] += speed * np.arange(T) / fps  # the whole robot, both feet planted, drifts along x
+        s = quality_report(g1, q, held)["foot_slide"]
+        assert s["max_m_s"] == pytest.approx(speed, rel=1e-3)
+        assert s["fraction"] == (1.0 if sliding else 0.0), s

@@ -39,8 +39,8 @@ def clips():
 def assert_hard_constraints(q: dict, stats: dict) -> None:
     assert q["penetration"]["any"]["frames_over_1cm"] == 0, q["penetration"]
     assert q["penetration"]["any"]["deepest_m"] < 0.01
-    assert q["foot_slide"]["sliding_over_1cm"] == 0, q["foot_slide"]
-    assert q["foot_slide"]["max_m_per_frame"] < 0.005
+    assert q["foot_slide"]["sliding"] == 0, q["foot_slide"]
+    assert q["foot_slide"]["max_m_s"] < 0.1  # [m/s]
     assert q["stance_feet"]["max_tilt_rad"] < 0.01
     assert -0.005 < q["stance_feet"]["min_height_m"] and q["stance_feet"]["max_height_m"] < 0.005
     assert q["limits"]["position_violations"] == 0 and q["limits"]["velocity_violations"] == 0
@@ -89,7 +89,7 @@ def test_ik_keeps_limits_and_reports_artefacts(g1, clips):
     assert q["penetration"]["any"]["frames_over_1cm"] == 0
     assert q["keypoint_error_m"]["mean"] < 0.04
     # IK pins no stance foot: on noisy capture the feet slide, and the same metrics show it.
-    assert q["foot_slide"]["sliding_over_1cm"] > 0
+    assert q["foot_slide"]["sliding"] > 0
     assert stats["frames_per_s"] > 0 and stats["qp_failures"] == 0
 
 
@@ -97,13 +97,13 @@ def test_ik_keeps_limits_and_reports_artefacts(g1, clips):
 def test_ik_holds_a_stance_foot_where_it_stood(g1, clip):
     """IK pins each stance sole's edge where it landed, on the ground (a heavier task, not a
     constraint): on a kick planted the whole clip and a walk with real feet the soles stay within
-    5 mm of the ground and slide under 5 mm a frame. At the keypoints' own weight, the kick's
+    5 mm of the ground and slide slower than 0.1 m/s. At the keypoints' own weight, the kick's
     support sole floated 1.4 cm."""
     motion = synth.kicking(duration_s=3.0) if clip == "kicking" else synth.walking(duration_s=2.5, feet=synth.REAL_FEET)
     targets = build_targets(_human(motion), g1)
     q = quality_report(g1, solve_ik(g1, targets)[0], targets)
     assert -0.005 < q["stance_feet"]["min_height_m"] and q["stance_feet"]["max_height_m"] < 0.005, q["stance_feet"]
-    assert q["foot_slide"]["max_m_per_frame"] < 0.005 and q["penetration"]["any"]["frames_over_1cm"] == 0
+    assert q["foot_slide"]["max_m_s"] < 0.1 and q["penetration"]["any"]["frames_over_1cm"] == 0
 
 
 def test_ik_collision_limit_bounds_each_pair_by_its_gap(g1):

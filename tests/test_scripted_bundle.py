@@ -26,6 +26,14 @@ def reach():
     return cfg, make_env(cfg)
 
 
+@pytest.fixture(scope="module")
+def scripted(reach, tmp_path_factory):
+    """The scripted reach exported once for the module (an ONNX export took 2 s alone and over a
+    minute late in the full suite's process)."""
+    cfg, env = reach
+    return export_scripted(cfg, env, tmp_path_factory.mktemp("scripted") / "scripted")
+
+
 @pytest.mark.parametrize("robot", ["franka", "so100"])
 def test_chain_kinematics_and_jacobian_equal_mujoco(robot):
     env = make_env(resolve("arm-reach", [*ENV, f"robot={robot}"]))
@@ -75,10 +83,9 @@ def test_the_graph_runs_the_teachers_rules():
     assert 0.05 < close.numpy().mean() < 0.95  # both branches exercised
 
 
-def test_exported_reach_graph_lands_the_site_on_the_goal_and_equals_torch(reach, tmp_path):
+def test_exported_reach_graph_lands_the_site_on_the_goal_and_equals_torch(reach, scripted):
     cfg, env = reach
-    out = export_scripted(cfg, env, tmp_path / "scripted")
-    bundle = load_bundle(out)
+    bundle = load_bundle(scripted)
     assert bundle.provenance["trainer"] == "scripted" and bundle.task == "arm-reach"
     obs = np.asarray(jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 16)).obs)
     action = OnnxPolicy(bundle)(obs)
@@ -99,12 +106,12 @@ def test_exported_reach_graph_lands_the_site_on_the_goal_and_equals_torch(reach,
     assert min(before) > 0.05 and np.median(after) < 1e-3 and np.all(np.array(after) < 0.2 * np.array(before))
 
 
-def test_scripted_reach_bundle_succeeds_in_closed_loop(reach, tmp_path):
+def test_scripted_reach_bundle_succeeds_in_closed_loop(reach, scripted):
     from simreal.policies.ppo import evaluate
     from simreal.policies.residual_env import onnx_base
 
     cfg, env = reach
-    act = onnx_base(OnnxPolicy(load_bundle(export_scripted(cfg, env, tmp_path / "scripted"))))
+    act = onnx_base(OnnxPolicy(load_bundle(scripted)))
     result = evaluate(env, lambda _p, deterministic=True: lambda obs, _k: (act(obs), {}), None, 8, seed=3)
     assert result["success"] >= 0.875, result
 
@@ -130,21 +137,20 @@ def test_a_task_without_a_scripted_controller_is_one_clear_error(tmp_path):
     assert not (tmp_path / "base").exists()
 
 
-def test_the_rehearsal_gate_repeats_the_start_ramp(reach, tmp_path):
+def test_the_rehearsal_gate_repeats_the_start_ramp(scripted):
     """An arm bundle that moves at once (the scripted reach) through ``deploy sim``'s loop with the
     arm's default 1 s start ramp: the gate's reference blends from the held pose as the safety
     layer does, so an ideal link matches the training simulator (it once read 0.08 rad > 0.05)."""
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    cfg, env = reach
-    bundle = load_bundle(export_scripted(cfg, env, tmp_path / "scripted"))
+    bundle = load_bundle(scripted)
     report = run_offline(bundle, SimLoopConfig(duration_s=2.0, noise_scale=0.0, settle_s=0.0))
     gate = report["gate"]
     assert gate["measure"] == "joint_rms_aligned_rad" and gate["passed"] and gate["value"] < 0.02, gate
     assert gate["unaligned"] < 0.02, gate  # sample by sample too: the ramp is repeated, not aligned away
 
 
-def test_the_rehearsal_judges_the_task_where_it_ended(reach, tmp_path):
+def test_the_rehearsal_judges_the_task_where_it_ended(reach, scripted):
     """`deploy sim` passes an arm only when the task is done where the rehearsal ended: the
     scripted reach's hand within the task's radius of its goal; the same controller sent to a
     goal out of the arm's reach fails there, though the deploy pipeline reproduces it (the gate)."""
@@ -152,8 +158,8 @@ def test_the_rehearsal_judges_the_task_where_it_ended(reach, tmp_path):
 
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    cfg, env = reach
-    bundle = load_bundle(export_scripted(cfg, env, tmp_path / "scripted"))
+    cfg, _ = reach
+    bundle = load_bundle(scripted)
     done = run_offline(bundle, SimLoopConfig(duration_s=2.0, noise_scale=0.0, settle_s=0.0))
     assert done["task"]["passed"] and done["task"]["final_distance_m"] < cfg.env.success_radius_m, done["task"]
     assert done["passed"]
