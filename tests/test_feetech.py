@@ -255,7 +255,7 @@ def test_max_relative_target_is_validated(bad):
 
 def test_a_missing_servo_is_one_line_naming_its_id_and_the_port():
     with FeetechTwin("so100", ids=(1, 2, 3, 4, 6)) as twin:
-        robot = SO100Robot(SO100Config(robot="so100", port=twin.port, timeout_s=0.05, retries=0))
+        robot = SO100Robot(SO100Config(robot="so100", port=twin.port, timeout_s=0.5, retries=0))
         with pytest.raises(HardwareError) as e:
             robot.connect()
         assert not robot.connected
