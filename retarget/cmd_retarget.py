@@ -201,8 +201,6 @@ def _clips(folder: Path) -> list[Path]:
     return out
 
 
-
-
 def _print(summary: dict) -> None:
     from simreal.retarget.checks import verdict_lines
     from simreal.retarget.metrics import summary_line

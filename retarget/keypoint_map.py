@@ -6,7 +6,7 @@
       left_knee:  {site: left_knee}
       left_foot:  {site: left_foot, orientation_weight: 0.5}   # the sole: contact constraints use it
     velocity_limit_rad_s: 20.0   # for joints the robot spec does not limit (a user's MJCF/URDF)
-    joint_ranges: {left_knee_joint: [0.0, 2.05]}   # narrower than the robot's, for retargeting only
+    joint_ranges: {left_knee_joint: [0.0, .inf]}   # narrower than the robot's, for retargeting only
     interaction: {window: 4}     # optional solver overrides (retarget/settings.py)
 
 Keys are canonical human keypoints (retarget/joint_names.py, plus ``left_foot`` and

@@ -313,8 +313,9 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         lo.append(max(m.jnt_range[j, 0] if limited else -np.inf, narrow[0]))
         hi.append(min(m.jnt_range[j, 1] if limited else np.inf, narrow[1]))
         if lo[-1] >= hi[-1]:
+            own = m.jnt_range[j].tolist() if limited else [-np.inf, np.inf]
             raise ConfigError(f"joint_ranges.{jn}", f"{list(narrow)} leaves nothing of the robot's range "
-                                                    f"{m.jnt_range[j].tolist()} [rad]", kmap.source)
+                                                    f"{own} [rad]", kmap.source)
     unknown = sorted(set(kmap.joint_ranges) - set(jnames))
     if unknown:
         raise ConfigError(f"joint_ranges.{unknown[0]}", f"no actuated joint of that name; valid: {', '.join(jnames)}",

@@ -128,15 +128,14 @@ def test_drive_runs_a_ctbr_hover_bundle_and_the_bag_reads_back_with_rosbags(tmp_
     from simreal.hardware.drivers import open_robot
 
     bundle = load_bundle(bundles.make_ctbr_hover_bundle(tmp_path / "b"))
-    # the twin serves from a thread of this (loaded) test process: a 0.1 s GIL stall of the state
-    # stream would trip the watchdog into a landing, which is the watchdog's test, not this one's
+    # the twin serves from a thread of this (loaded) test process: the watchdog is the watchdog
+    # tests' subject, not this one's, so a stalled state stream gets 0.5 s here
     runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2},
                                              "watchdog": {"timeout_s": 0.5}})
     flown: list[np.ndarray] = []
     with open_robot("px4-ros2", "crazyflie2", twin=True, bag=str(tmp_path / "bag")) as robot:
         robot.engage()
-        # where the vehicle was while the policy flew it: after drive() the stop's safe command
-        # has it descending, and a loaded machine reads it later and lower (CI: 0.86 m)
+        # where the vehicle was while the policy flew it (after drive() the stop's command acts)
         report = drive(robot, runner, duration_s=1.5,
                        on_tick=lambda result, sent: flown.append(np.array(robot.observation()["pos_w"])))
     assert runner.safety.stats.watchdog_trips == 0 and runner.safety.stats.faults == 0, runner.safety.stats
