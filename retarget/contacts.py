@@ -50,6 +50,14 @@ def pinned_edge(pivot: np.ndarray | int) -> np.ndarray:
     return np.where(np.asarray(pivot) == ON_HEEL, HEEL, BALL)
 
 
+def heading_held(pivot_before: np.ndarray | int, pivot_now: np.ndarray | int) -> np.ndarray:
+    """Whether a foot in stance in two consecutive frames, with pivot labels ``pivot_before`` and
+    ``pivot_now``, keeps its heading between them: flat now, its heel down before (flat, or on
+    the heel as its toes come down). A sole on the floor at its heel and its ball does not turn
+    (friction holds it); one on one edge turns about that edge (a swivel on the heel or ball)."""
+    return (np.asarray(pivot_now) == FLAT) & (np.asarray(pivot_before) != ON_BALL)
+
+
 def smoothed_tracks(points: np.ndarray, fps: float, smooth_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Point tracks (T, ..., 3) smoothed over ``smooth_s`` [s] (mocap jitter would read as speed),
     and their speeds (T, ...) [m/s] (central differences; zero for a single frame)."""

@@ -15,7 +15,8 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                 |(q_t + dq_t) - (q_{t-1} + dq_{t-1})| <= v_max dt         joint velocity limits
                 d_c + n_c^T (J_2 - J_1) dq_t >= d_min                     no ground / scene / self penetration
                 stance foot: its ball point (the sole's front edge) at z = terrain and xy = its
-                touchdown position (no slide); the sole flat, or, while the human's heel is
+                touchdown position (no slide); the sole flat and not turning (its heel
+                held across the foot), or, while the human's heel is
                 raised (heel-off), level across with its heel point (back edge) at or above the
                 terrain: the foot pitches about its front edge, following its pitch target
 
@@ -37,17 +38,18 @@ Written by hand because no library solves this windowed, collision-constrained m
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
 the mesh, daqp / quadprog for the QP.
 
-Targets are released gradually at a lift-off. A stance foot is held by its constraints and
+Targets are released gradually where a foot is freed: at a lift-off, and where a flat foot (held
+from turning) rises onto an edge. A stance foot is held by its constraints and
 the robot's leg (H1's ankle has no roll, its hip yaw reaches +-0.43 rad), so the foot and the
 pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double support), and
 once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
-yaw, 23 rad/s). Where the committed frame before a lift-off lags its targets (an orientation
-more than :data:`RELEASE_LAG_RAD` off; a lift-off in step needs no release), the position and
+yaw, 23 rad/s). Where the committed frame before a foot is freed lags its targets (an orientation
+more than :data:`RELEASE_LAG_RAD` off; a foot in step needs none), the position and
 orientation targets of the legs and trunk carry that lag (an offset, and a rotation in the
 target's frame) into the frames after it, shrinking linearly to none over :data:`RELEASE_S`:
 the motion goes on as the human's, the catch-up takes 0.2 s instead of a frame. A window that
-would commit the lift-off frame with the frame before it commits up to that frame only, so
-the next window solves the lift-off from the released targets.
+would commit the frame a foot is freed at with the frame before it commits up to that frame
+only, so the next window solves the freed foot from the released targets.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import pinned_edge
+from simreal.retarget.contacts import FLAT, HEEL, heading_held, pinned_edge
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
@@ -71,9 +73,9 @@ from simreal.retarget.window_qp import Linearisation, build_window_qp
 
 SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeasible
 RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts as infeasible too
-#: A lifted foot's orientation target returns from where the foot was to the human's over this long [s].
+#: A freed foot's orientation target returns from where the foot was to the human's over this long [s].
 RELEASE_S = 0.2
-#: ... where the committed frame before the lift-off has an orientation this far off its target [rad].
+#: ... where the committed frame before a foot is freed has an orientation this far off its target [rad].
 RELEASE_LAG_RAD = 0.2
 #: Keypoints a stance foot does not hold back (their targets are not released).
 ARM_KEYPOINTS = ("_shoulder", "_elbow", "_wrist", "_hand")
@@ -110,7 +112,7 @@ class InteractionSolver:
         self.q = np.zeros((T, self.nq))
         # stance anchor xy per committed frame, foot and sole edge (ball, heel; robot.pinned_local)
         self.anchor = np.full((T, 2, 2, 2), np.nan)
-        # the orientation targets the QP tracks: the targets', released at lift-offs (:meth:`commit`)
+        # the orientation targets the QP tracks: the targets', released where a foot is freed (:meth:`commit`)
         self.rot_target = targets.rotations.copy()
         self.pos_target = targets.positions.copy()
         self.release = max(1, round(RELEASE_S * targets.fps))
@@ -131,8 +133,9 @@ class InteractionSolver:
     def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray, float]]:
         """Per frame of [t0, t1): (largest stance residual, stance anchors xy per foot and sole edge
         (2, 2, 2), nan in swing, deepest penetration [m]). A stance foot's anchor for the edge it is pinned at
-        (``RetargetRobot.pinned_local``) is where that edge was when it was first pinned; for the
-        other edge, and on the first frame of a pin, where it is now. The residual is the pinned
+        (``RetargetRobot.pinned_local``) is where that edge was when it was first pinned, and so is
+        a flat sole's heel (one that does not turn, :func:`~simreal.retarget.contacts.heading_held`);
+        for the other edge, and on the first frame of a pin, where it is now. The residual is the pinned
         edge's distance from its anchor and the terrain, the sole's tilt (on one edge: across
         only, and how far the other edge is below the terrain). The penetration is the deepest of
         any geom pair: the collision rows are linearised, and a foot landing beside the other one
@@ -160,6 +163,10 @@ class InteractionSolver:
                         and not np.isnan(prev[f, pin, 0]))
                 if held:
                     anchor[f, pin] = prev[f, pin]
+                if (t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, HEEL, 0])
+                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat, not turning
+                    anchor[f, HEEL] = prev[f, HEEL]
+                    residual = max(residual, float(np.linalg.norm(edges[f, HEEL, :2] - anchor[f, HEEL])))
                 if piv:  # level across, the other edge not below the terrain
                     other = edges[f, 1 - pin]
                     tilt = max(abs((rot @ r.foot_left_local[f])[2]),
@@ -179,12 +186,17 @@ class InteractionSolver:
         residual, self.anchor[t], _ = self._stance_state(t, t + 1)[0]
         if residual > RESIDUAL_TOL:
             self.infeasible[t] = max(self.infeasible.get(t, 0.0), residual)
-        c = self.targets.contacts
-        if t + 1 < len(c) and np.any(c[t] > c[t + 1]):  # a foot lifts off next
+        if t + 1 < len(self.targets.contacts) and self._freed(t).any():
             self._release(t)
 
+    def _freed(self, t: int) -> np.ndarray:
+        """(2,) the feet freed after frame ``t``: lifting off, or flat and rising onto an edge
+        (where a held heading may turn again)."""
+        c, piv = self.targets.contacts, self.targets.pivot
+        return c[t] & (~c[t + 1] | ((piv[t] == FLAT) & (piv[t + 1] != FLAT)))
+
     def _release(self, t: int) -> None:
-        """A foot lifts off after frame ``t``: where the committed frame lags its targets, the
+        """A foot is freed after frame ``t``: where the committed frame lags its targets, the
         targets of the legs and trunk over the next :data:`RELEASE_S` carry that lag, shrinking
         to none (module docstring)."""
         self.data.qpos[:] = self.q[t]
@@ -273,9 +285,9 @@ class InteractionSolver:
                 self.q[t] = self.initial_guess(t)
             filled = t1
             n_commit = t1 - t0 if t1 == T else min(cfg.stride, t1 - t0)
-            lifts = np.flatnonzero(np.any(self.targets.contacts[t0:t0 + n_commit - 1] > self.targets.contacts[t0 + 1:t0 + n_commit], axis=1))
-            if lifts.size:  # a window ends at a lift-off: the next one starts from its released targets
-                n_commit = int(lifts[0]) + 1
+            freed = [t for t in range(t0, t0 + n_commit - 1) if self._freed(t).any()]
+            if freed:  # a window ends where a foot is freed: the next one starts from its released targets
+                n_commit = freed[0] - t0 + 1
             self.solve_window(t0, t1, cfg.iterations, cfg.max_iterations, n_commit)
             for t in range(t0, t0 + n_commit):
                 self.commit(t)

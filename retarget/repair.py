@@ -46,7 +46,7 @@ from simreal.errors import ConfigError
 from simreal.retarget.checks import THRESHOLDS
 from simreal.retarget.collisions import SELF
 from simreal.retarget.contacts import runs
-from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M_S, forward_all, pinned_steps
+from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M_S, forward_all, sole_steps
 from simreal.retarget.pipeline import RetargetResult, assess
 from simreal.retarget.robot import RetargetRobot
 
@@ -159,11 +159,12 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
 def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
                   pivot: np.ndarray, fps: float) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
-    stance ``contacts`` and ``pivot``, at ``fps`` [Hz]) must not be made: a stance foot's pinned sole edge moves
+    stance ``contacts`` and ``pivot``, at ``fps`` [Hz]) must not be made: a stance foot's pinned
+    sole edge (or either edge of a flat one, :func:`~simreal.retarget.metrics.sole_steps`) moves
     faster than ``SLIDE_TOL_M_S`` between two frames in stance, or the robot reaches into itself
     deeper than ``PENETRATION_TOL_M`` and than in the solved frames."""
     site_pos, site_rot, depth = forward_all(robot, bridged)
-    step = pinned_steps(robot, site_pos, site_rot, pivot)
+    step = sole_steps(robot, site_pos, site_rot, pivot)
     held = contacts[1:] & contacts[:-1]
     if held.any() and step[held].max() * fps > SLIDE_TOL_M_S:
         return True

@@ -7,7 +7,7 @@ out: the interaction-mesh + keypoint quadratic form, orientation and posture cos
 the acceleration penalty across frames (:func:`add_smoothness`), joint position limits and the
 trust region as bounds, velocity limits between frames as hard rows, and the soft rows that
 may take slack when infeasible: collisions and stance feet (flat or on one edge, on the terrain,
-not sliding).
+not sliding, and a flat one not turning).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import pinned_edge
+from simreal.retarget.contacts import HEEL, heading_held, pinned_edge
 from simreal.retarget.qp import INF
 from simreal.retarget.rotations import log_so3
 
@@ -178,7 +178,8 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         # its back, the heel, on the heel) on the terrain and not sliding; the sole flat while
         # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
         # swivel on the heel, from half a centimetre) level across, the other edge not below the
-        # terrain, pitching and turning about the pinned one.
+        # terrain, pitching and turning about the pinned one. A flat sole whose heel was down in
+        # the frame before does not turn (contacts.heading_held): its heel keeps its place across the foot.
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
@@ -206,6 +207,8 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     pp, jpp = ball_point(lins[w - 1], k, pin_local)
                     blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t,
                                    STANCE_SLIDE))
+            if t > 0 and tg.contacts[t - 1, fo] and heading_held(tg.pivot[t - 1, fo], piv):
+                blocks.append(_no_turn_row(solver, lins, w, t, fo, k))
             z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2])[0])
             blocks.append(([(w, jp[2:3])], np.array([z - p[2]]), np.array([z - p[2]]), True, t, STANCE_HEIGHT))
     add_smoothness(solver, t0, t1, H, f)
@@ -225,6 +228,25 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         row_kind[r0:r0 + k] = kind
         r0 += k
     return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame, row_kind)
+
+
+def _no_turn_row(solver: InteractionSolver, lins: list[Linearisation], w: int, t: int, fo: int, k: int) -> tuple:
+    """The row holding a flat stance sole's heading: its heel's move across the foot (along the sole's
+    horizontal left axis n) from the frame before is zero, n^T (p_h + J_h dq_w - p'_h) = 0, where
+    p'_h is the committed anchor (the window's first frame) or the previous frame's linearised
+    heel. One row, not the heel's xy: with the ball pinned and the sole flat, that would repeat
+    the sole's length (a degenerate QP). Without it H1's foot, whose yaw was only a cost, swivelled
+    about its pinned ball at 1-3 rad/s where the human's stood still (hip yaw its only yaw joint)."""
+    r, L = solver.robot, lins[w]
+    side = (L.rot[k] @ r.foot_left_local[fo])[:2]
+    n = side / max(float(np.linalg.norm(side)), 1e-9)
+    ph, jh = ball_point(L, k, r.heel_local[fo])
+    if w == 0:
+        gap = np.array([n @ (solver.anchor[t - 1, fo, HEEL] - ph[:2])])
+        return [(w, (n @ jh[:2])[None])], gap, gap, True, t, STANCE_SLIDE
+    pp, jpp = ball_point(lins[w - 1], k, r.heel_local[fo])
+    gap = np.array([n @ (pp[:2] - ph[:2])])
+    return [(w, (n @ jh[:2])[None]), (w - 1, -(n @ jpp[:2])[None])], gap, gap, True, t, STANCE_SLIDE
 
 
 def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:

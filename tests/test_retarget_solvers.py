@@ -349,6 +349,29 @@ def test_real_feet_clips_keep_stance_on_the_ground_and_hips_untwisted(robot):
         assert np.abs(qpos[:, r.qpos_adr[yaw]]).max() < 1.0, clip.name
 
 
+def test_a_flat_stance_foot_does_not_turn_under_a_turning_pelvis(monkeypatch):
+    """H1 (its hip yaw is its legs' only yaw joint) on a walk turning at 0.8 rad/s: a flat stance
+    sole keeps its heading, so neither of its edges moves, and the report's slide counts a heel
+    that does. With the heading only a cost (as before), the foot swivelled about its pinned ball
+    (a real figure-8 walk: 1-3 rad/s in 38% of the frames where the human's foot stood)."""
+    import simreal.retarget.interaction as I
+    import simreal.retarget.window_qp as W
+
+    h1 = load_robot("h1")
+    clip = synth.walking(duration_s=2.5, fps=60.0, turn_rate_rad_s=0.8, feet=synth.REAL_FEET)
+    targets = build_targets(_human(clip), h1)
+    qpos, stats = solve_interaction(h1, targets)
+    assert_hard_constraints(quality_report(h1, qpos, targets), stats)
+
+    def never(before, now) -> np.ndarray:
+        return np.zeros(np.broadcast(np.asarray(before), np.asarray(now)).shape, bool)
+
+    monkeypatch.setattr(W, "heading_held", never)
+    monkeypatch.setattr(I, "heading_held", never)
+    slide = quality_report(h1, solve_interaction(h1, targets)[0], targets)["foot_slide"]
+    assert slide["fraction"] > 0.05 and slide["max_m_s"] > 0.15, slide
+
+
 def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeypatch):
     """A 120 fps walk on H1 whose left foot's heading target turns 1.4 rad more than the foot can
     in one stance (H1's hip yaw reaches +-0.43 rad), and stays turned through the swing after it.
