@@ -52,10 +52,35 @@ def pinned_edge(pivot: np.ndarray | int) -> np.ndarray:
 
 def heading_held(pivot_before: np.ndarray | int, pivot_now: np.ndarray | int) -> np.ndarray:
     """Whether a foot in stance in two consecutive frames, with pivot labels ``pivot_before`` and
-    ``pivot_now``, keeps its heading between them: flat now, its heel down before (flat, or on
-    the heel as its toes come down). A sole on the floor at its heel and its ball does not turn
-    (friction holds it); one on one edge turns about that edge (a swivel on the heel or ball)."""
+    ``pivot_now``, has its heading held between them: flat now, its heel down before (flat, or on
+    the heel as its toes come down). A sole on the floor at its heel and its ball turns no further
+    than the human's does (friction holds it otherwise; :func:`swivel_excess`); one on one edge
+    turns about that edge (a swivel on the heel or ball)."""
     return (np.asarray(pivot_now) == FLAT) & (np.asarray(pivot_before) != ON_BALL)
+
+
+def turned_heel(ball: np.ndarray, heel: np.ndarray, turn: np.ndarray | float) -> np.ndarray:
+    """Where a sole's heel (xy, (..., 2)) is after the sole turns by ``turn`` [rad] (...) about
+    its ball (xy, (..., 2))."""
+    c, s = np.cos(turn), np.sin(turn)
+    d = heel - ball
+    return ball + np.stack([c * d[..., 0] - s * d[..., 1], s * d[..., 0] + c * d[..., 1]], axis=-1)
+
+
+def swivel_excess(ball: np.ndarray, heel: np.ndarray, heel_after: np.ndarray, left_after: np.ndarray,
+                  turn: np.ndarray | float) -> np.ndarray:
+    """How far [m] (...) a flat sole's heel moved across the foot beyond what the human's foot
+    turn allows: with ``ball``, ``heel`` (xy, (..., 2)) in one frame, ``heel_after`` (xy) and the
+    sole's left axis ``left_after`` (..., 3) in the next, and the human's turn ``turn`` [rad]
+    between them, the heel's move along the horizontal left axis, d, must lie between 0 (the
+    foot did not turn) and g, the move the human's turn about the ball gives it
+    (:func:`turned_heel`); the excess is the distance of d from that interval. So the foot may
+    lag the human's turn (where the leg cannot follow) but never turn further, or the other way."""
+    side = left_after[..., :2]
+    n = side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-9)
+    d = np.sum(n * (heel_after - heel), axis=-1)
+    g = np.sum(n * (turned_heel(ball, heel, turn) - heel), axis=-1)
+    return np.maximum(0.0, np.maximum(np.minimum(0.0, g) - d, d - np.maximum(0.0, g)))
 
 
 def smoothed_tracks(points: np.ndarray, fps: float, smooth_s: float) -> tuple[np.ndarray, np.ndarray]:

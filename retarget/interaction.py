@@ -11,12 +11,13 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                      + sum_k w_k |log(R_tk R*_tk^T) + Jr_tk dq_t|^2      orientations
                      + w_acc |a_t + dq_{t+1} - 2 dq_t + dq_{t-1}|^2      joint acceleration (smoothness)
                      + w_post |q_t + dq_t - q_home|^2 + w_damp |dq_t|^2
+                     + w_land(n) |tilt_f + Jt_f dq_t|^2                  a swing foot landing in n frames levelled
     subject to  q_lo <= q_t + dq_t <= q_hi                               joint position limits
                 |(q_t + dq_t) - (q_{t-1} + dq_{t-1})| <= v_max dt         joint velocity limits
                 d_c + n_c^T (J_2 - J_1) dq_t >= d_min                     no ground / scene / self penetration
                 stance foot: its ball point (the sole's front edge) at z = terrain and xy = its
-                touchdown position (no slide); the sole flat and not turning (its heel
-                held across the foot), or, while the human's heel is
+                touchdown position (no slide); the sole flat and turning no further than
+                the human's foot does (its heel's move across the foot bounded), or, while the human's heel is
                 raised (heel-off), level across with its heel point (back edge) at or above the
                 terrain: the foot pitches about its front edge, following its pitch target
 
@@ -45,7 +46,7 @@ pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double sup
 once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
 yaw, 23 rad/s). Where the committed frame before a foot is freed lags its targets (an orientation
 more than :data:`RELEASE_LAG_RAD` off; a foot in step needs none), the position and
-orientation targets of the legs and trunk carry that lag (an offset, and a rotation in the
+orientation targets of every keypoint carry that lag (an offset, and a rotation in the
 target's frame) into the frames after it, shrinking linearly to none over :data:`RELEASE_S`:
 the motion goes on as the human's, the catch-up takes 0.2 s instead of a frame. A window that
 would commit the frame a foot is freed at with the frame before it commits up to that frame
@@ -61,14 +62,14 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import FLAT, HEEL, heading_held, pinned_edge
+from simreal.retarget.contacts import BALL, FLAT, HEEL, heading_held, pinned_edge, swivel_excess
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import log_so3, rotvec_to_matrix
 from simreal.retarget.settings import InteractionConfig
-from simreal.retarget.targets import Targets, start_pose
+from simreal.retarget.targets import Targets, foot_turn, start_pose
 from simreal.retarget.window_qp import Linearisation, build_window_qp
 
 SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeasible
@@ -77,8 +78,6 @@ RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts a
 RELEASE_S = 0.2
 #: ... where the committed frame before a foot is freed has an orientation this far off its target [rad].
 RELEASE_LAG_RAD = 0.2
-#: Keypoints a stance foot does not hold back (their targets are not released).
-ARM_KEYPOINTS = ("_shoulder", "_elbow", "_wrist", "_hand")
 
 
 class InteractionSolver:
@@ -116,7 +115,14 @@ class InteractionSolver:
         self.rot_target = targets.rotations.copy()
         self.pos_target = targets.positions.copy()
         self.release = max(1, round(RELEASE_S * targets.fps))
-        self.legs_and_trunk = np.array([i for i, k in enumerate(robot.keypoints) if not k.endswith(ARM_KEYPOINTS)], int)
+        # the human's foot heading change into each frame [rad]: a held flat sole turns no further
+        self.foot_turn = foot_turn(robot, targets)
+        # frames until each foot's next touchdown (0 in stance; T or more with none ahead)
+        self.landing_frames = int(round(cfg.landing_s * targets.fps))
+        self.to_land = np.full((T, 2), 2 * T, dtype=np.int64)
+        for t in range(T - 1, -1, -1):
+            ahead = self.to_land[t + 1] + 1 if t + 1 < T else self.to_land[t]
+            self.to_land[t] = np.where(targets.contacts[t], 0, ahead)
         self.infeasible: dict[int, float] = {}
         self.iterations = 0
         self.relaxed_qps = 0
@@ -132,12 +138,14 @@ class InteractionSolver:
 
     def _stance_state(self, t0: int, t1: int) -> list[tuple[float, np.ndarray, float]]:
         """Per frame of [t0, t1): (largest stance residual, stance anchors xy per foot and sole edge
-        (2, 2, 2), nan in swing, deepest penetration [m]). A stance foot's anchor for the edge it is pinned at
-        (``RetargetRobot.pinned_local``) is where that edge was when it was first pinned, and so is
-        a flat sole's heel (one that does not turn, :func:`~simreal.retarget.contacts.heading_held`);
-        for the other edge, and on the first frame of a pin, where it is now. The residual is the pinned
-        edge's distance from its anchor and the terrain, the sole's tilt (on one edge: across
-        only, and how far the other edge is below the terrain). The penetration is the deepest of
+        (2, 2, 2), nan in swing, deepest penetration [m]). A stance foot's anchor for the edge it
+        is pinned at (``RetargetRobot.pinned_local``) is where that edge was when it was first
+        pinned; for the other edge, and on the first frame of a pin, where it is now. The residual
+        is the pinned edge's distance from its anchor and the terrain, the sole's tilt (on one
+        edge: across only, and how far the other edge is below the terrain), and for a flat sole
+        whose heading is held (:func:`~simreal.retarget.contacts.heading_held`) its heel's move
+        across the foot beyond the human's foot turn (:func:`~simreal.retarget.contacts.swivel_excess`).
+        The penetration is the deepest of
         any geom pair: the collision rows are linearised, and a foot landing beside the other one
         ended 1.1 cm inside it after steps the last linearisation called feasible."""
         r, m, d = self.robot, self.model, self.data
@@ -164,9 +172,10 @@ class InteractionSolver:
                 if held:
                     anchor[f, pin] = prev[f, pin]
                 if (t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, HEEL, 0])
-                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat, not turning
-                    anchor[f, HEEL] = prev[f, HEEL]
-                    residual = max(residual, float(np.linalg.norm(edges[f, HEEL, :2] - anchor[f, HEEL])))
+                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat: turning no further than the human
+                    left = rot @ r.foot_left_local[f]
+                    excess = swivel_excess(prev[f, BALL], prev[f, HEEL], edges[f, HEEL, :2], left, self.foot_turn[t, f])
+                    residual = max(residual, float(excess))
                 if piv:  # level across, the other edge not below the terrain
                     other = edges[f, 1 - pin]
                     tilt = max(abs((rot @ r.foot_left_local[f])[2]),
@@ -197,8 +206,9 @@ class InteractionSolver:
 
     def _release(self, t: int) -> None:
         """A foot is freed after frame ``t``: where the committed frame lags its targets, the
-        targets of the legs and trunk over the next :data:`RELEASE_S` carry that lag, shrinking
-        to none (module docstring)."""
+        targets of every keypoint over the next :data:`RELEASE_S` carry that lag, shrinking to
+        none (module docstring). The arms' too: left at the human's while the trunk under them
+        carried its lag, a shoulder caught up at its velocity limit in the lift-off frame."""
         self.data.qpos[:] = self.q[t]
         mujoco.mj_kinematics(self.model, self.data)
         sites = self.data.site_xmat.reshape(-1, 3, 3)[self.robot.site_ids]
@@ -209,9 +219,8 @@ class InteractionSolver:
             return  # in step with its targets: nothing to catch up
         stop = min(t + 1 + self.release, len(self.rot_target))
         keep = 1.0 - np.arange(1, stop - t) / (self.release + 1)  # the share of the lag left, per frame
-        legs = self.legs_and_trunk
-        offset = self.data.site_xpos[self.robot.site_ids[legs]] - self.pos_target[t, legs]
-        self.pos_target[t + 1:stop, legs] += keep[:, None, None] * offset
+        offset = self.data.site_xpos[self.robot.site_ids] - self.pos_target[t]
+        self.pos_target[t + 1:stop] += keep[:, None, None] * offset
         for k, v in zip(oriented, lag):
             self.rot_target[t + 1:stop, k] = self.rot_target[t + 1:stop, k] @ rotvec_to_matrix(keep[:, None] * v)
 

@@ -4,10 +4,11 @@
   ``PENETRATION_TOL_M`` (1 cm), per kind and overall, and the deepest penetration [m];
 - foot slide: stance foot-frames (the foot in stance in this frame and the previous one)
   whose pinned sole edge (``RetargetRobot.pinned_local``: the front edge, or the back edge of a
-  foot on its heel), or either edge of a flat sole whose heel was down the frame before (one
-  turning about its pinned edge), moves faster than ``SLIDE_TOL_M_S`` (0.1 m/s) horizontally,
-  and the fastest slide [m/s]. A speed, not a distance per frame: 1 cm a frame was 0.3 m/s at
-  30 fps and 1.2 m/s at 120 fps, where a real walk's foot slid at 0.27 m/s and read 0%;
+  foot on its heel), or the heel of a flat sole whose heel was down the frame before (one turning
+  about its pinned edge further than the human's foot turns), moves faster than
+  ``SLIDE_TOL_M_S`` (0.1 m/s) horizontally, and the fastest slide [m/s]. A speed, not a
+  distance per frame: 1 cm a frame was 0.3 m/s at 30 fps and 1.2 m/s at 120 fps, where a real
+  walk's foot slid at 0.27 m/s and read 0%;
 - stance feet: the largest tilt [rad] of a flat stance sole (one on an edge pitches) and the
   largest and smallest height above the terrain [m] of a stance foot's pinned edge;
 - limits: (frame, joint) entries beyond the position limits or velocity limits (velocity as
@@ -28,9 +29,9 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import FLAT, heading_held
+from simreal.retarget.contacts import FLAT, heading_held, swivel_excess
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.targets import Targets
+from simreal.retarget.targets import Targets, foot_turn
 
 PENETRATION_TOL_M = 0.01
 SLIDE_TOL_M_S = 0.1
@@ -55,19 +56,25 @@ def forward_all(robot: RetargetRobot, qpos: np.ndarray):
     return site_pos, site_rot, depth
 
 
-def sole_steps(robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray, pivot: np.ndarray) -> np.ndarray:
+def sole_steps(robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray, pivot: np.ndarray,
+               turn: np.ndarray) -> np.ndarray:
     """(T-1, 2) horizontal move [m] from frame t to t+1 of the sole edge each foot is pinned at in
     frame t+1 (``RetargetRobot.pinned_local`` of ``pivot`` (T, 2)), both frames measured at that
-    edge, so a foot rolling from its heel onto its ball is not read as a slide; for a sole that
-    keeps its heading (:func:`~simreal.retarget.contacts.heading_held`: flat, its heel down
-    before), the larger move of its two edges: a flat foot turning about its pinned edge slides
-    at the other."""
+    edge, so a foot rolling from its heel onto its ball is not read as a slide; for a sole whose
+    heading is held (:func:`~simreal.retarget.contacts.heading_held`: flat, its heel down before),
+    the larger of that and its heel's move across the foot beyond what the human's foot turn
+    ``turn`` (T, 2) (:func:`~simreal.retarget.targets.foot_turn`) allows
+    (:func:`~simreal.retarget.contacts.swivel_excess`): a flat foot turning about its pinned edge
+    further than the human's slides at the other."""
     local = robot.pinned_local(pivot[1:])
     after = robot.ball_points(site_pos[1:], site_rot[1:], local)
     before = robot.ball_points(site_pos[:-1], site_rot[:-1], local)
     step = np.linalg.norm(after[..., :2] - before[..., :2], axis=-1)
-    heel = np.linalg.norm(np.diff(robot.ball_points(site_pos, site_rot, robot.heel_local)[..., :2], axis=0), axis=-1)
-    return np.where(heading_held(pivot[:-1], pivot[1:]), np.maximum(step, heel), step)
+    ball = robot.ball_points(site_pos, site_rot, robot.ball_local)[..., :2]
+    heel = robot.ball_points(site_pos, site_rot, robot.heel_local)[..., :2]
+    left = np.einsum("tfab,fb->tfa", site_rot[1:, robot.foot_sites], robot.foot_left_local)
+    swivel = swivel_excess(ball[:-1], heel[:-1], heel[1:], left, turn[1:])
+    return np.where(heading_held(pivot[:-1], pivot[1:]), np.maximum(step, swivel), step)
 
 
 def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk: tuple | None = None) -> dict:
@@ -86,7 +93,8 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
 
     pinned = robot.ball_points(site_pos, site_rot, robot.pinned_local(targets.pivot))  # (T, 2, 3)
     stance_pairs = targets.contacts[1:] & targets.contacts[:-1]
-    slides = sole_steps(robot, site_pos, site_rot, targets.pivot)[stance_pairs] * fps  # [m/s]
+    steps = sole_steps(robot, site_pos, site_rot, targets.pivot, foot_turn(robot, targets))
+    slides = steps[stance_pairs] * fps  # [m/s]
     n_stance = int(stance_pairs.sum())
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
     tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & (targets.pivot == FLAT)]

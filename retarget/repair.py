@@ -49,6 +49,7 @@ from simreal.retarget.contacts import runs
 from simreal.retarget.metrics import PENETRATION_TOL_M, SLIDE_TOL_M_S, forward_all, sole_steps
 from simreal.retarget.pipeline import RetargetResult, assess
 from simreal.retarget.robot import RetargetRobot
+from simreal.retarget.targets import foot_turn
 
 MODES = ("repair", "cut", "keep")
 MAX_ROUNDS = 3
@@ -157,14 +158,14 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
 
 
 def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
-                  pivot: np.ndarray, fps: float) -> bool:
+                  pivot: np.ndarray, turn: np.ndarray, fps: float) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
-    stance ``contacts`` and ``pivot``, at ``fps`` [Hz]) must not be made: a stance foot's pinned
+    stance ``contacts``, ``pivot`` and human foot ``turn``, at ``fps`` [Hz]) must not be made: a stance foot's pinned
     sole edge (or either edge of a flat one, :func:`~simreal.retarget.metrics.sole_steps`) moves
     faster than ``SLIDE_TOL_M_S`` between two frames in stance, or the robot reaches into itself
     deeper than ``PENETRATION_TOL_M`` and than in the solved frames."""
     site_pos, site_rot, depth = forward_all(robot, bridged)
-    step = sole_steps(robot, site_pos, site_rot, pivot)
+    step = sole_steps(robot, site_pos, site_rot, pivot, turn)
     held = contacts[1:] & contacts[:-1]
     if held.any() and step[held].max() * fps > SLIDE_TOL_M_S:
         return True
@@ -185,6 +186,8 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
     qpos, must_cut = result.qpos.copy(), np.zeros(T, dtype=bool)
     repaired, bridged = [], np.zeros(T, dtype=bool)
     adr = robot.qpos_adr
+    tg = result.targets
+    turn = foot_turn(robot, tg)
     for a, stop, v in runs(wide):
         if not v:
             continue
@@ -197,8 +200,8 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
         lo, hi = robot.q_lower[joints[a:stop].any(axis=0)], robot.q_upper[joints[a:stop].any(axis=0)]
         trial[:, cols] = np.clip(hermite_bridge(qpos[:, cols], a, b), lo, hi)
         around = slice(a - 1, b + 2)
-        tg = result.targets
-        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around], fps):
+        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around], turn[around],
+                         fps):
             must_cut[a:stop] = bad[a:stop]
             continue
         qpos = trial

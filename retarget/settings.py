@@ -79,6 +79,8 @@ class InteractionConfig:
     collision_margin_m: float = field(0.06, min=0.0, doc="pairs closer than this enter the QP [m]")
     min_distance_m: float = field(0.0, doc="required clearance between colliding geoms [m]")
     penetration_weight: float = field(100.0, min=0.0, doc="cost pushing already-penetrating pairs apart")
+    landing_s: float = field(0.1, min=0.0, doc="a swing foot is levelled over this long before it lands [s]")
+    landing_weight: float = field(20.0, min=0.0, doc="weight of that levelling at the landing (growing to it)")
     ground_points: int = field(4, min=0, max=64, doc="ground sample points around each foot")
     slack_weight: float = field(1e4, min=0.0, doc="penalty on constraint slack of infeasible frames")
     qp_solver: str = field("daqp", choices=QP_SOLVERS, doc="dense QP backend")

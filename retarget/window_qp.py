@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import HEEL, heading_held, pinned_edge
+from simreal.retarget.contacts import BALL, HEEL, heading_held, pinned_edge, turned_heel
 from simreal.retarget.qp import INF
 from simreal.retarget.rotations import log_so3
 
@@ -128,6 +128,11 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
             er = log_so3(L.rot[k] @ solver.rot_target[t, k].T)
             Hw += w_rot * L.jr[k].T @ L.jr[k]
             fw += w_rot * L.jr[k].T @ er
+        # A swing foot about to land is levelled as its stance will hold it (flat, or level
+        # across on an edge), with a weight growing to the landing (_landing_cost).
+        for fo in range(2):
+            if not tg.contacts[t, fo] and solver.to_land[t, fo] <= solver.landing_frames:
+                _landing_cost(solver, L, t, fo, Hw, fw)
         # Posture and damping.
         Hw[jd, jd] += cfg.posture_weight
         fw[jd] += cfg.posture_weight * (q[ja] - r.q_home[ja])
@@ -179,7 +184,7 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
         # swivel on the heel, from half a centimetre) level across, the other edge not below the
         # terrain, pitching and turning about the pinned one. A flat sole whose heel was down in
-        # the frame before does not turn (contacts.heading_held): its heel keeps its place across the foot.
+        # the frame before turns only as the human's foot does (contacts.heading_held, _no_turn_row).
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
@@ -230,23 +235,52 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
     return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame, row_kind)
 
 
+def _landing_cost(solver: InteractionSolver, L: Linearisation, t: int, fo: int, Hw: np.ndarray,
+                  fw: np.ndarray) -> None:
+    """Add w |c + J dq|^2 for a swing foot ``fo`` landing in n = ``solver.to_land[t, fo]`` frames:
+    c the sole's tilt its stance will hold at zero (the horizontal part of its up axis when it
+    lands flat, the height of its left axis when it lands on an edge), w = landing_weight
+    (1 - n / (N + 1)) over the N = ``solver.landing_frames`` frames before the landing. Without
+    it the stance rows levelled the foot in the landing frame: H1 (no ankle roll) swung 15-19 deg
+    off level and its foot snapped 10-12 deg in one frame at 120 fps (hip roll at 19 rad/s)."""
+    r, k = solver.robot, solver.feet_k[fo]
+    n = int(solver.to_land[t, fo])
+    w = solver.cfg.landing_weight * (1.0 - n / (solver.landing_frames + 1))
+    if solver.targets.pivot[t + n, fo]:
+        axis = L.rot[k] @ r.foot_left_local[fo]
+        c, J = axis[2:3], (-_skew(axis) @ L.jr[k])[2:3]
+    else:
+        axis = L.rot[k] @ r.foot_up_local[fo]
+        c, J = axis[:2], (-_skew(axis) @ L.jr[k])[:2]
+    Hw += w * J.T @ J
+    fw += w * J.T @ c
+
+
 def _no_turn_row(solver: InteractionSolver, lins: list[Linearisation], w: int, t: int, fo: int, k: int) -> tuple:
-    """The row holding a flat stance sole's heading: its heel's move across the foot (along the sole's
-    horizontal left axis n) from the frame before is zero, n^T (p_h + J_h dq_w - p'_h) = 0, where
-    p'_h is the committed anchor (the window's first frame) or the previous frame's linearised
-    heel. One row, not the heel's xy: with the ball pinned and the sole flat, that would repeat
-    the sole's length (a degenerate QP). Without it H1's foot, whose yaw was only a cost, swivelled
-    about its pinned ball at 1-3 rad/s where the human's stood still (hip yaw its only yaw joint)."""
+    """The row bounding a flat stance sole's turn: its heel's move across the foot (along the
+    sole's horizontal left axis n) from the frame before, d = n^T (p_h + J_h dq_w - p'_h), lies
+    between 0 and g, the move the human's foot turn about the ball gives it (``solver.foot_turn``,
+    :func:`~simreal.retarget.contacts.swivel_excess`), with p'_h, the ball and g from the
+    committed anchors (the window's first frame) or the previous frame's linearisation. One row,
+    not the heel's xy: with the ball pinned and the sole flat, that would repeat the sole's
+    length (a degenerate QP). With the heading only a cost, H1's foot (hip yaw its only yaw
+    joint) swivelled about its pinned ball at 1-3 rad/s where the human's turned at 0.1-0.3;
+    held still, it lagged a human shuffling a flat foot round (G1's hip yaw past 1 rad)."""
     r, L = solver.robot, lins[w]
     side = (L.rot[k] @ r.foot_left_local[fo])[:2]
     n = side / max(float(np.linalg.norm(side)), 1e-9)
     ph, jh = ball_point(L, k, r.heel_local[fo])
+    turn = solver.foot_turn[t, fo]
     if w == 0:
-        gap = np.array([n @ (solver.anchor[t - 1, fo, HEEL] - ph[:2])])
-        return [(w, (n @ jh[:2])[None])], gap, gap, True, t, STANCE_SLIDE
-    pp, jpp = ball_point(lins[w - 1], k, r.heel_local[fo])
-    gap = np.array([n @ (pp[:2] - ph[:2])])
-    return [(w, (n @ jh[:2])[None]), (w - 1, -(n @ jpp[:2])[None])], gap, gap, True, t, STANCE_SLIDE
+        pb, pp = solver.anchor[t - 1, fo, BALL], solver.anchor[t - 1, fo, HEEL]
+        coefs = [(w, (n @ jh[:2])[None])]
+    else:
+        (pp, jpp), (pb, _) = ball_point(lins[w - 1], k, r.heel_local[fo]), ball_point(lins[w - 1], k, r.ball_local[fo])
+        pp, pb = pp[:2], pb[:2]
+        coefs = [(w, (n @ jh[:2])[None]), (w - 1, -(n @ jpp[:2])[None])]
+    d0 = float(n @ (ph[:2] - pp))  # the move so far, at the linearisation point
+    g = float(n @ (turned_heel(pb, pp, turn) - pp))
+    return coefs, np.array([min(0.0, g) - d0]), np.array([max(0.0, g) - d0]), True, t, STANCE_SLIDE
 
 
 def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:

@@ -372,6 +372,64 @@ def test_a_flat_stance_foot_does_not_turn_under_a_turning_pelvis(monkeypatch):
     assert slide["fraction"] > 0.05 and slide["max_m_s"] > 0.15, slide
 
 
+def test_a_flat_stance_foot_turns_with_the_human_s(g1, monkeypatch):
+    """G1 crouching on both flat feet while the human's left foot turns 0.3 rad on the spot (a
+    shuffle; a real standing clip turned a flat foot 0.27 rad): the sole may turn about its ball
+    as far as the human's does, and does (over 0.1 rad), without a slide; held still instead (no
+    human turn), it stays within 0.02 rad and the hip twists to make up the rest."""
+    import simreal.retarget.interaction as I
+    from simreal.retarget.metrics import forward_all
+    from simreal.retarget.rotations import heading_from_left, level_frame
+
+    fps = 60.0
+    targets = build_targets(_human(synth.crouching(duration_s=2.0, fps=fps)), g1)
+    assert targets.contacts.all() and (targets.pivot == 0).all()
+    k = g1.foot_keypoints[0]
+    turn = np.clip((np.arange(targets.num_frames) / fps - 0.5) / 0.5, 0.0, 1.0) * 0.3  # over 0.5-1.0 s
+    rots = targets.rotations.copy()
+    rots[:, k] = level_frame(turn) @ rots[:, k]
+    targets = dataclasses.replace(targets, rotations=rots)
+
+    def foot_turned() -> float:
+        qpos, stats = solve_interaction(g1, targets)
+        assert stats["infeasible_frames"] == []
+        assert quality_report(g1, qpos, targets)["foot_slide"]["sliding"] == 0
+        R = forward_all(g1, qpos)[1][:, g1.site_ids[k]]
+        yaw = np.unwrap(heading_from_left(R @ g1.foot_left_local[0])[0])
+        return float(yaw[-1] - yaw[0])
+
+    assert 0.1 < foot_turned() < 0.31
+    monkeypatch.setattr(I, "foot_turn", lambda robot, tg: np.zeros((tg.num_frames, 2)))
+    assert abs(foot_turned()) < 0.02
+
+
+def test_a_swing_foot_is_levelled_before_it_lands_not_in_the_landing_frame():
+    """H1 (no ankle roll) on a turning walk: the stance rows hold a landed sole level, so a swing
+    foot off level used to snap at the touchdown (real walk: 10-12 deg in one frame at 120 fps,
+    hip roll 19 rad/s). Levelled over the 0.1 s before, it lands turning slower than 1.5 rad/s;
+    without that cost (``landing_weight=0``) it turns faster than 3 rad/s in the landing frame."""
+    from simreal.retarget.metrics import forward_all
+    from simreal.retarget.rotations import log_so3
+
+    h1, fps = load_robot("h1"), 60.0
+    clip = synth.walking(duration_s=2.5, fps=fps, turn_rate_rad_s=0.8, feet=synth.REAL_FEET)
+    targets = build_targets(_human(clip), h1)
+    lands = targets.contacts[1:] & ~targets.contacts[:-1]  # (T-1, 2): frame t+1 is a touchdown
+    assert lands.sum() >= 3
+
+    def turn_at_landings(weight: float) -> float:
+        cfg = dataclasses.replace(h1.kmap.interaction, landing_weight=weight)
+        qpos, stats = solve_interaction(h1, targets, cfg)
+        assert stats["infeasible_frames"] == []
+        R = forward_all(h1, qpos)[1][:, h1.site_ids[h1.foot_keypoints]]  # (T, 2, 3, 3)
+        turn = np.linalg.norm([[log_so3(R[t, f] @ R[t - 1, f].T) for f in range(2)]
+                               for t in range(1, len(R))], axis=-1)
+        return float(turn[lands].max() * fps)  # [rad/s]
+
+    assert turn_at_landings(h1.kmap.interaction.landing_weight) < 1.5
+    assert turn_at_landings(0.0) > 3.0
+
+
 def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeypatch):
     """A 120 fps walk on H1 whose left foot's heading target turns 1.4 rad more than the foot can
     in one stance (H1's hip yaw reaches +-0.43 rad), and stays turned through the swing after it.
