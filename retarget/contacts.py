@@ -67,20 +67,34 @@ def turned_heel(ball: np.ndarray, heel: np.ndarray, turn: np.ndarray | float) ->
     return ball + np.stack([c * d[..., 0] - s * d[..., 1], s * d[..., 0] + c * d[..., 1]], axis=-1)
 
 
+def across_axis(left: np.ndarray) -> np.ndarray:
+    """The horizontal unit direction (..., 2) across a sole, from its left axis (..., 3)."""
+    side = left[..., :2]
+    return side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-9)
+
+
+def heel_turn_bounds(ball: np.ndarray, heel: np.ndarray, across: np.ndarray,
+                     turn: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """The interval (lo, hi) [m] (...) a flat sole's heel may move along ``across`` (:func:`across_axis`)
+    into the next frame, from ``ball`` and ``heel`` (xy, (..., 2)) and the human's foot turn
+    ``turn`` [rad] between the frames: between 0 (the foot does not turn) and g, the move that
+    turn about the ball gives the heel (:func:`turned_heel`). So the foot may lag the human's
+    turn (where the leg cannot follow) but never turn further, or the other way."""
+    g = np.sum(across * (turned_heel(ball, heel, turn) - heel), axis=-1)
+    return np.minimum(0.0, g), np.maximum(0.0, g)
+
+
 def swivel_excess(ball: np.ndarray, heel: np.ndarray, heel_after: np.ndarray, left_after: np.ndarray,
                   turn: np.ndarray | float) -> np.ndarray:
     """How far [m] (...) a flat sole's heel moved across the foot beyond what the human's foot
     turn allows: with ``ball``, ``heel`` (xy, (..., 2)) in one frame, ``heel_after`` (xy) and the
     sole's left axis ``left_after`` (..., 3) in the next, and the human's turn ``turn`` [rad]
-    between them, the heel's move along the horizontal left axis, d, must lie between 0 (the
-    foot did not turn) and g, the move the human's turn about the ball gives it
-    (:func:`turned_heel`); the excess is the distance of d from that interval. So the foot may
-    lag the human's turn (where the leg cannot follow) but never turn further, or the other way."""
-    side = left_after[..., :2]
-    n = side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-9)
+    between them, the distance of the heel's move across the foot from
+    :func:`heel_turn_bounds`."""
+    n = across_axis(left_after)
     d = np.sum(n * (heel_after - heel), axis=-1)
-    g = np.sum(n * (turned_heel(ball, heel, turn) - heel), axis=-1)
-    return np.maximum(0.0, np.maximum(np.minimum(0.0, g) - d, d - np.maximum(0.0, g)))
+    lo, hi = heel_turn_bounds(ball, heel, n, turn)
+    return np.maximum(0.0, np.maximum(lo - d, d - hi))
 
 
 def smoothed_tracks(points: np.ndarray, fps: float, smooth_s: float) -> tuple[np.ndarray, np.ndarray]:

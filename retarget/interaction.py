@@ -17,8 +17,8 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                 d_c + n_c^T (J_2 - J_1) dq_t >= d_min                     no ground / scene / self penetration
                 stance foot: its ball point (the sole's front edge) at z = terrain and xy = its
                 touchdown position (no slide); the sole flat and turning no further than
-                the human's foot does (its heel's move across the foot bounded), or, while the human's heel is
-                raised (heel-off), level across with its heel point (back edge) at or above the
+                the human's foot (its heel's move across the foot bounded), or, while the human's
+                heel is raised (heel-off), level across with its heel point (back edge) at or above the
                 terrain: the foot pitches about its front edge, following its pitch target
 
 all linearised at the current iterate (MuJoCo kinematics, ``mj_jacSite``, ``mj_collision`` with a
@@ -39,8 +39,8 @@ Written by hand because no library solves this windowed, collision-constrained m
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
 the mesh, daqp / quadprog for the QP.
 
-Targets are released gradually where a foot is freed: at a lift-off, and where a flat foot (held
-from turning) rises onto an edge. A stance foot is held by its constraints and
+Targets are released gradually where a foot is freed: at a lift-off, and where a flat foot (its
+turn bounded) rises onto an edge. A stance foot is held by its constraints and
 the robot's leg (H1's ankle has no roll, its hip yaw reaches +-0.43 rad), so the foot and the
 pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double support), and
 once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
@@ -144,9 +144,9 @@ class InteractionSolver:
         is the pinned edge's distance from its anchor and the terrain, the sole's tilt (on one
         edge: across only, and how far the other edge is below the terrain), and for a flat sole
         whose heading is held (:func:`~simreal.retarget.contacts.heading_held`) its heel's move
-        across the foot beyond the human's foot turn (:func:`~simreal.retarget.contacts.swivel_excess`).
-        The penetration is the deepest of
-        any geom pair: the collision rows are linearised, and a foot landing beside the other one
+        across the foot beyond the human's foot turn
+        (:func:`~simreal.retarget.contacts.swivel_excess`). The penetration is the deepest of any
+        geom pair: the collision rows are linearised, and a foot landing beside the other one
         ended 1.1 cm inside it after steps the last linearisation called feasible."""
         r, m, d = self.robot, self.model, self.data
         prev = self.anchor[t0 - 1].copy() if t0 > 0 else np.full((2, 2, 2), np.nan)
@@ -172,9 +172,9 @@ class InteractionSolver:
                 if held:
                     anchor[f, pin] = prev[f, pin]
                 if (t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, HEEL, 0])
-                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat: turning no further than the human
-                    left = rot @ r.foot_left_local[f]
-                    excess = swivel_excess(prev[f, BALL], prev[f, HEEL], edges[f, HEEL, :2], left, self.foot_turn[t, f])
+                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat: no further than the human
+                    excess = swivel_excess(prev[f, BALL], prev[f, HEEL], edges[f, HEEL, :2], rot @ r.foot_left_local[f],
+                                           self.foot_turn[t, f])
                     residual = max(residual, float(excess))
                 if piv:  # level across, the other edge not below the terrain
                     other = edges[f, 1 - pin]

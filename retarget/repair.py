@@ -160,10 +160,11 @@ def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = 
 def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
                   pivot: np.ndarray, turn: np.ndarray, fps: float) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
-    stance ``contacts``, ``pivot`` and human foot ``turn``, at ``fps`` [Hz]) must not be made: a stance foot's pinned
-    sole edge (or either edge of a flat one, :func:`~simreal.retarget.metrics.sole_steps`) moves
-    faster than ``SLIDE_TOL_M_S`` between two frames in stance, or the robot reaches into itself
-    deeper than ``PENETRATION_TOL_M`` and than in the solved frames."""
+    stance ``contacts``, ``pivot`` and human foot ``turn``, at ``fps`` [Hz]) must not be made: a
+    stance foot's pinned sole edge (or a flat one's heel turning further than the human's foot,
+    :func:`~simreal.retarget.metrics.sole_steps`) moves faster than ``SLIDE_TOL_M_S`` between
+    two frames in stance, or the robot reaches into itself deeper than ``PENETRATION_TOL_M`` and
+    than in the solved frames."""
     site_pos, site_rot, depth = forward_all(robot, bridged)
     step = sole_steps(robot, site_pos, site_rot, pivot, turn)
     held = contacts[1:] & contacts[:-1]

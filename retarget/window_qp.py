@@ -7,7 +7,7 @@ out: the interaction-mesh + keypoint quadratic form, orientation and posture cos
 the acceleration penalty across frames (:func:`add_smoothness`), joint position limits and the
 trust region as bounds, velocity limits between frames as hard rows, and the soft rows that
 may take slack when infeasible: collisions and stance feet (flat or on one edge, on the terrain,
-not sliding, and a flat one not turning).
+not sliding, and a flat one turning no further than the human's foot).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import BALL, HEEL, heading_held, pinned_edge, turned_heel
+from simreal.retarget.contacts import BALL, HEEL, across_axis, heading_held, heel_turn_bounds, pinned_edge
 from simreal.retarget.qp import INF
 from simreal.retarget.rotations import log_so3
 
@@ -184,7 +184,7 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
         # swivel on the heel, from half a centimetre) level across, the other edge not below the
         # terrain, pitching and turning about the pinned one. A flat sole whose heel was down in
-        # the frame before turns only as the human's foot does (contacts.heading_held, _no_turn_row).
+        # the frame before turns no further than the human's foot (contacts.heading_held, _no_turn_row).
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
@@ -267,20 +267,18 @@ def _no_turn_row(solver: InteractionSolver, lins: list[Linearisation], w: int, t
     joint) swivelled about its pinned ball at 1-3 rad/s where the human's turned at 0.1-0.3;
     held still, it lagged a human shuffling a flat foot round (G1's hip yaw past 1 rad)."""
     r, L = solver.robot, lins[w]
-    side = (L.rot[k] @ r.foot_left_local[fo])[:2]
-    n = side / max(float(np.linalg.norm(side)), 1e-9)
+    n = across_axis(L.rot[k] @ r.foot_left_local[fo])
     ph, jh = ball_point(L, k, r.heel_local[fo])
-    turn = solver.foot_turn[t, fo]
     if w == 0:
         pb, pp = solver.anchor[t - 1, fo, BALL], solver.anchor[t - 1, fo, HEEL]
         coefs = [(w, (n @ jh[:2])[None])]
     else:
-        (pp, jpp), (pb, _) = ball_point(lins[w - 1], k, r.heel_local[fo]), ball_point(lins[w - 1], k, r.ball_local[fo])
-        pp, pb = pp[:2], pb[:2]
+        pp, jpp = ball_point(lins[w - 1], k, r.heel_local[fo])
+        pb, pp = ball_point(lins[w - 1], k, r.ball_local[fo])[0][:2], pp[:2]
         coefs = [(w, (n @ jh[:2])[None]), (w - 1, -(n @ jpp[:2])[None])]
     d0 = float(n @ (ph[:2] - pp))  # the move so far, at the linearisation point
-    g = float(n @ (turned_heel(pb, pp, turn) - pp))
-    return coefs, np.array([min(0.0, g) - d0]), np.array([max(0.0, g) - d0]), True, t, STANCE_SLIDE
+    lo, hi = heel_turn_bounds(pb, pp, n, solver.foot_turn[t, fo])
+    return coefs, np.array([lo - d0]), np.array([hi - d0]), True, t, STANCE_SLIDE
 
 
 def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f: np.ndarray) -> None:

@@ -351,8 +351,8 @@ def test_real_feet_clips_keep_stance_on_the_ground_and_hips_untwisted(robot):
 
 def test_a_flat_stance_foot_does_not_turn_under_a_turning_pelvis(monkeypatch):
     """H1 (its hip yaw is its legs' only yaw joint) on a walk turning at 0.8 rad/s: a flat stance
-    sole keeps its heading, so neither of its edges moves, and the report's slide counts a heel
-    that does. With the heading only a cost (as before), the foot swivelled about its pinned ball
+    sole turns no further than the human's, so neither of its edges slides, and the report's
+    slide counts a heel that does. With the heading only a cost (as before), the foot swivelled about its pinned ball
     (a real figure-8 walk: 1-3 rad/s in 38% of the frames where the human's foot stood)."""
     import simreal.retarget.interaction as I
     import simreal.retarget.window_qp as W
