@@ -53,10 +53,15 @@ def pinned_edge(pivot: np.ndarray | int) -> np.ndarray:
 def heading_held(pivot_before: np.ndarray | int, pivot_now: np.ndarray | int) -> np.ndarray:
     """Whether a foot in stance in two consecutive frames, with pivot labels ``pivot_before`` and
     ``pivot_now``, has its heading held between them: flat now, its heel down before (flat, or on
-    the heel as its toes come down). A sole on the floor at its heel and its ball turns no further
-    than the human's does (friction holds it otherwise; :func:`swivel_excess`); one on one edge
-    turns about that edge (a swivel on the heel or ball)."""
-    return (np.asarray(pivot_now) == FLAT) & (np.asarray(pivot_before) != ON_BALL)
+    the heel as its toes come down), or on its ball now, its ball down before (flat, or on the
+    ball). A sole whose ball is on the floor turns about it no further than the human's foot does
+    (friction holds it otherwise; :func:`swivel_excess`, its heel's move across the foot); one on
+    its heel swivels about the heel freely. On its ball with the heading free, H1 (no ankle roll:
+    on an edge, its foot points where the hip-to-ball line does) spun its foot 50 deg in 6 frames
+    from one hip-yaw limit to the other where the human's pelvis passed beside the ball in a
+    turn and the human's foot turned 17 deg."""
+    before, now = np.asarray(pivot_before), np.asarray(pivot_now)
+    return ((now == FLAT) & (before != ON_BALL)) | ((now == ON_BALL) & (before != ON_HEEL))
 
 
 def turned_heel(ball: np.ndarray, heel: np.ndarray, turn: np.ndarray | float) -> np.ndarray:

@@ -16,10 +16,11 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                 |(q_t + dq_t) - (q_{t-1} + dq_{t-1})| <= v_max dt         joint velocity limits
                 d_c + n_c^T (J_2 - J_1) dq_t >= d_min                     no ground / scene / self penetration
                 stance foot: its ball point (the sole's front edge) at z = terrain and xy = its
-                touchdown position (no slide); the sole flat and turning no further than
-                the human's foot (its heel's move across the foot bounded), or, while the human's
-                heel is raised (heel-off), level across with its heel point (back edge) at or above the
-                terrain: the foot pitches about its front edge, following its pitch target
+                touchdown position (no slide); the sole flat, or, while the human's heel is
+                raised (heel-off), level across with its heel point (back edge) at or above the
+                terrain: the foot pitches about its front edge, following its pitch target; in
+                both, turning about the ball no further than the human's foot (its heel's move
+                across the foot bounded)
 
 all linearised at the current iterate (MuJoCo kinematics, ``mj_jacSite``, ``mj_collision`` with a
 margin and body Jacobians at the witness points, see collisions.py), assembled by window_qp.py
@@ -39,8 +40,8 @@ Written by hand because no library solves this windowed, collision-constrained m
 parts that exist are used: MuJoCo for kinematics, Jacobians and collision, scipy's Qhull for
 the mesh, daqp / quadprog for the QP.
 
-Targets are released gradually where a foot is freed: at a lift-off, and where a flat foot (its
-turn bounded) rises onto an edge. A stance foot is held by its constraints and
+Targets are released gradually where a foot is freed: at a lift-off, and where a foot whose turn
+was bounded rises onto its heel. A stance foot is held by its constraints and
 the robot's leg (H1's ankle has no roll, its hip yaw reaches +-0.43 rad), so the foot and the
 pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double support), and
 once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
@@ -62,7 +63,7 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import collisions
-from simreal.retarget.contacts import BALL, FLAT, HEEL, heading_held, pinned_edge, swivel_excess
+from simreal.retarget.contacts import BALL, HEEL, ON_HEEL, heading_held, pinned_edge, swivel_excess
 from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
@@ -142,7 +143,7 @@ class InteractionSolver:
         is pinned at (``RetargetRobot.pinned_local``) is where that edge was when it was first
         pinned; for the other edge, and on the first frame of a pin, where it is now. The residual
         is the pinned edge's distance from its anchor and the terrain, the sole's tilt (on one
-        edge: across only, and how far the other edge is below the terrain), and for a flat sole
+        edge: across only, and how far the other edge is below the terrain), and for a sole
         whose heading is held (:func:`~simreal.retarget.contacts.heading_held`) its heel's move
         across the foot beyond the human's foot turn
         (:func:`~simreal.retarget.contacts.swivel_excess`). The penetration is the deepest of any
@@ -172,7 +173,7 @@ class InteractionSolver:
                 if held:
                     anchor[f, pin] = prev[f, pin]
                 if (t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, HEEL, 0])
-                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # flat: no further than the human
+                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # no further than the human
                     excess = swivel_excess(prev[f, BALL], prev[f, HEEL], edges[f, HEEL, :2], rot @ r.foot_left_local[f],
                                            self.foot_turn[t, f])
                     residual = max(residual, float(excess))
@@ -199,10 +200,10 @@ class InteractionSolver:
             self._release(t)
 
     def _freed(self, t: int) -> np.ndarray:
-        """(2,) the feet freed after frame ``t``: lifting off, or flat and rising onto an edge
-        (where a held heading may turn again)."""
+        """(2,) the feet freed after frame ``t``: lifting off, or rising onto the heel from the
+        ball (where a held heading may turn again, :func:`~simreal.retarget.contacts.heading_held`)."""
         c, piv = self.targets.contacts, self.targets.pivot
-        return c[t] & (~c[t + 1] | ((piv[t] == FLAT) & (piv[t + 1] != FLAT)))
+        return c[t] & (~c[t + 1] | ((piv[t] != ON_HEEL) & (piv[t + 1] == ON_HEEL)))
 
     def _release(self, t: int) -> None:
         """A foot is freed after frame ``t``: where the committed frame lags its targets, the

@@ -61,11 +61,11 @@ def sole_steps(robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray,
     """(T-1, 2) horizontal move [m] from frame t to t+1 of the sole edge each foot is pinned at in
     frame t+1 (``RetargetRobot.pinned_local`` of ``pivot`` (T, 2)), both frames measured at that
     edge, so a foot rolling from its heel onto its ball is not read as a slide; for a sole whose
-    heading is held (:func:`~simreal.retarget.contacts.heading_held`: flat, its heel down before),
+    heading is held (:func:`~simreal.retarget.contacts.heading_held`: its ball down in both frames),
     the larger of that and its heel's move across the foot beyond what the human's foot turn
     ``turn`` (T, 2) (:func:`~simreal.retarget.targets.foot_turn`) allows
-    (:func:`~simreal.retarget.contacts.swivel_excess`): a flat foot turning about its pinned edge
-    further than the human's slides at the other."""
+    (:func:`~simreal.retarget.contacts.swivel_excess`): a foot turning about its pinned ball
+    further than the human's slides at the heel."""
     local = robot.pinned_local(pivot[1:])
     after = robot.ball_points(site_pos[1:], site_rot[1:], local)
     before = robot.ball_points(site_pos[:-1], site_rot[:-1], local)

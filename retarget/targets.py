@@ -32,7 +32,7 @@ from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.contacts import FLAT, detect_contacts, pivots, runs, smoothed_tracks
+from simreal.retarget.contacts import detect_contacts, heading_held, pivots, runs, smoothed_tracks
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
@@ -438,13 +438,14 @@ def vertical_offsets(sole_z: np.ndarray, contacts: np.ndarray, fps: float) -> np
 
 def foot_turn(robot: RetargetRobot, targets: Targets) -> np.ndarray:
     """(T, 2) the human's foot heading change [rad] into each frame from the frame before, as the
-    feet's orientation targets give it (the heading of their lateral axis), where the foot was
-    flat the frame before; 0 at the first frame and after a frame on an edge. A flat stance sole
-    turns by as much about its ball (:func:`~simreal.retarget.contacts.heading_held`)."""
+    feet's orientation targets give it (the heading of their lateral axis), where the foot's
+    heading is held (:func:`~simreal.retarget.contacts.heading_held`: its ball down in both
+    frames); 0 at the first frame and elsewhere. A held stance sole turns about its ball by as
+    much at most."""
     left = np.einsum("tfab,fb->tfa", targets.rotations[:, list(robot.foot_keypoints)], robot.foot_left_local)
     yaw = heading_from_left(left)[0]
     turn = np.zeros(yaw.shape)
-    turn[1:] = np.where(targets.pivot[:-1] == FLAT, wrap_angle(np.diff(yaw, axis=0)), 0.0)
+    turn[1:] = np.where(heading_held(targets.pivot[:-1], targets.pivot[1:]), wrap_angle(np.diff(yaw, axis=0)), 0.0)
     return turn
 
 

@@ -7,7 +7,7 @@ out: the interaction-mesh + keypoint quadratic form, orientation and posture cos
 the acceleration penalty across frames (:func:`add_smoothness`), joint position limits and the
 trust region as bounds, velocity limits between frames as hard rows, and the soft rows that
 may take slack when infeasible: collisions and stance feet (flat or on one edge, on the terrain,
-not sliding, and a flat one turning no further than the human's foot).
+not sliding, and turning about the ball no further than the human's foot).
 """
 
 from __future__ import annotations
@@ -183,8 +183,9 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
         # its back, the heel, on the heel) on the terrain and not sliding; the sole flat while
         # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
         # swivel on the heel, from half a centimetre) level across, the other edge not below the
-        # terrain, pitching and turning about the pinned one. A flat sole whose heel was down in
-        # the frame before turns no further than the human's foot (contacts.heading_held, _no_turn_row).
+        # terrain, pitching about the pinned one. A sole whose ball was down in the frame before
+        # and is now (flat or on the ball) turns about it no further than the human's foot
+        # (contacts.heading_held, _no_turn_row).
         for fo in range(2):
             if not tg.contacts[t, fo]:
                 continue
@@ -257,15 +258,17 @@ def _landing_cost(solver: InteractionSolver, L: Linearisation, t: int, fo: int, 
 
 
 def _no_turn_row(solver: InteractionSolver, lins: list[Linearisation], w: int, t: int, fo: int, k: int) -> tuple:
-    """The row bounding a flat stance sole's turn: its heel's move across the foot (along the
+    """The row bounding a stance sole's turn about its ball (flat, or on the ball; see
+    :func:`~simreal.retarget.contacts.heading_held`): its heel's move across the foot (along the
     sole's horizontal left axis n) from the frame before, d = n^T (p_h + J_h dq_w - p'_h), lies
     between 0 and g, the move the human's foot turn about the ball gives it (``solver.foot_turn``,
     :func:`~simreal.retarget.contacts.swivel_excess`), with p'_h, the ball and g from the
     committed anchors (the window's first frame) or the previous frame's linearisation. One row,
     not the heel's xy: with the ball pinned and the sole flat, that would repeat the sole's
     length (a degenerate QP). With the heading only a cost, H1's foot (hip yaw its only yaw
-    joint) swivelled about its pinned ball at 1-3 rad/s where the human's turned at 0.1-0.3;
-    held still, it lagged a human shuffling a flat foot round (G1's hip yaw past 1 rad)."""
+    joint) swivelled about its pinned ball at 1-3 rad/s where the human's turned at 0.1-0.3,
+    and on its ball spun 50 deg in 6 frames (see ``heading_held``); held still, it lagged a
+    human shuffling a flat foot round (G1's hip yaw past 1 rad)."""
     r, L = solver.robot, lins[w]
     n = across_axis(L.rot[k] @ r.foot_left_local[fo])
     ph, jh = ball_point(L, k, r.heel_local[fo])

@@ -372,6 +372,45 @@ def test_a_flat_stance_foot_does_not_turn_under_a_turning_pelvis(monkeypatch):
     assert slide["fraction"] > 0.05 and slide["max_m_s"] > 0.15, slide
 
 
+def test_a_foot_on_its_ball_turns_no_further_than_the_human_s(monkeypatch):
+    """H1 on a tight turn (1.5 rad/s at 0.6 m/s, heel-offs as in real walks): on its ball a foot
+    turns about it no further than the human's foot, frame by frame. H1 has no ankle roll, so
+    on an edge its foot points along its hip-to-ball line; with the heading free there (the rule
+    before: held only flat), the foot turned up to 1.6 deg a frame more than the human's here,
+    and on a real figure-8 walk spun 50 deg in 6 frames across its hip-yaw range."""
+    import simreal.retarget.contacts as C
+    import simreal.retarget.interaction as I
+    import simreal.retarget.metrics as M
+    import simreal.retarget.targets as T
+    import simreal.retarget.window_qp as W
+    from simreal.retarget.rotations import heading_from_left
+
+    h1 = load_robot("h1")
+    clip = synth.walking(duration_s=3.0, fps=60.0, turn_rate_rad_s=1.5, speed_m_s=0.6, feet=synth.REAL_FEET)
+    targets = build_targets(_human(clip), h1)
+    on_ball = (targets.pivot[1:] == C.ON_BALL) & (targets.pivot[:-1] == C.ON_BALL)
+    assert on_ball.sum() > 20
+    feet = list(h1.foot_keypoints)
+
+    def excess_turn_deg() -> float:
+        qpos, stats = solve_interaction(h1, targets)
+        assert stats["infeasible_frames"] == []
+        R = M.forward_all(h1, qpos)[1][:, [h1.site_ids[k] for k in feet]]
+        robot = np.unwrap(heading_from_left(np.einsum("tfab,fb->tfa", R, h1.foot_left_local))[0], axis=0)
+        left = np.einsum("tfab,fb->tfa", targets.rotations[:, feet], h1.foot_left_local)
+        human = np.unwrap(heading_from_left(left)[0], axis=0)
+        return float(np.degrees(np.abs(np.diff(robot, axis=0)) - np.abs(np.diff(human, axis=0)))[on_ball].max())
+
+    assert excess_turn_deg() < 0.3
+
+    def flat_only(before, now) -> np.ndarray:
+        return (np.asarray(now) == C.FLAT) & (np.asarray(before) != C.ON_BALL)
+
+    for module in (I, W, T, M):
+        monkeypatch.setattr(module, "heading_held", flat_only)
+    assert excess_turn_deg() > 1.0
+
+
 def test_a_flat_stance_foot_turns_with_the_human_s(g1, monkeypatch):
     """G1 crouching on both flat feet while the human's left foot turns 0.3 rad on the spot (a
     shuffle; a real standing clip turned a flat foot 0.27 rad): the sole may turn about its ball
