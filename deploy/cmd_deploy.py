@@ -21,9 +21,9 @@ SIGHUP (the terminal or SSH session gone) stopped it; every way out sends the sa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "motion-capture dropout), e.g. 3:0.3")
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--domain-id", type=domain_id_arg, default=None,
-                   help="DDS domain (default: a random private one; with --external $ROS_DOMAIN_ID or 0)")
+                   help="DDS domain (default: a random one in 150..230 that no other simreal process on this "
+                        "machine holds; with --external $ROS_DOMAIN_ID or 0)")
     p.add_argument("--external", action="store_true",
                    help="run only the simulated robot (state out, commands in, judged the same way) for a "
                         "controller started separately: the generated ROS 2 node or your own")
@@ -285,14 +286,15 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
     SIGTERM stops the rehearsal: the runner sends its safe command, the robot process is
     terminated, and the report is ``{"stopped": StopRequest}``."""
     from simreal.deploy.bag import BagRecorder
+    from simreal.deploy.private_domain import claim_domain
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
     from simreal.errors import SimrealError
     from simreal.stop_signal import stop_on_signals
     from simreal.yaml_io import dump_yaml
 
-    domain = random.randint(150, 230) if args.domain_id is None else args.domain_id
     record = Path(args.record) if args.record else None
-    with tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp, \
+    claim = claim_domain(150, 230) if args.domain_id is None else contextlib.nullcontext(args.domain_id)
+    with claim as domain, tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp, \
             stop_on_signals("stopping the rehearsal: the safe command, then the robot process ends") as stop:
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
         dump_yaml(cfg_path, overrides)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from simreal.deploy.private_domain import claim_domain
 from simreal.errors import UnknownNameError
 from simreal.hardware.robot import Robot
 
@@ -41,18 +41,17 @@ def _load(path: str) -> Any:
 @contextlib.contextmanager
 def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.px4_ros2_twin")
-    domain_id = random.randint(100, 149)  # private, as the Unitree twin's
-    with twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):
-        yield {"domain_id": domain_id, "loopback": True}
+    with claim_domain(100, 149) as domain_id, twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):
+        yield {"domain_id": domain_id, "loopback": True}  # private, as the Unitree twin's
 
 
 @contextlib.contextmanager
 def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
-    domain_id = random.randint(100, 149)  # private: away from ROS's 0 and from `deploy sim`'s 150..230
-    twin = twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo"))
-    with twin:
-        yield {"domain_id": domain_id, "network_interface": "lo"}
+    with claim_domain(100, 149) as domain_id:  # private: away from ROS's 0 and from `deploy sim`'s 150..230
+        twin = twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo"))
+        with twin:
+            yield {"domain_id": domain_id, "network_interface": "lo"}
 
 
 def _serving(twin_class: str, setting: str) -> Callable[[str], contextlib.AbstractContextManager[dict[str, Any]]]:

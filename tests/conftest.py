@@ -6,7 +6,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MUJOCO_GL", "egl")
 # The suite compiles hundreds of tiny training and evaluation programs and runs each for a few
 # steps, so XLA's backend optimisation costs more than it saves: level 0 halves the compile of
-# a PPO iteration on 2 cores (11.9 -> 5.1 s), and the suite took 27 min instead of 33.5. The
+# a PPO iteration on 2 cores (11.9 -> 5.1 s), and the serial suite took 27 min instead of 33.5. The
 # product keeps XLA's default; tests check behaviour, and `bench/` measures speed. Subprocesses
 # the tests start inherit it.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

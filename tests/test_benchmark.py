@@ -241,8 +241,9 @@ def test_real_robot_path_asks_the_operator_and_measures_by_kinematics(tmp_path):
     (c,) = res["conditions"]
     assert c["success"]["n"] == 2 and res["robot"] == "real" and res["driver"] == "fake"
     first = c["trials"][0]
-    # the end effector, from the measured joints by forward kinematics, came within the radius
-    assert first["success"] and first["metrics"]["final_distance_m"] < 0.01 and first["metrics"]["cycle_time_s"] > 0
+    # the end effector, from the measured joints by forward kinematics, came within the radius;
+    # its cycle time is 0 where the fake arm (it moves at once) was there by the first sample
+    assert first["success"] and first["metrics"]["final_distance_m"] < 0.01 and first["metrics"]["cycle_time_s"] >= 0
     assert robot.closed == 1  # disconnected after the run
 
 

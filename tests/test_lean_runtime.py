@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -83,7 +82,7 @@ def test_help_imports_nothing_heavy(tmp_path):
 
 def test_deploy_run_ticks_without_the_training_stack(tmp_path):
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")  # built here, where the full install is
-    domain = random.SystemRandom().randint(150, 230)
+    domain = T.random_domain_id()
     proc, attempts = _cli(tmp_path, ["deploy", "run", str(bundle), "--duration", "1", "--json",
                                      "--domain-id", str(domain), "--no-realtime"])
     assert proc.returncode == 0, proc.stderr

@@ -189,7 +189,14 @@ def _edit(tree: dict[str, Any], path: str, value: Any) -> bytes:
     return yaml.safe_dump(t).encode()
 
 
-DELETE = object()
+class _Delete:
+    """The key is removed rather than set (its repr is stable: test ids must not hold an address)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+DELETE = _Delete()
 BUNDLE_CASES = [
     ("action.scale", DELETE, "bundle field 'action.scale': missing"),
     ("observation.size", "22", "bundle field 'observation.size': expected an integer >= 1, got '22'"),
