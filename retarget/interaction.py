@@ -46,7 +46,8 @@ the robot's leg (H1's ankle has no roll, its hip yaw reaches +-0.43 rad), so the
 pelvis over it may lag the human's (a heel swivel of 60-75 degrees in double support), and
 once the foot was free they caught up in one frame at the joints' velocity limit (H1's hip
 yaw, 23 rad/s). Where the committed frame before a foot is freed lags its targets (an orientation
-more than :data:`RELEASE_LAG_RAD` off; a foot in step needs none), the position and
+more than :data:`RELEASE_LAG_RAD` off, or the pelvis more than :data:`RELEASE_LAG_M`; a foot in
+step needs none), the position and
 orientation targets of every keypoint carry that lag (an offset, and a rotation in the
 target's frame) into the frames after it, shrinking linearly to none over :data:`RELEASE_S`:
 the motion goes on as the human's, the catch-up takes 0.2 s instead of a frame. A window that
@@ -77,8 +78,10 @@ SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeas
 RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts as infeasible too
 #: A freed foot's orientation target returns from where the foot was to the human's over this long [s].
 RELEASE_S = 0.2
-#: ... where the committed frame before a foot is freed has an orientation this far off its target [rad].
+#: ... where the committed frame before a foot is freed has an orientation this far off its target [rad],
 RELEASE_LAG_RAD = 0.2
+#: ... or its pelvis this far from its target [m].
+RELEASE_LAG_M = 0.05
 
 
 class InteractionSolver:
@@ -116,7 +119,7 @@ class InteractionSolver:
         self.rot_target = targets.rotations.copy()
         self.pos_target = targets.positions.copy()
         self.release = max(1, round(RELEASE_S * targets.fps))
-        # the human's foot heading change into each frame [rad]: a held flat sole turns no further
+        # the human's foot heading change into each frame [rad]: a held sole turns no further
         self.foot_turn = foot_turn(robot, targets)
         # frames until each foot's next touchdown (0 in stance; T or more with none ahead)
         self.landing_frames = int(round(cfg.landing_s * targets.fps))
@@ -216,11 +219,12 @@ class InteractionSolver:
         oriented = np.flatnonzero(self.need_rot)
         # the lag of each oriented keypoint, in its target's frame: R_held = R_target exp([lag])
         lag = np.array([log_so3(self.rot_target[t, k].T @ sites[k]) for k in oriented])
-        if np.linalg.norm(lag, axis=1).max() <= RELEASE_LAG_RAD:
+        offset = self.data.site_xpos[self.robot.site_ids] - self.pos_target[t]
+        pelvis_lag = float(np.linalg.norm(offset[self.robot.keypoint_index("pelvis")]))
+        if np.linalg.norm(lag, axis=1).max() <= RELEASE_LAG_RAD and pelvis_lag <= RELEASE_LAG_M:
             return  # in step with its targets: nothing to catch up
         stop = min(t + 1 + self.release, len(self.rot_target))
         keep = 1.0 - np.arange(1, stop - t) / (self.release + 1)  # the share of the lag left, per frame
-        offset = self.data.site_xpos[self.robot.site_ids] - self.pos_target[t]
         self.pos_target[t + 1:stop] += keep[:, None, None] * offset
         for k, v in zip(oriented, lag):
             self.rot_target[t + 1:stop, k] = self.rot_target[t + 1:stop, k] @ rotvec_to_matrix(keep[:, None] * v)

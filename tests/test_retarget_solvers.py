@@ -469,6 +469,31 @@ def test_a_swing_foot_is_levelled_before_it_lands_not_in_the_landing_frame():
     assert turn_at_landings(0.0) > 3.0
 
 
+def test_a_pelvis_held_back_when_a_foot_is_freed_releases_the_targets(g1):
+    """The release also fires where the committed frame's pelvis is more than ``RELEASE_LAG_M``
+    (5 cm) from its target, every orientation in step: on a real figure-8 walk a G1 foot on its
+    ball held the pelvis 9 cm back, and it caught up 4.6 cm in the lift-off frame (a hip roll at
+    13.7 rad/s). Every keypoint's target carries the offset, shrinking to none over ``RELEASE_S``."""
+    import simreal.retarget.interaction as I
+
+    targets = build_targets(_human(synth.walking(duration_s=1.0, fps=60.0)), g1)
+    solved = I.InteractionSolver(g1, targets, g1.kmap.interaction).run()
+    t, pel = 20, g1.keypoint_index("pelvis")
+
+    def released(back_m: float) -> np.ndarray:
+        solver = I.InteractionSolver(g1, targets, g1.kmap.interaction)
+        solver.q[:] = solved
+        solver.pos_target[t] = targets.positions[t] + [back_m, 0.0, 0.0]  # the robot is back_m behind
+        solver._release(t)
+        return solver.pos_target[:, pel] - targets.positions[:, pel]
+
+    assert np.abs(released(0.03)[t + 1:]).max() == 0.0  # in step: nothing released
+    carried = released(0.08)
+    n = max(1, round(I.RELEASE_S * targets.fps))  # frames of the release
+    assert np.allclose(carried[t + 1:t + 1 + n, 0], -0.08 * (1.0 - np.arange(1, n + 1) / (n + 1)), atol=0.02)
+    assert np.abs(carried[t + 1 + n:]).max() == 0.0
+
+
 def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeypatch):
     """A 120 fps walk on H1 whose left foot's heading target turns 1.4 rad more than the foot can
     in one stance (H1's hip yaw reaches +-0.43 rad), and stays turned through the swing after it.
@@ -498,6 +523,7 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
 
     released = peak_at_lift_off()
     monkeypatch.setattr(I, "RELEASE_LAG_RAD", np.inf)  # no release: as before
+    monkeypatch.setattr(I, "RELEASE_LAG_M", np.inf)
     caught_up = peak_at_lift_off()
     assert caught_up > 0.95, caught_up
     assert released < 0.85, released
