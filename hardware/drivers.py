@@ -41,17 +41,18 @@ def _load(path: str) -> Any:
 @contextlib.contextmanager
 def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.px4_ros2_twin")
-    with claim_domain(100, 149) as domain_id, twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):
-        yield {"domain_id": domain_id, "loopback": True}  # private, as the Unitree twin's
+    with claim_domain(100, 149) as domain_id, \
+            twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):  # private, as the Unitree twin's
+        yield {"domain_id": domain_id, "loopback": True}
 
 
 @contextlib.contextmanager
 def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
-    with claim_domain(100, 149) as domain_id:  # private: away from ROS's 0 and from `deploy sim`'s 150..230
-        twin = twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo"))
-        with twin:
-            yield {"domain_id": domain_id, "network_interface": "lo"}
+    # private: away from ROS's 0 and from `deploy sim`'s 150..230
+    with claim_domain(100, 149) as domain_id, \
+            twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo")):
+        yield {"domain_id": domain_id, "network_interface": "lo"}
 
 
 def _serving(twin_class: str, setting: str) -> Callable[[str], contextlib.AbstractContextManager[dict[str, Any]]]:

@@ -80,7 +80,7 @@ def across_axis(left: np.ndarray) -> np.ndarray:
 
 def heel_turn_bounds(ball: np.ndarray, heel: np.ndarray, across: np.ndarray,
                      turn: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """The interval (lo, hi) [m] (...) a flat sole's heel may move along ``across`` (:func:`across_axis`)
+    """The interval (lo, hi) [m] (...) a held sole's heel (:func:`heading_held`) may move along ``across`` (:func:`across_axis`)
     into the next frame, from ``ball`` and ``heel`` (xy, (..., 2)) and the human's foot turn
     ``turn`` [rad] between the frames: between 0 (the foot does not turn) and g, the move that
     turn about the ball gives the heel (:func:`turned_heel`). So the foot may lag the human's
@@ -91,7 +91,7 @@ def heel_turn_bounds(ball: np.ndarray, heel: np.ndarray, across: np.ndarray,
 
 def swivel_excess(ball: np.ndarray, heel: np.ndarray, heel_after: np.ndarray, left_after: np.ndarray,
                   turn: np.ndarray | float) -> np.ndarray:
-    """How far [m] (...) a flat sole's heel moved across the foot beyond what the human's foot
+    """How far [m] (...) a held sole's heel moved across the foot beyond what the human's foot
     turn allows: with ``ball``, ``heel`` (xy, (..., 2)) in one frame, ``heel_after`` (xy) and the
     sole's left axis ``left_after`` (..., 3) in the next, and the human's turn ``turn`` [rad]
     between them, the distance of the heel's move across the foot from

@@ -203,8 +203,8 @@ class InteractionSolver:
             self._release(t)
 
     def _freed(self, t: int) -> np.ndarray:
-        """(2,) the feet freed after frame ``t``: lifting off, or rising onto the heel from the
-        ball (where a held heading may turn again, :func:`~simreal.retarget.contacts.heading_held`)."""
+        """(2,) the feet freed after frame ``t``: lifting off, or rising onto the heel from flat
+        or the ball (where a held heading may turn again, :func:`~simreal.retarget.contacts.heading_held`)."""
         c, piv = self.targets.contacts, self.targets.pivot
         return c[t] & (~c[t + 1] | ((piv[t] != ON_HEEL) & (piv[t + 1] == ON_HEEL)))
 

@@ -4,8 +4,8 @@
   ``PENETRATION_TOL_M`` (1 cm), per kind and overall, and the deepest penetration [m];
 - foot slide: stance foot-frames (the foot in stance in this frame and the previous one)
   whose pinned sole edge (``RetargetRobot.pinned_local``: the front edge, or the back edge of a
-  foot on its heel), or the heel of a flat sole whose heel was down the frame before (one turning
-  about its pinned edge further than the human's foot turns), moves faster than
+  foot on its heel), or the heel of a sole whose ball was down in both frames (flat or on the
+  ball, one turning about its ball further than the human's foot turns), moves faster than
   ``SLIDE_TOL_M_S`` (0.1 m/s) horizontally, and the fastest slide [m/s]. A speed, not a
   distance per frame: 1 cm a frame was 0.3 m/s at 30 fps and 1.2 m/s at 120 fps, where a real
   walk's foot slid at 0.27 m/s and read 0%;

@@ -161,7 +161,7 @@ def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray,
                   pivot: np.ndarray, turn: np.ndarray, fps: float) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
     stance ``contacts``, ``pivot`` and human foot ``turn``, at ``fps`` [Hz]) must not be made: a
-    stance foot's pinned sole edge (or a flat one's heel turning further than the human's foot,
+    stance foot's pinned sole edge (or a held one's heel turning further than the human's foot,
     :func:`~simreal.retarget.metrics.sole_steps`) moves faster than ``SLIDE_TOL_M_S`` between
     two frames in stance, or the robot reaches into itself deeper than ``PENETRATION_TOL_M`` and
     than in the solved frames."""

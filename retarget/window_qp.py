@@ -276,8 +276,8 @@ def _no_turn_row(solver: InteractionSolver, lins: list[Linearisation], w: int, t
         pb, pp = solver.anchor[t - 1, fo, BALL], solver.anchor[t - 1, fo, HEEL]
         coefs = [(w, (n @ jh[:2])[None])]
     else:
-        pp, jpp = ball_point(lins[w - 1], k, r.heel_local[fo])
-        pb, pp = ball_point(lins[w - 1], k, r.ball_local[fo])[0][:2], pp[:2]
+        heel_before, jpp = ball_point(lins[w - 1], k, r.heel_local[fo])
+        pb, pp = ball_point(lins[w - 1], k, r.ball_local[fo])[0][:2], heel_before[:2]
         coefs = [(w, (n @ jh[:2])[None]), (w - 1, -(n @ jpp[:2])[None])]
     d0 = float(n @ (ph[:2] - pp))  # the move so far, at the linearisation point
     lo, hi = heel_turn_bounds(pb, pp, n, solver.foot_turn[t, fo])
