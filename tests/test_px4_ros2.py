@@ -128,12 +128,13 @@ def test_drive_runs_a_ctbr_hover_bundle_and_the_bag_reads_back_with_rosbags(tmp_
     from simreal.hardware.drivers import open_robot
 
     bundle = load_bundle(bundles.make_ctbr_hover_bundle(tmp_path / "b"))
-    # the twin serves from a thread of this (loaded) test process: the watchdog is the watchdog
-    # tests' subject, not this one's, so a stalled state stream gets 0.5 s here
+    # the twin serves from a thread of this (loaded) test process: the watchdog and the driver's
+    # stale-state refusal are other tests' subjects, not this one's, so a stalled state stream gets
+    # 0.5 s here (with a second test worker busy, the odometry once paused 218 ms)
     runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2},
                                              "watchdog": {"timeout_s": 0.5}})
     flown: list[np.ndarray] = []
-    with open_robot("px4-ros2", "crazyflie2", twin=True, bag=str(tmp_path / "bag")) as robot:
+    with open_robot("px4-ros2", "crazyflie2", {"state_timeout_s": 0.5}, twin=True, bag=str(tmp_path / "bag")) as robot:
         robot.engage()
         # where the vehicle was while the policy flew it (after drive() the stop's command acts)
         report = drive(robot, runner, duration_s=1.5,
