@@ -116,6 +116,8 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
         "scaling": targets.scaling.to_dict(), "vertical_offset_m": {
             "median": float(np.median(targets.vertical_offset_m)), "min": float(targets.vertical_offset_m.min()),
             "max": float(targets.vertical_offset_m.max())},
+        "arm_clearance": {"max_push_m": dict(zip(("left", "right"), targets.arm_push_m.max(axis=0).tolist())),
+                          "frames_pushed": int((targets.arm_push_m > 0).any(axis=1).sum())},
         "excluded_self_collision_pairs": [list(p) for p in robot.excluded_pairs],
         "versions": _versions(), "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }

@@ -18,7 +18,9 @@ Steps, each a small function:
    frame of step 4, at the robot's own hip offsets);
 6. label contacts on the human's contact points scaled by the leg ratio (a similarity: a planted
    foot stays planted and on the floor, which the per-segment scaled targets need not), and
-   shift the targets vertically, frame by frame, so the stance soles rest on the terrain.
+   shift the targets vertically, frame by frame, so the stance soles rest on the terrain;
+7. turn an arm whose targets pass through the robot's own hips outwards about its shoulder
+   (:mod:`self_clearance`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from simreal.retarget.contacts import detect_contacts, heading_held, pivots, run
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
+from simreal.retarget.self_clearance import clear_arms, hip_obstacles
 from simreal.retarget.skeleton import HumanMotion
 
 ORIENTED = ("pelvis", "torso", "head", "left_foot", "right_foot")
@@ -95,6 +98,8 @@ class Targets:
       terrain_z: (T, 2) terrain height under each target sole [m].
       fps: [Hz]; scaling: the derived factors; vertical_offset_m: (T,) downward shift applied
         after scaling [m], so that stance soles rest on the terrain.
+      arm_push_m: (T, 2) how far the left and right wrist targets were moved outwards to clear
+        the robot's hips [m] (:mod:`~simreal.retarget.self_clearance`).
     """
 
     keypoints: tuple[str, ...]
@@ -107,6 +112,7 @@ class Targets:
     fps: float
     scaling: Scaling
     vertical_offset_m: np.ndarray
+    arm_push_m: np.ndarray
 
     @property
     def num_frames(self) -> int:
@@ -117,7 +123,8 @@ class Targets:
         cut = slice(first, stop)
         return dataclasses.replace(self, positions=self.positions[cut], rotations=self.rotations[cut],
                                    human=self.human[cut], contacts=self.contacts[cut], pivot=self.pivot[cut],
-                                   terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut])
+                                   terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut],
+                                   arm_push_m=self.arm_push_m[cut])
 
 
 def start_pose(robot: RetargetRobot, targets: Targets) -> np.ndarray:
@@ -498,5 +505,7 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     lift = scaling.root * (points[..., 2].mean(axis=-1) - points[..., 2].min(axis=-1))
     offset = vertical_offsets(pos[:, feet, 2] - lift - terrain - robot.sole_height, contacts, motion.fps)
     pos[..., 2] -= offset[:, None]
+    pos, arm_push = clear_arms(pos, robot.keypoints, frames["pelvis"], hip_obstacles(robot), motion.fps)
     human = np.stack([kp[k] for k in robot.keypoints], axis=1)
-    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, pivot, terrain, motion.fps, scaling, offset)
+    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, pivot, terrain, motion.fps, scaling, offset,
+                   arm_push)
