@@ -10,6 +10,7 @@ frame-by-frame solve, a short window of frames is optimised together, sequential
                      + sum_k w_k |p_tk + J_tk dq_t - p*_tk|^2           keypoints
                      + sum_k w_k |log(R_tk R*_tk^T) + Jr_tk dq_t|^2      orientations
                      + w_acc |a_t + dq_{t+1} - 2 dq_t + dq_{t-1}|^2      joint acceleration (smoothness)
+                     + w_vel |v_t + dq_t - dq_{t-1}|^2                   joint velocity (damping)
                      + w_post |q_t + dq_t - q_home|^2 + w_damp |dq_t|^2
                      + w_land(n) |tilt_f + Jt_f dq_t|^2                  a swing foot landing in n frames levelled
     subject to  q_lo <= q_t + dq_t <= q_hi                               joint position limits

@@ -288,14 +288,20 @@ def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f
     """Joint acceleration penalty over every frame triple touching the window,
     ``w (q_{t+1} - 2 q_t + q_{t-1})^2`` per frame with ``w = smooth_weight (fps / 30)^3``
     (:data:`SMOOTH_REF_FPS`, :data:`SMOOTH_FPS_EXPONENT`), and a joint velocity penalty over every
-    frame pair, ``2 sqrt(w posture_weight) (q_t - q_{t-1})^2`` (root excluded): the critical damping
-    of a joint held by nothing but the posture pull. Without it such a joint (a wrist) coasted
-    under the acceleration penalty alone, ringing with a 0.8 s period at 120 fps (6 rad/s against
-    the human's 2); on a joint a keypoint holds its lag is millimetres."""
+    frame pair, ``zeta 2 sqrt(w posture_weight) (q_t - q_{t-1})^2`` (root excluded), ``zeta =
+    velocity_damping``: at ``zeta = 1`` the critical damping of a joint held by nothing but the
+    posture pull. Without it such a joint (a wrist) coasted under the acceleration penalty alone,
+    ringing with a 0.8 s period at 120 fps (6 rad/s against the human's 2). Critical was still too
+    little where the keypoints hold a joint only weakly: an arm whose targets are out of its reach
+    or near a singular pose (a 4-joint arm raised past horizontal, where shoulder pitch and yaw
+    turn the upper arm about one axis) drifted along the directions the targets do not fix at the
+    joints' velocity limits, 3-4x the human's speed; the acceleration penalty keeps such a drift
+    going once it has started. At ``zeta = 16`` (the default) the mean keypoint error on 14 real
+    captures grew by 2.4 mm (0-10 mm per clip and robot; BENCHMARKS.md)."""
     w_acc, nv = smooth_weight(solver.cfg.smooth_weight, solver.targets.fps), solver.nv
     if w_acc == 0:
         return
-    w_vel = 2.0 * np.sqrt(w_acc * solver.cfg.posture_weight)
+    w_vel = solver.cfg.velocity_damping * 2.0 * np.sqrt(w_acc * solver.cfg.posture_weight)
     joints = solver.robot.dof_adr
     v = np.empty(nv)
     vel = {}

@@ -13,8 +13,9 @@ import pytest
 from fixtures import synth_motion as synth
 from simreal.errors import ConfigError
 from simreal.retarget.ik import CollisionLimit, solve_ik
+from simreal.retarget.checks import joint_speed_signals
 from simreal.retarget.interaction import solve_interaction
-from simreal.retarget.metrics import quality_report
+from simreal.retarget.metrics import forward_all, quality_report
 from simreal.retarget.robot import load_robot
 from simreal.retarget.scene import Box, Scene
 from simreal.retarget.skeleton import HumanMotion
@@ -498,7 +499,7 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
     """A 120 fps walk on H1 whose left foot's heading target turns 1.4 rad more than the foot can
     in one stance (H1's hip yaw reaches +-0.43 rad), and stays turned through the swing after it.
     Without the release, the freed foot caught up at the lift-off at a joint's velocity limit (real
-    captures: H1's hip yaw at 23 rad/s); released from where it was, it turns at most 0.85 of it."""
+    captures: H1's hip yaw at 23 rad/s); released from where it was, it turns at most half of it."""
     import simreal.retarget.interaction as I
     from simreal.retarget.rotations import level_frame
 
@@ -525,5 +526,25 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
     monkeypatch.setattr(I, "RELEASE_LAG_RAD", np.inf)  # no release: as before
     monkeypatch.setattr(I, "RELEASE_LAG_M", np.inf)
     caught_up = peak_at_lift_off()
-    assert caught_up > 0.95, caught_up
-    assert released < 0.85, released
+    assert caught_up > 0.9, caught_up  # 0.93 (above 0.95 with velocity_damping 1)
+    assert released < 0.5, released  # 0.26
+
+
+def test_an_arm_raised_past_horizontal_moves_at_the_human_s_pace():
+    """H1's 4-joint arm raised past horizontal, hands to the head (120 fps): shoulder pitch and yaw
+    turn the upper arm about nearly one axis there, and with only the critical velocity damping
+    (velocity_damping 1) the shoulder pitch drifted at 2.5x the human's speed; the default keeps
+    every joint at the human's pace, and the hands no further from their targets."""
+    h1 = load_robot("h1")
+    targets = build_targets(_human(synth.hands_to_head()), h1)
+    wrists = [targets.keypoints.index(k) for k in ("left_wrist", "right_wrist")]
+    out = {}
+    for zeta in (1.0, h1.kmap.interaction.velocity_damping):
+        q, _ = solve_interaction(h1, targets, dataclasses.replace(h1.kmap.interaction, velocity_damping=zeta))
+        site_pos = forward_all(h1, q)[0]
+        err = np.linalg.norm(site_pos[:, h1.site_ids[wrists]] - targets.positions[:, wrists], axis=-1).mean()
+        out[zeta] = (joint_speed_signals(h1, q, targets)[0].figure, err)
+    (drift, err_1), (paced, err_d) = out[1.0], out[h1.kmap.interaction.velocity_damping]
+    assert drift > 2.0, drift  # 2.46: the defect reproduced
+    assert paced < 1.2, paced  # 0.60
+    assert err_d < err_1 + 0.01, (err_d, err_1)
