@@ -4,7 +4,8 @@ Per frame, a few mink steps (warm-started from the previous frame) drive the key
 sites towards their scaled targets: one ``FrameTask`` per keypoint (position, and orientation
 where the map weights it; a stance foot's held where its pinned sole edge landed,
 :func:`stance_pins`, with ``stance_cost_gain`` times the cost), a light ``PostureTask`` towards
-the home pose, and three hard limits: mink's ``ConfigurationLimit`` (joint positions), :class:`FrameVelocityLimit`,
+the home pose, and three hard limits: mink's ``ConfigurationLimit`` (joint positions, within the
+keypoint map's ``joint_ranges``: :func:`_within_map_ranges`), :class:`FrameVelocityLimit`,
 which bounds the *whole frame's* joint motion by ``v_max * dt`` around the previous frame's
 solution, so joint velocities stay within limits however many steps a frame takes, and
 :class:`CollisionLimit`: no ground, scene or self penetration, the pairs MuJoCo's collision
@@ -139,6 +140,20 @@ def _step(config: mink.Configuration, tasks: list[mink.Task], dt: float, cfg: IK
     return None
 
 
+def _within_map_ranges(robot: RetargetRobot) -> mujoco.MjModel:
+    """A copy of the robot's model whose joint ranges are the retargeting limits (the robot's own,
+    narrowed by the keypoint map's ``joint_ranges``), so mink's ``ConfigurationLimit`` keeps to
+    them: clipping a solution to them afterwards undid what the collision limit had done (an
+    elbow bent back away from a wall, straightened into it by 10 cm)."""
+    model = copy.deepcopy(robot.model)
+    for adr, lo, hi in zip(robot.qpos_adr, robot.q_lower, robot.q_upper):
+        j = int(np.flatnonzero(model.jnt_qposadr == adr)[0])
+        if np.isfinite(lo) and np.isfinite(hi):
+            model.jnt_range[j] = (lo, hi)
+            model.jnt_limited[j] = 1
+    return model
+
+
 def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None) -> tuple[np.ndarray, dict]:
     """Retarget ``targets`` frame by frame.
 
@@ -147,7 +162,7 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
       stats: {"solve_time_s", "frames_per_s", "qp_failures"}.
     """
     cfg = cfg or robot.kmap.ik
-    model = robot.model
+    model = _within_map_ranges(robot)
     config = mink.Configuration(model, robot.q_home.copy())
     tasks: list[mink.Task] = []
     frame_tasks = []

@@ -237,6 +237,32 @@ def test_keypoint_map_errors(tmp_path):
     assert narrowed.q_lower[k] == 0.0 and narrowed.q_upper[k] == g1.q_upper[k] and g1.q_lower[k] < 0.0
 
 
+@pytest.mark.parametrize("name", ["g1", "h1"])
+def test_the_shipped_maps_stop_the_elbows_at_straight(name):
+    """The maps' elbow bound is where the arm is straight (the wrist site farthest from the
+    shoulder's, the left arm swept through the robot's own elbow range; the arms are mirror
+    images): the arm can straighten, and cannot bend back as the robot's range lets it (G1 38 deg,
+    H1 66 deg)."""
+    import mujoco
+
+    robot = load_robot(name)
+    d = mujoco.MjData(robot.model)
+    s, w = (robot.site_ids[robot.keypoint_index(k)] for k in ("left_shoulder", "left_wrist"))
+    own = robot.model.jnt_range[robot.model.joint("left_elbow_joint").id]
+    angles = np.linspace(own[0], own[1], 721)
+    reach = []
+    for a in angles:
+        d.qpos[:] = robot.q_home
+        d.qpos[robot.qpos_adr[robot.joint_names.index("left_elbow_joint")]] = a
+        mujoco.mj_kinematics(robot.model, d)
+        reach.append(np.linalg.norm(d.site_xpos[w] - d.site_xpos[s]))
+    straight = angles[int(np.argmax(reach))]
+    for side in ("left", "right"):
+        upper = robot.q_upper[robot.joint_names.index(f"{side}_elbow_joint")]
+        assert abs(upper - straight) < 0.03, (side, upper, straight)
+        assert own[1] - upper > 0.5
+
+
 def test_user_mjcf_with_keypoint_map(tmp_path, clips):
     """Any MJCF a user points at: here the G1 written out as XML, with a map using body offsets."""
     from simreal.robot_spec import load_robot_spec
