@@ -10,7 +10,7 @@ import simreal.retarget.targets as targets_mod
 from simreal.retarget.metrics import forward_all
 from simreal.retarget.pipeline import retarget
 from simreal.retarget.robot import load_robot
-from simreal.retarget.self_clearance import SAMPLES, Hips, hip_obstacles, signed_distance
+from simreal.retarget.self_clearance import SAMPLES, Hips, arm_pushes, hip_obstacles, signed_distance
 from simreal.retarget.skeleton import HumanMotion
 from tests.fixtures import synth_motion as synth
 
@@ -69,6 +69,24 @@ def test_h1_hips_are_its_hip_motors_and_g1_s_its_pitch_links():
     assert set(g1.bodies) == {"pelvis", "left_hip_pitch_link", "right_hip_pitch_link"}
     assert h1.arm_radius == pytest.approx(0.033 + 0.02)  # H1's hand sphere
     assert g1.hand_reach > 0.2  # G1's hand reaches 8 cm past its wrist keypoint
+
+
+def test_an_arm_goes_round_the_hip_outside_and_comes_forward_off_the_belly():
+    """H1, arms held still (pelvis frame): a hand beside the hip motor is pushed outwards, on each
+    side; a hand held against the belly comes forward a few centimetres rather than 23 cm out."""
+    hips = hip_obstacles(load_robot("h1"))
+    T = 30
+
+    def still(p) -> np.ndarray:
+        return np.tile(p, (T, 1))
+
+    for sign in (1.0, -1.0):
+        m = np.array([1.0, sign, 1.0])
+        push, _ = arm_pushes(still(m * [0.0, 0.21, 0.44]), still(m * [-0.05, 0.22, 0.12]), still(m * [0.04, 0.20, -0.15]),
+                             sign, hips, 30.0)
+        assert push[T // 2, 1] * sign > 0.05 and abs(push[T // 2, 0]) < 1e-9, push[T // 2]
+    push, _ = arm_pushes(still([0.0, 0.21, 0.44]), still([0.10, 0.18, 0.12]), still([0.07, 0.0, -0.08]), 1.0, hips, 30.0)
+    assert 0.0 < push[T // 2, 0] < 0.06 and push[T // 2, 1] == 0.0, push[T // 2]
 
 
 @pytest.fixture(scope="module")
