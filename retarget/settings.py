@@ -14,7 +14,6 @@ import dataclasses
 from simreal.config import field
 
 QP_SOLVERS = ("daqp", "quadprog")
-VELOCITY_DAMPING = 16.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +72,7 @@ class InteractionConfig:
     orientation_weight: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
     smooth_weight: float = field(0.02, min=0.0, doc="joint acceleration penalty per frame^2 at 30 fps; x (fps/30)^3 at other rates")
     posture_weight: float = field(0.005, min=0.0, doc="pull towards the default pose")
-    velocity_damping: float = field(VELOCITY_DAMPING, min=0.0,
+    velocity_damping: float = field(16.0, min=0.0,
                                     doc="joint velocity penalty, as a multiple of the critical damping of a joint "
                                         "held only by the posture pull (retarget/window_qp.py add_smoothness)")
     damping: float = field(0.02, min=0.0, doc="step damping (trust region) per iteration")
