@@ -230,14 +230,19 @@ def _exclusions(m: mujoco.MjModel, q_home: np.ndarray, robot_geoms: np.ndarray) 
     return sorted(out)
 
 
+def subtree_geoms(m: mujoco.MjModel, site: int, geoms: np.ndarray) -> np.ndarray:
+    """Those of ``geoms`` on the site's body and its descendants (a foot, a forearm, a hand)."""
+    body = int(m.site_bodyid[site])
+    return np.array([int(g) for g in geoms
+                     if int(m.geom_bodyid[g]) == body or _is_descendant(m, int(m.geom_bodyid[g]), body)], dtype=int)
+
+
 def _foot_geoms(m: mujoco.MjModel, site: int, robot_geoms: np.ndarray) -> np.ndarray:
     """Collision geoms on the foot site's body and its descendants."""
-    body = int(m.site_bodyid[site])
-    feet = [int(g) for g in robot_geoms
-            if int(m.geom_bodyid[g]) == body or _is_descendant(m, int(m.geom_bodyid[g]), body)]
-    if not feet:
+    feet = subtree_geoms(m, site, robot_geoms)
+    if not len(feet):
         raise ConfigError("keypoints", f"the body of foot site {m.site(site).name!r} has no collision geom")
-    return np.array(feet, dtype=int)
+    return feet
 
 
 def _foot_geometry(m: mujoco.MjModel, q: np.ndarray, site: int, floor: int, feet: np.ndarray):

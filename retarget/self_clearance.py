@@ -43,7 +43,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
 from simreal.retarget.contacts import runs
-from simreal.retarget.robot import RetargetRobot
+from simreal.retarget.robot import RetargetRobot, subtree_geoms
 
 #: Gap kept between the arm's thickest geom and the hips [m].
 CLEARANCE_M = 0.02
@@ -86,15 +86,6 @@ class Hips:
     arm_radius: float
     hand_reach: float
     bodies: tuple[str, ...] = ()
-
-
-def _descendants(m: mujoco.MjModel, body: int) -> list[int]:
-    """``body`` and every body below it."""
-    out = [body]
-    for b in range(body + 1, m.nbody):
-        if int(m.body_parentid[b]) in out:
-            out.append(b)
-    return out
 
 
 def _path_from(m: mujoco.MjModel, ancestor: int, body: int) -> list[int]:
@@ -141,15 +132,11 @@ def hip_obstacles(robot: RetargetRobot) -> Hips | None:
     for s in SIDES:
         e, w = d.site_xpos[sites[f"{s}_elbow"]], d.site_xpos[sites[f"{s}_wrist"]]
         axis = (w - e) / max(np.linalg.norm(w - e), 1e-9)
-        arm = set(_descendants(model, int(model.site_bodyid[sites[f"{s}_elbow"]])))
-        hand = set(_descendants(model, int(model.site_bodyid[sites[f"{s}_wrist"]])))
-        for g in robot_geoms:
-            b = int(model.geom_bodyid[g])
-            if b in arm:
-                thick = max(thick, float(model.geom_rbound[g] if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
-                                         else model.geom_size[g, 0]))
-            if b in hand:
-                reach = max(reach, float((d.geom_xpos[g] - w) @ axis) / max(np.linalg.norm(w - e), 1e-9))
+        for g in subtree_geoms(model, sites[f"{s}_elbow"], robot_geoms):  # the forearm and hand
+            thick = max(thick, float(model.geom_rbound[g] if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
+                                     else model.geom_size[g, 0]))
+        for g in subtree_geoms(model, sites[f"{s}_wrist"], robot_geoms):  # the hand
+            reach = max(reach, float((d.geom_xpos[g] - w) @ axis) / max(np.linalg.norm(w - e), 1e-9))
     return Hips(np.array(centre), np.array(rot), np.array(kind), np.array(size), thick + CLEARANCE_M, reach,
                 tuple(model.body(b).name for b in sorted(bodies)))
 
@@ -228,9 +215,7 @@ def clear_arms(pos: np.ndarray, keypoints: tuple[str, ...], pelvis_frames: np.nd
     pelvis = pos[:, keypoints.index("pelvis")]
     for i, side in enumerate(SIDES):
         sign = 1.0 if side == "left" else -1.0
-        k = {j: keypoints.index(f"{side}_{j}") for j in ("shoulder", "elbow", "wrist") if f"{side}_{j}" in keypoints}
-        if "shoulder" not in k:
-            continue
+        k = {j: keypoints.index(f"{side}_{j}") for j in ("shoulder", "elbow", "wrist")}  # all mapped, or no hips
         local = {j: np.einsum("tab,ta->tb", pelvis_frames, pos[:, idx] - pelvis) for j, idx in k.items()}
         push, share = arm_pushes(local["shoulder"], local["elbow"], local["wrist"], sign, hips, fps)
         world = np.einsum("tab,tb->ta", pelvis_frames, push)  # (T, 3)

@@ -19,7 +19,7 @@ Steps, each a small function:
 6. label contacts on the human's contact points scaled by the leg ratio (a similarity: a planted
    foot stays planted and on the floor, which the per-segment scaled targets need not), and
    shift the targets vertically, frame by frame, so the stance soles rest on the terrain;
-7. turn an arm whose targets pass through the robot's own hips outwards about its shoulder
+7. turn an arm whose targets pass through the robot's own hips about its shoulder, round them
    (:mod:`self_clearance`).
 """
 
@@ -98,8 +98,8 @@ class Targets:
       terrain_z: (T, 2) terrain height under each target sole [m].
       fps: [Hz]; scaling: the derived factors; vertical_offset_m: (T,) downward shift applied
         after scaling [m], so that stance soles rest on the terrain.
-      arm_push_m: (T, 2) how far the left and right wrist targets were moved outwards to clear
-        the robot's hips [m] (:mod:`~simreal.retarget.self_clearance`).
+      arm_push_m: (T, 2) how far the left and right wrist targets were moved to clear the
+        robot's hips [m] (:mod:`~simreal.retarget.self_clearance`).
     """
 
     keypoints: tuple[str, ...]
