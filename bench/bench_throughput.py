@@ -7,7 +7,9 @@
 
 Each row: compile once, then the best of ``--repeats`` timed ``lax.scan`` rollouts of
 ``--steps`` control steps of the vmapped env with uniform random actions (the shape of a
-PPO rollout). simreal's ``cartpole-balance`` matches Playground's ``CartpoleBalance`` (same
+PPO rollout). The rows take turns, one timed rollout each per round, so a change in the
+machine's speed during the run (a shared VM's neighbours) reaches every row alike; a ratio is
+the median over the rounds of the two rows' same-round ratio. simreal's ``cartpole-balance`` matches Playground's ``CartpoleBalance`` (same
 model, timestep and control rate), so that pair is also printed as a ratio. Playground
 envs run with ``impl=jax`` (MJX). Prints a markdown table.
 """
@@ -15,17 +17,24 @@ envs run with ``impl=jax`` (MJX). Prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import platform
 import time
+from collections.abc import Callable
 
 import jax
+import numpy as np
 
 #: simreal task -> the Playground env built to match it.
 MATCHED = {"cartpole-balance": "CartpoleBalance"}
 
 
-def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int) -> float:
-    """Best env-steps/s over ``repeats`` scans of ``steps`` batched steps."""
+Runner = Callable[[], float]
+
+
+def env_runner(reset, step, action_size: int, envs: int, steps: int) -> Runner:
+    """Compile and warm up a scan of ``steps`` batched steps; each call of the result times one
+    scan and returns its env-steps/s."""
 
     @jax.jit
     def run(state, key):
@@ -34,27 +43,35 @@ def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int)
 
         return jax.lax.scan(body, state, jax.random.split(key, steps))[0]
 
-    state = jax.jit(reset)(jax.random.split(jax.random.PRNGKey(0), envs))
-    state = run(state, jax.random.PRNGKey(1))
-    jax.block_until_ready(state)
-    best = 0.0
-    for r in range(repeats):
+    box = {"state": jax.jit(reset)(jax.random.split(jax.random.PRNGKey(0), envs)), "round": 0}
+    box["state"] = run(box["state"], jax.random.PRNGKey(1))
+    jax.block_until_ready(box["state"])
+
+    def once() -> float:
+        box["round"] += 1
         t = time.perf_counter()
-        state = run(state, jax.random.PRNGKey(2 + r))
-        jax.block_until_ready(state)
-        best = max(best, envs * steps / (time.perf_counter() - t))
-    return best
+        box["state"] = run(box["state"], jax.random.PRNGKey(1 + box["round"]))
+        jax.block_until_ready(box["state"])
+        return envs * steps / (time.perf_counter() - t)
+
+    return once
 
 
-def simreal_rate(task: str, backend: str, envs: int, steps: int, repeats: int, overrides: list[str]) -> float:
+def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int) -> float:
+    """Best env-steps/s over ``repeats`` scans of ``steps`` batched steps."""
+    once = env_runner(reset, step, action_size, envs, steps)
+    return max(once() for _ in range(repeats))
+
+
+def simreal_runner(task: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
     from simreal.policies.run_config import make_env, resolve
 
     env = make_env(resolve(task, overrides), backend=backend)
-    return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
+    return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
-def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_models: bool) -> float:
-    """Env-steps/s of ``mujoco.rollout`` alone on the task's model: ``envs`` states stepped
+def bare_rollout_runner(task: str, envs: int, steps: int, per_env_models: bool) -> Runner:
+    """A runner (:func:`env_runner`) of ``mujoco.rollout`` alone on the task's model: ``envs`` states stepped
     ``n_substeps`` physics steps per control step with random controls in range, on the thread
     pool of one thread per core, states and controls prepared beforehand: the engine's limit the
     native backend is measured against. ``per_env_models``: one ``MjModel`` copy per env, as
@@ -63,8 +80,6 @@ def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_mo
     import os
 
     import mujoco
-    import numpy as np
-
     from mujoco import rollout
 
     from simreal.policies.run_config import make_env, resolve
@@ -82,27 +97,28 @@ def bare_rollout_rate(task: str, envs: int, steps: int, repeats: int, per_env_mo
     ctrls = [np.repeat(rng.uniform(lo, hi, (envs, 1, m.nu)), n, axis=1) for _ in range(steps)]
     out = np.empty((envs, n, state.shape[1]))
     sens = np.empty((envs, n, m.nsensordata))
-    best = 0.0
-    with rollout.Rollout(nthread=os.cpu_count() or 1) as pool:
-        for _ in range(repeats + 1):  # the first warms the pool up
-            s = state.copy()
-            t = time.perf_counter()
-            for c in ctrls:
-                pool.rollout(models, datas, s, c, skip_checks=True, nstep=n, state=out, sensordata=sens)
-                s[:] = out[:, -1]
-            best = max(best, envs * steps / (time.perf_counter() - t))
-    return best
+    pool = rollout.Rollout(nthread=os.cpu_count() or 1)  # lives as long as the runner
+
+    def once() -> float:
+        s = state.copy()
+        t = time.perf_counter()
+        for c in ctrls:
+            pool.rollout(models, datas, s, c, skip_checks=True, nstep=n, state=out, sensordata=sens)
+            s[:] = out[:, -1]
+        return envs * steps / (time.perf_counter() - t)
+
+    once()  # warms the pool up
+    return once
 
 
-def bare_batch_rate(task: str, envs: int, steps: int, repeats: int) -> float:
-    """Env-steps/s of ``mujoco.batch`` alone, stepped as the native backend steps it: the task's
+def bare_batch_runner(task: str, envs: int, steps: int) -> Runner:
+    """A runner (:func:`env_runner`) of ``mujoco.batch`` alone, stepped as the native backend steps it: the task's
     randomised fields expanded per env, ``n_substeps`` physics steps per control step in calls of
     ``inner_loop.every`` steps where the task has an inner loop (a quadrotor's 500 Hz rate loop:
     five calls of one step), random controls held, and *no* controller, observation or reward:
     the floor of the native backend's design, whatever its glue costs."""
     import os
 
-    import numpy as np
     from mujoco import batch as mjbatch
 
     from simreal.policies.run_config import make_env, resolve
@@ -117,23 +133,25 @@ def bare_batch_rate(task: str, envs: int, steps: int, repeats: int) -> float:
     qpos0 = np.array(qpos)
     lo, hi = m.actuator_ctrlrange.T
     ctrls = np.random.default_rng(0).uniform(lo, hi, (steps, envs, m.nu))
-    best = 0.0
-    for _ in range(repeats + 1):  # the first warms the pool up
+
+    def once() -> float:
         qpos[:], qvel[:] = qpos0, 0.0
         t = time.perf_counter()
         for c in ctrls:
             ctrl[...] = c
             for _ in range(n // every):
                 b.step(nstep=every)
-        best = max(best, envs * steps / (time.perf_counter() - t))
-    return best
+        return envs * steps / (time.perf_counter() - t)
+
+    once()  # warms the pool up
+    return once
 
 
-def playground_rate(name: str, envs: int, steps: int, repeats: int) -> float:
+def playground_runner(name: str, envs: int, steps: int) -> Runner:
     from mujoco_playground import registry
 
     env = registry.load(name, config_overrides={"impl": "jax"})
-    return time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps, repeats)
+    return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
 def main() -> None:
@@ -148,38 +166,55 @@ def main() -> None:
                    help="also time bare mujoco.rollout and mujoco.batch (stepped as the native backend) on each task's model")
     p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
     a = p.parse_args()
-    ours = {(t, b): simreal_rate(t, b, a.envs, a.steps, a.repeats, a.override) for t in a.tasks for b in a.backends}
-    theirs = {n: playground_rate(n, a.envs, a.steps, a.repeats) for n in a.playground}
-    bare = {(t, per_env): bare_rollout_rate(t, a.envs, a.steps, a.repeats, per_env)
-            for t in a.tasks for per_env in (False, True)} if a.bare else {}
-    floor = {t: bare_batch_rate(t, a.envs, a.steps, a.repeats) for t in a.tasks} if a.bare else {}
+    if a.playground and importlib.util.find_spec("mujoco_playground") is None:
+        p.error("--playground needs MuJoCo Playground (pip install playground); pass --playground with no "
+                "names to leave it out")
+    runners: dict[tuple[str, str], Runner] = {}
+    for t in a.tasks:
+        for b in a.backends:
+            runners[(t, b)] = simreal_runner(t, b, a.envs, a.steps, a.override)
+    for n in a.playground:
+        runners[(n, "playground")] = playground_runner(n, a.envs, a.steps)
+    if a.bare:
+        for t in a.tasks:
+            runners[(t, "rollout")] = bare_rollout_runner(t, a.envs, a.steps, per_env_models=False)
+            runners[(t, "rollout per env")] = bare_rollout_runner(t, a.envs, a.steps, per_env_models=True)
+            runners[(t, "batch")] = bare_batch_runner(t, a.envs, a.steps)
+    rounds: dict[tuple[str, str], list[float]] = {k: [] for k in runners}
+    for _ in range(a.repeats):  # the rows take turns (module docstring)
+        for k, once in runners.items():
+            rounds[k].append(once())
+    best = {k: max(v) for k, v in rounds.items()}
+
+    def ratio(x: tuple[str, str], y: tuple[str, str]) -> str:
+        r = np.array(rounds[x]) / np.array(rounds[y])
+        return f"{np.median(r):.2f}x (rounds {r.min():.2f}-{r.max():.2f})"
+
     dev = jax.devices()[0]
     print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
-          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats}, {time.strftime('%Y-%m-%d')}"
+          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats} rounds, {time.strftime('%Y-%m-%d')}"
           + (f", {' '.join(a.override)}" if a.override else "") + "\n")
+    label = {"playground": "mjx", "rollout": "-", "rollout per env": "-", "batch": "-"}
     print("| env | backend | env-steps/s |\n| --- | --- | ---: |")
-    for (t, b), v in ours.items():
-        print(f"| simreal {t} | {b} | {v:,.0f} |")
-    for n, v in theirs.items():
-        print(f"| Playground {n} | mjx | {v:,.0f} |")
-    for (t, per_env), v in bare.items():
-        print(f"| {t}: bare `mujoco.rollout`, {'a model per env' if per_env else 'one model'} | - | {v:,.0f} |")
-    for t, v in floor.items():
-        print(f"| {t}: bare `mujoco.batch` as the native backend steps it, no controller | - | {v:,.0f} |")
+    for (t, b), v in best.items():
+        name = {"playground": f"Playground {t}", "rollout": f"{t}: bare `mujoco.rollout`, one model",
+                "rollout per env": f"{t}: bare `mujoco.rollout`, a model per env (as domain randomisation needs)",
+                "batch": f"{t}: bare `mujoco.batch` as the native backend steps it, no controller"}.get(b, f"simreal {t}")
+        print(f"| {name} | {label.get(b, b)} | {v:,.0f} |")
     print()
     for t in a.tasks:
-        if ("native" in a.backends) and ("mjx" in a.backends):
-            print(f"- {t}: native / mjx = {ours[(t, 'native')] / ours[(t, 'mjx')]:.1f}x")
-        if "native" in a.backends and bare:
-            print(f"- {t}: native / bare rollout = {ours[(t, 'native')] / bare[(t, False)]:.2f} (one model), "
-                  f"{ours[(t, 'native')] / bare[(t, True)]:.2f} (a model per env), "
-                  f"{ours[(t, 'native')] / floor[t]:.2f} (bare batch)")
-        if "mjx" in a.backends and floor:
-            print(f"- {t}: bare batch / mjx = {floor[t] / ours[(t, 'mjx')]:.1f}x (what native / mjx could reach "
+        if (t, "native") in runners and (t, "mjx") in runners:
+            print(f"- {t}: native / mjx = {ratio((t, 'native'), (t, 'mjx'))}")
+        if (t, "native") in runners and a.bare:
+            print(f"- {t}: native / bare rollout = {ratio((t, 'native'), (t, 'rollout'))} (one model), "
+                  f"{ratio((t, 'native'), (t, 'rollout per env'))} (a model per env), "
+                  f"{ratio((t, 'native'), (t, 'batch'))} (bare batch)")
+        if (t, "mjx") in runners and a.bare:
+            print(f"- {t}: bare batch / mjx = {ratio((t, 'batch'), (t, 'mjx'))} (what native / mjx could reach "
                   "with nothing but the engine)")
-        if MATCHED.get(t) in theirs:
+        if (MATCHED.get(t), "playground") in runners:
             for b in a.backends:
-                print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ours[(t, b)] / theirs[MATCHED[t]]:.2f}x")
+                print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ratio((t, b), (MATCHED[t], 'playground'))}")
 
 
 if __name__ == "__main__":

@@ -106,3 +106,20 @@ def test_rate_loop_damps_body_rates(model, spec):
         d.ctrl[:] = qc.rate_control(np.zeros(3), d.qvel[3:6], model.body_mass[1] * G, J, np.linalg.inv(A), f_max, np)
         mujoco.mj_step(model, d)
     assert np.abs(d.qvel[3:6]).max() < 1e-2
+
+
+def test_the_rate_loop_s_matrix_form_is_its_law(spec):
+    """rate_loop_thrusts' (n, 10) x (10, 4) product is tau = J K (w_des - w) + w x (J w) through
+    A^-1, clipped, vehicle by vehicle; a gyroscopic term with the wrong sign or axis fails."""
+    A = qc.allocation_matrix(rotor_positions(spec), ROTOR_SPIN, physical(spec, "torque_to_thrust_m"))
+    J = np.array([1.4e-5, 1.5e-5, 2.2e-5])  # unequal axes, so every gyroscopic component counts
+    f_max = np.array([a.effort_limit for a in spec.actuators])
+    rng = np.random.default_rng(0)
+    command = np.concatenate([rng.uniform(0.0, 0.6, (256, 1)), rng.normal(0.0, 5.0, (256, 3))], axis=1)
+    w = rng.normal(0.0, 20.0, (256, 3))
+    tau = J * np.asarray(qc.RATE_GAINS) * (command[:, 1:] - w) + np.cross(w, J * w)
+    law = np.clip(np.concatenate([command[:, :1], tau], axis=1) @ np.linalg.inv(A).T, 0.0, f_max)
+    got = qc.rate_loop_thrusts(command, w, qc.rate_loop_gain(J, np.linalg.inv(A)), f_max, np)
+    np.testing.assert_allclose(got, law, rtol=0, atol=1e-12)
+    assert 0.05 < np.mean((law == 0.0) | (law == f_max)) < 0.95  # both the clip and the linear part tested
+    assert np.abs(np.cross(w, J * w) @ np.linalg.inv(A)[:, 1:].T).max() > 1e-3  # the gyroscopic term matters here

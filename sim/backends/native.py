@@ -1,10 +1,13 @@
 """Native backend: MuJoCo's C engine stepping every env of the batch on CPU threads.
 
-Called from inside the jitted, vmapped env step through ``jax.pure_callback`` with
-``vmap_method="broadcast_all"``: under Brax's vmap the callback receives the *whole batch*
-at once and hands it to a ``mujoco.batch.Batch`` (MuJoCo 4's batched simulation: one state row
-per env, stepped on a persistent thread pool). One callback per control step replaces
-thousands of tiny XLA kernels. An inner loop (a flight controller's rate loop,
+Called from inside the jitted, vmapped env step through
+``jax.experimental.buffer_callback`` with ``vmap_method="broadcast_all"``: under Brax's vmap the
+callback receives the *whole batch* at once and hands it to a ``mujoco.batch.Batch`` (MuJoCo 4's
+batched simulation: one state row per env, stepped on a persistent thread pool). One callback
+per control step replaces thousands of tiny XLA kernels. The callback reads XLA's input buffers
+and writes its results into XLA's output buffers in place; ``jax.pure_callback`` copied every
+argument into a new array and every result back onto the device, about 0.8 ms per call at 1,024
+quadrotors on 2 cores against 0.02 ms (BENCHMARKS.md, "Env throughput"). An inner loop (a flight controller's rate loop,
 :class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, on the
 batch's live ``qvel``, between calls of ``every`` physics steps.
 
@@ -30,14 +33,29 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from jax.experimental.buffer_callback import buffer_callback
 from mujoco import batch as mjbatch
 
 from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 
 
-def _flatten_batch(x: np.ndarray, batch_shape: tuple[int, ...]) -> np.ndarray:
-    """(*batch_shape, *rest) -> (prod(batch_shape), *rest) as float64 (zero-size safe)."""
-    return np.asarray(x, dtype=np.float64).reshape((int(np.prod(batch_shape)),) + x.shape[len(batch_shape):])
+class _BatchView:
+    """XLA's buffers of one callback as (n, ...) numpy arrays without a copy. ``broadcast_all``
+    hands every argument with the same leading batch axes; those of ``first`` (an argument with
+    one trailing axis) are flattened to n rows."""
+
+    def __init__(self, first):
+        self.batch_shape = np.asarray(first).shape[:-1]
+        self.n = int(np.prod(self.batch_shape))
+
+    def __call__(self, buffer) -> np.ndarray:
+        a = np.asarray(buffer)
+        return a.reshape((self.n,) + a.shape[len(self.batch_shape):])
+
+    def write(self, buffer, rows: np.ndarray) -> None:
+        """Fill an output buffer from (n, ...) rows (cast to its dtype)."""
+        out = np.asarray(buffer)
+        out[...] = rows.reshape(out.shape)
 
 
 class _Sims:
@@ -85,12 +103,14 @@ class NativeBackend:
         sims.set_params(params)
         return sims
 
-    def _host_step(self, nstep: int, names: tuple[str, ...], inner_loop: InnerLoop | None, qpos, qvel, act, ctrl,
-                   *param_values):
-        batch_shape = qpos.shape[:-1]
-        flat = partial(_flatten_batch, batch_shape=batch_shape)
-        qpos, qvel, act, ctrl = flat(qpos), flat(qvel), flat(act), flat(ctrl)
-        sims = self._batch({n: flat(v) for n, v in zip(names, param_values)}, qpos.shape[0])
+    def _host_step(self, nstep: int, names: tuple[str, ...], inner_loop: InnerLoop | None, ctx, out, qpos, qvel, act,
+                   ctrl, *param_values) -> None:
+        """``nstep`` physics steps of every env from the given states, written into ``out``
+        (qpos, qvel, act, sensordata)."""
+        del ctx
+        view = _BatchView(qpos)
+        qpos, qvel, act, ctrl = view(qpos), view(qvel), view(act), view(ctrl)
+        sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
         sims.load(slice(None), qpos, qvel, act)
         if inner_loop is None:
             sims.ctrl[...] = ctrl
@@ -99,23 +119,25 @@ class NativeBackend:
             for _ in range(nstep // inner_loop.every):
                 sims.ctrl[...] = inner_loop.fn(ctrl, sims.qvel, np)
                 sims.batch.step(nstep=inner_loop.every)
-        out = [sims.qpos, sims.qvel, sims.act, sims.sensordata]  # sensors: before the last substep, as mj_step's
-        return tuple(o.astype(np.float32).reshape(batch_shape + o.shape[1:]) for o in out)
+        # sensors: before the last substep, as mj_step's
+        for o, src in zip(out, (sims.qpos, sims.qvel, sims.act, sims.sensordata)):
+            view.write(o, src)
 
-    def _host_forward(self, names: tuple[str, ...], qpos, qvel, act, active, *param_values):
-        """Sensors at the given states (zero controls), computed only for ``active`` envs (zeros elsewhere)."""
-        batch_shape = qpos.shape[:-1]
-        flat = partial(_flatten_batch, batch_shape=batch_shape)
-        qpos, qvel, act = flat(qpos), flat(qvel), flat(act)
-        rows = np.flatnonzero(np.asarray(active).reshape(-1))
-        out = np.zeros((qpos.shape[0], self.model.nsensordata), np.float32)
+    def _host_forward(self, names: tuple[str, ...], ctx, out, qpos, qvel, act, active, *param_values) -> None:
+        """Sensors at the given states (zero controls), computed only for ``active`` envs (zeros
+        elsewhere), written into ``out``."""
+        del ctx
+        view = _BatchView(qpos)
+        qpos, qvel, act = view(qpos), view(qvel), view(act)
+        rows = np.flatnonzero(view(active))
+        sens = np.zeros((view.n, self.model.nsensordata))
         if rows.size:
-            sims = self._batch({n: flat(v) for n, v in zip(names, param_values)}, qpos.shape[0])
+            sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
             sims.load(rows, qpos[rows], qvel[rows], act[rows])
             sims.ctrl[rows] = 0.0
             sims.batch.forward(rows)
-            out[rows] = sims.sensordata[rows]
-        return out.reshape(batch_shape + (self.model.nsensordata,))
+            sens[rows] = sims.sensordata[rows]
+        view.write(out, sens)
 
     # -- traced side -----------------------------------------------------------------------
     def init(self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array,
@@ -125,9 +147,9 @@ class NativeBackend:
             sens = jnp.zeros((0,), jnp.float32)
         else:
             names = tuple(sorted(model_params))
-            sens = jax.pure_callback(
-                partial(self._host_forward, names), jax.ShapeDtypeStruct((ns,), jnp.float32),
-                qpos, qvel, act, active, *(model_params[n] for n in names), vmap_method="broadcast_all")
+            sens = buffer_callback(partial(self._host_forward, names), jax.ShapeDtypeStruct((ns,), jnp.float32),
+                                   vmap_method="broadcast_all")(
+                qpos, qvel, act, active, *(model_params[n] for n in names))
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)
 
     def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
@@ -135,7 +157,7 @@ class NativeBackend:
         m = self.model
         names = tuple(sorted(model_params))
         shapes = tuple(jax.ShapeDtypeStruct((n,), jnp.float32) for n in (m.nq, m.nv, m.na, m.nsensordata))
-        qpos, qvel, act, sens = jax.pure_callback(
-            partial(self._host_step, nstep, names, inner_loop), shapes, phys.qpos, phys.qvel, phys.act, ctrl,
-            *(model_params[n] for n in names), vmap_method="broadcast_all")
+        qpos, qvel, act, sens = buffer_callback(partial(self._host_step, nstep, names, inner_loop), shapes,
+                                                vmap_method="broadcast_all")(
+            phys.qpos, phys.qvel, phys.act, ctrl, *(model_params[n] for n in names))
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)

@@ -62,11 +62,11 @@ class QuadrotorConfig(EnvConfig):
     max_tilt_rad: float = field(math.pi / 2, min=0.0, max=math.pi, doc="more tilt than this ends the episode")
 
 
-def _rate_loop(inertia_diag: np.ndarray, mixer_inv: np.ndarray, f_max: np.ndarray, command: Any, qvel: Any,
-               xp: Any) -> Any:
+def _rate_loop(gain: np.ndarray, f_max: np.ndarray, command: Any, qvel: Any, xp: Any) -> Any:
     """The onboard body-rate loop at every update (:class:`InnerLoop`): command (..., 4) = (T [N],
-    omega_des [rad/s]) and the free joint's body-frame angular velocity qvel[3:6] -> rotor thrusts [N]."""
-    return qc.rate_control(command[..., 1:4], qvel[..., 3:6], command[..., 0], inertia_diag, mixer_inv, f_max, xp)
+    omega_des [rad/s]) and the free joint's body-frame angular velocity qvel[3:6] -> rotor thrusts [N]
+    (:func:`~simreal.quadrotor_control.rate_loop_thrusts`, G precomputed)."""
+    return qc.rate_loop_thrusts(command, qvel[..., 3:6], gain, f_max, xp)
 
 
 def _uniform(rng: jax.Array, bounds: tuple[float, ...], shape: tuple[int, ...] = ()) -> jax.Array:
@@ -89,7 +89,8 @@ class QuadrotorTask(MjEnv):
         if cfg.action_mode == "ctbr":
             rate_hz = float(robot.physical.get("rate_controller_hz", 500.0))
             every = max(1, round(1.0 / (rate_hz * physical(robot, "physics_dt_s"))))
-            self.inner_loop = InnerLoop(partial(_rate_loop, self.inertia_diag, self.mixer_inv, self.f_max), every)
+            gain = qc.rate_loop_gain(self.inertia_diag, self.mixer_inv)
+            self.inner_loop = InnerLoop(partial(_rate_loop, gain, self.f_max), every)
         super().__init__(robot, cfg, backend)
         # the normalised action of the action-mode table's hover command (m g shared by the rotors,
         # or ctbr's total thrust m g with zero body rates): the action penalty's zero
