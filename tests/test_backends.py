@@ -105,3 +105,50 @@ def test_a_rate_loop_that_does_not_divide_the_control_period_is_a_config_error()
         type(env)(bad, env.cfg, "native")
     ok = dataclasses.replace(spec, physical={**spec.physical, "rate_controller_hz": 100.0})
     assert type(env)(ok, env.cfg, "native").inner_loop.every == 5
+
+
+def test_concurrent_host_steps_get_their_own_states():
+    """The native backend's host step, called from two threads at once as the shards of a
+    data-parallel step call it, returns what each call returns alone; shards of one size share
+    a batch, so without the backend's lock one call steps the other's states."""
+    import threading
+
+    from simreal.sim.backends.native import NativeBackend
+
+    env = make_env(resolve("quadrotor-hover"), backend="native")
+    m, n = env.mj_model, 64
+    backend = NativeBackend(m)
+    names = tuple(sorted(env.nominal_params()))
+    params = [np.broadcast_to(np.asarray(env.nominal_params()[k], np.float32), (n,) + np.shape(env.nominal_params()[k])).copy()
+              for k in names]
+    rng = np.random.default_rng(0)
+
+    def inputs(seed_shift: float):
+        qpos = np.tile(m.qpos0.astype(np.float32), (n, 1))
+        qpos[:, :3] += rng.normal(0.0, 1.0, (n, 3)).astype(np.float32) + seed_shift
+        qvel = rng.normal(0.0, 2.0, (n, m.nv)).astype(np.float32)
+        act = np.zeros((n, m.na), np.float32)
+        ctrl = rng.uniform(0.0, 0.4, (n, 4)).astype(np.float32)
+        return (qpos, qvel, act, ctrl, *params)
+
+    def call(args):
+        out = tuple(np.zeros((n, k), np.float32) for k in (m.nq, m.nv, m.na, m.nsensordata))
+        backend._host_step(env.n_substeps, names, env.inner_loop, None, out, *args)
+        return out[0]
+
+    calls = [inputs(0.0), inputs(10.0)]
+    alone = [call(a) for a in calls]
+    got: dict[tuple[int, int], np.ndarray] = {}
+
+    def worker(i: int) -> None:
+        for r in range(30):
+            got[(i, r)] = call(calls[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not np.allclose(alone[0], alone[1])
+    for (i, _), q in got.items():
+        np.testing.assert_array_equal(q, alone[i])

@@ -27,6 +27,7 @@ primitive.
 from __future__ import annotations
 
 import os
+import threading
 from functools import partial
 
 import jax
@@ -85,13 +86,21 @@ class _Sims:
 
 
 class NativeBackend:
-    """Physics with ``mujoco.batch`` from inside jit (see module docstring)."""
+    """Physics with ``mujoco.batch`` from inside jit (see module docstring).
+
+    The host side runs one call at a time: under data-parallel training (``shard_map`` over
+    devices) XLA calls the callback once per device's shard, from the devices' threads at once,
+    and shards of one size share a batch, each call rewriting the randomised rows that differ
+    (``jax.pure_callback`` used to gather the whole batch onto one device instead). Several CPU
+    devices in one process therefore do not speed the native backend up; several hosts, one
+    process each, do."""
 
     name = "native"
 
     def __init__(self, model: mujoco.MjModel):
         self.model = model
         self._sims: dict[tuple[int, tuple[str, ...]], _Sims] = {}
+        self._lock = threading.Lock()
 
     # -- host side -------------------------------------------------------------------------
     def _batch(self, params: dict[str, np.ndarray], n: int) -> _Sims:
@@ -108,36 +117,38 @@ class NativeBackend:
         """``nstep`` physics steps of every env from the given states, written into ``out``
         (qpos, qvel, act, sensordata)."""
         del ctx
-        view = _BatchView(qpos)
-        qpos, qvel, act, ctrl = view(qpos), view(qvel), view(act), view(ctrl)
-        sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
-        sims.load(slice(None), qpos, qvel, act)
-        if inner_loop is None:
-            sims.ctrl[...] = ctrl
-            sims.batch.step(nstep=nstep)
-        else:
-            for _ in range(nstep // inner_loop.every):
-                sims.ctrl[...] = inner_loop.fn(ctrl, sims.qvel, np)
-                sims.batch.step(nstep=inner_loop.every)
-        # sensors: before the last substep, as mj_step's
-        for o, src in zip(out, (sims.qpos, sims.qvel, sims.act, sims.sensordata)):
-            view.write(o, src)
+        with self._lock:  # the shards of a data-parallel step call concurrently (class docstring)
+            view = _BatchView(qpos)
+            qpos, qvel, act, ctrl = view(qpos), view(qvel), view(act), view(ctrl)
+            sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
+            sims.load(slice(None), qpos, qvel, act)
+            if inner_loop is None:
+                sims.ctrl[...] = ctrl
+                sims.batch.step(nstep=nstep)
+            else:
+                for _ in range(nstep // inner_loop.every):
+                    sims.ctrl[...] = inner_loop.fn(ctrl, sims.qvel, np)
+                    sims.batch.step(nstep=inner_loop.every)
+            # sensors: before the last substep, as mj_step's
+            for o, src in zip(out, (sims.qpos, sims.qvel, sims.act, sims.sensordata)):
+                view.write(o, src)
 
     def _host_forward(self, names: tuple[str, ...], ctx, out, qpos, qvel, act, active, *param_values) -> None:
         """Sensors at the given states (zero controls), computed only for ``active`` envs (zeros
         elsewhere), written into ``out``."""
         del ctx
-        view = _BatchView(qpos)
-        qpos, qvel, act = view(qpos), view(qvel), view(act)
-        rows = np.flatnonzero(view(active))
-        sens = np.zeros((view.n, self.model.nsensordata))
-        if rows.size:
-            sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
-            sims.load(rows, qpos[rows], qvel[rows], act[rows])
-            sims.ctrl[rows] = 0.0
-            sims.batch.forward(rows)
-            sens[rows] = sims.sensordata[rows]
-        view.write(out, sens)
+        with self._lock:  # the shards of a data-parallel step call concurrently (class docstring)
+            view = _BatchView(qpos)
+            qpos, qvel, act = view(qpos), view(qvel), view(act)
+            rows = np.flatnonzero(view(active))
+            sens = np.zeros((view.n, self.model.nsensordata))
+            if rows.size:
+                sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
+                sims.load(rows, qpos[rows], qvel[rows], act[rows])
+                sims.ctrl[rows] = 0.0
+                sims.batch.forward(rows)
+                sens[rows] = sims.sensordata[rows]
+            view.write(out, sens)
 
     # -- traced side -----------------------------------------------------------------------
     def init(self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array,
