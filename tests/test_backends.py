@@ -119,8 +119,8 @@ def test_concurrent_host_steps_get_their_own_states():
     m, n = env.mj_model, 64
     backend = NativeBackend(m)
     names = tuple(sorted(env.nominal_params()))
-    params = [np.broadcast_to(np.asarray(env.nominal_params()[k], np.float32), (n,) + np.shape(env.nominal_params()[k])).copy()
-              for k in names]
+    nominal = {k: np.asarray(v, np.float32) for k, v in env.nominal_params().items()}
+    params = [np.broadcast_to(nominal[k], (n,) + nominal[k].shape).copy() for k in names]
     rng = np.random.default_rng(0)
 
     def inputs(seed_shift: float):

@@ -1,13 +1,13 @@
 """Native backend: MuJoCo's C engine stepping every env of the batch on CPU threads.
 
-Called from inside the jitted, vmapped env step through
-``jax.experimental.buffer_callback`` with ``vmap_method="broadcast_all"``: under Brax's vmap the
-callback receives the *whole batch* at once and hands it to a ``mujoco.batch.Batch`` (MuJoCo 4's
-batched simulation: one state row per env, stepped on a persistent thread pool). One callback
-per control step replaces thousands of tiny XLA kernels. The callback reads XLA's input buffers
-and writes its results into XLA's output buffers in place; ``jax.pure_callback`` copied every
-argument into a new array and every result back onto the device, about 0.8 ms per call at 1,024
-quadrotors on 2 cores against 0.02 ms (BENCHMARKS.md, "Env throughput"). An inner loop (a flight controller's rate loop,
+Called from inside the jitted, vmapped env step through ``jax.experimental.buffer_callback``
+with ``vmap_method="broadcast_all"``: under Brax's vmap the callback receives the *whole batch*
+at once and hands it to a ``mujoco.batch.Batch`` (MuJoCo 4's batched simulation: one state row
+per env, stepped on a persistent thread pool). One callback per control step replaces thousands
+of tiny XLA kernels. The callback reads XLA's input buffers and writes its results into XLA's
+output buffers in place; ``jax.pure_callback`` copied every argument into a new array and every
+result back onto the device, about 0.8 ms per call at 1,024 quadrotors on 2 cores against
+0.02 ms (BENCHMARKS.md, "Env throughput"). An inner loop (a flight controller's rate loop,
 :class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, on the
 batch's live ``qvel``, between calls of ``every`` physics steps.
 
