@@ -9,8 +9,9 @@ Each row: compile once, then the best of ``--repeats`` timed ``lax.scan`` rollou
 ``--steps`` control steps of the vmapped env with uniform random actions (the shape of a
 PPO rollout). The rows take turns, one timed rollout each per round, so a change in the
 machine's speed during the run (a shared VM's neighbours) reaches every row alike; a ratio is
-the median over the rounds of the two rows' same-round ratio. simreal's ``cartpole-balance`` matches Playground's ``CartpoleBalance`` (same
-model, timestep and control rate), so that pair is also printed as a ratio. Playground
+the median over the rounds of the two rows' same-round ratio. simreal's ``cartpole-balance``
+matches Playground's ``CartpoleBalance`` (same model, timestep and control rate), so that pair
+is also printed as a ratio. Playground
 envs run with ``impl=jax`` (MJX). Prints a markdown table.
 """
 
@@ -43,15 +44,16 @@ def env_runner(reset, step, action_size: int, envs: int, steps: int) -> Runner:
 
         return jax.lax.scan(body, state, jax.random.split(key, steps))[0]
 
-    box = {"state": jax.jit(reset)(jax.random.split(jax.random.PRNGKey(0), envs)), "round": 0}
-    box["state"] = run(box["state"], jax.random.PRNGKey(1))
-    jax.block_until_ready(box["state"])
+    state = run(jax.jit(reset)(jax.random.split(jax.random.PRNGKey(0), envs)), jax.random.PRNGKey(1))
+    jax.block_until_ready(state)
+    rounds = 0
 
     def once() -> float:
-        box["round"] += 1
+        nonlocal state, rounds
+        rounds += 1
         t = time.perf_counter()
-        box["state"] = run(box["state"], jax.random.PRNGKey(1 + box["round"]))
-        jax.block_until_ready(box["state"])
+        state = run(state, jax.random.PRNGKey(1 + rounds))
+        jax.block_until_ready(state)
         return envs * steps / (time.perf_counter() - t)
 
     return once

@@ -16,7 +16,7 @@ rates, ``m`` mass, ``g`` gravity, ``e_z`` world up)::
     omega_des = -K_R e_R,  |omega_des| <= max rate        K_R = (10, 10, 2) [1/s]
 
 The ``ctbr`` action mode sends ``(T, omega_des)`` to the onboard rate loop; ``rotor_thrust``
-closes the rate loop here (:func:`simreal.quadrotor_control.rate_control`, at the control
+closes the rate loop here (:func:`simreal.quadrotor_control.rate_loop_thrusts`, at the control
 rate, with two thirds of the onboard loop's gains) and sends rotor thrusts. The collective
 thrust never drops below half the weight: rotor thrusts cannot go negative, so without it a
 vehicle on its side would have no torque left to right itself. Below
@@ -71,8 +71,8 @@ class Landing:
             raise ValueError(f"landing needs a rotor_thrust or ctbr action, not {mode}")
         self.mode, self.cfg = mode, cfg
         self.mass = qc.physical(spec, "mass_kg")
-        self.inertia = qc.inertia_diag(spec)
-        self.mixer_inv = np.linalg.inv(qc.mixer(spec))
+        self.rate_gain = qc.rate_loop_gain(qc.inertia_diag(spec), np.linalg.inv(qc.mixer(spec)),
+                                           RATE_GAINS_AT_CONTROL_RATE)
         order = [spec.actuator_names.index(n) for n in names] if mode == "rotor_thrust" else list(range(4))
         self.order = np.array(order)
         self.f_max = np.array([a.effort_limit for a in spec.actuators])
@@ -120,8 +120,7 @@ class Landing:
         w_des = np.clip(-K_R * e_R, -self.max_rate, self.max_rate)
         if self.mode == "ctbr":
             return np.concatenate([[thrust], w_des])
-        f = qc.rate_control(w_des, w, thrust, self.inertia, self.mixer_inv, self.f_max, np,
-                            gains=RATE_GAINS_AT_CONTROL_RATE)
+        f = qc.rate_loop_thrusts(np.concatenate([[thrust], w_des]), w, self.rate_gain, self.f_max, np)
         return f[self.order]
 
 

@@ -112,10 +112,9 @@ class SimRobot:
     def _make_rate_loop(self):
         from simreal import quadrotor_control as qc
 
-        mixer_inv = np.linalg.inv(qc.mixer(self.spec))
-        inertia = qc.inertia_diag(self.spec)
+        gain = qc.rate_loop_gain(qc.inertia_diag(self.spec), np.linalg.inv(qc.mixer(self.spec)))
         f_max = np.array([a.effort_limit for a in self.spec.actuators])
-        return lambda u, w: qc.rate_control(u[1:4], w, u[0], inertia, mixer_inv, f_max, np)
+        return lambda u, w: qc.rate_loop_thrusts(u, w, gain, f_max, np)
 
     def apply(self, u: np.ndarray) -> None:
         """Set the physical command (held until the next one): actuator controls, effort / gear

@@ -117,23 +117,6 @@ def rate_loop_thrusts(command: Array, omega_b: Array, gain: Array, f_max: Array,
     return xp.clip(phi @ xp.asarray(gain, dtype=phi.dtype), 0.0, f_max)
 
 
-def rate_control(omega_des_b: Array, omega_b: Array, thrust_n: Array, inertia_diag: Array,
-                 mixer_inv: Array, f_max: Array, xp: Any, gains: tuple[float, float, float] = RATE_GAINS) -> Array:
-    """Rotor thrusts [N] (..., 4) realising collective thrust ``thrust_n`` and body rates
-    ``omega_des_b``; leading axes are a batch (one vehicle: none).
-
-    Args:
-      omega_des_b: desired body rates [rad/s], (..., 3).
-      omega_b: measured body rates [rad/s], (..., 3).
-      thrust_n: collective thrust [N], (...).
-      inertia_diag: (Jxx, Jyy, Jzz) [kg m^2].
-      mixer_inv: A^-1 (4, 4).
-      f_max: per-rotor thrust limit [N].
-    """
-    command = xp.concatenate([xp.asarray(thrust_n)[..., None], omega_des_b], axis=-1)
-    return rate_loop_thrusts(command, omega_b, rate_loop_gain(inertia_diag, mixer_inv, gains), f_max, xp)
-
-
 def ctbr_from_action(a: Array, total_thrust_max_n: float, max_rate_rad_s: float, xp: Any) -> tuple[Array, Array]:
     """Normalised ctbr action a in [-1, 1]^4 -> (collective thrust [N], body rates [rad/s]).
 

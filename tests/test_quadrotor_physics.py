@@ -103,7 +103,8 @@ def test_rate_loop_damps_body_rates(model, spec):
     d.qvel[3:6] = [2.0, -1.0, 0.5]
     d.act[:] = model.body_mass[1] * G / 4
     for _ in range(500):
-        d.ctrl[:] = qc.rate_control(np.zeros(3), d.qvel[3:6], model.body_mass[1] * G, J, np.linalg.inv(A), f_max, np)
+        d.ctrl[:] = qc.rate_loop_thrusts(np.array([model.body_mass[1] * G, 0.0, 0.0, 0.0]), d.qvel[3:6],
+                                         qc.rate_loop_gain(J, np.linalg.inv(A)), f_max, np)
         mujoco.mj_step(model, d)
     assert np.abs(d.qvel[3:6]).max() < 1e-2
 
