@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,11 +36,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+import child
+
 
 def run_cli(args: list[str]) -> tuple[dict[str, Any], float]:
     """``simreal ARGS --json``: the JSON document that ends its stdout, and the wall-clock [s]."""
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", *args, "--json"], capture_output=True, text=True)
+    r = child.run([sys.executable, "-m", "simreal.cli", *args, "--json"])  # its progress stays visible
     if r.returncode != 0:
         raise SystemExit(f"simreal {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
     out = r.stdout.strip()

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 
+import child
 
 EVAL_ENVS = 128
 
@@ -88,7 +88,7 @@ def simreal_run(task: str, seed: int, target: float, limit_s: float) -> dict:
     t0 = time.time()
     cmd = [sys.executable, "-m", "simreal.cli", "train", task, f"seed={seed}", "runs_root=/tmp/simreal-bench-runs",
            f"train.target_success={target}", f"train.max_wall_s={limit_s}", "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = child.run(cmd)  # its progress stays visible
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
     out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -118,9 +118,9 @@ def main() -> None:
             if a.only != method and (a.only is not None or method == "sb3-sac"):
                 continue
             t0 = time.time()
-            r = subprocess.run([sys.executable, __file__, "--sb3-worker", algorithm, "--task", a.task,
-                                "--seeds", str(seed), "--target", str(a.target), "--limit-s", str(a.limit_s),
-                                "--sb3-eval-every", str(a.sb3_eval_every)], capture_output=True, text=True)
+            r = child.run([sys.executable, __file__, "--sb3-worker", algorithm, "--task", a.task,
+                           "--seeds", str(seed), "--target", str(a.target), "--limit-s", str(a.limit_s),
+                           "--sb3-eval-every", str(a.sb3_eval_every)])
             if r.returncode != 0:
                 raise RuntimeError(r.stderr[-2000:])
             row = json.loads(r.stdout.strip().splitlines()[-1])
