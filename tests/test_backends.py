@@ -152,3 +152,14 @@ def test_concurrent_host_steps_get_their_own_states():
     assert not np.allclose(alone[0], alone[1])
     for (i, _), q in got.items():
         np.testing.assert_array_equal(q, alone[i])
+
+
+def test_the_copying_callback_steps_as_the_in_place_one(monkeypatch):
+    """Lowered for a platform other than the CPU (a GPU, whose buffers numpy cannot read), the
+    native backend's host calls go through ``jax.pure_callback``; forced here on the CPU, that
+    path gives the in-place path's rollout bit for bit (rate loop, resets, sensors)."""
+    in_place = rollout("native", "ctbr")
+    monkeypatch.setattr(jax.lax, "platform_dependent", lambda *a, cpu, default: default(*a))
+    copied = rollout("native", "ctbr")
+    for a, b in zip(jax.tree.leaves(in_place), jax.tree.leaves(copied)):
+        np.testing.assert_array_equal(a, b)

@@ -4,10 +4,13 @@ Called from inside the jitted, vmapped env step through ``jax.experimental.buffe
 with ``vmap_method="broadcast_all"``: under Brax's vmap the callback receives the *whole batch*
 at once and hands it to a ``mujoco.batch.Batch`` (MuJoCo 4's batched simulation: one state row
 per env, stepped on a persistent thread pool). One callback per control step replaces thousands
-of tiny XLA kernels. The callback reads XLA's input buffers and writes its results into XLA's
-output buffers in place; ``jax.pure_callback`` copied every argument into a new array and every
-result back onto the device, about 0.8 ms per call at 1,024 quadrotors on 2 cores against
-0.02 ms (BENCHMARKS.md, "Env throughput"). An inner loop (a flight controller's rate loop,
+of tiny XLA kernels. On CPU the callback reads XLA's input buffers and writes its results into
+XLA's output buffers in place; ``jax.pure_callback`` copied every argument into a new array and
+every result back onto the device, about 0.8 ms per call at 1,024 quadrotors on 2 cores against
+0.02 ms (BENCHMARKS.md, "Env throughput"). Where the step is compiled for another platform (a
+GPU's buffers are device memory, which numpy cannot read), it takes ``jax.pure_callback``, which
+moves the batch to the host and back: ``jax.lax.platform_dependent`` picks one when the step is
+lowered. An inner loop (a flight controller's rate loop,
 :class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, on the
 batch's live ``qvel``, between calls of ``every`` physics steps.
 
@@ -85,13 +88,37 @@ class _Sims:
         self.qpos[rows], self.qvel[rows], self.act[rows] = qpos, qvel, act
 
 
+def _host_call(host_fn, result_shapes, *args):
+    """``host_fn(ctx, out, *args)`` (it fills the pytree of buffers ``out``) from inside jit, on
+    the whole vmapped batch at once: in place on XLA's buffers when lowered for the CPU,
+    through copies elsewhere (module docstring). Returns arrays shaped as ``result_shapes``."""
+
+    def in_place(*a):
+        return buffer_callback(host_fn, result_shapes, vmap_method="broadcast_all")(*a)
+
+    def copied(*a):
+        return jax.pure_callback(partial(_into_new_arrays, host_fn, result_shapes), result_shapes, *a,
+                                 vmap_method="broadcast_all")
+
+    return jax.lax.platform_dependent(*args, cpu=in_place, default=copied)
+
+
+def _into_new_arrays(host_fn, result_shapes, *args):
+    """``host_fn`` on host copies of the arguments, into new arrays of the batch's shape (the
+    batch axes are those of the first argument, which has one trailing axis)."""
+    batch_shape = np.shape(args[0])[:-1]
+    out = jax.tree.map(lambda s: np.empty(batch_shape + s.shape, s.dtype), result_shapes)
+    host_fn(None, out, *(np.asarray(a) for a in args))
+    return out
+
+
 class NativeBackend:
     """Physics with ``mujoco.batch`` from inside jit (see module docstring).
 
     The host side runs one call at a time: under data-parallel training (``shard_map`` over
     devices) XLA calls the callback once per device's shard, from the devices' threads at once,
-    and shards of one size share a batch, each call rewriting the randomised rows that differ
-    (``jax.pure_callback`` used to gather the whole batch onto one device instead). Several CPU
+    and shards of one size share a batch, each call rewriting the randomised rows that differ.
+    Several CPU
     devices in one process therefore do not speed the native backend up; several hosts, one
     process each, do."""
 
@@ -158,9 +185,8 @@ class NativeBackend:
             sens = jnp.zeros((0,), jnp.float32)
         else:
             names = tuple(sorted(model_params))
-            sens = buffer_callback(partial(self._host_forward, names), jax.ShapeDtypeStruct((ns,), jnp.float32),
-                                   vmap_method="broadcast_all")(
-                qpos, qvel, act, active, *(model_params[n] for n in names))
+            sens = _host_call(partial(self._host_forward, names), jax.ShapeDtypeStruct((ns,), jnp.float32),
+                              qpos, qvel, act, active, *(model_params[n] for n in names))
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)
 
     def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
@@ -168,7 +194,6 @@ class NativeBackend:
         m = self.model
         names = tuple(sorted(model_params))
         shapes = tuple(jax.ShapeDtypeStruct((n,), jnp.float32) for n in (m.nq, m.nv, m.na, m.nsensordata))
-        qpos, qvel, act, sens = buffer_callback(partial(self._host_step, nstep, names, inner_loop), shapes,
-                                                vmap_method="broadcast_all")(
-            phys.qpos, phys.qvel, phys.act, ctrl, *(model_params[n] for n in names))
+        qpos, qvel, act, sens = _host_call(partial(self._host_step, nstep, names, inner_loop), shapes,
+                                           phys.qpos, phys.qvel, phys.act, ctrl, *(model_params[n] for n in names))
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)
