@@ -22,7 +22,7 @@ eval`` uses):
 Episodes are ``--episode-s`` long (``success``: tracked that long with no early end: root height
 within 0.25 m and every tracked body within 0.5 m of the reference). Prints one markdown row
 per policy: success, mean episode length [s], joint RMSE [rad] and body position error [m]
-of the episodes that stayed on the clip.
+of the episodes that stayed on the clip, and the same two over every episode up to its end.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def row(clip: str, name: str, r: dict[str, Any], ctrl_dt: float, extra: str) -> 
     length = r.get("length")
     length_s = "-" if length is None else f"{length * ctrl_dt:.2f}"
     return (f"| {clip} | {name} | {extra} | {num('success', '.3f')} | {length_s} | {num('joint_rmse_rad', '.3f')} "
-            f"| {num('body_pos_err_m', '.3f')} |")
+            f"| {num('body_pos_err_m', '.3f')} | {num('joint_rmse_to_end_rad', '.3f')} "
+            f"| {num('body_pos_err_to_end_m', '.3f')} |")
 
 
 def main() -> None:
@@ -145,8 +146,9 @@ def main() -> None:
 
     ctrl_dt = load_robot_spec(a.robot).control_dt_s
     print(f"\n{a.robot}, {a.episode_s:g} s episodes, {a.episodes} evaluation episodes, domain randomisation on\n")
-    print("| clip | policy | training | success | mean length [s] | joint RMSE [rad] | body error [m] |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+    print("| clip | policy | training | success | mean length [s] | joint RMSE [rad] | body error [m] "
+          "| joint RMSE, all to their end [rad] | body error, all to their end [m] |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     print(row(clip, "PPO", policy, ctrl_dt, f"{steps / 1e6:.2f} M steps, {t_train / 60:.1f} min"))
     for name, r in base.items():
         print(row(clip, name, r, ctrl_dt, "-"))

@@ -154,7 +154,8 @@ def test_g1_tracking_reference_state_init(g1_tracking):
 
 def test_humanoid_statistics_are_rmse_of_the_episodes_that_stayed_up(g1_tracking):
     """g1-velocity: RMS command errors over the steps; g1-tracking: RMS joint error; neither
-    defined for an episode that ended early (its failure is counted by fall / success)."""
+    defined for an episode that ended early (its failure is counted by fall / success), but for
+    g1-tracking the same errors up to the end are, for every episode."""
     vel = make_env(resolve("g1-velocity", NO_NOISE))
     stats = {**vel.init_stats(), "sq_vel_err": jnp.asarray(4 * 0.3 ** 2), "sq_yaw_err": jnp.asarray(4 * 0.1 ** 2),
              "n": jnp.asarray(4.0)}
@@ -168,6 +169,11 @@ def test_humanoid_statistics_are_rmse_of_the_episodes_that_stayed_up(g1_tracking
     ok, lost = env.final_stats(stats, jnp.bool_(False)), env.final_stats(stats, jnp.bool_(True))
     assert float(ok["joint_rmse_rad"]) == pytest.approx(0.05) and float(ok["body_pos_err_m"]) == pytest.approx(0.04)
     assert float(ok["joint_rmse_rad/n"]) == 1.0 and float(lost["joint_rmse_rad/n"]) == 0.0
+    # up to the end, over every episode that stepped: the lost one counts too
+    assert float(lost["joint_rmse_to_end_rad"]) == pytest.approx(0.05) and float(lost["joint_rmse_to_end_rad/n"]) == 1.0
+    assert float(lost["body_pos_err_to_end_m"]) == pytest.approx(0.04)
+    unstepped = env.final_stats({k: jnp.zeros(()) for k in stats}, jnp.bool_(True))
+    assert float(unstepped["joint_rmse_to_end_rad/n"]) == 0.0
 
 
 def test_cartpole_statistics_success_until_the_pole_leaves_the_band():

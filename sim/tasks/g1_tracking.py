@@ -270,9 +270,14 @@ class G1Tracking(FloorRobotTask):
         or drifting off the clip: the two are not told apart), over all episodes. The tracking
         errors, defined for the successful episodes: ``joint_rmse_rad``, the RMS joint position
         error over joints and steps [rad], and ``body_pos_err_m``, the RMS over tracked bodies of
-        the world position error, averaged over steps [m]."""
+        the world position error, averaged over steps [m]. The same two over every episode, up to
+        its end (a deviation's last step included): ``joint_rmse_to_end_rad`` and
+        ``body_pos_err_to_end_m``, how closely a policy tracks before it has any success."""
         n = jnp.maximum(stats["n"], 1.0)
-        tracked = ~terminated & (stats["n"] > 0)
+        stepped = stats["n"] > 0
+        joint, body = jnp.sqrt(stats["sq_joint_err"] / n), stats["body_err"] / n
         return {"success": (~terminated).astype(jnp.float32),
-                **defined_where("joint_rmse_rad", jnp.sqrt(stats["sq_joint_err"] / n), tracked),
-                **defined_where("body_pos_err_m", stats["body_err"] / n, tracked)}
+                **defined_where("joint_rmse_rad", joint, ~terminated & stepped),
+                **defined_where("body_pos_err_m", body, ~terminated & stepped),
+                **defined_where("joint_rmse_to_end_rad", joint, stepped),
+                **defined_where("body_pos_err_to_end_m", body, stepped)}
