@@ -3,7 +3,10 @@
 Each leaf is stored under its pytree path (``params.policy.params.hidden_0.kernel``...).
 Loading needs a *template* pytree of the same structure (built from the same config): every
 template path must be present with the same shape and dtype, or :class:`DataFileError`
-names the first one that is not. Files are written atomically (temp file, then rename) and
+names the first one that is not. A load that uses only part of the tree (evaluation and export
+need the policy, not the envs' state) names that part: a path outside it that is missing keeps
+the template's value, so a run whose task has since gained an episode statistic still exports.
+Files are written atomically (temp file, then rename) and
 read with ``allow_pickle=False``.
 
 Finding a run's checkpoint (shared by every trainer: Brax ``.npz``, SB3 ``.zip``, rsl_rl
@@ -57,8 +60,10 @@ def save_pytree(path: str | Path, tree: Any) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_pytree(path: str | Path, template: Any) -> Any:
-    """Read a checkpoint into the structure of ``template`` (see module docstring)."""
+def load_pytree(path: str | Path, template: Any, needed: Any = None) -> Any:
+    """Read a checkpoint into the structure of ``template`` (see module docstring). ``needed``:
+    a subtree of ``template`` (its leaves the same objects), the part the caller uses; the other
+    paths may be missing and then keep the template's value. None: every path is needed."""
     p = Path(path)
     if not p.is_file():
         raise DataFileError(str(p), "checkpoint not found")
@@ -75,10 +80,14 @@ def load_pytree(path: str | Path, template: Any) -> Any:
     except (ValueError, OSError) as e:
         raise DataFileError(str(p), f"not a readable npz checkpoint ({e})") from None
     leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    used = None if needed is None else {id(leaf) for leaf in jax.tree.leaves(needed)}
     out = []
     for path_, ref in leaves:
         name = _name(path_)
         if name not in stored:
+            if used is not None and id(ref) not in used:
+                out.append(ref)
+                continue
             raise DataFileError(str(p), f"missing array '{name}' (checkpoint from another config?)")
         v = stored[name]
         ref = np.asarray(ref)

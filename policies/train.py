@@ -132,12 +132,17 @@ class BraxTrainer:
         return env, make_algorithm(cfg, env)
 
     def restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
-                 **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
-        """(env, algorithm, training state) from ``path`` (default: the run's policy, ``checkpoint.policy_checkpoint``)."""
+                policy_only: bool = False, **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
+        """(env, algorithm, training state) from ``path`` (default: the run's policy,
+        ``checkpoint.policy_checkpoint``). ``policy_only``: the caller uses only
+        ``algo.policy_params`` of the state (evaluation, export), so the rest may be missing from
+        the checkpoint (it then holds zeros)."""
         env, algo = self.build(run_dir, cfg, backend, **env_overrides)
         path = path or ckpt.policy_checkpoint(run_dir, cfg.train.keep_best)
+        template = _template(algo)
+        needed = algo.policy_params(template) if policy_only else None
         # placed as the iteration's outputs are: host arrays would make the second call compile again
-        return env, algo, jax.device_put(ckpt.load_pytree(path, _template(algo)), algo.shardings)
+        return env, algo, jax.device_put(ckpt.load_pytree(path, template, needed), algo.shardings)
 
     def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
               quiet: bool = False) -> TrainResult:
@@ -151,20 +156,20 @@ class BraxTrainer:
         return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, algo, ts), t_start, quiet)
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
-        env, algo, ts = self.restore(run_dir, cfg, backend, **env_overrides)
+        env, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)
         policy = algo.make_policy(algo.policy_params(ts), deterministic=True)
         key = jax.random.PRNGKey(0)  # the tanh-Gaussian's mode ignores it
         return LoadedPolicy(env=env, act=jax.jit(lambda obs: policy(obs, key)[0]))
 
     def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
                  **env_overrides: Any) -> dict[str, float]:
-        env, algo, ts = self.restore(run_dir, cfg, backend, **env_overrides)
+        env, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)
         return evaluate(env, algo.make_policy, algo.policy_params(ts), episodes, seed=seed)
 
     def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
         from simreal.policies.export import check_export, export_bundle
 
-        env, algo, ts = self.restore(run_dir, cfg)
+        env, algo, ts = self.restore(run_dir, cfg, policy_only=True)
         normalizer, policy = algo.policy_params(ts)
         out = export_bundle(run_dir, cfg, env, normalizer, policy, out_dir)
         return out, check_export(out, algo.make_policy, (normalizer, policy))

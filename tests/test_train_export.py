@@ -57,6 +57,32 @@ def test_checkpoint_from_other_config_is_refused(ppo, tmp_path):
         ckpt.load_pytree(tmp_path / "step.npz", other.init())
 
 
+def test_a_checkpoint_without_a_newer_episode_statistic_still_evaluates_but_does_not_resume(ppo, tmp_path):
+    """A run from before its task gained an episode statistic: evaluation and export read only
+    the policy from the checkpoint, so they go on; a resume needs the whole state and names what
+    is missing; a missing policy array is refused either way."""
+    from simreal.errors import DataFileError
+    from simreal.policies.train import BRAX
+
+    cfg, algo = ppo
+    ts = algo.iterate(algo.init())[0]
+    path = ckpt.checkpoint_path(tmp_path / "checkpoints", int(ts.env_steps))
+    ckpt.save_pytree(path, ts)
+    with np.load(path) as z:
+        stored = {k: z[k] for k in z.files}
+    stat = next(k for k in stored if k.startswith("env_state.metrics.episode/"))
+    np.savez(path, **{k: v for k, v in stored.items() if k != stat})
+    _, fresh, restored = BRAX.restore(tmp_path, cfg, policy_only=True)
+    for a, b in zip(jax.tree.leaves(algo.policy_params(ts)), jax.tree.leaves(fresh.policy_params(restored))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(DataFileError, match=f"missing array '{stat}'"):
+        BRAX.restore(tmp_path, cfg)
+    weight = next(k for k in stored if k.startswith("params.policy."))
+    np.savez(path, **{k: v for k, v in stored.items() if k not in (stat, weight)})
+    with pytest.raises(DataFileError, match=f"missing array '{weight}'"):
+        BRAX.restore(tmp_path, cfg, policy_only=True)
+
+
 def test_export_matches_jax(ppo, tmp_path):
     cfg, algo = ppo
     ts = algo.iterate(algo.init())[0]
