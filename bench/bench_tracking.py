@@ -69,11 +69,11 @@ def playback_policy(env: Any) -> Callable[[np.ndarray], np.ndarray]:
 
 def baselines(run_dir: Path, episodes: int) -> dict[str, dict[str, float]]:
     """PD playback and zero action, evaluated as ``simreal eval`` evaluates the run's policy."""
-    from simreal.policies.run_config import from_mapping, make_env
+    from simreal.policies.run_config import make_env
     from simreal.policies.torch_policy import evaluate
-    from simreal.rundir import load_run_config
+    from simreal.policies.train import load_config
 
-    cfg = from_mapping(load_run_config(run_dir))
+    cfg = load_config(run_dir)  # the run's own copy of the clip (run_dir/inputs)
     env = make_env(cfg)
     seed = cfg.seed + 12345  # simreal eval's seed (policies/cmd_eval.py)
     zero = lambda obs: np.zeros((len(obs), env.action_size))  # noqa: E731
