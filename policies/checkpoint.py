@@ -6,8 +6,7 @@ template path must be present with the same shape and dtype, or :class:`DataFile
 names the first one that is not. A load that uses only part of the tree (evaluation and export
 need the policy, not the envs' state) names that part: a path outside it that is missing keeps
 the template's value, so a run whose task has since gained an episode statistic still exports.
-Files are written atomically (temp file, then rename) and
-read with ``allow_pickle=False``.
+Files are written atomically (temp file, then rename) and read with ``allow_pickle=False``.
 
 Finding a run's checkpoint (shared by every trainer: Brax ``.npz``, SB3 ``.zip``, rsl_rl
 ``.pt``): :func:`latest_checkpoint` is the newest ``step_<env_steps>.<ext>`` that is *intact*,

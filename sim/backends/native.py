@@ -11,8 +11,8 @@ every result back onto the device, about 0.8 ms per call at 1,024 quadrotors on 
 GPU's buffers are device memory, which numpy cannot read), it takes ``jax.pure_callback``, which
 moves the batch to the host and back: ``jax.lax.platform_dependent`` picks one when the step is
 lowered. An inner loop (a flight controller's rate loop,
-:class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, on the
-batch's live ``qvel``, between calls of ``every`` physics steps.
+:class:`~simreal.sim.backends.base.InnerLoop`) runs in numpy inside that callback, on the batch's
+live ``qvel``, between calls of ``every`` physics steps.
 
 Per-env domain randomisation: the randomised model fields are *expanded* in the batch (one row
 per env of those fields only; the rest of the model is shared, so it stays in cache, where one
@@ -118,9 +118,8 @@ class NativeBackend:
     The host side runs one call at a time: under data-parallel training (``shard_map`` over
     devices) XLA calls the callback once per device's shard, from the devices' threads at once,
     and shards of one size share a batch, each call rewriting the randomised rows that differ.
-    Several CPU
-    devices in one process therefore do not speed the native backend up; several hosts, one
-    process each, do."""
+    Several CPU devices in one process therefore do not speed the native backend up; several
+    hosts, one process each, do."""
 
     name = "native"
 
