@@ -65,16 +65,41 @@ def make_networks(obs_size: int, action_size: int, cfg: PPOConfig) -> ppo_networ
         activation=ACTIVATIONS[cfg.activation], init_noise_std=cfg.init_noise_std)
 
 
+#: rsl_rl's adaptive schedule (``PPO.update``, ``schedule="adaptive"``): the learning rate is
+#: divided by this when the KL exceeds 2x ``desired_kl``, multiplied by it below half, and kept
+#: within ``KL_LR_RANGE``. Written here because Brax's PPO has no such schedule.
+KL_LR_FACTOR = 1.5
+KL_LR_RANGE = (1e-5, 1e-2)
+
+
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
     """Adam with global-norm gradient clipping; with ``learning_rate_end`` the rate decays
     linearly over the gradient steps of ``num_timesteps`` (the step count is in the optimizer
-    state, so it is checkpointed and resumes with the rest)."""
+    state, so it is checkpointed and resumes with the rest). With ``desired_kl`` the rate is a
+    hyper-parameter in the optimizer state, set by :func:`adapt_learning_rate` after each
+    minibatch (checkpointed likewise)."""
+    if cfg.desired_kl is not None:
+        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
+                           optax.inject_hyperparams(optax.adam)(learning_rate=cfg.learning_rate))
     lr: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.learning_rate_end is not None:
         iterations = -(-cfg.num_timesteps // (cfg.num_envs * cfg.unroll_length))
         lr = optax.linear_schedule(cfg.learning_rate, cfg.learning_rate_end,
                                    iterations * cfg.num_updates_per_batch * cfg.num_minibatches)
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
+
+
+def adapt_learning_rate(opt_state: Any, kl: jax.Array, desired_kl: float) -> Any:
+    """The optimizer state of :func:`make_optimizer` with ``desired_kl``, its learning rate
+    ``lr / KL_LR_FACTOR`` where ``kl > 2 desired_kl``, ``lr * KL_LR_FACTOR`` where ``kl <
+    desired_kl / 2`` (and above zero), clipped to ``KL_LR_RANGE``: rsl_rl's adaptive schedule,
+    applied for the next minibatch."""
+    clip_state, adam_state = opt_state
+    lr = adam_state.hyperparams["learning_rate"]
+    lr = jnp.where(kl > 2.0 * desired_kl, lr / KL_LR_FACTOR,
+                   jnp.where((kl < 0.5 * desired_kl) & (kl > 0.0), lr * KL_LR_FACTOR, lr))
+    lr = jnp.clip(lr, *KL_LR_RANGE)
+    return clip_state, adam_state._replace(hyperparams={**adam_state.hyperparams, "learning_rate": lr})
 
 
 class PPO:
@@ -146,6 +171,9 @@ class PPO:
             p, o, k = c
             k, k_mb = jax.random.split(k)
             (_, metrics), p, o = self._update(p, normalizer, mb, k_mb, optimizer_state=o)
+            if self.cfg.desired_kl is not None:
+                o = adapt_learning_rate(o, metrics["kl_mean"], self.cfg.desired_kl)
+                metrics = {**metrics, "learning_rate": o[1].hyperparams["learning_rate"]}
             return (p, o, k), metrics
 
         (params, opt_state, _), metrics = jax.lax.scan(minibatch, (params, opt_state, k_loss), shuffled)

@@ -73,6 +73,8 @@ class PPOConfig(LoopConfig):
     num_updates_per_batch: int = field(5, min=1, doc="epochs over each batch")
     learning_rate: float = field(1e-3, min=0.0)
     learning_rate_end: float | None = field(None, min=0.0, doc="linear decay to this over num_timesteps (None: constant)")
+    desired_kl: float | None = field(None, min=0.0, doc="adapt the learning rate to keep PPO's KL near this "
+                                     "(rsl_rl's schedule; None: constant or linear decay)")
     entropy_cost: float = field(1e-3, min=0.0)
     gae_lambda: float = field(0.95, min=0.0, max=1.0)
     clipping_epsilon: float = field(0.2, min=0.0)
@@ -365,6 +367,9 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise
     if isinstance(train, PPOConfig) and train.num_envs % train.num_minibatches:
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
+    if isinstance(train, PPOConfig) and train.desired_kl is not None and train.learning_rate_end is not None:
+        raise ConfigError("train.desired_kl", "sets the learning rate itself; unset train.learning_rate_end (=null)",
+                          source)
     if isinstance(train, BCConfig) and train.act.dim_model % train.act.n_heads:
         raise ConfigError("train.act.n_heads", f"must divide train.act.dim_model ({train.act.dim_model})", source)
     if isinstance(train, BCConfig) and train.vla.width % train.vla.heads:

@@ -299,3 +299,35 @@ def test_torch_trainer_without_torch_names_the_extra(monkeypatch, tmp_path, caps
     assert rc == 2 and len(err.splitlines()) == 1
     assert "trainer=sb3" in err and "simreal[torch]" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_the_adaptive_learning_rate_follows_rsl_rls_schedule():
+    """``train.desired_kl``: the rate is divided by 1.5 above twice the desired KL, multiplied by
+    1.5 below half of it (not at a KL of zero: the first minibatch of a batch), kept in between,
+    clipped to [1e-5, 1e-2]; it cannot be combined with a linear decay."""
+    from simreal.errors import ConfigError
+    from simreal.policies.ppo import adapt_learning_rate, make_optimizer
+
+    cfg = resolve("quadrotor-hover", TINY + ["train.desired_kl=0.01", "train.learning_rate=0.001", "train.learning_rate_end=null"]).train
+    state = make_optimizer(cfg).init({"w": np.zeros(3, np.float32)})
+
+    def lr_after(kl: float, lr: float = 1e-3) -> float:
+        s = (state[0], state[1]._replace(hyperparams={"learning_rate": np.float32(lr)}))
+        return float(adapt_learning_rate(s, np.float32(kl), 0.01)[1].hyperparams["learning_rate"])
+
+    assert lr_after(0.05) == pytest.approx(1e-3 / 1.5)
+    assert lr_after(0.001) == pytest.approx(1.5e-3)
+    assert lr_after(0.01) == pytest.approx(1e-3) and lr_after(0.0) == pytest.approx(1e-3)
+    assert lr_after(0.05, 1.2e-5) == pytest.approx(1e-5) and lr_after(0.001, 9e-3) == pytest.approx(1e-2)
+    with pytest.raises(ConfigError, match="train.desired_kl"):
+        resolve("quadrotor-hover", TINY + ["train.desired_kl=0.01", "train.learning_rate_end=0.0001"])
+
+
+def test_ppo_with_a_desired_kl_trains_and_moves_its_rate():
+    cfg = resolve("quadrotor-hover", TINY + ["train.desired_kl=0.001", "train.learning_rate=0.003", "train.learning_rate_end=null"])
+    algo = PPO(make_env(cfg, backend="native"), cfg.train, cfg.seed)
+    ts, metrics = algo.iterate(algo.init())
+    ts, metrics = algo.iterate(ts)
+    lr = float(ts.optimizer_state[1].hyperparams["learning_rate"])
+    assert lr != pytest.approx(0.003) and 1e-5 <= lr <= 1e-2
+    assert np.isfinite(float(metrics["learning_rate"])) and algo.iterate._cache_size() == 1
