@@ -28,7 +28,12 @@ def run(cmd: list[str], tail_lines: int = 40) -> subprocess.CompletedProcess:
 
     reader = threading.Thread(target=echo, daemon=True)
     reader.start()
-    out = proc.stdout.read()  # type: ignore[union-attr]
-    proc.wait()
+    try:
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached the child too: let it save what it finished
+        proc.wait()
+        reader.join()
+        raise SystemExit(f"interrupted: {' '.join(cmd[:4])} ... exited {proc.returncode}") from None
     reader.join()
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(tail))
