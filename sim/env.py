@@ -23,7 +23,13 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
   outside the task (a reward model, ``simreal.rewards.learned``) joins the table through
   :meth:`MjEnv.add_reward_term`, a function of the physics state and task info after the step;
 - **episode statistics** (success, crash, RMSE...) reported at episode end as
-  ``episode/<name>`` multiplied by the done flag, plus ``episode/done``.
+  ``episode/<name>`` multiplied by the done flag, plus ``episode/done``;
+- **termination causes**: a task names its failure conditions (``termination_causes``: a
+  fall, a crash, drifting off the reference) and the episode ends where any holds, or where
+  the simulation diverged (``nonfinite``: MJX's NaN; MuJoCo's C engine resets a diverged
+  state itself, with a warning on stderr, so the native backend never reports it). Each is reported as the statistic ``end_<cause>``:
+  the fraction of ended episodes it ended (causes may coincide; an episode that ran to its time
+  limit has none), what tells a fall from drift when a policy stops improving.
 
 The physics engine is ``self.physics`` (a :class:`Backend`); ``self.backend`` is its name,
 as Brax's ``Env`` defines it. ``info['truncation']`` is 1 where an episode ended on its time limit rather than a
@@ -83,6 +89,14 @@ class EnvConfig:
 SAVED_WITHOUT: dict[str, Any] = {
     "slew_limit": False,  # on for arms since 2026-11-25; saves from before the field had no limit
 }
+
+
+def _any(conditions: Mapping[str, jax.Array]) -> jax.Array:
+    """Logical or of boolean scalars; False for none."""
+    out = jnp.zeros((), jnp.bool_)
+    for c in conditions.values():
+        out = out | c
+    return out
 
 
 def as_saved(config_class: type, env: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,9 +245,19 @@ class MjEnv(BraxEnv):
         """Unweighted reward terms of one step."""
         raise NotImplementedError
 
+    def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The task's named failure conditions after a step (a crash, a fall, drifting off a
+        reference), each a boolean scalar; the episode ends where any holds. Default: none (the
+        episode runs to its time limit)."""
+        return {}
+
     def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
-        """True where the episode fails (crash, fall)."""
-        raise NotImplementedError
+        """True where the episode fails: any of :meth:`termination_causes`."""
+        return _any(self.termination_causes(phys, info))
+
+    def _causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The task's termination causes and ``nonfinite`` (the simulation diverged)."""
+        return {**self.termination_causes(phys, info), "nonfinite": ~jnp.all(jnp.isfinite(phys.qpos))}
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
         """Update task info after a step (moving targets...); default: unchanged."""
@@ -326,6 +350,7 @@ class MjEnv(BraxEnv):
         zero = jnp.zeros(())
         metrics = {f"reward/{k}": zero for k in self.scales}
         metrics.update({f"episode/{k}": zero for k in self.final_stats(self.init_stats(), jnp.bool_(False))})
+        metrics.update({f"episode/end_{k}": zero for k in self._causes(phys, info)})
         metrics["episode/done"] = zero
         metrics["episode/return"] = zero
         metrics["episode/length"] = zero
@@ -359,7 +384,8 @@ class MjEnv(BraxEnv):
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
         info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
-        terminated = self.terminated(phys, info) | ~jnp.all(jnp.isfinite(phys.qpos))
+        causes = self._causes(phys, info)
+        terminated = _any(causes)
         truncated = (info["step"] >= self.episode_steps) & ~terminated
         done = terminated | truncated
         stats = self.update_stats(info["stats"], phys, info)
@@ -370,6 +396,8 @@ class MjEnv(BraxEnv):
         donef = done.astype(jnp.float32)
         for k, v in self.final_stats(stats, terminated).items():
             metrics[f"episode/{k}"] = v * donef
+        for k, v in causes.items():  # which condition ended it (several may hold at once)
+            metrics[f"episode/end_{k}"] = v.astype(jnp.float32) * donef
         metrics["episode/done"] = donef
         metrics["episode/return"] = ep_return * donef
         metrics["episode/length"] = info["step"] * donef

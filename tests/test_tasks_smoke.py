@@ -55,9 +55,15 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     if not isinstance(env.observation_size, Mapping):  # the bundle's layout describes a flat vector
         assert sum(t["size"] for t in env.obs_layout) == env.observation_size
     a = jax.random.uniform(jax.random.PRNGKey(1), (N, env.action_size), minval=-1.0, maxval=1.0)
+    first = s
     for _ in range(3):
         s = step(s, a)
     _check_obs_shapes(env, s.obs)
+    # a rollout scans over steps: reset must give the state step returns, leaf for leaf
+    assert jax.tree.structure(first) == jax.tree.structure(s)
+    causes = jax.eval_shape(env.termination_causes, jax.tree.map(lambda x: x[0], s.pipeline_state),
+                            jax.tree.map(lambda x: x[0], s.info))
+    assert {f"episode/end_{k}" for k in [*causes, "nonfinite"]} <= set(s.metrics)
     assert s.reward.shape == (N,) and s.done.shape == (N,)
     for leaf in jax.tree.leaves(s.obs):
         assert np.all(np.isfinite(np.asarray(leaf)))
@@ -65,6 +71,26 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     for k, v in s.metrics.items():
         assert np.all(np.isfinite(np.asarray(v))), k
     _check_statistics_contract(env)
+
+
+def test_termination_causes_name_what_ended_the_episode():
+    """A quadrotor put on the ground ends its episode on ``ground`` alone; a step that ends
+    nothing reports no cause."""
+    env = make_env(resolve("quadrotor-hover", NO_NOISE))
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    s = reset(jax.random.PRNGKey(0))
+    hover = jnp.zeros(env.action_size)
+
+    def ended(state):
+        return {k.removeprefix("episode/end_"): float(v) for k, v in state.metrics.items()
+                if k.startswith("episode/end_")}
+
+    flying = step(s, hover)
+    assert float(flying.done) == 0.0 and set(ended(flying).values()) == {0.0}
+    landed = step(s.replace(pipeline_state=s.pipeline_state.replace(
+        qpos=s.pipeline_state.qpos.at[2].set(0.0), qvel=jnp.zeros_like(s.pipeline_state.qvel))), hover)
+    assert float(landed.done) == 1.0
+    assert {k for k, v in ended(landed).items() if v} == {"ground"}
 
 
 def _check_obs_shapes(env, obs) -> None:

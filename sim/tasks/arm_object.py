@@ -105,8 +105,8 @@ class ArmObjectTask(ArmReach):
         """Cube centre to goal [m]."""
         return jnp.linalg.norm(self.object_pos(phys) - info["target_pos_w"])
 
-    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
-        return jnp.linalg.norm(self.object_pos(phys) - self.spawn_center) > self.cfg.max_object_dist_m
+    def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+        return {"object_lost": jnp.linalg.norm(self.object_pos(phys) - self.spawn_center) > self.cfg.max_object_dist_m}
 
     def init_stats(self) -> dict[str, jax.Array]:
         return {"dist": jnp.zeros(())}

@@ -164,9 +164,6 @@ class ArmReach(JointRobotTask):
             "joint_vel": rw.joint_vel(self.joint_vel(phys)),
         }
 
-    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
-        return jnp.zeros((), jnp.bool_)
-
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
         return {"dist": jnp.zeros(())}

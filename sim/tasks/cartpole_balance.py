@@ -60,9 +60,6 @@ class CartpoleBalance(MjEnv):
         return {"upright": rw.upright(jnp.cos(phys.qpos[1])), "centered": rw.exp_kernel(jnp.square(phys.qpos[0]), 1.0),
                 "control": rw.action_magnitude(action), "ang_vel": rw.joint_vel(phys.qvel[1:2])}
 
-    def terminated(self, phys, info):
-        return jnp.zeros((), bool)
-
     # -- statistics (the episode never ends early but on a diverged simulation) -------------------
     def init_stats(self):
         return {"balanced": jnp.ones((), jnp.bool_), "upright": jnp.zeros(()), "n": jnp.zeros(())}

@@ -252,9 +252,10 @@ class G1Tracking(FloorRobotTask):
             "action_rate": rw.action_rate(action, info["last_action"]),
         }
 
-    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+    def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         e = self.errors(phys, info)
-        return (e["root_height"] > self.cfg.max_root_height_err_m) | (e["body_max"] > self.cfg.max_body_err_m)
+        return {"root_height": e["root_height"] > self.cfg.max_root_height_err_m,
+                "body_err": e["body_max"] > self.cfg.max_body_err_m}
 
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:

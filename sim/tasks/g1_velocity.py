@@ -131,9 +131,9 @@ class G1Velocity(FloorRobotTask):
             "alive": rw.alive(),
         }
 
-    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+    def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         g_b = gravity_b({"quat_wxyz": phys.qpos[3:7]}, jnp)
-        return (phys.qpos[2] < self.cfg.min_base_height_m) | (g_b[2] > -self.cfg.max_tilt_cos)
+        return {"low_base": phys.qpos[2] < self.cfg.min_base_height_m, "tilt": g_b[2] > -self.cfg.max_tilt_cos}
 
     # -- statistics (also carry the feet air-time clock, reset with the episode) ------------------
     def init_stats(self) -> dict[str, jax.Array]:

@@ -159,10 +159,10 @@ class QuadrotorTask(MjEnv):
         """Distance to the target [m]."""
         return jnp.linalg.norm(info["target_pos_w"] - phys.qpos[0:3])
 
-    def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
+    def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         r_zz = quat_to_rotmat(phys.qpos[3:7], jnp)[2, 2]
-        return ((self.distance(phys, info) > self.cfg.max_distance_m) | (phys.qpos[2] < 0.05)
-                | (r_zz < math.cos(self.cfg.max_tilt_rad)) | (jnp.linalg.norm(phys.qvel[3:6]) > 35.0))
+        return {"far": self.distance(phys, info) > self.cfg.max_distance_m, "ground": phys.qpos[2] < 0.05,
+                "tilt": r_zz < math.cos(self.cfg.max_tilt_rad), "spin": jnp.linalg.norm(phys.qvel[3:6]) > 35.0}
 
     # Reward terms (simreal.rewards.terms), bounded so that an alive step always pays more than
     # the worst shaped penalty (else ending the episode early pays): the saturating kernels
