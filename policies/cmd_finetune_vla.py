@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simreal.config import deep_merge
+    from simreal.cpu_threads import limit_torch_threads
     from simreal.errors import ConfigError
     from simreal.policies.cmd_eval import format_eval
     from simreal.progress import Progress
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
                                                   "policy are the cloned run's)")
     data = deep_merge(base.to_dict(), {"train": {"vla": {"finetuned_from": str(source.resolve())}}})
     cfg = resolve(None, args.overrides, base=data, source=str(source / "config.yaml"))
+    limit_torch_threads()
     model, tok = load_vla(source / CHECKPOINT)
     env = make_env(cfg)
     run_dir = start_run(cfg, args.out)

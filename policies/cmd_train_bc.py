@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     import sys
 
+    from simreal.cpu_threads import limit_torch_threads
     from simreal.errors import ConfigError
     from simreal.policies.bc import check_dataset, train_bc
     from simreal.policies.bc_actor import CHECKPOINT
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
+    limit_torch_threads()
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
     run_dir = start_run(cfg, args.out)

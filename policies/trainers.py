@@ -31,20 +31,23 @@ if TYPE_CHECKING:
 
 
 class TrainerEntry(NamedTuple):
-    """A row of the trainer table: where its driver is, the ``algorithm:`` values it runs, and
-    whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys)."""
+    """A row of the trainer table: where its driver is, the ``algorithm:`` values it runs,
+    whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys), and
+    whether its networks run on PyTorch (their CPU threads then follow
+    :func:`~simreal.cpu_threads.limit_torch_threads`)."""
 
     driver: str  # ``module:attribute`` of a :class:`Trainer`
     algorithms: tuple[str, ...]
     images: bool = False
+    torch: bool = False
 
 
 #: trainer name -> its driver and algorithms.
 TRAINERS: dict[str, TrainerEntry] = {
     "brax": TrainerEntry("simreal.policies.train:BRAX", ("ppo", "sac")),
-    "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True),
-    "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",)),
-    "bc": TrainerEntry("simreal.policies.bc:TRAINER", ("bc",)),
+    "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True, torch=True),
+    "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",), torch=True),
+    "bc": TrainerEntry("simreal.policies.bc:TRAINER", ("bc",), torch=True),
     "residual": TrainerEntry("simreal.policies.residual:TRAINER", ("ppo",)),
 }
 
@@ -125,4 +128,8 @@ def get_trainer(name: str) -> Trainer:
         if hint is None:
             raise
         raise MissingDependencyError(hint.module, hint.command, f"which trainer={name} uses") from None
+    if TRAINERS[name].torch:
+        from simreal.cpu_threads import limit_torch_threads
+
+        limit_torch_threads()
     return getattr(module, attr)

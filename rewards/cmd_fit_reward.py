@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
+    from simreal.cpu_threads import limit_torch_threads
     from simreal.errors import DataFileError, SimrealError
     from simreal.npz import open_npz
     from simreal.progress import Progress
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.holdout < 1.0:
         raise SimrealError(f"--holdout {args.holdout}: expected a share in [0, 1)")
+    limit_torch_threads()
     from pathlib import Path
 
     if Path(args.out).resolve() in (Path(args.frames).resolve(), Path(args.labels).resolve()):
