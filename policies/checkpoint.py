@@ -87,7 +87,8 @@ def load_pytree(path: str | Path, template: Any, needed: Any = None) -> Any:
             if used is not None and id(ref) not in used:
                 out.append(ref)
                 continue
-            raise DataFileError(str(p), f"missing array '{name}' (checkpoint from another config?)")
+            raise DataFileError(str(p), f"missing array '{name}' (a checkpoint from another config, or "
+                                        "from an older simreal whose training state lacked it)")
         v = stored[name]
         ref = np.asarray(ref)
         if v.shape != ref.shape:
