@@ -89,6 +89,15 @@ def _template(algo: PPO | SAC) -> Any:
     return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), algo.state_shapes)
 
 
+def _carried(template: Any) -> Any:
+    """The part of a training state a step reads: all of it but the envs' per-step metrics
+    (``env_state.metrics`` and ``info["episode_metrics"]``), which every env step writes afresh.
+    A run saved before its task reported a new statistic therefore resumes, bit for bit."""
+    env_state = template.env_state
+    info = {k: v for k, v in env_state.info.items() if k != "episode_metrics"}
+    return template.replace(env_state=env_state.replace(metrics={}, info=info))
+
+
 class _BraxLearner:
     """A JAX algorithm and its state behind the loop's :class:`~loop_common.Learner` interface."""
 
@@ -136,11 +145,12 @@ class BraxTrainer:
         """(env, algorithm, training state) from ``path`` (default: the run's policy,
         ``checkpoint.policy_checkpoint``). ``policy_only``: the caller uses only
         ``algo.policy_params`` of the state (evaluation, export), so the rest may be missing from
-        the checkpoint (it then holds zeros)."""
+        the checkpoint (it then holds zeros); a resume needs all but the per-step metrics
+        (:func:`_carried`)."""
         env, algo = self.build(run_dir, cfg, backend, **env_overrides)
         path = path or ckpt.policy_checkpoint(run_dir, cfg.train.keep_best)
         template = _template(algo)
-        needed = algo.policy_params(template) if policy_only else None
+        needed = algo.policy_params(template) if policy_only else _carried(template)
         # placed as the iteration's outputs are: host arrays would make the second call compile again
         return env, algo, jax.device_put(ckpt.load_pytree(path, template, needed), algo.shardings)
 

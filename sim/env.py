@@ -27,9 +27,10 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **termination causes**: a task names its failure conditions (``termination_causes``: a
   fall, a crash, drifting off the reference) and the episode ends where any holds, or where
   the simulation diverged (``nonfinite``: MJX's NaN; MuJoCo's C engine resets a diverged
-  state itself, with a warning on stderr, so the native backend never reports it). Each is reported as the statistic ``end_<cause>``:
-  the fraction of ended episodes it ended (causes may coincide; an episode that ran to its time
-  limit has none), what tells a fall from drift when a policy stops improving.
+  state itself, with a warning on stderr, so the native backend never reports it). Each is
+  reported as the statistic ``end_<cause>``: the fraction of ended episodes it ended (causes
+  may coincide; an episode that ran to its time limit has none): where a policy stops
+  improving, what its episodes end on.
 
 The physics engine is ``self.physics`` (a :class:`Backend`); ``self.backend`` is its name,
 as Brax's ``Env`` defines it. ``info['truncation']`` is 1 where an episode ended on its time limit rather than a
@@ -252,7 +253,8 @@ class MjEnv(BraxEnv):
         return {}
 
     def terminated(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
-        """True where the episode fails: any of :meth:`termination_causes`."""
+        """True where the episode fails: any of :meth:`termination_causes` (which ``step`` reads;
+        a task overrides that, not this)."""
         return _any(self.termination_causes(phys, info))
 
     def _causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:

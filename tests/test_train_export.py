@@ -57,10 +57,11 @@ def test_checkpoint_from_other_config_is_refused(ppo, tmp_path):
         ckpt.load_pytree(tmp_path / "step.npz", other.init())
 
 
-def test_a_checkpoint_without_a_newer_episode_statistic_still_evaluates_but_does_not_resume(ppo, tmp_path):
+def test_a_checkpoint_without_a_newer_episode_statistic_still_evaluates_and_resumes(ppo, tmp_path):
     """A run from before its task gained an episode statistic: evaluation and export read only
-    the policy from the checkpoint, so they go on; a resume needs the whole state and names what
-    is missing; a missing policy array is refused either way."""
+    the policy from the checkpoint, and a resume all but the per-step metrics, which the next
+    step writes; the resumed iteration is the one the whole checkpoint gives. A missing policy
+    array is refused either way."""
     from simreal.errors import DataFileError
     from simreal.policies.train import BRAX
 
@@ -75,7 +76,12 @@ def test_a_checkpoint_without_a_newer_episode_statistic_still_evaluates_but_does
     _, fresh, restored = BRAX.restore(tmp_path, cfg, policy_only=True)
     for a, b in zip(jax.tree.leaves(algo.policy_params(ts)), jax.tree.leaves(fresh.policy_params(restored))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    with pytest.raises(DataFileError, match=f"missing array '{stat}'"):
+    _, again, resumed = BRAX.restore(tmp_path, cfg)
+    for a, b in zip(jax.tree.leaves(algo.iterate(ts)[0]), jax.tree.leaves(again.iterate(resumed)[0])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    value = next(k for k in stored if k.startswith("params.value."))
+    np.savez(path, **{k: v for k, v in stored.items() if k != value})
+    with pytest.raises(DataFileError, match=f"missing array '{value}'"):
         BRAX.restore(tmp_path, cfg)
     weight = next(k for k in stored if k.startswith("params.policy."))
     np.savez(path, **{k: v for k, v in stored.items() if k not in (stat, weight)})
