@@ -26,11 +26,11 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
   ``episode/<name>`` multiplied by the done flag, plus ``episode/done``;
 - **termination causes**: a task names its failure conditions (``termination_causes``: a
   fall, a crash, drifting off the reference) and the episode ends where any holds, or where
-  the simulation diverged (``nonfinite``: MJX's NaN; MuJoCo's C engine resets a diverged
-  state itself, with a warning on stderr, so the native backend never reports it). Each is
-  reported as the statistic ``end_<cause>``: the fraction of ended episodes it ended (causes
-  may coincide; an episode that ran to its time limit has none): where a policy stops
-  improving, what its episodes end on.
+  the simulation diverged (``nonfinite``: a NaN position, as MJX's state becomes and as the
+  native backend marks an env MuJoCo's C engine had to reset; a reward term it makes NaN
+  reads 0). Each is reported as the statistic ``end_<cause>``: the fraction of ended episodes
+  it ended (causes may coincide; an episode that ran to its time limit has none): where a
+  policy stops improving, what its episodes end on.
 
 The physics engine is ``self.physics`` (a :class:`Backend`); ``self.backend`` is its name,
 as Brax's ``Env`` defines it. ``info['truncation']`` is 1 where an episode ended on its time limit rather than a
@@ -383,6 +383,8 @@ class MjEnv(BraxEnv):
         for k, (fn, every) in self._added_terms.items():
             due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
             terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
+        # a term a diverged state (``nonfinite``) makes NaN counts 0: neither the return nor its log reads NaN
+        terms = {k: jnp.where(jnp.isfinite(v), v, 0.0) for k, v in terms.items()}
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
         info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
@@ -414,7 +416,6 @@ class MjEnv(BraxEnv):
         info["rng"] = rng
         info["truncation"] = truncated.astype(jnp.float32)
         info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
-        reward = jnp.where(jnp.isfinite(reward), reward, 0.0)
         obs = self._observe(phys, info, k_obs)
         if terminal is not None:
             # where no episode ended the two are one observation: keep the one computed for every env

@@ -93,6 +93,26 @@ def test_termination_causes_name_what_ended_the_episode():
     assert {k for k, v in ended(landed).items() if v} == {"ground"}
 
 
+@pytest.mark.parametrize("backend", ["native", "mjx"])
+def test_a_diverged_env_ends_on_nonfinite_on_every_backend(backend):
+    """An env whose velocity turned NaN ends its episode on ``nonfinite`` alone, on both backends
+    (the C engine resets it in the middle of the step, which the native backend marks), with a
+    finite reward, return and statistics; the other env of the batch steps on untouched."""
+    env = make_env(resolve("quadrotor-hover", [*NO_NOISE, f"backend={backend}"]))
+    reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
+    hover = jnp.zeros((2, env.action_size))
+    s = step(reset(jax.random.split(jax.random.PRNGKey(0), 2)), hover)
+    healthy = step(s, hover)
+    ps = s.pipeline_state
+    diverged = step(s.replace(pipeline_state=ps.replace(qvel=ps.qvel.at[0].set(jnp.nan))), hover)
+    assert diverged.done.tolist() == [1.0, 0.0]
+    assert {k for k, v in diverged.metrics.items() if k.startswith("episode/end_") and v[0]} == {"episode/end_nonfinite"}
+    for k, v in diverged.metrics.items():
+        assert np.all(np.isfinite(np.asarray(v))), k
+    assert np.all(np.isfinite(np.asarray(diverged.obs))) and np.all(np.isfinite(np.asarray(diverged.reward)))
+    np.testing.assert_array_equal(np.asarray(diverged.pipeline_state.qpos[1]), np.asarray(healthy.pipeline_state.qpos[1]))
+
+
 def _check_obs_shapes(env, obs) -> None:
     """A flat observation is (N, observation_size); a dict one has exactly the keys of the
     ``observation_size`` mapping, each (N, *shape)."""

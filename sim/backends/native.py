@@ -23,6 +23,13 @@ gravity but not inertia (MJX derives everything from ``body_mass`` each step; th
 with this). The callback's result depends only on its inputs: the state comes in from JAX and
 goes back out every call.
 
+A diverged env (NaN, Inf or a value over ``mjMAXVAL`` in its position, velocity or acceleration)
+comes back with NaN positions, as MJX's would. MuJoCo's C engine resets such an env to the
+model's initial state in the middle of the step (``mj_resetData``, with one warning on stderr)
+and steps on from there, which without a mark is a silent teleport the env cannot tell from
+physics. The reset is seen through ``time``: every env starts the call at ``t0``, larger than the
+call's ``nstep`` steps, and only a reset brings it below ``t0``.
+
 Writing this by hand is deliberate: no library exposes MuJoCo's threaded batch as a JAX
 primitive.
 """
@@ -68,8 +75,8 @@ class _Sims:
 
     def __init__(self, model: mujoco.MjModel, n: int, names: tuple[str, ...]):
         self.batch = mjbatch.Batch(model, n, nthread=os.cpu_count() or 1)
-        self.qpos, self.qvel, self.act, self.ctrl, self.sensordata = (
-            self.batch.bind(f) for f in ("qpos", "qvel", "act", "ctrl", "sensordata"))
+        self.qpos, self.qvel, self.act, self.ctrl, self.sensordata, self.time = (
+            self.batch.bind(f) for f in ("qpos", "qvel", "act", "ctrl", "sensordata", "time"))
         self.fields = {name: self.batch.expand(name) for name in names}
 
     def set_params(self, params: dict[str, np.ndarray]) -> None:
@@ -148,6 +155,8 @@ class NativeBackend:
             qpos, qvel, act, ctrl = view(qpos), view(qvel), view(act), view(ctrl)
             sims = self._batch({n: view(v) for n, v in zip(names, param_values)}, view.n)
             sims.load(slice(None), qpos, qvel, act)
+            t0 = 1.0 + nstep * self.model.opt.timestep  # a reset sets time to 0 (module docstring)
+            sims.time[...] = t0
             if inner_loop is None:
                 sims.ctrl[...] = ctrl
                 sims.batch.step(nstep=nstep)
@@ -155,9 +164,12 @@ class NativeBackend:
                 for _ in range(nstep // inner_loop.every):
                     sims.ctrl[...] = inner_loop.fn(ctrl, sims.qvel, np)
                     sims.batch.step(nstep=inner_loop.every)
+            diverged = sims.time < t0
             # sensors: before the last substep, as mj_step's
             for o, src in zip(out, (sims.qpos, sims.qvel, sims.act, sims.sensordata)):
                 view.write(o, src)
+            if diverged.any():
+                view(out[0])[diverged] = np.nan
 
     def _host_forward(self, names: tuple[str, ...], ctx, out, qpos, qvel, act, active, *param_values) -> None:
         """Sensors at the given states (zero controls), computed only for ``active`` envs (zeros
