@@ -408,6 +408,9 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         speed = (robot.get("geofence") or {}).get("ground_speed_m_s")
         lines.append(f"ground     on the ground at {ground_s:.2f} s after the hand-over"
                      + (f", {speed:.2f} m/s" if speed is not None else ""))
+    if robot.get("diverged_s") is not None:  # MuJoCo reset the state there (deploy/sim_robot.py)
+        lines.append(f"physics    the simulation diverged at {robot['diverged_s']:.3f} s of simulated time; "
+                     f"the rehearsal stopped there -> FAIL")
     label = "track " if hover and hover.get("tracks_reference") else "hover "
     if hover and "max_error_after_settle_m" in hover:
         lines.append(f"{label}     max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "

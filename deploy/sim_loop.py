@@ -176,13 +176,14 @@ class Rehearsal:
         sim_cfg = sim_cfg.for_task(self.bundle)  # the flight check's radius and settle time: the task's
         traj = stack(self.samples)
         out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
-                               "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)}}
+                               "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)},
+                               "diverged_s": self.robot.diverged_s}
         ground = ground_index(traj)
         out["on_ground_s"] = None if ground is None else float(traj["t"][ground])
         if "pos_w" in traj and len(traj["t"]):
             out["geofence"] = geofence_excess(traj, np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m))
         out["envelope"] = envelope_exit(traj, Envelope.from_config(fence, self.robot.spec))
-        checks = [out["envelope"]["left_s"] is None]
+        checks = [out["envelope"]["left_s"] is None, self.robot.diverged_s is None]
         if FAMILIES[self.robot.spec.family].stands and len(traj["t"]):
             out["fall_s"] = fall_time(traj)  # the envelope's tilt bound may be off (.inf): a fall still fails
             checks.append(out["fall_s"] is None)
@@ -309,6 +310,8 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                     if handover_s is None:
                         robot.hold()
                     robot.step()
+                    if robot.diverged_s is not None:  # the rest would replay from MuJoCo's reset
+                        break
                     if robot.time_s >= next_pub:
                         next_pub += state_period
                         if handover_s is not None:
@@ -330,7 +333,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                     data = pubs[topic].publish(msg)
                     if recorder is not None:
                         recorder.write(topic, data, time.time_ns())
-                if handover_s is not None and now - handover_s >= sim_cfg.duration_s:
+                if robot.diverged_s is not None or (handover_s is not None and now - handover_s >= sim_cfg.duration_s):
                     break
                 if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
                     break
@@ -412,7 +415,7 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
             robot.hold()
         robot.step()
         k += 1
-        if handover is None and k * dt > sim_cfg.startup_timeout_s:
+        if robot.diverged_s is not None or (handover is None and k * dt > sim_cfg.startup_timeout_s):
             break
     report = reh.report(sim_cfg, cfg.envelope, cfg.start)
     report["passed"] = report["passed"] and runner.stats.envelope_trip_s is None  # the envelope tripped

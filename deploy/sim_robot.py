@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from simreal.action_modes import hover_thrust_n
+from simreal.mujoco_divergence import mujoco_reset
 from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
 
@@ -76,6 +77,10 @@ class SimRobot:
       spec: the robot spec (family, actuators in driver order, physical constants).
       mode, names: the action mode and channel names commands arrive in.
       start: the initial state (see :class:`StartState`).
+
+    ``diverged_s`` is the simulated time [s] of the step where MuJoCo had to reset a state gone
+    NaN, Inf or past 1e10 (:mod:`simreal.mujoco_divergence`), None while it has not: from there
+    the state is the model's initial one, not physics, and the rehearsals stop.
     """
 
     def __init__(self, model: Any, spec: RobotSpec, mode: str, names: tuple[str, ...], start: StartState):
@@ -83,6 +88,7 @@ class SimRobot:
 
         self.mj, self.m, self.spec, self.mode, self.names = mujoco, model, spec, mode, names
         self.d = mujoco.MjData(model)
+        self.diverged_s: float | None = None
         self.family = FAMILIES[spec.family]
         self.free = self.family.free_base
         act_names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in range(model.nu)]
@@ -134,8 +140,11 @@ class SimRobot:
     def step(self) -> None:
         if self._rate_loop is not None and self._steps % self._rate_decimation == 0:
             self.d.ctrl[self.spec_act_ids] = self._rate_loop(self.u, self.d.qvel[3:6].copy())
+        t = self.d.time
         self.mj.mj_step(self.m, self.d)
         self._steps += 1
+        if self.diverged_s is None and mujoco_reset(self.d):
+            self.diverged_s = t
 
     @property
     def time_s(self) -> float:

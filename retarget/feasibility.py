@@ -20,7 +20,9 @@ Protocol (reference state initialisation, as the tracking task's episodes start)
   the reference's base z axes) is within ``max_tilt_rad``, its base height within
   ``max_height_err_m`` of the reference's, and its RMS joint position error within
   ``max_joint_rms_rad``. The first frame that breaks one ends the window's follow time; the
-  window's later frames count as lost.
+  window's later frames count as lost. A step MuJoCo had to reset (the state went NaN, Inf or
+  past 1e10: :mod:`simreal.mujoco_divergence`) ends it too, as ``diverged``: the reset pose is
+  not the reference's motion.
 
 Figures: follow time per window [s] (mean; min over the full-length windows), the fraction of
 the clip's frames followed, and per window the frame and the reason it was lost.
@@ -36,6 +38,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
+from simreal.mujoco_divergence import clear, mujoco_reset
 from simreal.retarget.robot import RetargetRobot
 
 
@@ -63,7 +66,7 @@ class Playback:
     Attributes:
       starts: (W,) first frame of each window; lengths: (W,) frames after the start in the window.
       followed: (W,) frames after the start the robot followed (== lengths when never lost).
-      reasons: (W,) why each window was lost: ``tilt``, ``height``, ``joints``, or ``""`` if not.
+      reasons: (W,) why each window was lost: ``tilt``, ``height``, ``joints``, ``diverged``, or ``""`` if not.
       followed_mask: (T,) frames the robot followed (window starts included).
       fps: reference frame rate [Hz].
     """
@@ -151,6 +154,7 @@ def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float,
     for w, (s, n) in enumerate(zip(starts, lengths)):
         d.qpos[:], d.qvel[:], d.time = qpos[s], qvel[s], s / fps
         d.act[:] = 0.0
+        clear(d)
         mujoco.mj_forward(m, d)
         mask[s] = True
         for k in range(s + 1, s + n + 1):
@@ -160,7 +164,9 @@ def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float,
                 a = u - i
                 d.ctrl[:] = (1.0 - a) * qpos[i, act_q] + a * qpos[i + 1, act_q]
                 mujoco.mj_step(m, d)
-            reason = _deviation(m, d, ref, qpos[k], act_q, root_body, cfg)
+                if mujoco_reset(d):
+                    break
+            reason = "diverged" if mujoco_reset(d) else _deviation(m, d, ref, qpos[k], act_q, root_body, cfg)
             if reason:
                 followed[w], reasons[w] = k - s - 1, reason
                 break

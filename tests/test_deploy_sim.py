@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytest.importorskip("cyclonedds")
@@ -156,7 +157,7 @@ def _falling_rehearsal():
                for ti, zi, vi in zip(t, z, vz)]
     from simreal.robot_spec import load_robot_spec
 
-    robot = types.SimpleNamespace(spec=load_robot_spec("crazyflie2"), time_s=6.0)
+    robot = types.SimpleNamespace(spec=load_robot_spec("crazyflie2"), time_s=6.0, diverged_s=None)
     return Rehearsal(bundle=types.SimpleNamespace(reference=None, task_config={}), robot=robot, start=None,
                      target=np.array([0.0, 0.0, 1.0]), env=None, samples=samples)
 
@@ -242,6 +243,34 @@ def test_a_humanoid_that_falls_fails_even_with_the_tilt_bound_switched_off(tmp_p
     assert not report["passed"]
     arm = run_offline(load_bundle(T.make_holding_bundle(tmp_path / "so100", "so100")), SimLoopConfig(duration_s=1.0))
     assert "fall_s" not in arm and arm["passed"]  # an arm on its base has no fall to fail
+
+
+def test_a_diverged_simulation_stops_the_rehearsal_and_fails_it(tmp_path, monkeypatch):
+    """An arm holding its pose passes; with its state made NaN 0.5 s in, MuJoCo resets it to the
+    model's start and would step on from there (a teleport the report could not see). The
+    rehearsal stops at that step, fails, and says when."""
+    from simreal.bundle import load_bundle
+    from simreal.deploy.cmd_deploy import _sim_lines
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+    from simreal.deploy.sim_robot import SimRobot
+
+    bundle = load_bundle(T.make_holding_bundle(tmp_path / "so100", "so100"))
+    healthy = run_offline(bundle, SimLoopConfig(duration_s=1.0))
+    assert healthy["passed"] and healthy["diverged_s"] is None
+    step = SimRobot.step
+
+    def blow_up_at_half_a_second(robot):
+        if 0.5 <= robot.d.time < 0.5 + robot.m.opt.timestep:
+            robot.d.qvel[:] = np.nan
+        step(robot)
+
+    monkeypatch.chdir(tmp_path)  # MuJoCo's warning writes MUJOCO_LOG.TXT where it runs
+    monkeypatch.setattr(SimRobot, "step", blow_up_at_half_a_second)
+    r = run_offline(bundle, SimLoopConfig(duration_s=1.0))
+    assert r["diverged_s"] == pytest.approx(0.5, abs=0.01) and not r["passed"]
+    assert r["sim_time_s"] < 0.51 + 0.01, r["sim_time_s"]  # stopped there, not replayed from the reset
+    lines = _sim_lines({"domain_id": 0, "passed": False}, {**r, "handover": True})
+    assert any(line.startswith("physics    the simulation diverged at 0.50") for line in lines), lines
 
 
 def test_a_non_finite_policy_fails_the_gate_in_one_line_and_leaves_no_mujoco_log(tmp_path, monkeypatch):

@@ -207,6 +207,16 @@ def test_pd_playback_holds_a_standing_pose(g1):
     assert pb.followed_mask.all() and pb.summary()["min_follow_s"] == pytest.approx(1.0)
 
 
+def test_pd_playback_ends_a_window_where_mujoco_resets_the_state(g1):
+    """A reference frame 1e12 m off: the window starting beside it gets a velocity past MuJoCo's
+    1e10, which resets the state to the model's initial one at the first step. That window is
+    lost there as ``diverged`` (not followed on from the reset pose); the window before is not."""
+    q = np.tile(g1.q_home, (61, 1))
+    q[31, 0] = 1e12
+    pb = feasibility.play_back(g1, q, 30.0)
+    assert pb.reasons == ("", "diverged") and pb.followed.tolist() == [30, 0]
+
+
 def test_reference_qvel_is_the_finite_difference(g1):
     q = np.tile(g1.q_home, (3, 1))
     q[:, 0] = [0.0, 0.1, 0.2]  # 3 m/s in x at 30 fps
