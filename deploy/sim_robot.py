@@ -79,8 +79,9 @@ class SimRobot:
       start: the initial state (see :class:`StartState`).
 
     ``diverged_s`` is the simulated time [s] of the step where MuJoCo had to reset a state gone
-    NaN, Inf or past 1e10 (:mod:`simreal.mujoco_divergence`), None while it has not: from there
-    the state is the model's initial one, not physics, and the rehearsals stop.
+    NaN, Inf or past 1e10 (:mod:`simreal.mujoco_divergence`), None while it has not. From there
+    the state is the model's initial one, not physics: the rehearsals stop, and later steps only
+    advance the clock (a loop that paces itself on :attr:`time_s` never sees time go back to 0).
     """
 
     def __init__(self, model: Any, spec: RobotSpec, mode: str, names: tuple[str, ...], start: StartState):
@@ -138,13 +139,16 @@ class SimRobot:
             self.d.ctrl[:] = self.hover_thrust
 
     def step(self) -> None:
+        if self.diverged_s is not None:  # frozen (class docstring)
+            self.d.time += self.m.opt.timestep
+            return
         if self._rate_loop is not None and self._steps % self._rate_decimation == 0:
             self.d.ctrl[self.spec_act_ids] = self._rate_loop(self.u, self.d.qvel[3:6].copy())
         t = self.d.time
         self.mj.mj_step(self.m, self.d)
         self._steps += 1
-        if self.diverged_s is None and mujoco_reset(self.d):
-            self.diverged_s = t
+        if mujoco_reset(self.d):
+            self.diverged_s, self.d.time = t, t + self.m.opt.timestep
 
     @property
     def time_s(self) -> float:

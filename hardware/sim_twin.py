@@ -22,6 +22,9 @@ through :func:`simreal.hardware.drive.drive`, the benchmark harness) drives the 
   and as fast as the CPU steps MuJoCo.
 - :meth:`SimTwin.true_state` is the simulation's state for success detectors, with the
   ``end_effector`` site's world position ``ee_pos_w`` [m] where the model has one.
+- Where the simulation diverged (MuJoCo reset a state gone NaN or past 1e10:
+  ``twin.sim.diverged_s``) every read raises HardwareError, as a robot whose state stream
+  stopped: the driver counts it and the runner's watchdog commands the safe action.
 
 :meth:`SimTwin.reset` puts the twin back at its start for a new trial, the start jittered per
 seed (``start_jitter_m`` for a quadrotor's position, ``start_jitter_rad`` for joints), so trials
@@ -40,7 +43,7 @@ import numpy as np
 from simreal.bundle import Bundle
 from simreal.config import field
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, with_joints
-from simreal.hardware.robot import Robot, RobotConfig, State
+from simreal.hardware.robot import HardwareError, Robot, RobotConfig, State
 from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
 
@@ -140,6 +143,9 @@ class SimTwin(Robot):
         pass
 
     def _read(self) -> State:
+        if self.sim.diverged_s is not None:  # a robot whose state stream stopped: the runner's watchdog takes over
+            raise HardwareError(f"{self.spec.name} twin: the simulation diverged at {self.sim.diverged_s:.3f} s "
+                                f"(MuJoCo reset a state gone NaN or past 1e10); reset() it for a new trial")
         s = self.sim.measured_state(self.rng, self.twin_cfg.noise_scale)
         s["t_s"] = np.float64(self.clock())
         return s

@@ -106,6 +106,30 @@ def test_twin_clock_hand_over_latency_and_determinism(tmp_path):
     assert np.abs(final(3) - final(4)).max() > 1e-6  # another seed: another start jitter and noise
 
 
+def test_a_twin_whose_simulation_diverged_stops_reporting_and_its_clock_goes_on(tmp_path, monkeypatch):
+    """MuJoCo resets a diverged state to the model's start and time to 0. The twin's clock once
+    went back with it (a driving loop pacing on it stalls) and its robot reappeared at the start.
+    Now the clock goes on, reads fail as a dead state stream does, and the runner's watchdog
+    takes over: a report, not a teleport."""
+    bundle = load_bundle(bundles.make_pd_hover_bundle(tmp_path / "pd"))
+    twin = SimTwin(bundle, TwinConfig(noise_scale=0.0, start_jitter_m=0.0))
+    monkeypatch.chdir(tmp_path)  # MuJoCo's warning writes MUJOCO_LOG.TXT where it runs
+    runner = PolicyRunner(bundle)
+    times: list[float] = []
+
+    def on_tick(result, sent):
+        times.append(twin.clock())
+        if len(times) == 50:
+            twin.sim.d.qvel[:] = np.nan
+
+    with twin:
+        report = drive(twin, runner, duration_s=1.5, clock=twin.clock, sleep=twin.sleep, on_tick=on_tick)
+    assert twin.sim.diverged_s == pytest.approx(times[49], abs=0.011)
+    assert np.all(np.diff(times) > 0) and times[-1] > 1.4  # the clock never went back
+    assert report.read_errors > 0 and "the simulation diverged at" in report.last_error, report.last_error
+    assert runner.safety.stats.took_over
+
+
 def test_end_effector_kinematics_match_the_twin(tmp_path):
     """The real-robot path measures the end effector by forward kinematics of the joints."""
     bundle = load_bundle(bundles.make_joint_mlp_bundle(tmp_path / "so100", "so100"))
