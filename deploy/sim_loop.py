@@ -194,7 +194,7 @@ class Rehearsal:
             ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
             out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
-        if self.env is not None and self.env.outcome_from_final_state and self.samples:
+        if self.env is not None and self.env.outcome_from_final_state and self.samples and self.robot.diverged_s is None:
             out["task"] = self.task_outcome()
             checks.append(out["task"]["passed"])
         if self.env is not None and len(traj["t"]):

@@ -140,6 +140,9 @@ class Bench(Protocol):
     def state(self) -> State:
         """The state the detector judges, now."""
 
+    def unjudgeable(self) -> str | None:
+        """Why the trial that just ran cannot be judged (it fails with that reason), or None."""
+
     def describe(self) -> dict[str, Any]:
         """What ran, for the results (twin settings, driver and its config)."""
 
@@ -178,6 +181,12 @@ class TwinBench:
 
     def state(self) -> State:
         return self.robot.true_state()
+
+    def unjudgeable(self) -> str | None:
+        """The twin's simulation diverged: MuJoCo put it back at its start, which is not where the
+        policy took it (:class:`~simreal.deploy.sim_robot.SimRobot`)."""
+        t = self.robot.sim.diverged_s
+        return None if t is None else f"the simulation diverged at {t:.3f} s (MuJoCo reset it)"
 
     def describe(self) -> dict[str, Any]:
         return {"twin": to_dict(self.twin_cfg)}
@@ -229,6 +238,9 @@ class RealBench:
             seen = self.locator(self.camera.read().image)
             s["object_pos_w"] = np.full(3, np.nan) if seen is None else seen
         return s
+
+    def unjudgeable(self) -> str | None:
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {"driver": self.driver, "driver_class": type(self.robot).__name__,
@@ -290,8 +302,9 @@ def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task:
     drive_info = {"ticks": report.ticks, "overruns": report.overruns, "read_errors": report.read_errors,
                   "final_mode": report.final_mode, "envelope_trip": runner.stats.envelope_trip or None,
                   "wall_s": round(wall, 4)}
-    if not samples:
-        return {"success": False, "reason": "no command was sent (no state arrived)", "metrics": {}, **drive_info}
+    why = bench.unjudgeable() or (None if samples else "no command was sent (no state arrived)")
+    if why:
+        return {"success": False, "reason": why, "metrics": {}, **drive_info}
     t0 = samples[0][0]
     traj = stack([(t - t0, s) for t, s in samples])
     if "ee_pos_w" in suite.needs and "ee_pos_w" not in traj:

@@ -27,10 +27,11 @@ What :class:`MjEnv` does for every task, so tasks only say what is specific to t
 - **termination causes**: a task names its failure conditions (``termination_causes``: a
   fall, a crash, drifting off the reference) and the episode ends where any holds, or where
   the simulation diverged (``nonfinite``: a NaN position, as MJX's state becomes and as the
-  native backend marks an env MuJoCo's C engine had to reset; a reward term it makes NaN
-  reads 0). Each is reported as the statistic ``end_<cause>``: the fraction of ended episodes
-  it ended (causes may coincide; an episode that ran to its time limit has none): where a
-  policy stops improving, what its episodes end on.
+  native backend marks an env MuJoCo's C engine had to reset; that step's reward is 0 and the
+  episode's counted statistics are undefined, as a crash's). Each is reported as the
+  statistic ``end_<cause>``: the fraction of ended episodes it ended (causes may coincide; an
+  episode that ran to its time limit has none): where a policy stops improving, what its
+  episodes end on.
 
 The physics engine is ``self.physics`` (a :class:`Backend`); ``self.backend`` is its name,
 as Brax's ``Env`` defines it. ``info['truncation']`` is 1 where an episode ended on its time limit rather than a
@@ -55,6 +56,7 @@ from simreal.observations import build_observation
 from simreal.robot_spec import RobotSpec
 from simreal.reference import Reference
 from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
+from simreal.sim.episode_stats import COUNT_SUFFIX
 
 
 def delay_range(steps: tuple[float, ...]) -> tuple[float, float]:
@@ -90,6 +92,20 @@ class EnvConfig:
 SAVED_WITHOUT: dict[str, Any] = {
     "slew_limit": False,  # on for arms since 2026-11-25; saves from before the field had no limit
 }
+
+
+def _diverged(phys: PhysState) -> jax.Array:
+    """The ``nonfinite`` termination: a position that is not finite (MJX's state after a
+    divergence; the native backend marks an env MuJoCo reset that way)."""
+    return ~jnp.all(jnp.isfinite(phys.qpos))
+
+
+def _undefined_where_diverged(final: Mapping[str, jax.Array], diverged: jax.Array) -> dict[str, jax.Array]:
+    """Episode statistics with a diverged episode's counted ones undefined (value and count 0,
+    :mod:`simreal.sim.episode_stats`) and any value that is not finite read as 0."""
+    counted = {k[: -len(COUNT_SUFFIX)] for k in final if k.endswith(COUNT_SUFFIX)}
+    return {k: jnp.where((diverged & (k in counted or k.endswith(COUNT_SUFFIX))) | ~jnp.isfinite(v), 0.0, v)
+            for k, v in final.items()}
 
 
 def _any(conditions: Mapping[str, jax.Array]) -> jax.Array:
@@ -259,7 +275,7 @@ class MjEnv(BraxEnv):
 
     def _causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         """The task's termination causes and ``nonfinite`` (the simulation diverged)."""
-        return {**self.termination_causes(phys, info), "nonfinite": ~jnp.all(jnp.isfinite(phys.qpos))}
+        return {**self.termination_causes(phys, info), "nonfinite": _diverged(phys)}
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
         """Update task info after a step (moving targets...); default: unchanged."""
@@ -383,8 +399,9 @@ class MjEnv(BraxEnv):
         for k, (fn, every) in self._added_terms.items():
             due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
             terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
-        # a term a diverged state (``nonfinite``) makes NaN counts 0: neither the return nor its log reads NaN
-        terms = {k: jnp.where(jnp.isfinite(v), v, 0.0) for k, v in terms.items()}
+        # a diverged step (``nonfinite``) scores 0 in every term, as does a term that is not finite
+        diverged = _diverged(phys)
+        terms = {k: jnp.where(diverged | ~jnp.isfinite(v), 0.0, v) for k, v in terms.items()}
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
         info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
@@ -398,7 +415,7 @@ class MjEnv(BraxEnv):
 
         metrics = {f"reward/{k}": terms[k] for k in self.scales}
         donef = done.astype(jnp.float32)
-        for k, v in self.final_stats(stats, terminated).items():
+        for k, v in _undefined_where_diverged(self.final_stats(stats, terminated), diverged).items():
             metrics[f"episode/{k}"] = v * donef
         for k, v in causes.items():  # which condition ended it (several may hold at once)
             metrics[f"episode/end_{k}"] = v.astype(jnp.float32) * donef
@@ -408,6 +425,10 @@ class MjEnv(BraxEnv):
         info["episode_return"] = ep_return
 
         terminal = self._observe(phys, info, k_obs, active=done) if self.record_terminal_obs else None
+        if terminal is not None:
+            # a diverged episode's last observation is NaN: zeros instead, as an off-policy learner
+            # stores it as next_obs and masks its value by the done flag (NaN * 0 is NaN)
+            terminal = jax.tree.map(lambda t: jnp.where(jnp.isfinite(t), t, 0), terminal)
         # Auto-reset with a fresh key: new randomisation, new initial state.
         phys_new, info_new = self._new_episode(k_reset, done)
         phys = jax.tree.map(lambda a, b: jnp.where(done, a, b), phys_new, phys)

@@ -16,6 +16,7 @@ from fixtures.fake_robot import FakeJointRobot
 from simreal.bundle import load_bundle, write_bundle_yaml
 from simreal.cli import main
 from simreal.deploy.config import spec_of_bundle
+from simreal.deploy.sim_robot import SimRobot
 from simreal.deploy.runner import PolicyRunner
 from simreal.errors import BundleError
 from simreal.hardware.benchmark import (BenchmarkConfig, RealBench, TwinBench, mean_interval, run_benchmark,
@@ -128,6 +129,18 @@ def test_a_twin_whose_simulation_diverged_stops_reporting_and_its_clock_goes_on(
     assert np.all(np.diff(times) > 0) and times[-1] > 1.4  # the clock never went back
     assert report.read_errors > 0 and "the simulation diverged at" in report.last_error, report.last_error
     assert runner.safety.stats.took_over
+
+    # a benchmark trial on it fails for that, not for where MuJoCo's reset left the vehicle
+    step = SimRobot.step
+
+    def blow_up_at_one_second(robot):
+        if 1.0 <= robot.d.time < 1.0 + robot.m.opt.timestep:
+            robot.d.qvel[:] = np.nan
+        step(robot)
+
+    monkeypatch.setattr(SimRobot, "step", blow_up_at_one_second)
+    (c,) = _bench(tmp_path / "pd", "quadrotor-hover", trials=1, duration_s=3.0)["conditions"]
+    assert [(t["success"], t["reason"]) for t in c["trials"]] == [(False, "the simulation diverged at 1.000 s (MuJoCo reset it)")]
 
 
 def test_end_effector_kinematics_match_the_twin(tmp_path):

@@ -97,8 +97,10 @@ def test_termination_causes_name_what_ended_the_episode():
 def test_a_diverged_env_ends_on_nonfinite_on_every_backend(backend):
     """An env whose velocity turned NaN ends its episode on ``nonfinite`` alone, on both backends
     (the C engine resets it in the middle of the step, which the native backend marks), with a
-    finite reward, return and statistics; the other env of the batch steps on untouched."""
+    zero reward, finite statistics and a finite last observation; the other env of the batch
+    steps on untouched."""
     env = make_env(resolve("quadrotor-hover", [*NO_NOISE, f"backend={backend}"]))
+    env.record_terminal_obs = True  # as the SB3 and Gymnasium adapters ask
     reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
     hover = jnp.zeros((2, env.action_size))
     s = step(reset(jax.random.split(jax.random.PRNGKey(0), 2)), hover)
@@ -109,8 +111,26 @@ def test_a_diverged_env_ends_on_nonfinite_on_every_backend(backend):
     assert {k for k, v in diverged.metrics.items() if k.startswith("episode/end_") and v[0]} == {"episode/end_nonfinite"}
     for k, v in diverged.metrics.items():
         assert np.all(np.isfinite(np.asarray(v))), k
-    assert np.all(np.isfinite(np.asarray(diverged.obs))) and np.all(np.isfinite(np.asarray(diverged.reward)))
+    assert np.all(np.isfinite(np.asarray(diverged.obs))) and float(diverged.reward[0]) == 0.0
+    assert np.all(np.isfinite(np.asarray(diverged.info["terminal_obs"])))  # an off-policy next_obs
+    assert all(float(v[0]) == 0.0 for k, v in diverged.metrics.items() if k.startswith("reward/"))
     np.testing.assert_array_equal(np.asarray(diverged.pipeline_state.qpos[1]), np.asarray(healthy.pipeline_state.qpos[1]))
+
+
+def test_a_diverged_episodes_counted_statistics_are_undefined():
+    """g1-tracking's joint RMSE to the end read NaN for a diverged episode (its state is NaN) and
+    made every mean NaN. A diverged episode's counted statistics are undefined (value and count 0,
+    simreal.sim.episode_stats), a statistic without a count that is not finite reads 0, and a
+    healthy episode's pass unchanged."""
+    from simreal.sim.env import _undefined_where_diverged
+
+    final = {"success": jnp.float32(0.0), "rmse": jnp.float32(np.nan), "rmse/n": jnp.float32(1.0),
+             "speed": jnp.float32(np.inf)}
+    assert {k: float(v) for k, v in _undefined_where_diverged(final, jnp.bool_(True)).items()} == {
+        "success": 0.0, "rmse": 0.0, "rmse/n": 0.0, "speed": 0.0}
+    healthy = {"success": jnp.float32(1.0), "rmse": jnp.float32(0.2), "rmse/n": jnp.float32(1.0)}
+    assert {k: float(v) for k, v in _undefined_where_diverged(healthy, jnp.bool_(False)).items()} == {
+        "success": 1.0, "rmse": pytest.approx(0.2), "rmse/n": 1.0}
 
 
 def _check_obs_shapes(env, obs) -> None:
