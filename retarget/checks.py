@@ -40,6 +40,11 @@ The checks (T frames at ``fps``; velocities are backward differences ``(x_t - x_
   moves slower than :data:`HUMAN_SUPPORT_SPEED_M_S` horizontally: the check does not trust the
   labels it judges. (Height alone counted swing feet skimming the floor at 1-4 m/s, 1-2 cm up,
   as support: on real walks every foot-frame it flagged was one of those, none a labelled stance.)
+``support_off_target`` (peak, m): a supporting foot's (as ``support_float``) horizontal distance
+  from its target, the human's foot scaled: the robot plants it somewhere else (a stance wider
+  or a turn larger than its hips allow, a target out of reach). The solver trades keypoint
+  errors against each other, so the keypoint error alone grades nothing; a planted foot off its
+  mark moves the robot's support where the human's was not, which a tracking policy then follows.
 ``root_height`` (peak, m): the robot's pelvis below its (scaled) target pelvis: a crouch the
   human does not do. The pelvis height against the robot's nominal (home) height is a figure too.
 ``penetration`` (peak, m): the robot's deepest reach into the ground or a scene box (a planted
@@ -102,6 +107,7 @@ THRESHOLDS: dict[str, Rule] = {
     "hip_magnitude": Rule("fraction", 0.01, 0.05, "of frames", f"|hip yaw| or |hip roll| > {HIP_BOUND_RAD} rad"),
     "support_float": Rule("fraction", 0.05, 0.20, "of support foot-frames",
                           f"supporting foot more than {100 * FLOAT_M:g} cm above the terrain"),
+    "support_off_target": Rule("peak", 0.10, 0.20, "m", "supporting foot's horizontal distance from its target"),
     "root_height": Rule("peak", 0.05, 0.10, "m", "pelvis below its target"),
     "penetration": Rule("peak", PENETRATION_TOL_M, 0.03, "m", "deepest reach into the ground or a scene box"),
     "slack": Rule("fraction", 0.0, 0.02, "of frames", "solved with slack (infeasible)", defect="any"),
@@ -263,23 +269,43 @@ def foot_clearance(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
     return out
 
 
+FEET = ("left_foot", "right_foot")
+
+
+def supporting_feet(targets: Targets) -> np.ndarray:
+    """(T, 2) where each foot (:data:`FEET`) supports: labelled in stance, or the human's sole
+    within :data:`HUMAN_SUPPORT_M` of the floor and slower than :data:`HUMAN_SUPPORT_SPEED_M_S`."""
+    sole = targets.human[:, [targets.keypoints.index(n) for n in FEET]]  # (T, 2, 3)
+    slide = np.linalg.norm(np.gradient(sole[..., :2], axis=0), axis=-1) * targets.fps if len(sole) > 1 else 0.0
+    return targets.contacts | ((sole[..., 2] < HUMAN_SUPPORT_M) & (slide < HUMAN_SUPPORT_SPEED_M_S))
+
+
 def support_float_signal(robot: RetargetRobot, qpos: np.ndarray, targets: Targets) -> Signal:
     """Support foot-frames floating more than :data:`FLOAT_M` (see the module docstring)."""
-    feet = [targets.keypoints.index("left_foot"), targets.keypoints.index("right_foot")]
-    sole = targets.human[:, feet]  # (T, 2, 3)
-    slide = np.linalg.norm(np.gradient(sole[..., :2], axis=0), axis=-1) * targets.fps if len(sole) > 1 else 0.0
-    support = targets.contacts | ((sole[..., 2] < HUMAN_SUPPORT_M) & (slide < HUMAN_SUPPORT_SPEED_M_S))  # (T, 2)
+    support = supporting_feet(targets)
     clear = foot_clearance(robot, qpos)
     floating = support & (clear > FLOAT_M)
     n = int(support.sum())
     f = np.where(floating.any(axis=1), np.where(floating, clear, -np.inf).argmax(axis=1), 0)
-    names = ("left_foot", "right_foot")
-    where = [f"{names[i]} {100 * clear[t, i]:.1f} cm up while supporting" for t, i in enumerate(f)]
+    where = [f"{FEET[i]} {100 * clear[t, i]:.1f} cm up while supporting" for t, i in enumerate(f)]
     extra = {"support_foot_frames": n, "labelled_stance_foot_frames": int(targets.contacts.sum()),
              "floating_foot_frames": int(floating.sum()),
              "max_support_clearance_m": float(clear[support].max()) if n else 0.0}
     worst = np.where(floating, clear, 0.0).max(axis=1)
-    return Signal(worst, where, float(floating.sum() / n) if n else 0.0, extra, [names[i] for i in f])
+    return Signal(worst, where, float(floating.sum() / n) if n else 0.0, extra, [FEET[i] for i in f])
+
+
+def support_off_target_signal(robot: RetargetRobot, site_pos: np.ndarray, targets: Targets) -> Signal:
+    """A supporting foot's horizontal distance [m] from its target (see the module docstring)."""
+    feet = [robot.keypoint_index(n) for n in FEET]
+    support = supporting_feet(targets)
+    off = np.linalg.norm(site_pos[:, robot.site_ids[feet], :2] - targets.positions[:, feet, :2], axis=-1)
+    off = np.where(support, off, 0.0)  # (T, 2)
+    f = off.argmax(axis=1)
+    worst = off.max(axis=1)
+    where = [f"{FEET[i]} {100 * v:.0f} cm from its target while supporting" for v, i in zip(worst, f)]
+    extra = {"median_m": float(np.median(off[support])) if support.any() else 0.0}
+    return Signal(worst, where, float(worst.max()) if len(worst) else 0.0, extra, [FEET[i] for i in f])
 
 
 def root_height_signal(robot: RetargetRobot, site_pos: np.ndarray, targets: Targets) -> Signal:
@@ -366,6 +392,7 @@ def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stat
     signals["foot_twist"] = foot_twist_signal(robot, site_rot)
     signals["hip_magnitude"] = hip_magnitude_signal(robot, qpos)
     signals["support_float"] = support_float_signal(robot, qpos, targets)
+    signals["support_off_target"] = support_off_target_signal(robot, site_pos, targets)
     signals["root_height"] = root_height_signal(robot, site_pos, targets)
     signals["penetration"] = penetration_signal(depth)
     signals["slack"] = slack_signal(stats, T)

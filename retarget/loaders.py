@@ -20,7 +20,7 @@ from simreal.retarget.amass import load_amass
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
 from simreal.npz import open_npz
-from simreal.retarget.skeleton import HumanMotion
+from simreal.retarget.skeleton import HumanMotion, tree_extent, units_scale
 
 SUFFIXES = (".bvh", ".csv", ".npz")
 
@@ -61,7 +61,29 @@ def load_motion_source(path: str | Path, units: str | float = "auto", up: str = 
         raise DataFileError(str(p), f"unknown motion format {suffix or '(no suffix)'!r}; valid: {', '.join(SUFFIXES)}")
     if up != "auto":
         _check_up(motion, up, joint_map, p)
+    if units != "auto":
+        _check_units(motion, units, p)
     return motion
+
+
+#: A given unit must make the skeleton's largest joint-to-joint span one of a person [m]: a clip
+#: in inches read as centimetres is a 0.7 m person, one in centimetres read as metres a 170 m one.
+PERSON_SPAN_M = (0.7, 3.0)
+
+
+def _check_units(motion: HumanMotion, units: str | float, path: Path) -> None:
+    """ConfigError naming ``units`` when, read in the unit given, the skeleton's largest
+    joint-to-joint span is no person's (:data:`PERSON_SPAN_M`); the message says what ``auto``
+    reads. Retargeting scales by the human's own limbs, so a wrong unit ran through with a
+    changed verdict and nothing to say why."""
+    span = tree_extent(motion.positions)
+    if not (np.isfinite(span) and span > 0) or PERSON_SPAN_M[0] <= span <= PERSON_SPAN_M[1]:
+        return
+    scale, name = units_scale(units, span)
+    auto_scale, auto_name = units_scale("auto", span / scale)
+    raise ConfigError("units", f"{path}: read in {name}, the skeleton's largest joint-to-joint span is {span:.3g} m, "
+                               f"and a person's is {PERSON_SPAN_M[0]:g}-{PERSON_SPAN_M[1]:g} m; --units auto reads "
+                               f"it as {auto_name} ({span / scale * auto_scale:.2f} m)")
 
 
 def _check_up(motion: HumanMotion, up: str, joint_map: dict[str, str] | None, path: Path) -> None:

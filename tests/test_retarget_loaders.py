@@ -55,11 +55,18 @@ def test_bvh_explicit_conventions_override_guesses(tmp_path, clips):
     synth.write_bvh(path, clips["walking"], units="cm", up="y")
     m = load_bvh(path, units=0.01, up="y")
     assert _compare(m, clips["walking"]) < 1e-4
-    wrong = load_bvh(path, units="m", up="z")
-    assert _compare(wrong, clips["walking"]) > 1.0
-    # through the command's loader, an up axis that lays the human on the floor is refused
+    wrong = load_bvh(path, units=0.01, up="z")
+    assert _compare(wrong, clips["walking"]) > 0.5
     from simreal.errors import ConfigError
     from simreal.retarget.loaders import load_motion_source
+
+    # through the command's loader, a unit that makes the person 170 m tall (or 17 cm) is refused,
+    # with what auto reads
+    for units, span in (("m", "170 m"), ("mm", "0.17 m")):
+        with pytest.raises(ConfigError, match=f"read in {units}, the skeleton's largest joint-to-joint span is "
+                                              f"{span}.*--units auto reads it as cm \\(1.70 m\\)"):
+            load_motion_source(path, units=units, up="y")
+    # through the command's loader, an up axis that lays the human on the floor is refused
 
     assert _compare(load_motion_source(path, units="cm", up="y"), clips["walking"]) < 1e-4
     with pytest.raises(ConfigError, match="read with --up z, the head is not above the feet"):

@@ -110,6 +110,26 @@ def test_floating_stance_foot_fails_support_float(g1, walk):
     assert c["max_support_clearance_m"] > 0.025
 
 
+def test_a_supporting_foot_off_its_target_fails_support_off_target(g1, walk):
+    """A real hop on H1 once planted a foot 38 cm from where the human stood, with a verdict of
+    warn: the keypoint error was measured, not graded. The clean walk's supporting feet stay on
+    their marks; with the left foot's target 25 cm sideways through one stance, those frames fail."""
+    targets, q0, _ = walk
+    clean = _report(g1, walk)["checks"]["support_off_target"]
+    assert clean["level"] == "ok" and clean["value"] < 0.05, clean["value"]
+    stance = np.flatnonzero(targets.contacts[:, 0])
+    a = int(stance[0])
+    b = a + int(np.argmax(np.diff(stance) > 1)) if np.any(np.diff(stance) > 1) else int(stance[-1])
+    left = g1.keypoint_index("left_foot")
+    pos = targets.positions.copy()
+    pos[a:b + 1, left, 1] += 0.25
+    c = checks.graded_report(g1, q0, dataclasses.replace(targets, positions=pos), walk[2],
+                             playback=False)["checks"]["support_off_target"]
+    assert c["level"] == "fail" and c["value"] == pytest.approx(0.25, abs=0.05)
+    assert [r["frames"] for r in c["ranges"]] == [[a, b]] and c["ranges"][0]["element"] == "left_foot"
+    assert c["ranges"][0]["at"].startswith("left_foot 2") and "from its target while supporting" in c["ranges"][0]["at"]
+
+
 def test_support_evidence_is_a_low_and_still_human_foot(g1, walk):
     """Unlabelled frames count as support where the human's sole is low and still, not where a
     swinging foot skims the floor (real walks pass 1-2 cm over it at 1-4 m/s)."""
