@@ -399,10 +399,13 @@ class MjEnv(BraxEnv):
         for k, (fn, every) in self._added_terms.items():
             due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
             terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
-        # a diverged step (``nonfinite``) scores 0 in every term, as does a term that is not finite
-        diverged = _diverged(phys)
-        terms = {k: jnp.where(diverged | ~jnp.isfinite(v), 0.0, v) for k, v in terms.items()}
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
+        # a diverged step (``nonfinite``) scores 0, in every term; so does a reward that is not
+        # finite. Zeroed after the sum: zeroing the terms first changes how XLA fuses the sum
+        # (its rounding), and with it every training bit for bit.
+        diverged = _diverged(phys)
+        reward = jnp.where(diverged | ~jnp.isfinite(reward), 0.0, reward)
+        terms = {k: jnp.where(diverged | ~jnp.isfinite(v), 0.0, v) for k, v in terms.items()}
         info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
         causes = self._causes(phys, info)
