@@ -22,7 +22,10 @@ wire as :class:`simreal.hardware.unitree.UnitreeRobot`:
   then lets it go: the rehearsal's hand-over, so a walking policy driven on the twin (``simreal
   drive --twin``) stands and walks on the floor; ``always`` pins the base ``GANTRY_LIFT_M`` above
   its standing pose for the whole run, feet clear and joints free (a robot hung on a gantry, for
-  joint-level checks); ``never`` leaves it free from the start (motors off: it collapses).
+  joint-level checks); ``never`` leaves it free from the start (motors off: it collapses);
+- where the simulation diverged (MuJoCo reset a state gone NaN or past 1e10: ``sim.diverged_s``)
+  the LowState stops, as a robot's does when it dies: the driver's reads time out and the
+  runner's watchdog commands the safe action; the robot is not seen back at its start.
 
 Latency probe: a LowCmd whose ``reserve[0]`` names a published tick (``UnitreeConfig.tick_probe``)
 records ``t_taken - t_published`` of that state, the state-to-command latency through both
@@ -228,7 +231,7 @@ class UnitreeTwin:
                     self.sim.hold()
                 self.sim.step()
                 self.stats.steps += 1
-                if self.stats.steps % self.decimation == 0:
+                if self.stats.steps % self.decimation == 0 and self.sim.diverged_s is None:
                     self._publish(chan)
             chan.drain()  # what arrived during the last step
         finally:

@@ -360,6 +360,29 @@ def test_twin_holds_the_robot_standing_until_a_command_then_lets_it_go():
     assert twin.d.xpos[feet, 2].max() < 0.1  # the feet on the floor, not hung 0.3 m up
 
 
+def test_a_diverged_twin_stops_its_lowstate(tmp_path, monkeypatch):
+    """MuJoCo resets a diverged G1 to its start pose; the twin once went on publishing it as if
+    the robot had jumped back. Now its LowState stops, as a dead robot's, and the driver's reads
+    fail."""
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    domain = T.random_domain_id()
+    spec = load_robot_spec("g1")
+    home = np.array([a.default for a in spec.actuators])
+    monkeypatch.chdir(tmp_path)  # MuJoCo's warning writes MUJOCO_LOG.TXT where it runs
+    twin = UnitreeTwin(TwinConfig("g1", domain_id=domain))
+    with twin, UnitreeRobot(UnitreeConfig("g1", domain_id=domain)) as robot:
+        for _ in range(50):  # handed over: free on its PD gains
+            robot.observation()
+            robot.send_action(home)
+        assert twin.handed_over and twin.sim.diverged_s is None
+        twin.sim.d.qvel[6:] = np.nan
+        assert _until(lambda: twin.sim.diverged_s is not None)
+        with pytest.raises(HardwareError, match="no new LowState"):
+            for _ in range(10):
+                robot.observation()
+
+
 def test_twin_gantry_setting_is_checked():
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
 
