@@ -7,8 +7,10 @@ state (``mj_resetData``, which also clears every warning counter), counts the wa
 (``d.warning[mjWARN_BADQPOS | BADQVEL | BADQACC].number``) and steps on from the reset state.
 Without a look at those counters that is a silent teleport: a robot back at its start pose, time
 back at 0. A counter above 0 after a step means the step reset the data (a reset clears the others
-first), so :func:`mujoco_reset` is exact; :func:`clear` zeroes them where one ``MjData`` is reused.
-(The native backend's batch has no per-env counters it can read cheaply and uses ``time``.)
+first; a model with ``<flag autoreset="disable"/>`` counts without resetting and keeps the bad
+state), so :func:`mujoco_reset` is exact; :func:`clear` zeroes them where one ``MjData`` is reused.
+(The native backend reads the same event from each env's ``time`` instead: one comparison over
+the batch, where ``mujoco.batch.Batch.warning`` holds the counters per env too.)
 """
 
 from __future__ import annotations
