@@ -147,7 +147,7 @@ class SimRobot:
         t = self.d.time
         self.mj.mj_step(self.m, self.d)
         self._steps += 1
-        if mujoco_reset(self.d):
+        if mujoco_reset(self.d, self.m.opt.timestep):
             self.diverged_s, self.d.time = t, t + self.m.opt.timestep
 
     @property

@@ -164,9 +164,9 @@ def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float,
                 a = u - i
                 d.ctrl[:] = (1.0 - a) * qpos[i, act_q] + a * qpos[i + 1, act_q]
                 mujoco.mj_step(m, d)
-                if mujoco_reset(d):
+                if mujoco_reset(d, dt):
                     break
-            reason = "diverged" if mujoco_reset(d) else _deviation(m, d, ref, qpos[k], act_q, root_body, cfg)
+            reason = "diverged" if mujoco_reset(d, dt) else _deviation(m, d, ref, qpos[k], act_q, root_body, cfg)
             if reason:
                 followed[w], reasons[w] = k - s - 1, reason
                 break

@@ -273,9 +273,9 @@ class MjEnv(BraxEnv):
         a task overrides that, not this)."""
         return _any(self.termination_causes(phys, info))
 
-    def _causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
-        """The task's termination causes and ``nonfinite`` (the simulation diverged)."""
-        return {**self.termination_causes(phys, info), "nonfinite": _diverged(phys)}
+    def _causes(self, phys: PhysState, info: Mapping[str, Any], diverged: jax.Array) -> dict[str, jax.Array]:
+        """The task's termination causes and ``nonfinite`` (``diverged``: :func:`_diverged` of ``phys``)."""
+        return {**self.termination_causes(phys, info), "nonfinite": diverged}
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
         """Update task info after a step (moving targets...); default: unchanged."""
@@ -368,7 +368,7 @@ class MjEnv(BraxEnv):
         zero = jnp.zeros(())
         metrics = {f"reward/{k}": zero for k in self.scales}
         metrics.update({f"episode/{k}": zero for k in self.final_stats(self.init_stats(), jnp.bool_(False))})
-        metrics.update({f"episode/end_{k}": zero for k in self._causes(phys, info)})
+        metrics.update({f"episode/end_{k}": zero for k in self._causes(phys, info, _diverged(phys))})
         metrics["episode/done"] = zero
         metrics["episode/return"] = zero
         metrics["episode/length"] = zero
@@ -408,7 +408,7 @@ class MjEnv(BraxEnv):
         terms = {k: jnp.where(diverged | ~jnp.isfinite(v), 0.0, v) for k, v in terms.items()}
         info["action_history"] = jnp.concatenate([info["last_action"][None], info["action_history"]])[:-1]
         info["last_action"] = action
-        causes = self._causes(phys, info)
+        causes = self._causes(phys, info, diverged)
         terminated = _any(causes)
         truncated = (info["step"] >= self.episode_steps) & ~terminated
         done = terminated | truncated

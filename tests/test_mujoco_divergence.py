@@ -24,10 +24,10 @@ def test_a_reset_is_seen_whichever_check_made_it(field, value):
     d = mujoco.MjData(m)
     for _ in range(10):
         mujoco.mj_step(m, d)
-    assert not mujoco_reset(d)
+    assert not mujoco_reset(d, m.opt.timestep)
     getattr(d, field)[:3] = value
     mujoco.mj_step(m, d)
-    assert mujoco_reset(d) and d.time == pytest.approx(m.opt.timestep)
+    assert mujoco_reset(d, m.opt.timestep) and d.time == pytest.approx(m.opt.timestep)
     clear(d)
     mujoco.mj_step(m, d)
-    assert not mujoco_reset(d)
+    assert not mujoco_reset(d, m.opt.timestep)
