@@ -26,7 +26,9 @@ goal; ``--task`` overrides it). Each pair gets RL-VLM-F's two requests (describe
 Output: the labels npz (``simreal.rewards.label_file``: ``index_a``, ``index_b``, ``label``,
 ``model``, ``task``, ``frames_sha256``) and ``<out>.cost.json``, one entry per run: requests
 (retries included), tokens as the server reports them, seconds, pairs asked and read from the
-cache. Answers are cached by content hash (``--cache``, default ``~/.cache/simreal/labels``), so
+cache, and answers that state no label (``unparsed``, counted -1; also said on stderr). Labels
+are read from a line or from prose (``simreal.rewards.label_answer``). Answers are cached by
+content hash (``--cache``, default ``~/.cache/simreal/labels``), those without a label too, so
 nothing is asked twice. ``--budget`` caps the requests a run sends; when it is spent the run
 keeps what it has, says so, and exits 0. ``--resume`` keeps an existing ``--out`` and adds to it.
 """
@@ -181,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
               "label_counts": {str(v): int((labels.label == v).sum()) for v in (0, 1, -1)}}
     atomic_write_text(cost_path, json.dumps({"runs": [*cost_runs, report]}, indent=2) + "\n")
     print(json.dumps(report))
+    if account.unparsed:
+        print(f"simreal label: {account.unparsed} of {len(result.labels)} answers stated no label and count as -1; "
+              f"their texts are kept in the cache ({cache.directory}), empty replies aside", file=sys.stderr)
     if result.stopped:
         print(f"simreal label: stopped early: {result.stopped}; {len(labels.label)} of {len(pairs)} pairs labelled; "
               "run again with --resume and a larger --budget to go on", file=sys.stderr)

@@ -31,7 +31,7 @@ class CostAccount:
     request_s: float = 0.0     # wall time spent in requests and backoff waits [s]
     pairs_asked: int = 0       # pairs answered by the model in this run
     pairs_cached: int = 0      # pairs answered from the cache (no request)
-    unparsed: int = 0          # answers with no label in them (counted as -1)
+    unparsed: int = 0          # answers, asked or cached, that state no label (counted as -1)
 
     def remaining(self) -> int | None:
         """Requests left in the budget (None = no limit)."""

@@ -2,11 +2,13 @@
 
 One JSON file per query, ``DIR/<key[:2]>/<key>.json``, where ``key`` is
 :func:`simreal.rewards.labelling.query_key` (SHA-256 of the model, both prompts, the task and
-both observations' pixels). The file holds the two stage texts; the label is parsed from them
-when read, so a better parser applies to old answers too. Writes are atomic (temp file, fsync,
-rename), so a run killed mid-write leaves the old state or the new one, never half a file, and
-a rerun or a resumed run finds every answer already given. The key and the answers hold no
-credentials: the API key never reaches this module.
+both observations' pixels). The file holds the two stage texts, raw; the label is parsed from
+them when read, so a better parser applies to old answers too, and an answer that states no label
+is stored like any other (a later parser may read one). Entries written before such answers were
+stored (issue 54) have the same fields, and are read as they are. Writes are atomic (temp file,
+fsync, rename), so a run killed mid-write leaves the old state or the new one, never half a
+file, and a rerun or a resumed run finds every answer already given. The key and the answers
+hold no credentials: the API key never reaches this module.
 
 The default folder is ``$XDG_CACHE_HOME/simreal/labels`` (``~/.cache/simreal/labels``), shared by
 every run on the machine.

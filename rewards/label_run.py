@@ -3,9 +3,12 @@
 Each pair ``(i, j)`` of ``observations`` is looked up in the :class:`LabelCache` by its query key
 (model, prompts, task, both observations' pixels); only a pair never answered is sent to the
 model (two requests, RL-VLM-F's analysis and labelling stages), and its answer is cached at
-once. So a rerun, or a run resumed after a crash, asks nothing twice. When the request budget
-cannot cover a whole pair the loop stops asking, still collects the pairs the cache already
-holds, and says it stopped; nothing is lost, and a later run with more budget goes on.
+once, one that states no label too: the cache keeps the raw text and labels are parsed when read,
+so a better parser re-labels it without a request. Only an empty reply (a reasoning model out of
+tokens) is not an answer, and is asked again. So a rerun, or a run resumed after a crash, asks
+nothing twice. When the request budget cannot cover a whole pair the loop stops asking, still
+collects the pairs the cache already holds, and says it stopped; nothing is lost, and a later
+run with more budget goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 
 from simreal.rewards.label_account import BudgetExhausted, CostAccount
 from simreal.rewards.label_cache import LabelCache
-from simreal.rewards.labelling import VlmChat, ask_preference, query_key, stated_label
+from simreal.rewards.labelling import UNSURE, VlmChat, ask_preference, query_key, stated_label
 
 #: Requests one uncached pair costs (analysis + labelling).
 REQUESTS_PER_PAIR = 2
@@ -57,14 +60,16 @@ def label_pairs(chat: VlmChat, cache: LabelCache, account: CostAccount, observat
                 stopped = str(e)
                 continue
             account.pairs_asked += 1
-            if stated_label(answer.answer) is None:  # an empty reply (a reasoning model out of tokens), prose:
-                account.unparsed += 1                  # -1 for now, not cached, so another run asks again
-            else:
+            if answer.answer.strip():  # an empty reply is no answer: the next run asks again
                 cache.put(key, answer, chat.model)
         else:
             continue
+        label = stated_label(answer.answer)
+        if label is None:
+            account.unparsed += 1
+            label = UNSURE
         done.append(k)
-        labels.append(answer.label)
+        labels.append(label)
         if on_pair is not None:
             on_pair(k + 1)
     return LabelRun(done=np.asarray(done, np.int64), labels=np.asarray(labels, np.int8), stopped=stopped)

@@ -7,7 +7,8 @@ its code's ``prompt.py``, github.com/yufeiwang63/RL-VLM-F):
 1. analysis: both observations and :data:`ANALYSIS_PROMPT`: the model describes each and how
    they differ with respect to the goal;
 2. labelling: :data:`LABEL_PROMPT` quoting that description, text only: the model answers
-   ``0`` (the first is closer to the goal), ``1`` (the second) or ``-1`` (cannot tell).
+   ``0`` (the first is closer to the goal), ``1`` (the second) or ``-1`` (cannot tell), which
+   ``simreal.rewards.label_answer`` reads from a line or from prose ("Image 2 is better.").
 
     >>> answer = ask_preference(chat, frame_a, frame_b, "to move the red cube onto the green target")  # doctest: +SKIP
     >>> answer.label                                                            # doctest: +SKIP
@@ -24,13 +25,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
-FIRST, SECOND, UNSURE = 0, 1, -1
+# re-exported: the answer grammar has a module of its own
+from simreal.rewards.label_answer import FIRST, SECOND, UNSURE, parse_label, stated_label  # noqa: F401
 
 #: Stage 1 (RL-VLM-F's analysis prompt). ``{image_1}`` / ``{image_2}`` mark where each
 #: observation's frames go; ``{task}`` is the task description.
@@ -55,6 +56,9 @@ Reply a single line of 0 if the goal is better achieved in Image 1, or 1 if it i
 Reply -1 if the text is unsure or there is no difference."""
 
 #: Bumped whenever the prompts or their assembly change, so cached answers to old prompts are not reused.
+#: The answer parser is not part of it: the cache holds raw texts, parsed when read, so a better
+#: parser re-labels old entries without a request. (Caching answers that state no label, issue 54,
+#: kept the entry format, so caches written before it stay valid and are read as they are.)
 PROTOCOL_VERSION = 1
 
 #: One part of a user turn: text, or one RGB frame (H, W, 3) uint8.
@@ -127,50 +131,6 @@ def analysis_parts(frames_a: np.ndarray, frames_b: np.ndarray, task: str) -> lis
     head, rest = ANALYSIS_PROMPT.format(task=task, image_1="\0", image_2="\0").split("\0", 1)
     middle, tail = rest.split("\0", 1)
     return [head, *frames_a, middle, *frames_b, tail]
-
-
-_LABELS = ("-1", "0", "1")
-_ANSWER = r"(-1|0|1)"
-_ANSWER_AFTER_WORD = re.compile(rf"\b(?:answer|label|preference)\b[\s:=*\"'`]*{_ANSWER}(?!\d)", re.IGNORECASE)
-_BARE = re.compile(rf"^[\s\W]*?{_ANSWER}[\s.!*`\"']*$")
-
-
-def stated_label(text: str) -> int | None:
-    """The label a stage-2 answer states, or None when it states none.
-
-    Accepted, in this order: a JSON object with an ``answer``, ``label`` or ``preference`` key
-    (``{"answer": 1}``); ``Answer: 0`` (also ``label``/``preference``, any case; the last one
-    counts); a whole answer, or its last non-empty line, that is only ``0``, ``1`` or ``-1``
-    (markdown or a full stop around it allowed). Anything else, such as "Image 1 is better",
-    states none: a digit inside prose names an image, not a label, and a guessed label is worse
-    than none."""
-    stripped = text.strip()
-    match = re.search(r"\{.*\}", stripped, re.DOTALL)
-    if match:
-        try:
-            obj = json.loads(match.group(0))
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            for key in ("answer", "label", "preference"):
-                value = obj.get(key)
-                if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).strip() in _LABELS:
-                    return int(str(value).strip())
-    found = _ANSWER_AFTER_WORD.findall(stripped)
-    if found:
-        return int(found[-1])
-    lines = [ln for ln in stripped.splitlines() if ln.strip()]
-    for candidate in (stripped, lines[-1] if lines else ""):
-        bare = _BARE.match(candidate)
-        if bare:
-            return int(bare.group(1))
-    return None
-
-
-def parse_label(text: str) -> int:
-    """:func:`stated_label`, with :data:`UNSURE` when the answer states none."""
-    label = stated_label(text)
-    return UNSURE if label is None else label
 
 
 def ask_preference(chat: VlmChat, obs_a: np.ndarray, obs_b: np.ndarray, task: str,

@@ -1,7 +1,8 @@
 """Preference labelling (``simreal.rewards.labelling`` and ``simreal label``) against a local
 OpenAI-protocol server that answers from privileged state (``fixtures.oracle_server``): the
-RL-VLM-F prompts and answer parsing, the cache (nothing asked twice), budget, retries on 429 and
-5xx, the rate limit, and the API key never written anywhere."""
+RL-VLM-F prompts and answer parsing (a line, JSON or prose), the cache (nothing asked twice, not
+even an answer without a label), budget, retries on 429 and 5xx, the rate limit, and the API key
+never written anywhere."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from simreal.rewards.label_run import label_pairs
 from simreal.rewards.labellers import LabellerConfig, make_chat
 from simreal.rewards.labelling import (
     ANALYSIS_PROMPT,
+    Reply,
     analysis_parts,
     frame_digest,
     parse_label,
@@ -59,19 +61,88 @@ def ground_truth(world, labels):
 
 # -- the protocol ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, label", [
-    ("1", 1), ("0", 0), ("-1", -1), ("  1.\n", 1), ("**0**", 0), ("Answer: 0", 0), ("answer: -1", -1),
-    ("The goal is closer in Image 2.\nAnswer: 1", 1), ('{"answer": 1}', 1), ('```json\n{"label": "-1"}\n```', -1),
-    ("Image 2 shows it best.\n0", 0), ("label=1", 1)])
-def test_stated_labels_in_every_answer_format(text, label):
+#: Answers as VLMs word them, and the label each states (Image N is label N - 1). Issue 54: the
+#: parser before it read 22 of these 57 (none in prose).
+STATED = [
+    # a line, or a keyword and a label
+    ("1", 1), ("0", 0), ("-1", -1), ("  1.\n", 1), ("**0**", 0), ("Answer: 0", 0), ("answer: -1", -1), ("label=1", 1),
+    ("Label: 1", 1), ("**Answer: 0**", 0), ("**Answer:** 1", 1), ("Final answer: 1", 1), ("The answer is: **1**", 1),
+    ("My final answer is 0.", 0), ("Answer: Image 2", 1), ("Image 2", 1), ("The answer is 1 (Image 2).", 1),
+    ("The answer is -1 because there is no difference.", -1),
+    ("Both images show the same state, so the answer is -1.", -1),
+    ("There is no clear difference between the two images.\n-1", -1),
+    ("0\n\nImage 1 shows the drawer further open.", 0),
+    ("Image 2 shows it best.\n0", 0), ("The goal is closer in Image 2.\nAnswer: 1", 1),
+    ("0 - Image 1 is closer to the goal.", 0), ("Is the goal better achieved in Image 1 or Image 2?\n1", 1),
+    ("Answer: 1\n\nExplanation: Image 2 shows the cube on the target, while Image 1 does not.", 1),
+    # JSON
+    ('{"answer": 1}', 1), ('```json\n{"label": "-1"}\n```', -1),
+    ('{"answer": "Image 2", "reason": "the cube is on the target"}', 1),
+    # prose
+    ("After comparing both images, my answer is 1", 1), ("Image 2 is better.", 1), ("Image 1 is better", 0),
+    ("The goal is better achieved in Image 2.", 1), ("The goal is better achieved in Image 1 than in Image 2.", 0),
+    ("Image 2 is clearly closer to the goal.", 1), ("The robot in Image 2 is closer to the goal.", 1),
+    ("Image 1 is worse than Image 2.", 1), ("Image 1 is further from the goal than Image 2.", 1),
+    ("The second image is better.", 1), ("I would choose Image 1.", 0), ("If we compare them, Image 2 is better.", 1),
+    ("**Image 2** is **better**.", 1), ("I think Image 2 is better", 1),
+    ("Image 2 is better, as Image 1 is further from the goal.", 1),
+    ("Image 2 better achieves the goal of placing the cube on the target.", 1),
+    ("Answer: The goal is better achieved in Image 2.", 1), ("Image 2 is better. Answer: 2", 1),
+    ("Is the goal better achieved in Image 1 or Image 2? Image 2 is better.", 1),
+    ("Based on the description, Image 1 is slightly better. Answer: 0", 0),
+    # reasoning that names both images, then a final choice
+    ("1. Image 1 shows the gripper above the table, far from the cube.\n2. Image 2 shows the cube resting on the "
+     "green target.\n3. Yes: Image 2 is closer to the goal than Image 1.\nFinal answer: 1", 1),
+    ("- Image 1: the drawer is closed.\n- Image 2: the drawer is half open.\nThe goal is better achieved in "
+     "Image 2, so my answer is 1.", 1),
+    ("Image 1 has the arm closer to the cube, but in Image 2 the cube is on the target.\nAnswer: 1", 1),
+    ("Image 1 is better at keeping the cube upright, but Image 2 is better at reaching the target. Overall, "
+     "the answer is 1.", 1),
+    ("Image 2 is better than Image 1 because the cube is closer to the target. Therefore, the answer is 1.", 1),
+    ("In Image 1, the robot has not yet grasped the cube. In Image 2, the cube is on the target. So Image 2 is "
+     "better: 1", 1),
+    ("Based on the analysis, the goal is better achieved in Image 2. Therefore, the answer is 1.", 1),
+    ("The answer is 0 if Image 1 is better and 1 if Image 2 is better. Here Image 2 is better, so the answer is 1.", 1),
+]
+
+#: Answers that state no label, or contradict themselves: refused, never guessed. (The parser
+#: before issue 54 read 5 of these 33 as a label, and raised RecursionError on one.)
+REFUSED = [
+    "", "   ", "I cannot tell which image is better.", "Both images look equally good.", "both look the same",
+    "Neither Image 1 nor Image 2 is better.", "It is unclear whether Image 2 is better.", "Image 2 is better?",
+    "It is hard to say if Image 1 is better than Image 2.", "I don't think Image 2 is better.",
+    "I'm not sure; maybe Image 2 is better.", "Image 1 is not better than Image 2.",
+    "Image 2 is not as good as Image 1.", "Image 1 does not reach the target and Image 2 is better",
+    "1. Image 1 shows the arm.\n2. Image 2 shows the arm.",
+    "The images show a robot arm and a cube.", "Answer: 2", "Answer: 10", "Answer: 1.5", "Answer: 0 or 1",
+    '{"answer": 2}', '{"answer": 1e999}', pytest.param('{"a": ' * 5000 + "1" + "}" * 5000, id="JSON nested 5000 deep"),
+    "The answer would be 1 if Image 2 were better; here neither is.",
+    # both images named better, or a label that contradicts the prose (the label and the image's number confused)
+    "Image 1 is better. Image 2 is better.", "Image 1 is better lit, but Image 2 is closer to the goal.",
+    "Image 1 is closer to the goal. However, Image 2 is better.", "Image 1 is better. Answer: 1",
+    "Image 2 is better, so the answer is 0.", "1\nThe goal is better achieved in Image 1.\n0",
+    "0\n\nImage 2 is better.", "0 (Image 2 is better)",
+    "Reply a single line of 0 if the goal is better achieved in Image 1, or 1 if it is better achieved in Image 2.",
+]
+
+
+@pytest.mark.parametrize("text, label", STATED)
+def test_a_final_choice_is_read_in_a_line_json_or_prose(text, label):
     assert stated_label(text) == label
     assert parse_label(text) == label
 
 
-@pytest.mark.parametrize("text", ["Image 1 is better", "", "Answer: 10", "both look the same", '{"answer": 2}'])
-def test_answers_without_a_label_are_unsure_not_guessed(text):
+@pytest.mark.parametrize("text", REFUSED)
+def test_ambiguous_answers_are_unsure_not_guessed(text):
     assert stated_label(text) is None
     assert parse_label(text) == -1
+
+
+def test_a_long_answer_parses_in_linear_time():
+    start = time.monotonic()
+    assert stated_label("Image 2 is better, and " * 2000 + "the answer is 1.") == 1
+    assert stated_label("answer" + " " * 20000 + "x") is None
+    assert time.monotonic() - start < 2.0
 
 
 def test_analysis_turn_puts_each_side_at_its_marker(world):
@@ -228,17 +299,77 @@ def test_a_wrong_or_missing_key_names_the_variable_not_the_key(tmp_path, world, 
         assert rc == 2 and "ORACLE_UNSET_KEY is not set" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("style, unparsed", [("unsure", 0), ("prose", N_PAIRS)])
-def test_a_labeller_that_never_decides_gives_only_minus_one(tmp_path, world, frames_npz, style, unparsed):
+@pytest.mark.parametrize("style, unparsed", [("unsure", 0), ("undecided", N_PAIRS)])
+def test_a_labeller_that_never_decides_gives_only_minus_one(tmp_path, world, frames_npz, capsys, style, unparsed):
     out = tmp_path / "labels.npz"
     with OracleServer(progress_by_digest(*world), style=style) as server:
         rc, cost = label(server, frames_npz, out)
         assert rc == 0 and cost["unparsed"] == unparsed and cost["label_counts"] == {"0": 0, "1": 0, "-1": N_PAIRS}
         assert (load_labels(out).label == -1).all()
-        # a stated "cannot tell" is an answer, kept in the cache; no label stated (prose, an empty
-        # reply) is not: a second run asks again instead of serving -1 for good
+        assert (f"{unparsed} of {N_PAIRS} answers stated no label" in capsys.readouterr().err) == (unparsed > 0)
+        # a stated "cannot tell" and an answer that states no label are both kept in the cache (a
+        # better parser may read the second): a second run asks nothing, and counts them again
         rc, again = label(server, frames_npz, tmp_path / "again.npz")
-    assert rc == 0 and again["pairs_cached"] == N_PAIRS - unparsed and again["pairs_asked"] == unparsed
+        assert server.requests == 2 * N_PAIRS
+    assert rc == 0 and again["pairs_cached"] == N_PAIRS and again["unparsed"] == unparsed
+
+
+def test_answers_in_prose_are_labelled_end_to_end(tmp_path, world, frames_npz, capsys):
+    """Issue 54: "After comparing both images, my answer is 1" and "Image 2 is better." came back
+    unparsed (16 of 60 pairs). The oracle answers in five prose formats in turn."""
+    out = tmp_path / "labels.npz"
+    with OracleServer(progress_by_digest(*world), style="prose") as server:
+        rc, cost = label(server, frames_npz, out)
+    assert rc == 0 and cost["unparsed"] == 0 and "stated no label" not in capsys.readouterr().err
+    labels = load_labels(out)
+    np.testing.assert_array_equal(labels.label, ground_truth(world, labels))
+    assert set(labels.label.tolist()) == {0, 1}
+
+
+def test_a_better_parser_relabels_from_the_cache_without_a_request(tmp_path, world, frames_npz, monkeypatch, capsys):
+    """An answer the parser cannot read is cached raw, so the next parser labels it with no request."""
+    import simreal.rewards.label_run as label_run
+
+    with OracleServer(progress_by_digest(*world), style="prose") as server:
+        with monkeypatch.context() as m:  # a parser that reads only a bare label, as one before issue 54 nearly did
+            m.setattr(label_run, "stated_label", lambda text: int(text) if text.strip() in ("0", "1", "-1") else None)
+            rc, cost = label(server, frames_npz, tmp_path / "strict.npz")
+        assert rc == 0 and cost["unparsed"] == N_PAIRS and (load_labels(tmp_path / "strict.npz").label == -1).all()
+        assert f"{N_PAIRS} of {N_PAIRS} answers stated no label" in capsys.readouterr().err
+        asked = server.requests
+        rc, cost = label(server, frames_npz, tmp_path / "labels.npz")
+        assert rc == 0 and server.requests == asked == 2 * N_PAIRS
+    assert cost["requests"] == 0 and cost["pairs_cached"] == N_PAIRS and cost["unparsed"] == 0
+    labels = load_labels(tmp_path / "labels.npz")
+    np.testing.assert_array_equal(labels.label, ground_truth(world, labels))
+
+
+class ScriptedChat:
+    """A :class:`~simreal.rewards.labelling.VlmChat` whose stage-2 answers are ``answers``, in turn."""
+
+    model = "scripted"
+
+    def __init__(self, answers):
+        self.answers, self.requests = list(answers), 0
+
+    def complete(self, parts, max_tokens):
+        self.requests += 1
+        if all(isinstance(p, str) for p in parts):
+            return Reply(self.answers.pop(0))
+        return Reply("Image 1 shows the cube on the table. Image 2 shows the cube on the target.")
+
+
+def test_every_answer_but_an_empty_reply_is_cached_and_counted(tmp_path, world):
+    frames, pairs = world[0], [(0, 1), (1, 2), (2, 3), (3, 4)]
+    chat, account = ScriptedChat(["After comparing both images, my answer is 1", "Image 1 is better.",
+                                  "I cannot tell.", ""]), CostAccount()
+    run = label_pairs(chat, LabelCache(tmp_path), account, frames, pairs, TASK)
+    assert run.labels.tolist() == [1, 0, -1, -1] and account.unparsed == 2 and chat.requests == 8
+    # the empty reply (a reasoning model out of tokens) is asked again; the rest comes from the cache
+    chat, account = ScriptedChat(["Image 2 is better."]), CostAccount()
+    run = label_pairs(chat, LabelCache(tmp_path), account, frames, pairs, TASK)
+    assert run.labels.tolist() == [1, 0, -1, 1] and chat.requests == 2
+    assert account.pairs_cached == 3 and account.unparsed == 1
 
 
 def test_rate_limit_spaces_requests(tmp_path, world):
@@ -321,9 +452,11 @@ def test_a_local_hugging_face_vlm_labels_through_the_same_cli(tmp_path, world, f
     cost = json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]
     assert cost["requests"] == 4 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] > 0
     assert len(load_labels(out).label) == 2
+    cached = len(list((tmp_path / "cache").rglob("*.json")))  # every answer but an empty one, gibberish too
     out.unlink()
-    assert main(args) == 0  # stated labels come from the cache; the random model's gibberish is asked again
-    assert json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]["requests"] == 2 * cost["unparsed"]
+    assert main(args) == 0
+    again = json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]
+    assert again["pairs_cached"] == cached and again["requests"] == 2 * (2 - cached)
     capsys.readouterr()
     assert main(["label", str(frames_npz), "--backend", "hf", "--model", str(tmp_path / "no-such-model"),
                  "--pairs", "2", "--out", str(tmp_path / "other.npz")]) == 2
