@@ -20,7 +20,14 @@ joint_margin_rad       a joint beyond its spec range by more than it   joint_pos
 Family defaults (:data:`simreal.deploy.config.FAMILY_DEFAULTS`): a quadrotor gets a 6 x 6 x 3 m
 arena around the origin (z from -0.5 m), 60 deg tilt, 4 m/s, 15 rad/s; a humanoid 1 rad of base
 tilt and 0.1 rad of joint margin; an arm 0.1 rad of joint margin. A bound whose state key the
-robot does not publish is not checked. Imports: numpy only (robot runtime).
+robot does not publish is not checked.
+
+A state the envelope cannot judge is outside it (:meth:`Envelope.unjudged`): a value that is not
+finite in a key it reads, or an orientation that is not one, a ``quat_wxyz`` whose norm is not
+1 within :data:`QUAT_NORM_TOL` (an IMU before its filter converged sends all zeros; the tilt
+of that was NaN, which no comparison fails, so the check was silently off). The runner latches
+its fault on it and, as for stale state, gives a recovery no state to steer by.
+Imports: numpy only (robot runtime).
 """
 
 from __future__ import annotations
@@ -33,6 +40,12 @@ import numpy as np
 from simreal.robot_spec import RobotSpec
 
 State = Mapping[str, np.ndarray]
+
+#: How far a measured orientation's norm may be from 1 (a float32 message rounds to ~1e-7; a
+#: filter's drift before it renormalises is far below this).
+QUAT_NORM_TOL = 0.05
+#: The state keys the bounds read.
+CHECKED_KEYS = ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b", "joint_pos")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +71,23 @@ class Envelope:
                    float(cfg.max_tilt_rad), float(cfg.max_speed_m_s), float(cfg.max_body_rate_rad_s),
                    lo - cfg.joint_margin_rad, hi + cfg.joint_margin_rad, spec.actuator_names)
 
+    def unjudged(self, s: State) -> str | None:
+        """Why the bounds cannot judge ``s`` (module docstring), or None when they can."""
+        for key in CHECKED_KEYS:
+            if key in s and not np.all(np.isfinite(s[key])):
+                return f"cannot judge the state: {key} is not finite"
+        if "quat_wxyz" in s:
+            norm = float(np.linalg.norm(s["quat_wxyz"]))
+            if abs(norm - 1.0) > QUAT_NORM_TOL:
+                return f"cannot judge the state: quat_wxyz has norm {norm:.3f}, not an orientation"
+        return None
+
     def violation(self, s: State) -> str | None:
-        """Why ``s`` is outside the envelope (the first bound broken), or None when inside."""
+        """Why ``s`` is outside the envelope (it cannot be judged, or the first bound broken), or
+        None when inside."""
+        unjudged = self.unjudged(s)
+        if unjudged is not None:
+            return unjudged
         if "pos_w" in s:
             p = np.asarray(s["pos_w"])
             for i, axis in enumerate("xyz"):
@@ -69,8 +97,7 @@ class Envelope:
                     return f"geofence: {axis} {p[i]:.2f} m above {self.geofence_max_m[i]:.2f}"
         if "quat_wxyz" in s and np.isfinite(self.max_tilt_rad):
             w, x, y, z = np.asarray(s["quat_wxyz"], np.float64)
-            n2 = w * w + x * x + y * y + z * z
-            up_z = 1.0 - 2.0 * (x * x + y * y) / n2  # world z of the body z axis
+            up_z = 1.0 - 2.0 * (x * x + y * y) / (w * w + x * x + y * y + z * z)  # world z of the body z axis
             tilt = float(np.arccos(np.clip(up_z, -1.0, 1.0)))
             if tilt > self.max_tilt_rad:
                 return f"tilt {np.degrees(tilt):.1f} deg above {np.degrees(self.max_tilt_rad):.1f}"

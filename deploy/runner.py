@@ -103,6 +103,7 @@ class RunnerStats:
     last_error: str = ""
     envelope_trip: str = ""                 # why the state left the envelope (first time)
     envelope_trip_s: float | None = None    # when, after the hand-over [s]
+    unjudged_ticks: int = 0                 # ticks whose state the envelope could not judge (Envelope.unjudged)
 
 
 def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
@@ -362,6 +363,11 @@ class PolicyRunner:
             req, self._estop_request = self._estop_request, None
             self.safety.estop(req, self._assemble(now_s)[0])
         state, fresh, t_rx = self._assemble(now_s)
+        if state is not None and self.envelope.unjudged(state) is not None:
+            # a state no check can judge latches the fault below, and steers nothing (no policy run,
+            # no recovery): as stale state, the blind hold and then the safe command
+            self.stats.unjudged_ticks += 1
+            fresh = False
         if state is not None and self.safety.mode not in (FAULT, ESTOP_MODE):
             why = self.envelope.violation(state)
             if why is not None:

@@ -63,6 +63,50 @@ def test_inside_the_envelope_nothing_trips(quad_envelope):
                                                w=(8.0, 8.0, 8.0))) is None
 
 
+@pytest.mark.parametrize("state, words", [
+    (_quad_state(quat=(0.0, 0.0, 0.0, 0.0)), "cannot judge the state: quat_wxyz has norm 0.000, not an orientation"),
+    (_quad_state(quat=(0.5, 0.0, 0.0, 0.0)), "cannot judge the state: quat_wxyz has norm 0.500, not an orientation"),
+    (_quad_state(v=(np.nan, 0.0, 0.0)), "cannot judge the state: lin_vel_w is not finite"),
+    (_quad_state(pos=(np.inf, 0.0, 1.0)), "cannot judge the state: pos_w is not finite"),
+])
+def test_a_state_the_envelope_cannot_judge_is_outside_it(quad_envelope, state, words):
+    """An all-zero IMU quaternion (a stand-in G1's, every tick) made the tilt NaN, which no bound
+    fails: the check was off without a word. NaN in a checked key was as silent."""
+    with np.errstate(all="raise"):  # and no RuntimeWarning from a division by a zero norm
+        assert quad_envelope.violation(state) == words
+    assert Envelope.from_config(EnvelopeConfig(max_tilt_rad=math.inf), load_robot_spec("crazyflie2")).violation(
+        _quad_state(quat=(0.0, 0.0, 0.0, 0.0))) is not None  # with the tilt bound off, still no orientation
+    assert quad_envelope.violation({"joint_pos": np.array([np.nan])}) == "cannot judge the state: joint_pos is not finite"
+
+
+def test_a_zero_quaternion_latches_the_fault_counts_and_gives_the_landing_no_state(hover_bundle):
+    """What the runner does with it: the fault latched on that tick and reported, every such tick
+    counted, the policy not run on it, and the landing not steered by it (the blind hold, as on
+    stale state, then the safe command)."""
+    spec = load_robot_spec("crazyflie2")
+    runner = PolicyRunner(hover_bundle, msg_class=R.msg_class)
+    good = encode_state("nav_msgs/msg/Odometry", _quad_state(), 0, R.msg_class)
+    zero = encode_state("nav_msgs/msg/Odometry", _quad_state(quat=(0.0, 0.0, 0.0, 0.0)), 0, R.msg_class)
+    for t in (0.0, 0.01):
+        runner.on_state("odometry", good, t)
+        assert runner.tick(t).mode == RAMP
+    runs = runner.stats.policy_runs
+    runner.on_state("odometry", zero, 0.02)
+    res = runner.tick(0.02)
+    assert res.mode == FAULT and res.action is None and runner.stats.policy_runs == runs
+    assert runner.stats.envelope_trip == "cannot judge the state: quat_wxyz has norm 0.000, not an orientation"
+    assert runner.safety.stats.first_takeover.startswith("envelope: cannot judge the state")
+    hover = np.full(4, spec.physical["mass_kg"] * 9.81 / 4)
+    np.testing.assert_allclose(res.command, hover, rtol=1e-6)  # held blind, not landed on a garbage attitude
+    for t in (0.03, 0.04):
+        runner.on_state("odometry", zero, t)
+        runner.tick(t)
+    assert runner.stats.unjudged_ticks == 3 and runner.safety.stats.recovery_ticks == 0
+    runner.on_state("odometry", zero, 0.6)
+    assert np.all(runner.tick(0.6).command == 0.0)  # past hold_s without a state to judge: thrust cut
+    assert runner.snapshot()["unjudged_ticks"] == 4
+
+
 def test_joint_margins_come_from_the_spec_ranges():
     spec = T.joint_robot_spec()
     env = Envelope.from_config(EnvelopeConfig(joint_margin_rad=0.1), spec)
