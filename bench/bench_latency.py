@@ -52,7 +52,8 @@ def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime:
 
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
-    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
+    from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
 
     runner = PolicyRunner(load_bundle(bundle), overrides={"trigger": trigger, "start": {"ramp_s": 0.0},
                                                           "watchdog": {"timeout_s": 0.1, "latch": False}})
@@ -61,13 +62,14 @@ def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime:
         gc.collect()
         gc.freeze()  # keep the setup's objects out of the collector's way during the run
         node.spin(seconds)
-    np.savez(out, **node.timing.arrays(), realtime=rt, overruns=getattr(node, "timer_overruns", 0),
+    np.savez(out, **node.timing.arrays(), realtime=rt, overruns=node.timer_overruns,
              ticks=node.ticks)
 
 
 def run_robot(domain: int, seconds: float, realtime: bool) -> dict[str, np.ndarray]:
     from fixtures.bundles import FakeRobot
-    from simreal.deploy.transport_dds import PeriodicTimer, realtime_priority
+    from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.transport_dds import PeriodicTimer
 
     with realtime_priority(realtime):
         robot = FakeRobot(domain)

@@ -44,7 +44,7 @@ TARGET_P99_US = 2000.0
 
 def run_twin(robot: str, domain: int, realtime: bool, out: str) -> None:
     """The twin until this process's stdin closes; its statistics go to ``out`` (JSON)."""
-    from simreal.deploy.transport_dds import realtime_priority
+    from simreal.deploy.realtime import realtime_priority
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
 
     twin = UnitreeTwin(TwinConfig(robot, domain_id=domain, state_rate_hz=RATE_HZ, gantry="always"))
@@ -73,9 +73,7 @@ def control(robot, seconds: float) -> dict[str, float | list[float]]:
 def measure(robot: str = "g1", seconds: float = 5.0, *, domain: int | None = None,
             realtime: bool = True) -> dict[str, float]:
     """Run the twin in a subprocess and the controller here for ``seconds``; returns the table's numbers."""
-    import gc
-
-    from simreal.deploy.transport_dds import realtime_priority
+    from simreal.deploy.realtime import frozen_heap, realtime_priority
     from simreal.hardware.unitree import UnitreeConfig, UnitreeRobot
 
     domain = domain if domain is not None else 100 + os.getpid() % 50
@@ -85,9 +83,7 @@ def measure(robot: str = "g1", seconds: float = 5.0, *, domain: int | None = Non
                                  "--out", out] + ([] if realtime else ["--no-realtime"]), stdin=subprocess.PIPE)
         try:
             cfg = UnitreeConfig(robot, domain_id=domain, tick_probe=True, connect_timeout_s=60.0)
-            with realtime_priority(realtime) as rt, UnitreeRobot(cfg) as bot:
-                gc.collect()
-                gc.freeze()  # keep the setup's objects out of the collector's way during the run
+            with realtime_priority(realtime) as rt, UnitreeRobot(cfg) as bot, frozen_heap():
                 loop = control(bot, seconds)
             time.sleep(0.3)  # the last commands in flight
         finally:

@@ -12,7 +12,10 @@
 Deploy settings (topics, limits, watchdog, start ramp) come from the bundle's robot spec
 and can be overridden with ``--config my.yaml`` (see configs/deploy/default.yaml) and
 ``--set watchdog.timeout_s=0.05``. ``deploy sim`` exits 0 when the rehearsal passes (a
-quadrotor holds its target within 10 cm from 2 s after hand-over), 1 otherwise. ``deploy run``
+quadrotor holds its target within 10 cm from 2 s after hand-over), 1 when it fails, and 3 when
+it failed on a host that missed its own deadlines (:func:`host_deadlines`): a real-time
+rehearsal needs the CPU when its loops are due, so a failure there says nothing about the
+policy (rerun it on a quieter machine, or with real-time priority). ``deploy run``
 exits 0 when ``--duration`` ends with no safety fault, 1 after one (a watchdog trip, the
 envelope left, non-finite actions: the safe command sent), and 130 / 143 / 129 when Ctrl-C, SIGTERM or
 SIGHUP (the terminal or SSH session gone) stopped it; every way out sends the safe command.
@@ -71,7 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--record", help="record a rosbag2 (MCAP) folder of everything received and sent")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
-    p = sub.add_parser("sim", help="rehearse against a MuJoCo robot in another process, over DDS")
+    p = sub.add_parser("sim", help="rehearse against a MuJoCo robot in another process, over DDS",
+                       epilog="Exit codes: 0 passed, 1 failed, 3 invalid (it failed while this host missed its own "
+                              "deadlines: a loop woke more than half the watchdog's staleness late, so the policy "
+                              "was not judged). The two loops need about a core each: run it with 2 free cores "
+                              "(load below 1 on a 2-core machine) and, where permitted, real-time priority "
+                              "(CAP_SYS_NICE or an rtprio limit; requested by default, --no-realtime).")
     _common(p, realtime=True)
     p.add_argument("--duration", type=float, default=10.0, help="flight/drive time after hand-over [s]")
     p.add_argument("--latency-ms", type=float, default=0.0, help="actuation latency added to every command [ms]")
@@ -156,7 +164,8 @@ def _run(args: argparse.Namespace) -> int:
     from simreal.deploy.bag import BagRecorder
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
-    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id, realtime_priority
+    from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id
     from simreal.stop_signal import interrupt_exit_code
 
     runner = PolicyRunner(load_bundle(args.bundle), overrides=_overrides(args))
@@ -184,7 +193,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"simreal deploy run: warning: no state message arrived on {[s.topic for s in cfg.state.values()]} "
               f"(DDS domain {domain}); nothing was commanded", file=sys.stderr)
     report = {"domain_id": domain, "realtime": realtime, "duration_s": round(time.monotonic() - t0, 3),
-              "ticks": node.ticks, "modes": node.modes, "timer_overruns": getattr(node, "timer_overruns", 0), "runner": runner.snapshot(),
+              "ticks": node.ticks, "modes": node.modes, "timer_overruns": node.timer_overruns, "runner": runner.snapshot(),
               "bag": args.record, "recorded": recorder.counts if recorder else None}
     _print(report, args.json)
     if interrupted is not None:
@@ -252,7 +261,7 @@ def _sim(args: argparse.Namespace) -> int:
     runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot
     check_task(bundle)
     if args.external:
-        report = _sim_external(args, bundle, overrides, sim_cfg)
+        report = _sim_external(args, bundle, runner.cfg, overrides, sim_cfg)
     else:
         report = _sim_both(args, bundle, runner, overrides, sim_cfg)
         if "stopped" in report:
@@ -261,14 +270,38 @@ def _sim(args: argparse.Namespace) -> int:
                   "was sent and the robot process ended; no verdict", file=sys.stderr)
             return stop.exit_code
     _print(report, args.json)
-    return 0 if report["passed"] else 1
+    return 0 if report["passed"] else 1 if report["host"]["valid"] else INVALID_EXIT
 
 
-def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any],
+#: ``deploy sim``'s exit code for a rehearsal whose host missed its deadlines (module docstring).
+INVALID_EXIT = 3
+
+
+def host_deadlines(robot: dict[str, Any], cfg: Any, node: Any | None, passed: bool) -> dict[str, Any]:
+    """Whether this host kept the rehearsal's deadlines. Each loop's lateness [s]: the robot
+    process's ``max_lag_s`` (simulated time behind the wall clock when it woke, after the
+    hand-over) and, where the runner ran here (``node``, a DdsPolicyNode), its longest time
+    between two ticks less one control period. Either above the budget, half the runner's
+    watchdog staleness ``0.5 (timeout_s - period_s)``, can by itself starve the watchdog's input
+    or the robot's commands; a rehearsal that failed with one above it is ``valid: False``: the
+    host, not the policy, may have failed it (a pass stays a pass)."""
+    budget = 0.5 * (cfg.watchdog.timeout_s - cfg.period_s)
+    late = {"robot_late_s": float(robot.get("host", {}).get("max_lag_s", 0.0))}
+    if node is not None:
+        late["runner_late_s"] = round(max(0.0, node.max_tick_gap_s - cfg.period_s), 4)
+    missed = [k for k, v in late.items() if v > budget]
+    out: dict[str, Any] = {"budget_s": round(budget, 4), **late, "missed": missed, "valid": passed or not missed}
+    if node is not None:
+        out["runner_timer_overruns"] = node.timer_overruns
+    return out
+
+
+def _sim_external(args: argparse.Namespace, bundle, cfg: Any, overrides: dict[str, Any],
                   sim_cfg: SimLoopConfig) -> dict[str, Any]:
     """The robot side alone, in this process, for a controller started separately."""
     from simreal.deploy.sim_loop import run_sim_robot
-    from simreal.deploy.transport_dds import default_domain_id, realtime_priority
+    from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.transport_dds import default_domain_id
 
     domain = default_domain_id() if args.domain_id is None else args.domain_id
     print(f"simulated robot '{bundle.robot}' on DDS domain {domain} (loopback); waiting up to "
@@ -276,8 +309,9 @@ def _sim_external(args: argparse.Namespace, bundle, overrides: dict[str, Any],
     with realtime_priority(args.realtime) as realtime:
         robot = run_sim_robot(bundle, sim_cfg, domain_id=domain,
                               overrides=overrides, record=Path(args.record) / "robot" if args.record else None)
-    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
-            "passed": bool(robot["passed"] and robot["handover"])}
+    passed = bool(robot["passed"] and robot["handover"])
+    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot, "passed": passed,
+            "host": host_deadlines(robot, cfg, None, passed)}
 
 
 def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any],
@@ -287,7 +321,8 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
     terminated, and the report is ``{"stopped": StopRequest}``."""
     from simreal.deploy.bag import BagRecorder
     from simreal.deploy.private_domain import claim_domain
-    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, realtime_priority
+    from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
     from simreal.errors import SimrealError
     from simreal.stop_signal import stop_on_signals
     from simreal.yaml_io import dump_yaml
@@ -342,9 +377,10 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
         if proc.returncode != 0 or not report_path.is_file():
             raise SimrealError(f"the simulated robot process failed (exit code {proc.returncode})")
         robot = json.loads(report_path.read_text())
+    passed = bool(robot["passed"] and robot["handover"] and runner.stats.envelope_trip_s is None)
     return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
-            "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()},
-            "passed": bool(robot["passed"] and robot["handover"] and runner.stats.envelope_trip_s is None)}
+            "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()}, "passed": passed,
+            "host": host_deadlines(robot, runner.cfg, node, passed)}
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
@@ -454,5 +490,15 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
             lines[-1] += " -> FAIL"
         elif not _took_over(runner["safety"]):
             lines[-1] += " -> PASS"  # after a takeover the runner no longer watched the state: no verdict
-    lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
+    host = report.get("host") or {}
+    figures = ", ".join(f"{k.removesuffix('_late_s')} {host[k] * 1e3:.0f} ms" for k in ("robot_late_s", "runner_late_s")
+                        if k in host)
+    if figures:
+        lines.append(f"host       latest wake-up {figures} (budget {host['budget_s'] * 1e3:.0f} ms)"
+                     + (": this host missed its deadlines" if host["missed"] else ""))
+    if host.get("valid", True):
+        lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
+    else:
+        lines.append("result     INVALID: it failed on a host that missed its own deadlines, so the policy was not "
+                     "judged; rerun it on a quieter machine (2 free cores) or with real-time priority")
     return lines

@@ -64,6 +64,7 @@ import numpy as np
 from simreal.config import field
 from simreal.deploy.adapters import encode_state
 from simreal.deploy.config import INPUT_ROLES, ROLE_KEYS
+from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.sim_gate import env_start, fall_time, gate, stack, training_env
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, spec_start, with_joints
 from simreal.robot_spec import RobotSpec
@@ -295,51 +296,55 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                     recorder.add_topic(topic, type_name)
             if recorder is not None:
                 recorder.add_topic(cfg.command.topic, cfg.command.type)
-            t0 = time.monotonic()
-            next_pub = 0.0
-            applied = 0
-            while True:
-                now = time.monotonic()
-                while robot.time_s < now - t0:
-                    wall_of_step = t0 + robot.time_s
-                    while pending_cmd and pending_cmd[0][0] <= wall_of_step:
-                        robot.apply(pending_cmd.popleft()[1])
-                        applied += 1
+            with frozen_heap():  # no full garbage collection inside the real-time loop (deploy/realtime.py)
+                t0 = time.monotonic()
+                next_pub = 0.0
+                applied = 0
+                max_lag_s = 0.0
+                while True:
+                    now = time.monotonic()
+                    if handover_s is not None:  # how late this process woke, once a policy drives
+                        max_lag_s = max(max_lag_s, now - t0 - robot.time_s)
+                    while robot.time_s < now - t0:
+                        wall_of_step = t0 + robot.time_s
+                        while pending_cmd and pending_cmd[0][0] <= wall_of_step:
+                            robot.apply(pending_cmd.popleft()[1])
+                            applied += 1
+                            if handover_s is None:
+                                handover_s = wall_of_step
                         if handover_s is None:
-                            handover_s = wall_of_step
-                    if handover_s is None:
-                        robot.hold()
-                    robot.step()
-                    if robot.diverged_s is not None:  # the rest would replay from MuJoCo's reset
+                            robot.hold()
+                        robot.step()
+                        if robot.diverged_s is not None:  # the rest would replay from MuJoCo's reset
+                            break
+                        if robot.time_s >= next_pub:
+                            next_pub += state_period
+                            if handover_s is not None:
+                                reh.record(t0 + robot.time_s - handover_s)
+                            s = robot.measured_state(rng, sim_cfg.noise_scale)
+                            lost = sim_cfg.in_outage(None if handover_s is None else t0 + robot.time_s - handover_s)
+                            for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
+                                counts["states_published"] += 1
+                                if lost:
+                                    counts["states_lost_to_outage"] += 1
+                                    continue
+                                if rng.random() < sim_cfg.drop:
+                                    counts["states_dropped"] += 1
+                                    continue
+                                pending_state.append((t0 + robot.time_s + state_latency_s, topic, msg))
+                    now = time.monotonic()
+                    while pending_state and pending_state[0][0] <= now:
+                        _, topic, msg = pending_state.popleft()
+                        data = pubs[topic].publish(msg)
+                        if recorder is not None:
+                            recorder.write(topic, data, time.time_ns())
+                    if robot.diverged_s is not None or (handover_s is not None and now - handover_s >= sim_cfg.duration_s):
                         break
-                    if robot.time_s >= next_pub:
-                        next_pub += state_period
-                        if handover_s is not None:
-                            reh.record(t0 + robot.time_s - handover_s)
-                        s = robot.measured_state(rng, sim_cfg.noise_scale)
-                        lost = sim_cfg.in_outage(None if handover_s is None else t0 + robot.time_s - handover_s)
-                        for _, topic, msg in reh.messages(cfg, s, time.time_ns(), msg_class):
-                            counts["states_published"] += 1
-                            if lost:
-                                counts["states_lost_to_outage"] += 1
-                                continue
-                            if rng.random() < sim_cfg.drop:
-                                counts["states_dropped"] += 1
-                                continue
-                            pending_state.append((t0 + robot.time_s + state_latency_s, topic, msg))
-                now = time.monotonic()
-                while pending_state and pending_state[0][0] <= now:
-                    _, topic, msg = pending_state.popleft()
-                    data = pubs[topic].publish(msg)
-                    if recorder is not None:
-                        recorder.write(topic, data, time.time_ns())
-                if robot.diverged_s is not None or (handover_s is not None and now - handover_s >= sim_cfg.duration_s):
-                    break
-                if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
-                    break
-                wake = min(t0 + robot.time_s, pending_state[0][0] if pending_state else math.inf,
-                           pending_cmd[0][0] if pending_cmd else math.inf)
-                tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
+                    if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
+                        break
+                    wake = min(t0 + robot.time_s, pending_state[0][0] if pending_state else math.inf,
+                               pending_cmd[0][0] if pending_cmd else math.inf)
+                    tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
     finally:
         if recorder is not None:
             recorder.close()
@@ -348,6 +353,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         _gap(gap, now, handover_s)  # the silence before the end counts too
         report["commands"] = {"max_gap_s": round(gap["max_s"], 4), "gap_ends_s": gap["at_s"]}
         report["passed"] = report["passed"] and gap["max_s"] <= sim_cfg.max_command_gap_s
+    report["host"] = {"max_lag_s": round(max_lag_s, 4)}
     return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
             "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
             **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **report}
@@ -501,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rt", action="store_true", help="run under SCHED_FIFO when permitted")
     a = p.parse_args(argv)
     if a.rt:
-        from simreal.deploy.transport_dds import try_realtime
+        from simreal.deploy.realtime import try_realtime
 
         try_realtime()
     overrides = load_yaml(a.config) if a.config else {}

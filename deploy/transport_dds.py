@@ -25,7 +25,6 @@ would.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import threading
@@ -41,6 +40,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.ros_types import dds_topic_name, msg_class
 from simreal.errors import ConfigError
 
@@ -118,33 +118,6 @@ def domain(domain_id: int, interface: str | None = "lo") -> Domain | None:
             xml = loopback_config() if interface == "lo" else interface_config(interface)
             _domains[domain_id] = Domain(domain_id, xml)
         return _domains[domain_id]
-
-
-def try_realtime(priority: int = 50) -> bool:
-    """Run this process (and the threads it creates later) under SCHED_FIFO at ``priority``.
-
-    What ros2_control's controller manager does for its loop: a control loop must not wait
-    behind batch work for the CPU. Needs CAP_SYS_NICE or an rtprio limit; returns False
-    (and changes nothing) without them. Call before creating the DDS participant so
-    Cyclone's receive threads inherit it. Linux throttles real-time tasks to 95 % of the
-    CPU by default, and these loops sleep most of the time.
-    """
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        return True
-    except (AttributeError, PermissionError, OSError):
-        return False
-
-
-@contextlib.contextmanager
-def realtime_priority(enabled: bool = True, priority: int = 50):
-    """``with realtime_priority() as rt:`` SCHED_FIFO inside (when permitted), normal after."""
-    rt = enabled and try_realtime(priority)
-    try:
-        yield rt
-    finally:
-        if rt:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def default_domain_id() -> int:
@@ -365,6 +338,8 @@ class DdsPolicyNode:
         self.timing = TickTiming() if keep_timing else None
         self.ticks = 0
         self.modes: dict[str, int] = {}
+        self.max_tick_gap_s = 0.0  # the longest time between two ticks after the hand-over [s]
+        self.timer_overruns = 0
         self._pending_state = False
         self._last_tick_s = -1.0
         for sub in runner.subscriptions():
@@ -401,6 +376,8 @@ class DdsPolicyNode:
         t_w = time.monotonic()
         self.ticks += 1
         self.modes[res.mode] = self.modes.get(res.mode, 0) + 1
+        if self._last_tick_s >= 0.0 and self.runner.engaged_for(self._last_tick_s) is not None:
+            self.max_tick_gap_s = max(self.max_tick_gap_s, now_s - self._last_tick_s)
         self._last_tick_s = now_s
         if self.timing is not None:
             self.timing.deadline.append(now_s if deadline_s is None else deadline_s)
@@ -415,14 +392,13 @@ class DdsPolicyNode:
         """Run the control loop: ticks at the control rate (``trigger: timer``) or on every
         state message (``trigger: state``; then timer ticks only when the state is going stale
         or the safety layer is in a safe mode, so the watchdog still acts on time)."""
-        period = self.runner.cfg.period_s
-        timer = PeriodicTimer(period, spin_s=self.spin_s)
-        end = None if duration_s is None else time.monotonic() + duration_s
-        event_driven = self.runner.cfg.trigger == "state"
-        try:
-            self._loop(timer, end, event_driven, stop, until)
-        finally:
-            self.timer_overruns = timer.overruns
+        with frozen_heap():  # before the clock starts: its one full collection takes a while
+            timer = PeriodicTimer(self.runner.cfg.period_s, spin_s=self.spin_s)
+            end = None if duration_s is None else time.monotonic() + duration_s
+            try:
+                self._loop(timer, end, self.runner.cfg.trigger == "state", stop, until)
+            finally:
+                self.timer_overruns = timer.overruns
 
     def _loop(self, timer: PeriodicTimer, end: float | None, event_driven: bool,
               stop: threading.Event | None, until: Callable[[], bool] | None) -> None:

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Self
 
+from simreal.deploy.realtime import frozen_heap
+
 #: Longest idle gap the physics replays [s]; a longer one is skipped.
 MAX_CATCHUP_S = 0.5
 
@@ -25,7 +27,11 @@ class ServingThread:
 
     def __init__(self, name: str):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._serve_frozen, name=name, daemon=True)
+
+    def _serve_frozen(self) -> None:
+        with frozen_heap():  # no full garbage collection while serving (deploy/realtime.py)
+            self._serve()
 
     def _serve(self) -> None:
         """Serve the wire until ``self._stop`` is set."""

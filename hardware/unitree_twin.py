@@ -48,6 +48,7 @@ import time
 import numpy as np
 
 from simreal.deploy.sim_robot import SimRobot, StartState
+from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.transport_dds import PeriodicTimer
 from simreal.errors import ConfigError
 from simreal.hardware import unitree_msgs as um
@@ -219,24 +220,25 @@ class UnitreeTwin:
         c = self.config
         chan = Channel(c.domain_id, c.network_interface, (c.topic_prefix + "lowcmd", self.wire.cmd),
                        (c.topic_prefix + "lowstate", self.wire.state), self._on_command)
-        timer = PeriodicTimer(c.physics_dt_s, spin_s=0.0)
-        end = math.inf if duration_s is None else time.monotonic() + duration_s
-        try:
-            while not (stop is not None and stop.is_set()) and time.monotonic() < end:
-                timer.wait(chan)  # takes commands as they arrive until the step's deadline
-                chan.drain()
-                if c.gantry == "always":
-                    self.d.qpos[:7], self.d.qvel[:6] = self._base, 0.0
-                elif c.gantry == "until_command" and not self.handed_over:
-                    self.sim.hold()
-                self.sim.step()
-                self.stats.steps += 1
-                if self.stats.steps % self.decimation == 0 and self.sim.diverged_s is None:
-                    self._publish(chan)
-            chan.drain()  # what arrived during the last step
-        finally:
-            self.stats.overruns = timer.overruns
-            chan.close()
+        with frozen_heap():  # no full garbage collection inside the loop (deploy/realtime.py)
+            timer = PeriodicTimer(c.physics_dt_s, spin_s=0.0)
+            end = math.inf if duration_s is None else time.monotonic() + duration_s
+            try:
+                while not (stop is not None and stop.is_set()) and time.monotonic() < end:
+                    timer.wait(chan)  # takes commands as they arrive until the step's deadline
+                    chan.drain()
+                    if c.gantry == "always":
+                        self.d.qpos[:7], self.d.qvel[:6] = self._base, 0.0
+                    elif c.gantry == "until_command" and not self.handed_over:
+                        self.sim.hold()
+                    self.sim.step()
+                    self.stats.steps += 1
+                    if self.stats.steps % self.decimation == 0 and self.sim.diverged_s is None:
+                        self._publish(chan)
+                chan.drain()  # what arrived during the last step
+            finally:
+                self.stats.overruns = timer.overruns
+                chan.close()
         return self.stats
 
     def start(self) -> UnitreeTwin:

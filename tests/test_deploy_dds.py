@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -118,17 +117,12 @@ def test_estop_and_state_triggered_loop(tmp_path, domain):
     """In-process DdsPolicyNode with trigger=state: one command per state message; e-stop latches."""
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
-    from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
 
     runner = PolicyRunner(load_bundle(T.make_pd_hover_bundle(tmp_path / "b")),
                           overrides={"trigger": "state", "start": {"ramp_s": 0.0}})
-    stop = threading.Event()
     robot = T.FakeRobot(domain)
-    with DdsTransport(domain) as tr:
-        node = DdsPolicyNode(runner, tr)
-        th = threading.Thread(target=node.spin, kwargs={"stop": stop}, daemon=True)
-        th.start()
-        try:
+    try:
+        with T.node_in_thread(runner, domain):
             assert robot.wait_for_runner()
             time.sleep(0.2)
             n0 = len(robot.commands)
@@ -140,10 +134,8 @@ def test_estop_and_state_triggered_loop(tmp_path, domain):
             robot.estop(True)
             robot.spin(0.2, rate_hz=50.0)
             estopped = [m for _, _, m in robot.commands[-3:]]
-        finally:
-            stop.set()
-            th.join(5.0)
-            robot.close()
+    finally:
+        robot.close()
     assert 20 <= n_state_cmds <= 20 + 2  # one per state message (timer ticks only when going stale)
     assert all(max(m.control) == 0.0 for m in estopped) and runner.safety.mode == "estop"
     assert all(math.isfinite(v) for _, _, m in robot.commands for v in m.control)
