@@ -3,16 +3,17 @@
 After the robot's hand-over (``robot.engage()``: arming a flight controller), one loop, one
 thread, per period ``dt`` (the runner's control period)::
 
-    t  = clock()
     s  = robot.observation()          # HardwareError: counted, no state this tick
     runner.on_robot_state(s, s.t_s)   # the runner's watchdog sees the measurement time
-    r  = runner.tick(t)               # observation -> ONNX -> safety layer
+    r  = runner.tick(clock())         # observation -> ONNX -> safety layer, at the time it runs
     robot.send_action(full(r.command))  # HardwareError: counted, the loop goes on
 
 ``full`` places the bundle's action channels into the robot's actuator order; channels the
 bundle does not drive get the action mode's safe command (hold the measured pose). A read
 that fails leaves the runner's state to age, so its watchdog puts the safe command on the
-wire after ``watchdog.timeout_s``, exactly as a silent DDS topic would; a send that fails (the
+wire after ``watchdog.timeout_s``, exactly as a silent DDS topic would (a read must not block
+for long: the tick's time is taken after it, and a read that waited the watchdog's timeout every
+tick once slowed a silent robot's loop to 8.5 Hz and its watchdog to 0.25 s); a send that fails (the
 link is gone: a serial bus unplugged) is counted the same way, so a dead link ends as a watchdog
 trip and a report, not an error that skips it. The loop sleeps to
 absolute deadlines ``t0 + k dt`` (no drift); a tick that overruns is counted and the next
@@ -144,11 +145,12 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
             except HardwareError as e:
                 report.read_errors += 1
                 report.last_error = str(e)
+            now = clock()  # after the read: the watchdog judges the state's age when the tick runs
             if task_input is not None:
                 given = task_input()
-                runner.on_task_input(given, t)
+                runner.on_task_input(given, now)
                 report.note_task_input(given)
-            result = runner.tick(t)
+            result = runner.tick(now)
             sent = _send(robot, idx, result, report)
             report.ticks += 1
             report.sent += sent is not None

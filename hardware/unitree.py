@@ -228,7 +228,10 @@ class UnitreeConfig(RobotConfig):
       messages: ``unitree_hg`` | ``unitree_go``; "" picks the family whose motors the spec's joints are.
       kp, kd: PD gains per joint in spec order [N m/rad, N m s/rad]; () = the spec's.
       connect_timeout_s: how long ``connect()`` waits for the first LowState.
-      state_timeout_s: how long ``observation()`` waits for a LowState newer than the last one.
+      state_wait_s: how long ``observation()`` waits for a LowState newer than the one it returned
+        last (at 500 Hz one comes every 2 ms); without one it returns the newest it has, with the
+        time it arrived, so the control loop keeps its rate and the runner's watchdog ages it.
+      state_timeout_s: a newest LowState older than this is a read error (no new LowState).
       check_state_crc: drop LowStates whose CRC is wrong (Unitree's own examples do not check).
       tick_probe: write the answered LowState's ``tick`` into LowCmd ``reserve[0]`` (the twin
         measures state-to-command latency with it); off on hardware.
@@ -241,6 +244,7 @@ class UnitreeConfig(RobotConfig):
     kp: tuple[float, ...] = ()
     kd: tuple[float, ...] = ()
     connect_timeout_s: float = 5.0
+    state_wait_s: float = 0.004
     state_timeout_s: float = 0.1
     check_state_crc: bool = False
     tick_probe: bool = False
@@ -268,6 +272,9 @@ class UnitreeRobot(Robot):
         for key in ("connect_timeout_s", "state_timeout_s"):
             if not getattr(c, key) > 0:
                 raise ConfigError(key, f"must be > 0 [s], got {getattr(c, key)}")
+        if not 0 <= c.state_wait_s < c.state_timeout_s:
+            raise ConfigError("state_wait_s", f"must be >= 0 and below state_timeout_s ({c.state_timeout_s:g} s) [s], "
+                                              f"got {c.state_wait_s}")
         self.wire = low_level(c.messages, self.spec)
         self.slots = motor_slots(self.wire, self.names)
         gains = {}
@@ -281,7 +288,8 @@ class UnitreeRobot(Robot):
         self.cmd = self._template(gains["kp"] * use_kp, gains["kd"] * use_kd)
         self._yaw_slot = (self.wire.motors.index(self.wire.imu_yaw_joint) if self.wire.imu_yaw_joint else None)
         self.chan: Channel | None = None
-        self._fresh: tuple[np.ndarray, float] | None = None
+        self._fresh: tuple[np.ndarray, float] | None = None   # the newest LowState not yet returned
+        self._newest: tuple[np.ndarray, float] | None = None  # the newest LowState, and when it came
         self.low_state: np.ndarray | None = None
         self.states_received = self.states_bad = self.commands_sent = 0
 
@@ -336,19 +344,23 @@ class UnitreeRobot(Robot):
         except um.WireError:
             self.states_bad += 1
             return
-        self._fresh = (rec, t_rx)
+        self._fresh = self._newest = (rec, t_rx)
         self.low_state = rec
 
     def _read(self) -> State:
-        """The newest LowState not returned before, waiting up to ``state_timeout_s`` for one."""
+        """The newest LowState, waiting up to ``state_wait_s`` for one not returned before; a
+        HardwareError when the newest is older than ``state_timeout_s`` (config docstring). It
+        once waited the whole timeout for a new one, every tick: with the robot silent the loop
+        fell to 8.5 Hz and its watchdog acted 0.25 s late, two policy commands after the last state."""
         self.chan.drain()
-        deadline = time.monotonic() + self.config.state_timeout_s
-        while self._fresh is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HardwareError(f"no new LowState on {self.topics[1]} for {self.config.state_timeout_s:g} s")
+        deadline = time.monotonic() + self.config.state_wait_s
+        while self._fresh is None and (left := deadline - time.monotonic()) > 0:
             self.chan.poll(left)
-        rec, t_rx = self._fresh
+        age = time.monotonic() - self._newest[1]
+        if age > self.config.state_timeout_s:
+            raise HardwareError(f"no new LowState on {self.topics[1]} for {age:.2f} s "
+                                f"(state_timeout_s {self.config.state_timeout_s:g})")
+        rec, t_rx = self._newest
         self._fresh = None
         ms, imu = rec["motor_state"], rec["imu_state"]
         quat = imu["quaternion"].astype(np.float64)
