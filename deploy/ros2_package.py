@@ -89,6 +89,7 @@ except ImportError as e:
     sys.exit(2)
 
 from simreal.bundle import load_bundle
+from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.ros_params import from_ros_tree, unflatten
 from simreal.deploy.runner import PolicyRunner
 from simreal.errors import ConfigError, SimrealError
@@ -266,8 +267,9 @@ def main(args=None):
         node = PolicyNode()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        while rclpy.ok() and not stop.is_set():
-            executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+        with frozen_heap():  # no full garbage collection while it spins (simreal.deploy.realtime)
+            while rclpy.ok() and not stop.is_set():
+                executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except SimrealError as e:  # one line naming the field, as the simreal CLI prints it
@@ -395,11 +397,13 @@ ROS 2 node running the simreal policy `$task` for robot `$robot`
 ## Install (robot computer)
 
 The node imports simreal's deploy runtime (numpy, PyYAML, onnxruntime; not JAX or the
-training stack). Install it without simreal's training dependencies:
+training stack). Install it without simreal's training dependencies. simreal is not on PyPI:
+build its wheel in a simreal checkout (`pip wheel --no-deps -w dist .`) and copy it here, or
+install a checkout of it:
 
 ```bash
 pip install numpy pyyaml onnxruntime
-pip install --no-deps simreal==$simreal_version   # or: pip install --no-deps -e /path/to/simreal
+pip install --no-deps simreal-$simreal_version-py3-none-any.whl   # or: pip install --no-deps /path/to/simreal
 ```
 
 ## Build and run

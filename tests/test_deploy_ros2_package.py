@@ -308,6 +308,7 @@ if SCENARIO == "hover":
     for k in range(60):
         odom = M("nav_msgs/msg/Odometry")(child_frame_id="base_link")
         odom.pose.pose.position = M("geometry_msgs/msg/Point")(x=0.0, y=0.0, z=0.9)
+        odom.pose.pose.orientation = M("geometry_msgs/msg/Quaternion")(w=1.0)  # rclpy's default; rosbags' is 0
         deliver("/cf/odom", odom)
         on_timer()
         time.sleep(0.005)
@@ -322,6 +323,7 @@ elif SCENARIO == "state":
     for k in range(10):
         odom = M("nav_msgs/msg/Odometry")()
         odom.pose.pose.position = M("geometry_msgs/msg/Point")(x=0.0, y=0.0, z=1.0)
+        odom.pose.pose.orientation = M("geometry_msgs/msg/Quaternion")(w=1.0)
         deliver("/cf/odom", odom)
         on_timer()  # not stale: the timer does not tick
     out["n_cmd"] = len(node.pubs["/fmu/in/actuator_motors"].sent)
