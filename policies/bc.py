@@ -300,6 +300,10 @@ class BCTrainer(TorchTrainer):
     def __init__(self) -> None:
         super().__init__("bc", None, load_actor)  # no env-step driver: train() below replaces its use
 
+    def policy_checkpoint(self, run_dir: Path, cfg: RunConfig) -> Path:
+        """One file, the kept epoch's (the VLA's has the same name)."""
+        return Path(run_dir) / CHECKPOINT
+
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         if cfg.train.policy == "vla":
             raise ConfigError("train.policy", "a VLA reads camera images and an instruction, not the state alone: "

@@ -13,6 +13,11 @@ Evaluating on the other backend than training used is the sim-to-sim gate: both 
 the gap is printed, and the command exits with 1 when success drops by more than the task
 config's ``eval.sim_to_sim_max_gap``.
 
+The result names the checkpoint evaluated (``checkpoint``, relative to the run, and its
+``env_steps``; a BC run's one file has none): the newest intact one, or with ``train.keep_best``
+the best evaluation's. A newer checkpoint that is damaged is skipped with a warning, and listed
+in ``skipped``, so a JSON reader sees that an older step was evaluated.
+
 Ctrl-C or SIGTERM is acted on when the rollout under way ends (it is one XLA program); the
 command then exits 130 / 143 with no result.
 """
@@ -52,6 +57,33 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | No
                                                           seed=cfg.seed + 12345, backend=backend, randomize=randomize)
     r["backend"] = backend
     return r
+
+
+def evaluated_checkpoint(run_dir: Path, cfg: RunConfig) -> dict[str, Any]:
+    """Which checkpoint the run's evaluation reads: ``checkpoint`` (relative to ``run_dir``),
+    ``env_steps`` (None for a file without steps in its name), and ``skipped``: the newer
+    ``step_*`` checkpoints passed over as damaged (``checkpoint.damage``)."""
+    from simreal.policies import checkpoint as ckpt
+    from simreal.policies.trainers import get_trainer
+
+    path = get_trainer(cfg.trainer).policy_checkpoint(run_dir, cfg)
+    steps = _steps(path)
+    newer = [] if steps is None else sorted(  # a step is damaged where any of its files is (side files too)
+        f for f in (run_dir / "checkpoints").glob(f"step_*{path.suffix}") if (_steps(f) or -1) > steps
+        and any(ckpt.damage(g) is not None for g in f.parent.glob(f"step_{_steps(f):012d}.*")))
+    return {"checkpoint": str(path.relative_to(run_dir)), "env_steps": steps,
+            "skipped": [str(f.relative_to(run_dir)) for f in newer]}
+
+
+def _steps(path: Path) -> int | None:
+    """The env steps in a ``step_<env_steps>.*`` name; None for another name."""
+    from simreal.errors import DataFileError
+    from simreal.policies import checkpoint as ckpt
+
+    try:
+        return ckpt.checkpoint_steps(path)
+    except DataFileError:
+        return None
 
 
 def _number(v: float, fmt: str = ".4g") -> str:
@@ -97,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(run_dir, reward=False)
     trained_on = cfg.backend if cfg.backend != "auto" else default_backend_name()
     randomize = not args.no_randomize and cfg.eval.randomize
-    results = {"trained_on": trained_on}
+    results: dict[str, Any] = {"trained_on": trained_on}
     target = args.backend or trained_on
     # a rollout is one XLA program: a signal cannot cut it short (raised inside it, it would be a
     # traceback from the physics callback), so it is recorded, said, and acted on when it ends
@@ -108,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if stop.requested:
         print(f"simreal eval: stopped by {stop.name}; no result", file=sys.stderr)
         return stop.exit_code
+    results.update(evaluated_checkpoint(run_dir, cfg))  # the file the evaluation read (its warnings said why)
     if target != trained_on:
         base = statistics(results[trained_on])
         results["gap"] = {k: v - base[k] for k, v in statistics(results[target]).items() if k in base}
@@ -116,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable(results), indent=2))
         return status
+    steps = f" ({results['env_steps']} env steps)" if results["env_steps"] is not None else ""
+    print(f"checkpoint {results['checkpoint']}{steps}"
+          + (f"; newer, damaged, skipped: {', '.join(results['skipped'])}" if results["skipped"] else ""))
     for name in (trained_on, target) if target != trained_on else (target,):
         r = results[name]
         print(f"[{name}] episodes {r['episodes']}: {format_eval(r)}")

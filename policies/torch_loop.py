@@ -72,6 +72,9 @@ class TorchTrainer:
         learner = _TorchLearner(cfg, env, self.driver_cls(cfg, env, path))
         return loop_common.run(run_dir, cfg, learner, t_start if t_start is not None else time.time(), quiet)
 
+    def policy_checkpoint(self, run_dir: Path, cfg: RunConfig) -> Path:
+        return ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, self.driver_cls.ext)
+
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         env, actor = self.load_actor(run_dir, cfg, backend, **env_overrides)
         return LoadedPolicy(env=env, act=actor.act)

@@ -148,7 +148,7 @@ class BraxTrainer:
         the checkpoint (it then holds zeros); a resume needs all but the per-step metrics
         (:func:`_carried`)."""
         env, algo = self.build(run_dir, cfg, backend, **env_overrides)
-        path = path or ckpt.policy_checkpoint(run_dir, cfg.train.keep_best)
+        path = path or self.policy_checkpoint(run_dir, cfg)
         template = _template(algo)
         needed = algo.policy_params(template) if policy_only else _carried(template)
         # placed as the iteration's outputs are: host arrays would make the second call compile again
@@ -164,6 +164,9 @@ class BraxTrainer:
             env, algo = self.build(run_dir, cfg)
             ts = algo.init()
         return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, algo, ts), t_start, quiet)
+
+    def policy_checkpoint(self, run_dir: Path, cfg: RunConfig) -> Path:
+        return ckpt.policy_checkpoint(run_dir, cfg.train.keep_best)
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         env, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)

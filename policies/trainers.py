@@ -97,6 +97,11 @@ class Trainer(Protocol):
         on the shared loop (``loop_common``): metrics.csv, TensorBoard, plots, checkpoints."""
         ...
 
+    def policy_checkpoint(self, run_dir: Path, cfg: RunConfig) -> Path:
+        """The file :meth:`load`, :meth:`evaluate` and :meth:`export` read the run's policy from
+        (``checkpoint.policy_checkpoint``: the best kept or the newest intact one)."""
+        ...
+
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         """The run's policy checkpoint's deterministic policy and its env on ``backend`` (None: the
         run's own); ``env_overrides`` change env settings (``randomize=False``) only."""

@@ -419,6 +419,33 @@ def test_every_verb_falls_back_past_a_damaged_checkpoint(tmp_path, capsys, monke
     assert f"resume: continuing from {good}" in err
 
 
+def test_eval_json_names_the_checkpoint_it_evaluated_past_a_damaged_newest(tmp_path, capsys, monkeypatch):
+    """A run whose newest checkpoint is damaged is evaluated at an older step with exit 0 and a
+    warning on stderr; the JSON once did not say which step that was."""
+    import json
+
+    from simreal.cli import main
+    from simreal.policies.run_config import resolve
+    from simreal.policies.train import BraxTrainer, start_run
+
+    run_dir = start_run(resolve("cartpole-balance", []), tmp_path / "run")
+    good = ckpt.checkpoint_path(run_dir / "checkpoints", 64)
+    ckpt.save_pytree(good, {"w": np.zeros(3, np.float32)})
+    bad = ckpt.checkpoint_path(run_dir / "checkpoints", 128)
+    bad.write_bytes(b"not a zip")
+    seen = []
+    monkeypatch.setattr(BraxTrainer, "evaluate", lambda self, run_dir, cfg, n, **kw: seen.append(
+        self.policy_checkpoint(run_dir, cfg)) or {"success": 1.0, "episodes": n})
+    assert main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [good]  # what the trainer read is what the JSON names
+    assert out["checkpoint"] == "checkpoints/step_000000000064.npz" and out["env_steps"] == 64
+    assert out["skipped"] == ["checkpoints/step_000000000128.npz"]
+    assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == ("checkpoint checkpoints/step_000000000064.npz (64 env steps); "
+                                                      "newer, damaged, skipped: checkpoints/step_000000000128.npz")
+
+
 # -- the best evaluation's checkpoint (train.keep_best) ------------------------------------------
 
 
