@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(rc.iterations, stream=sys.stderr)
     try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli)
         result = finetune(run_dir, cfg, model, tok, env, lambda it, row: progress.update(
-            it, success=row["success_sampled"], kl=row["approx_kl"]))
+            it, train_success=row["success_sampled"], kl=row["approx_kl"]))
     except BaseException as e:
         kept = (run_dir / CHECKPOINT).is_file()
         if not kept:  # no round finished: leave no run that eval and export would refuse

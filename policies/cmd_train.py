@@ -6,7 +6,7 @@
     simreal train --resume RUN_DIR train.num_timesteps=40000000   # extend the budget
     simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (policies/trainers.py)
 
-Progress (steps/s, return, success, ETA) goes to stderr; the run directory holds
+Progress (steps/s, return, train_success, eval_success, ETA) goes to stderr; the run directory holds
 config.yaml, checkpoints/, metrics.csv, TensorBoard events and plots/learning_curve.png.
 
 Ctrl-C (SIGINT) or SIGTERM stops after the current iteration: its checkpoint is saved and

@@ -31,12 +31,15 @@ from typing import Any, Protocol
 from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
-from simreal.progress import Progress
+from simreal.progress import PausePlan, Progress
 from simreal.stop_signal import stop_on_signals
 from simreal.rundir import MetricsCsv, plot_curves
 from simreal.sim.episode_stats import episode_means
 
 CURVES = ("episode_return", "success", "eval_success", "pos_rmse_m")
+#: metrics.csv's ``success`` is the training episodes' (kept so older runs read the same), shown as
+#: ``train_success`` beside the deterministic evaluation's ``eval_success``.
+SHOWN = {"success": "train_success"}
 #: Why :func:`run` returned: the env-step budget, the stop rule's target, ``train.max_wall_s``,
 #: SIGINT/SIGTERM, or (a resumed run) nothing left to do.
 STOPS = ("budget", "target", "wall_time", "signal", "nothing_left")
@@ -153,11 +156,6 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
     wall_before = float(metrics_csv.rows[-1].get("wall_s", 0.0)) if metrics_csv.rows else 0.0
     with stop_on_signals() as stop:
         tb = summary_writer(run_dir, int(start_steps))
-        # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
-        # may have replaced it since (pytest's capture, contextlib.redirect_stderr).
-        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,
-                            deadline=time.perf_counter() + tc.max_wall_s - (time.time() - t_start)
-                            if tc.max_wall_s > 0 else None)
         last_ckpt = time.time()
         saved_steps, saved = start_steps, None
         # Every evaluation moves the next periodic one on by eval_every_steps; a resumed run counts
@@ -169,13 +167,38 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         # ending per iteration, the training success rate reads 1.0 often and eval is not free.
         min_gap = tc.eval_every_steps // 2
         last_eval = evals[-1] if evals else -min_gap
+
+        # Evaluation ahead, in episodes, for the ETA: one evaluation at every eval_every_steps and at
+        # the end; with a target, one as often as the training success may trigger it (a run meant
+        # to reach its target reads it there), each with the stop rule's confirmation. The budget
+        # spent that way is the most the run takes: reaching its target sooner ends it sooner.
+        confirm = early_stop.CONFIRM_EPISODES if 0 < tc.target_success and tc.num_eval_envs < early_stop.CONFIRM_EPISODES else 0
+        per_eval = tc.num_eval_envs + confirm
+
+        def eval_episodes_left(steps: int) -> int:
+            if steps >= tc.num_timesteps:  # the final evaluation, unless the last iteration's was it
+                return per_eval * int(last_eval != steps)
+            if tc.target_success > 0 and min_gap > 0:  # at most one per min_gap after the last
+                n = -(-(tc.num_timesteps - max(steps, last_eval + min_gap)) // min_gap)
+            else:
+                n = -(-(tc.num_timesteps - next_eval) // tc.eval_every_steps) if next_eval is not None else 0
+            return per_eval * (max(n, 0) + 1)
+
+        # sys.stderr read now, not Progress's default (bound when progress.py was imported): a caller
+        # may have replaced it since (pytest's capture, contextlib.redirect_stderr). Made just before
+        # the first iteration: its time to the first update is the compile the first evaluation's
+        # estimate scales.
+        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,
+                            deadline=time.perf_counter() + tc.max_wall_s - (time.time() - t_start)
+                            if tc.max_wall_s > 0 else None,
+                            plan=PausePlan(eval_episodes_left, getattr(getattr(learner, "env", None), "episode_steps", 0)))
         eval_result: dict[str, float] = {}
         reason = "budget"
 
         def save_metrics() -> None:
             metrics_csv.flush()
             plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES,
-                        f"{cfg.task} ({run_dir.name})")
+                        f"{cfg.task} ({run_dir.name})", SHOWN)
 
         def save() -> Path:
             path = learner.save(ckpt_dir)
@@ -216,8 +239,10 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                    and steps - last_eval >= min_gap)
             if due or hit:
                 last_eval = steps
-                with progress.paused():
+                with progress.paused() as pause:
                     eval_result = early_stop.evaluate(learner, cfg)
+                    # the episodes run: a confirmation's, after the periodic ones it replaced
+                    pause.work = int(eval_result.get("episodes", 0)) + tc.num_eval_envs * ("episodes_planned" in eval_result)
                 row.update({f"eval_{k}": v for k, v in eval_result.items()})
                 if next_eval is not None:
                     next_eval += tc.eval_every_steps
@@ -229,7 +254,9 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             for k, v in row.items():
                 if k != "env_steps" and v == v:  # NaN: a statistic no episode defined yet
                     tb.add_scalar(k, v, steps)
-            status = {"return": row.get("episode_return", float("nan")), "success": ep.get("success", float("nan"))}
+            # the training episodes' success (exploration noise on), beside the deterministic evaluation's
+            status = {"return": row.get("episode_return", float("nan")),
+                      SHOWN["success"]: ep.get("success", float("nan"))}
             if "eval_success" in row:
                 status["eval_success"] = row["eval_success"]
             progress.update(steps, force=due or hit, **status)

@@ -116,8 +116,9 @@ class MetricsCsv:
         return xs, [r[key] for r in self.rows if key in r]
 
 
-def plot_curves(metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: str) -> None:
-    """Learning curves (one panel per key) against env steps, as a PNG."""
+def plot_curves(metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: str,
+                titles: Mapping[str, str] | None = None) -> None:
+    """Learning curves (one panel per key, titled ``titles[key]`` or the key) against env steps, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,7 +132,7 @@ def plot_curves(metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: 
         xs, ys = metrics.column(k)
         ax.plot(xs, ys, marker="." if len(xs) < 50 else None)
         ax.set_xlabel("env steps")
-        ax.set_title(k)
+        ax.set_title((titles or {}).get(k, k))
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
