@@ -1,8 +1,12 @@
 """Which pip install provides each third-party import, so a missing one is one line, not a traceback.
 
-A robot computer installs the lean runtime: ``pip install --no-deps simreal`` plus the
-``ROBOT_RUNTIME`` distributions (README, "On the robot computer"); a development machine
-installs simreal with its dependencies and optional extras. A verb that reaches a
+A robot computer installs the lean runtime: simreal's wheel (``pip wheel --no-deps .`` in a
+checkout) or checkout with ``pip install --no-deps``, plus the ``ROBOT_RUNTIME`` distributions
+(README, "On the robot computer"); a development machine installs simreal with its
+dependencies and optional extras (``pip install -e .``). simreal is not on PyPI: the hints'
+``pip install simreal`` and ``pip install 'simreal[torch]'`` work because simreal is
+installed (pip keeps that one and adds what it depends on); where it is not (a checkout on
+``PYTHONPATH``), they name the checkout instead (``pip install -e '/path/to/simreal[torch]'``). A verb that reaches a
 package the install lacks fails with :class:`~simreal.errors.MissingDependencyError`
 naming the package and the command that installs it: the CLI turns every
 ``ModuleNotFoundError`` of a package listed here into that error (exit code 2), and
@@ -76,6 +80,22 @@ ROBOT_EXTRAS: tuple[str, ...] = ("so100", "teleop", "px4", "crazyflie", "franka"
 ROBOT_RUNTIME: tuple[str, ...] = ("numpy", "pyyaml", "onnxruntime", "cyclonedds", "rosbags")
 
 
+def _simreal(extra: str | None = None) -> str:
+    """What to ``pip install`` for simreal (with ``extra``): its name where simreal is installed,
+    which pip resolves to that install; else this checkout (simreal is not on PyPI)."""
+    from importlib import metadata
+    from pathlib import Path
+
+    try:
+        metadata.distribution("simreal")
+        target = "simreal"
+    except metadata.PackageNotFoundError:
+        target = f"-e {Path(__file__).resolve().parents[1]}"
+    if extra is None:
+        return target
+    return f"-e '{target[3:]}[{extra}]'" if target.startswith("-e ") else f"'{target}[{extra}]'"
+
+
 def install_hint(module: str) -> MissingDependencyError | None:
     """The error for a missing ``module`` (dotted names match their longest listed prefix), or
     None when no simreal install provides it (then the original ImportError is the better report)."""
@@ -87,10 +107,10 @@ def install_hint(module: str) -> MissingDependencyError | None:
         dist, extra = PROVIDERS[name]
         if extra is not None:
             lean = f" (on the robot runtime: pip install {dist})" if extra in ROBOT_EXTRAS else ""
-            return MissingDependencyError(name, f"pip install 'simreal[{extra}]'{lean}", f"from the [{extra}] extra")
+            return MissingDependencyError(name, f"pip install {_simreal(extra)}{lean}", f"from the [{extra}] extra")
         if dist in ROBOT_RUNTIME:  # the robot runtime needs it too: never advise pulling the training stack
             return MissingDependencyError(name, f"pip install {dist}")
-        return MissingDependencyError(name, "pip install simreal",
+        return MissingDependencyError(name, f"pip install {_simreal()}",
                                       "part of simreal's full install (the robot runtime leaves it out)")
     return None
 
