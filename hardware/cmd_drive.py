@@ -15,6 +15,11 @@ policy: the device's axes set the velocity command it observes (forward, sideway
 the range it was trained on; no deflection stands still. Exit 0 when the run ended without the
 safety layer taking over, 1 after a fault or a watchdog trip, 130 / 143 / 129 when Ctrl-C,
 SIGTERM or SIGHUP stopped it.
+
+On stderr: a banner (what runs, how it stops, a keyboard's keys), then a status line every 2 s
+(time, tick rate, the safety layer's mode, the teleoperated command: ``hardware/drive_status.py``).
+The report, text or ``--json``, comes from one dict (:func:`drive_report`): the drive loop's
+counters and ``last_error`` (the robot link's), and the runner's under ``runner`` with its own.
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import deep_merge, parse_overrides
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError
-    from simreal.hardware.drive import drive, task_params_arg
+    from simreal.hardware.drive import action_index, drive, task_params_arg
+    from simreal.hardware.drive_status import DriveStatus, banner
     from simreal.hardware.drivers import default_driver, open_robot
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
     from simreal.yaml_io import load_yaml
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--task-param", f"the policy observes {', '.join(unfed)}, which drive reads from no "
                                           f"topic; give it, e.g. --task-param {unfed[0]}=[x,y,z] (world frame, m)")
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}
+    status = DriveStatus(sys.stderr)
     try:
         with contextlib.ExitStack() as stack:
             steer = None
@@ -95,30 +102,54 @@ def run(args: argparse.Namespace) -> int:
 
                 steer = stack.enter_context(velocity_teleop(DEVICES[args.teleop](), bundle))
             robot = stack.enter_context(open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag))
-            report = drive(robot, runner, duration_s=args.duration, task_input=steer)
+            action_index(runner, robot)  # a bundle for another mode or robot: one line, before the banner
+            print(banner(bundle.task, name, args.twin, 1.0 / runner.cfg.period_s, args.duration, args.teleop),
+                  file=sys.stderr, flush=True)
+            try:
+                report = drive(robot, runner, duration_s=args.duration, on_tick=status.on_tick,
+                               task_input=status.watch(steer))
+            finally:
+                status.close()
     except KeyboardInterrupt as e:  # drive() sent the safe command on its way out; the robot disconnected
         print(f"simreal drive: stopped by {interrupt_signal(e)}; the safe command was sent", file=sys.stderr)
         return interrupt_exit_code(e)
-    out = {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
-           "send_errors": report.send_errors, "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3, "final_mode": report.final_mode,
-           **({"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
-              if report.task_input_last else {}),
-           **runner.snapshot()}
-    if args.json:
-        print(json.dumps(out, default=str))
-    else:
-        from simreal.deploy.cmd_deploy import runner_lines
-
-        print(f"{report.ticks} ticks, {report.read_errors} read errors, {report.send_errors} send errors, "
-              f"{report.overruns} overruns, tick p99 {out['tick_p99_ms']:.2f} ms; {runner.safety.stats.faults} "
-              "safety faults" + (f"; last error: {report.last_error}" if report.last_error else ""))
-        print("\n".join(runner_lines(out)))  # why it faulted: an envelope trip is not overwritten by the stop
+    out = drive_report(report, runner)
+    print(json.dumps(out, default=str) if args.json else "\n".join(report_lines(out)))
     if robot.disconnect_error:  # the link is gone: say the robot may not have its safe command
         print(f"simreal drive: warning: the safe command on disconnect was not sent: {robot.disconnect_error}",
               file=sys.stderr)
-    if runner.stats.policy_runs == 0:  # nothing commanded the robot: not a successful run
+    if out["runner"]["policy_runs"] == 0:  # nothing commanded the robot: not a successful run
         print(f"simreal drive: the policy never ran in {report.ticks} ticks (no complete, fresh robot state: "
               f"{report.read_errors} read errors{'; last: ' + report.last_error if report.last_error else ''})",
               file=sys.stderr)
         return 1
     return 1 if runner.safety.stats.took_over else 0
+
+
+def drive_report(report: Any, runner: Any) -> dict[str, Any]:
+    """The run's report, the one source of both ``--json`` and the text (:func:`report_lines`):
+    the drive loop's counters and ``last_error`` (its last failed read or send: the robot's
+    link), and under ``runner`` the deploy runner's (``snapshot()``, with its own
+    ``last_error``: a state or action it refused), as ``deploy run --json`` has them."""
+    return {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
+            "send_errors": report.send_errors, "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3,
+            "final_mode": report.final_mode, "last_error": report.last_error,
+            **({"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
+               if report.task_input_last else {}),
+            "runner": {"ticks": report.ticks, **runner.snapshot()}}
+
+
+def report_lines(out: dict[str, Any]) -> list[str]:
+    """:func:`drive_report` as text: the loop's line, the runner's lines (why it faulted: an
+    envelope trip is not overwritten by the stop), then each last error there is."""
+    from simreal.deploy.cmd_deploy import runner_lines
+
+    r = out["runner"]
+    lines = [f"{out['ticks']} ticks, {out['read_errors']} read errors, {out['send_errors']} send errors, "
+             f"{out['overruns']} overruns, tick p99 {out['tick_p99_ms']:.2f} ms; {r['safety']['faults']} safety faults",
+             *runner_lines(r)]
+    if out["last_error"]:
+        lines.append(f"last error (robot link): {out['last_error']}")
+    if r.get("last_error"):
+        lines.append(f"last error (runner): {r['last_error']}")
+    return lines

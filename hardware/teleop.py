@@ -178,6 +178,9 @@ class VelocityCommand:
     (:meth:`simreal.deploy.runner.PolicyRunner.on_task_input`).
     """
 
+    #: Per command component: (what its positive end does, the device axis, the axis's sign).
+    AXES = (("forward", 1, 1.0), ("left", 0, -1.0), ("turn left", 5, 1.0))
+
     def __init__(self, device: InputDevice, ranges: Sequence[tuple[float, float]]):
         self.device = device
         self.low = np.array([r[0] for r in ranges], np.float64)
@@ -187,8 +190,19 @@ class VelocityCommand:
         a = np.zeros(6)
         axes = np.clip(np.asarray(self.device.read().axes, np.float64).reshape(-1)[:6], -1.0, 1.0)
         a[: len(axes)] = axes
-        x = np.array([a[1], -a[0], a[5]])
+        x = np.array([sign * a[axis] for _, axis, sign in self.AXES])
         return {"command": np.where(x > 0, x * self.high, -x * self.low)}
+
+    @classmethod
+    def keys(cls) -> str:
+        """The keyboard's keys for each component (:data:`~simreal.hardware.input_devices.KEY_AXES`):
+        ``w/s forward/back, a/q left/right, y/h turn left/right``."""
+        from simreal.hardware.input_devices import KEY_AXES
+
+        key = {axis_sign: k.decode() for k, axis_sign in KEY_AXES.items()}
+        opposite = {"forward": "back", "left": "right", "turn left": "turn right"}
+        return ", ".join(f"{key[(axis, int(sign))]}/{key[(axis, -int(sign))]} {name}/{opposite[name].split()[-1]}"
+                         for name, axis, sign in cls.AXES)
 
     def __enter__(self) -> VelocityCommand:
         self.device.open()

@@ -163,7 +163,93 @@ def test_drive_gives_a_goal_driven_policy_its_goal_or_refuses_it(tmp_path, capsy
     assert main(["drive", str(b), "--twin", "--duration", "1", "--json", "--task-param",
                  "target_pos_w=[0.2,0.0,0.15]"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["policy_runs"] >= 15 and out["sent"] == out["ticks"]  # 30 Hz for 1 s of wall clock, or fewer
+    assert out["runner"]["policy_runs"] >= 15 and out["sent"] == out["ticks"]  # 30 Hz for 1 s of wall clock, or fewer
+
+
+class _LinkLostRobot(FakeJointRobot):
+    """Reads fail from the 20th on: the link's error is the drive loop's, not the runner's."""
+
+    def _read(self):
+        self.reads = getattr(self, "reads", 0) + 1
+        if self.reads >= 20:
+            raise HardwareError("fake: no new state for 0.1 s")
+        return super()._read()
+
+
+def _fake_driver(monkeypatch, robot_cls):
+    import contextlib
+
+    import simreal.hardware.drivers as drivers
+
+    @contextlib.contextmanager
+    def open_robot(name, robot, settings, twin=False, bag=None):
+        with robot_cls(bundles.joint_robot_spec()) as r:
+            yield r
+
+    monkeypatch.setattr(drivers, "open_robot", open_robot)
+    monkeypatch.setattr(drivers, "default_driver", lambda robot, name: "fake")
+
+
+def test_drive_json_and_text_report_the_same_errors_from_one_source(tmp_path, capsys, monkeypatch):
+    """The text said `last error: no new LowState on rt/lowstate for 0.1 s` (the drive loop's),
+    the JSON's last_error was the runner's own, empty; now one dict makes both: the loop's at the
+    top, the runner's under `runner`, as deploy run --json has it, and the text prints each."""
+    import json
+
+    from simreal.cli import main
+
+    _fake_driver(monkeypatch, _LinkLostRobot)
+    b = bundles.make_joint_bundle(tmp_path / "b")
+    assert main(["drive", str(b), "--duration", "1", "--json"]) == 1  # the watchdog took over
+    out = json.loads(capsys.readouterr().out)
+    assert out["last_error"] == "fake: no new state for 0.1 s" and out["read_errors"] > 0
+    assert out["runner"]["ticks"] == out["ticks"] and out["runner"]["safety"]["watchdog_trips"] == 1
+    assert main(["drive", str(b), "--duration", "1"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "last error (robot link): fake: no new state for 0.1 s" in lines, lines
+    assert not any("last error (runner)" in line for line in lines)  # the runner's is empty: said in neither
+    assert lines[0].endswith(" safety faults") and "last error" not in lines[0], lines[0]
+
+
+def test_drive_says_what_runs_and_how_it_goes_while_it_runs(tmp_path, capsys, monkeypatch):
+    """Without --duration drive printed nothing until Ctrl-C (600 s of silence): a banner names
+    the run and its stop, and a status line comes every 2 s."""
+    from simreal.cli import main
+
+    _fake_driver(monkeypatch, FakeJointRobot)
+    assert main(["drive", str(bundles.make_joint_bundle(tmp_path / "b")), "--duration", "4.5"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("simreal drive: ") and "for 4.5 s or Ctrl-C" in err[0], err
+    status = [line for line in err if line.startswith("drive ")]
+    assert len(status) == 2 and all(" Hz | safety running" in line for line in status), err
+
+
+def test_the_keyboard_banner_names_the_keys_that_steer():
+    """drive --teleop keyboard showed no keys; the banner's keys are the ones VelocityCommand reads."""
+    import re
+
+    from simreal.hardware.drive_status import banner
+    from simreal.hardware.input_devices import KEY_AXES
+    from simreal.hardware.teleop import DeviceInput, VelocityCommand
+
+    text = banner("walk", "unitree", True, 50.0, None, "keyboard")
+    assert "until Ctrl-C" in text and "keys (held; none: stand still): " in text, text
+    pairs = re.findall(r"(\w)/(\w) ([\w ]+?)/(\w+)", text.splitlines()[1])
+    assert [p[2] for p in pairs] == ["forward", "left", "turn left"], pairs
+
+    class Held:  # one key held
+        def __init__(self, key):
+            axis, sign = KEY_AXES[key.encode()]
+            self.axes = np.zeros(6)
+            self.axes[axis] = sign
+
+        def read(self):
+            return DeviceInput(self.axes, ())
+
+    for i, (plus, minus, _, _) in enumerate(pairs):
+        up = VelocityCommand(Held(plus), [(-1.0, 1.0)] * 3)()["command"]
+        down = VelocityCommand(Held(minus), [(-1.0, 1.0)] * 3)()["command"]
+        assert up[i] == 1.0 and down[i] == -1.0 and np.count_nonzero(up) == 1, (plus, minus, up, down)
 
 
 def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
@@ -178,7 +264,7 @@ def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["ticks"] >= 30 and out["sent"] == out["ticks"] and out["read_errors"] == 0
-    assert out["policy_runs"] >= 30 and out["safety"]["faults"] == 0 and out["final_mode"] == "estop"
+    assert out["runner"]["policy_runs"] >= 30 and out["runner"]["safety"]["faults"] == 0 and out["final_mode"] == "estop"
 
 
 def test_drive_cli_on_the_g1_twin_records_the_dds_session(tmp_path):
@@ -199,7 +285,7 @@ def test_drive_cli_on_the_g1_twin_records_the_dds_session(tmp_path):
     counts = read_bag_counts(bag)
     assert set(counts) == {"/lowcmd", "/lowstate"}
     assert counts["/lowcmd"] >= out["sent"] + 1 >= 30  # every tick's command and the safe one at disconnect
-    assert counts["/lowstate"] >= out["state_msgs"]
+    assert counts["/lowstate"] >= out["runner"]["state_msgs"]
 
 
 def test_drive_cli_on_the_g1_twin_stands_it_on_the_floor_and_says_why_it_faulted(tmp_path):
