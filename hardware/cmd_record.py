@@ -11,13 +11,16 @@
     simreal record so100 ... --out data/cube --resume
 
 Teleop devices: ``keyboard`` (the terminal; keys q/a w/s e/d r/f t/g y/h jog joints 1-6,
-space re-syncs, x ends the episode), ``gamepad``, ``spacemouse`` (6 axes jog joints 1-6),
+space re-syncs, x ends the episode; the banner on stderr lists them with the joints' names),
+``gamepad``, ``spacemouse`` (6 axes jog joints 1-6),
 ``leader`` (an SO-100 leader arm: the follower copies it). ``--teleop-mode ee`` makes a rate
 device's axes move an arm's end effector along world x, y, z and turn it about them, through IK
 (:mod:`simreal.hardware.ee_jog`; keys c and v close and open the gripper). Cameras: ``NAME=SOURCE`` with a
 device index, a file or stream URL, or ``pattern`` (a test pattern: checks the pipeline
 without a camera). Every late tick and dropped camera frame is counted and printed per
-episode; Ctrl-C keeps every finished episode (the one in progress is discarded).
+episode; Ctrl-C keeps every finished episode (the one in progress is discarded) and prints the
+session's report as a normal end does. While it runs, stderr says when each episode and reset
+starts and, every 5 s, how far the episode is.
 """
 
 from __future__ import annotations
@@ -111,6 +114,24 @@ def _teleop(args: argparse.Namespace, robot, stack):
     return JointJog(device, robot.spec)
 
 
+def banner(args: argparse.Namespace, teleop: Any, fps: int) -> str:
+    """What the session records, how it stops, and the teleop's controls: a keyboard's keys, a
+    rate device's axes (``DeviceTeleop.axes``, ``BUTTONS``), or the leader arm."""
+    lines = [f"simreal record: {args.episodes} episodes of up to {args.episode_s:g} s ({args.reset_s:g} s to reset "
+             f"between) into {args.out} at {fps} fps, {args.teleop} teleop; Ctrl-C stops, keeping the finished episodes"]
+    axes = teleop.axes() if hasattr(teleop, "axes") else []
+    if args.teleop == "keyboard":
+        from simreal.hardware.input_devices import key_help
+
+        lines.append(f"keys (held): {key_help(axes, teleop.BUTTONS)}")
+    elif axes:
+        lines.append(f"{args.teleop} axes: " + ", ".join(f"{i} {name}" for i, name in enumerate(axes))
+                     + "; buttons: " + ", ".join(f"{i} {does}" for i, does in sorted(teleop.BUTTONS.items())))
+    else:
+        lines.append("the follower copies the leader arm")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -149,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
             writer = DatasetWriter.create(args.out, fps=fps, features=dataset_features(robot, cameras),
                                           robot_type=spec.name)
         stack.callback(writer.close)
+        print(banner(args, teleop, fps), file=sys.stderr, flush=True)
         rec = Recorder(robot, teleop, cameras, writer, fps=fps, task=args.task,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
         stats = rec.run(args.episodes, args.episode_s, args.reset_s)

@@ -77,6 +77,11 @@ class EndEffectorJog(DeviceTeleop):
         self.rot: np.ndarray | None = None      # tool target orientation (3, 3)
         self.target: np.ndarray | None = None   # last command (nu,)
 
+    BUTTONS = {**DeviceTeleop.BUTTONS, 1: "close the gripper", 2: "open the gripper"}
+
+    def axes(self) -> list[str]:
+        return ["tool x", "tool y", "tool z", "turn about x", "turn about y", "turn about z"]
+
     def tool_pose(self, joint_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position [m], rotation (3, 3)) of the ``end_effector`` site at joint positions in
         spec order (forward kinematics of the spec's model)."""

@@ -29,7 +29,7 @@ import sys
 import termios
 import time
 import tty
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,19 @@ from simreal.hardware.teleop import DeviceInput, InputDevice
 KEY_AXES = {b"q": (0, 1), b"a": (0, -1), b"w": (1, 1), b"s": (1, -1), b"e": (2, 1), b"d": (2, -1),
             b"r": (3, 1), b"f": (3, -1), b"t": (4, 1), b"g": (4, -1), b"y": (5, 1), b"h": (5, -1)}
 KEY_BUTTONS = {b" ": 0, b"c": 1, b"v": 2, b"\x1b": 3, b"x": 3}
+
+
+def key_help(axes: Sequence[str], buttons: Mapping[int, str]) -> str:
+    """The keys for ``axes`` (what each device axis moves, in order) and ``buttons`` (index:
+    what it does): ``q/a shoulder_pan, w/s shoulder_lift, ..., space back to the measured pose, x
+    end the episode`` (:data:`KEY_AXES`, :data:`KEY_BUTTONS`)."""
+    key = {axis_sign: k.decode() for k, axis_sign in KEY_AXES.items()}
+    parts = [f"{key[(i, 1)]}/{key[(i, -1)]} {name}" for i, name in enumerate(axes)]
+    names = {b" ": "space", b"\x1b": "Esc"}
+    for index, does in sorted(buttons.items()):
+        keys = sorted((names.get(k, k.decode()) for k, b in KEY_BUTTONS.items() if b == index), key=len)
+        parts.append(f"{' or '.join(keys)} {does}")
+    return ", ".join(parts)
 
 
 class Keyboard(InputDevice):

@@ -101,8 +101,9 @@ class Recorder:
 
     def __init__(self, robot: Robot, teleop: Teleop, cameras: Sequence[Camera], writer, *, fps: float,
                  task: str, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, status_every_s: float = 5.0):
         self.robot, self.teleop, self.cameras, self.writer = robot, teleop, list(cameras), writer
+        self.status_every_s = status_every_s  # [s] between the status lines of an episode
         self.fps, self.task, self.clock, self.sleep = fps, task, clock, sleep
         self._dt = 1.0 / fps
         self.progress = progress
@@ -122,9 +123,14 @@ class Recorder:
             frame[IMAGE_KEY + cam.name] = f.image
         return frame
 
-    def episode(self, duration_s: float, reset_s: float = 0.0) -> EpisodeStats:
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    def episode(self, duration_s: float, reset_s: float = 0.0, label: str = "episode") -> EpisodeStats:
         """Record one episode of at most ``duration_s`` [s]; save it (encoding continues in the
-        background) and return its counters. Raises KeyboardInterrupt after discarding it."""
+        background) and return its counters. Raises KeyboardInterrupt after discarding it.
+        ``label`` starts its status lines (``episode 2/10``), one every ``status_every_s``."""
         dt = 1.0 / self.fps
         n_max = int(round(duration_s * self.fps))
         dropped = {c.name: 0 for c in self.cameras}
@@ -141,6 +147,8 @@ class Recorder:
         gap = None if self._last_frame_t is None else max(0.0, t0 - self._last_frame_t - reset_s)
         k = 0       # frames recorded
         slot = 0    # schedule slots since t0 (skips ahead after a late tick)
+        self._say(f"{label}: recording, up to {duration_s:g} s")
+        said = t0
         try:
             while k < n_max and not self.end.flag:
                 s = self.robot.observation()
@@ -154,6 +162,9 @@ class Recorder:
                 if now > t0 + (slot + 0.5) * dt:
                     late += 1
                     slot = math.ceil((now - t0) / dt)
+                if now - said >= self.status_every_s:
+                    said = now
+                    self._say(f"{label}: {now - t0:.0f} s of {duration_s:g}, {k} frames, {late} late")
                 self.sleep(max(0.0, t0 + slot * dt - now))
         except KeyboardInterrupt as e:
             self.writer.discard_episode()
@@ -184,6 +195,7 @@ class Recorder:
 
     def reset_period(self, duration_s: float) -> None:
         """Teleoperate without recording for ``duration_s`` [s] (the operator resets the scene)."""
+        self._say(f"reset: {duration_s:g} s to set the scene, not recorded")
         t_end = self.clock() + duration_s
         while self.clock() < t_end:
             s = self.robot.observation()
@@ -195,10 +207,9 @@ class Recorder:
         keeping every finished episode."""
         try:
             for i in range(episodes):
-                ep = self.episode(episode_s, reset_s)
-                if self.progress is not None:
-                    self.progress(f"episode {ep.index}: {ep.frames} frames, {ep.late_ticks} late, "
-                                  f"{sum(ep.dropped.values())} dropped{_per_camera(ep.dropped)} ({i + 1}/{episodes})")
+                ep = self.episode(episode_s, reset_s, label=f"episode {i + 1}/{episodes}")
+                self._say(f"episode {ep.index}: {ep.frames} frames, {ep.late_ticks} late, "
+                          f"{sum(ep.dropped.values())} dropped{_per_camera(ep.dropped)} ({i + 1}/{episodes})")
                 if i + 1 < episodes and reset_s > 0:
                     self.reset_period(reset_s)
         except KeyboardInterrupt as e:

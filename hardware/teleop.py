@@ -124,6 +124,13 @@ class DeviceTeleop(Teleop):
     def end_requested(self) -> bool:
         return self._end
 
+    #: What each device button does (index: words), for the operator's banner.
+    BUTTONS = {0: "back to the measured pose", END_BUTTON: "end the episode"}
+
+    def axes(self) -> list[str]:
+        """What each device axis moves, in axis order, for the operator's banner."""
+        return []
+
 
 class JointJog(DeviceTeleop):
     """Joint position targets integrated from a rate device (see module docstring).
@@ -150,6 +157,9 @@ class JointJog(DeviceTeleop):
         self.v_max = speed * lim
         self.max_lead = max_lead
         self.target: np.ndarray | None = None
+
+    def axes(self) -> list[str]:
+        return [self.spec.actuator_names[i] for i in self.idx]
 
     def command(self, state: State) -> np.ndarray:
         q = np.asarray(state["joint_pos"], np.float64)

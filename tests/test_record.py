@@ -31,7 +31,7 @@ class Wave(InputDevice):
         return DeviceInput(np.array([1.0 if self.k % 40 < 20 else -1.0, 0.5, 0, 0, 0, 0]))
 
 
-def _record(root, episodes, *, resume=False, interrupt_at=None):
+def _record(root, episodes, *, resume=False, interrupt_at=None, said=None):
     from simreal.dataset_writer import DatasetWriter
 
     spec = bundles.joint_robot_spec()
@@ -42,7 +42,8 @@ def _record(root, episodes, *, resume=False, interrupt_at=None):
             c.connect()
         writer = (DatasetWriter.resume(root) if resume else
                   DatasetWriter.create(root, fps=15, features=dataset_features(robot, cams), robot_type=spec.name))
-        rec = Recorder(robot, teleop, cams, writer, fps=15, task="wave the arm")
+        rec = Recorder(robot, teleop, cams, writer, fps=15, task="wave the arm",
+                       progress=None if said is None else said.append, status_every_s=0.4)
         if interrupt_at is not None:
             real_add = writer.add_frame
 
@@ -54,7 +55,7 @@ def _record(root, episodes, *, resume=False, interrupt_at=None):
 
             frame_count = [0]
             writer.add_frame = add
-        stats = rec.run(episodes, episode_s=1.0, reset_s=0.0)
+        stats = rec.run(episodes, episode_s=1.0, reset_s=0.0 if said is None else 0.2)
         writer.close()
         for c in cams:
             c.disconnect()
@@ -87,6 +88,32 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_appends(tmp_path):
     ds = Dataset(tmp_path / "ds")
     assert ds.num_episodes == 2 and ds.num_frames == 30
     assert np.array_equal(ds.episode(1)["episode_index"], np.full(15, 1))
+
+
+def test_recording_says_each_phase_and_how_far_the_episode_is(tmp_path):
+    """record --teleop keyboard showed nothing between episodes' end lines: each episode and
+    reset is announced, and a status line comes every status_every_s."""
+    said: list[str] = []
+    _record(tmp_path / "ds", 2, said=said)
+    assert said[0] == "episode 1/2: recording, up to 1 s", said
+    assert any(line.startswith("episode 1/2: ") and line.endswith(" late") and "frames" in line for line in said), said
+    assert "reset: 0.2 s to set the scene, not recorded" in said and said[-1].endswith("(2/2)"), said
+
+
+def test_the_record_banner_names_the_keys_and_what_they_move():
+    import argparse
+
+    from simreal.hardware.cmd_record import banner
+    from simreal.hardware.input_devices import KEY_AXES
+
+    spec = bundles.joint_robot_spec()
+    args = argparse.Namespace(episodes=3, episode_s=20.0, reset_s=5.0, out="ds", teleop="keyboard")
+    text = banner(args, JointJog(Wave(), spec), 15).splitlines()
+    assert text[0].startswith("simreal record: 3 episodes of up to 20 s (5 s to reset between) into ds at 15 fps")
+    assert "Ctrl-C stops, keeping the finished episodes" in text[0]
+    assert text[1] == ("keys (held): q/a shoulder, w/s elbow, space back to the measured pose, "
+                       "x or Esc end the episode"), text
+    assert KEY_AXES[b"q"] == (0, 1) and spec.actuator_names[0] == "shoulder"  # q moves axis 0 up: the shoulder
 
 
 def test_record_cli_on_the_so100_twins(tmp_path):
