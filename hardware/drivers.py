@@ -85,7 +85,7 @@ DRIVERS: dict[str, Driver] = {
     "so100": Driver("simreal.hardware.so100:SO100Robot", _serving("simreal.hardware.feetech_twin:FeetechTwin", "port"),
                     ("so100",),
                     "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)"),
-    "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin, ("g1", "g1_23dof", "h1"),
+    "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin, ("g1", "g1_23dof", "g1_12dof", "h1"),
                       "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)"),
     "crazyflie": Driver("simreal.hardware.crazyflie:CrazyflieRobot",
                         _serving("simreal.hardware.crazyflie_twin:CrazyflieTwin", "uri"), ("crazyflie2",),

@@ -7,7 +7,9 @@ The robot's motor controller publishes ``rt/lowstate`` at 500 Hz and applies the
 
 so every action mode is one choice of the five fields (:data:`MOTOR_LAWS`): ``joint_position``
 sends ``q_des = u`` with the config's ``kp``, ``kd`` (the spec's by default), ``joint_velocity``
-``dq_des = u`` with ``kd`` only, ``joint_effort`` ``tau_ff = u`` with ``kp = kd = 0``.
+``dq_des = u`` with ``kd`` only, ``joint_effort`` ``tau_ff = u`` with ``kp = kd = 0``. The
+spec's ``held`` joints (a 12-DoF G1's waist and arms) get ``q_des = target`` with their own
+gains in every LowCmd, the safe one included: the policy drives the legs, the driver holds the rest.
 
 Messages: ``unitree_hg`` (G1: 35 motor slots, 29 used, ``mode_machine`` echoed from the
 LowState, ``mode_pr`` = 0: the spec's ankle joints are pitch and roll) or ``unitree_go`` (H1:
@@ -105,13 +107,14 @@ MOTOR_LAWS: dict[str, tuple[str, bool, bool]] = {
 
 def low_level(messages: str, spec: RobotSpec) -> LowLevel:
     """The message family named ``messages``, or ("") the one whose motor slots hold every
-    actuator of the spec; a ConfigError names the field and the valid families."""
+    actuator and held joint of the spec; a ConfigError names the field and the valid families."""
+    joints = set(spec.actuator_names) | {h.name for h in spec.held}
     if messages:
         if messages not in MOTORS:
             raise ConfigError("messages", f"unknown Unitree message family '{messages}'; valid: {', '.join(MOTORS)}")
-        fits = [messages] if set(spec.actuator_names) <= set(MOTORS[messages].motors) else []
+        fits = [messages] if joints <= set(MOTORS[messages].motors) else []
     else:
-        fits = [k for k, f in MOTORS.items() if set(spec.actuator_names) <= set(f.motors)]
+        fits = [k for k, f in MOTORS.items() if joints <= set(f.motors)]
     if len(fits) != 1:
         raise ConfigError("messages", f"robot '{spec.name}': {'no' if not fits else 'more than one'} Unitree message "
                                       f"family has a motor for every actuator; set messages to one of {', '.join(MOTORS)}")
@@ -294,13 +297,19 @@ class UnitreeRobot(Robot):
         self.states_received = self.states_bad = self.commands_sent = 0
 
     def _template(self, kp: np.ndarray, kd: np.ndarray) -> np.ndarray:
-        """The LowCmd every write starts from: constants, motor modes and gains set."""
+        """The LowCmd every write starts from: constants, motor modes and gains set, and the held
+        joints' targets and gains (module docstring)."""
         cmd = self.wire.cmd.zeros()
         for key, value in self.wire.constants:
             cmd[key] = value
         mc = cmd["motor_cmd"]
-        mc["mode"][self.slots] = np.asarray(self.wire.enable)[self.slots]
+        held = self.spec.held
+        hold = motor_slots(self.wire, tuple(h.name for h in held))
+        for slots in (self.slots, hold):
+            mc["mode"][slots] = np.asarray(self.wire.enable)[slots]
         mc["kp"][self.slots], mc["kd"][self.slots] = kp, kd
+        mc["q"][hold] = [h.target for h in held]
+        mc["kp"][hold], mc["kd"][hold] = [h.kp for h in held], [h.kd for h in held]
         return cmd
 
     @property

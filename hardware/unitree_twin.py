@@ -3,8 +3,10 @@
 What Unitree's own simulator (unitree_mujoco's ``unitree_sdk2_bridge``) does, on the same
 wire as :class:`simreal.hardware.unitree.UnitreeRobot`:
 
-- the robot's model from its spec (the builder ``simreal deploy sim`` uses), stepped in real
-  time at ``physics_dt_s`` (2 ms: one physics step per LowState at 500 Hz);
+- the robot's model from its spec (the builder ``simreal deploy sim`` uses; for a variant that
+  drives part of the robot, its ``whole_robot``'s: a 12-DoF G1's twin is the 29-DoF G1, whose
+  waist and arms the driver's LowCmd holds), stepped in real time at ``physics_dt_s`` (2 ms: one
+  physics step per LowState at 500 Hz);
 - every step, the newest valid LowCmd drives each motor with Unitree's law
   ``tau = tau_ff + kp (q_des - q) + kd (dq_des - dq)``, clipped to the spec's effort limit. It
   is MuJoCo's affine actuator with the command's gains written into it (``ctrl = tau_ff +
@@ -113,6 +115,8 @@ class UnitreeTwin:
         if c.gantry not in GANTRIES:
             raise ConfigError("gantry", f"expected one of {', '.join(GANTRIES)}, got {c.gantry!r}")
         self.spec = spec or load_robot_spec(c.robot)
+        if self.spec.whole_robot:  # a variant driving part of the robot (g1_12dof): the twin is the robot
+            self.spec = load_robot_spec(self.spec.whole_robot)
         self.wire = low_level(c.messages, self.spec)
         self.slots = motor_slots(self.wire, self.spec.actuator_names)
         self.decimation = max(1, round(1.0 / (c.state_rate_hz * c.physics_dt_s)))

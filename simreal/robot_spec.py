@@ -50,6 +50,19 @@ class ActuatorSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldJointSpec:
+    """A joint of the real robot that the policy does not drive: its motor is held at ``target``
+    by the driver's own PD, ``tau = kp (target - q) - kd qdot`` (a 12-DoF G1's waist and arms, as
+    Unitree's unitree_rl_gym deploy holds them: ``arm_waist_kps``, ``arm_waist_kds``,
+    ``arm_waist_target``); the training model welds it there."""
+
+    name: str
+    kp: float = field(min=0.0, doc="position gain [N m/rad]")
+    kd: float = field(min=0.0, doc="damping gain [N m s/rad]")
+    target: float = field(0.0, doc="held position [rad]")
+
+
+@dataclasses.dataclass(frozen=True)
 class SiteSpec:
     """A site added to the model: a named frame on ``body`` at ``pos`` [m] in the body frame.
 
@@ -148,6 +161,10 @@ class RobotSpec:
                                                      "(humanoids: pelvis, feet, knees, torso, elbows, hands)")
     keypoint_map: str = field("", doc="the retargeting keypoint map, configs/retarget/NAME.yaml, when not the spec's "
                                       "own name (a variant with the same links: g1_23dof uses g1's)")
+    held: tuple[HeldJointSpec, ...] = field((), doc="joints the driver holds at a target with its own PD, not the "
+                                                    "policy's (a 12-DoF G1's waist and arms)")
+    whole_robot: str = field("", doc="the spec of the whole robot this one drives part of (g1_12dof: g1): what a "
+                                     "twin of the real robot simulates")
     ros2: Ros2Spec = field(Ros2Spec())
     source: str = field("", doc="file this spec was read from")
 
@@ -220,6 +237,11 @@ def _validate(spec: RobotSpec, path: str) -> None:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ConfigError("actuators", f"duplicate actuator names: {', '.join(sorted(dup))}", path)
+    held = [h.name for h in spec.held]
+    for i, name in enumerate(held):
+        if name in names or held.count(name) > 1:
+            raise ConfigError(f"held[{i}].name", f"'{name}' is {'an actuator' if name in names else 'held twice'}; a "
+                                                 f"held joint is one the policy does not drive", path)
     for i, a in enumerate(spec.actuators):
         if a.range is not None:
             if len(a.range) != 2 or a.range[0] >= a.range[1]:

@@ -20,11 +20,12 @@ from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.robots import build_model
 from simreal.sim.robots.articulated import keypoint_name
 
-ROBOTS = ["g1", "g1_23dof", "h1", "franka", "so100"]
-HUMANOIDS = ["g1", "g1_23dof", "h1"]
+ROBOTS = ["g1", "g1_23dof", "g1_12dof", "h1", "franka", "so100"]
+HUMANOIDS = ["g1", "g1_23dof", "g1_12dof", "h1"]
 # Published masses [kg] and relative tolerance: Unitree G1 / H1 spec sheets ("about 35 / 47 kg"),
 # Franka Panda datasheet (arm about 18 kg). The SO-100 has no datasheet mass: it must be < 1 kg.
-REAL_MASS = {"g1": (35.0, 0.1), "g1_23dof": (35.0, 0.1), "h1": (47.0, 0.12), "franka": (18.0, 0.1)}
+REAL_MASS = {"g1": (35.0, 0.1), "g1_23dof": (35.0, 0.1), "g1_12dof": (35.0, 0.1), "h1": (47.0, 0.12),
+             "franka": (18.0, 0.1)}
 
 
 @functools.cache
@@ -169,6 +170,46 @@ def test_g1_23dof_welds_waist_roll_pitch_and_wrist_pitch_yaw():
     assert m23.nbody == m29.nbody and m23.body_mass.sum() == pytest.approx(m29.body_mass.sum())
     with pytest.raises(ConfigError, match="23dof"):
         build_model(_with_options(_spec("g1"), variant="27dof"))
+
+
+def test_g1_12dof_drives_the_legs_and_welds_the_rest_where_the_driver_holds_it():
+    """Unitree's own 12-DoF G1 (unitree_rl_gym): the 12 leg motors in LowCmd order, the waist and
+    arms welded at their held targets, the same links and mass as the 29-DoF G1, the legs' gains
+    and limits the 29-DoF spec's; only the soles touch the floor."""
+    m12, m29 = _model("g1_12dof"), _model("g1")
+    s12, s29 = _spec("g1_12dof"), _spec("g1")
+    assert m12.nu == 12 and m12.nv == 18 and s12.actuator_names == s29.actuator_names[:12]
+    assert [h.name for h in s12.held] == list(s29.actuator_names[12:]) and s12.whole_robot == "g1"
+    assert {h.kp for h in s12.held} == {300.0, 100.0, 50.0, 20.0}  # unitree_rl_gym's arm_waist_kps
+    for a12, a29 in zip(s12.actuators, s29.actuators):
+        assert a12 == a29
+    assert m12.nbody == m29.nbody and m12.body_mass.sum() == pytest.approx(m29.body_mass.sum())
+    # welded at 0 (every held target), the 29-DoF model at zero joint angles puts every body alike
+    d12, d29 = mujoco.MjData(m12), mujoco.MjData(m29)
+    mujoco.mj_kinematics(m12, d12)
+    mujoco.mj_kinematics(m29, d29)
+    np.testing.assert_allclose(d12.xpos, d29.xpos, atol=1e-9)
+    # a held target other than 0 turns the welded body there, as the joint would
+    bent = dataclasses.replace(s12, held=tuple(dataclasses.replace(h, target=0.8) if h.name == "left_elbow_joint"
+                                               else h for h in s12.held))
+    mb = build_model(bent)
+    db = mujoco.MjData(mb)
+    mujoco.mj_kinematics(mb, db)
+    d29.qpos[m29.joint("left_elbow_joint").qposadr[0]] = 0.8
+    mujoco.mj_kinematics(m29, d29)
+    np.testing.assert_allclose(db.xpos, d29.xpos, atol=1e-9)
+    np.testing.assert_allclose(db.xquat, d29.xquat, atol=1e-9)
+
+
+def test_a_held_joint_that_is_an_actuator_is_refused_by_key(tmp_path):
+    import yaml
+
+    data = yaml.safe_load(open(_spec("g1_12dof").source))
+    data["held"][0]["name"] = "left_knee_joint"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"held\[0\].name.*'left_knee_joint' is an actuator"):
+        load_robot_spec(str(path))
 
 
 @pytest.mark.parametrize("name", ["g1", "h1"])

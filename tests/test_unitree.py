@@ -465,3 +465,31 @@ def test_a_silent_robot_gets_the_hold_within_the_timeout_and_at_the_control_rate
     rate = (len(silent) - 1) / (silent[-1] - silent[0])
     assert rate > 0.9 / period, rate  # it was 8.5 Hz of 50
     assert report.read_errors > 0 and report.last_error.startswith("no new LowState on rt/lowstate")
+
+
+def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_robot():
+    """g1_12dof's driver commands the 12 leg motors and, in every LowCmd, holds the 17 others at
+    their targets with their own gains (unitree_rl_gym's arm_waist_kps/kds); its twin is the
+    29-DoF G1, whose arms the hold then keeps where it says."""
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    domain = T.random_domain_id()
+    spec = load_robot_spec("g1_12dof")
+    legs = np.array([a.default for a in spec.actuators])
+    twin = UnitreeTwin(TwinConfig("g1_12dof", domain_id=domain, gantry="always"))
+    assert twin.spec.name == "g1" and len(twin.slots) == 29
+    with twin, UnitreeRobot(UnitreeConfig("g1_12dof", domain_id=domain)) as robot:
+        s = robot.observation()
+        assert s["joint_pos"].shape == (12,)
+        for _ in range(250):  # 0.5 s at the state rate
+            robot.observation()
+            robot.send_action(legs)
+        arms = twin.joint_pos()[12:]
+        last = twin.last_command["motor_cmd"]
+    held = {h.name: h for h in spec.held}
+    for slot, name in enumerate(MOTORS["unitree_hg"].motors[:29]):
+        if name in held:
+            assert (last["mode"][slot], last["q"][slot]) == (1, held[name].target)
+            assert (last["kp"][slot], last["kd"][slot]) == pytest.approx((held[name].kp, held[name].kd))
+    np.testing.assert_allclose(arms, 0.0, atol=0.05)  # home was 0.3/0.25/0.97 rad on the 29-DoF: pulled to 0
+    np.testing.assert_allclose(twin.joint_pos()[:12], legs, atol=0.05)

@@ -216,7 +216,8 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     Args:
       robot: the link table.
       spec: the robot spec (single source of truth for every tuned number).
-      locked: joints welded in this variant (e.g. the 23-DoF G1's wrist pitch/yaw).
+      locked: joints welded in this variant (e.g. the 23-DoF G1's wrist pitch/yaw), at the spec's
+        ``held`` target where it names the joint (the driver holds it there on the robot), else at 0.
       fixed_base: floating robots only: drop the free joint and pin the base at standing height.
       self_collision: let non-adjacent links collide with each other.
       floor_contact: ``all`` geoms or only the ``feet`` touch the floor and task objects.
@@ -240,7 +241,8 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     coupled = {c.name for c in robot.coupled}
     drives = {n: (act[n], 1.0) for n in order if n not in coupled}  # joint -> (spec actuator, joint per actuator unit)
     drives.update({j: (act[c.name], c.per_joint) for c in robot.coupled for j in c.joints})
-    bodies = _add_bodies(s, robot, drives, locked, free=robot.floating and not fixed_base,
+    welded_at = {h.name: h.target for h in spec.held if h.name in locked}
+    bodies = _add_bodies(s, robot, drives, locked, welded_at, free=robot.floating and not fixed_base,
                          self_collision=self_collision, damping=phys.get("joint_damping", 0.0),
                          touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet))
     _add_actuators(s, robot, [act[n] for n in order])
@@ -263,9 +265,11 @@ def set_solver_caps(s: mujoco.MjSpec, physical: dict[str, float]) -> bool:
 
 
 def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSpec, float]], locked: frozenset[str],
-                *, free: bool, self_collision: bool, damping: float,
+                welded_at: dict[str, float], *, free: bool, self_collision: bool, damping: float,
                 touches_world: Callable[[str | None], bool]) -> dict[str, mujoco.MjsBody]:
-    """Bodies with inertials, joints, primitive geoms, keypoint sites and the extra sites.
+    """Bodies with inertials, joints, primitive geoms, keypoint sites and the extra sites; a
+    locked hinge welds its body turned by ``welded_at`` [rad] about the joint's axis (the body's
+    frame is the parent's times ``quat`` times that turn, as the joint would have put it).
     A geom that does not ``touches_world`` keeps only its self-collision bit (if any)."""
     children: dict[str, list[Link]] = {}
     for link in robot.links:
@@ -274,7 +278,13 @@ def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[Actuator
     self_bit = ROBOT_CONTYPE if self_collision else 0
     for link in robot.links:  # tables list parents before children
         parent = s.worldbody if link.parent is None else bodies[link.parent]
-        b = bodies[link.name] = parent.add_body(name=link.name, pos=link.pos, quat=link.quat)
+        quat = link.quat
+        if link.joint in welded_at and not link.slide:
+            turn = np.zeros(4)
+            mujoco.mju_axisAngle2Quat(turn, np.asarray(link.axis, np.float64), welded_at[link.joint])
+            quat = np.zeros(4)
+            mujoco.mju_mulQuat(quat, np.asarray(link.quat, np.float64), turn)
+        b = bodies[link.name] = parent.add_body(name=link.name, pos=link.pos, quat=quat)
         _set_inertial(b, link.inertial)
         if link.parent is None and free:
             b.add_freejoint(name="floating_base_joint")
