@@ -6,7 +6,8 @@
 
 Works on every trainer's runs (brax, sb3, rsl_rl): the run's deterministic policy drives the
 task's env, and MuJoCo's offscreen renderer draws each control step; the video is written
-with imageio's ffmpeg to ``RUN_DIR/videos/play.mp4``.
+with imageio's ffmpeg to ``RUN_DIR/videos/play.mp4``. Progress (frames rendered of the most the
+episodes can have, frames/s, ETA) goes to stderr.
 
 Headless OpenGL as :mod:`simreal.sim.headless_gl` chooses it (a ``MUJOCO_GL`` set by the user,
 else EGL, then OSMesa); none working is one error line saying what to install.
@@ -44,12 +45,15 @@ def run(args: argparse.Namespace) -> int:
     # imageio starts ffmpeg with fork() while JAX's threads run; the child only execs ffmpeg.
     warnings.filterwarnings("ignore", message=".*fork.*", category=RuntimeWarning)
 
+    import sys
+
     import imageio.v2 as imageio
     import jax
     import mujoco
     import numpy as np
 
     from simreal.errors import SimrealError, UnknownNameError
+    from simreal.progress import Progress
     from simreal.sim.cameras import camera_names
     from simreal.sim.follow_camera import FollowCamera
     from simreal.policies.train import load_config
@@ -84,13 +88,18 @@ def run(args: argparse.Namespace) -> int:
         raise SimrealError(f"--out {out}: is a folder; expected the path of the .mp4 file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp.mp4")
+    # at most episodes x steps frames (an episode that ends early has fewer): the progress line's total
+    progress = Progress(args.episodes * steps, stream=sys.stderr, unit="frames")
+    progress.message(f"rendering up to {args.episodes} x {steps} frames at {args.width}x{args.height} to {out} "
+                     "(the first compiles the env's reset and step) ...")
+    frames = 0
     with imageio.get_writer(tmp, fps=round(1.0 / env.ctrl_dt), codec="libx264", quality=7, macro_block_size=1) as w:
         key = jax.random.PRNGKey(args.seed)
-        for _ in range(args.episodes):
+        for episode in range(args.episodes):
             key, k = jax.random.split(key)
             state = reset(k)
             policy.reset()
-            for _t in range(steps):
+            for t in range(steps):
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
                 if m.nmocap:  # the episode's markers (arm-reach's goal sphere), else at the model's default
                     d.mocap_pos[:] = np.asarray(env.mocap_pos(state.info)).reshape(m.nmocap, 3)
@@ -98,9 +107,13 @@ def run(args: argparse.Namespace) -> int:
                 renderer.update_scene(d, camera=follow(d) if follow is not None else camera)
                 w.append_data(renderer.render())
                 state = step(state, policy.act(state.obs))
+                frames += 1  # counted after the step: the first one's compile is not in the rate
+                progress.update(frames, episode=f"{episode + 1}/{args.episodes}")
                 if float(state.done) > 0:
                     break
+            progress.total -= steps - 1 - t  # the frames an early end left out
+    progress.close()
     renderer.close()
     tmp.replace(out)
-    print(f"video: {out}")
+    print(f"video: {out} ({frames} frames)")
     return 0

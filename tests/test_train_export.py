@@ -237,6 +237,8 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     with imageio.get_reader(video, "ffmpeg") as reader:
         frames = [f for f in reader]  # not list(): the reader's len() is inf
     assert len(frames) == 5 and frames[0].shape == (48, 64, 3)
+    err = capsys.readouterr().err  # play said what it renders and how far it is (it was silent for 148 s)
+    assert "rendering up to 1 x 5 frames at 64x48" in err and " frames/s | episode 1/1 | ETA " in err, err
     # 'follow' is offered whatever cameras the model has (the humanoids have none)
     assert main(["play", str(run_dir), "--steps", "2", "--width", "64", "--height", "48", "--out", str(video),
                  "--camera", "follow"]) == 0
