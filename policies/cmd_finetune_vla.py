@@ -30,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from simreal.dependencies import require
+
+    require("torch", "transformers", "tokenizers")  # the [torch,vlm] extras, said before the run loads
+
     from simreal.config import deep_merge
     from simreal.cpu_threads import limit_torch_threads
     from simreal.errors import ConfigError

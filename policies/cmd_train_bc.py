@@ -40,6 +40,8 @@ HELP = "train a policy by behaviour cloning from a dataset"
 
 #: Every --policy (``bc_actor.NETWORKS``).
 POLICIES = ("mlp", "act", "flow", "vla")
+#: The packages every policy needs (torch; pyarrow reads the dataset), and those one needs beside them.
+NEEDS = {"any": ("torch", "pyarrow"), "vla": ("transformers", "tokenizers")}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -99,16 +101,21 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     import sys
 
-    from simreal.cpu_threads import limit_torch_threads
+    from simreal.dependencies import require
     from simreal.errors import ConfigError
+
+    if args.epochs is not None and args.epochs < 1:
+        raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
+    # what the policy needs, checked before anything loads: a VLA without the [vlm] extra once
+    # failed after 90 s of loading the dataset
+    require(*NEEDS["any"], *NEEDS.get(args.policy, ()))
+    from simreal.cpu_threads import limit_torch_threads
     from simreal.policies.bc import check_dataset, train_bc
     from simreal.policies.bc_actor import CHECKPOINT
     from simreal.policies.cmd_eval import format_eval
     from simreal.policies.train import start_run
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
-    if args.epochs is not None and args.epochs < 1:
-        raise ConfigError("--epochs", f"expected an integer >= 1, got {args.epochs}")
     limit_torch_threads()
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
