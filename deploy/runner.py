@@ -58,6 +58,7 @@ TERM_NEEDS: dict[str, tuple[str, ...]] = {
     "lin_vel_b": ("quat_wxyz", "lin_vel_w"), "ang_vel_b": ("ang_vel_b",), "gravity_b": ("quat_wxyz",),
     "joint_pos_rel": ("joint_pos", "default_joint_pos"), "joint_vel": ("joint_vel",), "command": ("command",),
     "last_action": ("last_action",), "action_history": ("action_history",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
+    "gait_phase": ("gait_phase",),
 }
 ESTOP = "__estop__"
 #: Subscription names of a VLA bundle's camera images (``IMAGE + camera``) and instruction.

@@ -81,6 +81,8 @@ class PPOConfig(LoopConfig):
     max_grad_norm: float = field(1.0, min=0.0)
     value_hidden: tuple[int, ...] = field((128, 128), min=1)
     init_noise_std: float = field(0.5, min=0.0)
+    symmetry: bool = field(False, doc="learn from each sample's left-right mirror too (trainer rsl_rl; "
+                                      "sim/symmetry.py)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,6 +369,10 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise
     if isinstance(train, PPOConfig) and train.num_envs % train.num_minibatches:
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
+    if isinstance(train, PPOConfig) and train.symmetry and not trainers.TRAINERS[trainer].symmetry:
+        able = ", ".join(n for n, e in trainers.TRAINERS.items() if e.symmetry)
+        raise ConfigError("train.symmetry", f"trainer={trainer} does not learn from mirrored samples; use trainer={able} "
+                                            f"or train.symmetry=false", source)
     if isinstance(train, PPOConfig) and train.desired_kl is not None and train.learning_rate_end is not None:
         raise ConfigError("train.desired_kl", "sets the learning rate itself; unset train.learning_rate_end (=null)",
                           source)

@@ -11,8 +11,10 @@ module runs the runner's rollout/update loop one iteration at a time so the shar
     num_minibatches     num_mini_batches      clipping_epsilon       clip_param
     discounting         gamma                 gae_lambda             lam
     entropy_cost        entropy_coef          max_grad_norm          max_grad_norm
-    learning_rate       learning_rate (schedule 'fixed', as Brax; rsl_rl's 'adaptive' is one
-                        override away in code, not exposed)
+    learning_rate       learning_rate (schedule 'fixed', as Brax)
+    desired_kl          desired_kl, schedule 'adaptive' (rsl_rl's: the rate follows the KL)
+    symmetry            symmetry_cfg: data augmentation with the env's left-right mirror
+                        (:mod:`simreal.sim.symmetry`; rsl_rl's ``Symmetry`` extension)
     policy_hidden / value_hidden / activation   actor / critic MLPModel
     init_noise_std      GaussianDistribution init_std
     normalize_observations  obs_normalization (EmpiricalNormalization, actor and critic)
@@ -52,7 +54,11 @@ def runner_cfg(cfg: RunConfig) -> dict[str, Any]:
         "algorithm": {"class_name": "PPO", "num_learning_epochs": tc.num_updates_per_batch,
                       "num_mini_batches": tc.num_minibatches, "clip_param": tc.clipping_epsilon,
                       "gamma": tc.discounting, "lam": tc.gae_lambda, "entropy_coef": tc.entropy_cost,
-                      "learning_rate": tc.learning_rate, "max_grad_norm": tc.max_grad_norm, "schedule": "fixed"},
+                      "learning_rate": tc.learning_rate, "max_grad_norm": tc.max_grad_norm,
+                      **({"schedule": "fixed"} if tc.desired_kl is None else
+                         {"schedule": "adaptive", "desired_kl": tc.desired_kl}),
+                      "symmetry_cfg": {"use_data_augmentation": True, "data_augmentation_func": mirrored_batch}
+                      if tc.symmetry else None},
         "actor": {"class_name": "MLPModel", "hidden_dims": list(tc.policy_hidden), "activation": tc.activation,
                   "obs_normalization": tc.normalize_observations,
                   "distribution_cfg": {"class_name": "GaussianDistribution",
@@ -60,6 +66,26 @@ def runner_cfg(cfg: RunConfig) -> dict[str, Any]:
         "critic": {"class_name": "MLPModel", "hidden_dims": list(tc.value_hidden), "activation": tc.activation,
                    "obs_normalization": tc.normalize_observations},
     }
+
+
+def mirrored_batch(env: Any, obs: Any = None, actions: torch.Tensor | None = None) -> tuple[Any, Any]:
+    """rsl_rl's symmetry augmentation function: each batch followed by its mirror (``env.mirror``, a
+    :class:`~simreal.sim.symmetry.Mirror`): observation groups ``policy`` and ``critic``, and actions."""
+    m = env.mirror
+
+    def mirrored(x: torch.Tensor, perm_sign: tuple[Any, Any]) -> torch.Tensor:
+        perm, sign = perm_sign
+        return x[..., torch.as_tensor(perm)] * torch.as_tensor(sign, dtype=x.dtype)
+
+    out_obs = out_act = None
+    if obs is not None:
+        twin = obs.clone()
+        for group, perm_sign in (("policy", m.policy), ("critic", m.critic)):
+            twin[group] = mirrored(obs[group], perm_sign)
+        out_obs = torch.cat([obs, twin], dim=0)
+    if actions is not None:
+        out_act = torch.cat([actions, mirrored(actions, m.action)], dim=0)
+    return out_obs, out_act
 
 
 def _runner(cfg: RunConfig, venv: Any):
@@ -98,6 +124,10 @@ class Driver:
         tc = cfg.train
         torch.manual_seed(cfg.seed)
         self.venv = RslRlVecEnv(env, tc.num_envs, seed=cfg.seed)
+        if tc.symmetry:
+            from simreal.sim.symmetry import Mirror
+
+            self.venv.mirror = Mirror(env)
         self.runner = _runner(cfg, self.venv)
         self.alg = self.runner.alg
         self.reward_scale = tc.reward_scaling

@@ -34,19 +34,21 @@ class TrainerEntry(NamedTuple):
     """A row of the trainer table: where its driver is, the ``algorithm:`` values it runs,
     whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys), and
     whether its networks run on PyTorch (their CPU threads then follow
-    :func:`~simreal.cpu_threads.limit_torch_threads`)."""
+    :func:`~simreal.cpu_threads.limit_torch_threads`), and whether it learns from each sample's
+    left-right mirror too (``train.symmetry``, :mod:`simreal.sim.symmetry`)."""
 
     driver: str  # ``module:attribute`` of a :class:`Trainer`
     algorithms: tuple[str, ...]
     images: bool = False
     torch: bool = False
+    symmetry: bool = False
 
 
 #: trainer name -> its driver and algorithms.
 TRAINERS: dict[str, TrainerEntry] = {
     "brax": TrainerEntry("simreal.policies.train:BRAX", ("ppo", "sac")),
     "sb3": TrainerEntry("simreal.policies.train_sb3:TRAINER", ("ppo", "sac"), images=True, torch=True),
-    "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",), torch=True),
+    "rsl_rl": TrainerEntry("simreal.policies.train_rsl_rl:TRAINER", ("ppo",), torch=True, symmetry=True),
     "bc": TrainerEntry("simreal.policies.bc:TRAINER", ("bc",), torch=True),
     "residual": TrainerEntry("simreal.policies.residual:TRAINER", ("ppo",)),
 }

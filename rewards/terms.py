@@ -141,6 +141,30 @@ def feet_air_time(air_time_s: Array, first_contact: Array, threshold_s: Scalar) 
     return jnp.sum((air_time_s - threshold_s) * first_contact, axis=-1)
 
 
+def outside_range(q: Array, low: Array, high: Array) -> Array:
+    """How far joints are beyond a soft range, sum_i max(0, low_i - q_i) + max(0, q_i - high_i)
+    [rad] (legged_gym's ``dof_pos_limits`` with its soft limits). q, low, high: (..., n)."""
+    return jnp.sum(jnp.maximum(low - q, 0.0) + jnp.maximum(q - high, 0.0), axis=-1)
+
+
+def contact_slip(foot_vel: Array, contact: Array) -> Array:
+    """Feet sliding while they bear weight, sum_f |v_f|^2 [contact_f] [m^2/s^2] (unitree_rl_gym's
+    ``contact_no_vel``). foot_vel: (..., feet, 3) [m/s]; contact: (..., feet) bool."""
+    return jnp.sum(jnp.sum(jnp.square(foot_vel), axis=-1) * contact, axis=-1)
+
+
+def swing_height(sole_z: Array, contact: Array, target_m: Scalar) -> Array:
+    """Swing feet off their target height, sum_f (z_f - h)^2 [not contact_f] [m^2] (unitree_rl_gym's
+    ``feet_swing_height``). sole_z: (..., feet) sole heights [m]; contact: (..., feet) bool."""
+    return jnp.sum(jnp.square(sole_z - target_m) * ~contact, axis=-1)
+
+
+def contact_schedule(contact: Array, stance: Array) -> Array:
+    """Feet whose contact is the gait's, sum_f [contact_f == stance_f]: 0 to the number of feet
+    (unitree_rl_gym's phase ``contact`` reward). contact, stance: (..., feet) bool."""
+    return jnp.sum(contact == stance, axis=-1).astype(jnp.float32)
+
+
 def alive() -> Array:
     """1 for every step the episode runs: weighted positive, it makes ending early cost."""
     return jnp.ones(())

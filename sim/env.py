@@ -136,6 +136,10 @@ class MjEnv(BraxEnv):
     #: alone. Over the scripted arm-push controller they turned the residual against the base:
     #: 0.906 -> 0.273 success in 176k env steps with them, 0.758-0.930 without (BENCHMARKS.md).
     shaping_terms: tuple[str, ...] = ()
+    #: Clip each step's summed reward at zero (legged_gym's ``only_positive_rewards``): the penalties
+    #: never outweigh the step, so ending an episode early never pays (a fall costs what the rest of
+    #: the episode would have earned).
+    only_positive_rewards: bool = False
     #: Standard deviation of observation noise per term (before ``obs_noise_scale``).
     obs_noise_std: Mapping[str, float] = {}
     #: Observation terms of the scene's state, noise-free and privileged (an end effector's and an
@@ -400,6 +404,8 @@ class MjEnv(BraxEnv):
             due = (info["step"] - 1) % every == 0  # the first step of an episode, then every `every`-th
             terms[k] = info[f"last_score/{k}"] = jnp.where(due, fn(phys, info, due), info[f"last_score/{k}"])
         reward = self.ctrl_dt * sum(self.scales[k] * terms[k] for k in self.scales)
+        if self.only_positive_rewards:
+            reward = jnp.maximum(reward, 0.0)
         # a diverged step (``nonfinite``) scores 0, in every term; so does a reward that is not
         # finite. Zeroed after the sum: zeroing the terms first changes how XLA fuses the sum
         # (its rounding), and with it every training bit for bit.

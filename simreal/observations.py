@@ -23,6 +23,7 @@ key                       shape    meaning
 ``command``               (k,)     task command (e.g. vx, vy, yaw rate)
 ``last_action``           (m,)     the previous normalised action in [-1, 1]
 ``action_history``        (k, m)   the k normalised actions before ``last_action``, newest first
+``gait_phase``            (2 l,)   a gait clock: (sin, cos) of each leg's phase, 2 pi t / T + offset
 ========================  =======  ===============================================
 """
 
@@ -139,10 +140,16 @@ def action_history(s: State, xp: Any) -> Array:
     return s["action_history"]
 
 
+def gait_phase(s: State, xp: Any) -> Array:
+    """The gait clock, (sin, cos) of each leg's phase (2 l,) (unitree_rl_gym's G1 observes it): a
+    task input, played back on the robot from the hand-over (:mod:`simreal.reference`)."""
+    return s["gait_phase"]
+
+
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
     for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, ee_to_target_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
-              joint_vel, command, last_action, action_history)
+              joint_vel, command, last_action, action_history, gait_phase)
 }
 
 

@@ -37,7 +37,7 @@ from simreal.npz import open_npz
 from simreal.yaml_io import atomic_write_bytes
 
 #: Robot-state keys (:mod:`simreal.observations`) a reference may supply: task inputs, never sensors.
-PLAYABLE_KEYS = ("command", "target_pos_w")
+PLAYABLE_KEYS = ("command", "target_pos_w", "gait_phase")
 REFERENCE_NPZ = "reference.npz"
 
 

@@ -32,7 +32,7 @@ EXPECTED_REFUSALS = {
 #: Tasks with camera images in their observation: no bundle yet (export names this bundle field).
 IMAGE_TASKS = {"arm-push-pixels": "observation"}
 #: Tasks whose bundle carries a time-varying reference the robot side plays back.
-WITH_REFERENCE = ("arm-demo-track", "g1-tracking", "quadrotor-track")
+WITH_REFERENCE = ("arm-demo-track", "g1-tracking", "g1-velocity", "quadrotor-track")  # g1-velocity: its gait clock
 
 
 _EXPORTED: dict[str, Path] = {}
@@ -163,9 +163,10 @@ class _Recorder:
 
 @pytest.mark.parametrize("task", WITH_REFERENCE)
 def test_the_robot_side_plays_the_reference_the_training_env_observed(task, tmp_path_factory):
-    """The ``command`` the policy sees at control step k is the same in the training env
-    (the exported episode, replayed with ``reset_from``) and on the robot side (the runner
-    playing the bundle's table back), and it changes over time."""
+    """The played-back input the policy sees at control step k (the ``command``; g1-velocity's
+    ``gait_phase`` clock) is the same in the training env (the exported episode, replayed with
+    ``reset_from``) and on the robot side (the runner playing the bundle's table back), and it
+    changes over time."""
     import jax
     import jax.numpy as jnp
 
@@ -178,8 +179,9 @@ def test_the_robot_side_plays_the_reference_the_training_env_observed(task, tmp_
 
     bundle = load_bundle(_exported(task, tmp_path_factory))
     names, sizes = bundle.obs_names, [t.size for t in bundle.obs_terms]
-    lo = sum(sizes[:names.index("command")])
-    cmd = slice(lo, lo + sizes[names.index("command")])
+    played = next(k for k in ("command", "gait_phase") if k in bundle.reference.values and k in names)
+    lo = sum(sizes[:names.index(played)])
+    cmd = slice(lo, lo + sizes[names.index(played)])
     steps = 30
 
     env = training_env(bundle, spec_of_bundle(bundle))

@@ -1,0 +1,117 @@
+"""The left-right mirror (sim/symmetry.py) held to the model and the task's own observation:
+the mirrored joint vector puts every body at its mirror image, and the mirrored observation of a
+state is the observation of the mirrored state."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from simreal.errors import ConfigError
+from simreal.policies.run_config import make_env, resolve
+from simreal.sim.symmetry import Mirror, joint_mirror, layout_mirror
+
+M = np.array([1.0, -1.0, 1.0])
+
+
+@pytest.fixture(scope="module")
+def env():
+    return make_env(resolve("g1-velocity", ["train.num_envs=4"]))
+
+
+def _partner(name: str) -> str:
+    return name.replace("left_", "@").replace("right_", "left_").replace("@", "right_")
+
+
+def test_the_mirrored_pose_puts_every_body_at_its_mirror_image(env):
+    m = env.mj_model
+    perm, sign = joint_mirror(m, env.robot.actuator_names)
+    assert sorted(perm) == list(range(m.nu)) and set(sign) == {-1.0, 1.0}
+    d = mujoco.MjData(m)
+    q = np.random.default_rng(0).uniform(-0.4, 0.4, m.nu)
+
+    def bodies(joints: np.ndarray) -> np.ndarray:
+        d.qpos[:] = m.key_qpos[0]
+        d.qpos[7:] = joints
+        mujoco.mj_kinematics(m, d)
+        return d.xpos.copy()
+
+    names = [m.body(i).name for i in range(m.nbody)]
+    partner = [names.index(_partner(n)) for n in names]
+    a, b = bodies(q), bodies(q[perm] * sign)
+    np.testing.assert_allclose(a * M, b[partner], atol=1e-9)
+    assert np.abs(a * M - bodies(q)[partner]).max() > 0.05  # (the unmirrored pose is not its own mirror)
+    # hip roll and yaw, ankle roll flip sign; hip pitch, knee, ankle pitch keep it (Unitree's axes)
+    for i, n in enumerate(env.robot.actuator_names):
+        assert sign[i] == (-1.0 if "roll" in n or "yaw" in n else 1.0), n
+
+
+def _mirrored_state(env, state):
+    """The physical mirror of ``state`` and its task inputs (command; the clock half a period on)."""
+    phys = state.pipeline_state
+    perm, sign = joint_mirror(env.mj_model, env.robot.actuator_names)
+    qpos = phys.qpos.at[0:3].multiply(jnp.asarray(M)).at[3:7].multiply(jnp.array([1.0, -1.0, 1.0, -1.0]))
+    qpos = qpos.at[7:].set(phys.qpos[7:][perm] * sign)
+    qvel = phys.qvel.at[0:3].multiply(jnp.asarray(M)).at[3:6].multiply(jnp.array([-1.0, 1.0, -1.0]))
+    qvel = qvel.at[6:].set(phys.qvel[6:][perm] * sign)
+    info = dict(state.info)
+    info["command"] = info["command"] * jnp.array([1.0, -1.0, -1.0])
+    info["joint_offset"] = info["joint_offset"][perm] * sign
+    info["last_action"] = info["last_action"][perm] * sign
+    info["step"] = info["step"] + env.cycle_steps // 2
+    return phys.replace(qpos=qpos, qvel=qvel), info
+
+
+def test_the_mirrored_observation_is_the_observation_of_the_mirrored_state(env):
+    """Every rule of TERM_RULES checked against the task's own terms, policy and critic, on a
+    state a few random steps in (tilted, moving, a command with all three components)."""
+    from simreal.observations import build_observation
+
+    state = jax.jit(env.reset)(jax.random.PRNGKey(3))
+    step = jax.jit(env.step)
+    for k in range(5):
+        state = step(state, jax.random.uniform(jax.random.PRNGKey(k), (env.action_size,), minval=-1, maxval=1))
+    mir = Mirror(env)
+    phys_m, info_m = _mirrored_state(env, state)
+    for terms, (perm, sign) in ((env.obs_terms, mir.policy), (env.critic_obs_terms, mir.critic)):
+        obs = np.asarray(build_observation(terms, env.observed_state(state.pipeline_state, state.info), jnp))
+        obs_m = np.asarray(build_observation(terms, env.observed_state(phys_m, info_m), jnp))
+        assert np.abs(obs).min() < np.abs(obs).max()  # a state with something to mirror
+        np.testing.assert_allclose(obs[perm] * sign, obs_m, atol=1e-5)
+    a = np.random.default_rng(1).uniform(-1, 1, env.action_size)
+    perm, sign = mir.action
+    np.testing.assert_allclose((a[perm] * sign)[perm] * sign, a)  # the mirror of the mirror
+
+
+def test_a_term_without_a_mirror_is_refused_by_name(env):
+    joints = joint_mirror(env.mj_model, env.robot.actuator_names)
+    with pytest.raises(ConfigError, match="no mirror for observation term 'pos_error_w'"):
+        layout_mirror([{"name": "pos_error_w", "size": 3}], joints)
+
+
+def test_rsl_rl_learns_from_both_halves_and_brax_refuses_the_setting():
+    pytest.importorskip("rsl_rl")
+    import torch
+    from tensordict import TensorDict
+
+    from simreal.policies.train_rsl_rl import mirrored_batch, runner_cfg
+
+    cfg = resolve("g1-velocity", ["train.num_envs=4"])
+    assert runner_cfg(cfg)["algorithm"]["symmetry_cfg"]["data_augmentation_func"] is mirrored_batch
+    assert runner_cfg(cfg)["algorithm"]["schedule"] == "adaptive"
+
+    class Venv:
+        mirror = Mirror(make_env(cfg))
+
+    obs = TensorDict({"policy": torch.randn(3, 49), "critic": torch.randn(3, 52)}, batch_size=[3])
+    act = torch.randn(3, 12)
+    o2, a2 = mirrored_batch(Venv, obs, act)
+    assert o2.batch_size[0] == 6 and a2.shape == (6, 12)
+    torch.testing.assert_close(o2["policy"][:3], obs["policy"])
+    perm, sign = Venv.mirror.policy
+    torch.testing.assert_close(o2["policy"][3:], obs["policy"][:, perm] * torch.as_tensor(sign, dtype=torch.float32))
+    with pytest.raises(ConfigError, match="train.symmetry.*trainer=brax does not learn from mirrored samples"):
+        resolve("g1-velocity", ["trainer=brax"])
