@@ -71,9 +71,9 @@ def banner(task: str, driver: str, twin: bool, rate_hz: float, duration_s: float
     """What runs, how it ends, and the teleop device's keys or axes (one or two lines)."""
     from simreal.hardware.teleop import VelocityCommand
 
-    until = f"for {duration_s:g} s or Ctrl-C" if duration_s is not None else "until Ctrl-C"
-    lines = [f"simreal drive: {task} on {driver}{' (twin)' if twin else ''} at {rate_hz:g} Hz, {until}: the safe "
-             "command, then the report; waiting for the robot's state ..."]
+    until = f"for {duration_s:g} s (Ctrl-C stops it sooner)" if duration_s is not None else "until Ctrl-C"
+    lines = [f"simreal drive: {task} on {driver}{' (twin)' if twin else ''} at {rate_hz:g} Hz, {until}, ending with "
+             "the safe command; waiting for the robot's state ..."]
     if teleop == "keyboard":
         lines.append(f"keys (held; none: stand still): {VelocityCommand.keys()}")
     elif teleop is not None:

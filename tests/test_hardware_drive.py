@@ -219,7 +219,7 @@ def test_drive_says_what_runs_and_how_it_goes_while_it_runs(tmp_path, capsys, mo
     _fake_driver(monkeypatch, FakeJointRobot)
     assert main(["drive", str(bundles.make_joint_bundle(tmp_path / "b")), "--duration", "4.5"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("simreal drive: ") and "for 4.5 s or Ctrl-C" in err[0], err
+    assert err[0].startswith("simreal drive: ") and "for 4.5 s (Ctrl-C stops it sooner)" in err[0], err
     status = [line for line in err if line.startswith("drive ")]
     assert len(status) == 2 and all(" Hz | safety running" in line for line in status), err
 
