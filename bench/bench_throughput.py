@@ -4,10 +4,15 @@
     python bench/bench_throughput.py --tasks g1-velocity arm-pick --playground HumanoidWalk --envs 256
     python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native mjx --playground --bare
+    python bench/bench_throughput.py --tasks g1-velocity g1-velocity:robot=g1,env.episode_length_s=20 \
+        --backends native --envs 256 --steps 50 --bare --playground    # a task beside a variant of it
 
 Each row: compile once, then the best of ``--repeats`` timed ``lax.scan`` rollouts of
 ``--steps`` control steps of the vmapped env with uniform random actions (the shape of a
-PPO rollout). The rows take turns, one timed rollout each per round, so a change in the
+PPO rollout). A task may name a variant of its config, ``task:key=value,key=value`` (the
+12-DoF G1 default beside ``g1-velocity:robot=g1``, the 29-DoF one): its rows are timed in the
+same rounds and its speed is printed as a ratio to the task's first row. The rows take turns,
+one timed rollout each per round, so a change in the
 machine's speed during the run (a shared VM's neighbours) reaches every row alike; a ratio is
 the median over the rounds of the two rows' same-round ratio. simreal's ``cartpole-balance``
 matches Playground's ``CartpoleBalance`` (same model, timestep and control rate), so that pair
@@ -65,14 +70,22 @@ def time_env(reset, step, action_size: int, envs: int, steps: int, repeats: int)
     return max(once() for _ in range(repeats))
 
 
-def simreal_runner(task: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
+def variant(spec: str, overrides: list[str]) -> tuple[str, list[str]]:
+    """(task, overrides) of a ``--tasks`` entry ``task`` or ``task:key=value,key=value``, with the
+    ``--override`` ones first."""
+    task, _, own = spec.partition(":")
+    return task, [*overrides, *(kv for kv in own.split(",") if kv)]
+
+
+def simreal_runner(spec: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
     from simreal.policies.run_config import make_env, resolve
 
+    task, overrides = variant(spec, overrides)
     env = make_env(resolve(task, overrides), backend=backend)
     return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
-def bare_rollout_runner(task: str, envs: int, steps: int, per_env_models: bool) -> Runner:
+def bare_rollout_runner(spec: str, envs: int, steps: int, per_env_models: bool, overrides: list[str]) -> Runner:
     """A runner (:func:`env_runner`) of ``mujoco.rollout`` alone on the task's model: ``envs`` states stepped
     ``n_substeps`` physics steps per control step with random controls in range, on the thread
     pool of one thread per core, states and controls prepared beforehand: the engine's limit the
@@ -86,7 +99,8 @@ def bare_rollout_runner(task: str, envs: int, steps: int, per_env_models: bool) 
 
     from simreal.policies.run_config import make_env, resolve
 
-    env = make_env(resolve(task), backend="native")
+    task, overrides = variant(spec, overrides)
+    env = make_env(resolve(task, overrides), backend="native")
     m, n = env.mj_model, env.n_substeps
     models = [copy.deepcopy(m) for _ in range(envs)] if per_env_models else [m] * envs
     datas = [mujoco.MjData(m) for _ in range(os.cpu_count() or 1)]
@@ -113,7 +127,7 @@ def bare_rollout_runner(task: str, envs: int, steps: int, per_env_models: bool) 
     return once
 
 
-def bare_batch_runner(task: str, envs: int, steps: int) -> Runner:
+def bare_batch_runner(spec: str, envs: int, steps: int, overrides: list[str]) -> Runner:
     """A runner (:func:`env_runner`) of ``mujoco.batch`` alone, stepped as the native backend steps it: the task's
     randomised fields expanded per env, ``n_substeps`` physics steps per control step in calls of
     ``inner_loop.every`` steps where the task has an inner loop (a quadrotor's 500 Hz rate loop:
@@ -125,7 +139,8 @@ def bare_batch_runner(task: str, envs: int, steps: int) -> Runner:
 
     from simreal.policies.run_config import make_env, resolve
 
-    env = make_env(resolve(task), backend="native")
+    task, overrides = variant(spec, overrides)
+    env = make_env(resolve(task, overrides), backend="native")
     m, n = env.mj_model, env.n_substeps
     every = env.inner_loop.every if env.inner_loop is not None else n
     b = mjbatch.Batch(m, envs, nthread=os.cpu_count() or 1)
@@ -179,9 +194,9 @@ def main() -> None:
         runners[(n, "playground")] = playground_runner(n, a.envs, a.steps)
     if a.bare:
         for t in a.tasks:
-            runners[(t, "rollout")] = bare_rollout_runner(t, a.envs, a.steps, per_env_models=False)
-            runners[(t, "rollout per env")] = bare_rollout_runner(t, a.envs, a.steps, per_env_models=True)
-            runners[(t, "batch")] = bare_batch_runner(t, a.envs, a.steps)
+            runners[(t, "rollout")] = bare_rollout_runner(t, a.envs, a.steps, False, a.override)
+            runners[(t, "rollout per env")] = bare_rollout_runner(t, a.envs, a.steps, True, a.override)
+            runners[(t, "batch")] = bare_batch_runner(t, a.envs, a.steps, a.override)
     rounds: dict[tuple[str, str], list[float]] = {k: [] for k in runners}
     for _ in range(a.repeats):  # the rows take turns (module docstring)
         for k, once in runners.items():
@@ -214,6 +229,10 @@ def main() -> None:
         if (t, "mjx") in runners and a.bare:
             print(f"- {t}: bare batch / mjx = {ratio((t, 'batch'), (t, 'mjx'))} (what native / mjx could reach "
                   "with nothing but the engine)")
+        first = next(s for s in a.tasks if variant(s, [])[0] == variant(t, [])[0])
+        if first != t:
+            for b in a.backends:
+                print(f"- {t} / {first}, {b} = {ratio((t, b), (first, b))}")
         if (MATCHED.get(t), "playground") in runners:
             for b in a.backends:
                 print(f"- {t} simreal {b} / Playground {MATCHED[t]} = {ratio((t, b), (MATCHED[t], 'playground'))}")

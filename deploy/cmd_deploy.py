@@ -101,6 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-command-gap", type=float, default=0.5,
                    help="after the hand-over, a rehearsal with a longer time without a command fails: the "
                         "controller stopped or stalled [s] (default 0.5, PX4's offboard loss timeout)")
+    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task input in place of the bundle's, for the rehearsed episode: a walking policy's "
+                        "velocity command, --task-param command=[0.5,0.0,0.0] (repeatable)")
     p.add_argument("--record", help="folder for two rosbag2 recordings: runner/ and robot/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -206,7 +209,7 @@ SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latenc
                              "state_latency_ms": "--state-latency-ms", "drop": "--drop", "noise_scale": "--noise",
                              "seed": "--seed", "startup_timeout_s": "--startup-timeout",
                              "max_command_gap_s": "--max-command-gap", "outage_at_s": "--state-outage",
-                             "outage_s": "--state-outage"}
+                             "outage_s": "--state-outage", "task_params": "--task-param"}
 
 
 #: The rehearsal's robot process: ``python -m simreal.deploy.sim_loop`` without the working
@@ -219,7 +222,7 @@ ROBOT_PROCESS = (sys.executable, "-c", "import runpy, sys; del sys.path[0]; "
 def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
     """The rehearsal settings from the flags, validated here before any robot process starts
     (SimLoopConfig's ranges); a bad one is a SimrealError naming the flag."""
-    from simreal.config import build
+    from simreal.config import build, task_params_arg
     from simreal.deploy.sim_loop import SimLoopConfig
     from simreal.errors import ConfigError, SimrealError
 
@@ -227,7 +230,7 @@ def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
     sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
                "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout,
                "max_command_gap_s": args.max_command_gap, "outage_at_s": args.state_outage[0],
-               "outage_s": args.state_outage[1]}
+               "outage_s": args.state_outage[1], "task_params": task_params_arg(args.task_params)}
     try:
         return build(SimLoopConfig, sim_cfg, prefix="sim")
     except ConfigError as e:
@@ -256,7 +259,7 @@ def _sim(args: argparse.Namespace) -> int:
     sim_cfg = _sim_config(args)
     if args.record:
         _new_bags(Path(args.record), ("robot",) if args.external else ("robot", "runner"))
-    bundle = load_bundle(args.bundle)
+    bundle = sim_cfg.rehearsed(load_bundle(args.bundle))
     overrides = _overrides(args)
     runner = PolicyRunner(bundle, overrides=overrides)  # validate before starting the robot
     check_task(bundle)

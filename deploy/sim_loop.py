@@ -91,7 +91,22 @@ class SimLoopConfig:
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
     max_command_gap_s: float = field(0.5, min=0.01, doc="after the hand-over, the longest time without a command "
                                                         "the controller may take (PX4's offboard loss is 0.5-1 s) [s]")
+    task_params: dict[str, Any] = field({}, doc="task inputs in place of the bundle's task_params (a walking "
+                                                 "policy's velocity command)")
 
+
+    def rehearsed(self, bundle: Any) -> Any:
+        """``bundle`` with :attr:`task_params` in place of its own (the rehearsed episode's inputs); a
+        BundleError naming ``task_params.<key>`` for a key the bundle's task does not take."""
+        if not self.task_params:
+            return bundle
+        for key in self.task_params:
+            if key not in bundle.task_params:
+                from simreal.errors import BundleError
+
+                raise BundleError(f"task_params.{key}", f"not an input of this bundle's task; it takes: "
+                                                        f"{', '.join(bundle.task_params) or 'none'}", str(bundle.path))
+        return dataclasses.replace(bundle, task_params={**bundle.task_params, **self.task_params})
 
     def for_task(self, bundle: Any) -> SimLoopConfig:
         """This config with the flight check's settle time and radius resolved: the ones set, else
@@ -250,6 +265,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
     from simreal.deploy.runner import command_codec
     from simreal.deploy.transport_dds import DdsTransport
 
+    bundle = sim_cfg.rehearsed(bundle)
     spec = spec_of_bundle(bundle)
     cfg = resolve_deploy_config(bundle, overrides, spec)
     reh = setup(bundle, spec, sim_cfg)
@@ -379,6 +395,7 @@ def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | N
     from simreal.deploy.ros_types import msg_class
     from simreal.deploy.runner import PolicyRunner, command_codec
 
+    bundle = sim_cfg.rehearsed(bundle)
     runner = runner or PolicyRunner(bundle, overrides=overrides, msg_class=msg_class)
     spec, cfg = runner.spec, runner.cfg
     reh = setup(bundle, spec, sim_cfg)

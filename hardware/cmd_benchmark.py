@@ -131,7 +131,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
-    from simreal.hardware.drive import task_params_arg
+    from simreal.config import task_params_arg
     from simreal.hardware.suites import SUITES, suite_for
 
     if args.results:

@@ -76,10 +76,11 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import deep_merge, parse_overrides
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError
-    from simreal.hardware.drive import action_index, drive, task_params_arg
+    from simreal.config import task_params_arg
+    from simreal.hardware.drive import action_index, drive
     from simreal.hardware.drive_status import DriveStatus, banner
     from simreal.hardware.drivers import default_driver, open_robot
-    from simreal.stop_signal import interrupt_exit_code, interrupt_signal
+    from simreal.stop_signal import interrupt_exit_code, interrupt_signal, stop_on_signals
     from simreal.yaml_io import load_yaml
 
     bundle = load_bundle(args.bundle)
@@ -106,15 +107,19 @@ def run(args: argparse.Namespace) -> int:
             print(banner(bundle.task, name, args.twin, 1.0 / runner.cfg.period_s, args.duration, args.teleop),
                   file=sys.stderr, flush=True)
             try:
-                report = drive(robot, runner, duration_s=args.duration, on_tick=status.on_tick,
-                               task_input=status.watch(steer))
+                with stop_on_signals("sending the safe command, then the report") as stopped:
+                    report = drive(robot, runner, duration_s=args.duration, on_tick=status.on_tick,
+                                   task_input=status.watch(steer), stop=lambda: stopped.requested)
             finally:
                 status.close()
-    except KeyboardInterrupt as e:  # drive() sent the safe command on its way out; the robot disconnected
+    except KeyboardInterrupt as e:  # a signal before the loop: the robot disconnected with its safe command
         print(f"simreal drive: stopped by {interrupt_signal(e)}; the safe command was sent", file=sys.stderr)
         return interrupt_exit_code(e)
     out = drive_report(report, runner)
     print(json.dumps(out, default=str) if args.json else "\n".join(report_lines(out)))
+    if stopped.requested:  # Ctrl-C, SIGTERM: the report as at any end, then the signal's exit code
+        print(f"simreal drive: stopped by {stopped.name}; the safe command was sent", file=sys.stderr)
+        return stopped.exit_code
     if robot.disconnect_error:  # the link is gone: say the robot may not have its safe command
         print(f"simreal drive: warning: the safe command on disconnect was not sent: {robot.disconnect_error}",
               file=sys.stderr)

@@ -30,7 +30,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
@@ -94,21 +93,6 @@ class DriveReport:
         return self.tick_times.quantile(0.99)
 
 
-def task_params_arg(items: list[str]) -> dict[str, Any]:
-    """``--task-param KEY=VALUE`` items -> {key: number or list of numbers}: task inputs a bundle's
-    policy observes that no robot state carries (``target_pos_w``, a goal); a SimrealError names
-    the item otherwise."""
-    from simreal.config import parse_overrides
-    from simreal.errors import SimrealError
-
-    tree = parse_overrides(items)
-    for k, v in tree.items():
-        flat = v if isinstance(v, list) else [v]
-        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
-            raise SimrealError(f"--task-param {k}: expected a number or a list of numbers, got {v!r}")
-    return tree
-
-
 def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
     """Indices of the bundle's action channels in the robot's actuator order; refuses a bundle
     for another robot or action mode with one line naming the field."""
@@ -126,10 +110,12 @@ def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
 def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None,
           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
           on_tick: Callable[[TickResult, np.ndarray], None] | None = None,
-          task_input: Callable[[], Mapping[str, np.ndarray]] | None = None) -> DriveReport:
-    """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C);
-    ``on_tick(result, sent)`` sees every tick (a recorder, a plot); ``task_input()``, read every
-    tick, gives task inputs (a teleoperated velocity command, :class:`~simreal.hardware.teleop.VelocityCommand`)."""
+          task_input: Callable[[], Mapping[str, np.ndarray]] | None = None,
+          stop: Callable[[], bool] | None = None) -> DriveReport:
+    """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C) or
+    ``stop()`` says so (a signal recorded: the report still comes back); ``on_tick(result, sent)``
+    sees every tick (a recorder, a plot); ``task_input()``, read every tick, gives task inputs (a
+    teleoperated velocity command, :class:`~simreal.hardware.teleop.VelocityCommand`)."""
     idx = action_index(runner, robot)
     robot.engage()
     dt = runner.cfg.period_s
@@ -137,7 +123,7 @@ def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None
     t0 = clock()
     k = 0
     try:
-        while duration_s is None or clock() - t0 < duration_s:
+        while (duration_s is None or clock() - t0 < duration_s) and not (stop is not None and stop()):
             t = clock()
             try:
                 s = robot.observation()

@@ -73,7 +73,7 @@ def banner(task: str, driver: str, twin: bool, rate_hz: float, duration_s: float
 
     until = f"for {duration_s:g} s (Ctrl-C stops it sooner)" if duration_s is not None else "until Ctrl-C"
     lines = [f"simreal drive: {task} on {driver}{' (twin)' if twin else ''} at {rate_hz:g} Hz, {until}, ending with "
-             "the safe command; waiting for the robot's state ..."]
+             "the safe command and its report; waiting for the robot's state ..."]
     if teleop == "keyboard":
         lines.append(f"keys (held; none: stand still): {VelocityCommand.keys()}")
     elif teleop is not None:

@@ -301,3 +301,17 @@ def configs_dir() -> Path:
     import simreal.configs
 
     return Path(simreal.configs.__file__).parent
+
+
+def task_params_arg(items: list[str]) -> dict[str, Any]:
+    """``--task-param KEY=VALUE`` items -> {key: number or list of numbers}: task inputs a bundle's
+    policy observes that no robot state carries (``target_pos_w``, a goal); a SimrealError names
+    the item otherwise."""
+    from simreal.errors import SimrealError
+
+    tree = parse_overrides(items)
+    for k, v in tree.items():
+        flat = v if isinstance(v, list) else [v]
+        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
+            raise SimrealError(f"--task-param {k}: expected a number or a list of numbers, got {v!r}")
+    return tree

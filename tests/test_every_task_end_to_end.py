@@ -283,3 +283,27 @@ def test_videos_show_the_goal_where_the_episode_puts_it(tmp_path, tmp_path_facto
                   video_dir=tmp_path / "bench")
     assert seen, "no frame was filmed"
     np.testing.assert_allclose(seen[-1][0], goal, atol=1e-6)
+
+
+def test_a_rehearsal_takes_the_walking_command_it_is_given(tmp_path_factory):
+    """``deploy sim --task-param command=[0.5,0,0]``: the policy observes that command from the
+    hand-over (the bundle says stand still), the gate's reference episode too; a key the task
+    does not take is refused naming it."""
+    from simreal.bundle import load_bundle
+    from simreal.deploy.ros_types import msg_class
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.sim_loop import SimLoopConfig, run_offline
+    from simreal.errors import BundleError
+
+    bundle = load_bundle(_exported("g1-velocity", tmp_path_factory))
+    assert bundle.task_params["command"] == [0.0, 0.0, 0.0]
+    cfg = SimLoopConfig(duration_s=0.2, noise_scale=0.0, task_params={"command": [0.5, 0.0, 0.1]})
+    rec = _Recorder(bundle.action.size)
+    runner = PolicyRunner(cfg.rehearsed(bundle), overrides={"start": {"ramp_s": 0.0}}, msg_class=msg_class, policy=rec)
+    report = run_offline(bundle, cfg, runner=runner)
+    names, sizes = bundle.obs_names, [t.size for t in bundle.obs_terms]
+    lo = sum(sizes[:names.index("command")])
+    np.testing.assert_allclose(rec.obs[0][lo:lo + 3], [0.5, 0.0, 0.1])
+    assert report["gate"]["value"] is not None
+    with pytest.raises(BundleError, match="task_params.target_pos_w"):
+        SimLoopConfig(task_params={"target_pos_w": [0.0, 0.0, 1.0]}).rehearsed(bundle)

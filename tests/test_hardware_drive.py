@@ -252,6 +252,35 @@ def test_the_keyboard_banner_names_the_keys_that_steer():
         assert up[i] == 1.0 and down[i] == -1.0 and np.count_nonzero(up) == 1, (plus, minus, up, down)
 
 
+def test_ctrl_c_ends_drive_with_its_report(tmp_path):
+    """Ctrl-C once ended `drive` with one line and no report; now the loop stops at its next tick,
+    the safe command goes out, and the same report as at a normal end is printed, exit 130."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    b = bundles.make_joint_mlp_bundle(tmp_path / "b", "so100")
+    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        err = ""
+        while "waiting for the robot's state" not in err and time.monotonic() < deadline:
+            err += proc.stderr.readline()
+        time.sleep(2.0)  # driving
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err + rest
+    report = json.loads(out)
+    assert report["ticks"] >= 20 and report["runner"]["policy_runs"] >= 20 and report["final_mode"] == "estop"
+    assert "stopped by SIGINT; the safe command was sent" in rest
+
+
 def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     """`simreal drive BUNDLE --twin`: the runner drives the SO-100 over the Feetech protocol."""
     import json
