@@ -8,8 +8,9 @@ The robot's motor controller publishes ``rt/lowstate`` at 500 Hz and applies the
 so every action mode is one choice of the five fields (:data:`MOTOR_LAWS`): ``joint_position``
 sends ``q_des = u`` with the config's ``kp``, ``kd`` (the spec's by default), ``joint_velocity``
 ``dq_des = u`` with ``kd`` only, ``joint_effort`` ``tau_ff = u`` with ``kp = kd = 0``. The
-spec's ``held`` joints (a 12-DoF G1's waist and arms) get ``q_des = target`` with their own
-gains in every LowCmd, the safe one included: the policy drives the legs, the driver holds the rest.
+spec's ``held`` joints (a 12-DoF G1's waist and arms, a 10-DoF H1's torso and arms) get
+``q_des = target`` with their own gains in every LowCmd, the safe one included: the policy
+drives the legs, the driver holds the rest.
 
 Messages: ``unitree_hg`` (G1: 35 motor slots, 29 used, ``mode_machine`` echoed from the
 LowState, ``mode_pr`` = 0: the spec's ankle joints are pitch and roll) or ``unitree_go`` (H1:
@@ -17,7 +18,8 @@ LowState, ``mode_pr`` = 0: the spec's ankle joints are pitch and roll) or ``unit
 motors and 0x01 for the weak ones, as Unitree's ``h1_low_level_example.py``). Motor slots are
 found by joint name (:data:`MOTORS`), so the spec's actuator order is free. H1's IMU sits in
 the torso: its reading is turned into the pelvis (base) frame through ``torso_joint``, as
-unitree_rl_gym's deploy does (``imu_type: torso``).
+unitree_rl_gym's deploy does (``imu_type: torso``), whose position comes from its motor slot in
+the LowState whether the policy drives it (``h1``) or the driver holds it (``h1_10dof``).
 
 DDS: domain 0 and the robot's network interface (``network_interface: enp3s0``) on hardware,
 loopback for the twin (:mod:`simreal.hardware.unitree_twin`); raw samples both ways through

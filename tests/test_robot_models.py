@@ -20,12 +20,12 @@ from simreal.robot_spec import RobotSpec, load_robot_spec
 from simreal.sim.robots import build_model
 from simreal.sim.robots.articulated import keypoint_name
 
-ROBOTS = ["g1", "g1_23dof", "g1_12dof", "h1", "franka", "so100"]
-HUMANOIDS = ["g1", "g1_23dof", "g1_12dof", "h1"]
+ROBOTS = ["g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof", "franka", "so100"]
+HUMANOIDS = ["g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof"]
 # Published masses [kg] and relative tolerance: Unitree G1 / H1 spec sheets ("about 35 / 47 kg"),
 # Franka Panda datasheet (arm about 18 kg). The SO-100 has no datasheet mass: it must be < 1 kg.
 REAL_MASS = {"g1": (35.0, 0.1), "g1_23dof": (35.0, 0.1), "g1_12dof": (35.0, 0.1), "h1": (47.0, 0.12),
-             "franka": (18.0, 0.1)}
+             "h1_10dof": (47.0, 0.12), "franka": (18.0, 0.1)}
 
 
 @functools.cache
@@ -44,6 +44,26 @@ def _with_options(spec: RobotSpec, **options) -> RobotSpec:
 
 def _joint_actuators(m: mujoco.MjModel) -> list[int]:
     return [i for i in range(m.nu) if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT]
+
+
+def _touching_floor(m: mujoco.MjModel) -> set[int]:
+    """The geoms MuJoCo's filter lets touch the floor: (contype_a & conaffinity_b) | (contype_b & conaffinity_a)."""
+    floor = m.geom("floor").id
+    return {g for g in range(m.ngeom) if g != floor and (m.geom_contype[g] & m.geom_conaffinity[floor]
+                                                         or m.geom_contype[floor] & m.geom_conaffinity[g])}
+
+
+def _assert_welded_like_the_whole_robot(part: RobotSpec, whole: mujoco.MjModel, joint: str, angle: float) -> None:
+    """The variant ``part`` with its held ``joint`` at ``angle`` [rad] (the others at their
+    targets, 0) puts every body where the whole robot does with that joint at ``angle``."""
+    held = tuple(dataclasses.replace(h, target=angle) if h.name == joint else h for h in part.held)
+    m = build_model(dataclasses.replace(part, held=held))
+    d, dw = mujoco.MjData(m), mujoco.MjData(whole)
+    dw.qpos[whole.joint(joint).qposadr[0]] = angle
+    mujoco.mj_kinematics(m, d)
+    mujoco.mj_kinematics(whole, dw)
+    np.testing.assert_allclose(d.xpos, dw.xpos, atol=1e-9)
+    np.testing.assert_allclose(d.xquat, dw.xquat, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ROBOTS)
@@ -184,21 +204,35 @@ def test_g1_12dof_drives_the_legs_and_welds_the_rest_where_the_driver_holds_it()
     for a12, a29 in zip(s12.actuators, s29.actuators):
         assert a12 == a29
     assert m12.nbody == m29.nbody and m12.body_mass.sum() == pytest.approx(m29.body_mass.sum())
-    # welded at 0 (every held target), the 29-DoF model at zero joint angles puts every body alike
-    d12, d29 = mujoco.MjData(m12), mujoco.MjData(m29)
-    mujoco.mj_kinematics(m12, d12)
-    mujoco.mj_kinematics(m29, d29)
-    np.testing.assert_allclose(d12.xpos, d29.xpos, atol=1e-9)
+    # welded at 0 (every held target), the 29-DoF model at zero joint angles puts every body alike;
     # a held target other than 0 turns the welded body there, as the joint would
-    bent = dataclasses.replace(s12, held=tuple(dataclasses.replace(h, target=0.8) if h.name == "left_elbow_joint"
-                                               else h for h in s12.held))
-    mb = build_model(bent)
-    db = mujoco.MjData(mb)
-    mujoco.mj_kinematics(mb, db)
-    d29.qpos[m29.joint("left_elbow_joint").qposadr[0]] = 0.8
-    mujoco.mj_kinematics(m29, d29)
-    np.testing.assert_allclose(db.xpos, d29.xpos, atol=1e-9)
-    np.testing.assert_allclose(db.xquat, d29.xquat, atol=1e-9)
+    for angle in (0.0, 0.8):
+        _assert_welded_like_the_whole_robot(s12, m29, "left_elbow_joint", angle)
+
+
+def test_h1_10dof_drives_the_legs_and_welds_the_torso_and_arms_where_the_driver_holds_them():
+    """Unitree's own H1 (unitree_rl_gym: h1.urdf with torso and arms fixed, 10 actions): the 10 leg
+    motors in LowCmd order (the torso's slot 6 skipped), the torso and arms welded at their held
+    targets, the same links and mass as the 19-DoF H1, the legs' gains and limits h1.yaml's; only
+    the soles touch the floor."""
+    m10, m19 = _model("h1_10dof"), _model("h1")
+    s10, s19 = _spec("h1_10dof"), _spec("h1")
+    legs = tuple(n for n in s19.actuator_names if any(p in n for p in ("hip", "knee", "ankle")))
+    assert m10.nu == 10 and m10.nv == 16 and s10.actuator_names == legs
+    assert [h.name for h in s10.held] == [n for n in s19.actuator_names if n not in legs] and s10.whole_robot == "h1"
+    held = {h.name: (h.kp, h.kd, h.target) for h in s10.held}  # unitree_rl_gym's arm_waist_kps / kds / target
+    assert held["torso_joint"] == (300.0, 3.0, 0.0) and held["left_elbow_joint"] == (50.0, 2.0, 0.0)
+    assert {h.kp for h in s10.held} == {300.0, 100.0, 50.0}
+    for a in s10.actuators:
+        assert a == s19.actuator(a.name)
+    assert m10.nbody == m19.nbody and m10.body_mass.sum() == pytest.approx(m19.body_mass.sum())
+    assert m10.key("home").qpos[2] == pytest.approx(m19.key("home").qpos[2])  # the same stance
+    assert _touching_floor(m10) == {m10.geom("left_foot").id, m10.geom("right_foot").id}
+    # welded at 0 as the 19-DoF H1 at zero joint angles; a held torso at 0.5 rad turns the upper body
+    for angle in (0.0, 0.5):
+        _assert_welded_like_the_whole_robot(s10, m19, "torso_joint", angle)
+    with pytest.raises(ConfigError, match="10dof"):
+        build_model(_with_options(s19, variant="12dof"))
 
 
 def test_a_held_joint_that_is_an_actuator_is_refused_by_key(tmp_path):
@@ -218,20 +252,15 @@ def test_feet_only_floor_contact_drops_the_limbs_and_keeps_the_stance(name):
     m_all, m_feet = build_model(spec), build_model(_with_options(spec, floor_contact="feet"))
     feet = {m_feet.geom("left_foot").id, m_feet.geom("right_foot").id}
     floor = m_feet.geom("floor").id
-
-    def touch_floor(m):  # MuJoCo's filter: (contype_a & conaffinity_b) | (contype_b & conaffinity_a)
-        return {g for g in range(m.ngeom) if g != floor and (m.geom_contype[g] & m.geom_conaffinity[floor]
-                                                             or m.geom_contype[floor] & m.geom_conaffinity[g])}
-
-    assert touch_floor(m_feet) == feet
-    assert len(touch_floor(m_all)) == m_all.ngeom - 1
+    assert _touching_floor(m_feet) == feet
+    assert len(_touching_floor(m_all)) == m_all.ngeom - 1
     d = mujoco.MjData(m_feet)  # the home keyframe still stands on its soles, and only they touch
     mujoco.mj_resetDataKeyframe(m_feet, d, m_feet.key("home").id)
     for _ in range(round(0.3 / m_feet.opt.timestep)):
         mujoco.mj_step(m_feet, d)
     assert {c.geom1 for c in d.contact[: d.ncon]} | {c.geom2 for c in d.contact[: d.ncon]} == feet | {floor}
     with_self = build_model(_with_options(spec, floor_contact="feet", self_collision=True))
-    assert touch_floor(with_self) == feet and all(with_self.geom_contype[g] & with_self.geom_conaffinity[g]
+    assert _touching_floor(with_self) == feet and all(with_self.geom_contype[g] & with_self.geom_conaffinity[g]
                                                   for g in range(with_self.ngeom) if g != floor)
     with pytest.raises(ConfigError, match="floor_contact.*all, feet"):
         build_model(_with_options(spec, floor_contact="hands"))

@@ -3,6 +3,7 @@ LowCmd, and the twin and driver end to end on loopback (plus a short benchmark r
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import struct
 import time
@@ -493,3 +494,46 @@ def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_rob
             assert (last["kp"][slot], last["kd"][slot]) == pytest.approx((held[name].kp, held[name].kd))
     np.testing.assert_allclose(arms, 0.0, atol=0.05)  # home was 0.3/0.25/0.97 rad on the 29-DoF: pulled to 0
     np.testing.assert_allclose(twin.joint_pos()[:12], legs, atol=0.05)
+
+
+def _h1_10dof_torso_at(target: float):
+    """h1_10dof with its held torso at ``target`` [rad]."""
+    spec = load_robot_spec("h1_10dof")
+    return dataclasses.replace(spec, held=tuple(dataclasses.replace(h, target=target) if h.name == "torso_joint"
+                                                else h for h in spec.held))
+
+
+@pytest.mark.parametrize("torso", [0.0, 0.6])
+def test_a_10dof_h1_holds_its_torso_and_arms_and_reads_the_held_torso_imu_as_the_base(torso):
+    """h1_10dof's driver commands the 10 leg motors on the unitree_go wire and, in every LowCmd,
+    holds the torso (slot 6) and arms (12-19) at their targets with their own gains (unitree_rl_gym's
+    arm_waist_kps / kds); its twin is the 19-DoF H1. The IMU is in the torso: with the torso held
+    at 0.6 rad the IMU turns with it, and the driver, reading the held torso's angle off the
+    LowState, still reports the base (pinned on the gantry, level)."""
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    domain = T.random_domain_id()
+    spec = _h1_10dof_torso_at(torso)
+    legs = np.array([a.default for a in spec.actuators])
+    twin = UnitreeTwin(TwinConfig("h1_10dof", domain_id=domain, gantry="always"), spec)
+    assert twin.spec.name == "h1" and len(twin.slots) == 19
+    with twin, UnitreeRobot(UnitreeConfig("h1_10dof", domain_id=domain), spec) as robot:
+        assert robot.wire.name == "unitree_go" and robot.observation()["joint_pos"].shape == (10,)
+        for _ in range(250):  # 0.5 s at the state rate
+            s = robot.observation()
+            robot.send_action(legs)
+        whole = dict(zip(twin.spec.actuator_names, twin.joint_pos()))
+        last = twin.last_command["motor_cmd"]
+        imu = robot.low_state["imu_state"]["quaternion"].astype(np.float64)
+    held = {h.name: h for h in spec.held}
+    for slot, name in enumerate(MOTORS["unitree_go"].motors):
+        if name in held:
+            assert (last["mode"][slot], last["q"][slot]) == pytest.approx((MOTORS["unitree_go"].enable[slot],
+                                                                          held[name].target))
+            assert (last["kp"][slot], last["kd"][slot]) == pytest.approx((held[name].kp, held[name].kd))
+    assert {MOTORS["unitree_go"].motors[i] for i in robot.slots} == set(spec.actuator_names)
+    for name, h in held.items():  # h1.yaml's home had the shoulders at 0.2, the elbows at 0.32 rad
+        assert whole[name] == pytest.approx(h.target, abs=0.05), name
+    np.testing.assert_allclose([whole[n] for n in spec.actuator_names], legs, atol=0.05)
+    assert 2 * np.arctan2(imu[3], imu[0]) == pytest.approx(whole["torso_joint"], abs=1e-3)  # the IMU turned with it
+    np.testing.assert_allclose(s["quat_wxyz"], [1, 0, 0, 0], atol=1e-3)  # the base did not

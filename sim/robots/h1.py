@@ -9,7 +9,9 @@ Gains, limits, armature and the default pose live in ``configs/robots/h1.yaml``.
 
 Driver order (unitree_sdk2 H1 ``LowCmd``, ``unitree_go`` messages, slot 9 unused): right hip
 roll, right hip pitch, right knee, left hip roll, left hip pitch, left knee, torso, left hip yaw,
-right hip yaw, left ankle, right ankle, right arm (shoulder pitch/roll/yaw, elbow), left arm.
+right hip yaw, left ankle, right ankle, right arm (shoulder pitch/roll/yaw, elbow), left arm. The
+10-DoF H1 (``h1_10dof``, unitree_rl_gym's H1) keeps the legs in that order, with the torso and arms
+welded at their ``held`` targets.
 
 The hardware IMU sits in the torso (site ``imu_torso``); the ``imu`` site and sensors are on the
 pelvis, which is what locomotion policies observe (unitree_rl_gym's H1 deploy rotates the torso
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import mujoco
 
+from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec
 from simreal.sim.robots.articulated import Geom, Inertial, Link, Robot, Site, build_articulated, mirror, mirror_sites
 
@@ -89,16 +92,28 @@ DRIVER_ORDER = ("right_hip_roll_joint", "right_hip_pitch_joint", "right_knee_joi
                 *(f"right_{j}_joint" for j in _ARM), *(f"left_{j}_joint" for j in _ARM))
 H1 = Robot("h1", LINKS, DRIVER_ORDER, floating=True, sites=SITES, feet=("left_foot", "right_foot"), imu_site="imu")
 
+_LEG_PARTS = ("hip", "knee", "ankle")
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "19dof": (),
+    # legs only: torso and arms welded where the spec's ``held`` targets put them (unitree_rl_gym's
+    # H1 trains on h1.urdf with them fixed at 0; its deploy holds them there, motors 6 and 12-19)
+    "10dof": tuple(j for j in DRIVER_ORDER if not any(p in j for p in _LEG_PARTS)),
+}
 
-def build_spec(spec: RobotSpec, fixed_base: bool = False, self_collision: bool = False,
+
+def build_spec(spec: RobotSpec, variant: str = "19dof", fixed_base: bool = False, self_collision: bool = False,
                floor_contact: str = "all") -> mujoco.MjSpec:
     """The H1's MjSpec with gains, limits and pose from ``spec``.
 
     Args:
-      spec: an H1 robot spec.
+      spec: an H1 robot spec (``h1`` or ``h1_10dof``).
+      variant: ``19dof`` or ``10dof`` (welds the torso and the arms: the legs alone are actuated).
       fixed_base: pin the pelvis at standing height instead of a free joint.
       self_collision: let non-adjacent links collide.
       floor_contact: ``all`` or ``feet`` (only the soles touch the world: MJX's fast locomotion).
     """
-    return build_articulated(H1, spec, fixed_base=fixed_base, self_collision=self_collision,
-                             floor_contact=floor_contact)
+    if variant not in VARIANTS:
+        raise ConfigError("model.options.variant", f"unknown H1 variant {variant!r}; valid: {', '.join(VARIANTS)}",
+                          spec.source)
+    return build_articulated(H1, spec, locked=VARIANTS[variant], fixed_base=fixed_base,
+                             self_collision=self_collision, floor_contact=floor_contact)
