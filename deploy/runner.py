@@ -105,6 +105,7 @@ class RunnerStats:
     envelope_trip: str = ""                 # why the state left the envelope (first time)
     envelope_trip_s: float | None = None    # when, after the hand-over [s]
     unjudged_ticks: int = 0                 # ticks whose state the envelope could not judge (Envelope.unjudged)
+    commands_clamped: int = 0               # ticks whose velocity command was beyond the trained range
 
 
 def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
@@ -194,6 +195,9 @@ class PolicyRunner:
         if "target_pos_w" in tp:
             self._fixed["target_pos_w"] = np.asarray(tp["target_pos_w"], np.float64)
         self._default_command = np.asarray(tp.get("command", np.zeros(3)), np.float64)
+        # a velocity command (a Twist topic, a teleop) beyond what the policy was trained on is
+        # clamped to it: the policy has never seen one, so what it would do is unknown
+        self._command_ranges = bundle.command_ranges()
         # a time-varying task input (a figure-8, a motion) played back from the first policy run
         self.reference = bundle.reference
         self._engaged_s: float | None = None
@@ -346,7 +350,8 @@ class PolicyRunner:
             if n in latest:
                 t, d, _ = latest[n]
                 if "command" in d:  # a velocity command goes stale like state: stop when it does
-                    d = {"command": d["command"] if now_s - t <= self.cfg.watchdog.timeout_s else np.zeros(3)}
+                    d = {"command": self._trained_command(d["command"]) if now_s - t <= self.cfg.watchdog.timeout_s
+                         else np.zeros(3)}
                 s.update(d)
         if any(k not in s for k in self._needs):  # a task input (a goal) that has not arrived yet
             return None, False, None
@@ -354,6 +359,15 @@ class PolicyRunner:
         stamps = [latest[n][2] for n in self._watched if latest[n][2] is not None]
         self._state_stamp = max(stamps) if stamps else None
         return s, fresh, max(t_rx)
+
+    def _trained_command(self, cmd: np.ndarray) -> np.ndarray:
+        """A received velocity command clamped to the range the policy was trained on (counted)."""
+        if self._command_ranges is None:
+            return cmd
+        clamped = np.clip(cmd, self._command_ranges[:, 0], self._command_ranges[:, 1])
+        if np.any(clamped != cmd):
+            self.stats.commands_clamped += 1
+        return clamped
 
     def _normalised(self, u: np.ndarray) -> np.ndarray:
         return normalised_action(self.bundle, u)

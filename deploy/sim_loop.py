@@ -106,7 +106,7 @@ class SimLoopConfig:
 
                 raise BundleError(f"task_params.{key}", f"not an input of this bundle's task; it takes: "
                                                         f"{', '.join(bundle.task_params) or 'none'}", str(bundle.path))
-        return dataclasses.replace(bundle, task_params={**bundle.task_params, **self.task_params})
+        return bundle.with_task_params(self.task_params)
 
     def for_task(self, bundle: Any) -> SimLoopConfig:
         """This config with the flight check's settle time and radius resolved: the ones set, else

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import sys
 from typing import Any
@@ -54,8 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-#: The task config keys of a velocity command's (low, high) ranges, and the defaults (g1-velocity's).
-COMMAND_RANGES = (("cmd_vx_m_s", (-1.0, 1.0)), ("cmd_vy_m_s", (-0.5, 0.5)), ("cmd_yaw_rad_s", (-1.0, 1.0)))
+#: A velocity command's (low, high) per component where the bundle's task config does not say (the
+#: ranges g1-velocity trained on before it recorded them).
+DEFAULT_COMMAND_RANGES = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
 
 
 def velocity_teleop(device: Any, bundle: Any) -> Any:
@@ -67,7 +67,8 @@ def velocity_teleop(device: Any, bundle: Any) -> Any:
     if "command" not in bundle.obs_names:
         raise ConfigError("--teleop", f"bundle '{bundle.task}' observes no velocity command (its observation: "
                                       f"{', '.join(bundle.obs_names)}); --teleop steers walking policies")
-    ranges = [tuple(bundle.task_config.get(key, default)) for key, default in COMMAND_RANGES]
+    trained = bundle.command_ranges()
+    ranges = DEFAULT_COMMAND_RANGES if trained is None else [tuple(r) for r in trained]
     return VelocityCommand(device, ranges)
 
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     bundle = load_bundle(args.bundle)
     given = task_params_arg(args.task_params)
-    bundle = dataclasses.replace(bundle, task_params={**bundle.task_params, **given})
+    bundle = bundle.with_task_params(given)
     name = default_driver(bundle.robot, args.driver)
     overrides = deep_merge(load_yaml(args.config) if args.config else {}, parse_overrides(args.overrides))
     runner = PolicyRunner(bundle, overrides=overrides)

@@ -131,16 +131,6 @@ def base_height(height_m: Array, target_m: Scalar) -> Array:
 
 
 # -- gait and survival ----------------------------------------------------------------------------
-def feet_air_time(air_time_s: Array, first_contact: Array, threshold_s: Scalar) -> Array:
-    """legged_gym's feet air time sum_f (t_air,f - t_0) [first contact of foot f]: paid at
-    touchdown, positive for steps longer than t_0, negative for shuffling.
-
-    air_time_s: (..., feet) time each foot has been in the air including this step [s].
-    first_contact: (..., feet) bool, the foot touched down this step. threshold_s: t_0 [s].
-    """
-    return jnp.sum((air_time_s - threshold_s) * first_contact, axis=-1)
-
-
 def outside_range(q: Array, low: Array, high: Array) -> Array:
     """How far joints are beyond a soft range, sum_i max(0, low_i - q_i) + max(0, q_i - high_i)
     [rad] (legged_gym's ``dof_pos_limits`` with its soft limits). q, low, high: (..., n)."""

@@ -71,6 +71,8 @@ from simreal.yaml_io import dump_yaml, load_yaml
 
 FORMAT_VERSION = 1
 BUNDLE_YAML = "bundle.yaml"
+#: The task config keys of a walking policy's velocity command ranges (low, high): vx, vy, yaw rate.
+COMMAND_RANGE_KEYS = ("cmd_vx_m_s", "cmd_vy_m_s", "cmd_yaw_rad_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +187,28 @@ class Bundle:
         """The graph's output per observation: (action.size,), or (chunk size, action.size)."""
         m = self.action.size
         return (m,) if self.action_chunk is None else (self.action_chunk.size, m)
+
+    def command_ranges(self) -> np.ndarray | None:
+        """(3, 2) the (low, high) of each component of the velocity command (vx [m/s], vy [m/s],
+        yaw rate [rad/s]) the policy was trained on (the task config's :data:`COMMAND_RANGE_KEYS`),
+        or None for a bundle whose task takes no velocity command."""
+        if "command" not in self.task_params or not all(k in self.task_config for k in COMMAND_RANGE_KEYS):
+            return None
+        return np.array([[min(self.task_config[k]), max(self.task_config[k])] for k in COMMAND_RANGE_KEYS], np.float64)
+
+    def with_task_params(self, given: Mapping[str, Any], flag: str = "--task-param") -> Bundle:
+        """This bundle with ``given`` task inputs in place of its own; a SimrealError naming ``flag``
+        for a velocity command outside the range the policy was trained on (:meth:`command_ranges`)."""
+        ranges = self.command_ranges()
+        if "command" in given and ranges is not None:
+            cmd = np.asarray(given["command"], np.float64).reshape(-1)
+            if cmd.shape != (3,) or np.any(cmd < ranges[:, 0] - 1e-9) or np.any(cmd > ranges[:, 1] + 1e-9):
+                from simreal.errors import SimrealError
+
+                trained = ", ".join(f"{n} [{lo:g}, {hi:g}]" for n, (lo, hi) in zip(("vx", "vy", "yaw"), ranges))
+                raise SimrealError(f"{flag} command: {cmd.tolist()} is not a (vx, vy, yaw rate) within what the policy "
+                                   f"was trained on: {trained}")
+        return dataclasses.replace(self, task_params={**self.task_params, **given})
 
     @property
     def obs_size(self) -> int:

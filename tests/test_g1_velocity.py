@@ -4,6 +4,8 @@ per-gait-cycle tracking error."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -78,3 +80,42 @@ def test_the_legged_terms():
     assert float(rw.contact_slip(jnp.array([[0.1, 0.0, 0.0], [1.0, 1.0, 0.0]]), jnp.array([True, False]))) == \
         pytest.approx(0.01)
     assert float(rw.outside_range(jnp.array([-2.0, 0.0, 3.0]), jnp.full(3, -1.0), jnp.full(3, 1.0))) == 3.0
+
+
+def test_a_command_range_the_wrong_way_round_is_one_line_naming_the_key():
+    from simreal.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env.cmd_vx_m_s.*low <= high, got \[1.0, 0.0\]"):
+        resolve("g1-velocity", ["env.cmd_vx_m_s=[1,0]"])
+
+
+def test_the_h1_stands_at_its_own_height():
+    """The target and the fall height follow the robot's home pose (G1 0.784 m, H1 1.034 m)."""
+    g1 = make_env(resolve("g1-velocity", ["env.randomize=false"]))
+    h1 = make_env(resolve("g1-velocity", ["robot=h1_10dof", "env.randomize=false"]))
+    assert g1.base_height_m == pytest.approx(0.784, abs=0.005) and g1.min_base_height_m == pytest.approx(0.5, abs=0.01)
+    assert h1.base_height_m == pytest.approx(1.034, abs=0.005) and h1.action_size == 10
+    state = jax.jit(h1.reset)(jax.random.PRNGKey(0))
+    state = jax.jit(h1.step)(state, jnp.zeros(h1.action_size))
+    assert not bool(state.done) and np.asarray(h1.feet_contact(state.pipeline_state)).all()
+
+
+def test_a_command_beyond_the_trained_range_is_clamped_on_the_robot_and_refused_on_the_command_line(tmp_path):
+    """A Twist (or teleop) asking 2 m/s of a policy trained on 0-1 m/s gets 1 m/s, counted; the
+    same command given as ``--task-param`` is refused in one line."""
+    from fixtures import bundles as T
+
+    from simreal.bundle import load_bundle
+    from simreal.deploy.runner import PolicyRunner
+    from simreal.errors import SimrealError
+
+    b = dataclasses.replace(load_bundle(T.make_holding_bundle(tmp_path / "b", "g1_12dof")),
+                            task_params={"command": [0.0, 0.0, 0.0]},
+                            task_config={"cmd_vx_m_s": [0.0, 1.0], "cmd_vy_m_s": [-0.3, 0.3], "cmd_yaw_rad_s": [-0.5, 0.5]})
+    np.testing.assert_allclose(b.command_ranges(), [[0.0, 1.0], [-0.3, 0.3], [-0.5, 0.5]])
+    runner = PolicyRunner(b)
+    assert runner._trained_command(np.array([2.0, -1.0, 0.2])).tolist() == [1.0, -0.3, 0.2]
+    assert runner.stats.commands_clamped == 1
+    assert b.with_task_params({"command": [0.5, 0.0, 0.1]}).task_params["command"] == [0.5, 0.0, 0.1]
+    with pytest.raises(SimrealError, match=r"--task-param command: \[2.0, 0.0, 0.0\] .*vx \[0, 1\]"):
+        b.with_task_params({"command": [2.0, 0.0, 0.0]})

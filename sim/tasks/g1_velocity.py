@@ -38,6 +38,7 @@ import mujoco
 import numpy as np
 
 from simreal.config import field
+from simreal.errors import ConfigError
 from simreal.observations import gravity_b, rotate_inv
 from simreal.reference import Reference
 from simreal.rewards import terms as rw
@@ -57,8 +58,10 @@ class G1VelocityConfig(JointRobotConfig):
     cmd_yaw_rad_s: tuple[float, ...] = field((-0.5, 0.5), doc="commanded yaw rate range [rad/s]")
     tracking_sigma: float = field(0.25, min=1e-6, doc="exp kernel width of the tracking rewards (legged_gym's "
                                                       "sigma^2) [m^2/s^2]")
-    base_height_m: float = field(0.78, min=0.0, doc="target pelvis height [m]")
-    min_base_height_m: float = field(0.5, min=0.0, doc="lower ends the episode [m]")
+    base_height_m: float | None = field(None, min=0.0, doc="target pelvis height [m]; None: the home pose's "
+                                                           "(G1 0.784, unitree_rl_gym 0.78; H1 1.034, 1.05)")
+    min_base_height_m: float | None = field(None, min=0.0, doc="lower ends the episode [m]; None: 0.64 of the "
+                                                               "home pose's (G1 0.5)")
     max_tilt_cos: float = field(0.5, doc="gravity_b z above -this ends the episode")
     gait_period_s: float = field(0.8, min=0.02, doc="the gait clock's period [s]")
     stance_fraction: float = field(0.55, min=0.0, max=1.0, doc="share of the period a foot is in stance")
@@ -74,9 +77,15 @@ class G1VelocityConfig(JointRobotConfig):
     push_interval_s: float = field(8.0, min=0.0, doc="a random push every this many seconds (0: none)")
     push_max_vel_m_s: float = field(0.5, min=0.0, doc="push: base xy velocity change, uniform +- [m/s]")
 
+    def __post_init__(self) -> None:
+        for name in ("cmd_vx_m_s", "cmd_vy_m_s", "cmd_yaw_rad_s", "friction", "mass_scale", "kp_scale"):
+            lo_hi = getattr(self, name)
+            if len(lo_hi) != 2 or lo_hi[0] > lo_hi[1]:
+                raise ConfigError(f"env.{name}", f"expected [low, high] with low <= high, got {list(lo_hi)}")
+
 
 class G1Velocity(FloorRobotTask):
-    """Humanoid (Unitree G1; 12, 23 or 29 DoF): walk on flat ground following a commanded (vx, vy, yaw rate)."""
+    """Humanoid (Unitree G1; 12, 23 or 29 DoF; H1 too): walk on flat ground following a commanded (vx, vy, yaw rate)."""
 
     config_class = G1VelocityConfig
     cfg: G1VelocityConfig
@@ -121,6 +130,10 @@ class G1Velocity(FloorRobotTask):
         self.soft_lo = jnp.asarray(mid - self.cfg.soft_limit * half, jnp.float32)
         self.soft_hi = jnp.asarray(mid + self.cfg.soft_limit * half, jnp.float32)
         self.cycle_steps = max(1, round(self.cfg.gait_period_s / self.robot.control_dt_s))
+        home_z = float(self.home_qpos[2])
+        c = self.cfg
+        self.base_height_m = home_z if c.base_height_m is None else c.base_height_m
+        self.min_base_height_m = 0.64 * home_z if c.min_base_height_m is None else c.min_base_height_m
 
     # -- the gait clock --------------------------------------------------------------------------
     def leg_phase(self, step: jax.Array) -> jax.Array:
@@ -208,7 +221,7 @@ class G1Velocity(FloorRobotTask):
             "lin_vel_z": rw.lin_vel_z(v_b),
             "ang_vel_xy": rw.ang_vel_xy(w_b),
             "orientation": rw.orientation(g_b),
-            "base_height": rw.base_height(phys.qpos[2], c.base_height_m),
+            "base_height": rw.base_height(phys.qpos[2], self.base_height_m),
             "torques": rw.torques(self.torques(phys, self.applied_action(info), info)),
             "dof_vel": rw.joint_vel(self.joint_vel(phys)),
             "action_rate": rw.action_rate(action, info["last_action"]),
@@ -222,7 +235,7 @@ class G1Velocity(FloorRobotTask):
 
     def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         g_b = gravity_b({"quat_wxyz": phys.qpos[3:7]}, jnp)
-        return {"low_base": phys.qpos[2] < self.cfg.min_base_height_m, "tilt": g_b[2] > -self.cfg.max_tilt_cos}
+        return {"low_base": phys.qpos[2] < self.min_base_height_m, "tilt": g_b[2] > -self.cfg.max_tilt_cos}
 
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
