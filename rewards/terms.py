@@ -149,6 +149,15 @@ def swing_height(sole_z: Array, contact: Array, target_m: Scalar) -> Array:
     return jnp.sum(jnp.square(sole_z - target_m) * ~contact, axis=-1)
 
 
+def swing_profile(leg_phase: Array, stance_fraction: Scalar, height_m: Scalar) -> Array:
+    """The sole height the gait clock asks for [m]: 0 in stance (phase < p_s), then a smooth bump
+    ``h (1 - cos 2 pi s) / 2`` over the swing, s = (phase - p_s) / (1 - p_s) in [0, 1) (MuJoCo
+    Playground's ``feet_phase`` target, its Bezier curve as a raised cosine). leg_phase: (..., legs)
+    in [0, 1)."""
+    s = jnp.clip((leg_phase - stance_fraction) / (1.0 - stance_fraction), 0.0, 1.0)
+    return jnp.where(leg_phase < stance_fraction, 0.0, height_m * 0.5 * (1.0 - jnp.cos(2 * jnp.pi * s)))
+
+
 def contact_schedule(contact: Array, stance: Array) -> Array:
     """Feet whose contact is the gait's, sum_f [contact_f == stance_f]: 0 to the number of feet
     (unitree_rl_gym's phase ``contact`` reward). contact, stance: (..., feet) bool."""

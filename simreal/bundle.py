@@ -192,7 +192,8 @@ class Bundle:
         """(3, 2) the (low, high) of each component of the velocity command (vx [m/s], vy [m/s],
         yaw rate [rad/s]) the policy was trained on (the task config's :data:`COMMAND_RANGE_KEYS`),
         or None for a bundle whose task takes no velocity command."""
-        if "command" not in self.task_params or not all(k in self.task_config for k in COMMAND_RANGE_KEYS):
+        takes_command = "command" in self.obs_names or "command" in self.task_params
+        if not takes_command or not all(k in self.task_config for k in COMMAND_RANGE_KEYS):
             return None
         return np.array([[min(self.task_config[k]), max(self.task_config[k])] for k in COMMAND_RANGE_KEYS], np.float64)
 

@@ -124,10 +124,13 @@ def test_eval_sim_to_sim_gap_covers_every_statistic_and_prints_no_nan(monkeypatc
     monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: cfg)
     monkeypatch.setattr(cmd_eval, "evaluate_run", lambda run_dir, cfg, backend, episodes, randomize:
                         {**results[backend], "backend": backend})
+    monkeypatch.setattr(cmd_eval, "evaluated_checkpoint", lambda run_dir, cfg:
+                        {"checkpoint": "checkpoints/step_000000000400.safetensors", "env_steps": 400, "skipped": []})
     args = SimpleNamespace(run_dir=str(tmp_path), backend="mjx", episodes=None, no_randomize=False, json=False)
     assert cmd_eval.run(args) == 1  # success dropped by 0.5 > 0.05
     out = capsys.readouterr().out
     assert "[mjx] episodes 4: success 0  fall 1  vel_rmse_m_s -  return 1" in out, out
+    assert "checkpoint checkpoints/step_000000000400.safetensors (400 env steps)" in out, out
     assert "gap (mjx - native): success -0.5000  fall +0.5000  vel_rmse_m_s -  return -2.0000" in out, out
     assert "nan" not in out.lower() and "FAIL" in out
     assert cmd_eval.run(SimpleNamespace(**{**vars(args), "json": True})) == 1

@@ -80,6 +80,9 @@ def test_the_legged_terms():
     assert float(rw.contact_slip(jnp.array([[0.1, 0.0, 0.0], [1.0, 1.0, 0.0]]), jnp.array([True, False]))) == \
         pytest.approx(0.01)
     assert float(rw.outside_range(jnp.array([-2.0, 0.0, 3.0]), jnp.full(3, -1.0), jnp.full(3, 1.0))) == 3.0
+    # the swing profile: flat in stance, up to the height mid-swing, back down by its end
+    phase = jnp.array([0.0, 0.5, 0.55, 0.775, 0.999])
+    np.testing.assert_allclose(rw.swing_profile(phase, 0.55, 0.1), [0.0, 0.0, 0.0, 0.1, 0.0], atol=1e-4)
 
 
 def test_a_command_range_the_wrong_way_round_is_one_line_naming_the_key():

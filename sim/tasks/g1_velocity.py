@@ -6,6 +6,14 @@ gait clock the policy observes (``gait_phase``: (sin, cos) of each leg's phase, 
 ``gait_period_s``, the legs half a period apart), and legged_gym's reward terms plus the clock's:
 
 - ``contact``: each foot in contact exactly when its phase is below ``stance_fraction``;
+- ``feet_phase``: each sole's height following the clock's swing profile (0 in stance, a raised
+  cosine up to ``swing_height_m`` over the swing), MuJoCo Playground's dense gait term: without it
+  the policy stood on both feet, fell to the pushes and never stepped (8.6 M steps);
+- ``swing_knee``: each knee following the clock, bent by ``swing_knee_rad`` more than the home
+  pose at mid-swing (a raised cosine over the swing, the home pose in stance). A foot that bears
+  weight does not rise a little when its knee bends a little, so the height and contact terms
+  above are flat where the policy stands; the knee's angle is not, and it points the way to a
+  step;
 - ``feet_swing_height``: (z_sole - ``swing_height_m``)^2 for a foot in the air;
 - ``contact_no_vel``: |v_foot|^2 for a foot in contact (no sliding);
 - ``hip_pos``: hip roll and yaw kept near zero (no splayed or twisted legs).
@@ -47,12 +55,13 @@ from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
 
 FEET = ("left_foot", "right_foot")
+FOOT_TOUCH_RADIUS_M = 0.15  # a sole is about 0.2-0.3 m long; the site sits at its centre
 
 
 @dataclasses.dataclass(frozen=True)
 class G1VelocityConfig(JointRobotConfig):
     episode_length_s: float = field(20.0, min=0.01, doc="episode time limit [s]")
-    action_scale: float = field(0.25, min=0.0, doc="position-target delta at |a| = 1 [rad]")
+    action_scale: float = field(0.5, min=0.0, doc="position-target delta at |a| = 1 [rad]")
     cmd_vx_m_s: tuple[float, ...] = field((0.0, 1.0), doc="commanded forward speed range [m/s]")
     cmd_vy_m_s: tuple[float, ...] = field((-0.3, 0.3), doc="commanded lateral speed range [m/s]")
     cmd_yaw_rad_s: tuple[float, ...] = field((-0.5, 0.5), doc="commanded yaw rate range [rad/s]")
@@ -65,7 +74,12 @@ class G1VelocityConfig(JointRobotConfig):
     max_tilt_cos: float = field(0.5, doc="gravity_b z above -this ends the episode")
     gait_period_s: float = field(0.8, min=0.02, doc="the gait clock's period [s]")
     stance_fraction: float = field(0.55, min=0.0, max=1.0, doc="share of the period a foot is in stance")
-    swing_height_m: float = field(0.08, min=0.0, doc="sole height a foot in the air aims for [m]")
+    swing_height_m: float = field(0.1, min=0.0, doc="sole height a foot in the air aims for [m]")
+    feet_phase_sigma_m: float = field(0.07, min=1e-6, doc="feet_phase's kernel width [m] (Playground's sigma^2 is "
+                                                          "0.01 m^2 for a 0.15 m swing)")
+    swing_knee_rad: float = field(0.8, min=0.0, doc="the knee's bend beyond home at mid-swing [rad] (with the hip "
+                                                    "and ankle pitch 0.4 rad each, a 9 cm step on the G1)")
+    swing_knee_sigma_rad: float = field(0.3, min=1e-6, doc="swing_knee's kernel width [rad]")
     contact_force_n: float = field(1.0, min=0.0, doc="normal force above which a foot is in contact [N]")
     soft_limit: float = field(0.9, min=0.0, max=1.0, doc="share of each joint range free of the limit penalty")
     friction: tuple[float, ...] = field((0.4, 1.2), doc="floor sliding friction range")
@@ -94,24 +108,34 @@ class G1Velocity(FloorRobotTask):
     critic_obs_terms = ("lin_vel_b", *obs_terms)
     obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
     only_positive_rewards = True
-    reward_scales = {  # unitree_rl_gym's G1 (g1_config.py), torques from its base config
+    reward_scales = {  # unitree_rl_gym's G1 (g1_config.py; torques from its base config), then the gait's
         "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
         "orientation": -1.0, "base_height": -10.0, "torques": -1e-5, "dof_vel": -1e-3, "action_rate": -0.01,
         "dof_pos_limits": -5.0, "alive": 0.15, "hip_pos": -1.0, "contact_no_vel": -0.2,
-        "feet_swing_height": -20.0, "contact": 0.18,
+        "feet_swing_height": -20.0, "feet_phase": 1.0,  # Playground's G1 weight
+        # the gait's weight above unitree_rl_gym's 0.18, and the knee's: with 0.18 and 1.0 the policy
+        # stood and never stepped in 5 M steps; with these it stepped within 2 M (BENCHMARKS.md)
+        "contact": 1.0, "swing_knee": 2.0,
     }
 
     # -- model: a touch zone and a velocity sensor per sole ----------------------------------------
     def customize_spec(self, s: mujoco.MjSpec) -> None:
-        """Per foot geom: a box site 5 mm larger than the sole on every side holding a touch sensor
-        (``<foot>_touch``: the normal force of the contacts inside [N]) and a velocity sensor on
-        the sole site (``<foot>_vel``, world frame [m/s])."""
+        """Per foot: a touch zone holding a touch sensor (``<foot>_touch``: the normal force of the
+        foot body's contacts inside the zone [N]) and a velocity sensor on the sole site
+        (``<foot>_vel``, world frame [m/s]). The zone is a box 5 mm larger than the sole on every
+        side where the model has a sole geom named like the site (simreal's G1 and H1); otherwise,
+        as for a user's mesh feet, a sphere of ``FOOT_TOUCH_RADIUS_M`` about the sole site, which
+        counts only the foot body's own contacts (MuJoCo's touch sensor reads the site's body)."""
         for foot in FEET:
             g = s.geom(foot)
-            body = g.parent
-            half = np.asarray(g.size[:3], np.float64) + 0.005
-            body.add_site(name=f"{foot}_touch_zone", type=mujoco.mjtGeom.mjGEOM_BOX, size=half.tolist(),
-                          pos=list(g.pos), quat=list(g.quat), group=4)
+            if g is not None:
+                half = np.asarray(g.size[:3], np.float64) + 0.005
+                g.parent.add_site(name=f"{foot}_touch_zone", type=mujoco.mjtGeom.mjGEOM_BOX, size=half.tolist(),
+                                  pos=list(g.pos), quat=list(g.quat), group=4)
+            else:
+                site = s.site(foot)
+                site.parent.add_site(name=f"{foot}_touch_zone", type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                                     size=[FOOT_TOUCH_RADIUS_M, 0, 0], pos=list(site.pos), group=4)
             s.add_sensor(name=f"{foot}_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
                          objname=f"{foot}_touch_zone")
             s.add_sensor(name=f"{foot}_vel", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
@@ -124,7 +148,8 @@ class G1Velocity(FloorRobotTask):
         self.touch_adr = jnp.asarray([adr[f"{f}_touch"] for f in FEET])
         self.foot_vel_slices = [slice(adr[f"{f}_vel"], adr[f"{f}_vel"] + 3) for f in FEET]
         names = self.robot.actuator_names
-        self.hip_ids = jnp.asarray([i for i, n in enumerate(names) if "hip_roll" in n or "hip_yaw" in n])
+        self.hip_ids = jnp.asarray([i for i, n in enumerate(names) if "hip_roll" in n or "hip_yaw" in n], jnp.int32)
+        self.knee_ids = jnp.asarray([names.index(f"{side}_knee_joint") for side in ("left", "right")])
         lo, hi = np.asarray(m.actuator_ctrlrange[:, 0]), np.asarray(m.actuator_ctrlrange[:, 1])
         mid, half = (lo + hi) / 2, (hi - lo) / 2
         self.soft_lo = jnp.asarray(mid - self.cfg.soft_limit * half, jnp.float32)
@@ -214,7 +239,9 @@ class G1Velocity(FloorRobotTask):
         sole_z = jnp.stack([self.site_pos(phys, f)[2] for f in FEET])
         foot_v = jnp.stack([phys.sensordata[s] for s in self.foot_vel_slices])
         # the clock of the step's start: the phase the policy saw when it chose the action
-        wanted = self.stance(info["step"] - 1)
+        phase = self.leg_phase(info["step"] - 1)
+        wanted = phase < c.stance_fraction
+        knee_ref = self.default_joint_pos[self.knee_ids] + rw.swing_profile(phase, c.stance_fraction, c.swing_knee_rad)
         return {
             "tracking_lin_vel": rw.exp_kernel(rw.sq_norm(cmd[:2] - v_b[:2]), sigma),
             "tracking_ang_vel": rw.exp_kernel(jnp.square(cmd[2] - w_b[2]), sigma),
@@ -231,6 +258,9 @@ class G1Velocity(FloorRobotTask):
             "contact_no_vel": rw.contact_slip(foot_v, contact),
             "feet_swing_height": rw.swing_height(sole_z, contact, c.swing_height_m),
             "contact": rw.contact_schedule(contact, wanted),
+            "feet_phase": rw.exp_kernel(rw.sq_norm(sole_z - rw.swing_profile(phase, c.stance_fraction,
+                                                                             c.swing_height_m)), c.feet_phase_sigma_m),
+            "swing_knee": rw.exp_kernel(rw.sq_norm(joint_pos[self.knee_ids] - knee_ref), c.swing_knee_sigma_rad),
         }
 
     def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:

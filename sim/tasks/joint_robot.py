@@ -68,6 +68,7 @@ class JointRobotTask(MjEnv):
         for site in self.tracked_sites:
             s.add_sensor(name=f"{site}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
                          objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+        require_sensor_targets(s, self.robot, type(self).__name__)  # the sites customize_spec may build on
         self.customize_spec(s)
         require_sensor_targets(s, self.robot, type(self).__name__)
         try:
