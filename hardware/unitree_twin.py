@@ -37,23 +37,32 @@ DDS hops and the controller, on one monotonic clock.
         with UnitreeRobot(UnitreeConfig("g1", domain_id=7)) as robot:
             ...
 
+In its own process, for a driver or a controller of yours on the same DDS domain::
+
+    python -m simreal.hardware.unitree_twin --robot g1 --domain-id 7
+    simreal drive BUNDLE --driver unitree --set domain_id=7        # another terminal
+
 Needs MuJoCo and ``simreal.sim`` (the simulation side, not the robot's runtime).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
+from simreal.config import domain_id_arg
 from simreal.deploy.sim_robot import SimRobot, StartState
 from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.transport_dds import PeriodicTimer
-from simreal.errors import ConfigError
+from simreal.errors import ConfigError, SimrealError
 from simreal.hardware import unitree_msgs as um
+from simreal.hardware.twin_runtime import serve_until_interrupted
 from simreal.hardware.unitree import Channel, base_to_imu, low_level, motor_slots, rot_z
 from simreal.robot_spec import RobotSpec, load_robot_spec
 
@@ -272,3 +281,28 @@ def rpy(quat_wxyz: np.ndarray) -> np.ndarray:
     return np.array([math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y)),
                      math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x)))),
                      math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve the twin until Ctrl-C, printing where it is first."""
+    ap = argparse.ArgumentParser(prog="python -m simreal.hardware.unitree_twin", description=__doc__.split("\n")[0])
+    ap.add_argument("--robot", default="g1", help="G1 or H1 robot spec name or path; a variant's twin is its "
+                                                  "whole robot (default g1)")
+    ap.add_argument("--domain-id", type=domain_id_arg, default=0, help="DDS domain (default 0)")
+    ap.add_argument("--interface", default="lo", help="network interface (default lo, loopback)")
+    ap.add_argument("--gantry", default="until_command", choices=GANTRIES,
+                    help="until_command: held standing until a LowCmd turns a motor on (default)")
+    args = ap.parse_args(argv)
+    cfg = TwinConfig(args.robot, domain_id=args.domain_id, network_interface=args.interface, gantry=args.gantry)
+    try:
+        twin = UnitreeTwin(cfg)
+    except SimrealError as e:  # an unknown robot, a spec that is not a Unitree's
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
+    with twin:
+        serve_until_interrupted(f"Unitree twin of {twin.spec.name} on DDS domain {cfg.domain_id} "
+                                f"({cfg.network_interface}): {cfg.topic_prefix}lowstate at {cfg.state_rate_hz:g} Hz, "
+                                f"{cfg.topic_prefix}lowcmd; Ctrl-C stops")
+
+
+if __name__ == "__main__":
+    main()

@@ -537,3 +537,33 @@ def test_a_10dof_h1_holds_its_torso_and_arms_and_reads_the_held_torso_imu_as_the
     np.testing.assert_allclose([whole[n] for n in spec.actuator_names], legs, atol=0.05)
     assert 2 * np.arctan2(imu[3], imu[0]) == pytest.approx(whole["torso_joint"], abs=1e-3)  # the IMU turned with it
     np.testing.assert_allclose(s["quat_wxyz"], [1, 0, 0, 0], atol=1e-3)  # the base did not
+
+
+def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
+    """`python -m simreal.hardware.unitree_twin`: the twin as a separate process (as
+    unitree_mujoco's bridge runs), found by the driver on the same domain; the 12-DoF driver's
+    stand command reaches it (the 29-DoF G1 stands at the legs' default pose, the hold at 0).
+    A robot that is not a Unitree's is one line, exit 2."""
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "franka"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    domain = T.random_domain_id()
+    proc = subprocess.Popen([sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "g1",
+                             "--domain-id", str(domain), "--gantry", "always"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = proc.stdout.readline()
+        assert f"Unitree twin of g1 on DDS domain {domain}" in banner, (banner, proc.stderr.read() if proc.poll() else "")
+        spec = load_robot_spec("g1_12dof")
+        legs = np.array([a.default for a in spec.actuators])
+        with UnitreeRobot(UnitreeConfig("g1_12dof", domain_id=domain, connect_timeout_s=10.0)) as robot:
+            for _ in range(500):  # 1 s at the state rate
+                s = robot.observation()
+                robot.send_action(legs)
+        np.testing.assert_allclose(s["joint_pos"], legs, atol=0.05)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
