@@ -123,7 +123,7 @@ class UnitreeTwin:
             raise ConfigError("physics_dt_s" if not c.physics_dt_s > 0 else "state_rate_hz", "must be > 0")
         if c.gantry not in GANTRIES:
             raise ConfigError("gantry", f"expected one of {', '.join(GANTRIES)}, got {c.gantry!r}")
-        self.spec = spec or load_robot_spec(c.robot)
+        self.spec = variant = spec or load_robot_spec(c.robot)
         if self.spec.whole_robot:  # a variant driving part of the robot (g1_12dof): the twin is the robot
             self.spec = load_robot_spec(self.spec.whole_robot)
         self.wire = low_level(c.messages, self.spec)
@@ -136,6 +136,11 @@ class UnitreeTwin:
         m.actuator_ctrllimited[:] = 0
         key = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
         qpos = (m.key_qpos[key] if key >= 0 else m.qpos0).copy()
+        for h in variant.held:  # where the variant's driver holds them, as a robot moved to its default
+            # pose before the policy starts (unitree_rl_gym's deploy: arm_waist_target): from the whole
+            # robot's home (the G1's elbows at 0.97 rad) the hold swung the arms down at hand-over and
+            # toppled a walking policy trained with them still
+            qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, h.name)]] = h.target
         if c.gantry == "always":
             qpos[2] += GANTRY_LIFT_M
         self.sim = SimRobot(m, self.spec, "joint_effort", self.spec.actuator_names,

@@ -479,6 +479,7 @@ def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_rob
     legs = np.array([a.default for a in spec.actuators])
     twin = UnitreeTwin(TwinConfig("g1_12dof", domain_id=domain, gantry="always"))
     assert twin.spec.name == "g1" and len(twin.slots) == 29
+    np.testing.assert_allclose(twin.joint_pos()[12:], 0.0, atol=1e-9)  # starts where the hold will keep them
     with twin, UnitreeRobot(UnitreeConfig("g1_12dof", domain_id=domain)) as robot:
         s = robot.observation()
         assert s["joint_pos"].shape == (12,)
@@ -492,7 +493,7 @@ def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_rob
         if name in held:
             assert (last["mode"][slot], last["q"][slot]) == (1, held[name].target)
             assert (last["kp"][slot], last["kd"][slot]) == pytest.approx((held[name].kp, held[name].kd))
-    np.testing.assert_allclose(arms, 0.0, atol=0.05)  # home was 0.3/0.25/0.97 rad on the 29-DoF: pulled to 0
+    np.testing.assert_allclose(arms, 0.0, atol=0.05)  # the 29-DoF's home has them at 0.3/0.25/0.97 rad
     np.testing.assert_allclose(twin.joint_pos()[:12], legs, atol=0.05)
 
 
