@@ -240,7 +240,7 @@ class G1Velocity(FloorRobotTask):
         foot_v = jnp.stack([phys.sensordata[s] for s in self.foot_vel_slices])
         # the clock of the step's start: the phase the policy saw when it chose the action
         phase = self.leg_phase(info["step"] - 1)
-        wanted = phase < c.stance_fraction
+        wanted = self.stance(info["step"] - 1)
         knee_ref = self.default_joint_pos[self.knee_ids] + rw.swing_profile(phase, c.stance_fraction, c.swing_knee_rad)
         return {
             "tracking_lin_vel": rw.exp_kernel(rw.sq_norm(cmd[:2] - v_b[:2]), sigma),
