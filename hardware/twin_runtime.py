@@ -7,13 +7,15 @@
   before a twin serves or sends anything it steps the model :meth:`~WallClock.steps_due` times,
   so commands act at the times they arrive and an idle twin costs no CPU. An idle gap longer
   than ``max_catchup_s`` is skipped (the robot has settled), not replayed.
-- :func:`serve_until_interrupted`: a twin's command line: its banner, then wait for Ctrl-C.
+- :func:`serve_until_interrupted`: a twin's command line: its banner, then wait for Ctrl-C (with
+  a status line every 2 s where the twin gives one).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Self
 
 from simreal.deploy.realtime import frozen_heap
@@ -79,10 +81,14 @@ class WallClock:
         return int(behind / self.dt)
 
 
-def serve_until_interrupted(banner: str) -> None:
-    """Print ``banner`` (flushed: a parent process reads it from a pipe), then wait for Ctrl-C."""
+def serve_until_interrupted(banner: str, status: Callable[[], str] | None = None, every_s: float = 2.0) -> None:
+    """Print ``banner`` (flushed: a parent process reads it from a pipe), then wait for Ctrl-C,
+    printing ``status()`` every ``every_s`` [s] where given (where the simulated robot is)."""
     print(banner, flush=True)
+    wait = threading.Event().wait
     try:
-        threading.Event().wait()
+        while not wait(every_s if status is not None else None):
+            if status is not None:
+                print(status(), flush=True)
     except KeyboardInterrupt:
         pass

@@ -42,6 +42,9 @@ In its own process, for a driver or a controller of yours on the same DDS domain
     python -m simreal.hardware.unitree_twin --robot g1 --domain-id 7
     simreal drive BUNDLE --driver unitree --set domain_id=7        # another terminal
 
+it prints where the robot is every 2 s (:meth:`UnitreeTwin.status_line`: base position, yaw,
+tilt, LowCmds applied), so a walk or a fall shows without a viewer.
+
 Needs MuJoCo and ``simreal.sim`` (the simulation side, not the robot's runtime).
 """
 
@@ -259,6 +262,15 @@ class UnitreeTwin:
                 chan.close()
         return self.stats
 
+    def status_line(self) -> str:
+        """``twin 12 s | base (x, y, z) m | yaw, tilt deg | LowCmds n applied``: where the simulated
+        robot is (a copy of the pose read while the loop steps: a status, not a measurement)."""
+        qpos, t = self.d.qpos[:7].copy(), self.d.time
+        roll, pitch, yaw = rpy(qpos[3:7])
+        tilt = math.degrees(math.acos(max(-1.0, min(1.0, math.cos(roll) * math.cos(pitch)))))
+        return (f"twin {t:.0f} s | base ({qpos[0]:.2f}, {qpos[1]:.2f}, {qpos[2]:.2f}) m | yaw {math.degrees(yaw):.0f} "
+                f"deg, tilt {tilt:.0f} deg | LowCmds {self.stats.commands_applied} applied")
+
     def start(self) -> UnitreeTwin:
         """Run on a daemon thread until :meth:`stop`."""
         self._stop.clear()
@@ -306,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with twin:
         serve_until_interrupted(f"Unitree twin of {twin.spec.name} on DDS domain {cfg.domain_id} "
                                 f"({cfg.network_interface}): {cfg.topic_prefix}lowstate at {cfg.state_rate_hz:g} Hz, "
-                                f"{cfg.topic_prefix}lowcmd; Ctrl-C stops")
+                                f"{cfg.topic_prefix}lowcmd; Ctrl-C stops", twin.status_line)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ class HeldJointSpec:
     """A joint of the real robot that the policy does not drive: its motor is held at ``target``
     by the driver's own PD, ``tau = kp (target - q) - kd qdot`` (a 12-DoF G1's waist and arms, as
     Unitree's unitree_rl_gym deploy holds them: ``arm_waist_kps``, ``arm_waist_kds``,
-    ``arm_waist_target``); the training model welds it there."""
+    ``arm_waist_target``); the training model keeps it a joint under that PD or welds it there
+    (``model.options.hold``: ``pd`` or ``weld``; ``simreal.sim.robots.articulated``)."""
 
     name: str
     kp: float = field(min=0.0, doc="position gain [N m/rad]")

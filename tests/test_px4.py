@@ -31,6 +31,9 @@ D = np.diag([1.0, -1.0, -1.0])                                        # FRD from
 
 
 def px4(twin: PX4Twin, **kw) -> PX4Robot:
+    """The driver on the twin; state_timeout_s 0.5 s unless given: on a loaded 2-core machine the
+    twin's stream stalled 0.27 s once inside a hover (the stale check's own test sets 0.05 s)."""
+    kw.setdefault("state_timeout_s", 0.5)
     return PX4Robot(PX4Config(robot="crazyflie2", connection=twin.connection, **kw))
 
 

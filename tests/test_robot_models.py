@@ -57,7 +57,7 @@ def _assert_welded_like_the_whole_robot(part: RobotSpec, whole: mujoco.MjModel, 
     """The variant ``part`` with its held ``joint`` at ``angle`` [rad] (the others at their
     targets, 0) puts every body where the whole robot does with that joint at ``angle``."""
     held = tuple(dataclasses.replace(h, target=angle) if h.name == joint else h for h in part.held)
-    m = build_model(dataclasses.replace(part, held=held))
+    m = build_model(_with_options(dataclasses.replace(part, held=held), hold="weld"))
     d, dw = mujoco.MjData(m), mujoco.MjData(whole)
     dw.qpos[whole.joint(joint).qposadr[0]] = angle
     mujoco.mj_kinematics(m, d)
@@ -194,10 +194,10 @@ def test_g1_23dof_welds_waist_roll_pitch_and_wrist_pitch_yaw():
 
 def test_g1_12dof_drives_the_legs_and_welds_the_rest_where_the_driver_holds_it():
     """Unitree's own 12-DoF G1 (unitree_rl_gym): the 12 leg motors in LowCmd order, the waist and
-    arms welded at their held targets, the same links and mass as the 29-DoF G1, the legs' gains
-    and limits the 29-DoF spec's; only the soles touch the floor."""
-    m12, m29 = _model("g1_12dof"), _model("g1")
+    arms welded at their held targets (``hold: weld``), the same links and mass as the 29-DoF G1,
+    the legs' gains and limits the 29-DoF spec's; only the soles touch the floor."""
     s12, s29 = _spec("g1_12dof"), _spec("g1")
+    m12, m29 = build_model(_with_options(s12, hold="weld")), _model("g1")
     assert m12.nu == 12 and m12.nv == 18 and s12.actuator_names == s29.actuator_names[:12]
     assert [h.name for h in s12.held] == list(s29.actuator_names[12:]) and s12.whole_robot == "g1"
     assert {h.kp for h in s12.held} == {300.0, 100.0, 50.0, 20.0}  # unitree_rl_gym's arm_waist_kps
@@ -215,8 +215,8 @@ def test_h1_10dof_drives_the_legs_and_welds_the_torso_and_arms_where_the_driver_
     motors in LowCmd order (the torso's slot 6 skipped), the torso and arms welded at their held
     targets, the same links and mass as the 19-DoF H1, the legs' gains and limits h1.yaml's; only
     the soles touch the floor."""
-    m10, m19 = _model("h1_10dof"), _model("h1")
     s10, s19 = _spec("h1_10dof"), _spec("h1")
+    m10, m19 = build_model(_with_options(s10, hold="weld")), _model("h1")
     legs = tuple(n for n in s19.actuator_names if any(p in n for p in ("hip", "knee", "ankle")))
     assert m10.nu == 10 and m10.nv == 16 and s10.actuator_names == legs
     assert [h.name for h in s10.held] == [n for n in s19.actuator_names if n not in legs] and s10.whole_robot == "h1"
@@ -233,6 +233,40 @@ def test_h1_10dof_drives_the_legs_and_welds_the_torso_and_arms_where_the_driver_
         _assert_welded_like_the_whole_robot(s10, m19, "torso_joint", angle)
     with pytest.raises(ConfigError, match="10dof"):
         build_model(_with_options(s19, variant="12dof"))
+
+
+@pytest.mark.parametrize("name, whole", [("g1_12dof", "g1"), ("h1_10dof", "h1")])
+def test_a_variant_trains_its_held_joints_as_joints_under_the_drivers_pd(name, whole):
+    """``hold: pd`` (the shipped variants' default): every held joint stays a joint without an
+    actuator, its passive force the driver's hold ``kp (target - q) - kd qdot`` (plus the spec's
+    joint damping), its armature and range the whole robot's; home stands with it at its target."""
+    spec, ws = _spec(name), _spec(whole)
+    assert spec.model.options["hold"] == "pd"
+    held = tuple(dataclasses.replace(h, target=0.3) if "elbow" in h.name else h for h in spec.held)
+    m, mw = build_model(dataclasses.replace(spec, held=held)), _model(whole)
+    assert m.nu == len(spec.actuators) and m.nv == mw.nv and m.njnt == mw.njnt
+    damping = spec.physical.get("joint_damping", 0.0)
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
+    rng = np.random.default_rng(0)
+    for h in held:
+        j = m.joint(h.name)
+        a, q, v = ws.actuator(h.name), int(j.qposadr[0]), int(j.dofadr[0])
+        assert d.qpos[q] == pytest.approx(h.target)
+        assert m.dof_armature[v] == pytest.approx(a.armature) and m.dof_frictionloss[v] == 0.0
+        np.testing.assert_allclose(m.jnt_range[j.id], a.range)
+        d.qpos[q] += rng.uniform(-0.2, 0.2)
+        d.qvel[v] = rng.uniform(-1.0, 1.0)
+    mujoco.mj_forward(m, d)
+    for h in held:
+        j = m.joint(h.name)
+        q, v = int(j.qposadr[0]), int(j.dofadr[0])
+        want = h.kp * (h.target - d.qpos[q]) - (h.kd + damping) * d.qvel[v]
+        assert d.qfrc_passive[v] == pytest.approx(want, rel=1e-9, abs=1e-9), h.name
+    with pytest.raises(ConfigError, match=r"model.options.hold.*weld, pd.*'glue'"):
+        build_model(_with_options(spec, hold="glue"))
+    with pytest.raises(ConfigError, match=r"model.options.hold.*whole_robot"):
+        build_model(dataclasses.replace(spec, whole_robot=""))
 
 
 def test_a_held_joint_that_is_an_actuator_is_refused_by_key(tmp_path):

@@ -26,22 +26,44 @@ def _partner(name: str) -> str:
     return name.replace("left_", "@").replace("right_", "left_").replace("@", "right_")
 
 
+def _hinge_mirror(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
+    """Every hinge's qpos slot after the free joint's, its partner's slot and the sign (Unitree's
+    axes: roll and yaw flip, pitch keeps): the whole body's mirror, held joints included."""
+    hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
+    names = [m.joint(j).name for j in hinges]
+    partner = np.array([hinges[names.index(_partner(n))] for n in names])
+    sign = np.array([-1.0 if "roll" in n or "yaw" in n else 1.0 for n in names])
+    return partner, sign
+
+
 def test_the_mirrored_pose_puts_every_body_at_its_mirror_image(env):
+    """The actuated joints' mirror (``joint_mirror``) is the whole body's, restricted to them; the
+    whole body's (the held waist and arms, joints under the driver's PD, included) puts every
+    body at its mirror image."""
     m = env.mj_model
     perm, sign = joint_mirror(m, env.robot.actuator_names)
     assert sorted(perm) == list(range(m.nu)) and set(sign) == {-1.0, 1.0}
+    assert m.njnt > m.nu + 1  # the held joints are joints
+    partner_j, sign_j = _hinge_mirror(m)
+    hinge_of = {j: k for k, j in enumerate(j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE)}
+    act_j = [int(m.actuator_trnid[i, 0]) for i in range(m.nu)]
+    assert [act_j.index(partner_j[hinge_of[j]]) for j in act_j] == list(perm)
+    np.testing.assert_array_equal([sign_j[hinge_of[j]] for j in act_j], sign)
     d = mujoco.MjData(m)
-    q = np.random.default_rng(0).uniform(-0.4, 0.4, m.nu)
+    adr = m.jnt_qposadr[list(hinge_of)]
+    q = np.random.default_rng(0).uniform(-0.4, 0.4, len(adr))
 
     def bodies(joints: np.ndarray) -> np.ndarray:
         d.qpos[:] = m.key_qpos[0]
-        d.qpos[7:] = joints
+        d.qpos[adr] = joints
         mujoco.mj_kinematics(m, d)
         return d.xpos.copy()
 
     names = [m.body(i).name for i in range(m.nbody)]
     partner = [names.index(_partner(n)) for n in names]
-    a, b = bodies(q), bodies(q[perm] * sign)
+    qm = np.empty_like(q)
+    qm[[hinge_of[j] for j in partner_j]] = q * sign_j
+    a, b = bodies(q), bodies(qm)
     np.testing.assert_allclose(a * M, b[partner], atol=1e-9)
     assert np.abs(a * M - bodies(q)[partner]).max() > 0.05  # (the unmirrored pose is not its own mirror)
     # hip roll and yaw, ankle roll flip sign; hip pitch, knee, ankle pitch keep it (Unitree's axes)
@@ -51,12 +73,15 @@ def test_the_mirrored_pose_puts_every_body_at_its_mirror_image(env):
 
 def _mirrored_state(env, state):
     """The physical mirror of ``state`` and its task inputs (command; the clock half a period on)."""
-    phys = state.pipeline_state
-    perm, sign = joint_mirror(env.mj_model, env.robot.actuator_names)
+    phys, m = state.pipeline_state, env.mj_model
+    perm, sign = joint_mirror(m, env.robot.actuator_names)
+    partner_j, sign_j = _hinge_mirror(m)  # the held joints mirrored too: the whole body's mirror state
+    qadr, dadr = m.jnt_qposadr[partner_j], m.jnt_dofadr[partner_j]
+    hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
     qpos = phys.qpos.at[0:3].multiply(jnp.asarray(M)).at[3:7].multiply(jnp.array([1.0, -1.0, 1.0, -1.0]))
-    qpos = qpos.at[7:].set(phys.qpos[7:][perm] * sign)
+    qpos = qpos.at[qadr].set(phys.qpos[m.jnt_qposadr[hinges]] * sign_j)
     qvel = phys.qvel.at[0:3].multiply(jnp.asarray(M)).at[3:6].multiply(jnp.array([-1.0, 1.0, -1.0]))
-    qvel = qvel.at[6:].set(phys.qvel[6:][perm] * sign)
+    qvel = qvel.at[dadr].set(phys.qvel[m.jnt_dofadr[hinges]] * sign_j)
     info = dict(state.info)
     info["command"] = info["command"] * jnp.array([1.0, -1.0, -1.0])
     info["joint_offset"] = info["joint_offset"][perm] * sign

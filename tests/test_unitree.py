@@ -568,3 +568,22 @@ def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_twin_says_where_the_robot_is():
+    """The twin's status line (printed every 2 s by ``python -m simreal.hardware.unitree_twin``):
+    the base's position, yaw and tilt from vertical, and the LowCmds applied."""
+    import mujoco
+
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    twin = UnitreeTwin(TwinConfig("g1_12dof"))
+    z = twin.d.qpos[2]
+    assert twin.status_line() == f"twin 0 s | base (0.00, 0.00, {z:.2f}) m | yaw 0 deg, tilt 0 deg | LowCmds 0 applied"
+    yaw, roll = np.radians(90.0), np.radians(30.0)  # turned left, then rolled 30 deg about its own x
+    qz = np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
+    qx = np.array([np.cos(roll / 2), np.sin(roll / 2), 0.0, 0.0])
+    mujoco.mju_mulQuat(twin.d.qpos[3:7], qz, qx)
+    twin.d.qpos[:3] = [1.234, -0.5, 0.1]
+    twin.stats.commands_applied = 7
+    assert twin.status_line() == "twin 0 s | base (1.23, -0.50, 0.10) m | yaw 90 deg, tilt 30 deg | LowCmds 7 applied"

@@ -25,6 +25,14 @@ cost: its batched solver iterates until the slowest of thousands of envs has con
 the cap, where the C engine stops each env at its own convergence.
 The integrator is ``implicitfast`` so stiff ``kv`` stays stable at the spec's time step.
 
+Held joints (a variant driving part of the robot, ``held`` in its spec): ``hold="weld"`` welds
+each where the driver holds it (cheapest: no joint at all); ``hold="pd"`` keeps it a joint, pulled
+to its target by the driver's PD as a MuJoCo spring and damper, ``tau = kp (target - q) - kd qdot``
+(``stiffness = kp``, ``springref = target``, ``damping = kd`` plus ``physical.joint_damping``),
+with the armature and range of the whole robot's actuator (``whole_robot``'s spec; no friction loss): the
+arms and waist then sway under the gait as on the robot, whose driver holds them that way. The
+spring is the PD without its motor's torque limit, which a hold this stiff never reaches.
+
 Collision filtering: robot geoms have ``contype=2, conaffinity=1``, the floor and (by default)
 task objects ``contype=conaffinity=1``; so the robot touches the world but not itself unless
 ``self_collision=True`` (parent/child pairs stay filtered by MuJoCo). ``floor_contact="feet"``
@@ -44,7 +52,7 @@ import mujoco
 import numpy as np
 
 from simreal.errors import ConfigError
-from simreal.robot_spec import ActuatorSpec, RobotSpec
+from simreal.robot_spec import ActuatorSpec, HeldJointSpec, RobotSpec, load_robot_spec
 from simreal.sim.robots.floor import geom_lowest_z
 
 Vec3 = tuple[float, float, float]
@@ -53,6 +61,8 @@ Quat = tuple[float, float, float, float]
 ROBOT_CONTYPE, ROBOT_CONAFFINITY = 2, 1
 #: ``floor_contact`` -> whether a geom of that name touches the world (given the robot's feet).
 FLOOR_CONTACT = {"all": lambda name, feet: True, "feet": lambda name, feet: name in feet}
+#: how a variant models the joints its driver holds (module docstring)
+HOLDS = ("weld", "pd")
 _GEOM_TYPES = {"capsule": mujoco.mjtGeom.mjGEOM_CAPSULE, "box": mujoco.mjtGeom.mjGEOM_BOX,
                "sphere": mujoco.mjtGeom.mjGEOM_SPHERE, "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER}
 
@@ -209,8 +219,9 @@ def driver_order(robot: Robot, spec: RobotSpec, locked: Iterable[str] = ()) -> t
     return order
 
 
-def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = (), fixed_base: bool = False,
-                      self_collision: bool = False, floor_contact: str = "all") -> mujoco.MjSpec:
+def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = (), hold: str = "weld",
+                      fixed_base: bool = False, self_collision: bool = False,
+                      floor_contact: str = "all") -> mujoco.MjSpec:
     """Build the MjSpec of ``robot`` with gains, limits and defaults from ``spec``.
 
     Args:
@@ -218,6 +229,7 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
       spec: the robot spec (single source of truth for every tuned number).
       locked: joints welded in this variant (e.g. the 23-DoF G1's wrist pitch/yaw), at the spec's
         ``held`` target where it names the joint (the driver holds it there on the robot), else at 0.
+      hold: ``weld`` or ``pd``: how the locked joints the spec ``held`` are modelled (module docstring).
       fixed_base: floating robots only: drop the free joint and pin the base at standing height.
       self_collision: let non-adjacent links collide with each other.
       floor_contact: ``all`` geoms or only the ``feet`` touch the floor and task objects.
@@ -227,8 +239,12 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
                                                          f"got {floor_contact!r}", spec.source)
     if floor_contact != "all" and not robot.feet:
         raise ConfigError("model.options.floor_contact", f"{robot.name} has no feet geoms", spec.source)
+    if hold not in HOLDS:
+        raise ConfigError("model.options.hold", f"expected one of {', '.join(HOLDS)}, got {hold!r}", spec.source)
     locked = frozenset(locked)
     order = driver_order(robot, spec, locked)
+    springs = held_springs(spec, locked) if hold == "pd" else {}
+    locked -= springs.keys()
     act = {a.name: a for a in spec.actuators}
     phys = spec.physical
     s = mujoco.MjSpec()
@@ -242,18 +258,43 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     drives = {n: (act[n], 1.0) for n in order if n not in coupled}  # joint -> (spec actuator, joint per actuator unit)
     drives.update({j: (act[c.name], c.per_joint) for c in robot.coupled for j in c.joints})
     welded_at = {h.name: h.target for h in spec.held if h.name in locked}
+    # armature and range, no actuator; no friction loss: 0.1 N m against a hold of >= 20 N m/rad moves a
+    # joint 0.005 rad at most, and its 17 constraint rows cost a fifth of the 12-DoF G1's step
+    drives.update({n: (dataclasses.replace(a, friction=0.0), 1.0) for n, (a, _) in springs.items()})
     bodies = _add_bodies(s, robot, drives, locked, welded_at, free=robot.floating and not fixed_base,
                          self_collision=self_collision, damping=phys.get("joint_damping", 0.0),
                          touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet))
+    for name, (_, h) in springs.items():
+        j = s.joint(name)
+        j.stiffness, j.springref = [h.kp, 0.0, 0.0], h.target
+        j.damping = [j.damping[0] + h.kd, 0.0, 0.0]
     _add_actuators(s, robot, [act[n] for n in order])
     if robot.imu_site is not None:
         for name, kind in (("imu_gyro", mujoco.mjtSensor.mjSENS_GYRO),
                            ("imu_acc", mujoco.mjtSensor.mjSENS_ACCELEROMETER),
                            ("imu_quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
             s.add_sensor(name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=robot.imu_site)
-    _add_home(s, robot, drives, [act[n].default for n in order], bodies[robot.links[0].name],
+    pose = {j: d for j, d in drives.items() if j not in springs}
+    pose.update({n: (dataclasses.replace(a, default=h.target), 1.0) for n, (a, h) in springs.items()})
+    _add_home(s, robot, pose, [act[n].default for n in order], bodies[robot.links[0].name],
               free=robot.floating and not fixed_base)
     return s
+
+
+def held_springs(spec: RobotSpec, locked: frozenset[str]) -> dict[str, tuple[ActuatorSpec, HeldJointSpec]]:
+    """Locked joint -> (the whole robot's actuator of it, its hold) for ``hold="pd"``; ConfigError
+    when the spec names no ``whole_robot`` or that robot has no actuator of a held joint."""
+    held = [h for h in spec.held if h.name in locked]
+    if not held:
+        return {}
+    if not spec.whole_robot:
+        raise ConfigError("model.options.hold", "pd keeps the held joints as joints and takes their armature, range "
+                                                "and friction from the whole robot: set whole_robot", spec.source)
+    whole = {a.name: a for a in load_robot_spec(spec.whole_robot).actuators}
+    missing = [h.name for h in held if h.name not in whole]
+    if missing:
+        raise ConfigError("held", f"{missing} are not actuators of the whole robot {spec.whole_robot!r}", spec.source)
+    return {h.name: (whole[h.name], h) for h in held}
 
 
 def set_solver_caps(s: mujoco.MjSpec, physical: dict[str, float]) -> bool:

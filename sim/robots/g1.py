@@ -11,7 +11,8 @@ in ``configs/robots/g1.yaml``.
 Driver order (unitree_sdk2 ``LowCmd`` motor index, ``unitree_hg`` G1): left leg 0-5, right leg
 6-11, waist yaw/roll/pitch 12-14, left arm 15-21, right arm 22-28. The 23-DoF G1 keeps that order
 with waist roll/pitch and wrist pitch/yaw removed (their bodies stay, welded); the 12-DoF G1
-(``g1_12dof``) keeps the legs, with the waist and arms welded at their ``held`` targets.
+(``g1_12dof``) actuates the legs; its waist and arms are held at their ``held`` targets, as joints
+under the driver's PD (``hold="pd"``) or welded there (``hold="weld"``).
 
     >>> from simreal.robot_spec import load_robot_spec           # doctest: +SKIP
     >>> from simreal.sim.robots import build_model
@@ -124,26 +125,28 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "29dof": (),
     "23dof": ("waist_roll_joint", "waist_pitch_joint", *(f"{s}_wrist_{j}_joint" for s in ("left", "right")
                                                           for j in ("pitch", "yaw"))),
-    # legs only: waist and arms welded where the spec's ``held`` targets put them (unitree_rl_gym's
+    # legs only: waist and arms held where the spec's ``held`` targets put them (unitree_rl_gym's
     # g1_12dof: fixed at 0, held there by the driver on the robot)
     "12dof": DRIVER_ORDER[2 * len(_LEG_JOINTS):],
 }
 
 
 def build_spec(spec: RobotSpec, variant: str = "29dof", fixed_base: bool = False,
-               self_collision: bool = False, floor_contact: str = "all") -> mujoco.MjSpec:
+               self_collision: bool = False, floor_contact: str = "all", hold: str = "weld") -> mujoco.MjSpec:
     """The G1's MjSpec with gains, limits and pose from ``spec``.
 
     Args:
       spec: a G1 robot spec (``g1``, ``g1_23dof`` or ``g1_12dof``).
       variant: ``29dof``, ``23dof`` (welds waist roll/pitch and wrist pitch/yaw) or ``12dof``
-        (welds the waist and the arms: the legs alone are actuated).
+        (the legs alone are actuated; the waist and arms are held, see ``hold``).
       fixed_base: pin the pelvis at standing height instead of a free joint.
       self_collision: let non-adjacent links collide.
       floor_contact: ``all`` or ``feet`` (only the soles touch the world: MJX's fast locomotion).
+      hold: ``weld`` the joints the spec ``held`` where the driver holds them, or keep them as joints
+        under the driver's ``pd`` (``simreal.sim.robots.articulated``).
     """
     if variant not in VARIANTS:
         raise ConfigError("model.options.variant", f"unknown G1 variant {variant!r}; valid: {', '.join(VARIANTS)}",
                           spec.source)
-    return build_articulated(G1, spec, locked=VARIANTS[variant], fixed_base=fixed_base, self_collision=self_collision,
-                             floor_contact=floor_contact)
+    return build_articulated(G1, spec, locked=VARIANTS[variant], hold=hold, fixed_base=fixed_base,
+                             self_collision=self_collision, floor_contact=floor_contact)

@@ -11,7 +11,7 @@ Driver order (unitree_sdk2 H1 ``LowCmd``, ``unitree_go`` messages, slot 9 unused
 roll, right hip pitch, right knee, left hip roll, left hip pitch, left knee, torso, left hip yaw,
 right hip yaw, left ankle, right ankle, right arm (shoulder pitch/roll/yaw, elbow), left arm. The
 10-DoF H1 (``h1_10dof``, unitree_rl_gym's H1) keeps the legs in that order, with the torso and arms
-welded at their ``held`` targets.
+held at their ``held`` targets (``hold``: ``pd`` joints or ``weld``).
 
 The hardware IMU sits in the torso (site ``imu_torso``); the ``imu`` site and sensors are on the
 pelvis, which is what locomotion policies observe (unitree_rl_gym's H1 deploy rotates the torso
@@ -95,25 +95,27 @@ H1 = Robot("h1", LINKS, DRIVER_ORDER, floating=True, sites=SITES, feet=("left_fo
 _LEG_PARTS = ("hip", "knee", "ankle")
 VARIANTS: dict[str, tuple[str, ...]] = {
     "19dof": (),
-    # legs only: torso and arms welded where the spec's ``held`` targets put them (unitree_rl_gym's
+    # legs only: torso and arms held where the spec's ``held`` targets put them (unitree_rl_gym's
     # H1 trains on h1.urdf with them fixed at 0; its deploy holds them there, motors 6 and 12-19)
     "10dof": tuple(j for j in DRIVER_ORDER if not any(p in j for p in _LEG_PARTS)),
 }
 
 
 def build_spec(spec: RobotSpec, variant: str = "19dof", fixed_base: bool = False, self_collision: bool = False,
-               floor_contact: str = "all") -> mujoco.MjSpec:
+               floor_contact: str = "all", hold: str = "weld") -> mujoco.MjSpec:
     """The H1's MjSpec with gains, limits and pose from ``spec``.
 
     Args:
       spec: an H1 robot spec (``h1`` or ``h1_10dof``).
-      variant: ``19dof`` or ``10dof`` (welds the torso and the arms: the legs alone are actuated).
+      variant: ``19dof`` or ``10dof`` (the legs alone are actuated; the torso and arms are held, see ``hold``).
       fixed_base: pin the pelvis at standing height instead of a free joint.
       self_collision: let non-adjacent links collide.
       floor_contact: ``all`` or ``feet`` (only the soles touch the world: MJX's fast locomotion).
+      hold: ``weld`` the joints the spec ``held`` where the driver holds them, or keep them as joints
+        under the driver's ``pd`` (``simreal.sim.robots.articulated``).
     """
     if variant not in VARIANTS:
         raise ConfigError("model.options.variant", f"unknown H1 variant {variant!r}; valid: {', '.join(VARIANTS)}",
                           spec.source)
-    return build_articulated(H1, spec, locked=VARIANTS[variant], fixed_base=fixed_base,
+    return build_articulated(H1, spec, locked=VARIANTS[variant], hold=hold, fixed_base=fixed_base,
                              self_collision=self_collision, floor_contact=floor_contact)
