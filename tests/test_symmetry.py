@@ -26,14 +26,14 @@ def _partner(name: str) -> str:
     return name.replace("left_", "@").replace("right_", "left_").replace("@", "right_")
 
 
-def _hinge_mirror(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
-    """Every hinge's qpos slot after the free joint's, its partner's slot and the sign (Unitree's
-    axes: roll and yaw flip, pitch keeps): the whole body's mirror, held joints included."""
+def _hinge_mirror(m: mujoco.MjModel) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The hinge joint ids, each one's partner joint id and the sign (Unitree's axes: roll and yaw
+    flip, pitch keeps): the whole body's mirror, held joints included."""
     hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
     names = [m.joint(j).name for j in hinges]
     partner = np.array([hinges[names.index(_partner(n))] for n in names])
     sign = np.array([-1.0 if "roll" in n or "yaw" in n else 1.0 for n in names])
-    return partner, sign
+    return hinges, partner, sign
 
 
 def test_the_mirrored_pose_puts_every_body_at_its_mirror_image(env):
@@ -44,13 +44,13 @@ def test_the_mirrored_pose_puts_every_body_at_its_mirror_image(env):
     perm, sign = joint_mirror(m, env.robot.actuator_names)
     assert sorted(perm) == list(range(m.nu)) and set(sign) == {-1.0, 1.0}
     assert m.njnt > m.nu + 1  # the held joints are joints
-    partner_j, sign_j = _hinge_mirror(m)
-    hinge_of = {j: k for k, j in enumerate(j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE)}
+    hinges, partner_j, sign_j = _hinge_mirror(m)
+    hinge_of = {j: k for k, j in enumerate(hinges)}
     act_j = [int(m.actuator_trnid[i, 0]) for i in range(m.nu)]
     assert [act_j.index(partner_j[hinge_of[j]]) for j in act_j] == list(perm)
     np.testing.assert_array_equal([sign_j[hinge_of[j]] for j in act_j], sign)
     d = mujoco.MjData(m)
-    adr = m.jnt_qposadr[list(hinge_of)]
+    adr = m.jnt_qposadr[hinges]
     q = np.random.default_rng(0).uniform(-0.4, 0.4, len(adr))
 
     def bodies(joints: np.ndarray) -> np.ndarray:
@@ -75,9 +75,8 @@ def _mirrored_state(env, state):
     """The physical mirror of ``state`` and its task inputs (command; the clock half a period on)."""
     phys, m = state.pipeline_state, env.mj_model
     perm, sign = joint_mirror(m, env.robot.actuator_names)
-    partner_j, sign_j = _hinge_mirror(m)  # the held joints mirrored too: the whole body's mirror state
+    hinges, partner_j, sign_j = _hinge_mirror(m)  # the held joints mirrored too: the whole body's mirror state
     qadr, dadr = m.jnt_qposadr[partner_j], m.jnt_dofadr[partner_j]
-    hinges = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
     qpos = phys.qpos.at[0:3].multiply(jnp.asarray(M)).at[3:7].multiply(jnp.array([1.0, -1.0, 1.0, -1.0]))
     qpos = qpos.at[qadr].set(phys.qpos[m.jnt_qposadr[hinges]] * sign_j)
     qvel = phys.qvel.at[0:3].multiply(jnp.asarray(M)).at[3:6].multiply(jnp.array([-1.0, 1.0, -1.0]))

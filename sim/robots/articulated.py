@@ -258,9 +258,10 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     drives = {n: (act[n], 1.0) for n in order if n not in coupled}  # joint -> (spec actuator, joint per actuator unit)
     drives.update({j: (act[c.name], c.per_joint) for c in robot.coupled for j in c.joints})
     welded_at = {h.name: h.target for h in spec.held if h.name in locked}
-    # armature and range, no actuator; no friction loss: 0.1 N m against a hold of >= 20 N m/rad moves a
-    # joint 0.005 rad at most, and its 17 constraint rows cost a fifth of the 12-DoF G1's step
-    drives.update({n: (dataclasses.replace(a, friction=0.0), 1.0) for n, (a, _) in springs.items()})
+    # armature and range, no actuator, home at the hold's target; no friction loss: 0.1 N m against a
+    # hold of >= 20 N m/rad moves a joint 0.005 rad at most, and its 17 constraint rows cost a fifth of
+    # the 12-DoF G1's step
+    drives.update({n: (dataclasses.replace(a, friction=0.0, default=h.target), 1.0) for n, (a, h) in springs.items()})
     bodies = _add_bodies(s, robot, drives, locked, welded_at, free=robot.floating and not fixed_base,
                          self_collision=self_collision, damping=phys.get("joint_damping", 0.0),
                          touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet))
@@ -274,9 +275,7 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
                            ("imu_acc", mujoco.mjtSensor.mjSENS_ACCELEROMETER),
                            ("imu_quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
             s.add_sensor(name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=robot.imu_site)
-    pose = {j: d for j, d in drives.items() if j not in springs}
-    pose.update({n: (dataclasses.replace(a, default=h.target), 1.0) for n, (a, h) in springs.items()})
-    _add_home(s, robot, pose, [act[n].default for n in order], bodies[robot.links[0].name],
+    _add_home(s, robot, drives, [act[n].default for n in order], bodies[robot.links[0].name],
               free=robot.floating and not fixed_base)
     return s
 
@@ -288,8 +287,8 @@ def held_springs(spec: RobotSpec, locked: frozenset[str]) -> dict[str, tuple[Act
     if not held:
         return {}
     if not spec.whole_robot:
-        raise ConfigError("model.options.hold", "pd keeps the held joints as joints and takes their armature, range "
-                                                "and friction from the whole robot: set whole_robot", spec.source)
+        raise ConfigError("model.options.hold", "pd keeps the held joints as joints and takes their armature and range "
+                                                "from the whole robot: set whole_robot", spec.source)
     whole = {a.name: a for a in load_robot_spec(spec.whole_robot).actuators}
     missing = [h.name for h in held if h.name not in whole]
     if missing:
