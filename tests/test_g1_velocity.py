@@ -74,6 +74,24 @@ def test_the_cycle_error_measures_the_pace_not_the_sway(env):
     assert float(final["vel_rmse_m_s"]) == pytest.approx(0.2 / np.sqrt(2), rel=0.02)
 
 
+def test_the_cycle_error_as_rms_and_as_mean(env):
+    """One cycle 0.1 m/s and 0.2 rad/s short of the command, one on it: RMS over the cycles
+    0.1 / sqrt(2) m/s and 0.2 / sqrt(2) rad/s, mean magnitude 0.05 m/s and 0.1 rad/s."""
+    stats = env.init_stats()
+    cmd = jnp.array([0.5, 0.0, 0.4])
+    phys = jax.jit(env.reset)(jax.random.PRNGKey(0)).pipeline_state
+    upd = jax.jit(env.update_stats)
+    for k in range(1, 2 * env.cycle_steps + 1):
+        short = k <= env.cycle_steps
+        p = phys.replace(qvel=phys.qvel.at[0].set(0.4 if short else 0.5).at[5].set(0.2 if short else 0.4))
+        stats = upd(stats, p, {"command": cmd, "step": jnp.asarray(k)})
+    final = env.final_stats(stats, jnp.bool_(False))
+    assert float(final["vel_err_cycle_m_s"]) == pytest.approx(0.1 / np.sqrt(2), rel=1e-3)
+    assert float(final["yaw_err_cycle_rad_s"]) == pytest.approx(0.2 / np.sqrt(2), rel=1e-3)
+    assert float(final["vel_err_cycle_mean_m_s"]) == pytest.approx(0.05, rel=1e-3)
+    assert float(final["yaw_err_cycle_mean_rad_s"]) == pytest.approx(0.1, rel=1e-3)
+
+
 def test_the_legged_terms():
     assert float(rw.contact_schedule(jnp.array([True, False]), jnp.array([True, True]))) == 1.0
     assert float(rw.swing_height(jnp.array([0.02, 0.1]), jnp.array([True, False]), 0.08)) == pytest.approx(0.02 ** 2)
@@ -107,7 +125,6 @@ def test_a_command_beyond_the_trained_range_is_clamped_on_the_robot_and_refused_
     """A Twist (or teleop) asking 2 m/s of a policy trained on 0-1 m/s gets 1 m/s, counted; the
     same command given as ``--task-param`` is refused in one line."""
     from fixtures import bundles as T
-
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import SimrealError

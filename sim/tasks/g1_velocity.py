@@ -114,7 +114,7 @@ class G1Velocity(FloorRobotTask):
         "dof_pos_limits": -5.0, "alive": 0.15, "hip_pos": -1.0, "contact_no_vel": -0.2,
         "feet_swing_height": -20.0, "feet_phase": 1.0,  # Playground's G1 weight
         # the gait's weight above unitree_rl_gym's 0.18, and the knee's: with 0.18 and 1.0 the policy
-        # stood and never stepped in 5 M steps; with these it stepped within 2 M (BENCHMARKS.md)
+        # stood and never stepped in 5 M steps; with these it stepped within 2 M (docs/benchmarks-log.md)
         "contact": 1.0, "swing_knee": 2.0,
     }
 
@@ -271,7 +271,7 @@ class G1Velocity(FloorRobotTask):
     def init_stats(self) -> dict[str, jax.Array]:
         z = jnp.zeros(())
         return {"sq_vel_err": z, "sq_yaw_err": z, "n": z, "cycle_v": jnp.zeros(3), "sq_cycle_vel_err": z,
-                "sq_cycle_yaw_err": z, "cycles": z}
+                "sq_cycle_yaw_err": z, "abs_cycle_vel_err": z, "abs_cycle_yaw_err": z, "cycles": z}
 
     def update_stats(self, stats, phys, info):
         v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
@@ -286,6 +286,8 @@ class G1Velocity(FloorRobotTask):
                 "cycle_v": jnp.where(ends, 0.0, cycle_v),
                 "sq_cycle_vel_err": stats["sq_cycle_vel_err"] + jnp.where(ends, jnp.sum(jnp.square(err[:2])), 0.0),
                 "sq_cycle_yaw_err": stats["sq_cycle_yaw_err"] + jnp.where(ends, jnp.square(err[2]), 0.0),
+                "abs_cycle_vel_err": stats["abs_cycle_vel_err"] + jnp.where(ends, jnp.linalg.norm(err[:2]), 0.0),
+                "abs_cycle_yaw_err": stats["abs_cycle_yaw_err"] + jnp.where(ends, jnp.abs(err[2]), 0.0),
                 "cycles": stats["cycles"] + ends}
 
     def final_stats(self, stats, terminated):
@@ -293,7 +295,9 @@ class G1Velocity(FloorRobotTask):
         not fall, the command tracking errors (base velocity in the body frame):
         ``vel_rmse_m_s`` and ``yaw_rate_rmse_rad_s``, the RMS over the steps of |cmd_xy - v_xy|
         [m/s] and cmd_yaw - w_z [rad/s]; ``vel_err_cycle_m_s`` and ``yaw_err_cycle_rad_s``, the RMS
-        over whole gait cycles of the error of the cycle's mean velocity (the pace)."""
+        over whole gait cycles of the error of the cycle's mean velocity (the pace);
+        ``vel_err_cycle_mean_m_s`` and ``yaw_err_cycle_mean_rad_s``, the mean over those cycles of
+        its magnitude (the RMS weighs the few large errors after the start and the pushes more)."""
         n = jnp.maximum(stats["n"], 1.0)
         cycles = jnp.maximum(stats["cycles"], 1.0)
         upright = ~terminated & (stats["n"] > 0)
@@ -303,4 +307,6 @@ class G1Velocity(FloorRobotTask):
                 **defined_where("vel_rmse_m_s", jnp.sqrt(stats["sq_vel_err"] / n), upright),
                 **defined_where("yaw_rate_rmse_rad_s", jnp.sqrt(stats["sq_yaw_err"] / n), upright),
                 **defined_where("vel_err_cycle_m_s", jnp.sqrt(stats["sq_cycle_vel_err"] / cycles), walked),
-                **defined_where("yaw_err_cycle_rad_s", jnp.sqrt(stats["sq_cycle_yaw_err"] / cycles), walked)}
+                **defined_where("yaw_err_cycle_rad_s", jnp.sqrt(stats["sq_cycle_yaw_err"] / cycles), walked),
+                **defined_where("vel_err_cycle_mean_m_s", stats["abs_cycle_vel_err"] / cycles, walked),
+                **defined_where("yaw_err_cycle_mean_rad_s", stats["abs_cycle_yaw_err"] / cycles, walked)}
