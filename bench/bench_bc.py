@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from simreal.cli import main as simreal
-from simreal.policies.cmd_train_bc import POLICIES
+from simreal.policies.bc_actor import NETWORKS
 from simreal.yaml_io import load_yaml
 
 #: case name -> (task, config overrides)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--episodes", type=int, default=50, help="scripted demonstrations per case")
     p.add_argument("--epochs", type=int, default=100)
-    p.add_argument("--policy", choices=POLICIES, default="mlp", help="train-bc --policy")
+    p.add_argument("--policy", choices=(*NETWORKS, "vla"), default="mlp", help="train-bc --policy")
     p.add_argument("--eval-episodes", type=int, default=128)
     p.add_argument("--seed", type=int, default=0, help="the recording's seed")
     p.add_argument("--out", default=None, help="folder for the datasets and runs (default: a temporary one)")

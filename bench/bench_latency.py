@@ -20,7 +20,7 @@ Measured (all on CLOCK_MONOTONIC / CLOCK_REALTIME of the one machine):
 
     python bench/bench_latency.py                      # 15 s per run, SCHED_FIFO if permitted
     python bench/bench_latency.py --seconds 30 --no-realtime
-    python bench/bench_latency.py --write BENCHMARKS.md   # replace this benchmark's section
+    python bench/bench_latency.py --write docs/benchmarks-log.md   # replace this benchmark's section in the log
 
 Prints a markdown table (and with ``--write`` puts it between this benchmark's markers in
 the given file, leaving the rest of the file alone).
@@ -51,8 +51,8 @@ def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime:
     import gc
 
     from simreal.bundle import load_bundle
-    from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
 
     runner = PolicyRunner(load_bundle(bundle), overrides={"trigger": trigger, "start": {"ramp_s": 0.0},

@@ -40,7 +40,6 @@ from bench_bc import _run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.oracle_server import OracleServer  # noqa: E402  (the tests' loopback labeller)
-
 from simreal.rewards.labelling import frame_digest  # noqa: E402
 
 

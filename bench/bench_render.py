@@ -29,7 +29,6 @@ import time
 import jax
 import mujoco
 import numpy as np
-
 from bench_throughput import time_env
 
 

@@ -17,7 +17,7 @@ Each case runs what a user runs, in this process (``simreal.cli.main``)::
 scripted controller as a graph of the observation, ``policies/scripted_bundle.py``), then
 evaluates the bundles, the base frozen into the first residual run (``RUN_DIR/base``),
 each composed one and the scratch policy's, on the same ``E`` episodes: the same env (the
-run's config, domain randomisation on), the same seed (``simreal eval``'s, ``seed + 12345``)
+run's config, domain randomisation on), the same seed (``simreal eval``'s, ``seed + EVAL_SEED_OFFSET``)
 and the same evaluation (``ppo.evaluate``, each bundle's ONNX graph run by ONNX Runtime inside
 the rollout). It prints a markdown table with each PPO run's budget spent: env steps,
 wall-clock and the process's CPU time, on this machine's cores, with its load average (the
@@ -69,6 +69,7 @@ def _train(task: str, overrides: list[str], root: Path, args: argparse.Namespace
 
 def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
     """The rows of one task: the BC base alone, base + residual per scale, PPO from scratch (module docstring)."""
+    from simreal.policies.evaluation import EVAL_SEED_OFFSET
     from simreal.policies.residual import BASE_DIR
     from simreal.policies.run_config import make_env
     from simreal.policies.train import load_config
@@ -93,7 +94,7 @@ def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
         _run(["export", str(run_dir)])
         if env is None:  # every row on the first run's env and episodes (the runs share the task's config)
             cfg = load_config(run_dir)
-            env, seed = make_env(cfg), cfg.seed + 12345  # simreal eval's episodes
+            env, seed = make_env(cfg), cfg.seed + EVAL_SEED_OFFSET  # simreal eval's episodes
             rows.append({**head, "policy": f"{what} alone", "eval": evaluate_bundle(env, run_dir / BASE_DIR,
                                                                                     args.eval_episodes, seed)})
         rows.append({**ppo, "policy": f"{what} + residual, scale {scale:g}", "result": result, "wall_s": wall_s,

@@ -9,7 +9,7 @@ few mm of root jitter), written as BVH (centimetres, Y-up, ZXY) and read back th
 loader, so the benchmark covers the whole path a user's file takes. Timings are for the solve
 alone (targets, contacts and the quality report are outside the timer), best of ``--repeats``;
 wall time and process CPU time are both reported because the development machines are shared.
-Prints a markdown table (for BENCHMARKS.md) and, with ``--json``, every number.
+Prints a markdown table (for docs/benchmarks-log.md) and, with ``--json``, every number.
 """
 
 from __future__ import annotations

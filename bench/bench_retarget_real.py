@@ -14,7 +14,7 @@ sole centre moves (slides, or swivels about its pinned edge), slack
 ``simreal retarget`` emits after its default ``--defects repair`` (``retarget/repair.py``): the
 frames kept, in how many parts, the frames bridged (and emitted) and cut, the worst verdict of the parts, and
 PD playback's mean follow time over the parts' windows (before -> after). Prints a markdown
-table for BENCHMARKS.md.
+table for docs/benchmarks-log.md.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from pathlib import Path  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-from simreal.retarget.loaders import load_motion_source  # noqa: E402
 from simreal.retarget.checks import LEVELS  # noqa: E402
 from simreal.retarget.contacts import smoothed_tracks  # noqa: E402
+from simreal.retarget.loaders import load_motion_source  # noqa: E402
 from simreal.retarget.pipeline import retarget  # noqa: E402
 from simreal.retarget.repair import fix_defects  # noqa: E402
 from simreal.retarget.robot import RetargetRobot, load_robot  # noqa: E402

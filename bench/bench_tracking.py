@@ -31,12 +31,12 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
-
-import numpy as np
+from typing import Any
 
 import child
+import numpy as np
 
 
 def run_cli(args: list[str]) -> tuple[dict[str, Any], float]:
@@ -69,13 +69,14 @@ def playback_policy(env: Any) -> Callable[[np.ndarray], np.ndarray]:
 
 def baselines(run_dir: Path, episodes: int) -> dict[str, dict[str, float]]:
     """PD playback and zero action, evaluated as ``simreal eval`` evaluates the run's policy."""
+    from simreal.policies.evaluation import EVAL_SEED_OFFSET
     from simreal.policies.run_config import make_env
     from simreal.policies.torch_policy import evaluate
     from simreal.policies.train import load_config
 
     cfg = load_config(run_dir)  # the run's own copy of the clip (run_dir/inputs)
     env = make_env(cfg)
-    seed = cfg.seed + 12345  # simreal eval's seed (policies/cmd_eval.py)
+    seed = cfg.seed + EVAL_SEED_OFFSET  # simreal eval's seed
     zero = lambda obs: np.zeros((len(obs), env.action_size))  # noqa: E731
     return {"PD playback": evaluate(env, playback_policy(env), episodes, seed),
             "zero action": evaluate(env, zero, episodes, seed)}

@@ -66,7 +66,7 @@ def load_frames(paths: list[str]) -> np.ndarray:
 
 def render_frames(task: str, size: int, count: int, seed: int) -> np.ndarray:
     """``count`` frames (size, size, 3) uint8 of ``task``'s scene, joints jittered by up to 0.3 rad."""
-    from simreal.policies.cmd_play import use_headless_gl
+    from simreal.sim.headless_gl import use_headless_gl
 
     use_headless_gl()
     import mujoco

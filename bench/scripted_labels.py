@@ -27,7 +27,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.oracle_server import OracleServer  # noqa: E402  (the tests' loopback labeller)
-
 from simreal.cli import main as simreal  # noqa: E402
 from simreal.rewards.labelling import frame_digest  # noqa: E402
 

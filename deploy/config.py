@@ -221,7 +221,7 @@ def _shipped_twin(spec: RobotSpec) -> tuple[RobotSpec, ...]:
 #: envelope bounds in :mod:`simreal.deploy.envelope`).
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # trigger state: the policy runs as each state message arrives, so the deployed delay is the
-    # link's latency, not latency plus up to a control period of sampling (BENCHMARKS.md, rehearsals)
+    # link's latency, not latency plus up to a control period of sampling (docs/benchmarks-log.md, rehearsals)
     "quadrotor": {"trigger": "state", "start": {"ramp_s": 0.2, "initial_command": "hover"},
                   "watchdog": {"timeout_s": 0.1, "hold_s": 0.5},
                   "envelope": {"geofence_min_m": [-3.0, -3.0, -0.5], "geofence_max_m": [3.0, 3.0, 3.0],

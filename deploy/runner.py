@@ -38,16 +38,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from simreal.deploy.adapters import (CommandCodec, StateDecoder, StateMessageError, complete_state, norm_type,
-                                     stamp_ns)
 from simreal.action_modes import action_mode
 from simreal.bundle import Bundle, OnnxPolicy
-from simreal.deploy.config import (INPUT_ROLES, ROLE_KEYS, STATE_PROVIDES, DeployConfig, provided_state_keys,
-                                   resolve_deploy_config, spec_of_bundle)
+from simreal.deploy.adapters import CommandCodec, StateDecoder, StateMessageError, complete_state, norm_type, stamp_ns
+from simreal.deploy.config import (
+    INPUT_ROLES,
+    ROLE_KEYS,
+    STATE_PROVIDES,
+    DeployConfig,
+    provided_state_keys,
+    resolve_deploy_config,
+    spec_of_bundle,
+)
 from simreal.deploy.envelope import Envelope
 from simreal.deploy.landing import landing_for
 from simreal.deploy.perception import Perception
-from simreal.deploy.safety import ESTOP as ESTOP_MODE, FAULT, RAMP, RUNNING, SAFE_MODES, SafetyLayer
+from simreal.deploy.safety import ESTOP as ESTOP_MODE
+from simreal.deploy.safety import FAULT, RAMP, RUNNING, SAFE_MODES, SafetyLayer
 from simreal.errors import BundleError, ConfigError
 from simreal.observations import TERMS, build_observation
 from simreal.robot_spec import RobotSpec
@@ -447,3 +454,27 @@ class PolicyRunner:
     def snapshot(self) -> dict[str, Any]:
         """Counters and safety state as plain data."""
         return {**dataclasses.asdict(self.stats), "safety": self.safety.snapshot()}
+
+
+def took_over(safety: dict[str, Any]) -> bool:
+    """Whether the safety layer took the robot from the policy, from its ``snapshot()``
+    (``SafetyStats.took_over``: a fault or a watchdog trip)."""
+    return safety.get("faults", 0) + safety.get("watchdog_trips", 0) > 0
+
+
+def runner_lines(runner: dict[str, Any]) -> list[str]:
+    """Ticks, policy runs, the safety layer's final mode and the envelope (a runner's
+    ``snapshot()`` with ``ticks``), as report lines; ``simreal drive`` prints them too."""
+    safety = runner["safety"]
+    trip = runner.get("envelope_trip_s")
+    took = took_over(safety)
+    return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
+            f"{runner['policy_runs']} times, safety {safety['mode']}"
+            + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
+            *([f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
+               f"{safety['first_takeover']}"] if took else []),
+            ("envelope   stayed inside" + (" while checked: not after the safety layer took over (its state "
+                                           "checks stop with a latched fault)" if took else "")) if trip is None else
+            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
+            + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")
+               else "safe command latched")]

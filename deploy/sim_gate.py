@@ -32,7 +32,7 @@ classic     RMS joint deviation                                     <= 0.05 rad
 Why an arm's trajectories are time-aligned: a contact-rich grasp branches on a few control
 periods of command timing. A trained pick closed on its cube about 0.2 s later in an ideal
 rehearsal than in the reference and then did the same lift; compared sample by sample, that
-read 0.077-0.096 rad over 3 s (BENCHMARKS.md) although both ended within 0.015 rad of each
+read 0.077-0.096 rad over 3 s (docs/benchmarks-log.md) although both ended within 0.015 rad of each
 other. Dynamic time warping inside a band (Sakoe-Chiba) lets each sample match the other
 trajectory within ``ALIGN_S``: the same motion with its timing shifted by up to that passes; a
 different motion (another pose, a missed grasp and a retry) or a lag beyond the band does not.
@@ -44,7 +44,7 @@ same trained pick, rehearsed over DDS with 10 ms latency and 5% drops (five seed
 cube 11.6-19.8 cm and left it within 0.1-1.0 cm of where the reference left it, while its path
 read 0.063-0.128 rad aligned. Where the outcome differed (the rehearsal left the cube on the
 table where the reference lifted it 13-15 cm; the scripted base once lifted a cube the
-reference missed) the objects ended 14-19 cm apart (BENCHMARKS.md). So the object's final position
+reference missed) the objects ended 14-19 cm apart (docs/benchmarks-log.md). So the object's final position
 decides, with the hand's, and the aligned path only guards against a gross change (three times
 the free-motion tolerance). The end is the hand's place, not its joints': the arm tasks leave the
 roll about the gripper's axis and a redundant arm's null space free, and an ideal-link rehearsal
@@ -252,7 +252,7 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
         horizon = first
         if f_reh is not None and f_reh < (f_ref if f_ref is not None else np.inf) - FALL_GRACE_S:
             out.update(value=None, passed=False, reason=f"fell at {f_reh:.2f} s, the reference "
-                                                        f"{'at %.2f s' % f_ref if f_ref is not None else 'never'}")
+                                                        f"{f'at {f_ref:.2f} s' if f_ref is not None else 'never'}")
             return out
     keep = (t <= horizon + 1e-9) & (t >= (settle_s if rule.measure == "base_pos_max_m" else 0.0))
     if keep.sum() < 2:

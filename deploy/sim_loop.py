@@ -69,6 +69,7 @@ from simreal.deploy.sim_gate import env_start, fall_time, gate, stack, training_
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, spec_start, with_joints
 from simreal.robot_spec import RobotSpec
 
+
 @dataclasses.dataclass(frozen=True)
 class SimLoopConfig:
     """Rehearsal settings (see module docstring)."""
@@ -508,8 +509,8 @@ def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: Si
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m simreal.deploy.sim_loop BUNDLE --domain-id N --report FILE [...]``."""
-    from simreal.config import build
     from simreal.bundle import load_bundle
+    from simreal.config import build
     from simreal.stop_signal import interrupt_exit_code, signals_as_interrupt
     from simreal.yaml_io import atomic_write_text, load_yaml
 

@@ -395,7 +395,7 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
             "bundle_task": bundle.task, "axis": suite.axis or None, "duration_s": duration,
             "config": to_dict(cfg), "conditions": results, "complete": complete, "interrupted": stopped_by is not None,
             "stopped_by": stopped_by,
-            "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "wall_s": round(time.monotonic() - t_start, 3)}
 
 

@@ -46,8 +46,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simreal.hardware.feetech import (BROADCAST_ID, STEPS_PER_TURN, STS3215, STS3215_MODEL, Instruction, Packet,
-                                      PacketReader, decode_register, encode_register)
+from simreal.hardware.feetech import (
+    BROADCAST_ID,
+    STEPS_PER_TURN,
+    STS3215,
+    STS3215_MODEL,
+    Instruction,
+    Packet,
+    PacketReader,
+    decode_register,
+    encode_register,
+)
 from simreal.hardware.feetech_calibration import STEPS_PER_RAD, MotorCalibration
 from simreal.hardware.twin_runtime import ServingThread, WallClock, serve_until_interrupted
 from simreal.robot_spec import RobotSpec, load_robot_spec

@@ -15,7 +15,7 @@ orientation and position in the world (the robot's base frame). The centroid of 
 blob is the object's centre only up to the object's own depth: a 5 cm cube seen from 45 degrees
 above shows its top and one side, and the side's pixels, below the centre's plane, meet the
 plane beyond the object: the estimate moves away from the camera by several millimetres
-(5-14 mm for the arm tasks' 5 cm cube seen by their front camera, BENCHMARKS.md); ``plane_z_m``
+(5-14 mm for the arm tasks' 5 cm cube seen by their front camera, docs/benchmarks-log.md); ``plane_z_m``
 is the height of the object's centre (half its size on a table).
 
 A calibration file (YAML, ``yaml.safe_load``)::
@@ -36,7 +36,7 @@ A calibration file (YAML, ``yaml.safe_load``)::
 
 :func:`mujoco_camera` gives the same calibration for a camera of a MuJoCo model (intrinsics
 from its vertical field of view, pose from the simulation), so the twin validates the locator
-against the simulation's ground truth (BENCHMARKS.md).
+against the simulation's ground truth (docs/benchmarks-log.md).
 """
 
 from __future__ import annotations

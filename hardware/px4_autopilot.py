@@ -30,9 +30,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from simreal.action_modes import CTBR_CHANNELS
-from simreal.hardware.px4_common import (ACCEPTED, AUTO, AUTO_LAND, AUTO_LOITER, CMD_COMPONENT_ARM_DISARM,
-                                         CMD_DO_SET_MODE, DENIED, FORCE, MODE_FLAG_CUSTOM_MODE_ENABLED, OFFBOARD,
-                                         TEMPORARILY_REJECTED, UNSUPPORTED)
+from simreal.hardware.px4_common import (
+    ACCEPTED,
+    AUTO,
+    AUTO_LAND,
+    AUTO_LOITER,
+    CMD_COMPONENT_ARM_DISARM,
+    CMD_DO_SET_MODE,
+    DENIED,
+    FORCE,
+    MODE_FLAG_CUSTOM_MODE_ENABLED,
+    OFFBOARD,
+    TEMPORARILY_REJECTED,
+    UNSUPPORTED,
+)
 from simreal.hardware.quadrotor_twin import QuadrotorTwin
 from simreal.ned_frames import swap_frd_flu
 from simreal.robot_spec import RobotSpec

@@ -155,7 +155,7 @@ class Robot(abc.ABC):
             raise HardwareError(f"{self.spec.name}: refused a non-finite command {u.tolist()}")
         return self._write(np.clip(u, self.low, self.high))
 
-    def engage(self) -> None:
+    def engage(self) -> None:  # noqa: B027 - a hook, nothing to do by default
         """The hand-over before the robot takes a policy's commands (PX4: arm and OFFBOARD; a
         Crazyflie: open the thrust lock); nothing for robots that take commands once connected.
         :func:`simreal.hardware.drive.drive` calls it once, before its first tick; on a robot

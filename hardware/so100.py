@@ -38,8 +38,13 @@ import numpy as np
 from simreal.config import field
 from simreal.errors import ConfigError
 from simreal.hardware.feetech import STS3215_MODEL, FeetechBus
-from simreal.hardware.feetech_calibration import (MotorCalibration, load_calibration, rad_to_steps, speed_to_rad_s,
-                                                  steps_to_rad)
+from simreal.hardware.feetech_calibration import (
+    MotorCalibration,
+    load_calibration,
+    rad_to_steps,
+    speed_to_rad_s,
+    steps_to_rad,
+)
 from simreal.hardware.robot import HardwareError, Robot, RobotConfig, State
 from simreal.robot_spec import RobotSpec
 

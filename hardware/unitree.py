@@ -45,7 +45,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
 from simreal.deploy.ros_types import ros_topic_name
-from simreal.deploy.transport_dds import domain, ddspy_take, ddspy_write, qos_profile
+from simreal.deploy.transport_dds import ddspy_take, ddspy_write, domain, qos_profile
 from simreal.errors import ConfigError
 from simreal.hardware import unitree_msgs as um
 from simreal.hardware.robot import HardwareError, Robot, RobotConfig, State

@@ -31,10 +31,10 @@ import functools
 import typing
 import zlib
 
-import numpy as np
 import cyclonedds.idl as idl
 import cyclonedds.idl.annotations as annotate
 import cyclonedds.idl.types as types
+import numpy as np
 
 from simreal.errors import SimrealError
 

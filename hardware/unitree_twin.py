@@ -60,8 +60,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from simreal.config import domain_id_arg
-from simreal.deploy.sim_robot import SimRobot, StartState
 from simreal.deploy.realtime import frozen_heap
+from simreal.deploy.sim_robot import SimRobot, StartState
 from simreal.deploy.transport_dds import PeriodicTimer
 from simreal.errors import ConfigError, SimrealError
 from simreal.hardware import unitree_msgs as um

@@ -41,6 +41,7 @@ from torch import nn
 
 from simreal.action_chunk import ActionChunk
 
+
 class ACT(nn.Module):
     """Normalised observation (N, n) -> normalised action chunk (N, k, m) (module docstring)."""
 

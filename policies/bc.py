@@ -36,8 +36,16 @@ import torch
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.policies import torch_policy
-from simreal.policies.bc_actor import (CHECKPOINT, NETWORKS, Normalization, action_chunk, deployed_policy,
-                                       load_actor, make_actor, save_actor)
+from simreal.policies.bc_actor import (
+    CHECKPOINT,
+    NETWORKS,
+    Normalization,
+    action_chunk,
+    deployed_policy,
+    load_actor,
+    make_actor,
+    save_actor,
+)
 from simreal.policies.demos import ACTION, STATE, state_size
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.torch_loop import TorchTrainer
@@ -316,7 +324,8 @@ class BCTrainer(TorchTrainer):
                  **env_overrides: Any) -> dict[str, float]:
         if cfg.train.policy != "vla":
             return super().evaluate(run_dir, cfg, episodes, seed, backend, **env_overrides)
-        from simreal.policies.vla import CHECKPOINT as VLA_CHECKPOINT, load_vla
+        from simreal.policies.vla import CHECKPOINT as VLA_CHECKPOINT
+        from simreal.policies.vla import load_vla
         from simreal.policies.vla_rollout import evaluate
 
         model, tok = load_vla(run_dir / VLA_CHECKPOINT)

@@ -28,18 +28,21 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import simreal
-from simreal.config import to_dict
 from simreal.action_chunk import ActionChunk
 from simreal.bundle import FORMAT_VERSION, load_bundle, write_bundle_yaml
+from simreal.config import to_dict
 from simreal.errors import BundleError
 from simreal.input_files import snapshot_inputs
-from simreal.reference import REFERENCE_NPZ, write_reference
 from simreal.policies.run_config import RunConfig
+from simreal.reference import REFERENCE_NPZ, write_reference
 from simreal.yaml_io import atomic_write_bytes
 
 OPSET = 17
 #: IR version 9 (ONNX 1.15): read by every onnxruntime >= 1.16 a robot computer may have.
 IR_VERSION = 9
+
+#: Largest |ONNX Runtime - framework policy| accepted, on actions in [-1, 1].
+MAX_ABS_DIFF = 1e-5
 
 
 def _activation(name: str, x: str, out: str, nodes: list) -> None:
@@ -169,7 +172,7 @@ def _fill_bundle(tmp: Path, run_dir: Path, cfg: RunConfig, env, model: onnx.Mode
         "task_topics": {k: dict(v) for k, v in env.task_topics.items()},
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
         "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),
-                       "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                        "simreal_version": simreal.__version__, "backend": env.backend, "trainer": cfg.trainer},
     }
     if action_chunk is not None:

@@ -13,7 +13,7 @@ already spent its budget or reached its target returns at once (``stop="nothing_
 With ``train.keep_best`` every evaluation that ranks above the best so far (:func:`rank`:
 the success rate's 95% lower bound, then the mean return) saves the iteration and keeps it
 as the run's best (``checkpoint.keep_best``); a resumed run ranks against the best it kept.
-PPO runs drift away from their peak (BENCHMARKS.md, the residual over the scripted pick),
+PPO runs drift away from their peak (docs/benchmarks-log.md, the residual over the scripted pick),
 and the best evaluation's policy is the one to deploy, as stable-baselines3's
 ``EvalCallback(best_model_save_path=...)`` keeps it.
 """
@@ -32,9 +32,9 @@ from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import early_stop
 from simreal.progress import PausePlan, Progress
-from simreal.stop_signal import stop_on_signals
 from simreal.rundir import MetricsCsv, plot_curves
 from simreal.sim.episode_stats import episode_means
+from simreal.stop_signal import stop_on_signals
 
 CURVES = ("episode_return", "success", "eval_success", "pos_rmse_m")
 #: metrics.csv's ``success`` is the training episodes' (kept so older runs read the same), shown as

@@ -130,7 +130,7 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
     atomically; ConfigError naming ``residual.base`` when ``source`` is none of these (or the task
     has no scripted controller graph), BundleError when the exported ONNX differs from the run's
     policy."""
-    from simreal.policies.cmd_export import MAX_ABS_DIFF
+    from simreal.policies.export import MAX_ABS_DIFF
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
 

@@ -218,7 +218,7 @@ class PickTeacher:
     flickered with the noise and the fingers never closed; 17% were let go in the air as the
     cube slid 3 cm along the pads); 0.758 now. The teacher on the simulator's state, without
     noise (``simreal demos``, 100 episodes): 0.98 before, 0.94 now (a larger ``HOLD_M`` keeps
-    carrying a cube that slid, where a retry would have caught it) (BENCHMARKS.md).
+    carrying a cube that slid, where a retry would have caught it) (docs/benchmarks-log.md).
     """
 
     #: Site height above the cube's centre while approaching from above [m].

@@ -16,7 +16,6 @@ run continues bit for bit.
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from collections.abc import Mapping
 from pathlib import Path

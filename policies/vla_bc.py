@@ -119,10 +119,10 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
     from simreal.policies.bc import BCResult, FitResult, split_episodes
     from simreal.policies.bc_actor import STD_FLOOR
     from simreal.policies.demos import state_size
-    from simreal.progress import Progress
     from simreal.policies.run_config import make_env
     from simreal.policies.vla import CHECKPOINT, VLASpec, build_vla, save_vla, tokenize
     from simreal.policies.vla_rollout import evaluate
+    from simreal.progress import Progress
     from simreal.rundir import MetricsCsv
 
     t0 = time.time()

@@ -14,7 +14,7 @@ Modules, in the order data flows through them:
   (thresholds, per-frame-range findings, the verdict); feasibility: PD playback of the result
   with the robot's own servos and a free base.
 - motion_file: ``save_motion`` / ``load_motion``, the contract sim's tracking tasks read.
-- pipeline: ``retarget`` (one clip end to end); cmd_retarget: the ``simreal retarget`` verb;
+- pipeline: ``retarget`` (one clip end to end; the ``simreal retarget`` verb is simreal/cli/retarget.py);
   video: robot beside the source skeleton.
 
 Synthesised clips for tests and benchmarks are a test fixture (tests/fixtures/synth_motion.py).

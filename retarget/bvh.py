@@ -26,8 +26,16 @@ from scipy.spatial.transform import Rotation
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
 from simreal.retarget.rotations import euler_to_matrix
-from simreal.retarget.skeleton import (MAX_LENGTH, HumanMotion, detect_up_axis, forward_kinematics, snap_fps,
-                                       tree_extent, units_scale, up_axis_rotation)
+from simreal.retarget.skeleton import (
+    MAX_LENGTH,
+    HumanMotion,
+    detect_up_axis,
+    forward_kinematics,
+    snap_fps,
+    tree_extent,
+    units_scale,
+    up_axis_rotation,
+)
 from simreal.yaml_io import read_text
 
 CHANNELS = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")

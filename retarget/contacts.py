@@ -26,7 +26,6 @@ from scipy.ndimage import gaussian_filter1d
 
 from simreal.retarget.settings import ContactConfig
 
-
 #: Shorter runs on one edge [s] are capture jitter, not a heel-off or a heel strike.
 MIN_PIVOT_S = 0.03
 #: One contact point this much higher [m] than the other is off the ground: low, so that a foot

@@ -166,7 +166,7 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     config = mink.Configuration(model, robot.q_home.copy())
     tasks: list[mink.Task] = []
     frame_tasks = []
-    for i, name in enumerate(robot.keypoints):
+    for i in range(len(robot.keypoints)):
         task = mink.FrameTask(model.site(int(robot.site_ids[i])).name, "site",
                               position_cost=cfg.position_cost * robot.pos_weights[i],
                               orientation_cost=cfg.orientation_cost * robot.rot_weights[i], lm_damping=0.0)

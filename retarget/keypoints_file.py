@@ -21,10 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from simreal.errors import ConfigError, DataFileError
-from simreal.retarget import joint_names
 from simreal.npz import open_npz
-from simreal.retarget.skeleton import (MAX_LENGTH, HumanMotion, detect_up_axis, snap_fps, tree_extent,
-                                       units_scale, up_axis_rotation)
+from simreal.retarget import joint_names
+from simreal.retarget.skeleton import (
+    MAX_LENGTH,
+    HumanMotion,
+    detect_up_axis,
+    snap_fps,
+    tree_extent,
+    units_scale,
+    up_axis_rotation,
+)
 from simreal.yaml_io import read_text
 
 _COL = re.compile(r"^(.+?)[._]([xyzXYZ])$")

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from simreal.errors import ConfigError, DataFileError
+from simreal.npz import open_npz
 from simreal.retarget import joint_names
 from simreal.retarget.amass import load_amass
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
-from simreal.npz import open_npz
 from simreal.retarget.skeleton import HumanMotion, tree_extent, units_scale
 
 SUFFIXES = (".bvh", ".csv", ".npz")

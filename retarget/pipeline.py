@@ -18,11 +18,11 @@ import mujoco
 import numpy as np
 
 from simreal.errors import UnknownNameError
+from simreal.motion_file import Motion
 from simreal.retarget.checks import graded_report
 from simreal.retarget.ik import solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import forward_all, quality_report
-from simreal.motion_file import Motion
 from simreal.retarget.robot import RetargetRobot
 from simreal.retarget.skeleton import HumanMotion
 from simreal.retarget.targets import Targets, build_targets, resample
@@ -119,7 +119,7 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
         "arm_clearance": {"max_push_m": dict(zip(("left", "right"), targets.arm_push_m.max(axis=0).tolist())),
                           "frames_pushed": int((targets.arm_push_m > 0).any(axis=1).sum())},
         "excluded_self_collision_pairs": [list(p) for p in robot.excluded_pairs],
-        "versions": _versions(), "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "versions": _versions(), "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
     }
     return assess(robot, qpos, targets, stats, provenance)
 

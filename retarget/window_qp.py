@@ -297,7 +297,7 @@ def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f
     turn the upper arm about one axis) drifted along the directions the targets do not fix at the
     joints' velocity limits, 3-4x the human's speed; the acceleration penalty keeps such a drift
     going once it has started. At ``zeta = 16`` (the default) the mean keypoint error on 14 real
-    captures grew by 2.4 mm (0-10 mm per clip and robot; BENCHMARKS.md)."""
+    captures grew by 2.4 mm (0-10 mm per clip and robot; docs/benchmarks-log.md)."""
     w_acc, nv = smooth_weight(solver.cfg.smooth_weight, solver.targets.fps), solver.nv
     if w_acc == 0:
         return

@@ -41,7 +41,6 @@ from simreal.errors import ConfigError
 from simreal.rewards.vlm import ClipRewardConfig
 
 
-
 @dataclasses.dataclass(frozen=True)
 class LearnedRewardConfig:
     """The ``reward:`` section of ``kind: learned``."""

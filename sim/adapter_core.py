@@ -26,7 +26,6 @@ import numpy as np
 
 from simreal.observations import build_observation
 
-
 #: The trainer-facing adapters' key for each reward term's mean over the batch this step
 #: ('reward/<name>' -> float; SB3: in ``infos[0]``, rsl_rl: in ``extras``), which the sb3 and
 #: rsl_rl trainers log in metrics.csv as the brax trainer does.

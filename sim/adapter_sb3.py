@@ -31,7 +31,6 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
 from simreal.sim.adapter_core import REWARD_TERMS, JaxBatch, to_numpy
 
-
 #: Observation keys the SB3 adapter leaves out: SB3's policies feed every key to the actor, and
 #: the privileged state is for an asymmetric critic only (SB3 has none).
 SB3_HIDDEN_KEYS = ("privileged_state",)

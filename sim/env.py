@@ -53,8 +53,8 @@ from brax.envs.base import State
 
 from simreal.config import field
 from simreal.observations import build_observation
-from simreal.robot_spec import RobotSpec
 from simreal.reference import Reference
+from simreal.robot_spec import RobotSpec
 from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
 from simreal.sim.episode_stats import COUNT_SUFFIX
 
@@ -134,7 +134,7 @@ class MjEnv(BraxEnv):
     #: smoothly): a residual over a base that already does the task trains without them (weight
     #: 0 unless ``env.reward_scales`` sets one), as ResiP trains its residual on the task reward
     #: alone. Over the scripted arm-push controller they turned the residual against the base:
-    #: 0.906 -> 0.273 success in 176k env steps with them, 0.758-0.930 without (BENCHMARKS.md).
+    #: 0.906 -> 0.273 success in 176k env steps with them, 0.758-0.930 without (docs/benchmarks-log.md).
     shaping_terms: tuple[str, ...] = ()
     #: Clip each step's summed reward at zero (legged_gym's ``only_positive_rewards``): the penalties
     #: never outweigh the step, so ending an episode early never pays (a fall costs what the rest of

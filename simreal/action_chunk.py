@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-
 #: Horizon of a chunk whose size is 0 (a chunked policy's default) [s].
 CHUNK_S = 0.4
 

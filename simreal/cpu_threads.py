@@ -5,7 +5,7 @@ threads wait by spinning. When another process already keeps cores busy (a JAX t
 simulation, a second job on a shared machine) the team's threads queue for the same cores and
 every small operation waits for the slowest of them. With the networks these verbs train (MLPs,
 action-chunk and flow heads) one thread loses little on an idle machine and a full team loses
-much on a busy one. ``simreal train-bc data/reach --policy flow`` on 2 cores (BENCHMARKS.md,
+much on a busy one. ``simreal train-bc data/reach --policy flow`` on 2 cores (docs/benchmarks-log.md,
 "Torch threads"): idle, 114 gradient steps/s on 2 threads against 95 on 1; with one core busy,
 28 against 71-96; and ``train-bc --iql``'s critics beside a JAX training, 1 against 66.
 

@@ -33,8 +33,8 @@ Layout, file sharing and size limits: :mod:`simreal.dataset_format`; statistics:
 from __future__ import annotations
 
 import math
-import shutil
 import os
+import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass

@@ -37,9 +37,8 @@ step in the native simulation, where the per-op cost of the explicit form was ha
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import numpy as np
 

@@ -12,7 +12,6 @@ import yaml
 
 from simreal.errors import DataFileError
 
-
 #: Deepest nesting of lists and mappings a simreal YAML file may have (configs use about 5).
 MAX_DEPTH = 64
 #: Widest integer read: a float's range (messages that print a wider one would fail to).

@@ -247,9 +247,9 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
 # -- configuration and the CLI ----------------------------------------------------------------
 
 def test_policy_names_agree_and_heads_must_divide_the_width():
+    from simreal.cli.train_bc import POLICIES
     from simreal.errors import ConfigError
     from simreal.policies.bc_actor import NETWORKS
-    from simreal.policies.cmd_train_bc import POLICIES
     from simreal.policies.run_config import BCConfig
 
     choices = next(f for f in dataclasses.fields(BCConfig) if f.name == "policy").metadata["choices"]

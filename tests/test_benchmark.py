@@ -16,18 +16,24 @@ from fixtures.fake_robot import FakeJointRobot
 from simreal.bundle import load_bundle, write_bundle_yaml
 from simreal.cli import main
 from simreal.deploy.config import spec_of_bundle
-from simreal.deploy.sim_robot import SimRobot
 from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.sim_robot import SimRobot
 from simreal.errors import BundleError
-from simreal.hardware.benchmark import (BenchmarkConfig, RealBench, TwinBench, mean_interval, run_benchmark,
-                                        wilson_interval)
+from simreal.hardware.benchmark import (
+    BenchmarkConfig,
+    RealBench,
+    TwinBench,
+    mean_interval,
+    run_benchmark,
+    wilson_interval,
+)
 from simreal.hardware.drive import drive
 from simreal.hardware.robot import RobotConfig
 from simreal.hardware.sim_twin import SimTwin, TwinConfig, end_effector_w
 from simreal.hardware.suites import suite_for
-from simreal.stop_signal import interrupt_signal
 from simreal.reference import Reference, write_reference
 from simreal.robot_spec import load_robot_spec
+from simreal.stop_signal import interrupt_signal
 from simreal.yaml_io import load_yaml
 
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from simreal.cli import main
+from simreal.cli.list_ import robot_description
 from simreal.robot_spec import available_robots, load_robot_spec
-from simreal.sim.cmd_list import robot_description
 from simreal.sim.tasks import TASKS, task_class, task_description
 
 
@@ -68,7 +68,7 @@ def test_a_closed_pipe_ends_quietly_with_141(argv):
 
 def test_a_broken_pipe_that_is_not_stdout_keeps_its_traceback(monkeypatch):
     """A BrokenPipeError from somewhere else (a socket, a child's pipe) is a real failure."""
-    from simreal.sim import cmd_list
+    from simreal.cli import list_ as cmd_list
 
     def broken(args):
         raise BrokenPipeError("a socket")

@@ -18,7 +18,7 @@ from fixtures.flying import fly, wait_for
 from simreal.action_modes import hover_thrust_n
 from simreal.errors import ConfigError
 from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot
-from simreal.hardware.crazyflie_twin import (COMMANDER, E2BIG, EEXIST, ENOENT, LOG, PARAM, CrazyflieTwin, header)
+from simreal.hardware.crazyflie_twin import COMMANDER, E2BIG, EEXIST, ENOENT, LOG, PARAM, CrazyflieTwin, header
 from simreal.hardware.robot import HardwareError
 from simreal.robot_spec import load_robot_spec
 
@@ -213,10 +213,10 @@ def test_connect_errors_are_one_line(cache):
 def test_a_refused_link_is_our_one_line_not_cflib_s_traceback(cache):
     """cflib logged the failure with its traceback through Python's last-resort handler, and the
     radio's reason ended in 'Traceback (most recent call last):'."""
-    from simreal.hardware.crazyflie import link_error_reason
-
     import subprocess
     import sys
+
+    from simreal.hardware.crazyflie import link_error_reason
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # a port with nobody bound to it
         probe.bind(("127.0.0.1", 0))

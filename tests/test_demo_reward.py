@@ -16,8 +16,15 @@ import pytest
 
 from fixtures.demo_trajectory import HALF_SIZE_M, PRE_GRASP_FRANKA, START_W, pushed_cube, write_pushed_cube
 from simreal.errors import ConfigError, DataFileError
-from simreal.object_trajectory import (ObjectTrajectory, from_dataset, keypoints, load_demo, load_trajectory,
-                                       resampled, save_trajectory)
+from simreal.object_trajectory import (
+    ObjectTrajectory,
+    from_dataset,
+    keypoints,
+    load_demo,
+    load_trajectory,
+    resampled,
+    save_trajectory,
+)
 from simreal.rewards import terms as rw
 
 TURN_RAD = 0.3

@@ -72,7 +72,7 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
     assert all(max(m.control) == 0.0 for t, m in after if t >= first_safe)  # and stays (latched)
     assert report["runner"]["safety"]["watchdog_trips"] == 1 and report["runner"]["safety"]["mode"] == "estop"
     # why it exits 1, though the end of the run overwrote the last reason (the text report's line)
-    from simreal.deploy.cmd_deploy import runner_lines
+    from simreal.deploy.runner import runner_lines
 
     assert report["runner"]["safety"]["first_takeover"] == "watchdog: state stale"
     assert "took over  0 faults, 1 watchdog trips; the first: watchdog: state stale" in runner_lines(

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 import json
-import py_compile
 import os
+import py_compile
 import subprocess
 import sys
 import textwrap
@@ -88,7 +88,7 @@ def test_package_is_complete_and_valid(which, request):
     assert scripts == [f"policy_node = {name}.policy_node:main"]
     node = ast.parse((root / name / "policy_node.py").read_text())
     assert "main" in {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
-    assert "package_name = \"%s\"" % name in (root / "setup.py").read_text()
+    assert f'package_name = "{name}"' in (root / "setup.py").read_text()
     assert f"$base/lib/{name}" in (root / "setup.cfg").read_text()
 
 

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("cyclonedds")
 pytest.importorskip("onnxruntime")
 
-from simreal.deploy import ros_types as R  # noqa: E402
 from fixtures import bundles as T  # noqa: E402
-from simreal.deploy.adapters import CommandCodec, StateDecoder, encode_state  # noqa: E402
 from simreal.bundle import load_bundle  # noqa: E402
+from simreal.deploy import ros_types as R  # noqa: E402
+from simreal.deploy.adapters import CommandCodec, StateDecoder, encode_state  # noqa: E402
 from simreal.deploy.config import resolve_deploy_config  # noqa: E402
 from simreal.deploy.runner import PolicyRunner  # noqa: E402
 from simreal.deploy.safety import ESTOP, FAULT, RAMP, RUNNING, STALE, WAITING, SafetyLayer  # noqa: E402

@@ -192,7 +192,7 @@ def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
     the base reaches z <= 0, and the check fails because it is on the ground. The envelope is read
     up to the ground too: the model has no ground, and falling through the fence's floor after a
     landing's touchdown once read as leaving the envelope."""
-    from simreal.deploy.cmd_deploy import _sim_lines
+    from simreal.cli.deploy import _sim_lines
     from simreal.deploy.config import EnvelopeConfig
     from simreal.deploy.sim_loop import SimLoopConfig
 
@@ -243,7 +243,7 @@ def test_the_robot_process_ignores_a_simreal_folder_in_the_working_directory(tmp
     """``python -m`` puts the working directory first on sys.path: run from a folder holding
     another ``simreal`` (an older checkout), the rehearsal's robot process imported that one and
     died in a traceback. It must import the installed package wherever it is started."""
-    from simreal.deploy.cmd_deploy import ROBOT_PROCESS
+    from simreal.cli.deploy import ROBOT_PROCESS
 
     (tmp_path / "simreal").mkdir()
     (tmp_path / "simreal" / "__init__.py").write_text("raise ImportError('the wrong simreal')\n")
@@ -275,7 +275,7 @@ def test_a_diverged_simulation_stops_the_rehearsal_and_fails_it(tmp_path, monkey
     model's start and would step on from there (a teleport the report could not see). The
     rehearsal stops at that step, fails, and says when."""
     from simreal.bundle import load_bundle
-    from simreal.deploy.cmd_deploy import _sim_lines
+    from simreal.cli.deploy import _sim_lines
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
     from simreal.deploy.sim_robot import SimRobot
 

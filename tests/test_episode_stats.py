@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from simreal.policies.cmd_eval import format_eval, jsonable, statistics
+from simreal.policies.evaluation import format_eval, jsonable, statistics
 from simreal.sim.episode_stats import episode_means
 
 
@@ -115,16 +115,17 @@ def test_eval_sim_to_sim_gap_covers_every_statistic_and_prints_no_nan(monkeypatc
     where a side has no value; --json carries null, valid JSON."""
     from types import SimpleNamespace
 
-    import simreal.policies.cmd_eval as cmd_eval
+    import simreal.cli.eval_ as cmd_eval
+    import simreal.policies.evaluation as evaluation
     import simreal.policies.train as train
 
     cfg = SimpleNamespace(backend="native", eval=SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.05))
     results = {"native": {"success": 0.5, "fall": 0.5, "vel_rmse_m_s": 0.2, "return": 3.0, "episodes": 4},
                "mjx": {"success": 0.0, "fall": 1.0, "vel_rmse_m_s": math.nan, "return": 1.0, "episodes": 4}}
     monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: cfg)
-    monkeypatch.setattr(cmd_eval, "evaluate_run", lambda run_dir, cfg, backend, episodes, randomize:
+    monkeypatch.setattr(evaluation, "evaluate_run", lambda run_dir, cfg, backend, episodes, randomize:
                         {**results[backend], "backend": backend})
-    monkeypatch.setattr(cmd_eval, "evaluated_checkpoint", lambda run_dir, cfg:
+    monkeypatch.setattr(evaluation, "evaluated_checkpoint", lambda run_dir, cfg:
                         {"checkpoint": "checkpoints/step_000000000400.safetensors", "env_steps": 400, "skipped": []})
     args = SimpleNamespace(run_dir=str(tmp_path), backend="mjx", episodes=None, no_randomize=False, json=False)
     assert cmd_eval.run(args) == 1  # success dropped by 0.5 > 0.05

@@ -16,8 +16,16 @@ import scservo_sdk as scs  # Feetech's SDK (the dev extra): an independent imple
 import serial
 
 from simreal.errors import ConfigError, DataFileError
-from simreal.hardware.feetech import (STS3215, FeetechBus, Instruction, Packet, PacketReader, decode_sign_magnitude,
-                                      encode_register, encode_sign_magnitude)
+from simreal.hardware.feetech import (
+    STS3215,
+    FeetechBus,
+    Instruction,
+    Packet,
+    PacketReader,
+    decode_sign_magnitude,
+    encode_register,
+    encode_sign_magnitude,
+)
 from simreal.hardware.feetech_calibration import STEPS_PER_RAD, load_calibration, save_calibration
 from simreal.hardware.feetech_twin import FeetechTwin, spec_calibration
 from simreal.hardware.robot import HardwareError

@@ -217,7 +217,10 @@ def test_drive_says_what_runs_and_how_it_goes_while_it_runs(tmp_path, capsys, mo
     from simreal.cli import main
 
     _fake_driver(monkeypatch, FakeJointRobot)
-    assert main(["drive", str(bundles.make_joint_bundle(tmp_path / "b")), "--duration", "4.5"]) == 0
+    # this loop runs on the wall clock: a 1 s watchdog, so a stall of the loaded CI machine (80 ms
+    # tripped the default 0.1 s one) is not what this test is about
+    b = bundles.make_joint_bundle(tmp_path / "b")
+    assert main(["drive", str(b), "--duration", "4.5", "--deploy-set", "watchdog.timeout_s=1.0"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("simreal drive: ") and "for 4.5 s (Ctrl-C stops it sooner)" in err[0], err
     status = [line for line in err if line.startswith("drive ")]
@@ -353,8 +356,8 @@ def test_tick_times_keep_fixed_memory_and_a_quantile_within_one_bin():
 def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_range(tmp_path):
     """`drive(..., task_input=VelocityCommand(device, ranges))`: the device's axes become the
     `command` the policy observes, full deflection at the ends of the trained range."""
-    from simreal.bundle import write_bundle_yaml
     from fixtures.scripted_device import ScriptedDevice
+    from simreal.bundle import write_bundle_yaml
     from simreal.hardware.teleop import DeviceInput
     from simreal.yaml_io import load_yaml
 
@@ -368,7 +371,7 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
     raw = load_yaml(d / "bundle.yaml")
     raw["task_config"] = {"cmd_vx_m_s": [-0.5, 1.5], "cmd_vy_m_s": [-0.2, 0.2], "cmd_yaw_rad_s": [-1.0, 1.0]}
     write_bundle_yaml(d, raw)
-    from simreal.hardware.cmd_drive import velocity_teleop
+    from simreal.cli.drive import velocity_teleop
 
     stick = ScriptedDevice()
     steer = velocity_teleop(stick, load_bundle(d))

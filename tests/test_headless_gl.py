@@ -20,7 +20,7 @@ def test_no_headless_gl_is_one_error_line(monkeypatch):
 
 def test_play_uses_the_shared_chooser():
     """``simreal play`` has no copy of its own: it calls the one the renderer uses."""
-    from simreal.policies import cmd_play
+    from simreal.cli import play as cmd_play
     from simreal.sim import headless_gl
 
     assert cmd_play.use_headless_gl is headless_gl.use_headless_gl

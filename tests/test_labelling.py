@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 import pytest
+
 from fixtures.oracle_server import OracleServer
 from fixtures.preference_scene import TASK, progress_by_digest, scene, true_labels
-
 from simreal.cli import main
 from simreal.rewards.label_account import CostAccount
 from simreal.rewards.label_cache import LabelCache

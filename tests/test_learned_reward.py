@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from fixtures.oracle_server import OracleServer
 
+from fixtures.oracle_server import OracleServer
 from simreal.cli import main
 from simreal.rewards.labelling import frame_digest
 from simreal.rewards.learned import jax_reward
@@ -68,8 +68,8 @@ def test_bad_reward_sections_are_one_line(reward, says, tmp_path, capsys):
 
 
 def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
-    from simreal.sim.headless_gl import use_headless_gl
     from simreal.errors import SimrealError
+    from simreal.sim.headless_gl import use_headless_gl
 
     try:
         use_headless_gl()
@@ -256,8 +256,8 @@ def test_the_random_teacher_holds_each_action_for_a_while():
 
 def test_frames_refuses_a_state_of_joint_names_saying_which_datasets_it_takes():
     """A `simreal record` dataset names its state by joint: one line pointing at `simreal demos`."""
+    from simreal.cli.frames import term_names
     from simreal.errors import DataFileError
-    from simreal.rewards.cmd_frames import term_names
 
     assert term_names(["joint_vel.0", "joint_vel.1", "last_action.0"], "observation.state", "x") == (
         "joint_vel", "last_action")

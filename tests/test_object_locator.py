@@ -12,8 +12,13 @@ pytest.importorskip("cv2")
 pytest.importorskip("mujoco")
 
 from simreal.errors import ConfigError  # noqa: E402
-from simreal.hardware.object_locator import (CameraCalibration, ObjectLocator, load_calibration,  # noqa: E402
-                                             mujoco_camera, pixel_on_plane)
+from simreal.hardware.object_locator import (  # noqa: E402
+    CameraCalibration,
+    ObjectLocator,
+    load_calibration,
+    mujoco_camera,
+    pixel_on_plane,
+)
 
 W, H = 320, 240
 

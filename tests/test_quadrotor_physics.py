@@ -5,10 +5,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from simreal.robot_spec import load_robot_spec
-from simreal.sim.robots import build_model
 from simreal import quadrotor_control as qc
 from simreal.quadrotor_control import ROTOR_SPIN, physical, rotor_positions
+from simreal.robot_spec import load_robot_spec
+from simreal.sim.robots import build_model
 
 G = 9.81
 

@@ -267,7 +267,7 @@ def test_overrides_and_names_that_are_no_names(tmp_path):
     from simreal.config import parse_overrides
 
     for item in ["a\nb=1", "\n", "a..b=1", "a b=1"]:
-        _refused(lambda: parse_overrides([item]), ["config key"])
+        _refused(lambda item=item: parse_overrides([item]), ["config key"])
     assert parse_overrides(["a.b=[1, 2]", "c=x: y: z", "d=2024-13-45", "e=" + "9" * 5000]) == {
         "a": {"b": [1, 2]}, "c": "x: y: z", "d": "2024-13-45", "e": "9" * 5000}  # not YAML: the text itself
     _refused(lambda: load_robot_spec("9" * 5000), ["unknown robot"])  # longer than a file name may be

@@ -67,7 +67,7 @@ def _cfg(timeout_s: float = 0.1, period_s: float = 0.01) -> SimpleNamespace:
     (0.142, 0.140, True, True, ["robot_late_s", "runner_late_s"]),  # a pass despite a late host stays a pass
 ])
 def test_a_failure_on_a_host_that_missed_its_deadlines_is_invalid(robot_lag_s, runner_gap_s, passed, valid, missed):
-    from simreal.deploy.cmd_deploy import host_deadlines
+    from simreal.cli.deploy import host_deadlines
 
     node = SimpleNamespace(max_tick_gap_s=runner_gap_s, timer_overruns=3)
     host = host_deadlines({"host": {"max_lag_s": robot_lag_s}}, _cfg(), node, passed)
@@ -77,7 +77,7 @@ def test_a_failure_on_a_host_that_missed_its_deadlines_is_invalid(robot_lag_s, r
 
 
 def test_invalid_is_its_own_verdict_in_the_text_and_the_exit_code():
-    from simreal.deploy.cmd_deploy import INVALID_EXIT, _sim_lines
+    from simreal.cli.deploy import INVALID_EXIT, _sim_lines
 
     robot = {"robot": "crazyflie2", "family": "quadrotor", "handover": True}
     host = {"budget_s": 0.045, "robot_late_s": 0.142, "runner_late_s": 0.002, "missed": ["robot_late_s"],
@@ -93,7 +93,6 @@ def test_the_node_measures_how_late_its_own_ticks_came(tmp_path):
     node's ``max_tick_gap_s``; before the hand-over nothing counts (the robot process starting)."""
     pytest.importorskip("cyclonedds")
     from fixtures import bundles as T
-
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
 

@@ -103,7 +103,7 @@ def test_recording_says_each_phase_and_how_far_the_episode_is(tmp_path):
 def test_the_record_banner_names_the_keys_and_what_they_move():
     import argparse
 
-    from simreal.hardware.cmd_record import banner
+    from simreal.cli.record import banner
     from simreal.hardware.input_devices import KEY_AXES
 
     spec = bundles.joint_robot_spec()

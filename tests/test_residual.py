@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fixtures import bundles
 
+from fixtures import bundles
 from simreal.bundle import OnnxPolicy, load_bundle
 from simreal.cli import main
 from simreal.policies.run_config import make_env, resolve

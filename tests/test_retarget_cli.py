@@ -124,13 +124,13 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
         assert m.num_frames == p["frames"][1] - p["frames"][0] + 1 and m.provenance["source_frames"] == p["frames"]
         assert m.quality["solver"]["infeasible_frames"] == [] and m.quality["defects"]["mode"] == "cut"
     # --resume takes a clip whose parts are all there, and redoes one stopped between two parts
-    from simreal.retarget.cmd_retarget import _done_before
+    from simreal.retarget.batch import done_before
 
-    assert [p["out"] for p in _done_before(str(bvh), str(out), None, "g1", "interaction")["parts"]] == \
+    assert [p["out"] for p in done_before(str(bvh), str(out), None, "g1", "interaction")["parts"]] == \
         [p["out"] for p in parts]
-    assert _done_before(str(bvh), str(out), None, "h1", "interaction") is None  # made for another robot
+    assert done_before(str(bvh), str(out), None, "h1", "interaction") is None  # made for another robot
     (tmp_path / "w.part2.npz").unlink()
-    assert _done_before(str(bvh), str(out), None, "g1", "interaction") is None
+    assert done_before(str(bvh), str(out), None, "g1", "interaction") is None
     for f in tmp_path.glob("w*.npz"):
         f.unlink()
     (tmp_path / "w.part7.npz").write_bytes(b"an earlier run's part")  # not this run's: removed
@@ -201,13 +201,13 @@ def test_folder(tmp_path, clips, capsys):
     assert text.count("(an earlier run, --resume)") == 2 and "verdict" in text, text
     assert (out / "walk.npz").stat().st_mtime_ns == written  # kept, not retargeted again
     # with --video, a clip whose video was not finished (Ctrl-C mid render) is not done
-    from simreal.retarget.cmd_retarget import _done_before
+    from simreal.retarget.batch import done_before
 
     video = tmp_path / "videos" / "walk.mp4"
-    assert _done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction") is None
+    assert done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction") is None
     video.parent.mkdir()
     video.write_bytes(b"an mp4")
-    done = _done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction")
+    done = done_before(str(clips / "walk.bvh"), str(out / "walk.npz"), str(video), "g1", "interaction")
     assert done is not None and done["parts"][0]["video"] == str(video)
     (clips / "walk.csv").write_text("time,pelvis_x\n")  # would write walk.npz too
     try:
@@ -230,12 +230,13 @@ def test_a_stopped_folder_run_ends_its_worker_processes(clips, tmp_path):
     import argparse
     import multiprocessing as mp
 
-    from simreal.retarget.cmd_retarget import _options, _run_parallel
+    from simreal.cli.retarget import _options
+    from simreal.retarget.batch import run_parallel
 
     work = [(str(c), str(tmp_path / f"{c.stem}.npz"), None) for c in sorted(clips.rglob("*.bvh"))]
     args = argparse.Namespace(robot="g1", map=None, scene=None, method="interaction", overrides=[], units="auto",
                               up="auto", fps=None, source_fps=None, body_models=None, joint_map=None, defects="repair")
-    assert _run_parallel(work, _options(args), 2, stop=lambda: True) == {}
+    assert run_parallel(work, _options(args), 2, stop=lambda: True) == {}
     # the clips handed to the workers were ended with them (an executor's shutdown waits for them to write)
     assert mp.active_children() == [] and list(tmp_path.iterdir()) == []
 

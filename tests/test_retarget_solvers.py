@@ -12,8 +12,8 @@ import pytest
 
 from fixtures import synth_motion as synth
 from simreal.errors import ConfigError
-from simreal.retarget.ik import CollisionLimit, solve_ik
 from simreal.retarget.checks import joint_speed_signals
+from simreal.retarget.ik import CollisionLimit, solve_ik
 from simreal.retarget.interaction import solve_interaction
 from simreal.retarget.metrics import forward_all, quality_report
 from simreal.retarget.robot import load_robot

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from fixtures.oracle_server import OracleServer
 from fixtures.preference_scene import TASK, progress_by_digest, scene, true_labels
-
 from simreal.cli import main
 from simreal.errors import DataFileError
 from simreal.rewards.label_file import load_labels

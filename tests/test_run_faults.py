@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from simreal import rundir
 from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
-from simreal import rundir
 from simreal.policies import early_stop, loop_common
 
 CLI = [sys.executable, "-m", "simreal.cli"]
@@ -831,7 +831,7 @@ def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
 
 
 def test_eval_stopped_during_a_rollout_finishes_it_and_runs_no_other(monkeypatch, capfd):
-    import simreal.policies.cmd_eval as cmd_eval
+    import simreal.policies.evaluation as evaluation
     import simreal.policies.train as train
     from simreal.cli import main
 
@@ -844,7 +844,7 @@ def test_eval_stopped_during_a_rollout_finishes_it_and_runs_no_other(monkeypatch
         rollouts.append(backend)
         return {"episodes": 4, "success": 1.0}
 
-    monkeypatch.setattr(cmd_eval, "evaluate_run", evaluate_run)
+    monkeypatch.setattr(evaluation, "evaluate_run", evaluate_run)
     before = signal.getsignal(signal.SIGINT)
     assert main(["eval", "runs/x", "--backend", "mjx"]) == 130
     assert rollouts == ["mjx"]  # the rollout under way ended; the gate's second one never started

@@ -120,10 +120,9 @@ def test_a_bundle_whose_task_is_no_task_here_is_refused_not_ungated(tmp_path, ca
 
     import yaml
 
+    from fixtures.task_data import data_overrides
     from simreal.cli import main
     from simreal.sim.tasks import TASKS
-
-    from fixtures.task_data import data_overrides
 
     runs = tmp_path / "runs"
     assert main(["train", "arm-reach", f"runs_root={runs}", "train.num_envs=4", "train.num_timesteps=64",

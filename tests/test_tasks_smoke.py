@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import jax
-import mujoco
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 

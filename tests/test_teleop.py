@@ -131,11 +131,11 @@ def test_joint_jog_integrates_rates_within_limits_and_lead():
         clock.t = 0.05
         u1 = jog.command(robot.observation())
         np.testing.assert_allclose(u1 - u0, [0.5 * 2.0 * 0.05, -0.5 * 3.0 * 0.05])
-        for k in range(200):  # the robot never moves: the target stops max_lead ahead
+        for _ in range(200):  # the robot never moves: the target stops max_lead ahead
             clock.t += 0.05
             u = jog.command({"joint_pos": s["joint_pos"]})
         np.testing.assert_allclose(u - s["joint_pos"], [0.3, -0.3])
-        for k in range(400):  # the robot follows: the target ends at the joint range
+        for _ in range(400):  # the robot follows: the target ends at the joint range
             clock.t += 0.05
             u = jog.command(robot.observation())
             robot.send_action(u)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from simreal.errors import BundleError
 from simreal.bundle import OnnxPolicy, load_bundle
+from simreal.errors import BundleError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies.export import check_export, export_bundle
 from simreal.policies.ppo import PPO

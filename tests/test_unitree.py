@@ -19,8 +19,15 @@ from fixtures import bundles as T  # noqa: E402
 from simreal.errors import ConfigError  # noqa: E402
 from simreal.hardware import unitree_msgs as um  # noqa: E402
 from simreal.hardware.robot import HardwareError  # noqa: E402
-from simreal.hardware.unitree import (MOTORS, UnitreeConfig, UnitreeRobot, base_to_imu, imu_to_base,  # noqa: E402
-                                      low_level, motor_slots)
+from simreal.hardware.unitree import (  # noqa: E402
+    MOTORS,
+    UnitreeConfig,
+    UnitreeRobot,
+    base_to_imu,
+    imu_to_base,
+    low_level,
+    motor_slots,
+)
 from simreal.robot_spec import load_robot_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -423,9 +430,9 @@ def test_benchmark_loop_short_run():
     spec.loader.exec_module(bench)
     r = bench.measure("g1", 2.5, domain=T.random_domain_id(), realtime=False)
     assert r["n"] > 0.7 * 2.0 * bench.RATE_HZ, r
-    # none lost on a quiet machine (BENCHMARKS.md); a few under a load of 6 on 2 cores
+    # none lost on a quiet machine (docs/benchmarks-log.md); a few under a load of 6 on 2 cores
     assert r["commands_lost"] <= 0.01 * r["n"] and r["commands_bad_crc"] == 0, r
-    assert r["p99_us"] < 20_000, r  # loose: the 2-core machine is shared; BENCHMARKS.md has the real numbers
+    assert r["p99_us"] < 20_000, r  # loose: the 2-core machine is shared; docs/benchmarks-log.md has the real numbers
 
 
 def test_a_silent_robot_gets_the_hold_within_the_timeout_and_at_the_control_rate(tmp_path):

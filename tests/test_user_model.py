@@ -10,7 +10,6 @@ with no actuators and a root link welded to the world.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 
 import mujoco

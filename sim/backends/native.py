@@ -7,7 +7,7 @@ per env, stepped on a persistent thread pool). One callback per control step rep
 of tiny XLA kernels. On CPU the callback reads XLA's input buffers and writes its results into
 XLA's output buffers in place; ``jax.pure_callback`` copied every argument into a new array and
 every result back onto the device, about 0.8 ms per call at 1,024 quadrotors on 2 cores against
-0.02 ms (BENCHMARKS.md, "Env throughput"). Where the step is compiled for another platform (a
+0.02 ms (docs/benchmarks-log.md, "Env throughput"). Where the step is compiled for another platform (a
 GPU's buffers are device memory, which numpy cannot read), it takes ``jax.pure_callback``, which
 moves the batch to the host and back: ``jax.lax.platform_dependent`` picks one when the step is
 lowered. An inner loop (a flight controller's rate loop,

@@ -27,7 +27,6 @@ from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import SLEW_LIMIT_DOC, JointRobotConfig, JointRobotTask, uniform
 
-
 #: Above and in front of a Franka on the floor, looking down on the cube's spawn and goal area
 #: (about +-0.35 m around x = 0.42 m) with the gripper at the top of the image (the object tasks').
 FRONT = CameraSpec("front", pos=(0.75, 0.0, 0.7), lookat=(0.42, 0.0, 0.0), fovy_deg=50.0, width=64, height=64)
@@ -49,7 +48,7 @@ class ArmReachConfig(JointRobotConfig):
     episode_length_s: float = field(4.0, min=0.01, doc="episode time limit [s]")
     action_scale: float = field(0.3, min=0.0, doc="position-target delta at |a| = 1 [rad]")
     # On for arms: the pick residual that read 0.961 without it read 0.578 once its arm moved at
-    # the Franka's speed limits, as the deploy safety layer moves it (BENCHMARKS.md).
+    # the Franka's speed limits, as the deploy safety layer moves it (docs/benchmarks-log.md).
     slew_limit: bool = field(True, doc=SLEW_LIMIT_DOC)
     goal_half_extent_m: tuple[float, ...] = field((0.15, 0.15, 0.1), doc="goal box half sizes around home [m]")
     init_joint_noise_rad: float = field(0.1, min=0.0, doc="initial joint offset from home, uniform +- [rad]")
@@ -69,7 +68,7 @@ class ArmReach(JointRobotTask):
     obs_terms = ("joint_pos_rel", "joint_vel", "target_pos_w", "last_action")
     obs_noise_std = {"joint_pos_rel": 0.005, "joint_vel": 0.05}
     #: the goal from the end effector too: a learned reward then scores a distance it can see
-    #: directly, rather than one an MLP must learn to subtract (measured: BENCHMARKS.md)
+    #: directly, rather than one an MLP must learn to subtract (measured: docs/benchmarks-log.md)
     environment_state_terms = ("ee_pos_w", "target_pos_w", "ee_to_target_w")
     reward_scales = {"distance": -1.0, "reach": 2.0, "action_rate": -0.02, "joint_vel": -1e-3}
     #: the goal arrives as a pose (a GUI, a planner, a perception node) and is held until replaced

@@ -59,7 +59,7 @@ class ArmReachChoice(ArmReach):
     cfg: ArmReachChoiceConfig
     #: no goal in the state: the instruction and the camera say where to go. No last action either:
     #: a teacher's last action already encodes its goal, and a cloned policy learns to copy it
-    #: instead of looking (the copycat problem; measured here: 0.20 success with it, BENCHMARKS.md)
+    #: instead of looking (the copycat problem; measured here: 0.20 success with it, docs/benchmarks-log.md)
     obs_terms = ("joint_pos_rel", "joint_vel")
     #: the goal is chosen in words, not sent as a pose
     task_topics: dict[str, dict[str, str]] = {}

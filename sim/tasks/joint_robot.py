@@ -9,7 +9,7 @@ limits, ``|ctrl_k - ctrl_{k-1}| <= v_max * ctrl_dt`` from the pose the episode s
 deploy runner's safety layer does to every command (``deploy/safety.py``, the limits of
 ``action_modes.default_max_rate``). MuJoCo's position servos follow a target jump as fast as their
 gains allow, faster than a Franka's 2.2-2.6 rad/s or its hand's 0.1 m/s: a pick residual that
-read 0.961 without the limit read 0.578 with it (BENCHMARKS.md). On by default for arms
+read 0.961 without the limit read 0.578 with it (docs/benchmarks-log.md). On by default for arms
 (``ArmReachConfig``), off here: a humanoid trained with it is not measured yet.
 
 Ids are looked up by name once (``site_sensor``); per-actuator joint positions and velocities
@@ -33,7 +33,6 @@ from simreal.action_modes import action_mode
 from simreal.config import field
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
-
 
 #: ``env.slew_limit``'s help text (arm tasks declare the field again with another default).
 SLEW_LIMIT_DOC = ("position targets move no faster than the robot spec's joint velocity limits, as the deploy "

@@ -37,12 +37,12 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import deep_merge
     from simreal.cpu_threads import limit_torch_threads
     from simreal.errors import ConfigError
-    from simreal.policies.cmd_eval import format_eval
-    from simreal.progress import Progress
+    from simreal.policies.evaluation import format_eval
     from simreal.policies.run_config import make_env, resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.vla import CHECKPOINT, load_vla
     from simreal.policies.vla_rl import finetune
+    from simreal.progress import Progress
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
     source = Path(args.run_dir)

@@ -11,7 +11,7 @@ Reads LeRobot v3 datasets whose state feature is made of observation terms (``si
 element names ``<term>.<i>``; a ``simreal record`` or lerobot dataset names the robot's joints
 instead, and is refused in one line) and keeps every ``--every``-th frame of each episode. A reward model fitted on demonstrations alone is
 exploited by the policy it trains wherever the demonstrations never went (measured:
-BENCHMARKS.md), so give it exploration too (``--teacher random``). Writes an npz (no pickle, written atomically):
+docs/benchmarks-log.md), so give it exploration too (``--teacher random``). Writes an npz (no pickle, written atomically):
 
 | key | shape, dtype | holds |
 | --- | --- | --- |

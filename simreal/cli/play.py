@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from simreal.errors import SimrealError, UnknownNameError
+    from simreal.policies.train import load_config
+    from simreal.policies.trainers import get_trainer
     from simreal.progress import Progress
     from simreal.sim.cameras import camera_names
     from simreal.sim.follow_camera import FollowCamera
-    from simreal.policies.train import load_config
-    from simreal.policies.trainers import get_trainer
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir, reward=False)
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             key, k = jax.random.split(key)
             state = reset(k)
             policy.reset()
-            for t in range(steps):
+            for t in range(steps):  # noqa: B007 - read after the loop (the frames an early end left out)
                 d.qpos[:] = np.asarray(state.pipeline_state.qpos)
                 if m.nmocap:  # the episode's markers (arm-reach's goal sphere), else at the model's default
                     d.mocap_pos[:] = np.asarray(env.mocap_pos(state.info)).reshape(m.nmocap, 3)

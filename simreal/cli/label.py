@@ -112,10 +112,10 @@ def run(args: argparse.Namespace) -> int:
     from simreal.config import build
     from simreal.errors import DataFileError, SimrealError
     from simreal.npz import open_npz
+    from simreal.progress import Progress
     from simreal.rewards.label_account import CostAccount
     from simreal.rewards.label_cache import LabelCache, default_cache_dir
     from simreal.rewards.label_file import Labels, load_labels, save_labels
-    from simreal.progress import Progress
     from simreal.rewards.label_run import label_pairs
     from simreal.rewards.labellers import LabellerConfig, make_chat
     from simreal.rewards.labelling import frame_digest

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.cpu_threads import limit_torch_threads
     from simreal.policies.bc import check_dataset, train_bc
     from simreal.policies.bc_actor import CHECKPOINT
-    from simreal.policies.cmd_eval import format_eval
+    from simreal.policies.evaluation import format_eval
     from simreal.policies.train import start_run
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 

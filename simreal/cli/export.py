@@ -21,10 +21,6 @@ from pathlib import Path
 
 HELP = "export a trained run to a policy bundle"
 
-#: Largest |ONNX Runtime - framework policy| accepted, on actions in [-1, 1].
-MAX_ABS_DIFF = 1e-5
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
     p.add_argument("--out", default=None, help="bundle folder, new, empty or a bundle to replace (default RUN_DIR/bundle)")
@@ -47,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from simreal.errors import BundleError
-    from simreal.policies.export import check_flat_observation
+    from simreal.policies.export import MAX_ABS_DIFF, check_flat_observation
     from simreal.policies.run_config import make_env
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer

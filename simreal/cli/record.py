@@ -138,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.drivers import default_driver, open_robot
     from simreal.hardware.record import Recorder, dataset_features
-    from simreal.stop_signal import signal_exit_code
     from simreal.robot_spec import load_robot_spec
+    from simreal.stop_signal import signal_exit_code
 
     if args.episodes < 1 or args.episode_s <= 0 or args.reset_s < 0:
         raise ConfigError("--episodes/--episode-s/--reset-s", "need episodes >= 1, episode-s > 0, reset-s >= 0")

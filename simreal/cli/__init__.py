@@ -11,7 +11,10 @@
     simreal deploy ros2 BUNDLE --out ws/src
     simreal label frames.npz --task "..." --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
 
-Each verb lives in its own module (the table below), exposing ``HELP``,
+Each verb lives in its own module of this package, named for it (``train-bc`` in
+``train_bc.py``; ``list`` and ``eval`` in ``list_.py`` and ``eval_.py``: a submodule's name is
+bound in this package's namespace on import, so ``list.py`` would shadow the builtin ``list``
+here), exposing ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Building the parser imports every verb
 module, so they and the package ``__init__``s import nothing heavy at the top: JAX, Brax,
 MuJoCo, torch and the rest load inside ``run``. That keeps ``simreal --help`` fast and lets
@@ -46,22 +49,22 @@ from simreal.errors import SimrealError
 from simreal.stop_signal import interrupt_exit_code, interrupt_signal, signals_as_interrupt
 
 VERBS: dict[str, str] = {
-    "list": "simreal.sim.cmd_list",
-    "train": "simreal.policies.cmd_train",
-    "eval": "simreal.policies.cmd_eval",
-    "export": "simreal.policies.cmd_export",
-    "play": "simreal.policies.cmd_play",
-    "retarget": "simreal.retarget.cmd_retarget",
-    "deploy": "simreal.deploy.cmd_deploy",
-    "frames": "simreal.rewards.cmd_frames",
-    "label": "simreal.rewards.cmd_label",
-    "fit-reward": "simreal.rewards.cmd_fit_reward",
-    "demos": "simreal.policies.cmd_demos",
-    "train-bc": "simreal.policies.cmd_train_bc",
-    "finetune-vla": "simreal.policies.cmd_finetune_vla",
-    "record": "simreal.hardware.cmd_record",
-    "drive": "simreal.hardware.cmd_drive",
-    "benchmark": "simreal.hardware.cmd_benchmark",
+    "list": "simreal.cli.list_",
+    "train": "simreal.cli.train",
+    "eval": "simreal.cli.eval_",
+    "export": "simreal.cli.export",
+    "play": "simreal.cli.play",
+    "retarget": "simreal.cli.retarget",
+    "deploy": "simreal.cli.deploy",
+    "frames": "simreal.cli.frames",
+    "label": "simreal.cli.label",
+    "fit-reward": "simreal.cli.fit_reward",
+    "demos": "simreal.cli.demos",
+    "train-bc": "simreal.cli.train_bc",
+    "finetune-vla": "simreal.cli.finetune_vla",
+    "record": "simreal.cli.record",
+    "drive": "simreal.cli.drive",
+    "benchmark": "simreal.cli.benchmark",
 }
 
 
@@ -184,7 +187,3 @@ def path_problem(e: OSError) -> str:
                                        (FileExistsError, "it exists already"),
                                        (PermissionError, "no permission for it")) if isinstance(e, kind))
     return f"{path}: {e.strerror or type(e).__name__} ({why})"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -73,8 +73,8 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     from simreal.config import parse_overrides
     from simreal.errors import ConfigError, DataFileError
     from simreal.input_files import snapshot_inputs
-    from simreal.policies.cmd_eval import jsonable
     from simreal.policies.devices import initialize_distributed
+    from simreal.policies.evaluation import jsonable
     from simreal.policies.run_config import check_input_files, make_env, resolve
     from simreal.policies.train import load_config, start_run
     from simreal.policies.trainers import get_trainer
@@ -226,7 +226,7 @@ def _summary(result: TrainResult, cfg: RunConfig, best: dict | None = None) -> s
     """The last lines: why training stopped (with the stop rule's verdict), the evaluation, and
     ``best`` (:func:`_best`) when one was kept."""
     from simreal.policies import early_stop
-    from simreal.policies.cmd_eval import format_eval
+    from simreal.policies.evaluation import format_eval
 
     tc = cfg.train
     verdict = early_stop.describe(result.eval, tc.target_success)

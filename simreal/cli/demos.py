@@ -121,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
         used_seeds,
         write_source,
     )
+    from simreal.policies.teachers import load_teacher
     from simreal.progress import Progress
     from simreal.stop_signal import stop_on_signals
-    from simreal.policies.teachers import load_teacher
 
     out = Path(args.out)
     if args.append:

@@ -126,12 +126,11 @@ def _values(text: str | None) -> tuple[float, ...]:
 
 def _benchmark(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
-    from simreal.config import parse_overrides
+    from simreal.config import parse_overrides, task_params_arg
     from simreal.deploy.config import spec_of_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
-    from simreal.config import task_params_arg
     from simreal.hardware.suites import SUITES, suite_for
 
     if args.results:

@@ -43,18 +43,14 @@ stopped by SIGINT / SIGTERM.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from simreal.config import positive_float_arg, positive_int_arg
-from simreal.errors import SimrealError
 
 HELP = "retarget human motion capture to a robot (BVH, AMASS, keypoints)"
-SUFFIXES = (".bvh", ".npz", ".csv")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -99,108 +95,6 @@ def _options(args: argparse.Namespace) -> dict:
             "defects": args.defects}
 
 
-_ROBOTS: dict = {}
-
-
-def _robot(opts: dict):
-    from simreal.retarget.robot import load_robot
-    from simreal.retarget.scene import load_scene
-
-    key = (opts["robot"], opts["map"], opts["scene"], json.dumps(opts["overrides"], sort_keys=True))
-    if key not in _ROBOTS:
-        _ROBOTS[key] = load_robot(opts["robot"], opts["map"], load_scene(opts["scene"]), opts["overrides"])
-    return _ROBOTS[key]
-
-
-class NothingWritten(SimrealError):
-    """A clip that read fine but whose retargeted frames all failed the checks (exit 1, not 2:
-    the input was not bad, the result was)."""
-
-
-def part_paths(path: str, n: int) -> list[str]:
-    """Where the ``n`` parts of a clip go: ``path`` itself for one, else ``STEM.partK.SUFFIX``."""
-    return [path] if n == 1 else [_part_path(path, k) for k in range(1, n + 1)]
-
-
-def _written_before(path: str) -> list[Path]:
-    """The files an earlier run wrote for ``path``: ``path`` itself and its ``STEM.partK.SUFFIX``."""
-    p = Path(path)
-    return [q for q in (p, *p.parent.glob(f"{glob.escape(p.stem)}.part*{p.suffix}")) if q.is_file()]
-
-
-def _part_path(path: str, k: int) -> str:
-    """``STEM.partK.SUFFIX`` beside ``path``: where part ``k`` (from 1) of a cut clip goes."""
-    p = Path(path)
-    return str(p.with_name(f"{p.stem}.part{k}{p.suffix}"))
-
-
-def retarget_file(src: str, out: str, video: str | None, opts: dict, progress: bool = False) -> dict:
-    """Retarget one file, repair or cut its defective frames and write its motion file(s) (and
-    videos, with a progress line if ``progress``); returns a summary dict: the clip, the defects
-    record and each part's output, source frames and quality report."""
-    from simreal.motion_file import save_motion
-    from simreal.retarget.loaders import load_motion_source
-    from simreal.retarget.pipeline import retarget
-    from simreal.retarget.repair import DefectConfig, fix_defects
-
-    robot = _robot(opts)
-    human = load_motion_source(src, units=opts["units"], up=opts["up"], fps=opts["source_fps"],
-                               body_models=opts["body_models"], joint_map=opts["joint_map"])
-    result = retarget(human, robot, opts["method"], opts["joint_map"], opts["fps"])
-    cfg = DefectConfig(mode=opts["defects"])
-    parts, record = fix_defects(robot, result, cfg)
-    if not parts:
-        raise NothingWritten(f"{src}: every part between its defective frames is shorter than {cfg.min_part_s:g} "
-                             "s; nothing written (--defects keep writes the clip as it is, defects flagged)")
-    outs = part_paths(out, len(parts))
-    videos = part_paths(video, len(parts)) if video else [None] * len(parts)
-    earlier = {*_written_before(out), *(_written_before(video) if video else ())}  # an earlier run's files
-    for k, (part, path, vid) in enumerate(zip(parts, outs, videos), 1):
-        if len(parts) > 1:  # so --resume can tell a clip whose parts were all written
-            part.result.motion.provenance["part"] = {"index": k, "of": len(parts)}
-        if vid:  # before the motion file, which marks the part done for --resume
-            from simreal.retarget.video import render_video
-
-            render_video(vid, robot, part.result, progress=progress)
-        save_motion(path, part.result.motion)  # atomic: replaces an earlier run's file of that name
-    # what an earlier run wrote beside ours (another part count) goes only now, so a run stopped
-    # before its last file (Ctrl-C in a minutes-long render, no GL) leaves the earlier outputs whole
-    for stale in earlier - {Path(p) for p in (*outs, *videos) if p}:
-        stale.unlink(missing_ok=True)
-    return {"clip": src, "defects": record, "parts": [
-        {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
-        for p, path, vid in zip(parts, outs, videos)]}
-
-
-def _worker(src: str, out: str, video: str | None, opts: dict) -> dict:
-    from simreal.errors import SimrealError
-
-    try:
-        return retarget_file(src, out, video, opts)
-    except SimrealError as e:
-        return {"clip": src, "out": out, "error": str(e)}
-
-
-def _clips(folder: Path) -> list[Path]:
-    """Motion sources under ``folder``, skipping simreal motion files (earlier outputs)."""
-    from simreal.errors import DataFileError
-    from simreal.npz import open_npz
-
-    out = []
-    for p in sorted(folder.rglob("*")):
-        if not p.is_file() or p.suffix.lower() not in SUFFIXES:
-            continue
-        if p.suffix.lower() == ".npz":
-            try:
-                with open_npz(p) as z:
-                    if "dof_pos" in z.files and "joint_names" in z.files:
-                        continue
-            except DataFileError:
-                pass  # unreadable: its clip's loader reports it in the summary
-        out.append(p)
-    return out
-
-
 def _print(summary: dict) -> None:
     from simreal.retarget.checks import verdict_lines
     from simreal.retarget.metrics import summary_line
@@ -230,6 +124,15 @@ def _print(summary: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError, DataFileError
+    from simreal.retarget.batch import (
+        SUFFIXES,
+        NothingWritten,
+        clips_in,
+        done_before,
+        retarget_file,
+        robot_for,
+        run_parallel,
+    )
     from simreal.stop_signal import stop_on_signals
 
     src = Path(args.motion).expanduser()
@@ -241,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("out", f"expected the motion file to write, a path ending in .npz; got {args.out}")
         if args.resume:
             raise ConfigError("--resume", "goes on with a folder of clips; this is one clip")
-        _robot(opts)  # fail early on a bad robot or map
+        robot_for(opts)  # fail early on a bad robot or map
         try:
             summaries = [retarget_file(str(src), args.out, args.video, opts, progress=True)]
         except NothingWritten as e:
@@ -249,13 +152,13 @@ def run(args: argparse.Namespace) -> int:
             return 1
         stopped = 0
     else:
-        clips = _clips(src)
+        clips = clips_in(src)
         if not clips:
             raise DataFileError(str(src), f"no clips ({', '.join(SUFFIXES)}) in this folder")
         out_dir = Path(args.out)
         if out_dir.suffix == ".npz":
             raise ConfigError("out", "for a folder of clips, --out must be a folder, not a .npz file")
-        _robot(opts)
+        robot_for(opts)
         work = []
         for c in clips:
             rel = c.relative_to(src).with_suffix("")
@@ -268,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
             if out in by_out:
                 raise DataFileError(str(src), f"clips {by_out[out]} and {clip} would both write {out}; rename one")
             by_out[out] = clip
-        robot = _robot(opts).source["robot"]
-        done = {i: _done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} \
+        robot = robot_for(opts).source["robot"]
+        done = {i: done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} \
             if args.resume else {}
         done = {i: d for i, d in done.items() if d is not None}
         todo = [i for i in range(len(work)) if i not in done]
@@ -277,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         doing = "stopping the clips under way and keeping the finished ones" if jobs > 1 else \
             "stopping after the clip under way"
         with stop_on_signals(doing) as stop:
-            finished = _run_parallel([work[i] for i in todo], opts, jobs, lambda: stop.requested)
+            finished = run_parallel([work[i] for i in todo], opts, jobs, lambda: stop.requested)
         results = {**done, **{todo[k]: r for k, r in finished.items()}}
         summaries = [results[i] for i in sorted(results)]
         stopped = stop.exit_code
@@ -295,91 +198,3 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed or any("error" in s for s in summaries) else 0
 
 
-def _done_before(src: str, out: str, video: str | None, robot: str, method: str) -> dict | None:
-    """The summary of a clip an earlier run wrote (``out``, or its parts ``OUT.part1.npz``, ...),
-    rebuilt from the motion files' stored reports; None when it has none, not all of its parts
-    (each part's ``provenance.part`` says how many there are), not the ``video`` of each part this
-    command asks for, or was made for another robot or with another method: to be retargeted."""
-    from simreal.motion_file import load_motion
-
-    paths = [out] if Path(out).is_file() else []
-    while not Path(out).is_file() and Path(part := _part_path(out, len(paths) + 1)).is_file():
-        paths.append(part)
-    if not paths:
-        return None
-    parts, motions = [], [load_motion(path) for path in paths]
-    if paths[0] != out and motions[0].provenance.get("part", {}).get("of") != len(paths):
-        return None  # stopped between two parts: retarget it again
-    made = motions[0].provenance
-    if made.get("robot", {}).get("robot") != robot or made.get("method") != method:
-        return None  # an earlier run for another robot or method: this command's clip is not done
-    videos = part_paths(video, len(paths)) if video else [None] * len(paths)
-    if any(v is not None and not Path(v).is_file() for v in videos):
-        return None  # its video was not finished: retarget it again
-    for path, vid, m in zip(paths, videos, motions):
-        parts.append({"out": path, "video": vid, "frames": m.provenance["source_frames"], "quality": m.quality})
-    return {"clip": src, "resumed": True, "defects": parts[0]["quality"]["defects"], "parts": parts}
-
-
-def _run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], bool]) -> dict[int, dict]:
-    """Clips over ``jobs`` spawned processes (single-threaded BLAS each), with a progress bar;
-    ``stop()`` true ends the run: with one job after the clip under way, with more at once,
-    the worker processes terminated. Returns the finished clips' summaries by index in ``work``."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    from simreal.progress import Progress
-
-    bar = Progress(len(work), unit="clips")
-    bar.update(0)
-    results: dict[int, dict] = {}
-
-    def done(i: int, summary: dict) -> None:
-        results[i] = summary
-        bar.update(len(results), force=len(results) == len(work))  # the last one always shows
-
-    if jobs == 1:
-        for i, w in enumerate(work):
-            if stop():
-                break
-            done(i, _worker(*w, opts))
-    else:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")  # inherited by the spawned workers
-        ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_start,
-                                    initargs=(os.getpid(),))
-        futures = {ex.submit(_worker, *w, opts): i for i, w in enumerate(work)}
-        pending = set(futures)
-        try:
-            while pending and not stop():
-                finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    done(futures[fut], fut.result())
-        finally:
-            if pending:  # stopped (or failed): end the clips under way, which an executor would wait for
-                for child in mp.active_children():
-                    child.terminate()
-            ex.shutdown(wait=True, cancel_futures=True)
-    bar.close()
-    return results
-
-
-def _worker_start(parent: int) -> None:
-    """A worker ignores SIGINT: a terminal's Ctrl-C reaches the whole process group, and the
-    parent decides what stops (it ends the workers with SIGTERM). And it ends with its parent:
-    a parent killed outright (``kill -9``) once left its workers writing clips, then blocked on a
-    pipe for ever, racing a ``--resume``. Linux's parent-death signal does it (prctl
-    ``PR_SET_PDEATHSIG``); a parent already gone by then ends the worker at once."""
-    import ctypes
-    import signal
-    import sys
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-
-#: prctl(2)'s option number for the parent-death signal (linux/prctl.h).
-PR_SET_PDEATHSIG = 1

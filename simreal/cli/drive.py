@@ -74,10 +74,9 @@ def velocity_teleop(device: Any, bundle: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from simreal.bundle import load_bundle
-    from simreal.config import deep_merge, parse_overrides
+    from simreal.config import deep_merge, parse_overrides, task_params_arg
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError
-    from simreal.config import task_params_arg
     from simreal.hardware.drive import action_index, drive
     from simreal.hardware.drive_status import DriveStatus, banner
     from simreal.hardware.drivers import default_driver, open_robot
@@ -148,7 +147,7 @@ def drive_report(report: Any, runner: Any) -> dict[str, Any]:
 def report_lines(out: dict[str, Any]) -> list[str]:
     """:func:`drive_report` as text: the loop's line, the runner's lines (why it faulted: an
     envelope trip is not overwritten by the stop), then each last error there is."""
-    from simreal.deploy.cmd_deploy import runner_lines
+    from simreal.deploy.runner import runner_lines
 
     r = out["runner"]
     lines = [f"{out['ticks']} ticks, {out['read_errors']} read errors, {out['send_errors']} send errors, "

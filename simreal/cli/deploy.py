@@ -164,10 +164,10 @@ def _ros2(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from simreal.deploy.bag import BagRecorder
     from simreal.bundle import load_bundle
-    from simreal.deploy.runner import PolicyRunner
+    from simreal.deploy.bag import BagRecorder
     from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport, default_domain_id
     from simreal.stop_signal import interrupt_exit_code
 
@@ -302,8 +302,8 @@ def host_deadlines(robot: dict[str, Any], cfg: Any, node: Any | None, passed: bo
 def _sim_external(args: argparse.Namespace, bundle, cfg: Any, overrides: dict[str, Any],
                   sim_cfg: SimLoopConfig) -> dict[str, Any]:
     """The robot side alone, in this process, for a controller started separately."""
-    from simreal.deploy.sim_loop import run_sim_robot
     from simreal.deploy.realtime import realtime_priority
+    from simreal.deploy.sim_loop import run_sim_robot
     from simreal.deploy.transport_dds import default_domain_id
 
     domain = default_domain_id() if args.domain_id is None else args.domain_id
@@ -395,32 +395,10 @@ def _print(report: dict[str, Any], as_json: bool) -> None:
     print("\n".join(_run_lines(report) if robot is None else _sim_lines(report, robot)))
 
 
-def _took_over(safety: dict[str, Any]) -> bool:
-    """Whether the safety layer took the robot from the policy, from its ``snapshot()``
-    (``SafetyStats.took_over``: a fault or a watchdog trip)."""
-    return safety.get("faults", 0) + safety.get("watchdog_trips", 0) > 0
-
-
-def runner_lines(runner: dict[str, Any]) -> list[str]:
-    """Ticks, policy runs, the safety layer's final mode and the envelope (a runner's
-    ``snapshot()`` with ``ticks``), as report lines; ``simreal drive`` prints them too."""
-    safety = runner["safety"]
-    trip = runner.get("envelope_trip_s")
-    took = _took_over(safety)
-    return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
-            f"{runner['policy_runs']} times, safety {safety['mode']}"
-            + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
-            *([f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
-               f"{safety['first_takeover']}"] if took else []),
-            ("envelope   stayed inside" + (" while checked: not after the safety layer took over (its state "
-                                           "checks stop with a latched fault)" if took else "")) if trip is None else
-            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
-            + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")
-               else "safe command latched")]
-
-
 def _run_lines(report: dict[str, Any]) -> list[str]:
     """``deploy run``: where it ran, for how long, what the runner and the safety layer did."""
+    from simreal.deploy.runner import runner_lines
+
     runner = {"ticks": report["ticks"], **report["runner"]}
     lines = [f"ran        {report['duration_s']:.1f} s on DDS domain {report['domain_id']}, real-time priority "
              f"{'yes' if report['realtime'] else 'no'}, timer overruns {report['timer_overruns']}",
@@ -434,6 +412,8 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
 
 def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     """``deploy sim``: the robot's check, the sim-to-sim gate, messages, runner, verdict."""
+    from simreal.deploy.runner import runner_lines, took_over
+
     hover, gate = robot.get("hover"), robot.get("gate")
     lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
              f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
@@ -491,7 +471,7 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         lines += runner_lines(runner)
         if runner.get("envelope_trip_s") is not None:
             lines[-1] += " -> FAIL"
-        elif not _took_over(runner["safety"]):
+        elif not took_over(runner["safety"]):
             lines[-1] += " -> PASS"  # after a takeover the runner no longer watched the state: no verdict
     host = report.get("host") or {}
     figures = ", ".join(f"{k.removesuffix('_late_s')} {host[k] * 1e3:.0f} ms" for k in ("robot_late_s", "runner_late_s")
