@@ -1,4 +1,4 @@
-"""Teleoperated recording into a LeRobot v3 dataset (:mod:`simreal.dataset_writer`).
+"""Teleoperated recording into a LeRobot v3 dataset (:mod:`simreal.dataset.writer`).
 
 One loop at the dataset's ``fps``, sleeping to absolute deadlines ``t0 + k / fps``, ``t0`` just
 after a frame of the first camera (the loop runs on its clock)::
@@ -97,7 +97,7 @@ def dataset_features(robot: Robot, cameras: Sequence[Camera]) -> dict[str, dict]
 
 
 class Recorder:
-    """The loop (module docstring). ``writer``: a :class:`simreal.dataset_writer.DatasetWriter`."""
+    """The loop (module docstring). ``writer``: a :class:`simreal.dataset.writer.DatasetWriter`."""
 
     def __init__(self, robot: Robot, teleop: Teleop, cameras: Sequence[Camera], writer, *, fps: float,
                  task: str, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,

@@ -79,7 +79,7 @@ def check_dataset(cfg: RunConfig) -> None:
     """Everything about ``cfg.train.dataset`` that can be known without its frames (the task env's
     sizes, the frame rate, the statistics, data files with their rows and videos present: ``Dataset.check_files``): ``simreal train-bc`` checks it
     before the run directory."""
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     env = make_env(cfg)
     if cfg.train.policy == "vla":
@@ -94,7 +94,7 @@ def open_demos(root: str | Path, env: Any, env_state: bool = False) -> Any:
     """The dataset at ``root`` (a ``Dataset``) once its features, statistics and frame rate fit
     ``env``; DataFileError naming the field that does not. ``env_state``: it must hold the scene
     states too (``observation.environment_state``, for a learned reward)."""
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.policies.demos import ENV_STATE
 
     ds = Dataset(root)

@@ -46,7 +46,7 @@ def load_vla_demos(root: str | Path, cameras: tuple[str, ...], env: Any) -> VLAD
     """The dataset's frames for a VLA (``cameras``: its image features' camera names; empty: every
     one it has); DataFileError naming the file and feature that is missing, of another size than
     the task ``env``'s, or recorded at another rate than its control rate."""
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.policies.bc import check_rate
     from simreal.policies.demos import state_size
 

@@ -153,7 +153,7 @@ def from_dataset(root: str | Path, episode: int, key: str = OBJECT_POSE_KEY, joi
       ``moved_m`` [m] from where it started is the pre-grasp pose (the moment before contact), and
       the dataset's ``robot_type`` its robot.
     """
-    from simreal.dataset_reader import Dataset  # pyarrow: only for this path
+    from simreal.dataset.reader import Dataset  # pyarrow: only for this path
 
     ds = Dataset(root)
     if not 0 <= episode < ds.num_episodes:

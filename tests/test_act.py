@@ -270,7 +270,7 @@ def demos(tmp_path_factory):
 @pytest.mark.slow
 def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys):
     from simreal.bundle import OnnxPolicy, load_bundle
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.policies.bc_actor import CHECKPOINT, load_actor
     from simreal.policies.train import load_config
 

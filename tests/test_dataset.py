@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from simreal import dataset_commit
-from simreal.dataset_reader import Dataset
-from simreal.dataset_stats import QUANTILES, aggregate_stats, vector_stats
-from simreal.dataset_writer import STAGING_DIR, DatasetWriter
+from simreal.dataset import commit as dataset_commit
+from simreal.dataset.reader import Dataset
+from simreal.dataset.stats import QUANTILES, aggregate_stats, vector_stats
+from simreal.dataset.writer import STAGING_DIR, DatasetWriter
 from simreal.errors import ConfigError, DataFileError, SimrealError
 
 H, W, FPS = 32, 48, 30
@@ -214,7 +214,7 @@ import os, signal, sys
 import numpy as np
 sys.path.insert(0, {tests!r})
 from test_dataset import FEATURES, make_frame
-from simreal.dataset_writer import DatasetWriter
+from simreal.dataset.writer import DatasetWriter
 rng = np.random.default_rng(0)
 writer = DatasetWriter.create({root!r}, fps=30, features=FEATURES)
 for e in range(2):
@@ -521,7 +521,7 @@ class _WatchedFrames:
         self.shape, self.at, self.seen = self.images.shape, at, None
 
     def __iter__(self):
-        from simreal import dataset_video
+        from simreal.dataset import video as dataset_video
 
         for k, image in enumerate(self.images):
             if k == self.at:
@@ -536,7 +536,7 @@ def test_the_video_encoder_leaves_no_thread_real_time(tmp_path, monkeypatch):
     import contextlib
     import os
 
-    from simreal import dataset_video
+    from simreal.dataset import video as dataset_video
 
     def sys_nice() -> bool:
         with open("/proc/thread-self/status") as f:

@@ -131,7 +131,7 @@ def test_resampled_to_the_control_rate():
 def dataset(tmp_path_factory):
     """One episode of the scripted push, recorded with an object-pose column and joint states that
     change every frame (so the pre-grasp frame can be told)."""
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.writer import DatasetWriter
 
     root = tmp_path_factory.mktemp("ds") / "push"
     demo = pushed_cube()

@@ -65,7 +65,7 @@ def dataset(tmp_path_factory):
 
 
 def test_demos_dataset_reads_back_with_the_tasks_sizes_and_one_instruction_per_episode(dataset):
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     env = make_env(resolve("arm-reach", ["backend=native", SHORT]))
     ds = Dataset(dataset)
@@ -135,7 +135,7 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     import torch
 
     from simreal.bundle import OnnxPolicy, load_bundle
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.policies.bc_actor import CHECKPOINT, STD_FLOOR, load_actor
     from simreal.policies.train import load_config
 
@@ -234,7 +234,7 @@ def test_demos_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys)
 
 
 def test_demos_record_camera_videos(tmp_path):
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.errors import SimrealError
     from simreal.sim.headless_gl import use_headless_gl
 
@@ -306,7 +306,7 @@ def test_a_driver_acts_while_the_teacher_labels():
 def test_dagger_appends_the_drivers_episodes_labelled_by_the_teacher(dataset, tmp_path, capsys):
     import shutil
 
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     data = tmp_path / "reach"
     shutil.copytree(dataset, data)
@@ -327,7 +327,7 @@ def test_dagger_appends_the_drivers_episodes_labelled_by_the_teacher(dataset, tm
 def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dataset, tmp_path, capsys):
     import shutil
 
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.policies.demos import read_source
 
     data = tmp_path / "reach"

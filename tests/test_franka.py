@@ -150,8 +150,8 @@ def test_recording_end_effector_teleop_on_the_franka_twin(tmp_path):
     """Across the stages: a rate device, end-effector IK, the Franka driver and its twin, the
     recorder, a LeRobot v3 dataset read back; the tool rose while it recorded."""
     from fixtures.scripted_device import ScriptedDevice
-    from simreal.dataset_reader import Dataset
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.reader import Dataset
+    from simreal.dataset.writer import DatasetWriter
     from simreal.hardware.ee_jog import EndEffectorJog
     from simreal.hardware.record import Recorder, dataset_features
     from simreal.hardware.teleop import DeviceInput

@@ -32,7 +32,7 @@ class Wave(InputDevice):
 
 
 def _record(root, episodes, *, resume=False, interrupt_at=None, said=None):
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.writer import DatasetWriter
 
     spec = bundles.joint_robot_spec()
     robot = FakeJointRobot(spec)
@@ -63,7 +63,7 @@ def _record(root, episodes, *, resume=False, interrupt_at=None, said=None):
 
 
 def test_record_writes_every_frame_and_counts(tmp_path):
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     stats = _record(tmp_path / "ds", 2)
     tot = stats.totals()
@@ -79,7 +79,7 @@ def test_record_writes_every_frame_and_counts(tmp_path):
 
 
 def test_ctrl_c_keeps_finished_episodes_and_resume_appends(tmp_path):
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     stats = _record(tmp_path / "ds", 3, interrupt_at=20)  # 5 frames into episode 1
     assert stats.interrupted and stats.stopped_by == "SIGINT" and len(stats.episodes) == 1
@@ -123,7 +123,7 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     import subprocess
     import sys
 
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     out = tmp_path / "ds"
     cmd = [sys.executable, "-m", "simreal.cli", "record", "so100", "--twin", "--teleop", "leader",
@@ -173,7 +173,7 @@ def test_record_cli_bad_input_is_one_line(tmp_path, flags, needle):
 def test_one_slow_tick_counts_once_and_the_schedule_recovers(tmp_path):
     """A tick that takes three periods is one late tick; the loop then skips to the next slot
     instead of counting every later tick late."""
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.writer import DatasetWriter
 
     class Clock:
         t = 0.0

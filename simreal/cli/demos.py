@@ -55,7 +55,7 @@ def _image_size(text: str) -> tuple[int, int]:
 
 def _holds_episodes(root: Path) -> bool:
     """Whether the dataset at ``root`` reads back with at least one whole episode."""
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
 
     try:
         ds = Dataset(root)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.writer import DatasetWriter
     from simreal.errors import ConfigError, DataFileError
     from simreal.policies.demos import (
         Tally,

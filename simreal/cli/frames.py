@@ -88,7 +88,7 @@ def term_names(feature_names: list[str], key: str, where: str) -> tuple[str, ...
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from simreal.dataset_reader import Dataset
+    from simreal.dataset.reader import Dataset
     from simreal.errors import DataFileError, SimrealError
     from simreal.yaml_io import atomic_write_bytes
 

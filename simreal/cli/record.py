@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     fps = args.fps or int(round(spec.control_rate_hz))
     if fps < 1:
         raise ConfigError("--fps", f"expected a whole number of frames per second >= 1, got {fps}")
-    from simreal.dataset_writer import DatasetWriter
+    from simreal.dataset.writer import DatasetWriter
 
     with contextlib.ExitStack() as stack:
         robot = stack.enter_context(open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin,

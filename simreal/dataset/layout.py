@@ -49,8 +49,8 @@ the episode sits in its mp4), then ``stats/<feature>/<stat>`` for every feature 
 an mp4 until the size limit (lerobot's rule: start the next file when the current size plus
 this episode's estimated size reaches the limit); file indices then advance, and after
 ``chunks_size`` files the chunk index does. A resumed recording starts new files, as lerobot's
-does. File placement: :mod:`simreal.dataset_append`; statistics: :mod:`simreal.dataset_stats`;
-videos: :mod:`simreal.dataset_video`.
+does. File placement: :mod:`simreal.dataset.append`; statistics: :mod:`simreal.dataset.stats`;
+videos: :mod:`simreal.dataset.video`.
 
 simreal writes numeric features of shape ``(n,)`` (lerobot stores 2-D and larger ones as
 ``datasets`` extension types, which simreal does not write), RGB ``video`` and ``image``
@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from simreal.dataset_stats import STAT_KEYS
+from simreal.dataset.stats import STAT_KEYS
 from simreal.errors import DataFileError, SimrealError, printable
 from simreal.yaml_io import read_text
 

@@ -1,9 +1,9 @@
 """Appending one finished episode to a LeRobot v3.0 dataset's files, as one atomic commit.
 
-The committing half of :class:`simreal.dataset_writer.DatasetWriter`: it places the episode's
+The committing half of :class:`simreal.dataset.writer.DatasetWriter`: it places the episode's
 rows in the open data parquet, its videos at the end of the open mp4s, its row in the open
 episodes parquet, and rewrites tasks, stats and info, all in one
-:class:`~simreal.dataset_commit.Commit`. Files are shared until lerobot's size rule starts a
+:class:`~simreal.dataset.commit.Commit`. Files are shared until lerobot's size rule starts a
 new one (``dataset_writer.py``: ``_save_episode_data``, ``_save_episode_video``;
 ``dataset_metadata.py``: ``_save_episode_metadata``):
 
@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simreal.dataset_commit import Commit
-from simreal.dataset_format import (
+from simreal.dataset.commit import Commit
+from simreal.dataset.layout import (
     EPISODES_PATH,
     IMAGE_FILE_NAME,
     IMAGE_STRUCT,
@@ -47,8 +47,8 @@ from simreal.dataset_format import (
     tasks_table,
     video_keys,
 )
-from simreal.dataset_stats import Stats, aggregate_stats, stats_to_json
-from simreal.dataset_video import concatenate, duration_s, encode_png, video_info
+from simreal.dataset.stats import Stats, aggregate_stats, stats_to_json
+from simreal.dataset.video import concatenate, duration_s, encode_png, video_info
 from simreal.errors import DataFileError
 
 _MB = 1024**2

@@ -23,7 +23,7 @@ quantiles ``q01``, ``q10``, ``q50``, ``q90``, ``q99`` (lerobot's ``compute_stats
   summed; lower quantiles (q <= 50) take the minimum over episodes and upper ones the maximum
   (a conservative envelope: exact global quantiles cannot be recovered from summaries).
   lerobot folds each new episode into the running total (``aggregate([total, episode])``),
-  and so does :class:`simreal.dataset_writer.DatasetWriter`.
+  and so does :class:`simreal.dataset.writer.DatasetWriter`.
 
 Written here rather than imported because lerobot does not install beside this project's
 torch. When written, these gave values identical to lerobot's own functions on 72 random

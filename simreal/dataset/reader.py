@@ -6,8 +6,8 @@
     ds.episode_task(0)          # "pick up the cube"
     ds.table()                  # every frame's non-video columns, for training
 
-The layout is described in :mod:`simreal.dataset_format`. Opening a dataset whose last save
-was interrupted first finishes that save (:func:`simreal.dataset_commit.recover`). Every
+The layout is described in :mod:`simreal.dataset.layout`. Opening a dataset whose last save
+was interrupted first finishes that save (:func:`simreal.dataset.commit.recover`). Every
 missing or malformed file, column or field is one :class:`~simreal.errors.DataFileError`
 naming the file and what is wrong.
 """
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simreal.dataset_commit import recover
-from simreal.dataset_format import (
+from simreal.dataset.commit import recover
+from simreal.dataset.layout import (
     DEFAULT_FEATURES,
     EPISODES_DIR,
     EPISODES_PATH,
@@ -33,8 +33,8 @@ from simreal.dataset_format import (
     read_json,
     video_keys,
 )
-from simreal.dataset_stats import Stats, stats_from_json
-from simreal.dataset_video import decode_frames, decode_png
+from simreal.dataset.stats import Stats, stats_from_json
+from simreal.dataset.video import decode_frames, decode_png
 from simreal.errors import DataFileError
 from simreal.npz import short_reason
 

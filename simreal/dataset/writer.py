@@ -18,7 +18,7 @@
 ``save_episode()`` hands the episode to a background thread that computes its statistics,
 encodes its videos and PNGs, waits for the previous episode's thread, and then commits the
 episode: data rows, mp4s, episodes row, tasks, stats and info in one
-:class:`~simreal.dataset_commit.Commit`, so the dataset on disk is always whole and
+:class:`~simreal.dataset.commit.Commit`, so the dataset on disk is always whole and
 readable. The next episode records meanwhile; at most ``_MAX_PENDING`` episodes wait in the
 background before ``save_episode`` blocks. An episode is finished once committed. The threads
 are not daemons, so Ctrl-C or an exception in the recording loop still lets every saved
@@ -26,8 +26,8 @@ episode commit before Python exits; a hard kill loses at most the episodes still
 background, never half an episode. ``close()`` (or leaving the ``with`` block) waits for them
 and drops the frames of an episode never saved.
 
-Layout, file sharing and size limits: :mod:`simreal.dataset_format`; statistics:
-:mod:`simreal.dataset_stats`; video: :mod:`simreal.dataset_video`.
+Layout, file sharing and size limits: :mod:`simreal.dataset.layout`; statistics:
+:mod:`simreal.dataset.stats`; video: :mod:`simreal.dataset.video`.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from simreal.dataset_append import EpisodeAppender, SavedEpisode
-from simreal.dataset_commit import recover
-from simreal.dataset_format import (
+from simreal.dataset.append import EpisodeAppender, SavedEpisode
+from simreal.dataset.commit import recover
+from simreal.dataset.layout import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
     DEFAULT_FEATURES,
@@ -57,9 +57,9 @@ from simreal.dataset_format import (
     validate_features,
     video_keys,
 )
-from simreal.dataset_reader import Dataset
-from simreal.dataset_stats import Stats, episode_stats
-from simreal.dataset_video import TOLERANCE_S, check_encoder, encode_frames
+from simreal.dataset.reader import Dataset
+from simreal.dataset.stats import Stats, episode_stats
+from simreal.dataset.video import TOLERANCE_S, check_encoder, encode_frames
 from simreal.errors import ConfigError, DataFileError, SimrealError, printable
 from simreal.npz import short_reason
 from simreal.yaml_io import atomic_write_bytes
@@ -137,7 +137,7 @@ class DatasetWriter:
 
         Args:
           fps: frame rate [Hz], a positive integer.
-          features: name -> ``{"dtype", "shape", "names"}`` (:func:`~simreal.dataset_format.validate_features`);
+          features: name -> ``{"dtype", "shape", "names"}`` (:func:`~simreal.dataset.layout.validate_features`);
             the five default features are added after them.
           robot_type: stored in info.json (lerobot's ``robot_type``).
           use_videos: store ``video`` features as mp4; False stores every camera as PNGs in the
