@@ -28,8 +28,8 @@ def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | No
     from simreal.policies.trainers import get_trainer
 
     n = cfg.eval.episodes if episodes is None else episodes
-    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, n,
-                                                          seed=cfg.seed + EVAL_SEED_OFFSET, backend=backend, randomize=randomize)
+    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, n, seed=cfg.seed + EVAL_SEED_OFFSET,
+                                                          backend=backend, randomize=randomize)
     r["backend"] = backend
     return r
 
