@@ -57,6 +57,9 @@ SERVO_SETTINGS = {"Return_Delay_Time": 0, "Maximum_Acceleration": 254, "Accelera
 GRIPPER_SETTINGS = {"Max_Torque_Limit": 500, "Protection_Current": 250, "Overload_Torque": 25}
 #: Phase register bit 4: angle feedback mode 1 (readings may leave 0..4095); LeRobot clears it.
 PHASE_ANGLE_FEEDBACK = 0x10
+#: How long the first servo may take to answer once the bus is open [s]: an adapter just plugged
+#: in, or a twin serving from a thread of a loaded machine (a CI run missed 3 pings of 0.1 s).
+FIRST_ANSWER_S = 1.0
 CALIBRATION_REGISTERS = ("Homing_Offset", "Min_Position_Limit", "Max_Position_Limit")
 
 
@@ -117,6 +120,9 @@ class SO100Robot(Robot):
 
     def _handshake(self, bus: FeetechBus) -> None:
         where = f"{self.spec.name} on {self.config.port}"
+        deadline = time.monotonic() + FIRST_ANSWER_S
+        while not bus.ping(self.ids[0]) and time.monotonic() < deadline:
+            pass  # each ping waits timeout_s itself; the checks below say which servo stays silent
         for i, name in zip(self.ids, self.names):
             if not bus.ping(i):
                 raise HardwareError(f"{where}: servo id {i} ({name}) does not answer; check that it is powered, "
