@@ -54,8 +54,16 @@ def _run(argv: list[str]) -> str:
     return out.getvalue()
 
 
-def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes: int, seed: int,
-               policy: str = "mlp", dagger: int = 0) -> list[dict]:
+def bench_case(
+    name: str,
+    root: Path,
+    episodes: int,
+    epochs: int,
+    eval_episodes: int,
+    seed: int,
+    policy: str = "mlp",
+    dagger: int = 0,
+) -> list[dict]:
     """Rows of one case: record ``episodes`` scripted demos, train BC (``--policy policy``) for
     ``epochs``, evaluate it; then ``dagger`` rounds of DAgger, each recording ``episodes`` more with
     the last BC run driving and the teacher labelling (``demos --drive RUN --append``), training a
@@ -63,8 +71,21 @@ def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes:
     task, overrides = CASES[name]
     demos = root / f"{name}-demos"
     t = time.perf_counter()
-    _run(["demos", task, *overrides, "--teacher", "scripted", "--episodes", str(episodes), "--seed", str(seed),
-          "--out", str(demos)])
+    _run(
+        [
+            "demos",
+            task,
+            *overrides,
+            "--teacher",
+            "scripted",
+            "--episodes",
+            str(episodes),
+            "--seed",
+            str(seed),
+            "--out",
+            str(demos),
+        ]
+    )
     demo_s = time.perf_counter() - t
     teacher = load_yaml(demos / "meta" / "simreal.yaml")["teacher_success"]
     rows = []
@@ -72,20 +93,59 @@ def bench_case(name: str, root: Path, episodes: int, epochs: int, eval_episodes:
         run_dir = root / f"{name}-bc{k}"
         if k:
             t = time.perf_counter()
-            _run(["demos", task, *overrides, "--teacher", "scripted", "--drive", str(root / f"{name}-bc{k - 1}"),
-                  "--episodes", str(episodes), "--seed", str(seed + k), "--append", "--out", str(demos)])
+            _run(
+                [
+                    "demos",
+                    task,
+                    *overrides,
+                    "--teacher",
+                    "scripted",
+                    "--drive",
+                    str(root / f"{name}-bc{k - 1}"),
+                    "--episodes",
+                    str(episodes),
+                    "--seed",
+                    str(seed + k),
+                    "--append",
+                    "--out",
+                    str(demos),
+                ]
+            )
             demo_s = time.perf_counter() - t
         t = time.perf_counter()
         # train-bc's own evaluation kept small: simreal eval below is the figure reported
-        _run(["train-bc", str(demos), "train.num_eval_envs=16", "--policy", policy, "--epochs", str(epochs),
-              "--out", str(run_dir)])
+        _run(
+            [
+                "train-bc",
+                str(demos),
+                "train.num_eval_envs=16",
+                "--policy",
+                policy,
+                "--epochs",
+                str(epochs),
+                "--out",
+                str(run_dir),
+            ]
+        )
         train_s = time.perf_counter() - t
         result = json.loads(_run(["eval", str(run_dir), "--episodes", str(eval_episodes), "--json"]))
         ev = result[result["trained_on"]]
-        rows.append({"case": name, "policy": policy, "overrides": " ".join(overrides) or "-", "round": k,
-                     "demos": episodes * (k + 1), "teacher": teacher["succeeded"] / teacher["episodes"],
-                     "demo_s": demo_s, "epochs": epochs, "train_s": train_s, "eval_episodes": ev["episodes"],
-                     "success": ev["success"], "final_distance_m": ev.get("final_distance_m")})
+        rows.append(
+            {
+                "case": name,
+                "policy": policy,
+                "overrides": " ".join(overrides) or "-",
+                "round": k,
+                "demos": episodes * (k + 1),
+                "teacher": teacher["succeeded"] / teacher["episodes"],
+                "demo_s": demo_s,
+                "epochs": epochs,
+                "train_s": train_s,
+                "eval_episodes": ev["episodes"],
+                "success": ev["success"],
+                "final_distance_m": ev.get("final_distance_m"),
+            }
+        )
     return rows
 
 
@@ -98,25 +158,40 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-episodes", type=int, default=128)
     p.add_argument("--seed", type=int, default=0, help="the recording's seed")
     p.add_argument("--out", default=None, help="folder for the datasets and runs (default: a temporary one)")
-    p.add_argument("--dagger", type=int, default=0, help="DAgger rounds after the first BC run (each adds "
-                                                         "--episodes episodes the last run drove, the teacher labelled)")
+    p.add_argument(
+        "--dagger",
+        type=int,
+        default=0,
+        help="DAgger rounds after the first BC run (each adds "
+        "--episodes episodes the last run drove, the teacher labelled)",
+    )
     args = p.parse_args(argv)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.out or tmp)
-        rows = [r for c in args.cases
-                for r in bench_case(c, root, args.episodes, args.epochs, args.eval_episodes, args.seed, args.policy,
-                                    args.dagger)]
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; load average "
-          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n")
-    print("| task | policy | overrides | DAgger round | episodes | teacher success | demos wall [s] | BC epochs "
-          "| train-bc wall [s] | eval episodes | BC success | BC final distance [m] |")
+        rows = [
+            r
+            for c in args.cases
+            for r in bench_case(
+                c, root, args.episodes, args.epochs, args.eval_episodes, args.seed, args.policy, args.dagger
+            )
+        ]
+    print(
+        f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; load average "
+        f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n"
+    )
+    print(
+        "| task | policy | overrides | DAgger round | episodes | teacher success | demos wall [s] | BC epochs "
+        "| train-bc wall [s] | eval episodes | BC success | BC final distance [m] |"
+    )
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         dist = "-" if r["final_distance_m"] is None else f"{r['final_distance_m']:.3f}"
-        print(f"| {r['case']} | {r['policy']} | `{r['overrides']}` | {r['round']} | {r['demos']} | {r['teacher']:.2f} | "
-              f"{r['demo_s']:.0f} | {r['epochs']} | {r['train_s']:.0f} | {r['eval_episodes']} | {r['success']:.3f} "
-              f"| {dist} |")
+        print(
+            f"| {r['case']} | {r['policy']} | `{r['overrides']}` | {r['round']} | {r['demos']} | {r['teacher']:.2f} | "
+            f"{r['demo_s']:.0f} | {r['epochs']} | {r['train_s']:.0f} | {r['eval_episodes']} | {r['success']:.3f} "
+            f"| {dist} |"
+        )
 
 
 if __name__ == "__main__":

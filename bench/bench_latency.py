@@ -55,15 +55,16 @@ def run_runner(bundle: str, domain: int, trigger: str, seconds: float, realtime:
     from simreal.deploy.runner import PolicyRunner
     from simreal.deploy.transport_dds import DdsPolicyNode, DdsTransport
 
-    runner = PolicyRunner(load_bundle(bundle), overrides={"trigger": trigger, "start": {"ramp_s": 0.0},
-                                                          "watchdog": {"timeout_s": 0.1, "latch": False}})
+    runner = PolicyRunner(
+        load_bundle(bundle),
+        overrides={"trigger": trigger, "start": {"ramp_s": 0.0}, "watchdog": {"timeout_s": 0.1, "latch": False}},
+    )
     with realtime_priority(realtime) as rt, DdsTransport(domain) as tr:
         node = DdsPolicyNode(runner, tr, keep_timing=True)
         gc.collect()
         gc.freeze()  # keep the setup's objects out of the collector's way during the run
         node.spin(seconds)
-    np.savez(out, **node.timing.arrays(), realtime=rt, overruns=node.timer_overruns,
-             ticks=node.ticks)
+    np.savez(out, **node.timing.arrays(), realtime=rt, overruns=node.timer_overruns, ticks=node.ticks)
 
 
 def run_robot(domain: int, seconds: float, realtime: bool) -> dict[str, np.ndarray]:
@@ -86,9 +87,11 @@ def run_robot(domain: int, seconds: float, realtime: bool) -> dict[str, np.ndarr
         robot.spin(0.3)
         cmds = robot.commands
         robot.close()
-    return {"sent_ns": np.asarray(sent, np.int64),
-            "rx_ns": np.asarray([t_ns for _, t_ns, _ in cmds], np.int64),
-            "sample_us": np.asarray([m.timestamp_sample for _, _, m in cmds], np.int64)}
+    return {
+        "sent_ns": np.asarray(sent, np.int64),
+        "rx_ns": np.asarray([t_ns for _, t_ns, _ in cmds], np.int64),
+        "sample_us": np.asarray([m.timestamp_sample for _, _, m in cmds], np.int64),
+    }
 
 
 def one_run(bundle: str, trigger: str, seconds: float, realtime: bool) -> dict:
@@ -97,9 +100,25 @@ def one_run(bundle: str, trigger: str, seconds: float, realtime: bool) -> dict:
     domain = random_domain_id()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "runner.npz")
-        proc = subprocess.Popen([sys.executable, __file__, "--role", "runner", "--bundle", bundle, "--domain",
-                                 str(domain), "--trigger", trigger, "--seconds", str(seconds + 4.0), "--out", out]
-                                + ([] if realtime else ["--no-realtime"]))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--role",
+                "runner",
+                "--bundle",
+                bundle,
+                "--domain",
+                str(domain),
+                "--trigger",
+                trigger,
+                "--seconds",
+                str(seconds + 4.0),
+                "--out",
+                out,
+            ]
+            + ([] if realtime else ["--no-realtime"])
+        )
         try:
             robot = run_robot(domain, seconds, realtime)
         finally:
@@ -111,8 +130,12 @@ def one_run(bundle: str, trigger: str, seconds: float, realtime: bool) -> dict:
 def _stats_us(x: np.ndarray) -> dict[str, float]:
     x = np.asarray(x, np.float64) * 1e6
     x = x[np.isfinite(x)]
-    return {"n": int(x.size), "p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)),
-            "max": float(x.max())}
+    return {
+        "n": int(x.size),
+        "p50": float(np.percentile(x, 50)),
+        "p99": float(np.percentile(x, 99)),
+        "max": float(x.max()),
+    }
 
 
 def analyse(res_state: dict, res_timer: dict, warmup_s: float = 1.0) -> dict[str, dict[str, float]]:
@@ -126,7 +149,7 @@ def analyse(res_state: dict, res_timer: dict, warmup_s: float = 1.0) -> dict[str
     idx = np.searchsorted(sent, list(first))
     matched = [(first[s], s) for s, i in zip(first, idx) if i < sent.size and sent[i] == s]
     rtt = np.array([rx / 1e3 - s for rx, s in matched]) / 1e6  # [s]
-    rtt = rtt[len(rtt) // 15:]  # drop the first ~1 s
+    rtt = rtt[len(rtt) // 15 :]  # drop the first ~1 s
     out["round_trip_robot"] = _stats_us(rtt)
     out["round_trip_robot"]["answered"] = len(matched) / max(1, sent.size)
     rt = res_timer["runner"]
@@ -139,13 +162,20 @@ def analyse(res_state: dict, res_timer: dict, warmup_s: float = 1.0) -> dict[str
 
 
 def table(results: dict[str, dict], seconds: float, load: tuple[float, float, float]) -> str:
-    rows = [("state in -> command out (runner; trigger: state)", "state_to_command_runner", "< 1000"),
-            ("round trip: state written -> command taken (robot; 2 DDS hops)", "round_trip_robot", ""),
-            ("timer jitter at 500 Hz (trigger: timer)", "timer_jitter", "< 500"),
-            ("tick compute: tick start -> command written (trigger: timer)", "timer_tick_compute", "")]
+    rows = [
+        ("state in -> command out (runner; trigger: state)", "state_to_command_runner", "< 1000"),
+        ("round trip: state written -> command taken (robot; 2 DDS hops)", "round_trip_robot", ""),
+        ("timer jitter at 500 Hz (trigger: timer)", "timer_jitter", "< 500"),
+        ("tick compute: tick start -> command written (trigger: timer)", "timer_tick_compute", ""),
+    ]
     lines = []
     for label, res in results.items():
-        lines += [f"**{label}**", "", "| metric [us] | n | p50 | p99 | max | target (p99) |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+        lines += [
+            f"**{label}**",
+            "",
+            "| metric [us] | n | p50 | p99 | max | target (p99) |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+        ]
         for name, key, target in rows:
             s = res[key]
             verdict = ""
@@ -153,14 +183,17 @@ def table(results: dict[str, dict], seconds: float, load: tuple[float, float, fl
                 verdict = f"{target} {'met' if s['p99'] < float(target.split()[-1]) else 'MISSED'}"
             lines.append(f"| {name} | {s['n']} | {s['p50']:.0f} | {s['p99']:.0f} | {s['max']:.0f} | {verdict} |")
         lines.append(f"| timer overruns (missed deadlines) | | | | {res['timer_overruns']['n']} | |")
-        lines.append(f"| commands answered / states sent (trigger: state) | | | | "
-                     f"{res['round_trip_robot']['answered']:.4f} | |")
+        lines.append(
+            f"| commands answered / states sent (trigger: state) | | | | {res['round_trip_robot']['answered']:.4f} | |"
+        )
         lines.append("")
     cpu = platform.processor() or platform.machine()
-    head = (f"Latency benchmark (`python bench/bench_latency.py --seconds {seconds:g}`): MLP 22-256-256-4 tanh, "
-            f"ONNX Runtime 1 thread, Cyclone DDS on loopback, ROS 2 types (Odometry in, ActuatorMotors out), "
-            f"{RATE_HZ:g} Hz; {os.cpu_count()} CPUs ({cpu}), load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-            f"at the start (the machine is shared).")
+    head = (
+        f"Latency benchmark (`python bench/bench_latency.py --seconds {seconds:g}`): MLP 22-256-256-4 tanh, "
+        f"ONNX Runtime 1 thread, Cyclone DDS on loopback, ROS 2 types (Odometry in, ActuatorMotors out), "
+        f"{RATE_HZ:g} Hz; {os.cpu_count()} CPUs ({cpu}), load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        f"at the start (the machine is shared)."
+    )
     return "\n".join([head, ""] + lines)
 
 
@@ -204,8 +237,11 @@ def main() -> int:
             res_state = one_run(bundle, "state", a.seconds, rt)
             res_timer = one_run(bundle, "timer", a.seconds, rt)
             stats = analyse(res_state, res_timer)
-            label = "SCHED_FIFO (deploy's default where permitted)" if stats["realtime"]["runner"] else \
-                "default scheduler (SCHED_OTHER)"
+            label = (
+                "SCHED_FIFO (deploy's default where permitted)"
+                if stats["realtime"]["runner"]
+                else "default scheduler (SCHED_OTHER)"
+            )
             results[label] = stats
     text = table(results, a.seconds, load)
     print(text)

@@ -61,8 +61,9 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
     p.add_argument("--input", choices=("state", "frames"), default="state", help="what the reward model reads")
-    p.add_argument("--seed", type=int, default=0, help="seed of the demos, the label pairs, the oracle's flips "
-                                                       "and the policies")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the demos, the label pairs, the oracle's flips and the policies"
+    )
     p.add_argument("--rounds", type=int, default=0, help="rounds of labelling the learned-reward policy's own frames")
     p.add_argument("--round-episodes", type=int, default=40, help="policy episodes recorded per round")
     p.add_argument("--round-pairs", type=int, default=2000, help="pairs added per round")
@@ -71,59 +72,152 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     demos, frames, labels, model = (root / n for n in ("demos", "frames.npz", "labels.npz", "reward.safetensors"))
 
-    _run(["demos", "arm-reach", "--teacher", "scripted", "--episodes", str(args.episodes), "--camera", "front",
-          "--image-size", "64x64", "--seed", str(args.seed), "--out", str(demos)])
+    _run(
+        [
+            "demos",
+            "arm-reach",
+            "--teacher",
+            "scripted",
+            "--episodes",
+            str(args.episodes),
+            "--camera",
+            "front",
+            "--image-size",
+            "64x64",
+            "--seed",
+            str(args.seed),
+            "--out",
+            str(demos),
+        ]
+    )
     sources = [str(demos)]
     if args.random_episodes:
         sources.append(str(root / "explore"))
-        _run(["demos", "arm-reach", "--teacher", "random", "--episodes", str(args.random_episodes), "--camera",
-              "front", "--image-size", "64x64", "--seed", str(args.seed), "--out", sources[-1]])
+        _run(
+            [
+                "demos",
+                "arm-reach",
+                "--teacher",
+                "random",
+                "--episodes",
+                str(args.random_episodes),
+                "--camera",
+                "front",
+                "--image-size",
+                "64x64",
+                "--seed",
+                str(args.seed),
+                "--out",
+                sources[-1],
+            ]
+        )
     fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs)
     print(json.dumps(fit))
 
     rows = []
-    budget = [f"train.num_timesteps={args.timesteps}", "train.target_success=0", f"runs_root={root / 'runs'}",
-              f"seed={args.seed}"]
-    for name, extra in (("hand-written (the task's)", []),
-                        ("learned alone", ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"])):
+    budget = [
+        f"train.num_timesteps={args.timesteps}",
+        "train.target_success=0",
+        f"runs_root={root / 'runs'}",
+        f"seed={args.seed}",
+    ]
+    for name, extra in (
+        ("hand-written (the task's)", []),
+        ("learned alone", ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"]),
+    ):
         rows.append((name, *_train_and_eval(args, budget, extra)))
     for k in range(1, args.rounds + 1):
         sources.append(str(root / f"round{k}"))
-        _run(["demos", "arm-reach", "--teacher", rows[-1][1]["run_dir"], "--episodes", str(args.round_episodes),
-              "--camera", "front", "--image-size", "64x64", "--seed", str(args.seed), "--out", sources[-1]])
-        frames, labels, model = (root / f"{n}{k}.{e}" for n, e in (("frames", "npz"), ("labels", "npz"),
-                                                                   ("reward", "safetensors")))
+        _run(
+            [
+                "demos",
+                "arm-reach",
+                "--teacher",
+                rows[-1][1]["run_dir"],
+                "--episodes",
+                str(args.round_episodes),
+                "--camera",
+                "front",
+                "--image-size",
+                "64x64",
+                "--seed",
+                str(args.seed),
+                "--out",
+                sources[-1],
+            ]
+        )
+        frames, labels, model = (
+            root / f"{n}{k}.{e}" for n, e in (("frames", "npz"), ("labels", "npz"), ("reward", "safetensors"))
+        )
         fit = _label_and_fit(args, root, sources, frames, labels, model, args.pairs + k * args.round_pairs)
         print(json.dumps(fit))
         extra = ["reward.kind=learned", f"reward.model={model}", "reward.task_weight=0"]
-        rows.append((f"learned alone, round {k} (+{args.round_episodes} policy episodes)",
-                     *_train_and_eval(args, budget, extra)))
-    print(f"\n{args.episodes} scripted and {args.random_episodes} random episodes, every {args.every}th frame, "
-          f"{args.pairs} pairs (+{args.round_pairs} per round) at {args.noise:.0%} noise, reward model on "
-          f"{args.input}\n")
+        rows.append(
+            (
+                f"learned alone, round {k} (+{args.round_episodes} policy episodes)",
+                *_train_and_eval(args, budget, extra),
+            )
+        )
+    print(
+        f"\n{args.episodes} scripted and {args.random_episodes} random episodes, every {args.every}th frame, "
+        f"{args.pairs} pairs (+{args.round_pairs} per round) at {args.noise:.0%} noise, reward model on "
+        f"{args.input}\n"
+    )
     print("| reward | env steps | wall-clock [s] | eval success | load at start |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, s, ev, load in rows:
-        print(f"| {name} | {s.get('env_steps')} | {s.get('wall_s', float('nan')):.0f} | "
-              f"{ev.get('success', float('nan')):.3f} | {load:.1f} |")
+        print(
+            f"| {name} | {s.get('env_steps')} | {s.get('wall_s', float('nan')):.0f} | "
+            f"{ev.get('success', float('nan')):.3f} | {load:.1f} |"
+        )
     base = rows[0][2].get("success")
     if base:
         for name, _, ev, _ in rows[1:]:
             print(f"\n{name} / hand-written success: {ev.get('success', 0.0) / base:.2f} (target >= 0.8)")
 
 
-def _label_and_fit(args: argparse.Namespace, root: Path, sources: list[str], frames: Path, labels: Path,
-                   model: Path, pairs: int) -> dict:
+def _label_and_fit(
+    args: argparse.Namespace, root: Path, sources: list[str], frames: Path, labels: Path, model: Path, pairs: int
+) -> dict:
     """Frames of ``sources``, ``pairs`` oracle labels over them (the cache answers pairs already
     asked), and the reward model fitted on them; the fit's report."""
-    _run(["frames", *sources, "--camera", "front", "--every", str(args.every), "--task",
-          "to move the gripper to the green marker", "--out", str(frames)])
+    _run(
+        [
+            "frames",
+            *sources,
+            "--camera",
+            "front",
+            "--every",
+            str(args.every),
+            "--task",
+            "to move the gripper to the green marker",
+            "--out",
+            str(frames),
+        ]
+    )
     z = np.load(frames, allow_pickle=False)
     progress = -np.linalg.norm(z["state"][:, 3:6] - z["state"][:, :3], axis=1)  # target_pos_w - ee_pos_w
-    with OracleServer({frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise,
-                      seed=args.seed + 1) as server:
-        _run(["label", str(frames), "--endpoint", server.url, "--model", "oracle", "--pairs", str(pairs),
-              "--seed", str(args.seed), "--out", str(labels), "--cache", str(root / "cache")])
+    with OracleServer(
+        {frame_digest(f): float(v) for f, v in zip(z["frames"], progress)}, noise=args.noise, seed=args.seed + 1
+    ) as server:
+        _run(
+            [
+                "label",
+                str(frames),
+                "--endpoint",
+                server.url,
+                "--model",
+                "oracle",
+                "--pairs",
+                str(pairs),
+                "--seed",
+                str(args.seed),
+                "--out",
+                str(labels),
+                "--cache",
+                str(root / "cache"),
+            ]
+        )
     return _json(_run(["fit-reward", str(frames), str(labels), "--out", str(model), "--input", args.input]))
 
 

@@ -49,8 +49,9 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="config overrides")
     ap.add_argument("--run", help="profile from this brax run's latest checkpoint (its config)")
     ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--overlap", action="store_true", help="PPO: also time the update and the next rollout "
-                                                           "dispatched together")
+    ap.add_argument(
+        "--overlap", action="store_true", help="PPO: also time the update and the next rollout dispatched together"
+    )
     args = ap.parse_args()
 
     from pathlib import Path
@@ -72,30 +73,39 @@ def main() -> None:
         return algo.iterate(s)[0]
 
     if cfg.algorithm == "ppo":
+
         def rollout_fn(s):
             policy = algo.make_policy((s.normalizer_params, s.params.policy))
             env_state, _ = acting.generate_unroll(algo.venv, s.env_state, policy, s.key, cfg.train.unroll_length)
             return s.replace(env_state=env_state)
+
         steps = cfg.train.num_envs * cfg.train.unroll_length
     else:
+
         def rollout_fn(s):
             def step(c, k):
                 return algo.experience(c, k)[0], None
+
             keys = jax.random.split(s.key, cfg.train.steps_per_iteration)
             return jax.lax.scan(step, s, keys)[0]
+
         steps = cfg.train.num_envs * cfg.train.steps_per_iteration
     rollout = jax.jit(rollout_fn)
 
     it_wall, it_cpu, state = _timed(whole, state, args.iterations)
     ro_wall, ro_cpu, _ = _timed(rollout, state, args.iterations)
     upd = max(it_wall - ro_wall, 0.0)
-    print(f"`python bench/bench_profile.py --task {args.task} {' '.join(args.set)}`, "
-          f"{os.cpu_count()} CPU cores, backend {env.backend}, {cfg.algorithm}, {steps} env steps per iteration\n")
+    print(
+        f"`python bench/bench_profile.py --task {args.task} {' '.join(args.set)}`, "
+        f"{os.cpu_count()} CPU cores, backend {env.backend}, {cfg.algorithm}, {steps} env steps per iteration\n"
+    )
     print("| part | wall [ms / iteration] | share | env steps/s | cores busy (CPU s / wall s) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     print(f"| whole iteration | {it_wall * 1e3:.0f} | 100% | {steps / it_wall:,.0f} | {it_cpu / it_wall:.2f} |")
-    print(f"| rollout (simulator + policy + normaliser) | {ro_wall * 1e3:.0f} | {ro_wall / it_wall:.0%} | "
-          f"{steps / ro_wall:,.0f} | {ro_cpu / ro_wall:.2f} |")
+    print(
+        f"| rollout (simulator + policy + normaliser) | {ro_wall * 1e3:.0f} | {ro_wall / it_wall:.0%} | "
+        f"{steps / ro_wall:,.0f} | {ro_cpu / ro_wall:.2f} |"
+    )
     print(f"| updates (the difference) | {upd * 1e3:.0f} | {upd / it_wall:.0%} | | |")
     if args.overlap and cfg.algorithm == "ppo":
         _overlap(algo, state, args.iterations)
@@ -113,17 +123,22 @@ def _overlap(algo, state, n: int) -> None:
     @jax.jit
     def collect(s):
         policy = algo.make_policy((s.normalizer_params, s.params.policy))
-        env_state, data = acting.generate_unroll(algo.venv, s.env_state, policy, s.key, c.unroll_length,
-                                                 extra_fields=("truncation", "episode_metrics"))
-        return s.replace(env_state=env_state, key=jax.random.split(s.key)[0]), \
-            jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data)
+        env_state, data = acting.generate_unroll(
+            algo.venv, s.env_state, policy, s.key, c.unroll_length, extra_fields=("truncation", "episode_metrics")
+        )
+        return s.replace(env_state=env_state, key=jax.random.split(s.key)[0]), jax.tree.map(
+            lambda x: jnp.swapaxes(x, 0, 1), data
+        )
 
     @jax.jit
     def update(s, data):
         normalizer = running_statistics.update(s.normalizer_params, data.observation)
-        (params, opt, _, _), _ = jax.lax.scan(functools.partial(algo._sgd_epoch, data=data),
-                                              (s.params, s.optimizer_state, normalizer, s.key), (),
-                                              length=c.num_updates_per_batch)
+        (params, opt, _, _), _ = jax.lax.scan(
+            functools.partial(algo._sgd_epoch, data=data),
+            (s.params, s.optimizer_state, normalizer, s.key),
+            (),
+            length=c.num_updates_per_batch,
+        )
         return s.replace(params=params, optimizer_state=opt, normalizer_params=normalizer)
 
     def clock(fn):

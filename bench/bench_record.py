@@ -37,10 +37,35 @@ def main() -> int:
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ds")
-        cmd = [sys.executable, "-m", "simreal.cli", "record", "so100", "--twin", "--teleop", "leader",
-               "--camera", "front=pattern", "--camera", "wrist=pattern", "--camera-size", args.size,
-               "--task", "benchmark", "--episodes", str(args.episodes), "--episode-s", str(args.episode_s),
-               "--reset-s", str(args.reset_s), "--fps", str(args.fps), "--out", out, "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "record",
+            "so100",
+            "--twin",
+            "--teleop",
+            "leader",
+            "--camera",
+            "front=pattern",
+            "--camera",
+            "wrist=pattern",
+            "--camera-size",
+            args.size,
+            "--task",
+            "benchmark",
+            "--episodes",
+            str(args.episodes),
+            "--episode-s",
+            str(args.episode_s),
+            "--reset-s",
+            str(args.reset_s),
+            "--fps",
+            str(args.fps),
+            "--out",
+            out,
+            "--json",
+        ]
         t0 = time.perf_counter()
         r = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -51,13 +76,20 @@ def main() -> int:
         size_mb = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs) / 1e6
     load1 = os.getloadavg()
     frames = args.episodes * round(args.episode_s * args.fps)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"load {load0[0]:.2f} before, {load1[0]:.2f} after")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"load {load0[0]:.2f} before, {load1[0]:.2f} after"
+    )
     print(f"command: {' '.join(cmd[2:])}\n")
-    print("| episodes | frames (expected) | cameras | late ticks | dropped frames | longest gap [s] | wall [s] | dataset [MB] |")
+    print(
+        "| episodes | frames (expected) | cameras | late ticks | dropped frames | longest gap [s] | wall [s] | "
+        "dataset [MB] |"
+    )
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    print(f"| {res['episodes']} | {res['frames']} ({frames}) | 2 x {args.size} @ {args.fps} fps | {res['late_ticks']} "
-          f"| {res['dropped_frames']} | {res['max_gap_s']:.2f} | {wall:.1f} | {size_mb:.1f} |")
+    print(
+        f"| {res['episodes']} | {res['frames']} ({frames}) | 2 x {args.size} @ {args.fps} fps | {res['late_ticks']} "
+        f"| {res['dropped_frames']} | {res['max_gap_s']:.2f} | {wall:.1f} | {size_mb:.1f} |"
+    )
     return 0
 
 

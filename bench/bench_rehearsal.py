@@ -23,13 +23,27 @@ import sys
 import time
 
 
-def rehearse(bundle: str, seed: int, latency_ms: float, drop: float, duration: float,
-             overrides: list[str]) -> dict:
+def rehearse(bundle: str, seed: int, latency_ms: float, drop: float, duration: float, overrides: list[str]) -> dict:
     """One ``simreal deploy sim`` run's JSON report (plus its exit code and wall time)."""
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "simreal.cli", "deploy", "sim", bundle, "--latency-ms", str(latency_ms),
-           "--drop", str(drop), "--duration", str(duration), "--seed", str(seed), "--json",
-           *[f"--set={o}" for o in overrides]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simreal.cli",
+        "deploy",
+        "sim",
+        bundle,
+        "--latency-ms",
+        str(latency_ms),
+        "--drop",
+        str(drop),
+        "--duration",
+        str(duration),
+        "--seed",
+        str(seed),
+        "--json",
+        *[f"--set={o}" for o in overrides],
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         report = json.loads(proc.stdout)
@@ -46,11 +60,13 @@ def row(seed: int, r: dict) -> str:
     trip = runner.get("envelope_trip_s")
     fence, safety = robot.get("geofence") or {}, runner.get("safety") or {}
     outside, ground = fence.get("max_outside_m"), fence.get("ground_speed_m_s")
-    return (f"| {seed} | {'pass' if r.get('passed') else 'FAIL'} | {'-' if err is None else f'{err:.3f}'} | "
-            f"{'-' if gate_v is None else f'{gate_v:.3f}'} | "
-            f"{'-' if trip is None else f'{trip:.2f} s: ' + runner.get('envelope_trip', '')} | "
-            f"{safety.get('recovery_end') or '-'} | {'-' if outside is None else f'{outside:.2f}'} | "
-            f"{'-' if ground is None else f'{ground:.2f}'} | {r.get('error', '')} |")
+    return (
+        f"| {seed} | {'pass' if r.get('passed') else 'FAIL'} | {'-' if err is None else f'{err:.3f}'} | "
+        f"{'-' if gate_v is None else f'{gate_v:.3f}'} | "
+        f"{'-' if trip is None else f'{trip:.2f} s: ' + runner.get('envelope_trip', '')} | "
+        f"{safety.get('recovery_end') or '-'} | {'-' if outside is None else f'{outside:.2f}'} | "
+        f"{'-' if ground is None else f'{ground:.2f}'} | {r.get('error', '')} |"
+    )
 
 
 def main() -> int:
@@ -61,22 +77,34 @@ def main() -> int:
     p.add_argument("--drop", type=float, default=0.05)
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--label", default="")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="deploy config override passed to every run (e.g. trigger=state)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="deploy config override passed to every run (e.g. trigger=state)",
+    )
     a = p.parse_args()
     load = os.getloadavg()
-    print(f"`{' '.join(['python', 'bench/bench_rehearsal.py', *sys.argv[1:]])}`; {os.cpu_count()} CPUs, load "
-          f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
-    print("| seed | result | hover max error after settle [m] | gate [m] | envelope trip | landing | "
-          "beyond fence [m] | ground speed [m/s] | error |")
+    print(
+        f"`{' '.join(['python', 'bench/bench_rehearsal.py', *sys.argv[1:]])}`; {os.cpu_count()} CPUs, load "
+        f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n"
+    )
+    print(
+        "| seed | result | hover max error after settle [m] | gate [m] | envelope trip | landing | "
+        "beyond fence [m] | ground speed [m/s] | error |"
+    )
     print("| ---: | :---: | ---: | ---: | --- | --- | ---: | ---: | --- |")
     passed = 0
     for seed in range(a.seeds):
         r = rehearse(a.bundle, seed, a.latency_ms, a.drop, a.duration, a.overrides)
         passed += bool(r.get("passed"))
         print(row(seed, r), flush=True)
-    print(f"\n{a.label + ': ' if a.label else ''}{passed} of {a.seeds} rehearsals passed at {a.latency_ms:g} ms "
-          f"latency, {a.drop:g} drops, {a.duration:g} s.")
+    print(
+        f"\n{a.label + ': ' if a.label else ''}{passed} of {a.seeds} rehearsals passed at {a.latency_ms:g} ms "
+        f"latency, {a.drop:g} drops, {a.duration:g} s."
+    )
     return 0
 
 

@@ -34,8 +34,10 @@ from bench_throughput import time_env
 
 def camera_override(size: int) -> str:
     """The ``env.cameras`` override giving arm-push-pixels' front camera ``size`` x ``size`` px."""
-    return (f"env.cameras=[{{name: front, pos: [0.75, 0.0, 0.7], lookat: [0.42, 0.0, 0.0], fovy_deg: 50, "
-            f"width: {size}, height: {size}}}]")
+    return (
+        f"env.cameras=[{{name: front, pos: [0.75, 0.0, 0.7], lookat: [0.42, 0.0, 0.0], fovy_deg: 50, "
+        f"width: {size}, height: {size}}}]"
+    )
 
 
 def arm_states(env, batch: int) -> np.ndarray:
@@ -92,30 +94,42 @@ def main() -> None:
         qpos = arm_states(env, args.batch)
         if size == min(args.sizes):
             n = max(8, args.batch // 16)  # the defaults are slow: fewer frames
-            rows.append(("mujoco.Renderer as is", size, 1, "rgb",
-                         default_renderer_fps(env.mj_model, qpos[:n], size, 2)))
+            rows.append(
+                ("mujoco.Renderer as is", size, 1, "rgb", default_renderer_fps(env.mj_model, qpos[:n], size, 2))
+            )
         env.renderer.close()
         for depth in (False, True):
             for nthread in args.threads:
                 with BatchRenderer(env.mj_model, ["front"], ["front"] if depth else [], nthread=nthread) as r:
-                    rows.append(("BatchRenderer", size, nthread, "rgb+depth" if depth else "rgb",
-                                 best_fps(r.render, qpos, args.repeats)))
+                    rows.append(
+                        (
+                            "BatchRenderer",
+                            size,
+                            nthread,
+                            "rgb+depth" if depth else "rgb",
+                            best_fps(r.render, qpos, args.repeats),
+                        )
+                    )
     steps = {}
     for task in ("arm-push", "arm-push-pixels"):
         env = make_env(resolve(task, ["backend=native"]))
         steps[task] = time_env(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, args.envs, args.steps, 3)
     load1 = os.getloadavg()
 
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, MUJOCO_GL="
-          f"{os.environ.get('MUJOCO_GL')}, load average (1 min) {load0[0]:.2f} before, {load1[0]:.2f} after\n")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, MUJOCO_GL="
+        f"{os.environ.get('MUJOCO_GL')}, load average (1 min) {load0[0]:.2f} before, {load1[0]:.2f} after\n"
+    )
     print("| renderer | px | threads | images | frames/s |\n|---|---|---|---|---|")
     for name, size, nthread, mode, fps in rows:
         print(f"| {name} | {size}x{size} | {nthread} | {mode} | {fps:,.0f} |")
     state, pixels = steps["arm-push"], steps["arm-push-pixels"]
     print(f"\n| task ({args.envs} envs, native) | env-steps/s |\n|---|---|")
     print(f"| arm-push (state) | {state:,.0f} |\n| arm-push-pixels (state + 64x64 RGB) | {pixels:,.0f} |")
-    print(f"\na pixel env step costs {state / pixels:.1f}x a state env step "
-          f"({1e3 / pixels:.3f} vs {1e3 / state:.3f} ms per env-step)")
+    print(
+        f"\na pixel env step costs {state / pixels:.1f}x a state env step "
+        f"({1e3 / pixels:.3f} vs {1e3 / state:.3f} ms per env-step)"
+    )
 
 
 if __name__ == "__main__":

@@ -56,11 +56,17 @@ def evaluate_bundle(env, bundle_dir: Path, episodes: int, seed: int) -> dict:
     return evaluate(env, lambda _params, deterministic=True: lambda obs, _key: (act(obs), {}), None, episodes, seed)
 
 
-def _train(task: str, overrides: list[str], root: Path, args: argparse.Namespace,
-           extra: list[str]) -> tuple[dict, float, float]:
+def _train(
+    task: str, overrides: list[str], root: Path, args: argparse.Namespace, extra: list[str]
+) -> tuple[dict, float, float]:
     """``simreal train TASK ... --json`` at the bench's PPO budget: (its JSON summary, wall [s], CPU [s])."""
-    budget = [f"train.num_timesteps={args.timesteps}", f"train.max_wall_s={args.max_wall_s}",
-              f"train.num_envs={args.num_envs}", "train.num_eval_envs=64", f"runs_root={root / 'runs'}"]
+    budget = [
+        f"train.num_timesteps={args.timesteps}",
+        f"train.max_wall_s={args.max_wall_s}",
+        f"train.num_envs={args.num_envs}",
+        "train.num_eval_envs=64",
+        f"runs_root={root / 'runs'}",
+    ]
     cpu, t = _cpu_s(), time.perf_counter()
     out = _run(["train", task, *overrides, *budget, *extra, *args.set, "--json"])
     result = json.loads(out.strip().splitlines()[-1])
@@ -80,30 +86,70 @@ def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
         head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": 0, "teacher": float("nan")}
     else:
         demos, base, what = root / f"{name}-demos", root / f"{name}-bc", "BC base"
-        _run(["demos", task, *overrides, "--teacher", "scripted", "--episodes", str(args.demos), "--seed",
-              str(args.seed), "--out", str(demos)])
+        _run(
+            [
+                "demos",
+                task,
+                *overrides,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                str(args.demos),
+                "--seed",
+                str(args.seed),
+                "--out",
+                str(demos),
+            ]
+        )
         teacher = load_yaml(demos / "meta" / "simreal.yaml")["teacher_success"]
         _run(["train-bc", str(demos), "train.num_eval_envs=16", "--epochs", str(args.epochs), "--out", str(base)])
-        head = {"case": name, "overrides": " ".join(overrides) or "-", "demos": args.demos,
-                "teacher": teacher["succeeded"] / teacher["episodes"]}
+        head = {
+            "case": name,
+            "overrides": " ".join(overrides) or "-",
+            "demos": args.demos,
+            "teacher": teacher["succeeded"] / teacher["episodes"],
+        }
     rows, env, seed = [], None, 0
     ppo = {**head, "overrides": " ".join([*overrides, *args.set]) or "-"}  # the PPO runs' rows: with --set
     for scale in args.scales:
-        result, wall_s, cpu_s = _train(task, overrides, root, args, [f"residual.base={base}", f"residual.scale={scale}"])
+        result, wall_s, cpu_s = _train(
+            task, overrides, root, args, [f"residual.base={base}", f"residual.scale={scale}"]
+        )
         run_dir = Path(result["run_dir"])
         _run(["export", str(run_dir)])
         if env is None:  # every row on the first run's env and episodes (the runs share the task's config)
             cfg = load_config(run_dir)
             env, seed = make_env(cfg), cfg.seed + EVAL_SEED_OFFSET  # simreal eval's episodes
-            rows.append({**head, "policy": f"{what} alone", "eval": evaluate_bundle(env, run_dir / BASE_DIR,
-                                                                                    args.eval_episodes, seed)})
-        rows.append({**ppo, "policy": f"{what} + residual, scale {scale:g}", "result": result, "wall_s": wall_s,
-                     "cpu_s": cpu_s, "eval": evaluate_bundle(env, run_dir / "bundle", args.eval_episodes, seed)})
+            rows.append(
+                {
+                    **head,
+                    "policy": f"{what} alone",
+                    "eval": evaluate_bundle(env, run_dir / BASE_DIR, args.eval_episodes, seed),
+                }
+            )
+        rows.append(
+            {
+                **ppo,
+                "policy": f"{what} + residual, scale {scale:g}",
+                "result": result,
+                "wall_s": wall_s,
+                "cpu_s": cpu_s,
+                "eval": evaluate_bundle(env, run_dir / "bundle", args.eval_episodes, seed),
+            }
+        )
     if args.scratch:
         result, wall_s, cpu_s = _train(task, overrides, root, args, [])
         _run(["export", result["run_dir"]])
-        rows.append({**ppo, "policy": "PPO from scratch", "result": result, "wall_s": wall_s, "cpu_s": cpu_s,
-                     "eval": evaluate_bundle(env, Path(result["run_dir"]) / "bundle", args.eval_episodes, seed)})
+        rows.append(
+            {
+                **ppo,
+                "policy": "PPO from scratch",
+                "result": result,
+                "wall_s": wall_s,
+                "cpu_s": cpu_s,
+                "eval": evaluate_bundle(env, Path(result["run_dir"]) / "bundle", args.eval_episodes, seed),
+            }
+        )
     return rows
 
 
@@ -114,13 +160,21 @@ def _m(v) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=["arm-reach"])
-    p.add_argument("--base", choices=("bc", "scripted"), default="bc",
-                   help="the frozen base: BC on scripted demonstrations, or the scripted controller itself")
+    p.add_argument(
+        "--base",
+        choices=("bc", "scripted"),
+        default="bc",
+        help="the frozen base: BC on scripted demonstrations, or the scripted controller itself",
+    )
     p.add_argument("--demos", type=int, default=10, help="scripted demonstrations the BC base learns from")
     p.add_argument("--epochs", type=int, default=100, help="BC epochs")
     p.add_argument("--scales", type=float, nargs="+", default=[0.1, 0.5], help="residual.scale values (ResiP: 0.1)")
-    p.add_argument("--scratch", action=argparse.BooleanOptionalAction, default=True,
-                   help="also train PPO from scratch at the same budget")
+    p.add_argument(
+        "--scratch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train PPO from scratch at the same budget",
+    )
     p.add_argument("--num-envs", type=int, default=256, help="train.num_envs of each PPO run")
     p.add_argument("--timesteps", type=int, default=20_000_000, help="train.num_timesteps (the wall clock stops first)")
     p.add_argument("--max-wall-s", type=float, default=120.0, help="train.max_wall_s: each PPO run's budget [s]")
@@ -133,17 +187,23 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.out or tmp)
         rows = [row for c in args.cases for row in bench_case(c, root, args)]
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; load average "
-          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n")
-    print("| task | overrides | demos (teacher success) | policy | PPO env steps (stop) | PPO wall [s] | PPO CPU [s] "
-          "| eval episodes | success | final distance [m] |")
+    print(
+        f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; load average "
+        f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n"
+    )
+    print(
+        "| task | overrides | demos (teacher success) | policy | PPO env steps (stop) | PPO wall [s] | PPO CPU [s] "
+        "| eval episodes | success | final distance [m] |"
+    )
     print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ev, res = r["eval"], r.get("result")
         ppo = f"{res['env_steps']} ({res['stop']}) | {r['wall_s']:.0f} | {r['cpu_s']:.0f}" if res else "- | - | -"
         demos = f"{r['demos']} ({r['teacher']:.2f})" if r["demos"] else "-"
-        print(f"| {r['case']} | `{r['overrides']}` | {demos} | {r['policy']} | {ppo} | "
-              f"{ev['episodes']} | {ev['success']:.3f} | {_m(ev.get('final_distance_m'))} |")
+        print(
+            f"| {r['case']} | `{r['overrides']}` | {demos} | {r['policy']} | {ppo} | "
+            f"{ev['episodes']} | {ev['success']:.3f} | {_m(ev.get('final_distance_m'))} |"
+        )
 
 
 if __name__ == "__main__":

@@ -71,17 +71,28 @@ def bench(robots, clips, methods, noise_deg, repeats, workdir: Path) -> list[dic
                     best_cpu = min(best_cpu, time.process_time() - c0)
                 q = quality_report(robot, qpos, targets)
                 T = targets.num_frames
-                rows.append({"robot": robot_name, "clip": name, "method": method, "frames": T,
-                             "fps_wall": T / best_wall, "fps_cpu": T / best_cpu, "quality": q,
-                             "infeasible_frames": len(stats.get("infeasible_frames", []))})
+                rows.append(
+                    {
+                        "robot": robot_name,
+                        "clip": name,
+                        "method": method,
+                        "frames": T,
+                        "fps_wall": T / best_wall,
+                        "fps_cpu": T / best_cpu,
+                        "quality": q,
+                        "infeasible_frames": len(stats.get("infeasible_frames", [])),
+                    }
+                )
                 print(f"  {robot_name} {name} {method}: {T / best_wall:.0f} frames/s", file=sys.stderr)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| robot | clip | method | frames | frames/s wall | frames/s CPU | penetration >1 cm: frames "
-            "(ground/scene/self) | deepest [cm] | stance slide > 0.1 m/s | limit violations pos/vel | "
-            "keypoint err mean/max [cm] | jitter [rad/s^2] | infeasible frames |")
+    head = (
+        "| robot | clip | method | frames | frames/s wall | frames/s CPU | penetration >1 cm: frames "
+        "(ground/scene/self) | deepest [cm] | stance slide > 0.1 m/s | limit violations pos/vel | "
+        "keypoint err mean/max [cm] | jitter [rad/s^2] | infeasible frames |"
+    )
     lines = [head, "|" + "---|" * 13]
     for r in rows:
         q = r["quality"]
@@ -93,7 +104,8 @@ def table(rows: list[dict]) -> str:
             f"{p['scene']['frames_over_1cm']}/{p['self']['frames_over_1cm']} | {100 * p['any']['deepest_m']:.1f} | "
             f"{s['sliding']}/{s['stance_foot_frames']} ({100 * s['fraction']:.1f}%) | "
             f"{lim['position_violations']}/{lim['velocity_violations']} | {100 * k['mean']:.1f}/{100 * k['max']:.1f} | "
-            f"{q['jitter_rad_s2']:.1f} | {r['infeasible_frames']} |")
+            f"{q['jitter_rad_s2']:.1f} | {r['infeasible_frames']} |"
+        )
     return "\n".join(lines)
 
 
@@ -111,9 +123,11 @@ def main(argv=None) -> int:
         rows = bench(robots, clips, methods, a.noise, a.repeats, Path(tmp))
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"Command: python bench/bench_retarget.py {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
-    print(f"Machine: {_cpu_name()}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / "
-          f"{load[2]:.1f} (1/5/15 min); Python {platform.python_version()}; clips 30 Hz, noise {a.noise} deg; "
-          f"best of {a.repeats}.\n")
+    print(
+        f"Machine: {_cpu_name()}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f} (1/5/15 min); Python {platform.python_version()}; clips 30 Hz, noise {a.noise} deg; "
+        f"best of {a.repeats}.\n"
+    )
     print(table(rows))
     if a.json:
         print(json.dumps(rows, indent=2, default=float))

@@ -53,7 +53,9 @@ def sole_heights(robot: RetargetRobot, qpos: np.ndarray) -> tuple[np.ndarray, np
         d.qpos[:] = q
         mujoco.mj_kinematics(robot.model, d)
         rot = d.site_xmat.reshape(-1, 3, 3)
-        edges = np.minimum(robot.ball_points(d.site_xpos, rot)[:, 2], robot.ball_points(d.site_xpos, rot, robot.heel_local)[:, 2])
+        edges = np.minimum(
+            robot.ball_points(d.site_xpos, rot)[:, 2], robot.ball_points(d.site_xpos, rot, robot.heel_local)[:, 2]
+        )
         out[t] = np.minimum(d.site_xpos[robot.foot_sites, 2] - robot.sole_height, edges)
         xy[t] = d.site_xpos[robot.foot_sites, :2]
     return out, xy
@@ -96,16 +98,19 @@ def row(clip: Path, robot_name: str, robot: RetargetRobot, method: str) -> str:
     kept = sum(p.last - p.first + 1 for p in parts)
     emitted = np.zeros(len(q), dtype=bool)
     for part in parts:
-        emitted[part.first:part.last + 1] = True
-    bridged = sum(int(emitted[a:b + 1].sum()) for a, b in rec["repaired"])  # bridged and emitted
+        emitted[part.first : part.last + 1] = True
+    bridged = sum(int(emitted[a : b + 1].sum()) for a, b in rec["repaired"])  # bridged and emitted
     cut = len(q) - kept
     verdict = max((p.result.motion.quality["verdict"] for p in parts), key=LEVELS.index, default="-")
     follow = [(p.result.motion.quality["checks"]["feasibility"], p.last - p.first + 1) for p in parts]
     after = sum(f["mean_follow_s"] * n for f, n in follow) / max(kept, 1)
     before = quality["checks"]["feasibility"]["mean_follow_s"]
-    return (f"| {clip.stem} | {robot_name} | {len(q)} | {fps:.0f} | {100 * hip:.1f} | {speed.max():.1f} ({joint}) | "
-            f"{100 * on_ground:.1f} | {100 * slides:.1f} | {slack} | {quality.get('verdict', '-')}{': ' + flagged if flagged else ''} | "
-            f"{kept} in {len(parts)} | {bridged} / {cut} | {verdict} | {before:.2f} -> {after:.2f} |")
+    return (
+        f"| {clip.stem} | {robot_name} | {len(q)} | {fps:.0f} | {100 * hip:.1f} | {speed.max():.1f} ({joint}) | "
+        f"{100 * on_ground:.1f} | {100 * slides:.1f} | {slack} | "
+        f"{quality.get('verdict', '-')}{': ' + flagged if flagged else ''} | "
+        f"{kept} in {len(parts)} | {bridged} / {cut} | {verdict} | {before:.2f} -> {after:.2f} |"
+    )
 
 
 def main() -> int:
@@ -115,12 +120,16 @@ def main() -> int:
     p.add_argument("--method", default="interaction", choices=("interaction", "ik"))
     a = p.parse_args()
     load = os.getloadavg()
-    print(f"`python bench/bench_retarget_real.py {' '.join(sys.argv[1:])}`; {os.cpu_count()} CPUs, load "
-          f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n")
-    print(f"| clip | robot | frames | solver frames/s | % frames \\|hip yaw\\| > {HIP_YAW_LIMIT_RAD:g} rad | "
-          f"peak joint speed [rad/s] | stance soles within 1 cm [%] | robot sole slides where the human's stands [%] | "
-          f"slack frames | report | emitted frames in "
-          f"parts | frames bridged / cut | emitted verdict | playback follows [s] |")
+    print(
+        f"`python bench/bench_retarget_real.py {' '.join(sys.argv[1:])}`; {os.cpu_count()} CPUs, load "
+        f"{load[0]:.2f} at the start; {time.strftime('%Y-%m-%d')}.\n"
+    )
+    print(
+        f"| clip | robot | frames | solver frames/s | % frames \\|hip yaw\\| > {HIP_YAW_LIMIT_RAD:g} rad | "
+        f"peak joint speed [rad/s] | stance soles within 1 cm [%] | robot sole slides where the human's stands [%] | "
+        f"slack frames | report | emitted frames in "
+        f"parts | frames bridged / cut | emitted verdict | playback follows [s] |"
+    )
     print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |")
     robots = {name: load_robot(name) for name in a.robots}
     for clip in a.clips:

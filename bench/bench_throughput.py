@@ -179,13 +179,18 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--bare", action="store_true",
-                   help="also time bare mujoco.rollout and mujoco.batch (stepped as the native backend) on each task's model")
+    p.add_argument(
+        "--bare",
+        action="store_true",
+        help="also time bare mujoco.rollout and mujoco.batch (stepped as the native backend) on each task's model",
+    )
     p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
     a = p.parse_args()
     if a.playground and importlib.util.find_spec("mujoco_playground") is None:
-        p.error("--playground needs MuJoCo Playground (pip install playground); pass --playground with no "
-                "names to leave it out")
+        p.error(
+            "--playground needs MuJoCo Playground (pip install playground); pass --playground with no "
+            "names to leave it out"
+        )
     runners: dict[tuple[str, str], Runner] = {}
     for t in a.tasks:
         for b in a.backends:
@@ -208,27 +213,37 @@ def main() -> None:
         return f"{np.median(r):.2f}x (rounds {r.min():.2f}-{r.max():.2f})"
 
     dev = jax.devices()[0]
-    print(f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
-          f"{a.envs} envs, {a.steps} control steps, best of {a.repeats} rounds, {time.strftime('%Y-%m-%d')}"
-          + (f", {' '.join(a.override)}" if a.override else "") + "\n")
+    print(
+        f"\n{platform.machine()}, {jax.device_count()}x {dev.platform} {getattr(dev, 'device_kind', '')}, "
+        f"{a.envs} envs, {a.steps} control steps, best of {a.repeats} rounds, {time.strftime('%Y-%m-%d')}"
+        + (f", {' '.join(a.override)}" if a.override else "")
+        + "\n"
+    )
     label = {"playground": "mjx", "rollout": "-", "rollout per env": "-", "batch": "-"}
     print("| env | backend | env-steps/s |\n| --- | --- | ---: |")
     for (t, b), v in best.items():
-        name = {"playground": f"Playground {t}", "rollout": f"{t}: bare `mujoco.rollout`, one model",
-                "rollout per env": f"{t}: bare `mujoco.rollout`, a model per env (as domain randomisation needs)",
-                "batch": f"{t}: bare `mujoco.batch` as the native backend steps it, no controller"}.get(b, f"simreal {t}")
+        name = {
+            "playground": f"Playground {t}",
+            "rollout": f"{t}: bare `mujoco.rollout`, one model",
+            "rollout per env": f"{t}: bare `mujoco.rollout`, a model per env (as domain randomisation needs)",
+            "batch": f"{t}: bare `mujoco.batch` as the native backend steps it, no controller",
+        }.get(b, f"simreal {t}")
         print(f"| {name} | {label.get(b, b)} | {v:,.0f} |")
     print()
     for t in a.tasks:
         if (t, "native") in runners and (t, "mjx") in runners:
             print(f"- {t}: native / mjx = {ratio((t, 'native'), (t, 'mjx'))}")
         if (t, "native") in runners and a.bare:
-            print(f"- {t}: native / bare rollout = {ratio((t, 'native'), (t, 'rollout'))} (one model), "
-                  f"{ratio((t, 'native'), (t, 'rollout per env'))} (a model per env), "
-                  f"{ratio((t, 'native'), (t, 'batch'))} (bare batch)")
+            print(
+                f"- {t}: native / bare rollout = {ratio((t, 'native'), (t, 'rollout'))} (one model), "
+                f"{ratio((t, 'native'), (t, 'rollout per env'))} (a model per env), "
+                f"{ratio((t, 'native'), (t, 'batch'))} (bare batch)"
+            )
         if (t, "mjx") in runners and a.bare:
-            print(f"- {t}: bare batch / mjx = {ratio((t, 'batch'), (t, 'mjx'))} (what native / mjx could reach "
-                  "with nothing but the engine)")
+            print(
+                f"- {t}: bare batch / mjx = {ratio((t, 'batch'), (t, 'mjx'))} (what native / mjx could reach "
+                "with nothing but the engine)"
+            )
         first = next(s for s in a.tasks if variant(s, [])[0] == variant(t, [])[0])
         if first != t:
             for b in a.backends:

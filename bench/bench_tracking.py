@@ -62,7 +62,7 @@ def playback_policy(env: Any) -> Callable[[np.ndarray], np.ndarray]:
     shift = np.asarray(env.default_joint_pos - env.home_ctrl)
 
     def act(obs: np.ndarray) -> np.ndarray:
-        return np.clip((obs[:, start:start + nu] + shift) / env.cfg.action_scale, -1.0, 1.0)
+        return np.clip((obs[:, start : start + nu] + shift) / env.cfg.action_scale, -1.0, 1.0)
 
     return act
 
@@ -78,8 +78,10 @@ def baselines(run_dir: Path, episodes: int) -> dict[str, dict[str, float]]:
     env = make_env(cfg)
     seed = cfg.seed + EVAL_SEED_OFFSET  # simreal eval's seed
     zero = lambda obs: np.zeros((len(obs), env.action_size))  # noqa: E731
-    return {"PD playback": evaluate(env, playback_policy(env), episodes, seed),
-            "zero action": evaluate(env, zero, episodes, seed)}
+    return {
+        "PD playback": evaluate(env, playback_policy(env), episodes, seed),
+        "zero action": evaluate(env, zero, episodes, seed),
+    }
 
 
 def row(clip: str, name: str, r: dict[str, Any], ctrl_dt: float, extra: str) -> str:
@@ -89,9 +91,11 @@ def row(clip: str, name: str, r: dict[str, Any], ctrl_dt: float, extra: str) -> 
 
     length = r.get("length")
     length_s = "-" if length is None else f"{length * ctrl_dt:.2f}"
-    return (f"| {clip} | {name} | {extra} | {num('success', '.3f')} | {length_s} | {num('joint_rmse_rad', '.3f')} "
-            f"| {num('body_pos_err_m', '.3f')} | {num('joint_rmse_to_end_rad', '.3f')} "
-            f"| {num('body_pos_err_to_end_m', '.3f')} |")
+    return (
+        f"| {clip} | {name} | {extra} | {num('success', '.3f')} | {length_s} | {num('joint_rmse_rad', '.3f')} "
+        f"| {num('body_pos_err_m', '.3f')} | {num('joint_rmse_to_end_rad', '.3f')} "
+        f"| {num('body_pos_err_to_end_m', '.3f')} |"
+    )
 
 
 def main() -> None:
@@ -120,19 +124,36 @@ def main() -> None:
         part = max(ret["parts"], key=lambda p: p["quality"]["frames"])  # a clip cut in pieces: the longest
         motion = Path(part["out"])
         feas = part["quality"]["checks"].get("feasibility", {})
-        print(f"retarget {t_ret:.0f} s: frames {part['frames']}, verdict {part['quality']['verdict']}, PD playback follows "
-              f"{feas.get('mean_follow_s', float('nan')):.2f} s of each {feas.get('window_s', float('nan')):.0f} s "
-              "window", file=sys.stderr)
+        print(
+            f"retarget {t_ret:.0f} s: frames {part['frames']}, "
+            f"verdict {part['quality']['verdict']}, PD playback follows "
+            f"{feas.get('mean_follow_s', float('nan')):.2f} s of each {feas.get('window_s', float('nan')):.0f} s "
+            "window",
+            file=sys.stderr,
+        )
     elif a.run is None:
         motion = Path(a.clip)
     if a.run is None:
         hidden = "[" + ",".join(map(str, a.hidden)) + "]"
-        train, t_train = run_cli([
-            "train", "g1-tracking", f"env.motion_file={motion}", f"runs_root={work / 'runs'}", f"backend={a.backend}",
-            f"seed={a.seed}", f"env.episode_length_s={a.episode_s}", f"train.num_envs={a.num_envs}",
-            f"train.num_timesteps={a.steps}", f"train.max_wall_s={a.limit_s}", "train.eval_every_steps=0",
-            f"eval.episodes={a.episodes}", f"train.policy_hidden={hidden}", f"train.value_hidden={hidden}",
-            *a.override])
+        train, t_train = run_cli(
+            [
+                "train",
+                "g1-tracking",
+                f"env.motion_file={motion}",
+                f"runs_root={work / 'runs'}",
+                f"backend={a.backend}",
+                f"seed={a.seed}",
+                f"env.episode_length_s={a.episode_s}",
+                f"train.num_envs={a.num_envs}",
+                f"train.num_timesteps={a.steps}",
+                f"train.max_wall_s={a.limit_s}",
+                "train.eval_every_steps=0",
+                f"eval.episodes={a.episodes}",
+                f"train.policy_hidden={hidden}",
+                f"train.value_hidden={hidden}",
+                *a.override,
+            ]
+        )
         run_dir, steps = Path(train["run_dir"]), train["env_steps"]
     else:  # the run's own record: its last metrics row
         run_dir, t_train = Path(a.run), float("nan")
@@ -147,8 +168,10 @@ def main() -> None:
 
     ctrl_dt = load_robot_spec(a.robot).control_dt_s
     print(f"\n{a.robot}, {a.episode_s:g} s episodes, {a.episodes} evaluation episodes, domain randomisation on\n")
-    print("| clip | policy | training | success | mean length [s] | joint RMSE [rad] | body error [m] "
-          "| joint RMSE, all to their end [rad] | body error, all to their end [m] |")
+    print(
+        "| clip | policy | training | success | mean length [s] | joint RMSE [rad] | body error [m] "
+        "| joint RMSE, all to their end [rad] | body error, all to their end [m] |"
+    )
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     print(row(clip, "PPO", policy, ctrl_dt, f"{steps / 1e6:.2f} M steps, {t_train / 60:.1f} min"))
     for name, r in base.items():

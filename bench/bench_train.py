@@ -37,14 +37,40 @@ def sb3_model(algorithm: str, venv: object, seed: int, discount: float) -> objec
 
         m = venv.action_space.shape[0]
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=discount)
-        return SAC("MlpPolicy", venv, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=4096, batch_size=256,
-                   gamma=discount, train_freq=1, gradient_steps=4, target_entropy=-m / 2, seed=seed, device="cpu",
-                   verbose=0, policy_kwargs={"net_arch": {"pi": [64, 64], "qf": [128, 128]}})
+        return SAC(
+            "MlpPolicy",
+            venv,
+            learning_rate=1e-3,
+            buffer_size=1_000_000,
+            learning_starts=4096,
+            batch_size=256,
+            gamma=discount,
+            train_freq=1,
+            gradient_steps=4,
+            target_entropy=-m / 2,
+            seed=seed,
+            device="cpu",
+            verbose=0,
+            policy_kwargs={"net_arch": {"pi": [64, 64], "qf": [128, 128]}},
+        )
     from stable_baselines3 import PPO
 
-    return PPO("MlpPolicy", venv, n_steps=64, batch_size=1024, n_epochs=5, learning_rate=1e-3, gamma=0.99,
-               gae_lambda=0.95, ent_coef=0.0, clip_range=0.2, seed=seed, device="cpu", verbose=0,
-               policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [128, 128]}})
+    return PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=64,
+        batch_size=1024,
+        n_epochs=5,
+        learning_rate=1e-3,
+        gamma=0.99,
+        gae_lambda=0.95,
+        ent_coef=0.0,
+        clip_range=0.2,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [128, 128]}},
+    )
 
 
 def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: int, algorithm: str = "ppo") -> dict:
@@ -86,14 +112,31 @@ def sb3_worker(task: str, seed: int, target: float, limit_s: float, eval_every: 
 
 def simreal_run(task: str, seed: int, target: float, limit_s: float) -> dict:
     t0 = time.time()
-    cmd = [sys.executable, "-m", "simreal.cli", "train", task, f"seed={seed}", "runs_root=/tmp/simreal-bench-runs",
-           f"train.target_success={target}", f"train.max_wall_s={limit_s}", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simreal.cli",
+        "train",
+        task,
+        f"seed={seed}",
+        "runs_root=/tmp/simreal-bench-runs",
+        f"train.target_success={target}",
+        f"train.max_wall_s={limit_s}",
+        "--json",
+    ]
     r = child.run(cmd)  # its progress stays visible
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    return {"method": "simreal", "seed": seed, "reached": out["reached_target"], "success": out["eval_success"],
-            "crash": out.get("eval_crash", float("nan")), "env_steps": out["env_steps"], "wall_s": time.time() - t0}
+    return {
+        "method": "simreal",
+        "seed": seed,
+        "reached": out["reached_target"],
+        "success": out["eval_success"],
+        "crash": out.get("eval_crash", float("nan")),
+        "env_steps": out["env_steps"],
+        "wall_s": time.time() - t0,
+    }
 
 
 def main() -> None:
@@ -101,8 +144,9 @@ def main() -> None:
     p.add_argument("--task", default="quadrotor-hover")
     p.add_argument("--target", type=float, default=0.95)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--only", choices=("simreal", "sb3", "sb3-sac"), default=None,
-                   help="one method (default: simreal and SB3 PPO)")
+    p.add_argument(
+        "--only", choices=("simreal", "sb3", "sb3-sac"), default=None, help="one method (default: simreal and SB3 PPO)"
+    )
     p.add_argument("--limit-s", type=float, default=600.0)
     p.add_argument("--sb3-eval-every", type=int, default=200_000)
     p.add_argument("--sb3-worker", choices=("ppo", "sac"), default=None, help=argparse.SUPPRESS)
@@ -118,9 +162,24 @@ def main() -> None:
             if a.only != method and (a.only is not None or method == "sb3-sac"):
                 continue
             t0 = time.time()
-            r = child.run([sys.executable, __file__, "--sb3-worker", algorithm, "--task", a.task,
-                           "--seeds", str(seed), "--target", str(a.target), "--limit-s", str(a.limit_s),
-                           "--sb3-eval-every", str(a.sb3_eval_every)])
+            r = child.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--sb3-worker",
+                    algorithm,
+                    "--task",
+                    a.task,
+                    "--seeds",
+                    str(seed),
+                    "--target",
+                    str(a.target),
+                    "--limit-s",
+                    str(a.limit_s),
+                    "--sb3-eval-every",
+                    str(a.sb3_eval_every),
+                ]
+            )
             if r.returncode != 0:
                 raise RuntimeError(r.stderr[-2000:])
             row = json.loads(r.stdout.strip().splitlines()[-1])
@@ -130,8 +189,10 @@ def main() -> None:
     print("| method | seed | reached | wall-clock [s] | env steps | eval success | eval crash |")
     print("| --- | ---: | :---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['method']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | {r['wall_s']:.1f} | "
-              f"{r.get('env_steps', 0):,} | {r['success']:.3f} | {r.get('crash', float('nan')):.3f} |")
+        print(
+            f"| {r['method']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | {r['wall_s']:.1f} | "
+            f"{r.get('env_steps', 0):,} | {r['success']:.3f} | {r.get('crash', float('nan')):.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,9 @@ def control(robot, seconds: float) -> dict[str, float | list[float]]:
     return {"compute_s": compute, "states_expected": published, "states_taken": robot.states_received - first_rx}
 
 
-def measure(robot: str = "g1", seconds: float = 5.0, *, domain: int | None = None,
-            realtime: bool = True) -> dict[str, float]:
+def measure(
+    robot: str = "g1", seconds: float = 5.0, *, domain: int | None = None, realtime: bool = True
+) -> dict[str, float]:
     """Run the twin in a subprocess and the controller here for ``seconds``; returns the table's numbers."""
     from simreal.deploy.realtime import frozen_heap, realtime_priority
     from simreal.hardware.unitree import UnitreeConfig, UnitreeRobot
@@ -79,8 +80,11 @@ def measure(robot: str = "g1", seconds: float = 5.0, *, domain: int | None = Non
     domain = domain if domain is not None else 100 + os.getpid() % 50
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "twin.json")
-        twin = subprocess.Popen([sys.executable, __file__, "--role", "twin", "--robot", robot, "--domain", str(domain),
-                                 "--out", out] + ([] if realtime else ["--no-realtime"]), stdin=subprocess.PIPE)
+        twin = subprocess.Popen(
+            [sys.executable, __file__, "--role", "twin", "--robot", robot, "--domain", str(domain), "--out", out]
+            + ([] if realtime else ["--no-realtime"]),
+            stdin=subprocess.PIPE,
+        )
         try:
             cfg = UnitreeConfig(robot, domain_id=domain, tick_probe=True, connect_timeout_s=60.0)
             with realtime_priority(realtime) as rt, UnitreeRobot(cfg) as bot, frozen_heap():
@@ -91,34 +95,50 @@ def measure(robot: str = "g1", seconds: float = 5.0, *, domain: int | None = Non
             twin.wait(timeout=60)
         with open(out) as f:
             tw = json.load(f)
-    lat = np.asarray(tw["latency_s"][int(WARMUP_S * RATE_HZ):]) * 1e6
+    lat = np.asarray(tw["latency_s"][int(WARMUP_S * RATE_HZ) :]) * 1e6
     comp = np.asarray(loop["compute_s"]) * 1e6
-    return {"n": int(lat.size), "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99)),
-            "max_us": float(lat.max()), "ctrl_p50_us": float(np.percentile(comp, 50)),
-            "ctrl_p99_us": float(np.percentile(comp, 99)), "ctrl_max_us": float(comp.max()),
-            "commands_sent": bot.commands_sent, "commands_lost": bot.commands_sent - tw["commands_received"],
-            "commands_bad_crc": tw["commands_bad_crc"], "states_expected": loop["states_expected"],
-            "states_lost": loop["states_expected"] - loop["states_taken"], "twin_overruns": tw["overruns"],
-            "realtime": bool(rt)}
+    return {
+        "n": int(lat.size),
+        "p50_us": float(np.percentile(lat, 50)),
+        "p99_us": float(np.percentile(lat, 99)),
+        "max_us": float(lat.max()),
+        "ctrl_p50_us": float(np.percentile(comp, 50)),
+        "ctrl_p99_us": float(np.percentile(comp, 99)),
+        "ctrl_max_us": float(comp.max()),
+        "commands_sent": bot.commands_sent,
+        "commands_lost": bot.commands_sent - tw["commands_received"],
+        "commands_bad_crc": tw["commands_bad_crc"],
+        "states_expected": loop["states_expected"],
+        "states_lost": loop["states_expected"] - loop["states_taken"],
+        "twin_overruns": tw["overruns"],
+        "realtime": bool(rt),
+    }
 
 
 def table(r: dict[str, float], robot: str, seconds: float, load: tuple[float, float, float]) -> str:
     verdict = "met" if r["p99_us"] < TARGET_P99_US else "MISSED"
     cpu = platform.processor() or platform.machine()
-    return "\n".join([
-        f"Unitree twin benchmark (`python bench/bench_unitree_dds.py --seconds {seconds:g}`): {robot}, "
-        f"{RATE_HZ:g} Hz, Cyclone DDS on loopback, twin and controller in two processes, SCHED_FIFO "
-        f"{'on' if r['realtime'] else 'off'}; {os.cpu_count()} CPUs ({cpu}), load average "
-        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start (the machine is shared).", "",
-        "| metric [us] | n | p50 | p99 | max | target (p99) |", "| --- | ---: | ---: | ---: | ---: | --- |",
-        f"| state-to-command: LowState written -> LowCmd taken (twin) | {r['n']} | {r['p50_us']:.0f} | "
-        f"{r['p99_us']:.0f} | {r['max_us']:.0f} | < {TARGET_P99_US:.0f} {verdict} |",
-        f"| in the controller: LowState taken -> LowCmd written | | {r['ctrl_p50_us']:.0f} | {r['ctrl_p99_us']:.0f} | "
-        f"{r['ctrl_max_us']:.0f} | |", "",
-        "| messages | sent | lost | bad CRC |", "| --- | ---: | ---: | ---: |",
-        f"| LowCmd (controller -> twin) | {r['commands_sent']} | {r['commands_lost']} | {r['commands_bad_crc']} |",
-        f"| LowState (twin -> controller, during the loop) | {r['states_expected']} | {r['states_lost']} | |",
-        f"| twin physics steps behind real time (overruns) | | {r['twin_overruns']} | |"])
+    return "\n".join(
+        [
+            f"Unitree twin benchmark (`python bench/bench_unitree_dds.py --seconds {seconds:g}`): {robot}, "
+            f"{RATE_HZ:g} Hz, Cyclone DDS on loopback, twin and controller in two processes, SCHED_FIFO "
+            f"{'on' if r['realtime'] else 'off'}; {os.cpu_count()} CPUs ({cpu}), load average "
+            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start (the machine is shared).",
+            "",
+            "| metric [us] | n | p50 | p99 | max | target (p99) |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| state-to-command: LowState written -> LowCmd taken (twin) | {r['n']} | {r['p50_us']:.0f} | "
+            f"{r['p99_us']:.0f} | {r['max_us']:.0f} | < {TARGET_P99_US:.0f} {verdict} |",
+            f"| in the controller: LowState taken -> LowCmd written | | {r['ctrl_p50_us']:.0f} | "
+            f"{r['ctrl_p99_us']:.0f} | {r['ctrl_max_us']:.0f} | |",
+            "",
+            "| messages | sent | lost | bad CRC |",
+            "| --- | ---: | ---: | ---: |",
+            f"| LowCmd (controller -> twin) | {r['commands_sent']} | {r['commands_lost']} | {r['commands_bad_crc']} |",
+            f"| LowState (twin -> controller, during the loop) | {r['states_expected']} | {r['states_lost']} | |",
+            f"| twin physics steps behind real time (overruns) | | {r['twin_overruns']} | |",
+        ]
+    )
 
 
 def main() -> int:

@@ -59,8 +59,11 @@ def evaluate(run: Path, episodes: int, seed: int) -> dict[str, float]:
         return instruction(task, {**info, "goal_index": np.asarray((int(info["goal_index"]) + 1) % len(colours))})
 
     misled = rollout(env, cfg.task, model, tok, episodes, seed, sample=False, say=wrong)
-    out = {"success": float(np.nanmean(right.success)), "final_distance_m": right.stats.get("final_distance_m"),
-           "success_told_wrong_ball": float(np.nanmean(misled.success))}
+    out = {
+        "success": float(np.nanmean(right.success)),
+        "final_distance_m": right.stats.get("final_distance_m"),
+        "success_told_wrong_ball": float(np.nanmean(misled.success)),
+    }
     for c in colours:
         mine = [s for s, w in zip(right.success, right.sentences) if f" {c} " in f" {w} "]
         out[f"success_{c}"] = float(np.nanmean(mine)) if mine else float("nan")
@@ -85,30 +88,93 @@ def main() -> int:
         bc = Path(a.skip_to_rl)
     else:
         t = time.time()
-        assert simreal(["demos", "arm-reach-choice", f"env.episode_length_s={a.episode_length}", "--teacher",
-                        "scripted", "--episodes", str(a.episodes), "--camera", "front", "--out",
-                        str(root / "demos")]) == 0
+        assert (
+            simreal(
+                [
+                    "demos",
+                    "arm-reach-choice",
+                    f"env.episode_length_s={a.episode_length}",
+                    "--teacher",
+                    "scripted",
+                    "--episodes",
+                    str(a.episodes),
+                    "--camera",
+                    "front",
+                    "--out",
+                    str(root / "demos"),
+                ]
+            )
+            == 0
+        )
         if a.random_driven:
-            assert simreal(["demos", "arm-reach-choice", f"env.episode_length_s={a.episode_length}", "--teacher",
-                            "scripted", "--drive", "random", "--episodes", str(a.random_driven), "--seed", "5",
-                            "--camera", "front", "--append", "--out", str(root / "demos")]) == 0
+            assert (
+                simreal(
+                    [
+                        "demos",
+                        "arm-reach-choice",
+                        f"env.episode_length_s={a.episode_length}",
+                        "--teacher",
+                        "scripted",
+                        "--drive",
+                        "random",
+                        "--episodes",
+                        str(a.random_driven),
+                        "--seed",
+                        "5",
+                        "--camera",
+                        "front",
+                        "--append",
+                        "--out",
+                        str(root / "demos"),
+                    ]
+                )
+                == 0
+            )
         wall["record_s"] = time.time() - t
         t = time.time()
         bc = root / "bc"
-        assert simreal(["train-bc", str(root / "demos"), "train.num_eval_envs=16", "--policy", "vla", "--epochs",
-                        str(a.epochs), "--out", str(bc)]) == 0
+        assert (
+            simreal(
+                [
+                    "train-bc",
+                    str(root / "demos"),
+                    "train.num_eval_envs=16",
+                    "--policy",
+                    "vla",
+                    "--epochs",
+                    str(a.epochs),
+                    "--out",
+                    str(bc),
+                ]
+            )
+            == 0
+        )
         wall["bc_s"] = time.time() - t
     t = time.time()
     rl = root / "rl"
-    assert simreal(["finetune-vla", str(bc), f"train.vla.rl.iterations={a.rounds}",
-                    f"train.vla.rl.num_envs={a.rl_envs}", "train.vla.rl.eval_episodes=16", "--out", str(rl)]) == 0
+    assert (
+        simreal(
+            [
+                "finetune-vla",
+                str(bc),
+                f"train.vla.rl.iterations={a.rounds}",
+                f"train.vla.rl.num_envs={a.rl_envs}",
+                "train.vla.rl.eval_episodes=16",
+                "--out",
+                str(rl),
+            ]
+        )
+        == 0
+    )
     wall["rl_s"] = time.time() - t
     rows = {"BC": evaluate(bc, a.eval_episodes, seed=7), "BC + RL": evaluate(rl, a.eval_episodes, seed=7)}
     load = os.getloadavg()
-    print(f"\n{platform.node()}, {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"{a.episodes} + {a.random_driven} randomly driven demos x {a.episode_length} s, {a.epochs} epochs, "
-          f"{a.rounds} RL rounds x {a.rl_envs} envs; "
-          f"{a.eval_episodes} eval episodes")
+    print(
+        f"\n{platform.node()}, {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"{a.episodes} + {a.random_driven} randomly driven demos x {a.episode_length} s, {a.epochs} epochs, "
+        f"{a.rounds} RL rounds x {a.rl_envs} envs; "
+        f"{a.eval_episodes} eval episodes"
+    )
     cols = ["success", "success_red", "success_green", "success_blue", "success_told_wrong_ball", "final_distance_m"]
     print("| policy | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
     for name, r in rows.items():

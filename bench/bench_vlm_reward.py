@@ -41,9 +41,11 @@ import time
 
 import numpy as np
 
-NEEDS_MODEL = ("needs --model DIR, a local CLIP or SigLIP directory: no weights ship with simreal and nothing "
-               "downloads at run time; on a machine with network run `hf download openai/clip-vit-base-patch32 "
-               "--local-dir DIR` and copy DIR here")
+NEEDS_MODEL = (
+    "needs --model DIR, a local CLIP or SigLIP directory: no weights ship with simreal and nothing "
+    "downloads at run time; on a machine with network run `hf download openai/clip-vit-base-patch32 "
+    "--local-dir DIR` and copy DIR here"
+)
 
 
 def load_frames(paths: list[str]) -> np.ndarray:
@@ -103,8 +105,11 @@ def correlate(reward, path: str, model: str) -> int:
         truth = z.floats("task_reward", "(N,) the task's reward at each frame")
         episodes = np.stack([z.array("dataset_index", "(N,) int"), z.array("episode_index", "(N,) int")], 1)
     r = np.asarray(reward(frames), np.float64)
-    per = [spearmanr(r[m], truth[m])[0] for m in (np.all(episodes == e, 1) for e in np.unique(episodes, axis=0))
-           if m.sum() > 2 and np.ptp(truth[m]) > 0]
+    per = [
+        spearmanr(r[m], truth[m])[0]
+        for m in (np.all(episodes == e, 1) for e in np.unique(episodes, axis=0))
+        if m.sum() > 2 and np.ptp(truth[m]) > 0
+    ]
     print(f"{reward.model.config.model_type} `{model}` on {len(r)} frames of {path} ({len(per)} episodes)")
     print("| Spearman with the task's reward | all frames | within episodes (mean) |")
     print("| --- | ---: | ---: |")
@@ -140,9 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        cfg = build(ClipRewardConfig, {"model": args.model, "batch_size": args.batch,
-                                       "prompts": args.prompt or ["a robot arm pushing a cube onto the target"],
-                                       "baselines": args.baseline or ["a robot arm and a cube"]}, prefix="reward")
+        cfg = build(
+            ClipRewardConfig,
+            {
+                "model": args.model,
+                "batch_size": args.batch,
+                "prompts": args.prompt or ["a robot arm pushing a cube onto the target"],
+                "baselines": args.baseline or ["a robot arm and a cube"],
+            },
+            prefix="reward",
+        )
         reward = ClipReward(cfg)
         if args.correlate:
             return correlate(reward, args.correlate, args.model)
@@ -159,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         times.append(time.perf_counter() - t0)
     best = min(times)
     source = f"{len(args.frames)} file(s)" if args.frames else f"{args.task} rendered"
-    print(f"{reward.model.config.model_type} `{args.model}`, {torch.get_num_threads()} torch threads, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(
+        f"{reward.model.config.model_type} `{args.model}`, {torch.get_num_threads()} torch threads, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+    )
     print("| frames | size | batch | best s / call | images/s |")
     print("| --- | --- | ---: | ---: | ---: |")
     print(f"| {source} | {frames.shape[2]}x{frames.shape[1]} | {args.batch} | {best:.3f} | {args.count / best:,.1f} |")

@@ -4,8 +4,8 @@ OpenAI-protocol requests, answer cache and cost account ``simreal label`` gives 
 
     simreal demos arm-reach --teacher scripted --camera front --image-size 64x64 --episodes 40 --out data/reach_cam
     simreal demos arm-reach --teacher random --camera front --image-size 64x64 --episodes 40 --out data/explore
-    simreal frames data/reach_cam data/explore --camera front --every 5 --task "to move the gripper to the green marker" \\
-        --out frames.npz
+    simreal frames data/reach_cam data/explore --camera front --every 5 \\
+        --task "to move the gripper to the green marker" --out frames.npz
     python bench/scripted_labels.py frames.npz --pairs 500 --out labels.npz   # in place of simreal label --endpoint ...
     simreal fit-reward frames.npz labels.npz --out reward.safetensors
 
@@ -41,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     args, label_args = p.parse_known_args(argv)
     with np.load(args.frames, allow_pickle=False) as z:
         if "task_reward" not in z or z["frames"].ndim != 4:
-            print(f"scripted_labels: {args.frames} needs (N, H, W, 3) frames and task_reward: the frames of a "
-                  "simreal demos dataset (simreal frames copies its next.reward)", file=sys.stderr)
+            print(
+                f"scripted_labels: {args.frames} needs (N, H, W, 3) frames and task_reward: the frames of a "
+                "simreal demos dataset (simreal frames copies its next.reward)",
+                file=sys.stderr,
+            )
             return 2
         progress = {frame_digest(f): float(r) for f, r in zip(z["frames"], z["task_reward"])}
     with OracleServer(progress, noise=args.noise, seed=args.noise_seed) as server:

@@ -74,12 +74,17 @@ def _rot(q_wxyz: np.ndarray) -> np.ndarray:
     """R_wb (3, 3); same formula as :func:`simreal.observations.quat_to_rotmat`, without the
     array-namespace generality that costs ~25 us per call on plain numpy."""
     w, x, y, z = (float(c) for c in q_wxyz)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 # --- state: message -> robot state -----------------------------------------------------
+
 
 class StateDecoder:
     """Decode one state topic's messages into robot-state entries.
@@ -90,8 +95,9 @@ class StateDecoder:
       joint_names: the robot's joints in driver order (JointState is matched by name).
     """
 
-    def __init__(self, type_name: str, *, twist_frame: str = "body", joint_names: Sequence[str] = (),
-                 role_key: str = "pos_w"):
+    def __init__(
+        self, type_name: str, *, twist_frame: str = "body", joint_names: Sequence[str] = (), role_key: str = "pos_w"
+    ):
         self.type = norm_type(type_name)
         self.twist_frame = twist_frame
         self.role_key = role_key  # a pose of something else than the robot: only its position is read
@@ -132,13 +138,19 @@ class StateDecoder:
 
     def _px4_odometry(self, m: Any) -> dict[str, np.ndarray]:
         if m.pose_frame != PX4_NED or m.velocity_frame != PX4_NED:
-            raise StateMessageError(f"VehicleOdometry in pose frame {m.pose_frame}, velocity frame "
-                                    f"{m.velocity_frame}; only NED ({PX4_NED}) is read")
+            raise StateMessageError(
+                f"VehicleOdometry in pose frame {m.pose_frame}, velocity frame "
+                f"{m.velocity_frame}; only NED ({PX4_NED}) is read"
+            )
         raw = [np.asarray(v, np.float64) for v in (m.position, m.q, m.velocity, m.angular_velocity)]
         if not all(np.all(np.isfinite(v)) for v in raw):
             raise StateMessageError("VehicleOdometry with NaN fields (PX4: invalid estimate)")
-        return {"pos_w": swap_ned_enu(raw[0]), "quat_wxyz": swap_attitude(raw[1]), "lin_vel_w": swap_ned_enu(raw[2]),
-                "ang_vel_b": swap_frd_flu(raw[3])}
+        return {
+            "pos_w": swap_ned_enu(raw[0]),
+            "quat_wxyz": swap_attitude(raw[1]),
+            "lin_vel_w": swap_ned_enu(raw[2]),
+            "ang_vel_b": swap_frd_flu(raw[3]),
+        }
 
     def _pose_stamped(self, m: Any) -> dict[str, np.ndarray]:
         if self.role_key != "pos_w":
@@ -195,9 +207,18 @@ def complete_state(s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 # --- state: robot state -> message (the simulated robot's side) -------------------------
 
-def encode_state(type_name: str, s: dict[str, np.ndarray], stamp: int, T: MsgClass, *,
-                 frame_id: str = "world", child_frame_id: str = "base_link", joint_names: Sequence[str] = (),
-                 twist_frame: str = "body") -> Any:
+
+def encode_state(
+    type_name: str,
+    s: dict[str, np.ndarray],
+    stamp: int,
+    T: MsgClass,
+    *,
+    frame_id: str = "world",
+    child_frame_id: str = "base_link",
+    joint_names: Sequence[str] = (),
+    twist_frame: str = "body",
+) -> Any:
     """Build a state message from a robot state (keys as in :mod:`simreal.observations`)."""
     t = norm_type(type_name)
     header = T("std_msgs/msg/Header")(stamp=stamp_of(stamp, T), frame_id=frame_id)
@@ -211,8 +232,9 @@ def encode_state(type_name: str, s: dict[str, np.ndarray], stamp: int, T: MsgCla
 
     def pose():
         p = s["pos_w"]
-        return T("geometry_msgs/msg/Pose")(position=P(x=float(p[0]), y=float(p[1]), z=float(p[2])),
-                                           orientation=quat(s["quat_wxyz"]))
+        return T("geometry_msgs/msg/Pose")(
+            position=P(x=float(p[0]), y=float(p[1]), z=float(p[2])), orientation=quat(s["quat_wxyz"])
+        )
 
     def twist():
         r = _rot(s["quat_wxyz"])
@@ -223,30 +245,50 @@ def encode_state(type_name: str, s: dict[str, np.ndarray], stamp: int, T: MsgCla
         return T("geometry_msgs/msg/Twist")(linear=vec(lin), angular=vec(ang))
 
     if t == "nav_msgs/msg/Odometry":
-        return T(t)(header=header, child_frame_id=child_frame_id,
-                    pose=T("geometry_msgs/msg/PoseWithCovariance")(pose=pose()),
-                    twist=T("geometry_msgs/msg/TwistWithCovariance")(twist=twist()))
+        return T(t)(
+            header=header,
+            child_frame_id=child_frame_id,
+            pose=T("geometry_msgs/msg/PoseWithCovariance")(pose=pose()),
+            twist=T("geometry_msgs/msg/TwistWithCovariance")(twist=twist()),
+        )
     if t == "px4_msgs/msg/VehicleOdometry":
         us = stamp // 1000
-        return T(t)(timestamp=us, timestamp_sample=us, pose_frame=PX4_NED, velocity_frame=PX4_NED,
-                    position=swap_ned_enu(s["pos_w"]).tolist(), q=swap_attitude(s["quat_wxyz"]).tolist(),
-                    velocity=swap_ned_enu(s["lin_vel_w"]).tolist(), angular_velocity=swap_frd_flu(s["ang_vel_b"]).tolist())
+        return T(t)(
+            timestamp=us,
+            timestamp_sample=us,
+            pose_frame=PX4_NED,
+            velocity_frame=PX4_NED,
+            position=swap_ned_enu(s["pos_w"]).tolist(),
+            q=swap_attitude(s["quat_wxyz"]).tolist(),
+            velocity=swap_ned_enu(s["lin_vel_w"]).tolist(),
+            angular_velocity=swap_frd_flu(s["ang_vel_b"]).tolist(),
+        )
     if t == "geometry_msgs/msg/PoseStamped":
         return T(t)(header=header, pose=pose())
     if t == "geometry_msgs/msg/TwistStamped":
         return T(t)(header=header, twist=twist())
     if t == "sensor_msgs/msg/JointState":
         header.frame_id = ""
-        return T(t)(header=header, name=list(joint_names), position=np.asarray(s["joint_pos"]).tolist(),
-                    velocity=np.asarray(s["joint_vel"]).tolist(), effort=[])
+        return T(t)(
+            header=header,
+            name=list(joint_names),
+            position=np.asarray(s["joint_pos"]).tolist(),
+            velocity=np.asarray(s["joint_vel"]).tolist(),
+            effort=[],
+        )
     if t == "sensor_msgs/msg/Imu":
         header.frame_id = child_frame_id
-        return T(t)(header=header, orientation=quat(s["quat_wxyz"]), angular_velocity=vec(s["ang_vel_b"]),
-                    linear_acceleration=vec(s.get("lin_acc_b", np.array([0.0, 0.0, 9.81]))))
+        return T(t)(
+            header=header,
+            orientation=quat(s["quat_wxyz"]),
+            angular_velocity=vec(s["ang_vel_b"]),
+            linear_acceleration=vec(s.get("lin_acc_b", np.array([0.0, 0.0, 9.81]))),
+        )
     raise StateMessageError(f"no state encoder for '{type_name}'")
 
 
 # --- commands: physical action -> message and back -------------------------------------
+
 
 class CommandCodec:
     """Encode physical commands into the command message (and decode them, for the sim side).
@@ -262,15 +304,27 @@ class CommandCodec:
       heartbeat_topic: PX4 OffboardControlMode topic, '' for none.
     """
 
-    def __init__(self, type_name: str, mode: str, names: Sequence[str], full_scale: Sequence[float],
-                 channel_map: Sequence[int], *, topic: str = "", period_s: float = 0.01,
-                 heartbeat_topic: str = "", frame_id: str = ""):
+    def __init__(
+        self,
+        type_name: str,
+        mode: str,
+        names: Sequence[str],
+        full_scale: Sequence[float],
+        channel_map: Sequence[int],
+        *,
+        topic: str = "",
+        period_s: float = 0.01,
+        heartbeat_topic: str = "",
+        frame_id: str = "",
+    ):
         self.type, self.mode, self.names = norm_type(type_name), mode, tuple(names)
         self.full_scale = np.asarray(full_scale, dtype=np.float64)
         self.map = np.asarray(channel_map, dtype=np.intp)
         self.topic, self.period_s, self.heartbeat_topic, self.frame_id = topic, period_s, heartbeat_topic, frame_id
 
-    def encode(self, u: np.ndarray, stamp: int, T: MsgClass, *, sample_stamp: int | None = None) -> list[tuple[str, Any]]:
+    def encode(
+        self, u: np.ndarray, stamp: int, T: MsgClass, *, sample_stamp: int | None = None
+    ) -> list[tuple[str, Any]]:
         """(topic, message) pairs for physical command ``u``; ``u`` must be finite.
 
         ``stamp`` [ns] stamps the message; ``sample_stamp`` [ns] is the stamp of the state the
@@ -289,8 +343,14 @@ class CommandCodec:
             sample_us = us if sample_stamp is None else int(sample_stamp // 1000)
             msg = T(t)(timestamp=us, timestamp_sample=sample_us, reversible_flags=0, control=ctrl)
         elif t == "px4_msgs/msg/VehicleRatesSetpoint":
-            msg = T(t)(timestamp=int(stamp // 1000), roll=float(u[1]), pitch=float(-u[2]), yaw=float(-u[3]),
-                       thrust_body=[0.0, 0.0, float(-u[0] / self.full_scale[0])], reset_integral=False)
+            msg = T(t)(
+                timestamp=int(stamp // 1000),
+                roll=float(u[1]),
+                pitch=float(-u[2]),
+                yaw=float(-u[3]),
+                thrust_body=[0.0, 0.0, float(-u[0] / self.full_scale[0])],
+                reset_integral=False,
+            )
         elif t == "std_msgs/msg/Float64MultiArray":
             data = [0.0] * (int(self.map.max()) + 1)
             for i, slot in enumerate(self.map):
@@ -299,17 +359,30 @@ class CommandCodec:
         elif t == "trajectory_msgs/msg/JointTrajectory":
             ns = int(round(self.period_s * 1e9))
             point = T("trajectory_msgs/msg/JointTrajectoryPoint")(
-                positions=u.tolist(), time_from_start=T("builtin_interfaces/msg/Duration")(
-                    sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000))
-            msg = T(t)(header=T("std_msgs/msg/Header")(stamp=stamp_of(stamp, T), frame_id=self.frame_id),
-                       joint_names=list(self.names), points=[point])
+                positions=u.tolist(),
+                time_from_start=T("builtin_interfaces/msg/Duration")(
+                    sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000
+                ),
+            )
+            msg = T(t)(
+                header=T("std_msgs/msg/Header")(stamp=stamp_of(stamp, T), frame_id=self.frame_id),
+                joint_names=list(self.names),
+                points=[point],
+            )
         else:
             raise ValueError(f"no command encoder for '{t}'")
         out.append((self.topic, msg))
         if self.heartbeat_topic:
-            out.append((self.heartbeat_topic, T("px4_msgs/msg/OffboardControlMode")(
-                timestamp=int(stamp // 1000), direct_actuator=t.endswith("ActuatorMotors"),
-                body_rate=t.endswith("VehicleRatesSetpoint"))))
+            out.append(
+                (
+                    self.heartbeat_topic,
+                    T("px4_msgs/msg/OffboardControlMode")(
+                        timestamp=int(stamp // 1000),
+                        direct_actuator=t.endswith("ActuatorMotors"),
+                        body_rate=t.endswith("VehicleRatesSetpoint"),
+                    ),
+                )
+            )
         return out
 
     def decode(self, msg: Any) -> np.ndarray:

@@ -98,7 +98,8 @@ class BagRecorder:
                 conn = self._conns.get(topic)
                 if conn is None:
                     conn = self._conns[topic] = self._writer.add_connection(
-                        topic, self._types[topic], typestore=self._ts)
+                        topic, self._types[topic], typestore=self._ts
+                    )
                 self._writer.write(conn, t_ns, data)
                 self.counts[topic] = self.counts.get(topic, 0) + 1
             except BaseException as e:  # keep draining; report at close

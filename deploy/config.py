@@ -82,11 +82,15 @@ class StateTopicConfig:
     topic: str
     type: str
     qos: str = field("sensor_data", choices=QOS_PROFILES, doc="sensor_data matches reliable and best-effort writers")
-    twist_frame: str = field("body", choices=("body", "world"),
-                             doc="frame of a twist: nav_msgs/Odometry's is the child (body) frame")
-    role: str = field("robot", choices=tuple(ROLE_KEYS),
-                      doc="whose pose a pose message carries: the robot's base, the task's goal "
-                          "(target_pos_w, an input held until replaced) or a tracked object (object_pos_w)")
+    twist_frame: str = field(
+        "body", choices=("body", "world"), doc="frame of a twist: nav_msgs/Odometry's is the child (body) frame"
+    )
+    role: str = field(
+        "robot",
+        choices=tuple(ROLE_KEYS),
+        doc="whose pose a pose message carries: the robot's base, the task's goal "
+        "(target_pos_w, an input held until replaced) or a tracked object (object_pos_w)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +118,23 @@ class LimitsConfig:
 class WatchdogConfig:
     timeout_s: float = field(0.1, min=0.0, doc="state older than this -> safe command [s]")
     latch: bool = field(True, doc="after a trip, stay safe until the e-stop topic is released (false)")
-    hold_s: float = field(0.0, min=0.0, max=5.0,
-                          doc="with fault.response land: after a trip, hover blind this long at most, waiting for "
-                              "state (then land), before the safe command [s]")
+    hold_s: float = field(
+        0.0,
+        min=0.0,
+        max=5.0,
+        doc="with fault.response land: after a trip, hover blind this long at most, waiting for "
+        "state (then land), before the safe command [s]",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class StartConfig:
     ramp_s: float = field(0.5, min=0.0, doc="blend from the initial command to the policy over this time [s]")
-    initial_command: str = field("safe", choices=INITIAL_COMMANDS,
-                                 doc="safe: zero thrust / hold the current joint pose; hover: m g shared by the rotors")
+    initial_command: str = field(
+        "safe",
+        choices=INITIAL_COMMANDS,
+        doc="safe: zero thrust / hold the current joint pose; hover: m g shared by the rotors",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +155,11 @@ class FaultConfig:
     command, or for a quadrotor a controlled descent (:mod:`simreal.deploy.landing`) that cuts
     thrust at touchdown. A stale state, an e-stop and a shutdown always give the safe command."""
 
-    response: str = field("safe", choices=FAULT_RESPONSES,
-                          doc="safe: zero thrust / hold the pose; land: quadrotor descent, then zero thrust")
+    response: str = field(
+        "safe",
+        choices=FAULT_RESPONSES,
+        doc="safe: zero thrust / hold the pose; land: quadrotor descent, then zero thrust",
+    )
     descent_m_s: float = field(0.5, min=0.05, max=3.0, doc="sink rate while landing [m/s]")
     max_tilt_rad: float = field(0.5, min=0.05, max=1.2, doc="tilt the landing may use to brake [rad]")
     ground_z_m: float = field(0.0, doc="the ground's height in the state's world frame [m]")
@@ -162,12 +176,16 @@ INSTRUCTION_TOPIC = "/simreal/instruction"
 class PerceptionConfig:
     """The camera images and instruction a vision-language-action bundle reads (``deploy/perception.py``)."""
 
-    image_topics: dict[str, str] = field({}, doc="bundle camera -> its sensor_msgs/msg/Image topic "
-                                                 "(default /simreal/camera/<camera>/image_raw)")
+    image_topics: dict[str, str] = field(
+        {}, doc="bundle camera -> its sensor_msgs/msg/Image topic (default /simreal/camera/<camera>/image_raw)"
+    )
     image_qos: str = field("sensor_data", choices=QOS_PROFILES)
     image_timeout_s: float = field(0.5, min=0.0, doc="an older image stops the policy: safe command [s]")
-    instruction_topic: str = field("", doc="std_msgs/msg/String topic of the instruction (default, for a bundle "
-                                           "that takes one: /simreal/instruction; '': none)")
+    instruction_topic: str = field(
+        "",
+        doc="std_msgs/msg/String topic of the instruction (default, for a bundle "
+        "that takes one: /simreal/instruction; '': none)",
+    )
     instruction: str = field("", doc="the instruction until one arrives on the topic ('': wait for one)")
 
 
@@ -222,17 +240,31 @@ def _shipped_twin(spec: RobotSpec) -> tuple[RobotSpec, ...]:
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # trigger state: the policy runs as each state message arrives, so the deployed delay is the
     # link's latency, not latency plus up to a control period of sampling (docs/benchmarks-log.md, rehearsals)
-    "quadrotor": {"trigger": "state", "start": {"ramp_s": 0.2, "initial_command": "hover"},
-                  "watchdog": {"timeout_s": 0.1, "hold_s": 0.5},
-                  "envelope": {"geofence_min_m": [-3.0, -3.0, -0.5], "geofence_max_m": [3.0, 3.0, 3.0],
-                               "max_tilt_rad": 1.0472, "max_speed_m_s": 4.0, "max_body_rate_rad_s": 15.0},
-                  "fault": {"response": "land"}},
+    "quadrotor": {
+        "trigger": "state",
+        "start": {"ramp_s": 0.2, "initial_command": "hover"},
+        "watchdog": {"timeout_s": 0.1, "hold_s": 0.5},
+        "envelope": {
+            "geofence_min_m": [-3.0, -3.0, -0.5],
+            "geofence_max_m": [3.0, 3.0, 3.0],
+            "max_tilt_rad": 1.0472,
+            "max_speed_m_s": 4.0,
+            "max_body_rate_rad_s": 15.0,
+        },
+        "fault": {"response": "land"},
+    },
     # a humanoid's ramp is short: a walking policy whose steps are blended with the held pose for
     # 1 s fell 0.6 s after it (9 of 10 rehearsals at 10 ms and 5% drops, 0.5 m/s); over 0.2 s none did
-    "humanoid": {"start": {"ramp_s": 0.2, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
-                 "envelope": {"max_tilt_rad": 1.0, "joint_margin_rad": 0.1}},
-    "arm": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1},
-            "envelope": {"joint_margin_rad": 0.1}},
+    "humanoid": {
+        "start": {"ramp_s": 0.2, "initial_command": "safe"},
+        "watchdog": {"timeout_s": 0.1},
+        "envelope": {"max_tilt_rad": 1.0, "joint_margin_rad": 0.1},
+    },
+    "arm": {
+        "start": {"ramp_s": 1.0, "initial_command": "safe"},
+        "watchdog": {"timeout_s": 0.1},
+        "envelope": {"joint_margin_rad": 0.1},
+    },
     "classic": {"start": {"ramp_s": 1.0, "initial_command": "safe"}, "watchdog": {"timeout_s": 0.1}},
 }
 
@@ -242,18 +274,26 @@ def _default_tree(bundle, spec: RobotSpec) -> dict[str, Any]:
     cmds = [c for c in spec.ros2.command if c.action_mode in (None, mode)]
     if not cmds:
         valid = ", ".join(f"{c.name} ({c.action_mode})" for c in spec.ros2.command) or "none"
-        raise ConfigError("ros2.command", f"robot '{spec.name}' has no command topic for action mode "
-                                          f"'{mode}'; its command topics: {valid}", spec.source)
+        raise ConfigError(
+            "ros2.command",
+            f"robot '{spec.name}' has no command topic for action mode '{mode}'; its command topics: {valid}",
+            spec.source,
+        )
     cmd = next((c for c in cmds if c.action_mode == mode), cmds[0])
     readable = [s for s in spec.ros2.state if _norm(s.type) in STATE_PROVIDES]
     for s in spec.ros2.state:
         if s not in readable:  # e.g. a vendor LowState: the standard topics carry what deploy needs
-            warnings.warn(f"robot '{spec.name}': state topic '{s.name}' ({s.type}) is not read by deploy "
-                          f"(it reads {', '.join(STATE_PROVIDES)})", stacklevel=3)
+            warnings.warn(
+                f"robot '{spec.name}': state topic '{s.name}' ({s.type}) is not read by deploy "
+                f"(it reads {', '.join(STATE_PROVIDES)})",
+                stacklevel=3,
+            )
     tree: dict[str, Any] = {
         "control_rate_hz": bundle.control_rate_hz,
-        "state": {**{s.name: {"topic": s.topic, "type": s.type} for s in readable},
-                  **bundle.task_topics},  # what the task adds: a goal pose, an object's pose
+        "state": {
+            **{s.name: {"topic": s.topic, "type": s.type} for s in readable},
+            **bundle.task_topics,
+        },  # what the task adds: a goal pose, an object's pose
         "command": {"topic": cmd.topic, "type": cmd.type},
         "estop_topic": spec.ros2.estop_topic,
     }
@@ -275,8 +315,9 @@ def _tighten(user: tuple[float, ...], base: np.ndarray, key: str, tighter) -> np
     return tighter(u, base)
 
 
-def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
-                          spec: RobotSpec | None = None) -> DeployConfig:
+def resolve_deploy_config(
+    bundle, overrides: Mapping[str, Any] | None = None, spec: RobotSpec | None = None
+) -> DeployConfig:
     """Bundle + robot spec defaults, then ``overrides``; limits, rates and maps made explicit."""
     spec = spec or spec_of_bundle(bundle)
     overrides = dict(overrides or {})
@@ -290,9 +331,12 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     if not math.isclose(cfg.control_rate_hz, bundle.control_rate_hz, rel_tol=1e-9):
         # a control step is part of the policy: its action history, its delays in steps, how far
         # one action moves the robot; run at another rate it is another controller
-        raise ConfigError("control_rate_hz", f"{cfg.control_rate_hz:g} Hz, and the policy was trained at "
-                                             f"{bundle.control_rate_hz:g} Hz; it runs at that rate (retrain the "
-                                             "task at the robot's rate)")
+        raise ConfigError(
+            "control_rate_hz",
+            f"{cfg.control_rate_hz:g} Hz, and the policy was trained at "
+            f"{bundle.control_rate_hz:g} Hz; it runs at that rate (retrain the "
+            "task at the robot's rate)",
+        )
     validate_topics(cfg)
     mode, names = bundle.action.mode, bundle.action.names
     cmd_type = _norm(cfg.command.type)
@@ -321,10 +365,12 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
     cmap = cfg.command.channel_map or tuple(range(len(names)))
     if len(cmap) != len(names):
         channels = "joints" if table.joint_space else f"{mode} action channels"
-        raise ConfigError("command.channel_map",
-                          f"the config's channel map has {len(cmap)} slots {list(cmap)} for the {len(names)} "
-                          f"{channels} of robot '{spec.name}' (a config for another robot?); expected "
-                          f"{len(names)} distinct slot indices, one per channel")
+        raise ConfigError(
+            "command.channel_map",
+            f"the config's channel map has {len(cmap)} slots {list(cmap)} for the {len(names)} "
+            f"{channels} of robot '{spec.name}' (a config for another robot?); expected "
+            f"{len(names)} distinct slot indices, one per channel",
+        )
     if sorted(cmap) != sorted(set(cmap)) or min(cmap) < 0:
         raise ConfigError("command.channel_map", f"expected {len(names)} distinct slot indices >= 0, got {list(cmap)}")
     if cmd_type == "px4_msgs/msg/ActuatorMotors" and max(cmap) >= 12:
@@ -336,41 +382,58 @@ def resolve_deploy_config(bundle, overrides: Mapping[str, Any] | None = None,
         if len(getattr(fence, key)) != 3:
             raise ConfigError(f"envelope.{key}", f"expected 3 values (x, y, z) [m], got {list(getattr(fence, key))}")
     if any(lo >= hi for lo, hi in zip(fence.geofence_min_m, fence.geofence_max_m)):
-        raise ConfigError("envelope.geofence_min_m", f"{list(fence.geofence_min_m)} is not below "
-                                                     f"geofence_max_m {list(fence.geofence_max_m)} on every axis")
+        raise ConfigError(
+            "envelope.geofence_min_m",
+            f"{list(fence.geofence_min_m)} is not below geofence_max_m {list(fence.geofence_max_m)} on every axis",
+        )
     cams = [im.name for im in bundle.images]
     for cam in set(cams) ^ set(cfg.perception.image_topics):
         what = "no topic for the bundle's camera" if cam in cams else "not a camera of the bundle"
-        raise ConfigError(f"perception.image_topics.{cam}", f"{what} (the bundle's cameras: "
-                                                            f"{', '.join(cams) or 'none'})")
+        raise ConfigError(
+            f"perception.image_topics.{cam}", f"{what} (the bundle's cameras: {', '.join(cams) or 'none'})"
+        )
     per = cfg.perception
     if bundle.instruction is None and (per.instruction_topic or per.instruction):
         key = "perception.instruction_topic" if per.instruction_topic else "perception.instruction"
         raise ConfigError(key, "the bundle's policy takes no instruction (leave it empty)")
     if bundle.instruction is not None and not (per.instruction_topic or per.instruction):
-        raise ConfigError("perception.instruction_topic", "the bundle's policy reads an instruction: give a "
-                                                          "std_msgs/msg/String topic or perception.instruction")
+        raise ConfigError(
+            "perception.instruction_topic",
+            "the bundle's policy reads an instruction: give a std_msgs/msg/String topic or perception.instruction",
+        )
     if cfg.start.initial_command == "hover" and spec.family != "quadrotor":
-        raise ConfigError("start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is "
-                                                   f"{_a(spec.family)}")
+        raise ConfigError(
+            "start.initial_command", f"'hover' is for quadrotors; robot '{spec.name}' is {_a(spec.family)}"
+        )
     if cfg.fault.response != "land" and (overrides.get("watchdog") or {}).get("hold_s"):
-        raise ConfigError("watchdog.hold_s", f"a blind hold waits for state to land with; fault.response is "
-                                             f"'{cfg.fault.response}' (set it to 'land', or leave hold_s out)")
+        raise ConfigError(
+            "watchdog.hold_s",
+            f"a blind hold waits for state to land with; fault.response is "
+            f"'{cfg.fault.response}' (set it to 'land', or leave hold_s out)",
+        )
     if cfg.fault.response == "land":
         from simreal.deploy.landing import NEEDS
 
         if spec.family != "quadrotor" or mode not in ("rotor_thrust", "ctbr"):
-            raise ConfigError("fault.response", f"'land' flies a quadrotor by rotor thrust or ctbr; robot "
-                                                f"'{spec.name}' is {_a(spec.family)} with action mode '{mode}' "
-                                                "(use 'safe')")
+            raise ConfigError(
+                "fault.response",
+                f"'land' flies a quadrotor by rotor thrust or ctbr; robot "
+                f"'{spec.name}' is {_a(spec.family)} with action mode '{mode}' "
+                "(use 'safe')",
+            )
         missing = [k for k in NEEDS if k not in provided_state_keys(cfg)]
         if missing:
-            raise ConfigError("fault.response", f"'land' needs {', '.join(missing)} from the state topics "
-                                                "(an Odometry topic provides all of them), or use 'safe'")
+            raise ConfigError(
+                "fault.response",
+                f"'land' needs {', '.join(missing)} from the state topics "
+                "(an Odometry topic provides all of them), or use 'safe'",
+            )
     return dataclasses.replace(
-        cfg, limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
+        cfg,
+        limits=LimitsConfig(tuple(lo.tolist()), tuple(hi.tolist()), tuple(rate.tolist())),
         command=dataclasses.replace(cfg.command, channel_map=tuple(cmap)),
-        watchdog=cfg.watchdog if cfg.fault.response == "land" else dataclasses.replace(cfg.watchdog, hold_s=0.0))
+        watchdog=cfg.watchdog if cfg.fault.response == "land" else dataclasses.replace(cfg.watchdog, hold_s=0.0),
+    )
 
 
 def _a(noun: str) -> str:
@@ -398,8 +461,12 @@ def required_message_types(cfg: DeployConfig) -> list[str]:
     if cfg.command.heartbeat_topic:
         types.add("px4_msgs/msg/OffboardControlMode")
     if _norm(cfg.command.type) == "trajectory_msgs/msg/JointTrajectory":
-        types |= {"trajectory_msgs/msg/JointTrajectoryPoint", "std_msgs/msg/Header", "builtin_interfaces/msg/Time",
-                  "builtin_interfaces/msg/Duration"}
+        types |= {
+            "trajectory_msgs/msg/JointTrajectoryPoint",
+            "std_msgs/msg/Header",
+            "builtin_interfaces/msg/Time",
+            "builtin_interfaces/msg/Duration",
+        }
     return sorted(types)
 
 
@@ -414,15 +481,18 @@ def validate_topics(cfg: DeployConfig) -> None:
         raise ConfigError("state", "no state topics; the robot spec or config must list at least one")
     for name, st in cfg.state.items():
         if st.role != "robot" and _norm(st.type) != "geometry_msgs/msg/PoseStamped":
-            raise ConfigError(f"state.{name}.role", f"role '{st.role}' needs a geometry_msgs/msg/PoseStamped "
-                                                    f"topic, not '{st.type}'")
+            raise ConfigError(
+                f"state.{name}.role", f"role '{st.role}' needs a geometry_msgs/msg/PoseStamped topic, not '{st.type}'"
+            )
         if _norm(st.type) not in STATE_PROVIDES:
-            raise ConfigError(f"state.{name}.type", f"unsupported state type '{st.type}'; valid: "
-                                                    f"{', '.join(STATE_PROVIDES)}")
+            raise ConfigError(
+                f"state.{name}.type", f"unsupported state type '{st.type}'; valid: {', '.join(STATE_PROVIDES)}"
+            )
         _check_topic(st.topic, f"state.{name}.topic")
     if _norm(cfg.command.type) not in COMMAND_MODES:
-        raise ConfigError("command.type", f"unsupported command type '{cfg.command.type}'; valid: "
-                                          f"{', '.join(COMMAND_MODES)}")
+        raise ConfigError(
+            "command.type", f"unsupported command type '{cfg.command.type}'; valid: {', '.join(COMMAND_MODES)}"
+        )
     _check_topic(cfg.command.topic, "command.topic")
     if cfg.estop_topic:
         _check_topic(cfg.estop_topic, "estop_topic")

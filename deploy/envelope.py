@@ -52,13 +52,13 @@ CHECKED_KEYS = ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b", "joint_pos")
 class Envelope:
     """Resolved bounds (see module docstring); arrays in SI units, ``inf`` for no bound."""
 
-    geofence_min_m: np.ndarray     # (3,)
-    geofence_max_m: np.ndarray     # (3,)
+    geofence_min_m: np.ndarray  # (3,)
+    geofence_max_m: np.ndarray  # (3,)
     max_tilt_rad: float
     max_speed_m_s: float
     max_body_rate_rad_s: float
-    joint_low: np.ndarray          # (n,) spec range minus the margin, -inf where unbounded
-    joint_high: np.ndarray         # (n,)
+    joint_low: np.ndarray  # (n,) spec range minus the margin, -inf where unbounded
+    joint_high: np.ndarray  # (n,)
     joint_names: tuple[str, ...]
 
     @classmethod
@@ -67,9 +67,16 @@ class Envelope:
         inf = np.inf
         lo = np.array([a.range[0] if a.range else -inf for a in spec.actuators], np.float64)
         hi = np.array([a.range[1] if a.range else inf for a in spec.actuators], np.float64)
-        return cls(np.asarray(cfg.geofence_min_m, np.float64), np.asarray(cfg.geofence_max_m, np.float64),
-                   float(cfg.max_tilt_rad), float(cfg.max_speed_m_s), float(cfg.max_body_rate_rad_s),
-                   lo - cfg.joint_margin_rad, hi + cfg.joint_margin_rad, spec.actuator_names)
+        return cls(
+            np.asarray(cfg.geofence_min_m, np.float64),
+            np.asarray(cfg.geofence_max_m, np.float64),
+            float(cfg.max_tilt_rad),
+            float(cfg.max_speed_m_s),
+            float(cfg.max_body_rate_rad_s),
+            lo - cfg.joint_margin_rad,
+            hi + cfg.joint_margin_rad,
+            spec.actuator_names,
+        )
 
     def unjudged(self, s: State) -> str | None:
         """Why the bounds cannot judge ``s`` (module docstring), or None when they can."""
@@ -101,8 +108,10 @@ class Envelope:
             tilt = float(np.arccos(np.clip(up_z, -1.0, 1.0)))
             if tilt > self.max_tilt_rad:
                 return f"tilt {np.degrees(tilt):.1f} deg above {np.degrees(self.max_tilt_rad):.1f}"
-        for key, bound, name, unit in (("lin_vel_w", self.max_speed_m_s, "speed", "m/s"),
-                                       ("ang_vel_b", self.max_body_rate_rad_s, "body rate", "rad/s")):
+        for key, bound, name, unit in (
+            ("lin_vel_w", self.max_speed_m_s, "speed", "m/s"),
+            ("ang_vel_b", self.max_body_rate_rad_s, "body rate", "rad/s"),
+        ):
             if key in s:
                 v = float(np.linalg.norm(s[key]))
                 if v > bound:
@@ -112,6 +121,8 @@ class Envelope:
             out = np.flatnonzero((q < self.joint_low) | (q > self.joint_high))
             if out.size:
                 j = int(out[0])
-                return (f"joint {self.joint_names[j]} at {q[j]:.3f} rad, outside "
-                        f"[{self.joint_low[j]:.3f}, {self.joint_high[j]:.3f}] (range and margin)")
+                return (
+                    f"joint {self.joint_names[j]} at {q[j]:.3f} rad, outside "
+                    f"[{self.joint_low[j]:.3f}, {self.joint_high[j]:.3f}] (range and margin)"
+                )
         return None

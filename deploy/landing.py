@@ -71,8 +71,9 @@ class Landing:
             raise ValueError(f"landing needs a rotor_thrust or ctbr action, not {mode}")
         self.mode, self.cfg = mode, cfg
         self.mass = qc.physical(spec, "mass_kg")
-        self.rate_gain = qc.rate_loop_gain(qc.inertia_diag(spec), np.linalg.inv(qc.mixer(spec)),
-                                           RATE_GAINS_AT_CONTROL_RATE)
+        self.rate_gain = qc.rate_loop_gain(
+            qc.inertia_diag(spec), np.linalg.inv(qc.mixer(spec)), RATE_GAINS_AT_CONTROL_RATE
+        )
         order = [spec.actuator_names.index(n) for n in names] if mode == "rotor_thrust" else list(range(4))
         self.order = np.array(order)
         self.f_max = np.array([a.effort_limit for a in spec.actuators])

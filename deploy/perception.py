@@ -39,7 +39,10 @@ from simreal.errors import ConfigError
 
 #: ``sensor_msgs/Image`` encoding -> (channels, the RGB channels' order in a pixel).
 ENCODINGS: dict[str, tuple[int, tuple[int, ...]]] = {
-    "rgb8": (3, (0, 1, 2)), "bgr8": (3, (2, 1, 0)), "rgba8": (4, (0, 1, 2)), "bgra8": (4, (2, 1, 0)),
+    "rgb8": (3, (0, 1, 2)),
+    "bgr8": (3, (2, 1, 0)),
+    "rgba8": (4, (0, 1, 2)),
+    "bgra8": (4, (2, 1, 0)),
     "mono8": (1, (0, 0, 0)),
 }
 
@@ -53,18 +56,22 @@ def decode_image(msg: Any, height: int, width: int) -> np.ndarray:
     ch, order = ENCODINGS[enc]
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
     data = msg.data
-    buf = np.frombuffer(data, np.uint8) if isinstance(data, (bytes, bytearray, memoryview)) else \
-        np.asarray(data, np.uint8)
+    buf = (
+        np.frombuffer(data, np.uint8)
+        if isinstance(data, (bytes, bytearray, memoryview))
+        else np.asarray(data, np.uint8)
+    )
     if h < 1 or w < 1 or step < w * ch or buf.size < h * step:
-        raise StateMessageError(f"image {w}x{h} {enc} with step {step} needs {h * max(step, w * ch)} bytes, "
-                                f"has {buf.size}")
-    px = buf[:h * step].reshape(h, step)[:, :w * ch].reshape(h, w, ch)[..., list(order)]
+        raise StateMessageError(
+            f"image {w}x{h} {enc} with step {step} needs {h * max(step, w * ch)} bytes, has {buf.size}"
+        )
+    px = buf[: h * step].reshape(h, step)[:, : w * ch].reshape(h, w, ch)[..., list(order)]
     if w * height > h * width:  # centre crop to the policy's aspect ratio
         cw, ch_ = round(h * width / height), h
     else:
         cw, ch_ = w, round(w * height / width)
     y0, x0 = (h - ch_) // 2, (w - cw) // 2
-    crop = px[y0:y0 + ch_, x0:x0 + cw].astype(np.float32)
+    crop = px[y0 : y0 + ch_, x0 : x0 + cw].astype(np.float32)
     return np.round(_resize_axis(_resize_axis(crop, height, 0), width, 1)).astype(np.uint8)
 
 

@@ -51,5 +51,7 @@ def claim_domain(lo: int, hi: int) -> Iterator[int]:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
         return
-    raise SimrealError(f"every DDS domain {lo}..{hi} is held by another simreal process on this machine "
-                       f"(lock files {_lock_path(lo).parent}/simreal-dds-domain-*.lock); pass --domain-id")
+    raise SimrealError(
+        f"every DDS domain {lo}..{hi} is held by another simreal process on this machine "
+        f"(lock files {_lock_path(lo).parent}/simreal-dds-domain-*.lock); pass --domain-id"
+    )

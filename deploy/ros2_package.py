@@ -43,8 +43,13 @@ from simreal.yaml_io import atomic_write_text
 
 NODE_NAME = "policy_node"
 #: ROS packages the generated Python imports besides message packages (module -> rosdep key).
-BASE_DEPENDS = {"rclpy": "rclpy", "rcl_interfaces": "rcl_interfaces", "ament_index_python": "ament_index_python",
-                "launch": "launch", "launch_ros": "launch_ros"}
+BASE_DEPENDS = {
+    "rclpy": "rclpy",
+    "rcl_interfaces": "rcl_interfaces",
+    "ament_index_python": "ament_index_python",
+    "launch": "launch",
+    "launch_ros": "launch_ros",
+}
 #: System Python dependencies of simreal's deploy runtime, as rosdep keys.
 PYTHON_DEPENDS = ("python3-numpy", "python3-yaml")
 #: The ROS 2 distribution whose pip wheels (``ros-<distro>-<package>``) the README names.
@@ -321,7 +326,7 @@ def generate_launch_description():
     ])
 '''
 
-_SETUP_PY = '''import os
+_SETUP_PY = """import os
 from glob import glob
 
 from setuptools import find_packages, setup
@@ -353,15 +358,15 @@ setup(
         ],
     },
 )
-'''
+"""
 
-_SETUP_CFG = '''[develop]
+_SETUP_CFG = """[develop]
 script_dir=$$base/lib/$pkg
 [install]
 install_scripts=$$base/lib/$pkg
-'''
+"""
 
-_PACKAGE_XML = '''<?xml version="1.0"?>
+_PACKAGE_XML = """<?xml version="1.0"?>
 <?xml-model href="http://download.ros.org/schema/package_format3.xsd" schematypens="http://www.w3.org/2001/XMLSchema"?>
 <package format="3">
   <name>$pkg</name>
@@ -379,9 +384,9 @@ $depends
     <build_type>ament_python</build_type>
   </export>
 </package>
-'''
+"""
 
-_README = '''# $pkg
+_README = """# $pkg
 
 ROS 2 node running the simreal policy `$task` for robot `$robot`
 (bundle: `bundle/`, from $provenance).
@@ -453,9 +458,9 @@ needs it set before it starts: `export LD_LIBRARY_PATH=$$VIRTUAL_ENV/lib:$$(ls -
 $notes
 Rehearse first, on this machine, with the same runtime over DDS and a MuJoCo robot:
 `simreal deploy sim bundle/ --latency-ms 10 --drop 0.05`.
-'''
+"""
 
-_PX4_NOTES = '''## PX4
+_PX4_NOTES = """## PX4
 
 Commands go to PX4's uXRCE-DDS bridge (`MicroXRCEAgent udp4 -p 8888`): `$cmd_topic` plus the
 `$heartbeat` OffboardControlMode heartbeat on every tick. Arm and switch to offboard mode
@@ -466,7 +471,7 @@ $command_note
 `px4_msgs` has no rosdep key or pip wheel: build PX4's `px4_msgs` (the branch matching
 your PX4 release) in the same colcon workspace. Without a ROS install (rclpy from pip
 wheels), simreal's docs/deploy.md gives the pip packages and CMake commands that build it.
-'''
+"""
 
 #: What the PX4 notes say of each command message the node can send.
 _PX4_COMMAND_NOTES = {
@@ -474,12 +479,14 @@ _PX4_COMMAND_NOTES = {
         "`ActuatorMotors.control` is rotor thrust / its limit: set `THR_MDL_FAC = 1` (thrust-linear "
         "model) or refit. The action channels are {names}; `command.channel_map` gives each one's PX4 "
         "motor index (PX4's quad X numbers motors differently from Bitcraze: check it in "
-        "QGroundControl's actuator tab before flying)."),
+        "QGroundControl's actuator tab before flying)."
+    ),
     "px4_msgs/msg/VehicleRatesSetpoint": (
         "`VehicleRatesSetpoint` carries the collective thrust and the body rates ({names}): "
         "`thrust_body[2] = -T / T_max` and roll, pitch, yaw in rad/s, which PX4's own rate controller "
         "tracks: tune it (`MC_ROLLRATE_*`, `MC_PITCHRATE_*`, `MC_YAWRATE_*`) and set `THR_MDL_FAC = 1` "
-        "(thrust-linear) before flying. Body rates in PX4 are FRD: the node converts from simreal's FLU."),
+        "(thrust-linear) before flying. Body rates in PX4 are FRD: the node converts from simreal's FLU."
+    ),
 }
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -490,7 +497,7 @@ def default_package_name(bundle: Bundle) -> str:
     ``g1-tracking``: ``g1_tracking_policy``, ``h1_tracking_policy``), as REP 144 allows."""
     from simreal.robot_spec import available_robots
 
-    task = next((bundle.task[len(r) + 1:] for r in available_robots() if bundle.task.startswith(f"{r}-")), bundle.task)
+    task = next((bundle.task[len(r) + 1 :] for r in available_robots() if bundle.task.startswith(f"{r}-")), bundle.task)
     raw = f"{bundle.robot}_{task}_policy".lower()
     name = re.sub(r"[^a-z0-9_]+", "_", raw).strip("_")
     return name if name[:1].isalpha() else f"simreal_{name}"
@@ -499,8 +506,11 @@ def default_package_name(bundle: Bundle) -> str:
 def check_package_name(name: str) -> None:
     """REP 144: lowercase letters, digits and underscores, starting with a letter."""
     if not _NAME_RE.match(name) or "__" in name:
-        raise ConfigError("--name", f"'{name}' is not a valid ROS 2 package name (REP 144: lowercase letters, "
-                                    "digits and single underscores, starting with a letter)")
+        raise ConfigError(
+            "--name",
+            f"'{name}' is not a valid ROS 2 package name (REP 144: lowercase letters, "
+            "digits and single underscores, starting with a letter)",
+        )
 
 
 def pip_wheel(ros_package: str) -> str:
@@ -512,9 +522,16 @@ def _fill(template: str, **values: Any) -> str:
     return string.Template(template).substitute(**{k: str(v) for k, v in values.items()})
 
 
-def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: str | None = None,
-                          overrides: dict[str, Any] | None = None, maintainer: str = "simreal user",
-                          email: str = "user@example.com", force: bool = False) -> Path:
+def generate_ros2_package(
+    bundle_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    name: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    maintainer: str = "simreal user",
+    email: str = "user@example.com",
+    force: bool = False,
+) -> Path:
     """Write the package (see module docstring) to ``out_dir/<name>``; returns its folder."""
     bundle = load_bundle(bundle_dir)
     cfg = resolve_deploy_config(bundle, overrides)
@@ -542,49 +559,94 @@ def generate_ros2_package(bundle_dir: str | Path, out_dir: str | Path, *, name: 
     ros_tree = {"bundle_path": "", **to_ros_tree(tree)}
     parameters = pprint.pformat(flatten(ros_tree), indent=4, width=100, sort_dicts=False)
     description = f"simreal policy node: {bundle.task} on {bundle.robot}"
-    common = dict(pkg=pkg, node=NODE_NAME, robot=bundle.robot, task=bundle.task, version=version,
-                  maintainer=maintainer, email=email, description=description)
+    common = dict(
+        pkg=pkg,
+        node=NODE_NAME,
+        robot=bundle.robot,
+        task=bundle.task,
+        version=version,
+        maintainer=maintainer,
+        email=email,
+        description=description,
+    )
 
     atomic_write_text(root / pkg / "__init__.py", "")
     msg_note = "; px4_msgs has no pip wheel: see this package's README" if "px4_msgs" in by_pkg else ""
-    atomic_write_text(root / pkg / f"{NODE_NAME}.py", _fill(
-        _NODE, msg_imports=msg_imports, msg_table=msg_table, msg_packages=", ".join(sorted(by_pkg)),
-        msg_note=msg_note, parameters=parameters, **common))
+    atomic_write_text(
+        root / pkg / f"{NODE_NAME}.py",
+        _fill(
+            _NODE,
+            msg_imports=msg_imports,
+            msg_table=msg_table,
+            msg_packages=", ".join(sorted(by_pkg)),
+            msg_note=msg_note,
+            parameters=parameters,
+            **common,
+        ),
+    )
     atomic_write_text(root / "launch" / f"{pkg}.launch.py", _fill(_LAUNCH, **common))
     atomic_write_text(root / "setup.py", _fill(_SETUP_PY, **common))
     atomic_write_text(root / "setup.cfg", _fill(_SETUP_CFG, **common))
     atomic_write_text(root / "resource" / pkg, "")
     depends = [*BASE_DEPENDS.values(), *sorted(by_pkg), *PYTHON_DEPENDS]
-    atomic_write_text(root / "package.xml", _fill(
-        _PACKAGE_XML, depends="\n".join(f"  <exec_depend>{d}</exec_depend>" for d in depends), **common))
-    header = (f"# Parameters of the {pkg} policy node (simreal deploy ros2). Read at start.\n"
-              "# limits: per action channel in physical units; 1.0e9 means no limit.\n")
-    atomic_write_text(root / "config" / f"{pkg}.yaml",
-                      header + yaml.safe_dump({NODE_NAME: {"ros__parameters": ros_tree}}, sort_keys=False,
-                                              default_flow_style=None))
+    atomic_write_text(
+        root / "package.xml",
+        _fill(_PACKAGE_XML, depends="\n".join(f"  <exec_depend>{d}</exec_depend>" for d in depends), **common),
+    )
+    header = (
+        f"# Parameters of the {pkg} policy node (simreal deploy ros2). Read at start.\n"
+        "# limits: per action channel in physical units; 1.0e9 means no limit.\n"
+    )
+    atomic_write_text(
+        root / "config" / f"{pkg}.yaml",
+        header + yaml.safe_dump({NODE_NAME: {"ros__parameters": ros_tree}}, sort_keys=False, default_flow_style=None),
+    )
     for f in bundle.files:  # where bundle.yaml names them (a clip in inputs/), not all in one folder
         dest = root / "bundle" / f.relative_to(bundle.path)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, dest)
     px4 = cfg.command.type.startswith("px4_msgs/")
-    command_note = textwrap.fill(_PX4_COMMAND_NOTES.get(norm_type(cfg.command.type), "").format(
-        names=", ".join(bundle.action.names)), 92)
-    notes = _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic,
-                  command_note=command_note) if px4 else ""
+    command_note = textwrap.fill(
+        _PX4_COMMAND_NOTES.get(norm_type(cfg.command.type), "").format(names=", ".join(bundle.action.names)), 92
+    )
+    notes = (
+        _fill(_PX4_NOTES, cmd_topic=cfg.command.topic, heartbeat=cfg.command.heartbeat_topic, command_note=command_note)
+        if px4
+        else ""
+    )
     driver_note = spec_of_bundle(bundle).ros2.driver_note
     if driver_note:
         notes += f"## The robot's own wire\n\n{textwrap.fill(driver_note, 92)}\n"
     safe = action_mode(bundle.action.mode).safe
     initial = "hover thrust" if cfg.start.initial_command == "hover" else safe
     prov = bundle.provenance.get("run_dir") or bundle.provenance.get("made_by") or "unknown run"
-    wheels = " ".join(pip_wheel(p) for p in ("rclpy", "rcl_interfaces", *sorted(by_pkg), "rmw_fastrtps_cpp")
-                      if p != "px4_msgs")
-    wheel_note = "; `px4_msgs` has no wheel: build it from PX4's `px4_msgs` first (simreal's docs/deploy.md)" \
-        if "px4_msgs" in by_pkg else ""
-    atomic_write_text(root / "README.md", _fill(
-        _README, rate=cfg.control_rate_hz, trigger=cfg.trigger,
-        state_topics=", ".join(f"`{s.topic}` ({s.type})" for s in cfg.state.values()),
-        cmd_topic=cfg.command.topic, cmd_type=cfg.command.type, estop=cfg.estop_topic or "(none)",
-        timeout=cfg.watchdog.timeout_s, safe=safe, initial=initial, notes=notes, provenance=prov,
-        simreal_version=version, wheels=wheels, wheel_note=wheel_note, **common))
+    wheels = " ".join(
+        pip_wheel(p) for p in ("rclpy", "rcl_interfaces", *sorted(by_pkg), "rmw_fastrtps_cpp") if p != "px4_msgs"
+    )
+    wheel_note = (
+        "; `px4_msgs` has no wheel: build it from PX4's `px4_msgs` first (simreal's docs/deploy.md)"
+        if "px4_msgs" in by_pkg
+        else ""
+    )
+    atomic_write_text(
+        root / "README.md",
+        _fill(
+            _README,
+            rate=cfg.control_rate_hz,
+            trigger=cfg.trigger,
+            state_topics=", ".join(f"`{s.topic}` ({s.type})" for s in cfg.state.values()),
+            cmd_topic=cfg.command.topic,
+            cmd_type=cfg.command.type,
+            estop=cfg.estop_topic or "(none)",
+            timeout=cfg.watchdog.timeout_s,
+            safe=safe,
+            initial=initial,
+            notes=notes,
+            provenance=prov,
+            simreal_version=version,
+            wheels=wheels,
+            wheel_note=wheel_note,
+            **common,
+        ),
+    )
     return root

@@ -50,6 +50,7 @@ def _list():
 
 # --- builtin_interfaces ---------------------------------------------------------------
 
+
 @dataclass
 class Time(IdlStruct, typename="builtin_interfaces.msg.dds_.Time_"):
     sec: t.int32 = 0
@@ -63,6 +64,7 @@ class Duration(IdlStruct, typename="builtin_interfaces.msg.dds_.Duration_"):
 
 
 # --- std_msgs -------------------------------------------------------------------------
+
 
 @dataclass
 class Header(IdlStruct, typename="std_msgs.msg.dds_.Header_"):
@@ -100,6 +102,7 @@ class Float64MultiArray(IdlStruct, typename="std_msgs.msg.dds_.Float64MultiArray
 
 
 # --- geometry_msgs --------------------------------------------------------------------
+
 
 @dataclass
 class Vector3(IdlStruct, typename="geometry_msgs.msg.dds_.Vector3_"):
@@ -163,6 +166,7 @@ class TwistWithCovariance(IdlStruct, typename="geometry_msgs.msg.dds_.TwistWithC
 
 # --- nav_msgs -------------------------------------------------------------------------
 
+
 @dataclass
 class Odometry(IdlStruct, typename="nav_msgs.msg.dds_.Odometry_"):
     """Pose in ``header.frame_id``; twist in ``child_frame_id`` (the body), per nav_msgs."""
@@ -174,6 +178,7 @@ class Odometry(IdlStruct, typename="nav_msgs.msg.dds_.Odometry_"):
 
 
 # --- sensor_msgs ----------------------------------------------------------------------
+
 
 @dataclass
 class JointState(IdlStruct, typename="sensor_msgs.msg.dds_.JointState_"):
@@ -208,6 +213,7 @@ class Imu(IdlStruct, typename="sensor_msgs.msg.dds_.Imu_"):
 
 # --- trajectory_msgs ------------------------------------------------------------------
 
+
 @dataclass
 class JointTrajectoryPoint(IdlStruct, typename="trajectory_msgs.msg.dds_.JointTrajectoryPoint_"):
     positions: t.sequence[t.float64] = _list()
@@ -225,6 +231,7 @@ class JointTrajectory(IdlStruct, typename="trajectory_msgs.msg.dds_.JointTraject
 
 
 # --- px4_msgs (PX4 v1.15 - v1.18, uXRCE-DDS bridge; the layouts of these did not change) ----
+
 
 @dataclass
 class ActuatorMotors(IdlStruct, typename="px4_msgs.msg.dds_.ActuatorMotors_"):
@@ -420,8 +427,15 @@ def ros_type_name(cls: type[IdlStruct]) -> str:
 
 
 _IDL_TO_MSG = {
-    "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32",
-    "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float32",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int16": "int16",
+    "uint16": "uint16",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "float32": "float32",
     "float64": "float64",
 }
 

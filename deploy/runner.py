@@ -24,8 +24,8 @@ the observation goes through ONNX Runtime (a chunked policy's temporal ensemble:
 prediction per tick, started over after a tick without one), the normalised action becomes physical
 (``offset + scale * a``), and :class:`simreal.deploy.safety.SafetyLayer` decides what
 goes on the wire; a measured state outside the robot's envelope
-(:mod:`simreal.deploy.envelope`) latches a fault first. Callbacks only store the decoded message (one reference assignment), so
-they never block and need no lock; the tick owns everything else.
+(:mod:`simreal.deploy.envelope`) latches a fault first. Callbacks only store the decoded message
+(one reference assignment), so they never block and need no lock; the tick owns everything else.
 
 Imports: numpy, onnxruntime (through the bundle), simreal core; never jax or training code.
 """
@@ -61,10 +61,19 @@ from simreal.robot_spec import RobotSpec
 
 #: Robot-state keys each observation term reads (besides runner-provided ones).
 TERM_NEEDS: dict[str, tuple[str, ...]] = {
-    "pos_error_w": ("pos_w", "target_pos_w"), "rot_mat_wb": ("quat_wxyz",), "lin_vel_w": ("lin_vel_w",),
-    "lin_vel_b": ("quat_wxyz", "lin_vel_w"), "ang_vel_b": ("ang_vel_b",), "gravity_b": ("quat_wxyz",),
-    "joint_pos_rel": ("joint_pos", "default_joint_pos"), "joint_vel": ("joint_vel",), "command": ("command",),
-    "last_action": ("last_action",), "action_history": ("action_history",), "target_pos_w": ("target_pos_w",), "object_pos_w": ("object_pos_w",),
+    "pos_error_w": ("pos_w", "target_pos_w"),
+    "rot_mat_wb": ("quat_wxyz",),
+    "lin_vel_w": ("lin_vel_w",),
+    "lin_vel_b": ("quat_wxyz", "lin_vel_w"),
+    "ang_vel_b": ("ang_vel_b",),
+    "gravity_b": ("quat_wxyz",),
+    "joint_pos_rel": ("joint_pos", "default_joint_pos"),
+    "joint_vel": ("joint_vel",),
+    "command": ("command",),
+    "last_action": ("last_action",),
+    "action_history": ("action_history",),
+    "target_pos_w": ("target_pos_w",),
+    "object_pos_w": ("object_pos_w",),
     "gait_phase": ("gait_phase",),
 }
 ESTOP = "__estop__"
@@ -75,7 +84,7 @@ TELEOP_INPUT = "__teleop__"
 
 
 class Subscription(NamedTuple):
-    name: str       # state topic name from the config, or ESTOP
+    name: str  # state topic name from the config, or ESTOP
     topic: str
     type: str
     qos: str
@@ -91,13 +100,13 @@ class Publication(NamedTuple):
 class TickResult:
     """One control tick: what was sent and why."""
 
-    t_s: float                      # monotonic tick time [s]
-    command: np.ndarray             # physical command sent (n,)
-    mode: str                       # safety mode after this tick
-    action: np.ndarray | None       # normalised policy action, None when the policy did not run
-    state_rx_s: float | None        # receive time of the newest state message used [s]
-    publish: bool = True            # False until the first state message: the runner takes
-                                    # over a robot only once it can see it
+    t_s: float  # monotonic tick time [s]
+    command: np.ndarray  # physical command sent (n,)
+    mode: str  # safety mode after this tick
+    action: np.ndarray | None  # normalised policy action, None when the policy did not run
+    state_rx_s: float | None  # receive time of the newest state message used [s]
+    publish: bool = True  # False until the first state message: the runner takes
+    # over a robot only once it can see it
     state_stamp_ns: int | None = None  # header stamp of the newest state used (ROS clock)
 
 
@@ -109,18 +118,26 @@ class RunnerStats:
     nonfinite_actions: int = 0
     policy_runs: int = 0
     last_error: str = ""
-    envelope_trip: str = ""                 # why the state left the envelope (first time)
-    envelope_trip_s: float | None = None    # when, after the hand-over [s]
-    unjudged_ticks: int = 0                 # ticks whose state the envelope could not judge (Envelope.unjudged)
-    commands_clamped: int = 0               # ticks whose velocity command was beyond the trained range
+    envelope_trip: str = ""  # why the state left the envelope (first time)
+    envelope_trip_s: float | None = None  # when, after the hand-over [s]
+    unjudged_ticks: int = 0  # ticks whose state the envelope could not judge (Envelope.unjudged)
+    commands_clamped: int = 0  # ticks whose velocity command was beyond the trained range
 
 
 def command_codec(bundle: Bundle, spec: RobotSpec, cfg: DeployConfig) -> CommandCodec:
     """The command message codec both ends use (the runner encodes, a simulated robot decodes)."""
     act = bundle.action
-    return CommandCodec(cfg.command.type, act.mode, act.names, action_mode(act.mode).full_scale(spec, act.names),
-                        cfg.command.channel_map, topic=cfg.command.topic, period_s=cfg.period_s,
-                        heartbeat_topic=cfg.command.heartbeat_topic, frame_id=cfg.command.frame_id)
+    return CommandCodec(
+        cfg.command.type,
+        act.mode,
+        act.names,
+        action_mode(act.mode).full_scale(spec, act.names),
+        cfg.command.channel_map,
+        topic=cfg.command.topic,
+        period_s=cfg.period_s,
+        heartbeat_topic=cfg.command.heartbeat_topic,
+        frame_id=cfg.command.frame_id,
+    )
 
 
 def initial_command(bundle: Bundle, spec: RobotSpec, kind: str, state: Mapping[str, np.ndarray] | None) -> np.ndarray:
@@ -154,9 +171,16 @@ class PolicyRunner:
       msg_class: ROS 2 type name -> message class used to build commands.
     """
 
-    def __init__(self, bundle: Bundle, cfg: DeployConfig | None = None, *, spec: RobotSpec | None = None,
-                 policy: Callable[[np.ndarray], np.ndarray] | None = None,
-                 msg_class: Callable[[str], type] | None = None, overrides: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        bundle: Bundle,
+        cfg: DeployConfig | None = None,
+        *,
+        spec: RobotSpec | None = None,
+        policy: Callable[[np.ndarray], np.ndarray] | None = None,
+        msg_class: Callable[[str], type] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ):
         self.bundle = bundle
         self.mode = action_mode(bundle.action.mode)
         self.spec = spec or spec_of_bundle(bundle)
@@ -169,22 +193,35 @@ class PolicyRunner:
         self.policy = policy or OnnxPolicy(bundle)
         self.perception = Perception(bundle, self.cfg.perception)
         act = bundle.action
-        self.decoders = {name: StateDecoder(st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names,
-                                            role_key=ROLE_KEYS[st.role])
-                         for name, st in self.cfg.state.items()}
+        self.decoders = {
+            name: StateDecoder(
+                st.type, twist_frame=st.twist_frame, joint_names=self.spec.actuator_names, role_key=ROLE_KEYS[st.role]
+            )
+            for name, st in self.cfg.state.items()
+        }
         # task inputs (a velocity command, a goal pose) are held until replaced; state is watched
-        self._inputs = {n for n, st in self.cfg.state.items()
-                        if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES} | {TELEOP_INPUT}
+        self._inputs = {
+            n
+            for n, st in self.cfg.state.items()
+            if norm_type(st.type) == "geometry_msgs/msg/Twist" or st.role in INPUT_ROLES
+        } | {TELEOP_INPUT}
         self._watched = [n for n in self.cfg.state if n not in self._inputs]
         self.codec = command_codec(bundle, self.spec, self.cfg)
         self.envelope = Envelope.from_config(self.cfg.envelope, self.spec)
         lim = self.cfg.limits
-        self.safety = SafetyLayer(np.array(lim.low), np.array(lim.high), np.array(lim.max_rate),
-                                  ramp_s=self.cfg.start.ramp_s, latch_watchdog=self.cfg.watchdog.latch,
-                                  max_nan_ticks=self.cfg.max_nan_ticks, safe_command=self.safe_command,
-                                  initial_command=self.initial_command,
-                                  recovery=landing_for(self.spec, act.mode, act.names, self.cfg.fault),
-                                  hold_s=self.cfg.watchdog.hold_s, hold_command=self.hold_command)
+        self.safety = SafetyLayer(
+            np.array(lim.low),
+            np.array(lim.high),
+            np.array(lim.max_rate),
+            ramp_s=self.cfg.start.ramp_s,
+            latch_watchdog=self.cfg.watchdog.latch,
+            max_nan_ticks=self.cfg.max_nan_ticks,
+            safe_command=self.safe_command,
+            initial_command=self.initial_command,
+            recovery=landing_for(self.spec, act.mode, act.names, self.cfg.fault),
+            hold_s=self.cfg.watchdog.hold_s,
+            hold_command=self.hold_command,
+        )
         # stale when the *next* tick would be past the timeout: the safe command is on the
         # wire no later than timeout_s after the last state message
         self._stale_after_s = self.cfg.watchdog.timeout_s - self.cfg.period_s
@@ -218,7 +255,9 @@ class PolicyRunner:
             raise BundleError("robot", f"bundle is for '{b.robot}', the robot spec is '{self.spec.name}'", where)
         hist = int(b.latency.get("obs_history", 1))
         if hist != 1:
-            raise BundleError("latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where)
+            raise BundleError(
+                "latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where
+            )
         provided = provided_state_keys(self.cfg) | {"last_action", "action_history", "default_joint_pos", "command"}
         if "target_pos_w" in b.task_params:
             provided.add("target_pos_w")
@@ -226,20 +265,32 @@ class PolicyRunner:
             provided.update(b.reference.values)
         for t in b.obs_terms:
             if t.name not in TERMS:
-                raise BundleError("observation.terms", f"unknown term '{t.name}'; valid: {', '.join(sorted(TERMS))}", where)
+                raise BundleError(
+                    "observation.terms", f"unknown term '{t.name}'; valid: {', '.join(sorted(TERMS))}", where
+                )
             missing = [k for k in TERM_NEEDS.get(t.name, ()) if k not in provided]  # new terms: checked at run time
             if missing:
-                hint = "task_params.target_pos_w in the bundle" if missing == ["target_pos_w"] else \
-                    "a state topic of type " + " or ".join(ty for ty, ks in STATE_PROVIDES.items() if missing[0] in ks)
-                raise ConfigError("state", f"observation term '{t.name}' needs {missing}, which no configured "
-                                           f"state topic provides; add {hint}")
+                hint = (
+                    "task_params.target_pos_w in the bundle"
+                    if missing == ["target_pos_w"]
+                    else "a state topic of type "
+                    + " or ".join(ty for ty, ks in STATE_PROVIDES.items() if missing[0] in ks)
+                )
+                raise ConfigError(
+                    "state",
+                    f"observation term '{t.name}' needs {missing}, which no configured "
+                    f"state topic provides; add {hint}",
+                )
 
     def inputs_only_topics_give(self) -> list[str]:
         """Task inputs the policy observes that only a task topic gives (a goal pose:
         ``target_pos_w``), not the bundle's ``task_params``: what a caller feeding no ROS topics
         (``simreal drive``) must supply, or the policy never runs."""
-        from_topics = {ROLE_KEYS[self.cfg.state[n].role] for n in self._inputs if n in self.cfg.state
-                       and self.cfg.state[n].role in INPUT_ROLES}
+        from_topics = {
+            ROLE_KEYS[self.cfg.state[n].role]
+            for n in self._inputs
+            if n in self.cfg.state and self.cfg.state[n].role in INPUT_ROLES
+        }
         return sorted(k for k in self._needs if k in from_topics and k not in self._fixed)
 
     # -- safe and initial commands ---------------------------------------------------------------
@@ -262,8 +313,10 @@ class PolicyRunner:
         if self.cfg.estop_topic:
             subs.append(Subscription(ESTOP, self.cfg.estop_topic, "std_msgs/msg/Bool", "reliable"))
         per = self.cfg.perception
-        subs += [Subscription(IMAGE + cam, topic, "sensor_msgs/msg/Image", per.image_qos)
-                 for cam, topic in per.image_topics.items()]
+        subs += [
+            Subscription(IMAGE + cam, topic, "sensor_msgs/msg/Image", per.image_qos)
+            for cam, topic in per.image_topics.items()
+        ]
         if per.instruction_topic:
             subs.append(Subscription(INSTRUCTION, per.instruction_topic, "std_msgs/msg/String", "reliable"))
         return subs
@@ -271,8 +324,9 @@ class PolicyRunner:
     def publications(self) -> list[Publication]:
         pubs = [Publication(self.cfg.command.topic, norm_type(self.cfg.command.type), self.cfg.command.qos)]
         if self.cfg.command.heartbeat_topic:
-            pubs.append(Publication(self.cfg.command.heartbeat_topic, "px4_msgs/msg/OffboardControlMode",
-                                    self.cfg.command.qos))
+            pubs.append(
+                Publication(self.cfg.command.heartbeat_topic, "px4_msgs/msg/OffboardControlMode", self.cfg.command.qos)
+            )
         return pubs
 
     def on_state(self, name: str, msg: Any, now_s: float) -> bool:
@@ -317,8 +371,11 @@ class PolicyRunner:
         if name == ESTOP:
             self.on_estop(msg, now_s)
         elif name.startswith(IMAGE) or name == INSTRUCTION:
-            ok = (self.perception.on_image(name[len(IMAGE):], msg, now_s) if name.startswith(IMAGE)
-                  else self.perception.on_instruction(msg))
+            ok = (
+                self.perception.on_image(name[len(IMAGE) :], msg, now_s)
+                if name.startswith(IMAGE)
+                else self.perception.on_instruction(msg)
+            )
             if not ok:
                 self.stats.last_error = self.perception.last_error
         else:
@@ -357,8 +414,11 @@ class PolicyRunner:
             if n in latest:
                 t, d, _ = latest[n]
                 if "command" in d:  # a velocity command goes stale like state: stop when it does
-                    d = {"command": self._trained_command(d["command"]) if now_s - t <= self.cfg.watchdog.timeout_s
-                         else np.zeros(3)}
+                    d = {
+                        "command": self._trained_command(d["command"])
+                        if now_s - t <= self.cfg.watchdog.timeout_s
+                        else np.zeros(3)
+                    }
                 s.update(d)
         if any(k not in s for k in self._needs):  # a task input (a goal) that has not arrived yet
             return None, False, None
@@ -432,8 +492,9 @@ class PolicyRunner:
             self.last_action[:] = action
         if state is not None:
             self._started = True
-        return TickResult(now_s, u, self.safety.mode, action, t_rx, publish=self._started,
-                          state_stamp_ns=self._state_stamp)
+        return TickResult(
+            now_s, u, self.safety.mode, action, t_rx, publish=self._started, state_stamp_ns=self._state_stamp
+        )
 
     def shutdown(self, now_s: float, reason: str = "shutdown") -> TickResult:
         """Engage the e-stop (``reason`` recorded) and tick once: the safe command to publish
@@ -468,13 +529,31 @@ def runner_lines(runner: dict[str, Any]) -> list[str]:
     safety = runner["safety"]
     trip = runner.get("envelope_trip_s")
     took = took_over(safety)
-    return [f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
-            f"{runner['policy_runs']} times, safety {safety['mode']}"
-            + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
-            *([f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
-               f"{safety['first_takeover']}"] if took else []),
-            ("envelope   stayed inside" + (" while checked: not after the safety layer took over (its state "
-                                           "checks stop with a latched fault)" if took else "")) if trip is None else
-            f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
-            + (f"landed ({safety['recovery_end'] or 'still descending'})" if safety.get("recovery_ticks")
-               else "safe command latched")]
+    return [
+        f"runner     {runner['ticks']} ticks, {runner['state_msgs']} state messages, policy ran "
+        f"{runner['policy_runs']} times, safety {safety['mode']}"
+        + (f" ({safety['last_reason']})" if safety.get("last_reason") else ""),
+        *(
+            [
+                f"took over  {safety['faults']} faults, {safety['watchdog_trips']} watchdog trips; the first: "
+                f"{safety['first_takeover']}"
+            ]
+            if took
+            else []
+        ),
+        (
+            "envelope   stayed inside"
+            + (
+                " while checked: not after the safety layer took over (its state checks stop with a latched fault)"
+                if took
+                else ""
+            )
+        )
+        if trip is None
+        else f"envelope   left {trip:.2f} s after the hand-over: {runner['envelope_trip']}; "
+        + (
+            f"landed ({safety['recovery_end'] or 'still descending'})"
+            if safety.get("recovery_ticks")
+            else "safe command latched"
+        ),
+    ]

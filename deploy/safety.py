@@ -101,11 +101,21 @@ class SafetyLayer:
       hold_command: state (or None) -> the blind hold's command (n,).
     """
 
-    def __init__(self, low: np.ndarray, high: np.ndarray, max_rate: np.ndarray, *, ramp_s: float,
-                 latch_watchdog: bool, max_nan_ticks: int,
-                 safe_command: Callable[[State | None], np.ndarray],
-                 initial_command: Callable[[State], np.ndarray], recovery: Recovery | None = None,
-                 hold_s: float = 0.0, hold_command: Callable[[State | None], np.ndarray] | None = None):
+    def __init__(
+        self,
+        low: np.ndarray,
+        high: np.ndarray,
+        max_rate: np.ndarray,
+        *,
+        ramp_s: float,
+        latch_watchdog: bool,
+        max_nan_ticks: int,
+        safe_command: Callable[[State | None], np.ndarray],
+        initial_command: Callable[[State], np.ndarray],
+        recovery: Recovery | None = None,
+        hold_s: float = 0.0,
+        hold_command: Callable[[State | None], np.ndarray] | None = None,
+    ):
         self.low, self.high = np.asarray(low, np.float64), np.asarray(high, np.float64)
         self.max_rate = np.asarray(max_rate, np.float64)
         self._limited = np.isfinite(self.max_rate)
@@ -115,7 +125,7 @@ class SafetyLayer:
         self.hold_s = float(hold_s) if recovery is not None and hold_command is not None else 0.0
         self._hold_fn = hold_command
         self._hold_u: np.ndarray | None = None  # the blind hold's command while one may run
-        self._fresh_s = -np.inf                  # the last tick with fresh state
+        self._fresh_s = -np.inf  # the last tick with fresh state
         self.mode = WAITING
         self.stats = SafetyStats()
         self._nan_run = 0

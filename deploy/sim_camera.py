@@ -31,8 +31,11 @@ class SimCamera:
         from simreal.sim.render import sized_renderer
 
         self.bundle, self.env = bundle, env
-        self.renderer = sized_renderer(env.mj_model, {im.name: (im.height, im.width) for im in bundle.images},
-                                       nthread=1) if bundle.images else None
+        self.renderer = (
+            sized_renderer(env.mj_model, {im.name: (im.height, im.width) for im in bundle.images}, nthread=1)
+            if bundle.images
+            else None
+        )
 
     def sentence(self, task: Mapping[str, np.ndarray]) -> str:
         from simreal.policies.instructions import instruction
@@ -54,8 +57,9 @@ class SimCamera:
             extra.update(self.bundle.instruction_inputs(self.sentence(task)))
         return extra
 
-    def messages(self, cfg: Any, qpos: np.ndarray, task: Mapping[str, np.ndarray], stamp_ns: int,
-                 T: Any) -> list[tuple[str, str, Any]]:
+    def messages(
+        self, cfg: Any, qpos: np.ndarray, task: Mapping[str, np.ndarray], stamp_ns: int, T: Any
+    ) -> list[tuple[str, str, Any]]:
         """(subscription name, topic, message) of each camera's image and of the instruction, on the
         deploy config ``cfg``'s perception topics. The instruction goes out with every frame: its
         topic is volatile (docs/deploy.md), so a node that joins late still hears it."""
@@ -67,8 +71,9 @@ class SimCamera:
         for cam, px in self.images(qpos, task).items():
             h, w, _ = px.shape
             header = T("std_msgs/msg/Header")(stamp=stamp_of(stamp_ns, T), frame_id=cam)
-            msg = T("sensor_msgs/msg/Image")(header=header, height=h, width=w, encoding="rgb8", is_bigendian=0,
-                                             step=w * 3, data=px.tobytes())
+            msg = T("sensor_msgs/msg/Image")(
+                header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3, data=px.tobytes()
+            )
             out.append((IMAGE + cam, per.image_topics[cam], msg))
         if per.instruction_topic and self.bundle.instruction is not None:
             out.append((INSTRUCTION, per.instruction_topic, T("std_msgs/msg/String")(data=self.sentence(task))))

@@ -9,8 +9,9 @@ layer, command messages. The reference runs the same ONNX policy in the task's t
 randomisation, observation noise and action delay off), observing through the env's own
 ``robot_state`` and observation terms, with the runner's start ramp (``start.ramp_s``: the
 action blends from the initial command to the policy's as the safety layer's RAMP does, a
-deliberate change the gate is not there to catch; clamps and slew limits are not modelled). Both true-state trajectories are compared from the
-hand-over on, at the control rate, by the robot family's rule (:data:`RULES`):
+deliberate change the gate is not there to catch; clamps and slew limits are not modelled).
+Both true-state trajectories are compared from the hand-over on, at the control rate, by the
+robot family's rule (:data:`RULES`):
 
 ==========  =====================================================  =====================
 family      measure                                                 passes when
@@ -78,12 +79,12 @@ Trajectory = dict[str, np.ndarray]
 class Rule:
     """A family's comparison: which deviation is measured and its tolerance."""
 
-    measure: str            # base_pos_max_m | joint_rms_rad | joint_rms_aligned_rad
+    measure: str  # base_pos_max_m | joint_rms_rad | joint_rms_aligned_rad
     tolerance: float
-    falls: bool = False     # also compare the time of a fall
-    align_s: float = 0.0    # time-align joint trajectories within +-align_s (:func:`aligned_rms`)
-    object_m: float = 0.0   # a scene with an object: judge the outcome, this tolerance on its final position
-    hand_m: float = 0.0     # ... and this one on the end effector's final position (``ee_pos_w``)
+    falls: bool = False  # also compare the time of a fall
+    align_s: float = 0.0  # time-align joint trajectories within +-align_s (:func:`aligned_rms`)
+    object_m: float = 0.0  # a scene with an object: judge the outcome, this tolerance on its final position
+    hand_m: float = 0.0  # ... and this one on the end effector's final position (``ee_pos_w``)
 
 
 #: The arm rule's alignment band [s] (module docstring).
@@ -141,9 +142,12 @@ def check_task(bundle: Bundle) -> None:
     if bundle.task_config and bundle.task not in TASKS:
         from simreal.errors import BundleError
 
-        raise BundleError("task", f"'{bundle.task}' is no task of this simreal ({', '.join(sorted(TASKS))}); the "
-                                  "bundle records its task config, and the rehearsal compares with that task",
-                          str(bundle.path))
+        raise BundleError(
+            "task",
+            f"'{bundle.task}' is no task of this simreal ({', '.join(sorted(TASKS))}); the "
+            "bundle records its task config, and the rehearsal compares with that task",
+            str(bundle.path),
+        )
 
 
 def training_env(bundle: Bundle, spec: Any) -> Any | None:
@@ -160,7 +164,12 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
     check_task(bundle)
     cls = task_class(bundle.task)
     saved = resolve_inputs(bundle.task_config, bundle.path)  # the clip the bundle carries (simreal.input_files)
-    tree = {**as_saved(cls.config_class, saved), "randomize": False, "obs_noise_scale": 0.0, "action_delay_steps": [0, 0]}
+    tree = {
+        **as_saved(cls.config_class, saved),
+        "randomize": False,
+        "obs_noise_scale": 0.0,
+        "action_delay_steps": [0, 0],
+    }
     cfg = build(cls.config_class, tree, prefix="task_config")
     return cls(spec, cfg, backend="native")
 
@@ -183,8 +192,15 @@ class NonFiniteAction(Exception):
         self.t_s = t_s
 
 
-def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, duration_s: float,
-                      seed: int = 0, ramp: tuple[np.ndarray, float] | None = None) -> tuple[Trajectory, float | None]:
+def reference_rollout(
+    env: Any,
+    bundle: Bundle,
+    robot: SimRobot,
+    start: StartState,
+    duration_s: float,
+    seed: int = 0,
+    ramp: tuple[np.ndarray, float] | None = None,
+) -> tuple[Trajectory, float | None]:
     """The ONNX policy in the training env from ``start`` for ``duration_s``: (trajectory, the
     time the episode terminated [s] or None). ``ramp`` = (a0, ramp_s): the action at the tick
     ``t`` after the hand-over is ``(1 - s) a0 + s pi(o)``, ``s = min(1, t / ramp_s)``, with ``a0``
@@ -218,8 +234,9 @@ def reference_rollout(env: Any, bundle: Bundle, robot: SimRobot, start: StartSta
                 if float(state.info["truncation"]) == 0:
                     ended = k * dt
                 break  # the env auto-reset: what follows is another episode
-            samples.append((k * dt, robot.state_of(np.asarray(state.pipeline_state.qpos),
-                                                   np.asarray(state.pipeline_state.qvel))))
+            samples.append(
+                (k * dt, robot.state_of(np.asarray(state.pipeline_state.qpos), np.asarray(state.pipeline_state.qvel)))
+            )
     finally:
         if camera is not None:
             camera.close()
@@ -236,8 +253,15 @@ def fall_time(traj: Trajectory) -> float | None:
     return float(traj["t"][np.argmax(fallen)]) if fallen.any() else None
 
 
-def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle_s: float = 0.0,
-            reference_end_s: float | None = None, outcome_s: float = 0.0) -> dict[str, Any]:
+def compare(
+    family: str,
+    rehearsal: Trajectory,
+    reference: Trajectory,
+    *,
+    settle_s: float = 0.0,
+    reference_end_s: float | None = None,
+    outcome_s: float = 0.0,
+) -> dict[str, Any]:
     """The family's rule applied to two trajectories (reference interpolated at the rehearsal's
     sample times; only the time both cover counts). ``outcome_s``: the time an outcome (a scene
     with an object) is decided at, the task's episode [s]; fewer seconds compared fail."""
@@ -251,8 +275,11 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
         first = min(x for x in (f_reh, f_ref, horizon) if x is not None)
         horizon = first
         if f_reh is not None and f_reh < (f_ref if f_ref is not None else np.inf) - FALL_GRACE_S:
-            out.update(value=None, passed=False, reason=f"fell at {f_reh:.2f} s, the reference "
-                                                        f"{f'at {f_ref:.2f} s' if f_ref is not None else 'never'}")
+            out.update(
+                value=None,
+                passed=False,
+                reason=f"fell at {f_reh:.2f} s, the reference {f'at {f_ref:.2f} s' if f_ref is not None else 'never'}",
+            )
             return out
     keep = (t <= horizon + 1e-9) & (t >= (settle_s if rule.measure == "base_pos_max_m" else 0.0))
     if keep.sum() < 2:
@@ -260,7 +287,7 @@ def compare(family: str, rehearsal: Trajectory, reference: Trajectory, *, settle
     key = "pos_w" if rule.measure == "base_pos_max_m" else "joint_pos"
     ref = _resample(reference, key, t[keep])
     dev = rehearsal[key][keep] - ref
-    value = float(np.max(np.linalg.norm(dev, axis=1))) if key == "pos_w" else float(np.sqrt(np.mean(dev ** 2)))
+    value = float(np.max(np.linalg.norm(dev, axis=1))) if key == "pos_w" else float(np.sqrt(np.mean(dev**2)))
     out["compared_s"] = float(t[keep][-1] - t[keep][0])
     if rule.align_s > 0:
         out["unaligned"] = value
@@ -278,8 +305,18 @@ def _resample(traj: Trajectory, key: str, t: np.ndarray) -> np.ndarray:
     return np.stack([np.interp(t, traj["t"], traj[key][:, j]) for j in range(traj[key].shape[1])], axis=1)
 
 
-def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: Trajectory, t: np.ndarray,
-             keep: np.ndarray, dev: np.ndarray, path: float, dt: float, outcome_s: float) -> dict[str, Any]:
+def _outcome(
+    out: dict[str, Any],
+    rule: Rule,
+    rehearsal: Trajectory,
+    reference: Trajectory,
+    t: np.ndarray,
+    keep: np.ndarray,
+    dev: np.ndarray,
+    path: float,
+    dt: float,
+    outcome_s: float,
+) -> dict[str, Any]:
     """The arm rule in a scene with an object (module docstring): the object's final position,
     the final pose and the aligned path; ``dev`` the joint deviation at the samples ``t``; fewer
     than ``outcome_s`` seconds compared (less three control periods) decide nothing."""
@@ -291,34 +328,50 @@ def _outcome(out: dict[str, Any], rule: Rule, rehearsal: Trajectory, reference: 
     hand = None
     if "ee_pos_w" in rehearsal and "ee_pos_w" in reference:
         ee_dev = rehearsal["ee_pos_w"][keep][-final:] - _resample(reference, "ee_pos_w", t)[-final:]
-        hand = float(np.sqrt(np.mean(np.sum(ee_dev ** 2, axis=1))))
+        hand = float(np.sqrt(np.mean(np.sum(ee_dev**2, axis=1))))
     fails = []
     if out["compared_s"] < outcome_s - 3 * dt:  # the samples both have end a period or two before it
-        fails.append(f"only {out['compared_s']:.1f} s compared, and the outcome is decided at the end of the "
-                     f"task's {outcome_s:g} s episode: rehearse for at least that long (--duration)")
+        fails.append(
+            f"only {out['compared_s']:.1f} s compared, and the outcome is decided at the end of the "
+            f"task's {outcome_s:g} s episode: rehearse for at least that long (--duration)"
+        )
     if gap > rule.object_m:
-        fails.append(f"the object ended {100 * gap:.1f} cm from the reference's "
-                     f"(lifted {100 * (o[-1, 2] - o[0, 2]):.1f} cm, the reference {100 * (o_ref[-1, 2] - o_ref[0, 2]):.1f})")
+        fails.append(
+            f"the object ended {100 * gap:.1f} cm from the reference's "
+            f"(lifted {100 * (o[-1, 2] - o[0, 2]):.1f} cm, the reference {100 * (o_ref[-1, 2] - o_ref[0, 2]):.1f})"
+        )
     if hand is not None and hand > rule.hand_m:
-        fails.append(f"the hand ended {100 * hand:.1f} cm from the reference's, RMS over the last {FINAL_S:g} s "
-                     f"(limit {100 * rule.hand_m:g})")
+        fails.append(
+            f"the hand ended {100 * hand:.1f} cm from the reference's, RMS over the last {FINAL_S:g} s "
+            f"(limit {100 * rule.hand_m:g})"
+        )
     elif hand is None and pose > rule.tolerance:
         fails.append(f"the final pose is {pose:.3f} rad RMS from the reference's (limit {rule.tolerance})")
     if path > PATH_SLACK * rule.tolerance:
-        fails.append(f"the path is {path:.3f} rad RMS from the reference's, time-aligned (limit {PATH_SLACK * rule.tolerance:g})")
-    out.update(measure="object_final_m", tolerance=rule.object_m, value=gap, final_pose_rad=pose, final_hand_m=hand,
-               path_aligned_rad=path,
-               object_lift_m=[float(o[-1, 2] - o[0, 2]), float(o_ref[-1, 2] - o_ref[0, 2])], passed=not fails,
-               detail=(f"hand {100 * hand:.2f} cm, " if hand is not None else "") +
-                      f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned, "
-                      f"at {out['compared_s']:.1f} s")
+        fails.append(
+            f"the path is {path:.3f} rad RMS from the reference's, time-aligned (limit {PATH_SLACK * rule.tolerance:g})"
+        )
+    out.update(
+        measure="object_final_m",
+        tolerance=rule.object_m,
+        value=gap,
+        final_pose_rad=pose,
+        final_hand_m=hand,
+        path_aligned_rad=path,
+        object_lift_m=[float(o[-1, 2] - o[0, 2]), float(o_ref[-1, 2] - o_ref[0, 2])],
+        passed=not fails,
+        detail=(f"hand {100 * hand:.2f} cm, " if hand is not None else "")
+        + f"final pose {pose:.4f} rad, path {path:.4f} rad aligned, {out['unaligned']:.4f} unaligned, "
+        f"at {out['compared_s']:.1f} s",
+    )
     if fails:
         out["reason"] = "; ".join(fails)
     return out
 
 
-def gate(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal: Trajectory,
-         settle_s: float, start_cfg: Any) -> dict[str, Any]:
+def gate(
+    env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal: Trajectory, settle_s: float, start_cfg: Any
+) -> dict[str, Any]:
     """Run the reference and compare it with the rehearsal's trajectory (see module docstring);
     ``start_cfg``: the deploy config's ``start`` section (its ramp and initial command)."""
     from simreal.deploy.runner import initial_command, normalised_action
@@ -326,14 +379,27 @@ def gate(env: Any, bundle: Bundle, robot: SimRobot, start: StartState, rehearsal
     duration = float(rehearsal["t"][-1]) if len(rehearsal["t"]) else 0.0
     u0 = initial_command(bundle, robot.spec, start_cfg.initial_command, robot.state_of(start.qpos, start.qvel))
     try:
-        reference, ended = reference_rollout(env, bundle, robot, start, duration,
-                                             ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s)))
+        reference, ended = reference_rollout(
+            env, bundle, robot, start, duration, ramp=(normalised_action(bundle, u0), float(start_cfg.ramp_s))
+        )
     except NonFiniteAction as e:
         rule = RULES[robot.spec.family]
-        return {"family": robot.spec.family, "measure": rule.measure, "tolerance": rule.tolerance, "value": None,
-                "passed": False, "reason": str(e)}
-    return compare(robot.spec.family, rehearsal, reference, settle_s=settle_s, reference_end_s=ended,
-                   outcome_s=env.episode_steps * env.ctrl_dt)
+        return {
+            "family": robot.spec.family,
+            "measure": rule.measure,
+            "tolerance": rule.tolerance,
+            "value": None,
+            "passed": False,
+            "reason": str(e),
+        }
+    return compare(
+        robot.spec.family,
+        rehearsal,
+        reference,
+        settle_s=settle_s,
+        reference_end_s=ended,
+        outcome_s=env.episode_steps * env.ctrl_dt,
+    )
 
 
 def stack(samples: list[tuple[float, Mapping[str, np.ndarray]]]) -> Trajectory:

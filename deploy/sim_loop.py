@@ -23,19 +23,23 @@ The robot is its family's (:mod:`simreal.deploy.sim_robot`): a quadrotor starts 
 at ``target + start_offset_m``, held there (as a stock flight controller would hover it) with
 rotors at hover thrust; a humanoid or an arm starts where the task's deployed episode starts
 (its ``deployed_initial``: a tracking clip's first frame) and is held there (a gantry) until
-the first command arrives: the hand-over, when the report's clock starts. A task's goal pose is published on its goal topic, a tracked object's pose
-on the object topic; a vision-language-action bundle's camera images (rendered from the true
-scene) and the episode's instruction on its perception topics, with every state message
+the first command arrives: the hand-over, when the report's clock starts. A task's goal pose
+is published on its goal topic, a tracked object's pose on the object topic; a
+vision-language-action bundle's camera images (rendered from the true scene) and the
+episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
 
 The report passes when the true state stays inside the deploy config's envelope, a humanoid
 does not fall (its base below half its start height or tilted past 60 degrees, ``fall_s``;
-whoever drove it, and whatever the envelope's bounds) and every check of the family passes: the hover
-check (quadrotors: from ``settle_s`` after the hand-over on, every true position within ``success_radius_m``
-(the task's own unless set: 0.1 m for a hover, 0.15 m for a figure-8) of the target, or of the bundle's reference target played back at that time), the task check (a task whose outcome
-follows from where its episode ended, ``outcome_from_final_state``: an arm's reach, push or pick
-judged by the task's own success rule on the state the rehearsal ended in) and, for a bundle that records its task, the deploy-side sim-to-sim gate
-(:mod:`simreal.deploy.sim_gate`: the same policy in the training env, compared per family).
+whoever drove it, and whatever the envelope's bounds) and every check of the family passes:
+the hover check (quadrotors: from ``settle_s`` after the hand-over on, every true position
+within ``success_radius_m`` (the task's own unless set: 0.1 m for a hover, 0.15 m for a
+figure-8) of the target, or of the bundle's reference target played back at that time), the
+task check (a task whose outcome follows from where its episode ended,
+``outcome_from_final_state``: an arm's reach, push or pick judged by the task's own success
+rule on the state the rehearsal ended in) and, for a bundle that records its task, the
+deploy-side sim-to-sim gate (:mod:`simreal.deploy.sim_gate`: the same policy in the training
+env, compared per family).
 
 The ground ends a flight: the quadrotor model has no contacts (nothing to land on), so once
 the true base reaches z <= 0 (a landing's touchdown, a fall) it would fall on forever. The
@@ -85,16 +89,25 @@ class SimLoopConfig:
     start_offset_m: tuple[float, ...] = field((0.3, -0.2, -0.3), doc="quadrotor start relative to the target [m]")
     start_joint_pos: tuple[float, ...] = field((), doc="joint robots' start pose [rad]; () = the spec's default")
     state_rate_hz: float = field(0.0, min=0.0, doc="state publishing rate; 0 = the control rate")
-    settle_s: float | None = field(None, min=0.0, doc="the flight check judges from this time after the hand-over "
-                                                       "[s]; None: the task's settle_time_s (2 s without a task)")
-    success_radius_m: float | None = field(None, min=0.0, doc="the flight check's radius [m]; None: the task's "
-                                                               "success_radius_m (0.1 m without a task)")
+    settle_s: float | None = field(
+        None,
+        min=0.0,
+        doc="the flight check judges from this time after the hand-over "
+        "[s]; None: the task's settle_time_s (2 s without a task)",
+    )
+    success_radius_m: float | None = field(
+        None, min=0.0, doc="the flight check's radius [m]; None: the task's success_radius_m (0.1 m without a task)"
+    )
     startup_timeout_s: float = field(20.0, min=1.0, doc="give up if no command arrives [s]")
-    max_command_gap_s: float = field(0.5, min=0.01, doc="after the hand-over, the longest time without a command "
-                                                        "the controller may take (PX4's offboard loss is 0.5-1 s) [s]")
-    task_params: dict[str, Any] = field({}, doc="task inputs in place of the bundle's task_params (a walking "
-                                                 "policy's velocity command)")
-
+    max_command_gap_s: float = field(
+        0.5,
+        min=0.01,
+        doc="after the hand-over, the longest time without a command "
+        "the controller may take (PX4's offboard loss is 0.5-1 s) [s]",
+    )
+    task_params: dict[str, Any] = field(
+        {}, doc="task inputs in place of the bundle's task_params (a walking policy's velocity command)"
+    )
 
     def rehearsed(self, bundle: Any) -> Any:
         """``bundle`` with :attr:`task_params` in place of its own (the rehearsed episode's inputs); a
@@ -105,8 +118,11 @@ class SimLoopConfig:
             if key not in bundle.task_params:
                 from simreal.errors import BundleError
 
-                raise BundleError(f"task_params.{key}", f"not an input of this bundle's task; it takes: "
-                                                        f"{', '.join(bundle.task_params) or 'none'}", str(bundle.path))
+                raise BundleError(
+                    f"task_params.{key}",
+                    f"not an input of this bundle's task; it takes: {', '.join(bundle.task_params) or 'none'}",
+                    str(bundle.path),
+                )
         return bundle.with_task_params(self.task_params)
 
     def for_task(self, bundle: Any) -> SimLoopConfig:
@@ -115,14 +131,19 @@ class SimLoopConfig:
         hover's 0.1), else 2 s and 0.1 m."""
         task = bundle.task_config or {}
         settle = self.settle_s if self.settle_s is not None else float(task.get("settle_time_s", 2.0))
-        radius = self.success_radius_m if self.success_radius_m is not None else float(task.get("success_radius_m", 0.1))
+        radius = (
+            self.success_radius_m if self.success_radius_m is not None else float(task.get("success_radius_m", 0.1))
+        )
         return dataclasses.replace(self, settle_s=settle, success_radius_m=radius)
 
     def in_outage(self, since_handover_s: float | None) -> bool:
         """Whether state published ``since_handover_s`` after the hand-over (None: before it) is lost
         to the state outage."""
-        return since_handover_s is not None and 0.0 < self.outage_s and \
-            self.outage_at_s <= since_handover_s < self.outage_at_s + self.outage_s
+        return (
+            since_handover_s is not None
+            and 0.0 < self.outage_s
+            and self.outage_at_s <= since_handover_s < self.outage_at_s + self.outage_s
+        )
 
 
 @dataclasses.dataclass
@@ -132,10 +153,10 @@ class Rehearsal:
     bundle: Any
     robot: SimRobot
     start: StartState
-    target: np.ndarray | None      # quadrotor hover point (a reference's start point) [m]
-    env: Any | None                # the task's training env (for the gate), None for hand-made bundles
-    camera: Any | None = None      # a VLA bundle's cameras and instruction (SimCamera)
-    samples: list = dataclasses.field(default_factory=list)   # (t from hand-over [s], true state)
+    target: np.ndarray | None  # quadrotor hover point (a reference's start point) [m]
+    env: Any | None  # the task's training env (for the gate), None for hand-made bundles
+    camera: Any | None = None  # a VLA bundle's cameras and instruction (SimCamera)
+    samples: list = dataclasses.field(default_factory=list)  # (t from hand-over [s], true state)
 
     def target_at(self, t_s: float) -> np.ndarray:
         """The quadrotor's target ``t_s`` after the hand-over: the hover point, or the bundle's
@@ -158,8 +179,21 @@ class Rehearsal:
                 s_msg = {"pos_w": pos, "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0])}
             else:
                 s_msg = s
-            out.append((name, st.topic, encode_state(st.type, s_msg, stamp_ns, T, joint_names=self.robot.spec.actuator_names,
-                                                     twist_frame=st.twist_frame, child_frame_id="base_link")))
+            out.append(
+                (
+                    name,
+                    st.topic,
+                    encode_state(
+                        st.type,
+                        s_msg,
+                        stamp_ns,
+                        T,
+                        joint_names=self.robot.spec.actuator_names,
+                        twist_frame=st.twist_frame,
+                        child_frame_id="base_link",
+                    ),
+                )
+            )
         if self.camera is not None:  # what a camera sees is the true scene, not the measured state
             out += self.camera.messages(cfg, self.robot.d.qpos, self.start.task, stamp_ns, T)
         return out
@@ -180,8 +214,12 @@ class Rehearsal:
         result = self.env.final_outcome(phys, self.start.task)
         success = result.pop("success") > 0.5
         radius = getattr(self.env.cfg, "success_radius_m", None)
-        return {"passed": success, "at_s": self.samples[-1][0], **({} if radius is None else {"radius_m": radius}),
-                **{k: v for k, v in result.items() if not k.endswith(COUNT_SUFFIX)}}
+        return {
+            "passed": success,
+            "at_s": self.samples[-1][0],
+            **({} if radius is None else {"radius_m": radius}),
+            **{k: v for k, v in result.items() if not k.endswith(COUNT_SUFFIX)},
+        }
 
     def report(self, sim_cfg: SimLoopConfig, fence: Any, start_cfg: Any) -> dict[str, Any]:
         """Family metrics, the hover check (quadrotors), the sim-to-sim gate (task bundles), when
@@ -192,9 +230,12 @@ class Rehearsal:
 
         sim_cfg = sim_cfg.for_task(self.bundle)  # the flight check's radius and settle time: the task's
         traj = stack(self.samples)
-        out: dict[str, Any] = {"family": self.robot.spec.family, "sim_time_s": self.robot.time_s,
-                               "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)},
-                               "diverged_s": self.robot.diverged_s}
+        out: dict[str, Any] = {
+            "family": self.robot.spec.family,
+            "sim_time_s": self.robot.time_s,
+            "final_state": {k: v[-1].tolist() for k, v in traj.items() if k != "t" and len(v)},
+            "diverged_s": self.robot.diverged_s,
+        }
         ground = ground_index(traj)
         out["on_ground_s"] = None if ground is None else float(traj["t"][ground])
         if "pos_w" in traj and len(traj["t"]):
@@ -205,13 +246,18 @@ class Rehearsal:
             out["fall_s"] = fall_time(traj)  # the envelope's tilt bound may be off (.inf): a fall still fails
             checks.append(out["fall_s"] is None)
         if self.target is not None:
-            flight = self.samples if ground is None else self.samples[:ground + 1]  # below the ground: no flight
+            flight = self.samples if ground is None else self.samples[: ground + 1]  # below the ground: no flight
             errors = [(t, float(np.linalg.norm(st["pos_w"] - self.target_at(t)))) for t, st in flight]
             out["hover"] = hover_metrics(errors, self.target, sim_cfg, out["on_ground_s"])
             ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
             out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
-        if self.env is not None and self.env.outcome_from_final_state and self.samples and self.robot.diverged_s is None:
+        if (
+            self.env is not None
+            and self.env.outcome_from_final_state
+            and self.samples
+            and self.robot.diverged_s is None
+        ):
             out["task"] = self.task_outcome()
             checks.append(out["task"]["passed"])
         if self.env is not None and len(traj["t"]):
@@ -250,15 +296,26 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
         if env is None:
             from simreal.errors import BundleError
 
-            raise BundleError("task_config", "a bundle with camera or instruction inputs is rehearsed in its task's "
-                                             "scene; this bundle records no task config", str(bundle.path))
+            raise BundleError(
+                "task_config",
+                "a bundle with camera or instruction inputs is rehearsed in its task's "
+                "scene; this bundle records no task config",
+                str(bundle.path),
+            )
         camera = SimCamera(bundle, env)
-    return Rehearsal(bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env,
-                     camera)
+    return Rehearsal(
+        bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env, camera
+    )
 
 
-def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: dict[str, Any] | None = None,
-                  record: str | Path | None = None) -> dict[str, Any]:
+def run_sim_robot(
+    bundle,
+    sim_cfg: SimLoopConfig,
+    *,
+    domain_id: int,
+    overrides: dict[str, Any] | None = None,
+    record: str | Path | None = None,
+) -> dict[str, Any]:
     """Play the robot over DDS until ``duration_s`` after the hand-over; returns the report."""
     from simreal.deploy.bag import BagRecorder
     from simreal.deploy.config import resolve_deploy_config, spec_of_bundle
@@ -275,7 +332,7 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
     rng = np.random.default_rng(sim_cfg.seed)
     latency_s, state_latency_s = sim_cfg.latency_ms / 1e3, sim_cfg.state_latency_ms / 1e3
     state_period = 1.0 / (sim_cfg.state_rate_hz or cfg.control_rate_hz)
-    pending_cmd: collections.deque = collections.deque()   # (due_s, u)
+    pending_cmd: collections.deque = collections.deque()  # (due_s, u)
     pending_state: collections.deque = collections.deque()  # (due_s, topic, msg)
     counts = collections.Counter()
     recorder = BagRecorder(record) if record else None
@@ -355,12 +412,17 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
                         data = pubs[topic].publish(msg)
                         if recorder is not None:
                             recorder.write(topic, data, time.time_ns())
-                    if robot.diverged_s is not None or (handover_s is not None and now - handover_s >= sim_cfg.duration_s):
+                    if robot.diverged_s is not None or (
+                        handover_s is not None and now - handover_s >= sim_cfg.duration_s
+                    ):
                         break
                     if handover_s is None and now - t0 >= sim_cfg.startup_timeout_s:
                         break
-                    wake = min(t0 + robot.time_s, pending_state[0][0] if pending_state else math.inf,
-                               pending_cmd[0][0] if pending_cmd else math.inf)
+                    wake = min(
+                        t0 + robot.time_s,
+                        pending_state[0][0] if pending_state else math.inf,
+                        pending_cmd[0][0] if pending_cmd else math.inf,
+                    )
                     tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
     finally:
         if recorder is not None:
@@ -371,9 +433,17 @@ def run_sim_robot(bundle, sim_cfg: SimLoopConfig, *, domain_id: int, overrides: 
         report["commands"] = {"max_gap_s": round(gap["max_s"], 4), "gap_ends_s": gap["at_s"]}
         report["passed"] = report["passed"] and gap["max_s"] <= sim_cfg.max_command_gap_s
     report["host"] = {"max_lag_s": round(max_lag_s, 4)}
-    return {"robot": spec.name, "action_mode": bundle.action.mode, "domain_id": domain_id,
-            "config": dataclasses.asdict(sim_cfg), "handover": handover_s is not None, "commands_applied": applied,
-            **{k: int(v) for k, v in counts.items()}, "bag": str(record) if record else None, **report}
+    return {
+        "robot": spec.name,
+        "action_mode": bundle.action.mode,
+        "domain_id": domain_id,
+        "config": dataclasses.asdict(sim_cfg),
+        "handover": handover_s is not None,
+        "commands_applied": applied,
+        **{k: int(v) for k, v in counts.items()},
+        "bag": str(record) if record else None,
+        **report,
+    }
 
 
 def _gap(gap: dict[str, Any], t_s: float, handover_s: float) -> None:
@@ -385,8 +455,9 @@ def _gap(gap: dict[str, Any], t_s: float, handover_s: float) -> None:
     gap["last_s"] = t_s
 
 
-def run_offline(bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None,
-                runner=None) -> dict[str, Any]:
+def run_offline(
+    bundle, sim_cfg: SimLoopConfig, *, overrides: dict[str, Any] | None = None, runner=None
+) -> dict[str, Any]:
     """The same loop in simulated time, in one process, without DDS: deterministic and fast.
 
     Messages still go through the ROS 2 types and their CDR bytes both ways, latency is a
@@ -465,7 +536,7 @@ def envelope_exit(traj: dict[str, np.ndarray], envelope: Any) -> dict[str, Any]:
     runner here, a generated ROS 2 node, or the user's own controller (``--external``). It reads
     up to the ground (:func:`ground_index`): a quadrotor's flight ends there."""
     hit = ground_index(traj)
-    for i, t in enumerate(traj.get("t", ())[:None if hit is None else hit + 1]):
+    for i, t in enumerate(traj.get("t", ())[: None if hit is None else hit + 1]):
         why = envelope.violation({k: v[i] for k, v in traj.items() if k != "t"})
         if why is not None:
             return {"left_s": float(t), "reason": why}
@@ -480,13 +551,18 @@ def geofence_excess(traj: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarray)
     hit = ground_index(traj)
     end = len(p) if hit is None else hit + 1
     outside = np.linalg.norm(np.maximum(lo - p[:end], 0.0) + np.maximum(p[:end] - hi, 0.0), axis=1)
-    return {"max_outside_m": float(outside.max()), "ground_s": None if hit is None else float(t[hit]),
-            "ground_speed_m_s": None if hit is None or "lin_vel_w" not in traj
-            else float(np.linalg.norm(traj["lin_vel_w"][hit]))}
+    return {
+        "max_outside_m": float(outside.max()),
+        "ground_s": None if hit is None else float(t[hit]),
+        "ground_speed_m_s": None
+        if hit is None or "lin_vel_w" not in traj
+        else float(np.linalg.norm(traj["lin_vel_w"][hit])),
+    }
 
 
-def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig,
-                  ground_s: float | None = None) -> dict[str, Any]:
+def hover_metrics(
+    errors: list[tuple[float, float]], target: np.ndarray, cfg: SimLoopConfig, ground_s: float | None = None
+) -> dict[str, Any]:
     """Position error statistics after ``settle_s`` of the flight's (t [s], error [m]) samples;
     ``passed`` when all within the radius for the whole duration. ``ground_s``: when the base
     reached the ground (the samples end there), which fails the check with that reason."""
@@ -495,11 +571,20 @@ def hover_metrics(errors: list[tuple[float, float]], target: np.ndarray, cfg: Si
     t = np.array([e[0] for e in errors])
     e = np.array([e[1] for e in errors])
     after = e[t >= cfg.settle_s]
-    out = {"target_pos_w": target.tolist(), "settle_s": cfg.settle_s, "radius_m": cfg.success_radius_m,
-           "flight_s": float(t[-1]), "initial_error_m": float(e[0]), "final_error_m": float(e[-1])}
+    out = {
+        "target_pos_w": target.tolist(),
+        "settle_s": cfg.settle_s,
+        "radius_m": cfg.success_radius_m,
+        "flight_s": float(t[-1]),
+        "initial_error_m": float(e[0]),
+        "final_error_m": float(e[-1]),
+    }
     if after.size:
-        out.update(max_error_after_settle_m=float(after.max()), rmse_after_settle_m=float(np.sqrt(np.mean(after ** 2))),
-                   samples_after_settle=int(after.size))
+        out.update(
+            max_error_after_settle_m=float(after.max()),
+            rmse_after_settle_m=float(np.sqrt(np.mean(after**2))),
+            samples_after_settle=int(after.size),
+        )
     if ground_s is not None:
         return {**out, "passed": False, "reason": f"on the ground after {ground_s:.2f} s"}
     if after.size == 0:
@@ -514,8 +599,11 @@ def main(argv: list[str] | None = None) -> int:
     from simreal.stop_signal import interrupt_exit_code, signals_as_interrupt
     from simreal.yaml_io import atomic_write_text, load_yaml
 
-    p = argparse.ArgumentParser(prog="python -m simreal.deploy.sim_loop", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m simreal.deploy.sim_loop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("bundle")
     p.add_argument("--domain-id", type=int, required=True)
     p.add_argument("--report", help="write the JSON report here")
@@ -532,8 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     sim_cfg = build(SimLoopConfig, json.loads(a.sim), prefix="sim")
     try:
         with signals_as_interrupt():  # SIGTERM ends the run through its finally blocks (the bag is closed)
-            report = run_sim_robot(load_bundle(a.bundle), sim_cfg, domain_id=a.domain_id, overrides=overrides,
-                                   record=a.record)
+            report = run_sim_robot(
+                load_bundle(a.bundle), sim_cfg, domain_id=a.domain_id, overrides=overrides, record=a.record
+            )
     except KeyboardInterrupt as e:
         return interrupt_exit_code(e)
     text = json.dumps(report, indent=2)

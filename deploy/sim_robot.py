@@ -37,17 +37,24 @@ from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
 
 #: Sensor noise standard deviations at noise_scale 1 (SI units).
-NOISE_STD = {"pos_w": 0.002, "rot_rad": 0.005, "lin_vel_w": 0.01, "ang_vel_b": 0.02, "joint_pos": 0.001,
-             "joint_vel": 0.01, "object_pos_w": 0.002}
+NOISE_STD = {
+    "pos_w": 0.002,
+    "rot_rad": 0.005,
+    "lin_vel_w": 0.01,
+    "ang_vel_b": 0.02,
+    "joint_pos": 0.001,
+    "joint_vel": 0.01,
+    "object_pos_w": 0.002,
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Family:
     """What a robot family measures and how it waits for the hand-over."""
 
-    free_base: bool      # base pose and twist are state
-    joints: bool         # actuated joint positions and velocities are state
-    hover_hold: bool     # held in the air at hover thrust until the first command
+    free_base: bool  # base pose and twist are state
+    joints: bool  # actuated joint positions and velocities are state
+    hover_hold: bool  # held in the air at hover thrust until the first command
     stands: bool = False  # on its legs: a fall (sim_gate.fall_time) fails a rehearsal, whatever the bounds
 
 
@@ -111,8 +118,9 @@ class SimRobot:
         else:
             self.u = np.full(len(self.act_ids), self.hover_thrust)
         self._rate_loop = self._make_rate_loop() if mode == "ctbr" else None
-        self._rate_decimation = max(1, round(1.0 / (float(spec.physical.get("rate_controller_hz", 500.0))
-                                                     * model.opt.timestep)))
+        self._rate_decimation = max(
+            1, round(1.0 / (float(spec.physical.get("rate_controller_hz", 500.0)) * model.opt.timestep))
+        )
         self._steps = 0
         self.apply(self.u)
 
@@ -171,13 +179,19 @@ class SimRobot:
         """
         d, s = (self.d if d is None else d), {}
         if self.free:
-            s.update(pos_w=d.qpos[0:3].copy(), quat_wxyz=d.qpos[3:7].copy(), lin_vel_w=d.qvel[0:3].copy(),
-                     ang_vel_b=d.qvel[3:6].copy())  # MuJoCo's free-joint angular velocity is in the body frame
+            s.update(
+                pos_w=d.qpos[0:3].copy(),
+                quat_wxyz=d.qpos[3:7].copy(),
+                lin_vel_w=d.qvel[0:3].copy(),
+                ang_vel_b=d.qvel[3:6].copy(),
+            )  # MuJoCo's free-joint angular velocity is in the body frame
         else:  # a fixed base: what an IMU bolted to it reads
             s.update(quat_wxyz=np.array([1.0, 0.0, 0.0, 0.0]), ang_vel_b=np.zeros(3))
         if self.family.joints:
-            s.update(joint_pos=d.actuator_length[self.spec_act_ids] / self.m.actuator_gear[self.spec_act_ids, 0],
-                     joint_vel=d.actuator_velocity[self.spec_act_ids] / self.m.actuator_gear[self.spec_act_ids, 0])
+            s.update(
+                joint_pos=d.actuator_length[self.spec_act_ids] / self.m.actuator_gear[self.spec_act_ids, 0],
+                joint_vel=d.actuator_velocity[self.spec_act_ids] / self.m.actuator_gear[self.spec_act_ids, 0],
+            )
         if self.object_body is not None:
             s["object_pos_w"] = d.xpos[self.object_body].copy()
         if self.ee_site is not None:
@@ -209,12 +223,19 @@ def _small_rotation(rng: np.random.Generator, std: float) -> np.ndarray:
 def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     w1, x1, y1, z1 = a
     w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
-def spec_start(model: Any, spec: RobotSpec, start_pos_w: np.ndarray | None,
-               start_joint_pos: tuple[float, ...]) -> StartState:
+def spec_start(
+    model: Any, spec: RobotSpec, start_pos_w: np.ndarray | None, start_joint_pos: tuple[float, ...]
+) -> StartState:
     """A start state from the robot spec alone: the free base at ``start_pos_w`` upright (None:
     where the model stands it, its ``qpos0``: a humanoid on its feet, not in the floor), the
     joints at ``start_joint_pos`` (default: the spec's default pose)."""

@@ -88,8 +88,10 @@ def loopback_config(max_participants: int = 32) -> str:
 
 def interface_config(name: str) -> str:
     """Cyclone DDS XML for one network interface, as unitree_sdk2's ChannelFactoryInitialize writes it."""
-    return (f"<CycloneDDS><Domain id='any'><General><Interfaces><NetworkInterface name='{name}' priority='default' "
-            "multicast='default'/></Interfaces></General></Domain></CycloneDDS>")
+    return (
+        f"<CycloneDDS><Domain id='any'><General><Interfaces><NetworkInterface name='{name}' priority='default' "
+        "multicast='default'/></Interfaces></General></Domain></CycloneDDS>"
+    )
 
 
 _domains: dict[int, Domain] = {}
@@ -193,8 +195,13 @@ class DdsTransport:
             self._topics[name] = Topic(self.participant, name, cls)
         return self._topics[name], cls
 
-    def subscribe(self, ros_topic: str, ros_type: str | type, callback: Callable[[Any, float, bytes], None],
-                  qos: str = "sensor_data") -> None:
+    def subscribe(
+        self,
+        ros_topic: str,
+        ros_type: str | type,
+        callback: Callable[[Any, float, bytes], None],
+        qos: str = "sensor_data",
+    ) -> None:
         """Call ``callback(msg, t_rx_s, cdr_bytes)`` from :meth:`poll` for every sample."""
         topic, cls = self._topic(ros_topic, ros_type)
         reader = DataReader(self.participant, topic, qos=qos_profile(qos))
@@ -205,8 +212,9 @@ class DdsTransport:
     def publisher(self, ros_topic: str, ros_type: str | type, qos: str = "default") -> Publisher:
         topic, cls = self._topic(ros_topic, ros_type)
         if ros_topic not in self.publishers:
-            self.publishers[ros_topic] = Publisher(DataWriter(self.participant, topic, qos=qos_profile(qos)),
-                                                   cls, ros_topic)
+            self.publishers[ros_topic] = Publisher(
+                DataWriter(self.participant, topic, qos=qos_profile(qos)), cls, ros_topic
+            )
         return self.publishers[ros_topic]
 
     def drain(self, now_s: float | None = None) -> int:
@@ -315,8 +323,9 @@ class TickTiming:
     by_state: list[bool] = dataclasses.field(default_factory=list)  # tick triggered by a state message
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=bool if k == "by_state" else np.float64)
-                for k, v in dataclasses.asdict(self).items()}
+        return {
+            k: np.asarray(v, dtype=bool if k == "by_state" else np.float64) for k, v in dataclasses.asdict(self).items()
+        }
 
 
 class DdsPolicyNode:
@@ -331,8 +340,9 @@ class DdsPolicyNode:
       keep_timing: keep per-tick timing samples (benchmarks).
     """
 
-    def __init__(self, runner, transport: DdsTransport, *, recorder=None, spin_s: float = 0.0003,
-                 keep_timing: bool = False):
+    def __init__(
+        self, runner, transport: DdsTransport, *, recorder=None, spin_s: float = 0.0003, keep_timing: bool = False
+    ):
         self.runner, self.transport, self.recorder = runner, transport, recorder
         self.spin_s = spin_s
         self.timing = TickTiming() if keep_timing else None
@@ -387,8 +397,12 @@ class DdsPolicyNode:
             self.timing.by_state.append(by_state)
         return res
 
-    def spin(self, duration_s: float | None = None, stop: threading.Event | None = None,
-             until: Callable[[], bool] | None = None) -> None:
+    def spin(
+        self,
+        duration_s: float | None = None,
+        stop: threading.Event | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
         """Run the control loop: ticks at the control rate (``trigger: timer``) or on every
         state message (``trigger: state``; then timer ticks only when the state is going stale
         or the safety layer is in a safe mode, so the watchdog still acts on time)."""
@@ -400,8 +414,14 @@ class DdsPolicyNode:
             finally:
                 self.timer_overruns = timer.overruns
 
-    def _loop(self, timer: PeriodicTimer, end: float | None, event_driven: bool,
-              stop: threading.Event | None, until: Callable[[], bool] | None) -> None:
+    def _loop(
+        self,
+        timer: PeriodicTimer,
+        end: float | None,
+        event_driven: bool,
+        stop: threading.Event | None,
+        until: Callable[[], bool] | None,
+    ) -> None:
         # trigger state: a state message ticks unless the timer is ticking anyway (a safe mode streams
         # the safe command at the control rate; ticking on state too sent two commands a period)
         def on_data() -> None:

@@ -101,16 +101,26 @@ def summarize(trials: Sequence[Mapping[str, Any]], confidence: float) -> dict[st
     """Success count, rate and Wilson interval, and per metric n, mean, std, median and t interval."""
     n = len(trials)
     k = sum(bool(t["success"]) for t in trials)
-    out: dict[str, Any] = {"success": {"k": k, "n": n, "rate": k / n if n else None,
-                                       "ci": list(wilson_interval(k, n, confidence)) if n else None}}
+    out: dict[str, Any] = {
+        "success": {
+            "k": k,
+            "n": n,
+            "rate": k / n if n else None,
+            "ci": list(wilson_interval(k, n, confidence)) if n else None,
+        }
+    }
     names = list(trials[0]["metrics"]) if trials else []
     metrics = {}
     for name in names:
         x = [t["metrics"][name] for t in trials if t["metrics"].get(name) is not None]
         ci = mean_interval(x, confidence)
-        metrics[name] = {"n": len(x), "mean": float(np.mean(x)) if x else None,
-                         "std": float(np.std(x, ddof=1)) if len(x) > 1 else None,
-                         "median": float(np.median(x)) if x else None, "ci": None if ci is None else list(ci)}
+        metrics[name] = {
+            "n": len(x),
+            "mean": float(np.mean(x)) if x else None,
+            "std": float(np.std(x, ddof=1)) if len(x) > 1 else None,
+            "median": float(np.median(x)) if x else None,
+            "ci": None if ci is None else list(ci),
+        }
     out["metrics"] = metrics
     return out
 
@@ -119,10 +129,10 @@ def summarize(trials: Sequence[Mapping[str, Any]], confidence: float) -> dict[st
 class Bench(Protocol):
     """Where trials run: the robot and its clock, how a trial starts, what the detector sees."""
 
-    kind: str                              # "twin" or "real"
+    kind: str  # "twin" or "real"
     robot: Robot
-    clock: Callable[[], float]             # [s]
-    sleep: Callable[[float], None]         # [s]
+    clock: Callable[[], float]  # [s]
+    sleep: Callable[[float], None]  # [s]
 
     def task_inputs(self) -> dict[str, np.ndarray]:
         """Task inputs of where the robot starts (a goal the twin's task episode sampled)."""
@@ -207,8 +217,14 @@ class RealBench:
 
     kind = "real"
 
-    def __init__(self, robot: Robot, driver: str, ask: Callable[[str], str] | None = input,
-                 camera: Camera | None = None, locator: ObjectLocator | None = None):
+    def __init__(
+        self,
+        robot: Robot,
+        driver: str,
+        ask: Callable[[str], str] | None = input,
+        camera: Camera | None = None,
+        locator: ObjectLocator | None = None,
+    ):
         self.robot, self.driver, self.ask, self.camera, self.locator = robot, driver, ask, camera, locator
         self.clock, self.sleep = time.monotonic, time.sleep
 
@@ -243,8 +259,11 @@ class RealBench:
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"driver": self.driver, "driver_class": type(self.robot).__name__,
-                "driver_config": to_dict(self.robot.config)}
+        return {
+            "driver": self.driver,
+            "driver_class": type(self.robot).__name__,
+            "driver_config": to_dict(self.robot.config),
+        }
 
     def frames(self) -> Callable[[], np.ndarray] | None:
         """The newest frame of the scene camera (connected by the caller), if there is one."""
@@ -253,39 +272,60 @@ class RealBench:
 
 
 # -- the harness --------------------------------------------------------------------------------
-def trial_task(bundle: Bundle, start: Mapping[str, Any], condition: Condition,
-               given: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def trial_task(
+    bundle: Bundle, start: Mapping[str, Any], condition: Condition, given: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
     """The task inputs of a trial: the bundle's, the start episode's, the given ones, the
     condition's (later wins); task inputs only (:data:`~simreal.reference.PLAYABLE_KEYS`)."""
     merged = {**bundle.task_params, **start, **given, **condition.task}
     return {k: np.asarray(v, np.float64).reshape(-1) for k, v in merged.items() if k in PLAYABLE_KEYS}
 
 
-def check_inputs(suite: Suite, bundle: Bundle, task: Mapping[str, np.ndarray], given: Mapping[str, Any],
-                 state_keys: set[str], kind: str) -> None:
+def check_inputs(
+    suite: Suite,
+    bundle: Bundle,
+    task: Mapping[str, np.ndarray],
+    given: Mapping[str, Any],
+    state_keys: set[str],
+    kind: str,
+) -> None:
     """One line, before the first trial, for a task input or a state key the suite lacks."""
     for k in given:
         if k not in PLAYABLE_KEYS:
             raise ConfigError(f"--task-param {k}", f"not a task input; valid: {', '.join(PLAYABLE_KEYS)}")
     for k in suite.task_inputs:
         if k not in task:
-            raise BundleError("task_params", f"suite {suite.name} needs the task input {k}, which neither the bundle "
-                                             f"nor its task gives; pass --task-param {k}=[...]",
-                              str(bundle.path / "bundle.yaml"))
+            raise BundleError(
+                "task_params",
+                f"suite {suite.name} needs the task input {k}, which neither the bundle "
+                f"nor its task gives; pass --task-param {k}=[...]",
+                str(bundle.path / "bundle.yaml"),
+            )
     computable = {"ee_pos_w"} if "joint_pos" in state_keys else set()  # forward kinematics of the joints
     missing = sorted(set(suite.needs) - state_keys - computable)
     if missing:
-        raise HardwareError(f"suite {suite.name} judges {', '.join(missing)}, which the {kind} robot does not report "
-                            f"(it reports {', '.join(sorted(state_keys))})")
+        raise HardwareError(
+            f"suite {suite.name} judges {', '.join(missing)}, which the {kind} robot does not report "
+            f"(it reports {', '.join(sorted(state_keys))})"
+        )
 
 
-def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task: Mapping[str, np.ndarray],
-              duration_s: float, overrides: Mapping[str, Any] | None, kinematics: dict[str, Any],
-              film: TrialFilm | None = None) -> dict[str, Any]:
+def run_trial(
+    bench: Bench,
+    suite: Suite,
+    bundle: Bundle,
+    spec: RobotSpec,
+    task: Mapping[str, np.ndarray],
+    duration_s: float,
+    overrides: Mapping[str, Any] | None,
+    kinematics: dict[str, Any],
+    film: TrialFilm | None = None,
+) -> dict[str, Any]:
     """One trial on a robot already at its start: drive it, record, detect (see module
     docstring); ``film`` takes the trial's frames, timed from the hand-over."""
-    runner_bundle = dataclasses.replace(bundle, task_params={**bundle.task_params,
-                                                              **{k: v.tolist() for k, v in task.items()}})
+    runner_bundle = dataclasses.replace(
+        bundle, task_params={**bundle.task_params, **{k: v.tolist() for k, v in task.items()}}
+    )
     runner = PolicyRunner(runner_bundle, overrides=overrides)
     samples: list[tuple[float, State]] = []
 
@@ -299,9 +339,14 @@ def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task:
     wall = time.perf_counter()
     report = drive(bench.robot, runner, duration_s=duration_s, clock=bench.clock, sleep=bench.sleep, on_tick=record)
     wall = time.perf_counter() - wall
-    drive_info = {"ticks": report.ticks, "overruns": report.overruns, "read_errors": report.read_errors,
-                  "final_mode": report.final_mode, "envelope_trip": runner.stats.envelope_trip or None,
-                  "wall_s": round(wall, 4)}
+    drive_info = {
+        "ticks": report.ticks,
+        "overruns": report.overruns,
+        "read_errors": report.read_errors,
+        "final_mode": report.final_mode,
+        "envelope_trip": runner.stats.envelope_trip or None,
+        "wall_s": round(wall, 4),
+    }
     why = bench.unjudgeable() or (None if samples else "no command was sent (no state arrived)")
     if why:
         return {"success": False, "reason": why, "metrics": {}, **drive_info}
@@ -315,8 +360,15 @@ def run_trial(bench: Bench, suite: Suite, bundle: Bundle, spec: RobotSpec, task:
             kinematics["model"] = build_model(spec)
         traj["ee_pos_w"] = end_effector_w(spec, traj["joint_pos"], kinematics["model"])
     fence = runner.cfg.envelope
-    data = TrialData(traj, task, bundle, spec, (np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m)),
-                     duration_s, runner.cfg.period_s)
+    data = TrialData(
+        traj,
+        task,
+        bundle,
+        spec,
+        (np.asarray(fence.geofence_min_m), np.asarray(fence.geofence_max_m)),
+        duration_s,
+        runner.cfg.period_s,
+    )
     v = suite.detect(data)
     return {"success": bool(v.success), "reason": v.reason, "metrics": v.metrics, **drive_info}
 
@@ -333,27 +385,40 @@ class ProgressLine:
         self.done += 1
         rate = self.done / max(time.monotonic() - self.t0, 1e-9)
         outcome = "pass" if result["success"] else f"FAIL ({result['reason']})" if result["reason"] else "FAIL"
-        self.stream.write(f"{label}: {outcome} | {k}/{n} passed | {rate:.2f} trials/s | "
-                          f"ETA {fmt_time((self.total - self.done) / rate)}\n")
+        self.stream.write(
+            f"{label}: {outcome} | {k}/{n} passed | {rate:.2f} trials/s | "
+            f"ETA {fmt_time((self.total - self.done) / rate)}\n"
+        )
         self.stream.flush()
 
 
-def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, cfg: BenchmarkConfig = BenchmarkConfig(),
-                  *, overrides: Mapping[str, Any] | None = None,
-                  progress: Callable[[str, Mapping[str, Any], int, int], None] | None = None,
-                  video_dir: Path | None = None) -> dict[str, Any]:
+def run_benchmark(
+    suite: Suite,
+    bundle: Bundle,
+    spec: RobotSpec,
+    bench: Bench,
+    cfg: BenchmarkConfig = BenchmarkConfig(),
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    progress: Callable[[str, Mapping[str, Any], int, int], None] | None = None,
+    video_dir: Path | None = None,
+) -> dict[str, Any]:
     """All conditions x trials of ``suite`` on ``bench`` (a :class:`TwinBench` or a
     :class:`RealBench`; its robot is connected for the run and disconnected after it); returns
     the results (JSON-able; per condition :func:`summarize`). Task inputs and state keys the
     suite lacks are refused before the first trial; a run the operator stops, or Ctrl-C during a
     trial (that trial is dropped), keeps the trials run so far (``complete: false``;
-    ``interrupted: true`` after Ctrl-C, SIGTERM or SIGHUP, ``stopped_by`` naming the signal). With ``video_dir`` and a frame source, the first
-    ``cfg.videos`` trials of each condition are filmed into it (a trial's ``video`` entry)."""
+    ``interrupted: true`` after Ctrl-C, SIGTERM or SIGHUP, ``stopped_by`` naming the signal).
+    With ``video_dir`` and a frame source, the first ``cfg.videos`` trials of each condition are
+    filmed into it (a trial's ``video`` entry)."""
     conditions = suite.conditions(cfg.values)
     duration = cfg.duration_s or suite.duration_s(bundle)
     if duration <= suite.settle_s(bundle):
-        raise ConfigError("duration_s", f"suite {suite.name} judges from {suite.settle_s(bundle):g} s on; a trial of "
-                                        f"{duration:g} s ends before that")
+        raise ConfigError(
+            "duration_s",
+            f"suite {suite.name} judges from {suite.settle_s(bundle):g} s on; a trial of "
+            f"{duration:g} s ends before that",
+        )
     grab = bench.frames() if video_dir is not None and cfg.videos else None
     start = bench.task_inputs()
     tasks = [trial_task(bundle, start, c, cfg.task) for c in conditions]
@@ -376,8 +441,11 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                         break
                     bench.show(task)
                     film = TrialFilm(grab) if grab is not None and i < cfg.videos else None
-                    r = {"trial": i, "seed": cfg.seed + i,
-                         **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film)}
+                    r = {
+                        "trial": i,
+                        "seed": cfg.seed + i,
+                        **run_trial(bench, suite, bundle, spec, task, duration, overrides, kinematics, film),
+                    }
                     trials.append(r)  # finished: kept, with its video only once that is written whole
                     if film is not None and film.frames:
                         stem = f"{suite.name}_{bench.kind}_{cond.name}_trial{i}".replace(" ", "_").replace("/", "_")
@@ -388,15 +456,35 @@ def run_benchmark(suite: Suite, bundle: Bundle, spec: RobotSpec, bench: Bench, c
                     break
         except KeyboardInterrupt as e:
             complete, stopped_by = False, interrupt_signal(e)
-    results = [{"name": cond.name, "task": {k: v.tolist() for k, v in task.items()}, "trials": trials,
-                **summarize(trials, cfg.confidence)} for cond, task, trials in ran]
-    return {"format": FORMAT, "suite": suite.name, "family": suite.family, "summary": suite.summary,
-            "robot": bench.kind, **bench.describe(), "bundle": str(bundle.path), "bundle_robot": bundle.robot,
-            "bundle_task": bundle.task, "axis": suite.axis or None, "duration_s": duration,
-            "config": to_dict(cfg), "conditions": results, "complete": complete, "interrupted": stopped_by is not None,
-            "stopped_by": stopped_by,
-            "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "wall_s": round(time.monotonic() - t_start, 3)}
+    results = [
+        {
+            "name": cond.name,
+            "task": {k: v.tolist() for k, v in task.items()},
+            "trials": trials,
+            **summarize(trials, cfg.confidence),
+        }
+        for cond, task, trials in ran
+    ]
+    return {
+        "format": FORMAT,
+        "suite": suite.name,
+        "family": suite.family,
+        "summary": suite.summary,
+        "robot": bench.kind,
+        **bench.describe(),
+        "bundle": str(bundle.path),
+        "bundle_robot": bundle.robot,
+        "bundle_task": bundle.task,
+        "axis": suite.axis or None,
+        "duration_s": duration,
+        "config": to_dict(cfg),
+        "conditions": results,
+        "complete": complete,
+        "interrupted": stopped_by is not None,
+        "stopped_by": stopped_by,
+        "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "wall_s": round(time.monotonic() - t_start, 3),
+    }
 
 
 def summary_lines(results: Mapping[str, Any]) -> list[str]:

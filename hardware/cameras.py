@@ -2,10 +2,10 @@
 
 ``read()`` returns the newest frame with its capture time and a sequence number, waiting at
 most a given bound for one newer than the last it saw, so a recorder at 30 fps sees when a
-camera delivered nothing new since its last tick (a dropped frame) instead of stalling its loop (LeRobot's ``async_read``
-idea, without its blocking ``read``). Each camera's grab thread spends its time inside the
-driver (OpenCV releases the GIL while it waits), so two cameras and the control loop share
-two cores.
+camera delivered nothing new since its last tick (a dropped frame) instead of stalling its
+loop (LeRobot's ``async_read`` idea, without its blocking ``read``). Each camera's grab
+thread spends its time inside the driver (OpenCV releases the GIL while it waits), so two
+cameras and the control loop share two cores.
 
 - :class:`OpenCVCamera`: a V4L2/USB/AVFoundation device index or a video file or stream URL,
   via ``cv2.VideoCapture``; frames are converted to RGB.
@@ -30,9 +30,9 @@ from simreal.hardware.robot import HardwareError
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    image: np.ndarray   # (H, W, 3) uint8 RGB
-    t_s: float          # capture time, monotonic [s]
-    seq: int            # 0, 1, 2, ... per camera; a gap or a repeat means frames were missed
+    image: np.ndarray  # (H, W, 3) uint8 RGB
+    t_s: float  # capture time, monotonic [s]
+    seq: int  # 0, 1, 2, ... per camera; a gap or a repeat means frames were missed
 
 
 class Camera(abc.ABC):
@@ -64,8 +64,10 @@ class Camera(abc.ABC):
         self._thread.start()
         if not self._ready.wait(timeout_s):
             self.disconnect()
-            raise HardwareError(f"camera '{self.name}': no frame within {timeout_s:.0f} s"
-                                + (f" ({self._error})" if self._error else ""))
+            raise HardwareError(
+                f"camera '{self.name}': no frame within {timeout_s:.0f} s"
+                + (f" ({self._error})" if self._error else "")
+            )
 
     def _loop(self) -> None:
         seq = 0
@@ -91,8 +93,9 @@ class Camera(abc.ABC):
         a short bounded wait keeps each tick on a fresh frame without ever stalling the loop."""
         if newer_than is not None and timeout_s > 0:
             with self._new:
-                self._new.wait_for(lambda: self._error or (self._latest is not None and self._latest.seq > newer_than),
-                                   timeout_s)
+                self._new.wait_for(
+                    lambda: self._error or (self._latest is not None and self._latest.seq > newer_than), timeout_s
+                )
         if self._error:
             raise HardwareError(f"camera '{self.name}': {self._error}")
         if self._latest is None:
@@ -127,8 +130,10 @@ class OpenCVCamera(Camera):
 
         cap = cv2.VideoCapture(self.source)
         if not cap.isOpened():
-            raise HardwareError(f"camera '{self.name}': cannot open {self.source!r} (check the index with "
-                                f"`v4l2-ctl --list-devices` and permissions on /dev/video*)")
+            raise HardwareError(
+                f"camera '{self.name}': cannot open {self.source!r} (check the index with "
+                f"`v4l2-ctl --list-devices` and permissions on /dev/video*)"
+            )
         cap.set(cv2.CAP_PROP_FRAME_WIDTH, self.width)
         cap.set(cv2.CAP_PROP_FRAME_HEIGHT, self.height)
         cap.set(cv2.CAP_PROP_FPS, self.fps)
@@ -156,8 +161,10 @@ class PatternCamera(Camera):
     def __init__(self, name: str, width: int = 640, height: int = 480, fps: float = 30.0):
         super().__init__(name, width, height, fps)
         y, x = np.mgrid[0:height, 0:width]
-        self._base = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1),
-                               (x + y) * 255 // max(width + height - 2, 1)], -1).astype(np.uint8)
+        self._base = np.stack(
+            [x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1), (x + y) * 255 // max(width + height - 2, 1)],
+            -1,
+        ).astype(np.uint8)
         self._k = 0
         self._next = 0.0
 

@@ -81,8 +81,17 @@ from simreal.robot_spec import RobotSpec
 
 #: Log blocks (name, variables): each fits one CRTP packet's 26 bytes as floats.
 LOG_BLOCKS = (
-    ("position", ("stateEstimate.x", "stateEstimate.y", "stateEstimate.z",
-                  "stateEstimate.vx", "stateEstimate.vy", "stateEstimate.vz")),
+    (
+        "position",
+        (
+            "stateEstimate.x",
+            "stateEstimate.y",
+            "stateEstimate.z",
+            "stateEstimate.vx",
+            "stateEstimate.vy",
+            "stateEstimate.vz",
+        ),
+    ),
     ("attitude", ("stateEstimate.qx", "stateEstimate.qy", "stateEstimate.qz", "stateEstimate.qw")),
     ("gyro", ("gyro.x", "gyro.y", "gyro.z")),
 )
@@ -122,15 +131,22 @@ class CrazyflieConfig(RobotConfig):
     """A Crazyflie 2.x on a Crazyradio, USB or UDP link (see module docstring)."""
 
     action_mode: str = field("ctbr", choices=("ctbr",), doc="collective thrust [N] and FLU body rates [rad/s]")
-    uri: str = field("radio://0/80/2M/E7E7E7E7E7",
-                     doc="cflib link URI: radio://0/CHANNEL/RATE/ADDRESS, usb://0, udp://HOST:PORT (SITL, the twin)")
+    uri: str = field(
+        "radio://0/80/2M/E7E7E7E7E7",
+        doc="cflib link URI: radio://0/CHANNEL/RATE/ADDRESS, usb://0, udp://HOST:PORT (SITL, the twin)",
+    )
     connect_timeout_s: float = field(10.0, min=0.01, doc="wait for the TOCs, the parameters and the first log data [s]")
-    toc_cache: str = field("~/.cache/simreal/cflib_toc",
-                           doc="cflib's TOC cache folder: a known firmware's TOCs are not downloaded again")
+    toc_cache: str = field(
+        "~/.cache/simreal/cflib_toc", doc="cflib's TOC cache folder: a known firmware's TOCs are not downloaded again"
+    )
     log_period_ms: int = field(10, min=10, max=2550, doc="log block period, a multiple of 10 [ms] (firmware unit)")
     state_timeout_s: float = field(0.1, min=0.001, doc="observation() refuses a state older than this [s]")
-    max_thrust: int = field(FIRMWARE_MAX_THRUST, min=0, max=FIRMWARE_MAX_THRUST,
-                            doc="cap of the RPYT thrust command (the firmware caps at 60000)")
+    max_thrust: int = field(
+        FIRMWARE_MAX_THRUST,
+        min=0,
+        max=FIRMWARE_MAX_THRUST,
+        doc="cap of the RPYT thrust command (the firmware caps at 60000)",
+    )
 
 
 class CrazyflieRobot(Robot):
@@ -144,8 +160,10 @@ class CrazyflieRobot(Robot):
         super().__init__(config, spec)
         self.config: CrazyflieConfig = config
         if self.mode.name != "ctbr":
-            raise ConfigError("action_mode", f"{type(self).__name__} takes ctbr (the RPYT commander in rate mode), "
-                                             f"got {self.mode.name}")
+            raise ConfigError(
+                "action_mode",
+                f"{type(self).__name__} takes ctbr (the RPYT commander in rate mode), got {self.mode.name}",
+            )
         if config.log_period_ms % 10:
             raise ConfigError("log_period_ms", f"the firmware counts log periods in 10 ms; got {config.log_period_ms}")
         self.full_thrust_n = total_thrust_n(self.spec)
@@ -173,8 +191,10 @@ class CrazyflieRobot(Robot):
     def _wait(self, what: str, predicate) -> None:
         with self._lock:
             if not self._lock.wait_for(lambda: predicate() or self._link_error, self.config.connect_timeout_s):
-                raise HardwareError(f"{self.where}: no {what} within {self.config.connect_timeout_s:g} s; check the "
-                                    f"URI, that the Crazyflie is on, and its radio address and channel")
+                raise HardwareError(
+                    f"{self.where}: no {what} within {self.config.connect_timeout_s:g} s; check the "
+                    f"URI, that the Crazyflie is on, and its radio address and channel"
+                )
             if self._link_error:
                 raise HardwareError(f"{self.where}: the link failed ({self._link_error}) while waiting for {what}")
 
@@ -196,11 +216,15 @@ class CrazyflieRobot(Robot):
         self.cf.connection_lost.add_callback(failed)
         self.cf.open_link(self.config.uri)
         self._wait("answer to cflib's connection sequence (log and parameter TOCs)", done.is_set)
-        missing = [n for _, names in LOG_BLOCKS for n in names if self.cf.log.toc.get_element_by_complete_name(n) is None]
+        missing = [
+            n for _, names in LOG_BLOCKS for n in names if self.cf.log.toc.get_element_by_complete_name(n) is None
+        ]
         missing += [n for n in RATE_MODE if self.cf.param.toc.get_element_by_complete_name(n) is None]
         if missing:
-            raise HardwareError(f"{self.where}: the firmware has no {', '.join(missing)} (a Crazyflie 2.x firmware "
-                                f"from 2023 on logs and takes all of them)")
+            raise HardwareError(
+                f"{self.where}: the firmware has no {', '.join(missing)} (a Crazyflie 2.x firmware "
+                f"from 2023 on logs and takes all of them)"
+            )
 
     def _rate_mode(self) -> None:
         confirmed: dict[str, int] = {}
@@ -214,8 +238,10 @@ class CrazyflieRobot(Robot):
             group, short = name.split(".")
             self.cf.param.add_update_callback(group=group, name=short, cb=echo)
             self.cf.param.set_value(name, value)
-        self._wait("confirmation of " + ", ".join(f"{n} = {v}" for n, v in RATE_MODE.items()),
-                   lambda: all(confirmed.get(n) == v for n, v in RATE_MODE.items()))
+        self._wait(
+            "confirmation of " + ", ".join(f"{n} = {v}" for n, v in RATE_MODE.items()),
+            lambda: all(confirmed.get(n) == v for n, v in RATE_MODE.items()),
+        )
 
     def _start_logging(self) -> None:
         for name, variables in LOG_BLOCKS:
@@ -225,8 +251,7 @@ class CrazyflieRobot(Robot):
             block.data_received_cb.add_callback(self._take)
             self.cf.log.add_config(block)
             block.start()
-        self._wait("log data from " + ", ".join(n for n, _ in LOG_BLOCKS),
-                   lambda: len(self._newest) == len(LOG_BLOCKS))
+        self._wait("log data from " + ", ".join(n for n, _ in LOG_BLOCKS), lambda: len(self._newest) == len(LOG_BLOCKS))
 
     def _take(self, timestamp_ms: int, data: dict[str, float], block: LogConfig) -> None:
         with self._lock:
@@ -261,19 +286,29 @@ class CrazyflieRobot(Robot):
         t_s = min(t_pos, t_att, t_gyro)
         if now - t_s > self.config.state_timeout_s:
             stale = LOG_BLOCKS[int(np.argmin([t_pos, t_att, t_gyro]))][0]
-            raise HardwareError(f"{self.where}: no {stale} log data for {(now - t_s) * 1e3:.0f} ms (logged every "
-                                f"{self.config.log_period_ms} ms; state_timeout_s {self.config.state_timeout_s:g})")
+            raise HardwareError(
+                f"{self.where}: no {stale} log data for {(now - t_s) * 1e3:.0f} ms (logged every "
+                f"{self.config.log_period_ms} ms; state_timeout_s {self.config.state_timeout_s:g})"
+            )
         est = "stateEstimate."
-        return {"pos_w": np.array([pos[est + k] for k in ("x", "y", "z")]),
-                "quat_wxyz": np.array([att[est + k] for k in ("qw", "qx", "qy", "qz")]),
-                "lin_vel_w": np.array([pos[est + k] for k in ("vx", "vy", "vz")]),
-                "ang_vel_b": np.radians([gyro["gyro." + k] for k in ("x", "y", "z")]),
-                "t_s": np.float64(t_s)}
+        return {
+            "pos_w": np.array([pos[est + k] for k in ("x", "y", "z")]),
+            "quat_wxyz": np.array([att[est + k] for k in ("qw", "qx", "qy", "qz")]),
+            "lin_vel_w": np.array([pos[est + k] for k in ("vx", "vy", "vz")]),
+            "ang_vel_b": np.radians([gyro["gyro." + k] for k in ("x", "y", "z")]),
+            "t_s": np.float64(t_s),
+        }
 
     def _write(self, u: np.ndarray) -> np.ndarray:
         thrust = int(min(max(round(u[0] / self.full_thrust_n * THRUST_FULL_SCALE), 0), self.config.max_thrust))
         roll, pitch, yawrate = (float(np.float32(math.degrees(w))) for w in (u[1], u[2], -u[3]))
         self.cf.commander.send_setpoint(roll, pitch, yawrate, thrust)
         # what went out, back in the action's units: thrust on its 16-bit grid, rates as float32
-        return np.array([thrust / THRUST_FULL_SCALE * self.full_thrust_n,
-                         math.radians(roll), math.radians(pitch), -math.radians(yawrate)])
+        return np.array(
+            [
+                thrust / THRUST_FULL_SCALE * self.full_thrust_n,
+                math.radians(roll),
+                math.radians(pitch),
+                -math.radians(yawrate),
+            ]
+        )

@@ -71,8 +71,9 @@ PROTOCOL_VERSION = 10
 LOG_TYPES = {1: "<B", 2: "<H", 3: "<I", 4: "<b", 5: "<h", 6: "<i", 7: "<f", 8: "<e"}
 LOG_FLOAT, PARAM_UINT8 = 7, 0x08
 #: The log TOC: (group, name); all stored as float.
-LOG_TOC = tuple(("stateEstimate", n) for n in ("x", "y", "z", "vx", "vy", "vz", "qx", "qy", "qz", "qw")) + \
-    tuple(("gyro", n) for n in ("x", "y", "z"))
+LOG_TOC = tuple(("stateEstimate", n) for n in ("x", "y", "z", "vx", "vy", "vz", "qx", "qy", "qz", "qw")) + tuple(
+    ("gyro", n) for n in ("x", "y", "z")
+)
 #: The parameter TOC: (group, name, default), uint8; RATE = 0, ANGLE = 1 (the firmware's defaults).
 PARAM_TOC = (("flightmode", "stabModeRoll", 1), ("flightmode", "stabModePitch", 1), ("flightmode", "stabModeYaw", 0))
 LOG_MAX_BLOCKS, LOG_MAX_OPS, LOG_MAX_DATA = 16, 128, 26
@@ -104,9 +105,15 @@ class CrazyflieTwin(QuadrotorTwin):
       watchdog_s: set-point silence after which the vehicle is levelled, and its motors stopped [s].
     """
 
-    def __init__(self, robot: str | RobotSpec = "crazyflie2", *, host: str = "127.0.0.1", port: int = 0,
-                 start_pos_w: Sequence[float] = (0.0, 0.0, 1.0),
-                 watchdog_s: tuple[float, float] = (WDT_STABILIZE_S, WDT_SHUTDOWN_S)):
+    def __init__(
+        self,
+        robot: str | RobotSpec = "crazyflie2",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        start_pos_w: Sequence[float] = (0.0, 0.0, 1.0),
+        watchdog_s: tuple[float, float] = (WDT_STABILIZE_S, WDT_SHUTDOWN_S),
+    ):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((host, port))
         self.sock.setblocking(False)
@@ -117,8 +124,8 @@ class CrazyflieTwin(QuadrotorTwin):
         self.log_toc = [bytes([LOG_FLOAT]) + f"{g}\0{n}\0".encode() for g, n in LOG_TOC]
         self.param_toc = [bytes([PARAM_UINT8]) + f"{g}\0{n}\0".encode() for g, n, _ in PARAM_TOC]
         self.params = [default for _, _, default in PARAM_TOC]
-        self.blocks: dict[int, list[tuple[int, int]]] = {}   # block id -> [(variable id, fetch type)]
-        self.periods: dict[int, float] = {}                   # started block id -> period [s]
+        self.blocks: dict[int, list[tuple[int, int]]] = {}  # block id -> [(variable id, fetch type)]
+        self.periods: dict[int, float] = {}  # started block id -> period [s]
         self._due: dict[int, float] = {}
         self.stabilize_s, self.shutdown_s = watchdog_s
         self.thrust_locked = True
@@ -157,8 +164,11 @@ class CrazyflieTwin(QuadrotorTwin):
             self.thrust_locked = True
         if raw == 0:
             self.thrust_locked = False
-        if self.param("flightmode.stabModeRoll") or self.param("flightmode.stabModePitch") \
-                or self.param("flightmode.stabModeYaw"):
+        if (
+            self.param("flightmode.stabModeRoll")
+            or self.param("flightmode.stabModePitch")
+            or self.param("flightmode.stabModeYaw")
+        ):
             self.unsupported += 1
             return
         thrust = 0 if self.thrust_locked or raw < MIN_THRUST else min(raw, MAX_THRUST)
@@ -199,8 +209,9 @@ class CrazyflieTwin(QuadrotorTwin):
 
     def _send_block(self, block: int) -> None:
         s = self.sim.true_state()
-        values = np.concatenate([s["pos_w"], s["lin_vel_w"], s["quat_wxyz"][[1, 2, 3, 0]],
-                                 np.degrees(s["ang_vel_b"])])  # in LOG_TOC's order
+        values = np.concatenate(
+            [s["pos_w"], s["lin_vel_w"], s["quat_wxyz"][[1, 2, 3, 0]], np.degrees(s["ang_vel_b"])]
+        )  # in LOG_TOC's order
         t_ms = int(self.sim.time_s * 1e3) & 0xFFFFFF
         out = bytes([block]) + t_ms.to_bytes(3, "little")
         for var, fetch in self.blocks[block]:
@@ -301,11 +312,12 @@ class CrazyflieTwin(QuadrotorTwin):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve the twin of ``--robot`` until Ctrl-C, printing its URI first."""
-    ap = argparse.ArgumentParser(prog="python -m simreal.hardware.crazyflie_twin",
-                                 description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m simreal.hardware.crazyflie_twin", description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="crazyflie2", help="quadrotor robot spec name or path (default crazyflie2)")
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    ap.add_argument("--port", type=int, default=19850, help="UDP port (default 19850, where cflib's scan looks; 0: free)")
+    ap.add_argument(
+        "--port", type=int, default=19850, help="UDP port (default 19850, where cflib's scan looks; 0: free)"
+    )
     args = ap.parse_args(argv)
     with CrazyflieTwin(args.robot, host=args.host, port=args.port) as twin:
         serve_until_interrupted(f"Crazyflie twin of {twin.spec.name} on {twin.uri}; Ctrl-C stops")

@@ -98,8 +98,10 @@ def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
     for another robot or action mode with one line naming the field."""
     act = runner.bundle.action
     if act.mode != robot.mode.name:
-        raise ConfigError("action_mode", f"the bundle commands {act.mode}, the {type(robot).__name__} is "
-                                         f"configured for {robot.mode.name}")
+        raise ConfigError(
+            "action_mode",
+            f"the bundle commands {act.mode}, the {type(robot).__name__} is configured for {robot.mode.name}",
+        )
     if runner.spec.name != robot.spec.name:
         raise ConfigError("robot", f"the bundle is for '{runner.spec.name}', the driver drives '{robot.spec.name}'")
     if not robot.mode.joint_space:
@@ -107,11 +109,17 @@ def action_index(runner: PolicyRunner, robot: Robot) -> np.ndarray:
     return np.array([robot.names.index(n) for n in act.names])
 
 
-def drive(robot: Robot, runner: PolicyRunner, *, duration_s: float | None = None,
-          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-          on_tick: Callable[[TickResult, np.ndarray], None] | None = None,
-          task_input: Callable[[], Mapping[str, np.ndarray]] | None = None,
-          stop: Callable[[], bool] | None = None) -> DriveReport:
+def drive(
+    robot: Robot,
+    runner: PolicyRunner,
+    *,
+    duration_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_tick: Callable[[TickResult, np.ndarray], None] | None = None,
+    task_input: Callable[[], Mapping[str, np.ndarray]] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> DriveReport:
     """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C) or
     ``stop()`` says so (a signal recorded: the report still comes back); ``on_tick(result, sent)``
     sees every tick (a recorder, a plot); ``task_input()``, read every tick, gives task inputs (a

@@ -72,12 +72,16 @@ def banner(task: str, driver: str, twin: bool, rate_hz: float, duration_s: float
     from simreal.hardware.teleop import VelocityCommand
 
     until = f"for {duration_s:g} s (Ctrl-C stops it sooner)" if duration_s is not None else "until Ctrl-C"
-    lines = [f"simreal drive: {task} on {driver}{' (twin)' if twin else ''} at {rate_hz:g} Hz, {until}, ending with "
-             "the safe command and its report; waiting for the robot's state ..."]
+    lines = [
+        f"simreal drive: {task} on {driver}{' (twin)' if twin else ''} at {rate_hz:g} Hz, {until}, ending with "
+        "the safe command and its report; waiting for the robot's state ..."
+    ]
     if teleop == "keyboard":
         lines.append(f"keys (held; none: stand still): {VelocityCommand.keys()}")
     elif teleop is not None:
-        lines.append(f"{teleop} axes: " + ", ".join(f"{'-' if sign < 0 else '+'}{axis} {name}"
-                                                   for name, axis, sign in VelocityCommand.AXES)
-                     + " (none deflected: stand still)")
+        lines.append(
+            f"{teleop} axes: "
+            + ", ".join(f"{'-' if sign < 0 else '+'}{axis} {name}" for name, axis, sign in VelocityCommand.AXES)
+            + " (none deflected: stand still)"
+        )
     return "\n".join(lines)

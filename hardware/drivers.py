@@ -41,8 +41,10 @@ def _load(path: str) -> Any:
 @contextlib.contextmanager
 def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.px4_ros2_twin")
-    with claim_domain(100, 149) as domain_id, \
-            twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True):  # private, as the Unitree twin's
+    with (
+        claim_domain(100, 149) as domain_id,
+        twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True),
+    ):  # private, as the Unitree twin's
         yield {"domain_id": domain_id, "loopback": True}
 
 
@@ -50,8 +52,10 @@ def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
 def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
     twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
     # private: away from ROS's 0 and from `deploy sim`'s 150..230
-    with claim_domain(100, 149) as domain_id, \
-            twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo")):
+    with (
+        claim_domain(100, 149) as domain_id,
+        twin_mod.UnitreeTwin(twin_mod.TwinConfig(robot=robot, domain_id=domain_id, network_interface="lo")),
+    ):
         yield {"domain_id": domain_id, "network_interface": "lo"}
 
 
@@ -74,7 +78,7 @@ class Driver:
 
     robot: str
     twin: Callable[[str], contextlib.AbstractContextManager[dict[str, Any]]]
-    robots: tuple[str, ...]   # robot specs it drives by default
+    robots: tuple[str, ...]  # robot specs it drives by default
     summary: str
 
     def robot_class(self) -> type[Robot]:
@@ -82,34 +86,63 @@ class Driver:
 
 
 DRIVERS: dict[str, Driver] = {
-    "so100": Driver("simreal.hardware.so100:SO100Robot", _serving("simreal.hardware.feetech_twin:FeetechTwin", "port"),
-                    ("so100",),
-                    "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)"),
-    "unitree": Driver("simreal.hardware.unitree:UnitreeRobot", _unitree_twin,
-                      ("g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof"),
-                      "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)"),
-    "crazyflie": Driver("simreal.hardware.crazyflie:CrazyflieRobot",
-                        _serving("simreal.hardware.crazyflie_twin:CrazyflieTwin", "uri"), ("crazyflie2",),
-                        "Crazyflie 2.x over cflib, RPYT in rate mode (settings: uri=radio://0/80/2M/E7E7E7E7E7 ...)"),
-    "px4": Driver("simreal.hardware.px4_mavlink:PX4Robot", _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
-                  ("crazyflie2",),
-                  "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)"),
-    "px4-ros2": Driver("simreal.hardware.px4_ros2:PX4Ros2Robot", _px4_ros2_twin, ("crazyflie2",),
-                       "PX4 over ROS 2 px4_msgs (uXRCE-DDS), ctbr offboard (settings: px4_version=1.16 domain_id=0 ...)"),
-    "franka": Driver("simreal.hardware.franka:FrankaRobot", _serving("simreal.hardware.franka_twin:FrankaTwin", "ip"),
-                     ("franka",),
-                     "Franka Panda/FR3 and Hand through franky (settings: ip=172.16.0.2 relative_dynamics_factor=0.1 ...)"),
+    "so100": Driver(
+        "simreal.hardware.so100:SO100Robot",
+        _serving("simreal.hardware.feetech_twin:FeetechTwin", "port"),
+        ("so100",),
+        "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)",
+    ),
+    "unitree": Driver(
+        "simreal.hardware.unitree:UnitreeRobot",
+        _unitree_twin,
+        ("g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof"),
+        "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)",
+    ),
+    "crazyflie": Driver(
+        "simreal.hardware.crazyflie:CrazyflieRobot",
+        _serving("simreal.hardware.crazyflie_twin:CrazyflieTwin", "uri"),
+        ("crazyflie2",),
+        "Crazyflie 2.x over cflib, RPYT in rate mode (settings: uri=radio://0/80/2M/E7E7E7E7E7 ...)",
+    ),
+    "px4": Driver(
+        "simreal.hardware.px4_mavlink:PX4Robot",
+        _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
+        ("crazyflie2",),
+        "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)",
+    ),
+    "px4-ros2": Driver(
+        "simreal.hardware.px4_ros2:PX4Ros2Robot",
+        _px4_ros2_twin,
+        ("crazyflie2",),
+        "PX4 over ROS 2 px4_msgs (uXRCE-DDS), ctbr offboard (settings: px4_version=1.16 domain_id=0 ...)",
+    ),
+    "franka": Driver(
+        "simreal.hardware.franka:FrankaRobot",
+        _serving("simreal.hardware.franka_twin:FrankaTwin", "ip"),
+        ("franka",),
+        "Franka Panda/FR3 and Hand through franky (settings: ip=172.16.0.2 relative_dynamics_factor=0.1 ...)",
+    ),
 }
 
 
 def add_driver_arguments(p: Any, twin_help: str) -> None:
     """The ``--driver``, ``--set`` and ``--twin`` options of every verb that opens a robot."""
     p.add_argument("--driver", help="hardware driver (default: the one that drives the robot)")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)",
+    )
     p.add_argument("--twin", action="store_true", help=twin_help)
-    p.add_argument("--bag", metavar="DIR", help="record the driver's DDS traffic (every state received, every command "
-                                                "sent) as a rosbag2 (MCAP) in DIR; DDS drivers only (unitree, px4-ros2)")
+    p.add_argument(
+        "--bag",
+        metavar="DIR",
+        help="record the driver's DDS traffic (every state received, every command "
+        "sent) as a rosbag2 (MCAP) in DIR; DDS drivers only (unitree, px4-ros2)",
+    )
 
 
 def default_driver(robot: str, chosen: str | None) -> str:
@@ -131,8 +164,14 @@ def driver(name: str) -> Driver:
 
 
 @contextlib.contextmanager
-def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None = None, *,
-               twin: bool = False, bag: str | None = None) -> Iterator[Robot]:
+def open_robot(
+    driver_name: str,
+    robot: str,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    twin: bool = False,
+    bag: str | None = None,
+) -> Iterator[Robot]:
     """A connected robot of ``driver_name`` for the robot spec ``robot``; on exit it sends its
     safe command and disconnects (and the twin, if any, stops).
 
@@ -144,8 +183,11 @@ def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None 
 
     entry = driver(driver_name)
     if robot in {r for d in DRIVERS.values() for r in d.robots} and robot not in entry.robots:
-        raise ConfigError("--driver", f"driver '{driver_name}' drives {', '.join(entry.robots)}, not robot '{robot}'; "
-                                      f"robot '{robot}' is driven by {default_driver(robot, None)}")
+        raise ConfigError(
+            "--driver",
+            f"driver '{driver_name}' drives {', '.join(entry.robots)}, not robot '{robot}'; "
+            f"robot '{robot}' is driven by {default_driver(robot, None)}",
+        )
     cls = entry.robot_class()
     with contextlib.ExitStack() as stack:
         data = {"robot": robot, **(settings or {})}
@@ -155,8 +197,11 @@ def open_robot(driver_name: str, robot: str, settings: Mapping[str, Any] | None 
         if bag:
             topics = r.ros_topics()
             if not topics:
-                raise ConfigError("--bag", f"driver '{driver_name}' speaks no DDS (ROS 2) wire to record; "
-                                           f"rosbag2 recording takes a DDS driver (unitree)")
+                raise ConfigError(
+                    "--bag",
+                    f"driver '{driver_name}' speaks no DDS (ROS 2) wire to record; "
+                    f"rosbag2 recording takes a DDS driver (unitree)",
+                )
             from simreal.deploy.bag import BagRecorder
             from simreal.deploy.ros_types import ros_type_name
 

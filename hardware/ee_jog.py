@@ -52,9 +52,20 @@ class EndEffectorJog(DeviceTeleop):
       clock: monotonic clock [s].
     """
 
-    def __init__(self, device: InputDevice, spec: RobotSpec, *, linear_speed: float = 0.1,
-                 angular_speed: float = 0.8, w_rot: float = 0.1, max_lead: float = 0.3, max_lead_m: float = 0.03,
-                 max_lead_rad: float = 0.2, gripper_speed: float = 0.5, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        device: InputDevice,
+        spec: RobotSpec,
+        *,
+        linear_speed: float = 0.1,
+        angular_speed: float = 0.8,
+        w_rot: float = 0.1,
+        max_lead: float = 0.3,
+        max_lead_m: float = 0.03,
+        max_lead_rad: float = 0.2,
+        gripper_speed: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         import mujoco
 
         from simreal.deploy.sim_robot import with_joints
@@ -73,9 +84,9 @@ class EndEffectorJog(DeviceTeleop):
         self.v_lin, self.w_ang, self.w_rot = linear_speed, angular_speed, w_rot
         self.max_lead, self.max_lead_m, self.max_lead_rad = max_lead, max_lead_m, max_lead_rad
         self.gripper_rate = gripper_speed * np.where(np.isfinite(self.high - self.low), self.high - self.low, 0.0)
-        self.pos: np.ndarray | None = None      # tool target [m]
-        self.rot: np.ndarray | None = None      # tool target orientation (3, 3)
-        self.target: np.ndarray | None = None   # last command (nu,)
+        self.pos: np.ndarray | None = None  # tool target [m]
+        self.rot: np.ndarray | None = None  # tool target orientation (3, 3)
+        self.target: np.ndarray | None = None  # last command (nu,)
 
     BUTTONS = {**DeviceTeleop.BUTTONS, 1: "close the gripper", 2: "open the gripper"}
 
@@ -102,8 +113,9 @@ class EndEffectorJog(DeviceTeleop):
         self.pos = self.pos + self.v_lin * a[:3] * dt
         self.rot = Rotation.from_rotvec(self.w_ang * a[3:] * dt).as_matrix() @ self.rot
         j = self.ik.joints
-        u = self.ik.solve(self._qpos(q), self.pos, rot=self.rot, w_rot=self.w_rot,
-                          lo=q[j] - self.max_lead, hi=q[j] + self.max_lead)
+        u = self.ik.solve(
+            self._qpos(q), self.pos, rot=self.rot, w_rot=self.w_rot, lo=q[j] - self.max_lead, hi=q[j] + self.max_lead
+        )
         target = self.target.copy()
         target[j] = u
         close = len(buttons) > 1 and buttons[1]

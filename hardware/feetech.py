@@ -60,36 +60,46 @@ class Instruction(enum.IntEnum):
 STS3215: dict[str, tuple[int, int]] = {
     "Model_Number": (3, 2),
     "ID": (5, 1),
-    "Return_Delay_Time": (7, 1),            # x 2 us
-    "Min_Position_Limit": (9, 2),           # steps
-    "Max_Position_Limit": (11, 2),          # steps
-    "Max_Torque_Limit": (16, 2),            # 0.1 % of stall torque
-    "Phase": (18, 1),                       # bit 4: angle feedback mode
+    "Return_Delay_Time": (7, 1),  # x 2 us
+    "Min_Position_Limit": (9, 2),  # steps
+    "Max_Position_Limit": (11, 2),  # steps
+    "Max_Torque_Limit": (16, 2),  # 0.1 % of stall torque
+    "Phase": (18, 1),  # bit 4: angle feedback mode
     "P_Coefficient": (21, 1),
     "D_Coefficient": (22, 1),
     "I_Coefficient": (23, 1),
-    "Protection_Current": (28, 2),          # x 6.5 mA
-    "Homing_Offset": (31, 2),               # steps; Present_Position = encoder - Homing_Offset
-    "Operating_Mode": (33, 1),              # 0: position servo
-    "Overload_Torque": (36, 1),             # % of stall torque
+    "Protection_Current": (28, 2),  # x 6.5 mA
+    "Homing_Offset": (31, 2),  # steps; Present_Position = encoder - Homing_Offset
+    "Operating_Mode": (33, 1),  # 0: position servo
+    "Overload_Torque": (36, 1),  # % of stall torque
     "Torque_Enable": (40, 1),
-    "Acceleration": (41, 1),                # x 100 steps/s^2
-    "Goal_Position": (42, 2),               # steps
-    "Lock": (55, 1),                        # 1: EPROM write-protected
-    "Present_Position": (56, 2),            # steps
-    "Present_Velocity": (58, 2),            # steps/s
-    "Present_Load": (60, 2),                # 0.1 % of stall torque
-    "Present_Voltage": (62, 1),             # 0.1 V
-    "Present_Temperature": (63, 1),         # deg C
+    "Acceleration": (41, 1),  # x 100 steps/s^2
+    "Goal_Position": (42, 2),  # steps
+    "Lock": (55, 1),  # 1: EPROM write-protected
+    "Present_Position": (56, 2),  # steps
+    "Present_Velocity": (58, 2),  # steps/s
+    "Present_Load": (60, 2),  # 0.1 % of stall torque
+    "Present_Voltage": (62, 1),  # 0.1 V
+    "Present_Temperature": (63, 1),  # deg C
     "Maximum_Acceleration": (85, 1),
 }
 
 #: Sign-magnitude registers: name -> index of the direction bit (LeRobot's encodings table).
-SIGN_BIT: dict[str, int] = {"Homing_Offset": 11, "Goal_Position": 15, "Present_Position": 15,
-                            "Present_Velocity": 15, "Present_Load": 10}
+SIGN_BIT: dict[str, int] = {
+    "Homing_Offset": 11,
+    "Goal_Position": 15,
+    "Present_Position": 15,
+    "Present_Velocity": 15,
+    "Present_Load": 10,
+}
 
-ERROR_BITS: dict[int, str] = {0x01: "input voltage", 0x02: "angle sensor", 0x04: "overheat",
-                              0x08: "overcurrent", 0x20: "overload"}
+ERROR_BITS: dict[int, str] = {
+    0x01: "input voltage",
+    0x02: "angle sensor",
+    0x04: "overheat",
+    0x08: "overcurrent",
+    0x20: "overload",
+}
 
 
 def checksum(body: bytes) -> int:
@@ -161,7 +171,7 @@ class PacketReader:
         while True:
             start = self.buf.find(HEADER)
             if start < 0:  # keep a trailing 0xFF: it may start a header
-                del self.buf[:-1 if self.buf.endswith(b"\xff") else len(self.buf)]
+                del self.buf[: -1 if self.buf.endswith(b"\xff") else len(self.buf)]
                 return None
             del self.buf[:start]
             if len(self.buf) < 4:
@@ -172,8 +182,8 @@ class PacketReader:
                 continue
             if len(self.buf) < length + 4:
                 return None
-            raw = bytes(self.buf[:length + 4])
-            del self.buf[:length + 4]
+            raw = bytes(self.buf[: length + 4])
+            del self.buf[: length + 4]
             if raw[-1] != checksum(raw[2:-1]):
                 self.corrupt += 1
                 continue
@@ -196,8 +206,15 @@ class FeetechBus:
       names: servo id -> motor name, for messages.
     """
 
-    def __init__(self, port: str, *, baudrate: int = 1_000_000, timeout_s: float = 0.1, retries: int = 2,
-                 names: Mapping[int, str] | None = None):
+    def __init__(
+        self,
+        port: str,
+        *,
+        baudrate: int = 1_000_000,
+        timeout_s: float = 0.1,
+        retries: int = 2,
+        names: Mapping[int, str] | None = None,
+    ):
         self.port, self.baudrate, self.timeout_s, self.retries = port, baudrate, timeout_s, retries
         self.names = dict(names or {})
         self.reader = PacketReader()
@@ -247,7 +264,7 @@ class FeetechBus:
         out: dict[str, list[int]] = {}
         for n in names:
             a, size = STS3215[n][0] - address, STS3215[n][1]
-            out[n] = [decode_register(n, answers[i].params[a:a + size]) for i in ids]
+            out[n] = [decode_register(n, answers[i].params[a : a + size]) for i in ids]
         return out
 
     def sync_write(self, name: str, values: Mapping[int, int]) -> None:
@@ -310,5 +327,7 @@ class FeetechBus:
             return answers
         missing = next(i for i in ids if i not in answers)
         why = "a corrupt status packet" if corrupt else f"no answer within {self.timeout_s * 1e3:.0f} ms"
-        raise HardwareError(f"Feetech bus {self.port}: {self.servo(missing)} gave {why} to {what} "
-                            f"({1 + self.retries} tries); check its power, cable and id")
+        raise HardwareError(
+            f"Feetech bus {self.port}: {self.servo(missing)} gave {why} to {what} "
+            f"({1 + self.retries} tries); check its power, cable and id"
+        )

@@ -67,8 +67,11 @@ def load_calibration(path: str | Path, names: Sequence[str]) -> tuple[MotorCalib
         if c.id != servo_id:
             raise DataFileError(str(path), f"motor '{name}' has id {c.id}; its bus id is {servo_id}")
         if not 0 <= c.range_min < c.range_max < STEPS_PER_TURN:
-            raise DataFileError(str(path), f"motor '{name}': expected 0 <= range_min < range_max <= "
-                                           f"{STEPS_PER_TURN - 1}, got {c.range_min}, {c.range_max}")
+            raise DataFileError(
+                str(path),
+                f"motor '{name}': expected 0 <= range_min < range_max <= "
+                f"{STEPS_PER_TURN - 1}, got {c.range_min}, {c.range_max}",
+            )
         if abs(c.homing_offset) >= 1 << 11:
             raise DataFileError(str(path), f"motor '{name}': homing_offset {c.homing_offset} is outside +-2047")
         cals.append(c)

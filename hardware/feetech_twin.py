@@ -87,9 +87,14 @@ class FeetechTwin(ServingThread):
       start_joint_pos: the pose the arm rests in [rad] (default the spec's default pose).
     """
 
-    def __init__(self, robot: str | RobotSpec = "so100", *, ids: Sequence[int] | None = None,
-                 calibration: Sequence[MotorCalibration] | None = None,
-                 start_joint_pos: Sequence[float] = ()):
+    def __init__(
+        self,
+        robot: str | RobotSpec = "so100",
+        *,
+        ids: Sequence[int] | None = None,
+        calibration: Sequence[MotorCalibration] | None = None,
+        start_joint_pos: Sequence[float] = (),
+    ):
         from simreal.deploy.sim_robot import SimRobot, spec_start
         from simreal.sim.robots import build_model
 
@@ -104,8 +109,13 @@ class FeetechTwin(ServingThread):
         self.effort = np.array([a.effort_limit for a in self.spec.actuators])
         self.regs = {i: bytearray(256) for i in range(1, n + 1)}
         for i, c in enumerate(self.calibration, 1):
-            values = {**FACTORY, "ID": i, "Homing_Offset": c.homing_offset, "Min_Position_Limit": c.range_min,
-                      "Max_Position_Limit": c.range_max}
+            values = {
+                **FACTORY,
+                "ID": i,
+                "Homing_Offset": c.homing_offset,
+                "Min_Position_Limit": c.range_min,
+                "Max_Position_Limit": c.range_max,
+            }
             for name, v in values.items():
                 self._poke(i, name, v)
         self.released = False  # a Torque_Enable = 1 arrived: the arm leaves its rest
@@ -153,11 +163,11 @@ class FeetechTwin(ServingThread):
     # -- the servos ----------------------------------------------------------------------------
     def _poke(self, servo_id: int, name: str, value: int) -> None:
         address, size = STS3215[name]
-        self.regs[servo_id][address:address + size] = encode_register(name, value)
+        self.regs[servo_id][address : address + size] = encode_register(name, value)
 
     def _peek(self, servo_id: int, name: str) -> int:
         address, size = STS3215[name]
-        return decode_register(name, bytes(self.regs[servo_id][address:address + size]))
+        return decode_register(name, bytes(self.regs[servo_id][address : address + size]))
 
     def _refresh(self) -> None:
         """Present_* registers from the simulation."""
@@ -166,8 +176,11 @@ class FeetechTwin(ServingThread):
         for k, i in enumerate(self.regs):
             encoder = round(self.zero[k] + s["joint_pos"][k] * STEPS_PER_RAD)
             self._poke(i, "Present_Position", (encoder - self._peek(i, "Homing_Offset")) % STEPS_PER_TURN)
-            self._poke(i, "Present_Velocity", int(np.clip(round(s["joint_vel"][k] * STEPS_PER_TURN / (2 * math.pi)),
-                                                          -32767, 32767)))
+            self._poke(
+                i,
+                "Present_Velocity",
+                int(np.clip(round(s["joint_vel"][k] * STEPS_PER_TURN / (2 * math.pi)), -32767, 32767)),
+            )
             self._poke(i, "Present_Load", int(np.clip(round(1000 * force[k] / self.effort[k]), -1000, 1000)))
 
     def _take_registers(self) -> None:
@@ -211,7 +224,7 @@ class FeetechTwin(ServingThread):
         if p.code == Instruction.READ and here and len(p.params) == 2:
             self._refresh()
             address, n = p.params
-            return Packet(p.servo_id, 0, bytes(self.regs[p.servo_id][address:address + n])).encode()
+            return Packet(p.servo_id, 0, bytes(self.regs[p.servo_id][address : address + n])).encode()
         if p.code == Instruction.WRITE and here and len(p.params) >= 2:
             self._write(p.servo_id, p.params[0], p.params[1:])
             self._take_registers()
@@ -219,13 +232,14 @@ class FeetechTwin(ServingThread):
         if p.code == Instruction.SYNC_READ and p.servo_id == BROADCAST_ID and len(p.params) >= 2:
             self._refresh()
             address, n = p.params[:2]
-            return b"".join(Packet(i, 0, bytes(self.regs[i][address:address + n])).encode()
-                            for i in p.params[2:] if i in self.ids)
+            return b"".join(
+                Packet(i, 0, bytes(self.regs[i][address : address + n])).encode() for i in p.params[2:] if i in self.ids
+            )
         if p.code == Instruction.SYNC_WRITE and p.servo_id == BROADCAST_ID and len(p.params) >= 2:
             address, n = p.params[:2]
             for at in range(2, len(p.params) - n, n + 1):
                 if p.params[at] in self.ids:
-                    self._write(p.params[at], address, p.params[at + 1:at + 1 + n])
+                    self._write(p.params[at], address, p.params[at + 1 : at + 1 + n])
             self._take_registers()
             return b""
         self.ignored += 1
@@ -233,7 +247,7 @@ class FeetechTwin(ServingThread):
 
     def _write(self, servo_id: int, address: int, data: bytes) -> None:
         if address + len(data) <= 256:
-            self.regs[servo_id][address:address + len(data)] = data
+            self.regs[servo_id][address : address + len(data)] = data
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -242,8 +256,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--robot", default="so100", help="robot spec name or path (default so100)")
     args = ap.parse_args(argv)
     with FeetechTwin(args.robot) as twin:
-        serve_until_interrupted(f"Feetech twin of {twin.spec.name} on {twin.port} (servo ids {twin.ids[0]}-"
-                                f"{twin.ids[-1]}); Ctrl-C stops")
+        serve_until_interrupted(
+            f"Feetech twin of {twin.spec.name} on {twin.port} (servo ids {twin.ids[0]}-{twin.ids[-1]}); Ctrl-C stops"
+        )
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ Commands (:meth:`_write`), at the policy's rate:
   ``franky`` exception at the next call: one :class:`HardwareError` line; the drive loop's safe
   path then runs, and ``recover_from_errors()`` is left to the next ``connect()``.
 - the gripper: only when the target width moved more than ``gripper_deadband_m`` from the last
-  one sent (at connect: the measured width) (libfranka's gripper takes one blocking action at a time, not a stream). A target
-  below ``grasp_below_m`` is a grasp (``grasp_async(0, speed, force)`` with epsilons wide enough
-  to accept any object: a ``move`` to a width an object blocks fails); anything else a
-  ``move_async(width, speed)``. The returned command carries the width last sent.
+  one sent (at connect: the measured width) (libfranka's gripper takes one blocking action at a
+  time, not a stream). A target below ``grasp_below_m`` is a grasp
+  (``grasp_async(0, speed, force)`` with epsilons wide enough to accept any object: a ``move``
+  to a width an object blocks fails); anything else a ``move_async(width, speed)``. The returned
+  command carries the width last sent.
 
 State (:meth:`_read`): ``current_joint_state`` (libfranka's measured q and dq) and the gripper's
 width. libfranka's ``Gripper::readOnce`` blocks until the hand's next state message, so a daemon
@@ -74,13 +75,17 @@ class FrankaConfig(RobotConfig):
     """A Franka arm behind FCI (module docstring)."""
 
     ip: str = field(doc="the robot's FCI address (the Control box, e.g. 172.16.0.2), or twin://NAME")
-    relative_dynamics_factor: float = field(0.1, min=0.001, max=1.0,
-                                            doc="scales franky's velocity, acceleration and jerk limits (0..1]")
+    relative_dynamics_factor: float = field(
+        0.1, min=0.001, max=1.0, doc="scales franky's velocity, acceleration and jerk limits (0..1]"
+    )
     torque_threshold_nm: float = field(20.0, min=0.0, doc="collision reflex threshold per joint [N m] (franky's)")
     force_threshold_n: float = field(30.0, min=0.0, doc="collision reflex threshold at the end effector [N]")
-    realtime: str = field("enforce", choices=("enforce", "ignore"),
-                          doc="libfranka's check for a PREEMPT_RT kernel (ignore: run without one, at the risk of "
-                              "communication reflexes)")
+    realtime: str = field(
+        "enforce",
+        choices=("enforce", "ignore"),
+        doc="libfranka's check for a PREEMPT_RT kernel (ignore: run without one, at the risk of "
+        "communication reflexes)",
+    )
     gripper: bool = field(True, doc="connect the Franka Hand (false: an arm without one; its channel is ignored)")
     gripper_speed_m_s: float = field(0.05, min=0.001, max=0.2, doc="finger speed of moves and grasps [m/s]")
     grasp_force_n: float = field(40.0, min=0.0, max=70.0, doc="grasp force [N] (the hand's continuous limit is 70)")
@@ -98,11 +103,16 @@ class FrankaRobot(Robot):
         super().__init__(config, spec)
         self.config: FrankaConfig = config
         if self.mode.name != "joint_position":
-            raise ConfigError("action_mode", f"{type(self).__name__} takes joint_position (franky's JointMotion), "
-                                             f"got {self.mode.name}")
+            raise ConfigError(
+                "action_mode",
+                f"{type(self).__name__} takes joint_position (franky's JointMotion), got {self.mode.name}",
+            )
         if len(self.names) != ARM_JOINTS + 1:
-            raise ConfigError("robot", f"FrankaRobot drives 7 joints and a gripper; robot '{self.spec.name}' has "
-                                       f"{len(self.names)} actuators ({', '.join(self.names)})")
+            raise ConfigError(
+                "robot",
+                f"FrankaRobot drives 7 joints and a gripper; robot '{self.spec.name}' has "
+                f"{len(self.names)} actuators ({', '.join(self.names)})",
+            )
         self.api: Any = None
         self.arm: Any = None
         self.hand: Any = None
@@ -119,10 +129,13 @@ class FrankaRobot(Robot):
         c = self.config
         self.api = franky_api(c.ip)
         try:
-            self.arm = self.api.Robot(c.ip, relative_dynamics_factor=c.relative_dynamics_factor,
-                                      default_torque_threshold=c.torque_threshold_nm,
-                                      default_force_threshold=c.force_threshold_n,
-                                      realtime_config=self.api.RealtimeConfig.__members__[c.realtime.capitalize()])
+            self.arm = self.api.Robot(
+                c.ip,
+                relative_dynamics_factor=c.relative_dynamics_factor,
+                default_torque_threshold=c.torque_threshold_nm,
+                default_force_threshold=c.force_threshold_n,
+                realtime_config=self.api.RealtimeConfig.__members__[c.realtime.capitalize()],
+            )
             self.arm.recover_from_errors()
             if c.gripper:
                 self.hand = self.api.Gripper(c.ip)
@@ -130,8 +143,9 @@ class FrankaRobot(Robot):
                 self.width_sent = self._width  # the hand stays where it is until a target differs
         except self.api.Exception as e:
             self.arm = self.hand = None
-            raise HardwareError(f"{self._where()}: {e} (FCI enabled in Desk, brakes open, this computer on the "
-                                f"robot's network?)") from None
+            raise HardwareError(
+                f"{self._where()}: {e} (FCI enabled in Desk, brakes open, this computer on the robot's network?)"
+            ) from None
         if self.hand is not None:
             self._polling.set()
             self._poller = threading.Thread(target=self._poll_width, name="franka-gripper-state", daemon=True)
@@ -140,7 +154,7 @@ class FrankaRobot(Robot):
     def _poll_width(self) -> None:
         while self._polling.is_set():
             try:
-                self._width = float(self.hand.width)   # blocks until the hand's next state message
+                self._width = float(self.hand.width)  # blocks until the hand's next state message
             except self.api.Exception:
                 time.sleep(0.01)
 
@@ -174,14 +188,16 @@ class FrankaRobot(Robot):
             if self.hand is not None and abs(width - self.width_sent) > c.gripper_deadband_m:
                 if width < c.grasp_below_m:
                     wide = float(self.spec.actuator(self.names[-1]).range[1])
-                    self.hand.grasp_async(0.0, c.gripper_speed_m_s, c.grasp_force_n, epsilon_inner=wide,
-                                          epsilon_outer=wide)
+                    self.hand.grasp_async(
+                        0.0, c.gripper_speed_m_s, c.grasp_force_n, epsilon_inner=wide, epsilon_outer=wide
+                    )
                 else:
                     self.hand.move_async(width, c.gripper_speed_m_s)
                 self.width_sent = width
         except self.api.Exception as e:
-            raise HardwareError(f"{self._where()}: {e} (the robot stopped; the next connect() recovers "
-                                f"from the error)") from None
+            raise HardwareError(
+                f"{self._where()}: {e} (the robot stopped; the next connect() recovers from the error)"
+            ) from None
         sent = u.copy()
         sent[ARM_JOINTS] = self.width_sent if self.width_sent is not None else self._width
         return sent

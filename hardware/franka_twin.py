@@ -93,8 +93,13 @@ class FrankaTwin:
 
         self.spec = robot if isinstance(robot, RobotSpec) else load_robot_spec(robot)
         model = build_model(self.spec)
-        self.sim = SimRobot(model, self.spec, "joint_position", self.spec.actuator_names,
-                            spec_start(model, self.spec, None, tuple(start_joint_pos)))
+        self.sim = SimRobot(
+            model,
+            self.spec,
+            "joint_position",
+            self.spec.actuator_names,
+            spec_start(model, self.spec, None, tuple(start_joint_pos)),
+        )
         self.clock = WallClock(float(model.opt.timestep))
         self.lock = threading.Lock()
         self.setpoint = np.array([a.default for a in self.spec.actuators], np.float64)
@@ -110,8 +115,13 @@ class FrankaTwin:
         self.dynamics = 1.0
         self.gripper_commands: list[tuple[str, float]] = []  # ("move" | "grasp", width)
         self.ip = f"twin://franka-{next(_names)}"
-        self.api = types.SimpleNamespace(Robot=self._robot, Gripper=self._gripper, JointMotion=_JointMotion,
-                                         Exception=TwinException, RealtimeConfig=RealtimeConfig)
+        self.api = types.SimpleNamespace(
+            Robot=self._robot,
+            Gripper=self._gripper,
+            JointMotion=_JointMotion,
+            Exception=TwinException,
+            RealtimeConfig=RealtimeConfig,
+        )
 
     def __enter__(self) -> FrankaTwin:
         _TWINS[self.ip] = self
@@ -127,8 +137,9 @@ class FrankaTwin:
         for _ in range(self.clock.steps_due(self.sim.time_s)):
             a = ACCELERATION_LIMITS * self.dynamics
             e = self.target - self.setpoint[:ARM_JOINTS]
-            v_want = np.clip(np.sign(e) * np.sqrt(2.0 * a * np.abs(e)), -self.v_max * self.dynamics,
-                             self.v_max * self.dynamics)
+            v_want = np.clip(
+                np.sign(e) * np.sqrt(2.0 * a * np.abs(e)), -self.v_max * self.dynamics, self.v_max * self.dynamics
+            )
             self.velocity = np.clip(v_want, self.velocity - a * dt, self.velocity + a * dt)
             step = self.velocity * dt
             arrived = np.abs(e) <= np.abs(step)
@@ -189,8 +200,14 @@ class FrankaTwin:
             def move_async(self, width: float, speed: float) -> None:
                 self._command("move", float(width), float(speed))
 
-            def grasp_async(self, width: float, speed: float, force: float, epsilon_inner: float = 0.005,
-                            epsilon_outer: float = 0.005) -> None:
+            def grasp_async(
+                self,
+                width: float,
+                speed: float,
+                force: float,
+                epsilon_inner: float = 0.005,
+                epsilon_outer: float = 0.005,
+            ) -> None:
                 self._command("grasp", float(width), float(speed))
 
         return Gripper()
@@ -201,5 +218,6 @@ def twin_api(ip: str) -> Any:
     try:
         return _TWINS[ip].api
     except KeyError:
-        raise HardwareError(f"no Franka twin is open at {ip} (open ones: {', '.join(_TWINS) or 'none'}); "
-                            f"`--twin` opens one") from None
+        raise HardwareError(
+            f"no Franka twin is open at {ip} (open ones: {', '.join(_TWINS) or 'none'}); `--twin` opens one"
+        ) from None

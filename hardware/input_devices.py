@@ -37,8 +37,20 @@ import numpy as np
 from simreal.hardware.robot import HardwareError
 from simreal.hardware.teleop import DeviceInput, InputDevice
 
-KEY_AXES = {b"q": (0, 1), b"a": (0, -1), b"w": (1, 1), b"s": (1, -1), b"e": (2, 1), b"d": (2, -1),
-            b"r": (3, 1), b"f": (3, -1), b"t": (4, 1), b"g": (4, -1), b"y": (5, 1), b"h": (5, -1)}
+KEY_AXES = {
+    b"q": (0, 1),
+    b"a": (0, -1),
+    b"w": (1, 1),
+    b"s": (1, -1),
+    b"e": (2, 1),
+    b"d": (2, -1),
+    b"r": (3, 1),
+    b"f": (3, -1),
+    b"t": (4, 1),
+    b"g": (4, -1),
+    b"y": (5, 1),
+    b"h": (5, -1),
+}
 KEY_BUTTONS = {b" ": 0, b"c": 1, b"v": 2, b"\x1b": 3, b"x": 3}
 
 
@@ -82,7 +94,7 @@ class Keyboard(InputDevice):
             if not data:
                 break
             for i in range(len(data)):
-                self._last[data[i:i + 1].lower()] = now
+                self._last[data[i : i + 1].lower()] = now
         held = {k for k, t in self._last.items() if now - t <= self.hold_s}
         axes = np.zeros(6)
         for k in held & KEY_AXES.keys():
@@ -113,8 +125,10 @@ class Gamepad(InputDevice):
         pygame.joystick.init()
         pygame.display.init()  # the event queue joystick updates arrive through
         if pygame.joystick.get_count() <= self.index:
-            raise HardwareError(f"gamepad {self.index}: SDL sees {pygame.joystick.get_count()} joystick(s); "
-                                f"plug one in or pick another --teleop")
+            raise HardwareError(
+                f"gamepad {self.index}: SDL sees {pygame.joystick.get_count()} joystick(s); "
+                f"plug one in or pick another --teleop"
+            )
         self._js = pygame.joystick.Joystick(self.index)
         self._pump = pygame.event.pump
 
@@ -146,7 +160,7 @@ def parse_spacemouse_report(report: bytes | list[int], axes: np.ndarray, buttons
         return
 
     def int16s(start: int, count: int) -> np.ndarray:
-        return np.frombuffer(data[start:start + 2 * count], "<i2").astype(np.float64)
+        return np.frombuffer(data[start : start + 2 * count], "<i2").astype(np.float64)
 
     rid = data[0]
     if rid == 1 and len(data) >= 7:
@@ -179,8 +193,10 @@ class SpaceMouse(InputDevice):
             raise HardwareError("SpaceMouse teleop needs the hidapi wheel: pip install 'simreal[teleop]'") from e
         found = [d for d in hid.enumerate() if d["vendor_id"] in SPACEMOUSE_VENDORS]
         if not found:
-            raise HardwareError("no 3Dconnexion device on USB (vendor 256f or 046d); check the cable and "
-                                "the udev rule giving your user access to /dev/hidraw*")
+            raise HardwareError(
+                "no 3Dconnexion device on USB (vendor 256f or 046d); check the cable and "
+                "the udev rule giving your user access to /dev/hidraw*"
+            )
         self._dev = hid.device()
         self._dev.open_path(found[0]["path"])
         self._dev.set_nonblocking(True)

@@ -77,9 +77,13 @@ class CameraCalibration:
     def rotation(self) -> np.ndarray:
         """R_wc (3, 3): camera axes (x right, y down, z forward) in the base frame."""
         w, x, y, z = np.asarray(self.rotation_wxyz, np.float64) / np.linalg.norm(self.rotation_wxyz)
-        return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+        return np.array(
+            [
+                [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+            ]
+        )
 
 
 def load_calibration(path: str | Path) -> CameraCalibration:
@@ -129,8 +133,10 @@ class ObjectLocator:
         if (w, h) != (self.cal.width, self.cal.height):
             from simreal.errors import ConfigError
 
-            raise ConfigError("width/height", f"the calibration is for {self.cal.width}x{self.cal.height} images, "
-                                              f"the camera gives {w}x{h}")
+            raise ConfigError(
+                "width/height",
+                f"the calibration is for {self.cal.width}x{self.cal.height} images, the camera gives {w}x{h}",
+            )
         n, labels, stats, centroids = cv2.connectedComponentsWithStats(self.mask(image_rgb).astype(np.uint8))
         if n < 2:
             return None
@@ -141,8 +147,9 @@ class ObjectLocator:
         return pixel_on_plane(self.cal, float(u), float(v), self.cal.object.plane_z_m)
 
 
-def mujoco_camera(model: Any, data: Any, camera: str, width: int, height: int,
-                  obj: ObjectColour = ObjectColour()) -> CameraCalibration:
+def mujoco_camera(
+    model: Any, data: Any, camera: str, width: int, height: int, obj: ObjectColour = ObjectColour()
+) -> CameraCalibration:
     """The calibration of a MuJoCo model's camera at ``data``'s state, for ``width`` x ``height``
     images: ``fy = (height / 2) / tan(fovy / 2)``, square pixels, the principal point at the
     image centre (pixel centres at integer + 0.5, so ``c = size / 2 - 0.5`` in OpenCV's
@@ -154,5 +161,14 @@ def mujoco_camera(model: Any, data: Any, camera: str, width: int, height: int,
     f = (height / 2) / np.tan(np.radians(model.cam_fovy[cam]) / 2)
     R = data.cam_xmat[cam].reshape(3, 3) @ np.diag([1.0, -1.0, -1.0])
     x, y, z, w = Rotation.from_matrix(R).as_quat()
-    return CameraCalibration(width=width, height=height, fx=f, fy=f, cx=width / 2 - 0.5, cy=height / 2 - 0.5,
-                             position_m=tuple(data.cam_xpos[cam].tolist()), rotation_wxyz=(w, x, y, z), object=obj)
+    return CameraCalibration(
+        width=width,
+        height=height,
+        fx=f,
+        fy=f,
+        cx=width / 2 - 0.5,
+        cy=height / 2 - 0.5,
+        position_m=tuple(data.cam_xpos[cam].tolist()),
+        rotation_wxyz=(w, x, y, z),
+        object=obj,
+    )

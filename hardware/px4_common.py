@@ -36,13 +36,23 @@ FORCE = 21196.0
 CMD_DO_SET_MODE = 176
 CMD_COMPONENT_ARM_DISARM = 400
 CMD_SET_MESSAGE_INTERVAL = 511
-COMMAND_NAMES = {CMD_DO_SET_MODE: "DO_SET_MODE", CMD_COMPONENT_ARM_DISARM: "COMPONENT_ARM_DISARM",
-                 CMD_SET_MESSAGE_INTERVAL: "SET_MESSAGE_INTERVAL"}
+COMMAND_NAMES = {
+    CMD_DO_SET_MODE: "DO_SET_MODE",
+    CMD_COMPONENT_ARM_DISARM: "COMPONENT_ARM_DISARM",
+    CMD_SET_MESSAGE_INTERVAL: "SET_MESSAGE_INTERVAL",
+}
 #: DO_SET_MODE param1 flag: param2 and param3 are PX4's custom main and sub mode.
 MODE_FLAG_CUSTOM_MODE_ENABLED = 1
 #: MAV_RESULT (``VehicleCommandAck.VEHICLE_CMD_RESULT_*``: the same values).
-RESULTS = {0: "ACCEPTED", 1: "TEMPORARILY_REJECTED", 2: "DENIED", 3: "UNSUPPORTED", 4: "FAILED", 5: "IN_PROGRESS",
-           6: "CANCELLED"}
+RESULTS = {
+    0: "ACCEPTED",
+    1: "TEMPORARILY_REJECTED",
+    2: "DENIED",
+    3: "UNSUPPORTED",
+    4: "FAILED",
+    5: "IN_PROGRESS",
+    6: "CANCELLED",
+}
 ACCEPTED, TEMPORARILY_REJECTED, DENIED, UNSUPPORTED, FAILED = 0, 1, 2, 3, 4
 
 
@@ -83,8 +93,9 @@ class PX4Vehicle(Robot):
     def __init__(self, config: RobotConfig, spec: RobotSpec | None = None):
         super().__init__(config, spec)
         if self.mode.name != "ctbr":
-            raise ConfigError("action_mode", f"{type(self).__name__} takes ctbr ({self.setpoint_wire}), "
-                                             f"got {self.mode.name}")
+            raise ConfigError(
+                "action_mode", f"{type(self).__name__} takes ctbr ({self.setpoint_wire}), got {self.mode.name}"
+            )
         self.full_thrust_n = total_thrust_n(self.spec)
         self._lock = threading.Condition()
         self._send_lock = threading.Lock()
@@ -119,8 +130,11 @@ class PX4Vehicle(Robot):
         cfg = self.config
         with self._send_lock:  # read and sent under the lock: a repeat never follows a newer set-point
             sp = self._setpoint
-            if (sp is not None and now - sp[1] <= cfg.setpoint_hold_s
-                    and now - self._sent_at >= 1.0 / cfg.setpoint_rate_hz):
+            if (
+                sp is not None
+                and now - sp[1] <= cfg.setpoint_hold_s
+                and now - self._sent_at >= 1.0 / cfg.setpoint_rate_hz
+            ):
                 self._send_setpoint(*sp[0])
                 self._sent_at = time.monotonic()
 
@@ -149,13 +163,19 @@ class PX4Vehicle(Robot):
 
     def arm(self, force: bool = False) -> None:
         """Arm the motors (``force``: skip PX4's pre-arm checks)."""
-        self._expect("arm", self.command(CMD_COMPONENT_ARM_DISARM, 1.0, FORCE if force else 0.0),
-                     "; see its pre-arm messages (QGroundControl)")
+        self._expect(
+            "arm",
+            self.command(CMD_COMPONENT_ARM_DISARM, 1.0, FORCE if force else 0.0),
+            "; see its pre-arm messages (QGroundControl)",
+        )
 
     def disarm(self, force: bool = False) -> None:
         """Stop the motors; PX4 refuses in the air unless ``force`` (the vehicle then falls)."""
-        self._expect("disarm", self.command(CMD_COMPONENT_ARM_DISARM, 0.0, FORCE if force else 0.0),
-                     "" if force else "; PX4 disarms only when landed (force=True cuts the motors in the air)")
+        self._expect(
+            "disarm",
+            self.command(CMD_COMPONENT_ARM_DISARM, 0.0, FORCE if force else 0.0),
+            "" if force else "; PX4 disarms only when landed (force=True cuts the motors in the air)",
+        )
 
     def engage(self) -> None:
         """Stream the safe set-point, switch to OFFBOARD, then arm (class docstring). Nothing
@@ -170,6 +190,8 @@ class PX4Vehicle(Robot):
 
     def set_offboard(self) -> None:
         """Switch to OFFBOARD; needs the set-point stream running (``send_action`` first)."""
-        self._expect("OFFBOARD (DO_SET_MODE)",
-                     self.command(CMD_DO_SET_MODE, MODE_FLAG_CUSTOM_MODE_ENABLED, OFFBOARD, 0),
-                     "; PX4 takes offboard only while set-points stream in (> 2 Hz): send_action() first")
+        self._expect(
+            "OFFBOARD (DO_SET_MODE)",
+            self.command(CMD_DO_SET_MODE, MODE_FLAG_CUSTOM_MODE_ENABLED, OFFBOARD, 0),
+            "; PX4 takes offboard only while set-points stream in (> 2 Hz): send_action() first",
+        )

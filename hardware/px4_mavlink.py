@@ -9,8 +9,8 @@
     ...     ...                                    # hardware.drive(px4, runner) sends a command per tick
 
 The path without ROS (the ROS 2 path, ``px4_msgs`` over PX4's uXRCE-DDS bridge, is
-:mod:`~simreal.hardware.px4_ros2`). MAVLink messages carry a checksum seeded by their definition, and the ones used here have been
-stable in ``common.xml`` across PX4 releases.
+:mod:`~simreal.hardware.px4_ros2`). MAVLink messages carry a checksum seeded by their
+definition, and the ones used here have been stable in ``common.xml`` across PX4 releases.
 
 Wire (MAVLink 2, ``common`` dialect; PX4's own ids: system ``MAV_SYS_ID``, component 1):
 
@@ -87,8 +87,9 @@ def open_link(connection: str, source_system: int, source_component: int, baud: 
     imported (``MAVLINK20``, ``MAVLINK_DIALECT``); the link's encoder is replaced instead, so
     this module neither depends on nor changes them.
     """
-    conn = mavutil.mavlink_connection(connection, baud=baud, source_system=source_system,
-                                      source_component=source_component, autoreconnect=False)
+    conn = mavutil.mavlink_connection(
+        connection, baud=baud, source_system=source_system, source_component=source_component, autoreconnect=False
+    )
     conn.mav = mavlink.MAVLink(conn, srcSystem=source_system, srcComponent=source_component)
     conn.mav.robust_parsing = True
     conn.WIRE_PROTOCOL_VERSION = "2.0"  # no switch back to pymavlink's default encoder
@@ -101,9 +102,11 @@ class PX4Config(RobotConfig):
     """A PX4 autopilot on a MAVLink link (see module docstring)."""
 
     action_mode: str = field("ctbr", choices=("ctbr",), doc="collective thrust [N] and FLU body rates [rad/s]")
-    connection: str = field("udpin:0.0.0.0:14540",
-                            doc="pymavlink connection: udpin:IP:PORT (listen, PX4 SITL's offboard port 14540), "
-                                "udpout:HOST:PORT (PX4's own port), tcp:HOST:PORT, or a serial device")
+    connection: str = field(
+        "udpin:0.0.0.0:14540",
+        doc="pymavlink connection: udpin:IP:PORT (listen, PX4 SITL's offboard port 14540), "
+        "udpout:HOST:PORT (PX4's own port), tcp:HOST:PORT, or a serial device",
+    )
     baudrate: int = field(921600, min=1, doc="serial links only [bit/s]")
     system_id: int = field(0, min=0, max=255, doc="the vehicle's MAV_SYS_ID; 0: the first autopilot heard")
     source_system: int = field(255, min=1, max=255, doc="our MAVLink system id")
@@ -149,8 +152,9 @@ class PX4Robot(PX4Vehicle):
         except (OSError, ValueError, OverflowError) as e:  # OverflowError: a port beyond 65535
             raise HardwareError(f"{self.where}: cannot open the link ({e})") from None
         except ModuleNotFoundError as e:  # pymavlink imports pyserial for serial links only
-            raise MissingDependencyError(e.name or "serial", "pip install pyserial",
-                                         f"for the serial link {cfg.connection}") from None
+            raise MissingDependencyError(
+                e.name or "serial", "pip install pyserial", f"for the serial link {cfg.connection}"
+            ) from None
         try:
             self._handshake()
         except BaseException:
@@ -164,16 +168,21 @@ class PX4Robot(PX4Vehicle):
         while self._heartbeat is None:
             now = time.monotonic()
             if now > deadline:
-                raise HardwareError(f"{self.where}: no HEARTBEAT from an autopilot"
-                                    f"{f' with system id {cfg.system_id}' if cfg.system_id else ''} within "
-                                    f"{cfg.connect_timeout_s:g} s; check the connection string, the cable or "
-                                    f"radio, and that PX4's MAVLink instance sends to this port")
+                raise HardwareError(
+                    f"{self.where}: no HEARTBEAT from an autopilot"
+                    f"{f' with system id {cfg.system_id}' if cfg.system_id else ''} within "
+                    f"{cfg.connect_timeout_s:g} s; check the connection string, the cable or "
+                    f"radio, and that PX4's MAVLink instance sends to this port"
+                )
             if now - beat_at >= 1.0:
                 self._send_heartbeat()
                 beat_at = now
             m = self.conn.recv_match(type="HEARTBEAT", blocking=True, timeout=min(0.05, deadline - now))
-            if (m is not None and m.autopilot != mavlink.MAV_AUTOPILOT_INVALID
-                    and (not cfg.system_id or m.get_srcSystem() == cfg.system_id)):
+            if (
+                m is not None
+                and m.autopilot != mavlink.MAV_AUTOPILOT_INVALID
+                and (not cfg.system_id or m.get_srcSystem() == cfg.system_id)
+            ):
                 self.target = (m.get_srcSystem(), m.get_srcComponent())
                 self._take(m, time.monotonic())
         self._thread = threading.Thread(target=self._serve, name=f"px4-mavlink {cfg.connection}", daemon=True)
@@ -183,14 +192,19 @@ class PX4Robot(PX4Vehicle):
             msg_id = getattr(mavlink, f"MAVLINK_MSG_ID_{name}")
             result = self._command(CMD_SET_MESSAGE_INTERVAL, msg_id, interval_us)
             if result != mavlink.MAV_RESULT_ACCEPTED:
-                raise HardwareError(f"{self.where}: PX4 answered {result_name(result)} to streaming {name} at "
-                                    f"{cfg.stream_rate_hz:g} Hz (MAV_CMD_SET_MESSAGE_INTERVAL)")
+                raise HardwareError(
+                    f"{self.where}: PX4 answered {result_name(result)} to streaming {name} at "
+                    f"{cfg.stream_rate_hz:g} Hz (MAV_CMD_SET_MESSAGE_INTERVAL)"
+                )
         with self._lock:
-            if not self._lock.wait_for(lambda: all(n in self._newest for n in STATE_MESSAGES),
-                                       max(0.0, deadline - time.monotonic())):
+            if not self._lock.wait_for(
+                lambda: all(n in self._newest for n in STATE_MESSAGES), max(0.0, deadline - time.monotonic())
+            ):
                 missing = [n for n in STATE_MESSAGES if n not in self._newest]
-                raise HardwareError(f"{self.where}: no {' or '.join(missing)} within {cfg.connect_timeout_s:g} s "
-                                    f"though PX4 accepted the stream request; is its estimator running?")
+                raise HardwareError(
+                    f"{self.where}: no {' or '.join(missing)} within {cfg.connect_timeout_s:g} s "
+                    f"though PX4 accepted the stream request; is its estimator running?"
+                )
 
     def _close(self) -> None:
         self._stop.set()
@@ -235,14 +249,20 @@ class PX4Robot(PX4Vehicle):
 
     def _send_heartbeat(self) -> None:
         with self._send_lock:
-            self.conn.mav.heartbeat_send(mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID, 0, 0,
-                                         mavlink.MAV_STATE_ACTIVE)
+            self.conn.mav.heartbeat_send(
+                mavlink.MAV_TYPE_ONBOARD_CONTROLLER, mavlink.MAV_AUTOPILOT_INVALID, 0, 0, mavlink.MAV_STATE_ACTIVE
+            )
 
     def _send_setpoint(self, thrust: float, rates_frd: list[float]) -> None:
         """SET_ATTITUDE_TARGET with body rates and thrust; the caller holds ``_send_lock``."""
         self.conn.mav.set_attitude_target_send(
-            int((time.monotonic() - self._t0) * 1e3) & 0xFFFFFFFF, *self.target,
-            mavlink.ATTITUDE_TARGET_TYPEMASK_ATTITUDE_IGNORE, [1.0, 0.0, 0.0, 0.0], *rates_frd, thrust)
+            int((time.monotonic() - self._t0) * 1e3) & 0xFFFFFFFF,
+            *self.target,
+            mavlink.ATTITUDE_TARGET_TYPEMASK_ATTITUDE_IGNORE,
+            [1.0, 0.0, 0.0, 0.0],
+            *rates_frd,
+            thrust,
+        )
 
     # -- commands ------------------------------------------------------------------------------
     def _command(self, command: int, *params: float) -> int:
@@ -256,8 +276,10 @@ class PX4Robot(PX4Vehicle):
             with self._lock:
                 if self._lock.wait_for(lambda: command in self._acks, self.config.command_timeout_s):
                     return self._acks.pop(command)
-        raise HardwareError(f"{self.where}: no COMMAND_ACK to {name} within {self.config.command_timeout_s:g} s "
-                            f"({self.config.command_retries + 1} tries)")
+        raise HardwareError(
+            f"{self.where}: no COMMAND_ACK to {name} within {self.config.command_timeout_s:g} s "
+            f"({self.config.command_retries + 1} tries)"
+        )
 
     @property
     def armed(self) -> bool:
@@ -279,10 +301,14 @@ class PX4Robot(PX4Vehicle):
         t_s = min(t_att, t_pos)
         if now - t_s > self.config.state_timeout_s:
             stale = STATE_MESSAGES[0] if t_att <= t_pos else STATE_MESSAGES[1]
-            raise HardwareError(f"{self.where}: no {stale} for {(now - t_s) * 1e3:.0f} ms (streamed at "
-                                f"{self.config.stream_rate_hz:g} Hz; state_timeout_s {self.config.state_timeout_s:g})")
-        return {"pos_w": swap_ned_enu([pos.x, pos.y, pos.z]),
-                "quat_wxyz": swap_attitude([att.q1, att.q2, att.q3, att.q4]),
-                "lin_vel_w": swap_ned_enu([pos.vx, pos.vy, pos.vz]),
-                "ang_vel_b": swap_frd_flu([att.rollspeed, att.pitchspeed, att.yawspeed]),
-                "t_s": np.float64(t_s)}
+            raise HardwareError(
+                f"{self.where}: no {stale} for {(now - t_s) * 1e3:.0f} ms (streamed at "
+                f"{self.config.stream_rate_hz:g} Hz; state_timeout_s {self.config.state_timeout_s:g})"
+            )
+        return {
+            "pos_w": swap_ned_enu([pos.x, pos.y, pos.z]),
+            "quat_wxyz": swap_attitude([att.q1, att.q2, att.q3, att.q4]),
+            "lin_vel_w": swap_ned_enu([pos.vx, pos.vy, pos.vz]),
+            "ang_vel_b": swap_frd_flu([att.rollspeed, att.pitchspeed, att.yawspeed]),
+            "t_s": np.float64(t_s),
+        }

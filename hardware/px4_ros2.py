@@ -70,11 +70,26 @@ from simreal.robot_spec import RobotSpec
 
 #: ``VehicleStatus``'s topic per PX4 release: message versioning (v1.16) appends ``_v`` and the
 #: message's version to the topic of a message whose version is above 0.
-STATUS_TOPICS = {"1.15": "vehicle_status", "1.16": "vehicle_status_v1", "1.17": "vehicle_status_v1",
-                 "1.18": "vehicle_status_v4"}
+STATUS_TOPICS = {
+    "1.15": "vehicle_status",
+    "1.16": "vehicle_status_v1",
+    "1.17": "vehicle_status_v1",
+    "1.18": "vehicle_status_v4",
+}
 #: PX4's navigation states (``VehicleStatus.NAVIGATION_STATE_*``) as the commander's mode names.
-NAV_STATES = {0: "MANUAL", 1: "ALTCTL", 2: "POSCTL", 3: "AUTO.MISSION", 4: "AUTO.LOITER", 5: "AUTO.RTL",
-              10: "ACRO", 14: "OFFBOARD", 15: "STABILIZED", 17: "AUTO.TAKEOFF", 18: "AUTO.LAND"}
+NAV_STATES = {
+    0: "MANUAL",
+    1: "ALTCTL",
+    2: "POSCTL",
+    3: "AUTO.MISSION",
+    4: "AUTO.LOITER",
+    5: "AUTO.RTL",
+    10: "ACRO",
+    14: "OFFBOARD",
+    15: "STABILIZED",
+    17: "AUTO.TAKEOFF",
+    18: "AUTO.LAND",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,14 +179,17 @@ class PX4Ros2Robot(PX4Vehicle):
         self._thread = threading.Thread(target=self._serve, name=f"px4-ros2 {cfg.domain_id}", daemon=True)
         self._thread.start()
         with self._lock:
-            ok = self._lock.wait_for(lambda: self.odometry is not None and self.status is not None,
-                                     cfg.connect_timeout_s)
+            ok = self._lock.wait_for(
+                lambda: self.odometry is not None and self.status is not None, cfg.connect_timeout_s
+            )
             missing = [t[k] for k, v in (("odometry", self.odometry), ("status", self.status)) if v is None]
         if not ok:
             self._close()  # outside the lock: the thread it joins takes the lock for every sample
-            raise HardwareError(f"{self.where}: no {' or '.join(missing)} within {cfg.connect_timeout_s:g} s; "
-                                f"is MicroXRCEAgent running (MicroXRCEAgent udp4 -p 8888) on this domain, "
-                                f"and px4_version {cfg.px4_version} the vehicle's release?")
+            raise HardwareError(
+                f"{self.where}: no {' or '.join(missing)} within {cfg.connect_timeout_s:g} s; "
+                f"is MicroXRCEAgent running (MicroXRCEAgent udp4 -p 8888) on this domain, "
+                f"and px4_version {cfg.px4_version} the vehicle's release?"
+            )
 
     def _close(self) -> None:
         self._stop.set()
@@ -196,6 +214,7 @@ class PX4Ros2Robot(PX4Vehicle):
                 self._lock.notify_all()
             if self.wire_tap is not None and kind != "status":
                 self.wire_tap(self.topics[kind], data)
+
         return take
 
     def _serve(self) -> None:
@@ -213,8 +232,16 @@ class PX4Ros2Robot(PX4Vehicle):
         """OffboardControlMode (body rates), then VehicleRatesSetpoint; the caller holds ``_send_lock``."""
         stamp = _now_us()
         self._publish("offboard", R.OffboardControlMode(timestamp=stamp, body_rate=True))
-        self._publish("rates", R.VehicleRatesSetpoint(timestamp=stamp, roll=rates_frd[0], pitch=rates_frd[1],
-                                                      yaw=rates_frd[2], thrust_body=[0.0, 0.0, -thrust]))
+        self._publish(
+            "rates",
+            R.VehicleRatesSetpoint(
+                timestamp=stamp,
+                roll=rates_frd[0],
+                pitch=rates_frd[1],
+                yaw=rates_frd[2],
+                thrust_body=[0.0, 0.0, -thrust],
+            ),
+        )
 
     # -- the commander -------------------------------------------------------------------------
     def _command(self, command: int, *params: float) -> int:
@@ -224,18 +251,32 @@ class PX4Ros2Robot(PX4Vehicle):
         for confirmation in range(cfg.command_retries + 1):
             with self._lock:
                 self._acks.pop(command, None)
-            msg = R.VehicleCommand(timestamp=_now_us(), param1=p[0], param2=p[1], param3=p[2], param4=p[3],
-                                   param5=p[4], param6=p[5], param7=p[6], command=command,
-                                   target_system=cfg.system_id, target_component=1, source_system=cfg.source_system,
-                                   source_component=cfg.source_component, confirmation=confirmation,
-                                   from_external=True)
+            msg = R.VehicleCommand(
+                timestamp=_now_us(),
+                param1=p[0],
+                param2=p[1],
+                param3=p[2],
+                param4=p[3],
+                param5=p[4],
+                param6=p[5],
+                param7=p[6],
+                command=command,
+                target_system=cfg.system_id,
+                target_component=1,
+                source_system=cfg.source_system,
+                source_component=cfg.source_component,
+                confirmation=confirmation,
+                from_external=True,
+            )
             with self._send_lock:
                 self._publish("command", msg)
             with self._lock:
                 if self._lock.wait_for(lambda: command in self._acks, cfg.command_timeout_s):
                     return self._acks.pop(command)
-        raise HardwareError(f"{self.where}: no VehicleCommandAck to {name} on {self.topics['ack']} within "
-                            f"{cfg.command_timeout_s:g} s ({cfg.command_retries + 1} tries)")
+        raise HardwareError(
+            f"{self.where}: no VehicleCommandAck to {name} on {self.topics['ack']} within "
+            f"{cfg.command_timeout_s:g} s ({cfg.command_retries + 1} tries)"
+        )
 
     @property
     def armed(self) -> bool:
@@ -255,8 +296,10 @@ class PX4Ros2Robot(PX4Vehicle):
         with self._lock:
             odom, t_s = self.odometry
         if now - t_s > self.config.state_timeout_s:
-            raise HardwareError(f"{self.where}: no {self.topics['odometry']} for {(now - t_s) * 1e3:.0f} ms "
-                                f"(state_timeout_s {self.config.state_timeout_s:g})")
+            raise HardwareError(
+                f"{self.where}: no {self.topics['odometry']} for {(now - t_s) * 1e3:.0f} ms "
+                f"(state_timeout_s {self.config.state_timeout_s:g})"
+            )
         try:
             state = self.odometry_decoder(odom)  # the deploy runner's: NED/FRD -> ENU/FLU, NED frames only
         except StateMessageError as e:

@@ -65,21 +65,33 @@ class PX4Ros2Twin(PX4Autopilot):
       offboard_loss_s: set-point silence after which OFFBOARD fails over to AUTO.LAND [s].
     """
 
-    def __init__(self, robot: str | RobotSpec = "crazyflie2", *, domain_id: int = 0, px4_version: str = "1.16",
-                 namespace: str = "", loopback: bool = True, start_pos_w: Sequence[float] = (0.0, 0.0, 1.0),
-                 offboard_loss_s: float = 1.0):
+    def __init__(
+        self,
+        robot: str | RobotSpec = "crazyflie2",
+        *,
+        domain_id: int = 0,
+        px4_version: str = "1.16",
+        namespace: str = "",
+        loopback: bool = True,
+        start_pos_w: Sequence[float] = (0.0, 0.0, 1.0),
+        offboard_loss_s: float = 1.0,
+    ):
         from simreal.deploy.transport_dds import DdsTransport
 
         super().__init__(robot, start_pos_w, offboard_loss_s, f"px4-ros2-twin {domain_id}")
         self.domain_id, self.px4_version = domain_id, px4_version
         t = px4_topics(namespace, px4_version)
         self.transport = DdsTransport(domain_id, loopback=loopback)
-        self.pubs = {k: self.transport.publisher(t[k], TOPICS[k][1], qos="best_effort")
-                     for k in ("odometry", "status", "ack")}
+        self.pubs = {
+            k: self.transport.publisher(t[k], TOPICS[k][1], qos="best_effort") for k in ("odometry", "status", "ack")
+        }
         # taken in this order from each batch of samples: what a driver sent just before a
         # command (the mode's heartbeat, then the set-point) is in place when the command runs
-        for k, take, qos in (("offboard", self._on_offboard, "best_effort"), ("rates", self._on_rates, "best_effort"),
-                             ("command", self._on_command, "reliable")):
+        for k, take, qos in (
+            ("offboard", self._on_offboard, "best_effort"),
+            ("rates", self._on_rates, "best_effort"),
+            ("command", self._on_command, "reliable"),
+        ):
             self.transport.subscribe(t[k], TOPICS[k][1], take, qos=qos)
         self.offboard: tuple[R.OffboardControlMode, float] | None = None
         self.commands = 0
@@ -107,13 +119,18 @@ class PX4Ros2Twin(PX4Autopilot):
 
     def _send_odometry(self) -> None:
         """The true state as VehicleOdometry, by the deploy runner's encoder (NED / FRD)."""
-        self.pubs["odometry"].publish(encode_state("px4_msgs/msg/VehicleOdometry", self.sim.true_state(),
-                                                   int(self.sim.time_s * 1e9), R.msg_class))
+        self.pubs["odometry"].publish(
+            encode_state("px4_msgs/msg/VehicleOdometry", self.sim.true_state(), int(self.sim.time_s * 1e9), R.msg_class)
+        )
 
     def _send_status(self) -> None:
-        self.pubs["status"].publish(R.VehicleStatusHead(
-            timestamp=self._boot_us(), arming_state=R.VehicleStatusHead.ARMING_STATE_ARMED if self.armed else 1,
-            nav_state=NAV_STATE_OF[mode_name(*self.mode)]))
+        self.pubs["status"].publish(
+            R.VehicleStatusHead(
+                timestamp=self._boot_us(),
+                arming_state=R.VehicleStatusHead.ARMING_STATE_ARMED if self.armed else 1,
+                nav_state=NAV_STATE_OF[mode_name(*self.mode)],
+            )
+        )
         self._status_due = time.monotonic() + STATUS_PERIOD_S
 
     def _on_command(self, m: Any, t_rx: float, data: bytes) -> None:
@@ -121,12 +138,18 @@ class PX4Ros2Twin(PX4Autopilot):
             return  # another vehicle's: PX4's commander ignores it
         with self.lock:
             self._advance()
-            result = self.run_command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6,
-                                                  m.param7])
+            result = self.run_command(m.command, [m.param1, m.param2, m.param3, m.param4, m.param5, m.param6, m.param7])
             self.commands += 1
-            self.pubs["ack"].publish(R.VehicleCommandAck(timestamp=self._boot_us(), command=m.command, result=result,
-                                                         target_system=m.source_system,
-                                                         target_component=m.source_component, from_external=False))
+            self.pubs["ack"].publish(
+                R.VehicleCommandAck(
+                    timestamp=self._boot_us(),
+                    command=m.command,
+                    result=result,
+                    target_system=m.source_system,
+                    target_component=m.source_component,
+                    from_external=False,
+                )
+            )
             self._send_status()
 
     def _on_offboard(self, m: Any, t_rx: float, data: bytes) -> None:
@@ -151,10 +174,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--namespace", default="", help="topic prefix, PX4's uxrce_dds_ns (default none)")
     ap.add_argument("--network", action="store_true", help="all interfaces (default: loopback only)")
     args = ap.parse_args(argv)
-    with PX4Ros2Twin(args.robot, domain_id=args.domain_id, px4_version=args.px4_version, namespace=args.namespace,
-                     loopback=not args.network) as twin:
-        serve_until_interrupted(f"PX4 {twin.px4_version} twin of {twin.spec.name} on DDS domain {twin.domain_id} "
-                                f"({'all interfaces' if args.network else 'loopback'}); Ctrl-C stops")
+    with PX4Ros2Twin(
+        args.robot,
+        domain_id=args.domain_id,
+        px4_version=args.px4_version,
+        namespace=args.namespace,
+        loopback=not args.network,
+    ) as twin:
+        serve_until_interrupted(
+            f"PX4 {twin.px4_version} twin of {twin.spec.name} on DDS domain {twin.domain_id} "
+            f"({'all interfaces' if args.network else 'loopback'}); Ctrl-C stops"
+        )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,15 @@ class PX4Twin(PX4Autopilot):
       offboard_loss_s: set-point silence after which OFFBOARD fails over to AUTO.LAND [s].
     """
 
-    def __init__(self, robot: str | RobotSpec = "crazyflie2", *, host: str = "127.0.0.1", port: int = 0,
-                 start_pos_w: Sequence[float] = (0.0, 0.0, 1.0), offboard_loss_s: float = 1.0):
+    def __init__(
+        self,
+        robot: str | RobotSpec = "crazyflie2",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        start_pos_w: Sequence[float] = (0.0, 0.0, 1.0),
+        offboard_loss_s: float = 1.0,
+    ):
         self.system_id, self.component_id = 1, 1
         self.conn = open_link(f"udpin:{host}:{port}", self.system_id, self.component_id)
         self.port = self.conn.port.getsockname()[1]
@@ -100,9 +107,13 @@ class PX4Twin(PX4Autopilot):
 
     def _heartbeat(self) -> None:
         base = mavlink.MAV_MODE_FLAG_CUSTOM_MODE_ENABLED | (mavlink.MAV_MODE_FLAG_SAFETY_ARMED if self.armed else 0)
-        self.conn.mav.heartbeat_send(mavlink.MAV_TYPE_QUADROTOR, mavlink.MAV_AUTOPILOT_PX4, base,
-                                     custom_mode(*self.mode),
-                                     mavlink.MAV_STATE_ACTIVE if self.armed else mavlink.MAV_STATE_STANDBY)
+        self.conn.mav.heartbeat_send(
+            mavlink.MAV_TYPE_QUADROTOR,
+            mavlink.MAV_AUTOPILOT_PX4,
+            base,
+            custom_mode(*self.mode),
+            mavlink.MAV_STATE_ACTIVE if self.armed else mavlink.MAV_STATE_STANDBY,
+        )
 
     def _send_stream(self, msg_id: int) -> None:
         s = self.sim.true_state()
@@ -124,8 +135,9 @@ class PX4Twin(PX4Autopilot):
             self.take_setpoint(m.thrust, [m.body_roll_rate, m.body_pitch_rate, m.body_yaw_rate])
         elif kind == "COMMAND_LONG":
             result = self._run(m) if self._for_me(m) else mavlink.MAV_RESULT_FAILED
-            self.conn.mav.command_ack_send(m.command, result, target_system=m.get_srcSystem(),
-                                           target_component=m.get_srcComponent())
+            self.conn.mav.command_ack_send(
+                m.command, result, target_system=m.get_srcSystem(), target_component=m.get_srcComponent()
+            )
 
     def _run(self, m) -> int:
         """One COMMAND_LONG: a stream's interval here, the rest the commander's; its MAV_RESULT."""
@@ -151,8 +163,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0, help="UDP port (default: a free one; PX4 SITL's is 14580)")
     args = ap.parse_args(argv)
     with PX4Twin(args.robot, host=args.host, port=args.port) as twin:
-        serve_until_interrupted(f"PX4 twin of {twin.spec.name} on udp {args.host}:{twin.port} "
-                                f"(connection={twin.connection}); Ctrl-C stops")
+        serve_until_interrupted(
+            f"PX4 twin of {twin.spec.name} on udp {args.host}:{twin.port} (connection={twin.connection}); Ctrl-C stops"
+        )
 
 
 if __name__ == "__main__":

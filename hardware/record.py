@@ -22,8 +22,9 @@ What is counted, and reported per episode and in total:
   worker, so the gap is the time to write the episode's table.
 
 An episode ends after ``episode_s``, when the teleoperator reports its end button
-(``Teleop.end_requested``), or when anyone sets :attr:`Recorder.end` (a success detector). Ctrl-C discards the episode in progress and keeps every
-finished one; the writer's ``close()`` then waits for the encoders.
+(``Teleop.end_requested``), or when anyone sets :attr:`Recorder.end` (a success detector).
+Ctrl-C discards the episode in progress and keeps every finished one; the writer's
+``close()`` then waits for the encoders.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class EpisodeStats:
     frames: int
     late_ticks: int
     dropped: dict[str, int]
-    gap_s: float | None      # from the previous episode's last frame, reset time excluded [s]
+    gap_s: float | None  # from the previous episode's last frame, reset time excluded [s]
 
 
 @dataclasses.dataclass
@@ -69,10 +70,13 @@ class RecordStats:
 
     def totals(self) -> dict[str, float]:
         gaps = [e.gap_s for e in self.episodes if e.gap_s is not None]
-        return {"episodes": len(self.episodes), "frames": sum(e.frames for e in self.episodes),
-                "late_ticks": sum(e.late_ticks for e in self.episodes),
-                "dropped_frames": sum(sum(e.dropped.values()) for e in self.episodes),
-                "max_gap_s": max(gaps) if gaps else 0.0}
+        return {
+            "episodes": len(self.episodes),
+            "frames": sum(e.frames for e in self.episodes),
+            "late_ticks": sum(e.late_ticks for e in self.episodes),
+            "dropped_frames": sum(sum(e.dropped.values()) for e in self.episodes),
+            "max_gap_s": max(gaps) if gaps else 0.0,
+        }
 
 
 class EndSignal:
@@ -91,17 +95,31 @@ def dataset_features(robot: Robot, cameras: Sequence[Camera]) -> dict[str, dict]
         "action": {"dtype": "float32", "shape": [len(n)], "names": n},
     }
     for cam in cameras:
-        feats[IMAGE_KEY + cam.name] = {"dtype": "video", "shape": [cam.height, cam.width, 3],
-                                       "names": ["height", "width", "channels"]}
+        feats[IMAGE_KEY + cam.name] = {
+            "dtype": "video",
+            "shape": [cam.height, cam.width, 3],
+            "names": ["height", "width", "channels"],
+        }
     return feats
 
 
 class Recorder:
     """The loop (module docstring). ``writer``: a :class:`simreal.dataset.writer.DatasetWriter`."""
 
-    def __init__(self, robot: Robot, teleop: Teleop, cameras: Sequence[Camera], writer, *, fps: float,
-                 task: str, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                 progress: Callable[[str], None] | None = None, status_every_s: float = 5.0):
+    def __init__(
+        self,
+        robot: Robot,
+        teleop: Teleop,
+        cameras: Sequence[Camera],
+        writer,
+        *,
+        fps: float,
+        task: str,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        progress: Callable[[str], None] | None = None,
+        status_every_s: float = 5.0,
+    ):
         self.robot, self.teleop, self.cameras, self.writer = robot, teleop, list(cameras), writer
         self.status_every_s = status_every_s  # [s] between the status lines of an episode
         self.fps, self.task, self.clock, self.sleep = fps, task, clock, sleep
@@ -111,10 +129,10 @@ class Recorder:
         self.stats = RecordStats()
         self._last_frame_t: float | None = None
 
-    def _frame(self, s: Mapping[str, np.ndarray], sent: np.ndarray, seen: dict[str, int],
-               dropped: dict[str, int]) -> dict[str, np.ndarray]:
-        frame = {"observation.state": np.asarray(s["joint_pos"], np.float32),
-                 "action": np.asarray(sent, np.float32)}
+    def _frame(
+        self, s: Mapping[str, np.ndarray], sent: np.ndarray, seen: dict[str, int], dropped: dict[str, int]
+    ) -> dict[str, np.ndarray]:
+        frame = {"observation.state": np.asarray(s["joint_pos"], np.float32), "action": np.asarray(sent, np.float32)}
         for cam in self.cameras:
             f = cam.read(newer_than=seen.get(cam.name), timeout_s=FRAME_WAIT * self._dt)
             if seen.get(cam.name) == f.seq:
@@ -145,8 +163,8 @@ class Recorder:
         t0 = self._first_tick()
         self.sleep(max(0.0, t0 - self.clock()))
         gap = None if self._last_frame_t is None else max(0.0, t0 - self._last_frame_t - reset_s)
-        k = 0       # frames recorded
-        slot = 0    # schedule slots since t0 (skips ahead after a late tick)
+        k = 0  # frames recorded
+        slot = 0  # schedule slots since t0 (skips ahead after a late tick)
         self._say(f"{label}: recording, up to {duration_s:g} s")
         said = t0
         try:
@@ -208,8 +226,10 @@ class Recorder:
         try:
             for i in range(episodes):
                 ep = self.episode(episode_s, reset_s, label=f"episode {i + 1}/{episodes}")
-                self._say(f"episode {ep.index}: {ep.frames} frames, {ep.late_ticks} late, "
-                          f"{sum(ep.dropped.values())} dropped{_per_camera(ep.dropped)} ({i + 1}/{episodes})")
+                self._say(
+                    f"episode {ep.index}: {ep.frames} frames, {ep.late_ticks} late, "
+                    f"{sum(ep.dropped.values())} dropped{_per_camera(ep.dropped)} ({i + 1}/{episodes})"
+                )
                 if i + 1 < episodes and reset_s > 0:
                     self.reset_period(reset_s)
         except KeyboardInterrupt as e:

@@ -33,7 +33,7 @@ from simreal.errors import DataFileError
 from simreal.hardware.benchmark import FORMAT
 from simreal.yaml_io import atomic_write_bytes, atomic_write_text, read_text
 
-Run = tuple[str, Mapping[str, Any]]   # (label, results)
+Run = tuple[str, Mapping[str, Any]]  # (label, results)
 
 
 def load_results(paths: Sequence[str | Path]) -> list[Run]:
@@ -44,18 +44,23 @@ def load_results(paths: Sequence[str | Path]) -> list[Run]:
         try:
             data = json.loads(read_text(p, "benchmark results JSON file"))
         except json.JSONDecodeError as e:
-            raise DataFileError(str(p), f"not JSON (line {e.lineno}: {e.msg}); expected `simreal benchmark` "
-                                        f"results") from None
+            raise DataFileError(
+                str(p), f"not JSON (line {e.lineno}: {e.msg}); expected `simreal benchmark` results"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise DataFileError(str(p), f"not `simreal benchmark` results (format {FORMAT})")
         runs.append((str(data["robot"]), {**data, "file": str(p)}))
     suites = {r["suite"] for _, r in runs}
     if len(suites) > 1:
-        raise DataFileError(str(paths[-1]), f"results of different suites ({', '.join(sorted(suites))}); a report "
-                                            f"compares runs of one suite")
+        raise DataFileError(
+            str(paths[-1]),
+            f"results of different suites ({', '.join(sorted(suites))}); a report compares runs of one suite",
+        )
     kinds = [kind for kind, _ in runs]
-    return [(f"{kind} {kinds[:i + 1].count(kind)}" if kinds.count(kind) > 1 else kind, r)
-            for i, (kind, r) in enumerate(runs)]
+    return [
+        (f"{kind} {kinds[: i + 1].count(kind)}" if kinds.count(kind) > 1 else kind, r)
+        for i, (kind, r) in enumerate(runs)
+    ]
 
 
 def _fmt(x: float | None, ci: Sequence[float] | None = None) -> str:
@@ -84,13 +89,15 @@ def _metric_names(runs: Sequence[Run]) -> list[str]:
 
 
 def _describe(label: str, r: Mapping[str, Any]) -> str:
-    where = (f"twin {json.dumps(r['twin'])}" if r["robot"] == "twin" else
-             f"driver `{r['driver']}` ({r['driver_class']})")
+    where = f"twin {json.dumps(r['twin'])}" if r["robot"] == "twin" else f"driver `{r['driver']}` ({r['driver_class']})"
     n = r["config"]["trials"]
     done = "" if r["complete"] else ", stopped by the operator before the end"
-    return (f"- **{label}** (`{r['file']}`): {where}; bundle `{r['bundle']}` ({r['bundle_robot']}, task {r['bundle_task']}); "
-            f"{n} trials per condition of {r['duration_s']:g} s, seed {r['config']['seed']}{done}; "
-            f"{r['created_utc']}, {r['wall_s']:.1f} s wall")
+    return (
+        f"- **{label}** (`{r['file']}`): {where}; "
+        f"bundle `{r['bundle']}` ({r['bundle_robot']}, task {r['bundle_task']}); "
+        f"{n} trials per condition of {r['duration_s']:g} s, seed {r['config']['seed']}{done}; "
+        f"{r['created_utc']}, {r['wall_s']:.1f} s wall"
+    )
 
 
 def _videos(runs: Sequence[Run], out: Path) -> list[str]:
@@ -105,9 +112,13 @@ def _videos(runs: Sequence[Run], out: Path) -> list[str]:
                     continue
                 rel = Path(os.path.relpath(where, out))
                 outcome = "pass" if t["success"] else f"FAIL ({t['reason']})" if t["reason"] else "FAIL"
-                lines += [f"- {label}, {c['name']}, trial {t['trial'] + 1}: {outcome}, "
-                          f"[video]({(rel / v['video']).as_posix()}) ({v['frames']} frames)", "",
-                          f"  ![{label} {c['name']} trial {t['trial'] + 1}]({(rel / v['sheet']).as_posix()})", ""]
+                lines += [
+                    f"- {label}, {c['name']}, trial {t['trial'] + 1}: {outcome}, "
+                    f"[video]({(rel / v['video']).as_posix()}) ({v['frames']} frames)",
+                    "",
+                    f"  ![{label} {c['name']} trial {t['trial'] + 1}]({(rel / v['sheet']).as_posix()})",
+                    "",
+                ]
     return lines
 
 
@@ -119,9 +130,13 @@ def markdown(runs: Sequence[Run], figures: Sequence[str], out: Path = Path("."))
     metrics = _metric_names(runs)
     lines = [f"# Benchmark: {first['suite']}", "", f"Success: {first['summary']}.", "", "## Runs", ""]
     lines += [_describe(label, r) for label, r in runs]
-    lines += ["", f"## Results ({pct} % intervals: Wilson for success rates, Student's t for means)", "",
-              "| condition | run | successes | success rate | " + " | ".join(metrics) + " |",
-              "| --- | --- | ---: | --- |" + " --- |" * len(metrics)]
+    lines += [
+        "",
+        f"## Results ({pct} % intervals: Wilson for success rates, Student's t for means)",
+        "",
+        "| condition | run | successes | success rate | " + " | ".join(metrics) + " |",
+        "| --- | --- | ---: | --- |" + " --- |" * len(metrics),
+    ]
     gaps = []
     for name in _conditions(runs):
         rates = []
@@ -131,16 +146,21 @@ def markdown(runs: Sequence[Run], figures: Sequence[str], out: Path = Path("."))
                 continue
             s = c["success"]
             rates.append(s["rate"])
-            cells = [_fmt(c["metrics"][m]["mean"], c["metrics"][m]["ci"]) if m in c["metrics"] else "-" for m in metrics]
-            lines.append(f"| {name} | {label} | {s['k']}/{s['n']} | {_fmt(s['rate'], s['ci'])} | " + " | ".join(cells) + " |")
+            cells = [
+                _fmt(c["metrics"][m]["mean"], c["metrics"][m]["ci"]) if m in c["metrics"] else "-" for m in metrics
+            ]
+            lines.append(
+                f"| {name} | {label} | {s['k']}/{s['n']} | {_fmt(s['rate'], s['ci'])} | " + " | ".join(cells) + " |"
+            )
         if len(runs) == 2 and len(rates) == 2 and None not in rates:
             gaps.append(f"- {name}: {runs[1][0]} - {runs[0][0]} success rate = {rates[1] - rates[0]:+.3f}")
     if gaps:
         lines += ["", "Differences:", "", *gaps]
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     videos = _videos(runs, out)
-    lines += ["", "## Videos", ""] + (videos or ["No trial was filmed (`simreal benchmark --videos N`; a real "
-                                                 "robot needs `--camera`).", ""])
+    lines += ["", "## Videos", ""] + (
+        videos or ["No trial was filmed (`simreal benchmark --videos N`; a real robot needs `--camera`).", ""]
+    )
     return "\n".join(lines)
 
 
@@ -197,10 +217,15 @@ def plot_metric(runs: Sequence[Run], metric: str, path: Path) -> None:
             if not x:
                 continue
             pos = i + (j - (len(runs) - 1) / 2) * width
-            ax.boxplot([x], positions=[pos], widths=0.7 * width, showfliers=False,
-                       medianprops={"color": color})
-            ax.plot(pos + jitter.uniform(-0.2, 0.2, len(x)) * width, x, ".", color=color, alpha=0.6,
-                    label=None if labelled else label)
+            ax.boxplot([x], positions=[pos], widths=0.7 * width, showfliers=False, medianprops={"color": color})
+            ax.plot(
+                pos + jitter.uniform(-0.2, 0.2, len(x)) * width,
+                x,
+                ".",
+                color=color,
+                alpha=0.6,
+                label=None if labelled else label,
+            )
             labelled = True
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel(metric)

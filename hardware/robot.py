@@ -80,8 +80,10 @@ class Robot(abc.ABC):
         self.config = config
         self.spec = spec or load_robot_spec(config.robot)
         if self.families and self.spec.family not in self.families:
-            raise HardwareError(f"{type(self).__name__} drives {'/'.join(self.families)} robots; "
-                                f"robot '{self.spec.name}' is a {self.spec.family}")
+            raise HardwareError(
+                f"{type(self).__name__} drives {'/'.join(self.families)} robots; "
+                f"robot '{self.spec.name}' is a {self.spec.family}"
+            )
         self.mode: ActionMode = action_mode(config.action_mode)
         self.names = self.spec.actuator_names
         self.low, self.high = self.mode.spec_limits(self.spec, self.names)
@@ -149,8 +151,10 @@ class Robot(abc.ABC):
         self._require()
         u = np.asarray(u, np.float64).reshape(-1)
         if u.shape != (len(self.names),):
-            raise HardwareError(f"{self.spec.name}: send_action takes {len(self.names)} {self.mode.name} channels "
-                                f"({', '.join(self.mode.channel_names(self.spec))}), got {u.shape[0]}")
+            raise HardwareError(
+                f"{self.spec.name}: send_action takes {len(self.names)} {self.mode.name} channels "
+                f"({', '.join(self.mode.channel_names(self.spec))}), got {u.shape[0]}"
+            )
         if not np.all(np.isfinite(u)):
             raise HardwareError(f"{self.spec.name}: refused a non-finite command {u.tolist()}")
         return self._write(np.clip(u, self.low, self.high))
@@ -168,8 +172,10 @@ class Robot(abc.ABC):
 
     def _require(self) -> None:
         if not self.connected:
-            raise HardwareError(f"{type(self).__name__} ({self.spec.name}) is not connected; "
-                                f"call connect() or use it as a context manager")
+            raise HardwareError(
+                f"{type(self).__name__} ({self.spec.name}) is not connected; "
+                f"call connect() or use it as a context manager"
+            )
 
     def __enter__(self) -> Robot:
         self.connect()

@@ -54,7 +54,9 @@ class TwinConfig:
 
     noise_scale: float = field(1.0, min=0.0, doc="sensor noise scale (deploy.sim_robot.NOISE_STD at 1; 0 = none)")
     latency_ms: float = field(0.0, min=0.0, doc="actuation delay, rounded to whole physics steps [ms]")
-    start_jitter_m: float = field(0.05, min=0.0, doc="quadrotor start position offset per trial, uniform +- per axis [m]")
+    start_jitter_m: float = field(
+        0.05, min=0.0, doc="quadrotor start position offset per trial, uniform +- per axis [m]"
+    )
     start_jitter_rad: float = field(0.02, min=0.0, doc="joint start offset per trial, uniform +- [rad]")
     seed: int = field(0, doc="the task episode the twin starts from (bundles that record their task)")
 
@@ -76,8 +78,11 @@ class SimTwin(Robot):
         self.dt = float(model.opt.timestep)
         self._delay_steps = round(cfg.latency_ms / 1e3 / self.dt)
         # the simulated robot takes the bundle's channels; the interface sends every actuator
-        self._channels = (np.array([self.names.index(n) for n in bundle.action.names]) if self.mode.joint_space
-                          else np.arange(len(self.names)))
+        self._channels = (
+            np.array([self.names.index(n) for n in bundle.action.names])
+            if self.mode.joint_space
+            else np.arange(len(self.names))
+        )
         self.reset(cfg.seed)
 
     @property
@@ -144,8 +149,10 @@ class SimTwin(Robot):
 
     def _read(self) -> State:
         if self.sim.diverged_s is not None:  # a robot whose state stream stopped: the runner's watchdog takes over
-            raise HardwareError(f"{self.spec.name} twin: the simulation diverged at {self.sim.diverged_s:.3f} s "
-                                f"(MuJoCo reset a state gone NaN or past 1e10); reset() it for a new trial")
+            raise HardwareError(
+                f"{self.spec.name} twin: the simulation diverged at {self.sim.diverged_s:.3f} s "
+                f"(MuJoCo reset a state gone NaN or past 1e10); reset() it for a new trial"
+            )
         s = self.sim.measured_state(self.rng, self.twin_cfg.noise_scale)
         s["t_s"] = np.float64(self.clock())
         return s

@@ -51,8 +51,15 @@ from simreal.robot_spec import RobotSpec
 #: LeRobot's ``SOFollower.configure()``, written to every servo at connect: no reply delay, full
 #: acceleration, position mode, PID 16/0/32. The spec's kp, kd are fitted to P_Coefficient 16,
 #: so the servo and the simulation run the same loop.
-SERVO_SETTINGS = {"Return_Delay_Time": 0, "Maximum_Acceleration": 254, "Acceleration": 254, "Operating_Mode": 0,
-                  "P_Coefficient": 16, "I_Coefficient": 0, "D_Coefficient": 32}
+SERVO_SETTINGS = {
+    "Return_Delay_Time": 0,
+    "Maximum_Acceleration": 254,
+    "Acceleration": 254,
+    "Operating_Mode": 0,
+    "P_Coefficient": 16,
+    "I_Coefficient": 0,
+    "D_Coefficient": 32,
+}
 #: ...and to the gripper: half torque and current, 25 % overload torque (LeRobot: against burnout).
 GRIPPER_SETTINGS = {"Max_Torque_Limit": 500, "Protection_Current": 250, "Overload_Torque": 25}
 #: Phase register bit 4: angle feedback mode 1 (readings may leave 0..4095); LeRobot clears it.
@@ -71,11 +78,15 @@ class SO100Config(RobotConfig):
     port: str = field(doc="the bus's serial device (lerobot-find-port names it), or the twin's port")
     calibration: str | None = field(None, doc="LeRobot's calibration json; None: what the servos' EPROM holds")
     max_relative_target: float | tuple[float, ...] | None = field(
-        None, doc="largest step of a goal from the present position per command, one or per joint [rad]; "
-                  "None: unlimited (LeRobot's default)")
+        None,
+        doc="largest step of a goal from the present position per command, one or per joint [rad]; "
+        "None: unlimited (LeRobot's default)",
+    )
     disable_torque_on_disconnect: bool = field(True, doc="leave the arm limp after disconnect (LeRobot's default)")
-    leader: bool = field(False, doc="a leader arm moved by hand: torque stays off and send_action is refused "
-                                    "(simreal.hardware.leader_arm)")
+    leader: bool = field(
+        False,
+        doc="a leader arm moved by hand: torque stays off and send_action is refused (simreal.hardware.leader_arm)",
+    )
     timeout_s: float = field(0.1, min=0.001, doc="how long a servo may take to answer [s]")
     retries: int = field(2, min=0, doc="extra tries of a transaction whose answer was lost or corrupt (LeRobot's 2)")
     baudrate: int = field(1_000_000, min=1, doc="[bit/s]; STS3215s ship at 1 Mbit/s")
@@ -91,16 +102,21 @@ class SO100Robot(Robot):
         super().__init__(config, spec)
         self.config: SO100Config = config
         if self.mode.name != "joint_position":
-            raise ConfigError("action_mode", f"{type(self).__name__} takes joint_position (the servos' "
-                                             f"Goal_Position), got {self.mode.name}")
+            raise ConfigError(
+                "action_mode",
+                f"{type(self).__name__} takes joint_position (the servos' Goal_Position), got {self.mode.name}",
+            )
         self.ids = list(range(1, len(self.names) + 1))
         self.max_step_rad: np.ndarray | None = None
         if config.max_relative_target is not None:
             step = np.asarray(config.max_relative_target, np.float64).reshape(-1)
             step = np.full(len(self.names), step[0]) if step.size == 1 else step
             if step.shape != (len(self.names),) or not np.all(step > 0):
-                raise ConfigError("max_relative_target", f"expected a step > 0 rad, or one per joint "
-                                                         f"({', '.join(self.names)}), got {config.max_relative_target}")
+                raise ConfigError(
+                    "max_relative_target",
+                    f"expected a step > 0 rad, or one per joint "
+                    f"({', '.join(self.names)}), got {config.max_relative_target}",
+                )
             self.max_step_rad = step
         self.takes_commands = not config.leader
         self.bus: FeetechBus | None = None
@@ -108,8 +124,13 @@ class SO100Robot(Robot):
 
     # -- connect / disconnect ------------------------------------------------------------------
     def _open(self) -> None:
-        bus = FeetechBus(self.config.port, baudrate=self.config.baudrate, timeout_s=self.config.timeout_s,
-                         retries=self.config.retries, names=dict(zip(self.ids, self.names)))
+        bus = FeetechBus(
+            self.config.port,
+            baudrate=self.config.baudrate,
+            timeout_s=self.config.timeout_s,
+            retries=self.config.retries,
+            names=dict(zip(self.ids, self.names)),
+        )
         bus.open()
         try:
             self._handshake(bus)
@@ -125,12 +146,15 @@ class SO100Robot(Robot):
             pass  # each ping waits timeout_s itself; the checks below say which servo stays silent
         for i, name in zip(self.ids, self.names):
             if not bus.ping(i):
-                raise HardwareError(f"{where}: servo id {i} ({name}) does not answer; check that it is powered, "
-                                    f"cabled and set to id {i} (lerobot-setup-motors)")
+                raise HardwareError(
+                    f"{where}: servo id {i} ({name}) does not answer; check that it is powered, "
+                    f"cabled and set to id {i} (lerobot-setup-motors)"
+                )
             model = bus.read(i, "Model_Number")
             if model != STS3215_MODEL:
-                raise HardwareError(f"{where}: servo id {i} ({name}) is model {model}, expected an STS3215 "
-                                    f"({STS3215_MODEL})")
+                raise HardwareError(
+                    f"{where}: servo id {i} ({name}) is model {model}, expected an STS3215 ({STS3215_MODEL})"
+                )
         self._set_torque(bus, False)
         self.cals = self._calibration(bus)
         for i, name in zip(self.ids, self.names):
@@ -151,9 +175,11 @@ class SO100Robot(Robot):
         if self.config.calibration is None:
             for c, name in zip(stored, self.names):
                 if c.range_min >= c.range_max:
-                    raise HardwareError(f"{self.spec.name} on {self.config.port}: servo id {c.id} ({name}) holds no "
-                                        f"range ({c.range_min}..{c.range_max}); calibrate it (lerobot-calibrate) "
-                                        f"and pass the file as 'calibration'")
+                    raise HardwareError(
+                        f"{self.spec.name} on {self.config.port}: servo id {c.id} ({name}) holds no "
+                        f"range ({c.range_min}..{c.range_max}); calibrate it (lerobot-calibrate) "
+                        f"and pass the file as 'calibration'"
+                    )
             return tuple(stored)
         path = os.path.expanduser(self.config.calibration)
         cals = load_calibration(path, self.names)
@@ -164,8 +190,11 @@ class SO100Robot(Robot):
                     bus.write(c.id, reg, value)
                 changed.append(name)
         if changed:
-            print(f"simreal: {self.spec.name} on {self.config.port}: wrote {path} into the servos of "
-                  f"{', '.join(changed)} (their EPROM held another calibration)", file=sys.stderr)
+            print(
+                f"simreal: {self.spec.name} on {self.config.port}: wrote {path} into the servos of "
+                f"{', '.join(changed)} (their EPROM held another calibration)",
+                file=sys.stderr,
+            )
         return cals
 
     def _set_torque(self, bus: FeetechBus, on: bool) -> None:
@@ -176,8 +205,10 @@ class SO100Robot(Robot):
         state = bus.sync_read(self.ids, ("Torque_Enable",))["Torque_Enable"]
         wrong = [f"{i} ({n})" for i, n, s in zip(self.ids, self.names, state) if s != int(on)]
         if wrong:
-            raise HardwareError(f"{self.spec.name} on {self.config.port}: torque stayed "
-                                f"{'off' if on else 'on'} on servo id {', '.join(wrong)}")
+            raise HardwareError(
+                f"{self.spec.name} on {self.config.port}: torque stayed "
+                f"{'off' if on else 'on'} on servo id {', '.join(wrong)}"
+            )
 
     def _close(self) -> None:
         bus, self.bus = self.bus, None
@@ -191,13 +222,17 @@ class SO100Robot(Robot):
     def _read(self) -> State:
         t_s = time.monotonic()  # the servos sample when the request arrives
         r = self.bus.sync_read(self.ids, ("Present_Position", "Present_Velocity"))
-        return {"joint_pos": steps_to_rad(r["Present_Position"], self.cals),
-                "joint_vel": speed_to_rad_s(r["Present_Velocity"]), "t_s": np.float64(t_s)}
+        return {
+            "joint_pos": steps_to_rad(r["Present_Position"], self.cals),
+            "joint_vel": speed_to_rad_s(r["Present_Velocity"]),
+            "t_s": np.float64(t_s),
+        }
 
     def _write(self, u: np.ndarray) -> np.ndarray:
         if self.config.leader:
-            raise HardwareError(f"{self.spec.name} on {self.config.port} is a leader arm (torque off): it takes no "
-                                f"commands")
+            raise HardwareError(
+                f"{self.spec.name} on {self.config.port} is a leader arm (torque off): it takes no commands"
+            )
         goal = u
         if self.max_step_rad is not None:
             present = steps_to_rad(self.bus.sync_read(self.ids, ("Present_Position",))["Present_Position"], self.cals)

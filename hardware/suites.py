@@ -29,7 +29,8 @@ Tolerances are the task's own (``task_config`` of a bundle that records its task
 task's defaults above otherwise. Cycle time: when the tracked point entered the tolerance for
 the last time, i.e. stayed there until the end [s]. A suite refuses a bundle it cannot judge in
 one line naming the bundle field (another family, no reference figure-8 or one where a fixed
-target is judged, no motion reference, no goal). Imports numpy and simreal core only: the detectors run on a robot's host too.
+target is judged, no motion reference, no goal). Imports numpy and simreal core only: the
+detectors run on a robot's host too.
 """
 
 from __future__ import annotations
@@ -62,13 +63,13 @@ class Condition:
 class TrialData:
     """What a detector sees of one trial."""
 
-    traj: Trajectory                   # "t" [s] from the hand-over, plus robot-state keys (T, ...)
-    task: Mapping[str, np.ndarray]     # the task inputs the trial ran with (target_pos_w, command)
+    traj: Trajectory  # "t" [s] from the hand-over, plus robot-state keys (T, ...)
+    task: Mapping[str, np.ndarray]  # the task inputs the trial ran with (target_pos_w, command)
     bundle: Bundle
     spec: RobotSpec
     fence_m: tuple[np.ndarray, np.ndarray]  # the deploy config's geofence box (lo, hi), world [m]
     duration_s: float
-    period_s: float                    # control period [s]
+    period_s: float  # control period [s]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +135,11 @@ def _flight(d: TrialData, target_w: np.ndarray, radius_m: float, settle_s: float
 
 
 def _flight_verdict(stats: dict[str, Any], outside_m: float, passed: bool, why: str) -> Verdict:
-    metrics = {"rmse_m": stats.get("rmse_after_settle_m"), "max_error_m": stats.get("max_error_after_settle_m"),
-               "beyond_fence_m": outside_m}
+    metrics = {
+        "rmse_m": stats.get("rmse_after_settle_m"),
+        "max_error_m": stats.get("max_error_after_settle_m"),
+        "beyond_fence_m": outside_m,
+    }
     if "reason" in stats:
         return Verdict(False, metrics, stats["reason"])
     if outside_m > 0:
@@ -153,7 +157,9 @@ def detect_hover(d: TrialData) -> Verdict:
     target = np.broadcast_to(d.task["target_pos_w"], d.traj["pos_w"].shape)
     stats, outside = _flight(d, target, radius, flight_settle_s(d.bundle))
     err = stats.get("max_error_after_settle_m", np.inf)
-    return _flight_verdict(stats, outside, bool(stats["passed"]), f"max error {err:.3f} m >= {radius:g} m after settling")
+    return _flight_verdict(
+        stats, outside, bool(stats["passed"]), f"max error {err:.3f} m >= {radius:g} m after settling"
+    )
 
 
 def detect_figure8(d: TrialData) -> Verdict:
@@ -167,20 +173,26 @@ def detect_figure8(d: TrialData) -> Verdict:
 
 def check_hover(bundle: Bundle, spec: RobotSpec) -> None:
     if bundle.reference is not None and "target_pos_w" in bundle.reference.values:
-        raise BundleError("reference", f"quadrotor-hover judges a fixed target, and this bundle ({bundle.task}) flies "
-                                       "the moving target it carries: use the quadrotor-figure8 suite",
-                          str(bundle.path / "bundle.yaml"))
+        raise BundleError(
+            "reference",
+            f"quadrotor-hover judges a fixed target, and this bundle ({bundle.task}) flies "
+            "the moving target it carries: use the quadrotor-figure8 suite",
+            str(bundle.path / "bundle.yaml"),
+        )
 
 
 def check_figure8(bundle: Bundle, spec: RobotSpec) -> None:
     if bundle.reference is None or "target_pos_w" not in bundle.reference.values:
-        raise BundleError("reference", "quadrotor-figure8 needs a bundle that carries its figure-8 as a reference "
-                                       "table (target_pos_w; a quadrotor-track export); this one has none",
-                          str(bundle.path / "bundle.yaml"))
+        raise BundleError(
+            "reference",
+            "quadrotor-figure8 needs a bundle that carries its figure-8 as a reference "
+            "table (target_pos_w; a quadrotor-track export); this one has none",
+            str(bundle.path / "bundle.yaml"),
+        )
 
 
 # -- humanoids ----------------------------------------------------------------------------------
-WALK_SETTLE_S = 1.0       # velocity tracking is judged from here on (standing up to speed) [s]
+WALK_SETTLE_S = 1.0  # velocity tracking is judged from here on (standing up to speed) [s]
 TRACK_JOINT_RMSE_RAD = 0.3
 
 
@@ -200,9 +212,12 @@ def detect_walk(d: TrialData) -> Verdict:
     cmd = np.asarray(d.task["command"], np.float64)
     v_b = rotate_inv(d.traj["quat_wxyz"], d.traj["lin_vel_w"], np)[keep]
     w_z = d.traj["ang_vel_b"][keep, 2]
-    metrics = {"vel_rmse_m_s": _rms(np.sum((cmd[:2] - v_b[:, :2]) ** 2, axis=1)),
-               "yaw_rate_rmse_rad_s": _rms((cmd[2] - w_z) ** 2),
-               "mean_speed_m_s": float(v_b[:, 0].mean()) if len(v_b) else None, "fall_s": fall}
+    metrics = {
+        "vel_rmse_m_s": _rms(np.sum((cmd[:2] - v_b[:, :2]) ** 2, axis=1)),
+        "yaw_rate_rmse_rad_s": _rms((cmd[2] - w_z) ** 2),
+        "mean_speed_m_s": float(v_b[:, 0].mean()) if len(v_b) else None,
+        "fall_s": fall,
+    }
     return Verdict(fall is None, metrics, "" if fall is None else f"fell at {fall:.2f} s")
 
 
@@ -218,10 +233,13 @@ def _motion_columns(spec: RobotSpec) -> int:
 def check_motion(bundle: Bundle, spec: RobotSpec) -> None:
     ref = bundle.reference
     if ref is None or "command" not in ref.values or ref.values["command"].shape[1] != _motion_columns(spec):
-        raise BundleError("reference", f"humanoid-track needs a bundle that carries a reference motion (a "
-                                       f"command table of {_motion_columns(spec)} columns: joint positions, "
-                                       f"velocities, root tilt; a g1-tracking export); this one has none",
-                          str(bundle.path / "bundle.yaml"))
+        raise BundleError(
+            "reference",
+            f"humanoid-track needs a bundle that carries a reference motion (a "
+            f"command table of {_motion_columns(spec)} columns: joint positions, "
+            f"velocities, root tilt; a g1-tracking export); this one has none",
+            str(bundle.path / "bundle.yaml"),
+        )
 
 
 def detect_track(d: TrialData) -> Verdict:
@@ -231,12 +249,15 @@ def detect_track(d: TrialData) -> Verdict:
     n = len(d.spec.actuators)
     rows = np.stack([d.bundle.reference.at(max(t - d.period_s, 0.0))["command"] for t in d.traj["t"]])[keep]
     q_ref = np.array([a.default for a in d.spec.actuators]) + rows[:, :n]
-    g_ref = rows[:, 2 * n:]
+    g_ref = rows[:, 2 * n :]
     g = gravity_b({"quat_wxyz": d.traj["quat_wxyz"][keep]}, np)
     cos = np.sum(g * g_ref, axis=1) / np.maximum(np.linalg.norm(g_ref, axis=1), 1e-9)
     joint = _rms((d.traj["joint_pos"][keep] - q_ref) ** 2)
-    metrics = {"joint_rmse_rad": joint, "root_tilt_rmse_rad": _rms(np.arccos(np.clip(cos, -1.0, 1.0)) ** 2),
-               "fall_s": fall}
+    metrics = {
+        "joint_rmse_rad": joint,
+        "root_tilt_rmse_rad": _rms(np.arccos(np.clip(cos, -1.0, 1.0)) ** 2),
+        "fall_s": fall,
+    }
     if fall is not None:
         return Verdict(False, metrics, f"fell at {fall:.2f} s")
     ok = joint is not None and joint < TRACK_JOINT_RMSE_RAD
@@ -254,10 +275,16 @@ def at_goal(key: str, default_radius_m: float) -> Callable[[TrialData], Verdict]
         inside = dist < radius
         ok = bool(inside[-1])
         entered = len(inside) - int(np.argmin(inside[::-1])) if not inside.all() else 0
-        metrics = {"final_distance_m": float(dist[-1]), "min_distance_m": float(dist.min()),
-                   "cycle_time_s": float(d.traj["t"][entered]) if ok else None}
-        why = (f"{key} not seen at the end" if not np.isfinite(dist[-1]) else
-               f"{key} {dist[-1]:.3f} m from the goal at the end (>= {radius:g} m)")
+        metrics = {
+            "final_distance_m": float(dist[-1]),
+            "min_distance_m": float(dist.min()),
+            "cycle_time_s": float(d.traj["t"][entered]) if ok else None,
+        }
+        why = (
+            f"{key} not seen at the end"
+            if not np.isfinite(dist[-1])
+            else f"{key} {dist[-1]:.3f} m from the goal at the end (>= {radius:g} m)"
+        )
         return Verdict(ok, metrics, "" if ok else why)
 
     return detect
@@ -274,24 +301,81 @@ def _clip_length(bundle: Bundle) -> float:
 _FLIGHT = ("pos_w",)
 _WALK = ("pos_w", "quat_wxyz", "lin_vel_w", "ang_vel_b")
 
-SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("quadrotor-hover", "quadrotor", "hold the target within the task's success radius (0.1 m) from its settle "
-          "time (2 s) on", _FLIGHT, detect_hover, _fixed(10.0), check=check_hover, task_inputs=("target_pos_w",),
-          settle_s=flight_settle_s),
-    Suite("quadrotor-figure8", "quadrotor", "fly the bundle's figure-8, RMSE below 0.15 m", _FLIGHT, detect_figure8,
-          _fixed(12.0), check=check_figure8, settle_s=flight_settle_s),
-    Suite("humanoid-walk", "humanoid", "walk at the commanded speed without falling", _WALK, detect_walk,
-          _fixed(10.0), task_inputs=("command",), axis="vx_m_s", values=(0.0, 0.5, 1.0), condition=walk_condition,
-          settle_s=_fixed(WALK_SETTLE_S)),
-    Suite("humanoid-track", "humanoid", "play the reference motion without falling, joint RMSE below 0.3 rad",
-          _WALK + ("joint_pos",), detect_track, _clip_length, check=check_motion),
-    Suite("arm-reach", "arm", "end effector within 5 cm of the goal at the end", ("ee_pos_w",),
-          at_goal("ee_pos_w", 0.05), _fixed(4.0), task_inputs=("target_pos_w",)),
-    Suite("arm-push", "arm", "object within 5 cm of the goal at the end", ("object_pos_w",),
-          at_goal("object_pos_w", 0.05), _fixed(6.0), task_inputs=("target_pos_w",)),
-    Suite("arm-pick", "arm", "object held within 5 cm of the goal in the air at the end", ("object_pos_w",),
-          at_goal("object_pos_w", 0.05), _fixed(6.0), task_inputs=("target_pos_w",)),
-)}
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            "quadrotor-hover",
+            "quadrotor",
+            "hold the target within the task's success radius (0.1 m) from its settle time (2 s) on",
+            _FLIGHT,
+            detect_hover,
+            _fixed(10.0),
+            check=check_hover,
+            task_inputs=("target_pos_w",),
+            settle_s=flight_settle_s,
+        ),
+        Suite(
+            "quadrotor-figure8",
+            "quadrotor",
+            "fly the bundle's figure-8, RMSE below 0.15 m",
+            _FLIGHT,
+            detect_figure8,
+            _fixed(12.0),
+            check=check_figure8,
+            settle_s=flight_settle_s,
+        ),
+        Suite(
+            "humanoid-walk",
+            "humanoid",
+            "walk at the commanded speed without falling",
+            _WALK,
+            detect_walk,
+            _fixed(10.0),
+            task_inputs=("command",),
+            axis="vx_m_s",
+            values=(0.0, 0.5, 1.0),
+            condition=walk_condition,
+            settle_s=_fixed(WALK_SETTLE_S),
+        ),
+        Suite(
+            "humanoid-track",
+            "humanoid",
+            "play the reference motion without falling, joint RMSE below 0.3 rad",
+            _WALK + ("joint_pos",),
+            detect_track,
+            _clip_length,
+            check=check_motion,
+        ),
+        Suite(
+            "arm-reach",
+            "arm",
+            "end effector within 5 cm of the goal at the end",
+            ("ee_pos_w",),
+            at_goal("ee_pos_w", 0.05),
+            _fixed(4.0),
+            task_inputs=("target_pos_w",),
+        ),
+        Suite(
+            "arm-push",
+            "arm",
+            "object within 5 cm of the goal at the end",
+            ("object_pos_w",),
+            at_goal("object_pos_w", 0.05),
+            _fixed(6.0),
+            task_inputs=("target_pos_w",),
+        ),
+        Suite(
+            "arm-pick",
+            "arm",
+            "object held within 5 cm of the goal in the air at the end",
+            ("object_pos_w",),
+            at_goal("object_pos_w", 0.05),
+            _fixed(6.0),
+            task_inputs=("target_pos_w",),
+        ),
+    )
+}
 
 
 def suite_for(name: str, bundle: Bundle, spec: RobotSpec) -> Suite:
@@ -301,7 +385,11 @@ def suite_for(name: str, bundle: Bundle, spec: RobotSpec) -> Suite:
     suite = SUITES[name]
     if spec.family != suite.family:
         mine = ", ".join(s.name for s in SUITES.values() if s.family == spec.family) or "none"
-        raise BundleError("robot", f"suite {name} serves {suite.family} robots; the bundle's robot '{spec.name}' is a "
-                                   f"{spec.family} (its suites: {mine})", str(bundle.path / "bundle.yaml"))
+        raise BundleError(
+            "robot",
+            f"suite {name} serves {suite.family} robots; the bundle's robot '{spec.name}' is a "
+            f"{spec.family} (its suites: {mine})",
+            str(bundle.path / "bundle.yaml"),
+        )
     suite.check(bundle, spec)
     return suite

@@ -144,8 +144,16 @@ class JointJog(DeviceTeleop):
       clock: monotonic clock [s].
     """
 
-    def __init__(self, device: InputDevice, spec: RobotSpec, *, axis_joints: Sequence[str] | None = None,
-                 speed: float = 0.25, max_lead: float = 0.3, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        device: InputDevice,
+        spec: RobotSpec,
+        *,
+        axis_joints: Sequence[str] | None = None,
+        speed: float = 0.25,
+        max_lead: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         names = spec.actuator_names
         axis_joints = tuple(axis_joints) if axis_joints is not None else names[:6]
         unknown = [n for n in axis_joints if n not in names]
@@ -171,8 +179,9 @@ class JointJog(DeviceTeleop):
         a[: len(axes)] = axes
         step = np.zeros_like(q)
         step[self.idx] = self.v_max * a * dt
-        self.target = np.clip(self.target + step, np.maximum(self.low, q - self.max_lead),
-                              np.minimum(self.high, q + self.max_lead))
+        self.target = np.clip(
+            self.target + step, np.maximum(self.low, q - self.max_lead), np.minimum(self.high, q + self.max_lead)
+        )
         return self.target.copy()
 
 
@@ -211,8 +220,10 @@ class VelocityCommand:
 
         key = {axis_sign: k.decode() for k, axis_sign in KEY_AXES.items()}
         opposite = {"forward": "back", "left": "right", "turn left": "turn right"}
-        return ", ".join(f"{key[(axis, int(sign))]}/{key[(axis, -int(sign))]} {name}/{opposite[name].split()[-1]}"
-                         for name, axis, sign in cls.AXES)
+        return ", ".join(
+            f"{key[(axis, int(sign))]}/{key[(axis, -int(sign))]} {name}/{opposite[name].split()[-1]}"
+            for name, axis, sign in cls.AXES
+        )
 
     def __enter__(self) -> VelocityCommand:
         self.device.open()

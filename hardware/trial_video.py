@@ -31,7 +31,7 @@ import numpy as np
 from simreal.yaml_io import atomic_write_bytes
 
 VIDEO_FPS = 30
-VIDEO_SIZE = (320, 240)   # width, height [px]
+VIDEO_SIZE = (320, 240)  # width, height [px]
 SHEET_FRAMES = 4
 #: The floor a video shows, a square of this half size [m] with a 1 m grid (an infinite plane
 #: costs 30x the frame on Mesa's llvmpipe); a robot that leaves it is seen over the void.
@@ -105,8 +105,9 @@ class TwinCamera:
         try:  # the policy cameras' renderer (sim/render.py): a finite floor, no shadows: 30x faster on llvmpipe
             self.renderer = lean_renderer(render_model(model, w, h, FLOOR_HALF_EXTENT_M, grid_m=1.0), h, w)
         except Exception as e:  # the GL libraries' own errors, whatever their type
-            raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); run without "
-                               f"--videos, or set MUJOCO_GL") from None
+            raise SimrealError(
+                f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); run without --videos, or set MUJOCO_GL"
+            ) from None
         self.option = scene_option()
         self.state, self.camera = state, FollowCamera(model, free_base)
 

@@ -77,26 +77,73 @@ class LowLevel:
     imu_yaw_joint: str = ""
 
 
-_G1 = ("left_hip_pitch_joint", "left_hip_roll_joint", "left_hip_yaw_joint", "left_knee_joint",
-       "left_ankle_pitch_joint", "left_ankle_roll_joint", "right_hip_pitch_joint", "right_hip_roll_joint",
-       "right_hip_yaw_joint", "right_knee_joint", "right_ankle_pitch_joint", "right_ankle_roll_joint",
-       "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint", "left_shoulder_pitch_joint",
-       "left_shoulder_roll_joint", "left_shoulder_yaw_joint", "left_elbow_joint", "left_wrist_roll_joint",
-       "left_wrist_pitch_joint", "left_wrist_yaw_joint", "right_shoulder_pitch_joint", "right_shoulder_roll_joint",
-       "right_shoulder_yaw_joint", "right_elbow_joint", "right_wrist_roll_joint", "right_wrist_pitch_joint",
-       "right_wrist_yaw_joint")  # unitree_sdk2 G1JointIndex 0..28
-_H1 = ("right_hip_roll_joint", "right_hip_pitch_joint", "right_knee_joint", "left_hip_roll_joint",
-       "left_hip_pitch_joint", "left_knee_joint", "torso_joint", "left_hip_yaw_joint", "right_hip_yaw_joint", None,
-       "left_ankle_joint", "right_ankle_joint", "right_shoulder_pitch_joint", "right_shoulder_roll_joint",
-       "right_shoulder_yaw_joint", "right_elbow_joint", "left_shoulder_pitch_joint", "left_shoulder_roll_joint",
-       "left_shoulder_yaw_joint", "left_elbow_joint")  # unitree_sdk2 H1JointIndex 0..19
+_G1 = (
+    "left_hip_pitch_joint",
+    "left_hip_roll_joint",
+    "left_hip_yaw_joint",
+    "left_knee_joint",
+    "left_ankle_pitch_joint",
+    "left_ankle_roll_joint",
+    "right_hip_pitch_joint",
+    "right_hip_roll_joint",
+    "right_hip_yaw_joint",
+    "right_knee_joint",
+    "right_ankle_pitch_joint",
+    "right_ankle_roll_joint",
+    "waist_yaw_joint",
+    "waist_roll_joint",
+    "waist_pitch_joint",
+    "left_shoulder_pitch_joint",
+    "left_shoulder_roll_joint",
+    "left_shoulder_yaw_joint",
+    "left_elbow_joint",
+    "left_wrist_roll_joint",
+    "left_wrist_pitch_joint",
+    "left_wrist_yaw_joint",
+    "right_shoulder_pitch_joint",
+    "right_shoulder_roll_joint",
+    "right_shoulder_yaw_joint",
+    "right_elbow_joint",
+    "right_wrist_roll_joint",
+    "right_wrist_pitch_joint",
+    "right_wrist_yaw_joint",
+)  # unitree_sdk2 G1JointIndex 0..28
+_H1 = (
+    "right_hip_roll_joint",
+    "right_hip_pitch_joint",
+    "right_knee_joint",
+    "left_hip_roll_joint",
+    "left_hip_pitch_joint",
+    "left_knee_joint",
+    "torso_joint",
+    "left_hip_yaw_joint",
+    "right_hip_yaw_joint",
+    None,
+    "left_ankle_joint",
+    "right_ankle_joint",
+    "right_shoulder_pitch_joint",
+    "right_shoulder_roll_joint",
+    "right_shoulder_yaw_joint",
+    "right_elbow_joint",
+    "left_shoulder_pitch_joint",
+    "left_shoulder_roll_joint",
+    "left_shoulder_yaw_joint",
+    "left_elbow_joint",
+)  # unitree_sdk2 H1JointIndex 0..19
 
 MOTORS: dict[str, LowLevel] = {
-    "unitree_hg": LowLevel("unitree_hg", um.codec(um.HgLowCmd_), um.codec(um.HgLowState_),
-                           _G1 + (None,) * 6, (1,) * 35),
-    "unitree_go": LowLevel("unitree_go", um.codec(um.GoLowCmd_), um.codec(um.GoLowState_), _H1,
-                           (0x0A,) * 10 + (0x01,) * 10,  # M107 joints in servo mode 0x0A, the weak motors 0x01
-                           (("head", (0xFE, 0xEF)), ("level_flag", 0xFF)), imu_yaw_joint="torso_joint"),
+    "unitree_hg": LowLevel(
+        "unitree_hg", um.codec(um.HgLowCmd_), um.codec(um.HgLowState_), _G1 + (None,) * 6, (1,) * 35
+    ),
+    "unitree_go": LowLevel(
+        "unitree_go",
+        um.codec(um.GoLowCmd_),
+        um.codec(um.GoLowState_),
+        _H1,
+        (0x0A,) * 10 + (0x01,) * 10,  # M107 joints in servo mode 0x0A, the weak motors 0x01
+        (("head", (0xFE, 0xEF)), ("level_flag", 0xFF)),
+        imu_yaw_joint="torso_joint",
+    ),
 }
 
 #: action mode -> (LowCmd field carrying the command, kp used, kd used)
@@ -118,8 +165,11 @@ def low_level(messages: str, spec: RobotSpec) -> LowLevel:
     else:
         fits = [k for k, f in MOTORS.items() if joints <= set(f.motors)]
     if len(fits) != 1:
-        raise ConfigError("messages", f"robot '{spec.name}': {'no' if not fits else 'more than one'} Unitree message "
-                                      f"family has a motor for every actuator; set messages to one of {', '.join(MOTORS)}")
+        raise ConfigError(
+            "messages",
+            f"robot '{spec.name}': {'no' if not fits else 'more than one'} Unitree message "
+            f"family has a motor for every actuator; set messages to one of {', '.join(MOTORS)}",
+        )
     return MOTORS[fits[0]]
 
 
@@ -137,8 +187,14 @@ def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product of wxyz quaternions."""
     w1, x1, y1, z1 = a
     w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
 def rot_z(v: np.ndarray, yaw: float) -> np.ndarray:
@@ -147,7 +203,9 @@ def rot_z(v: np.ndarray, yaw: float) -> np.ndarray:
     return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1], v[2]])
 
 
-def imu_to_base(quat_imu: np.ndarray, gyro_imu: np.ndarray, yaw: float, yaw_rate: float) -> tuple[np.ndarray, np.ndarray]:
+def imu_to_base(
+    quat_imu: np.ndarray, gyro_imu: np.ndarray, yaw: float, yaw_rate: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Base orientation (wxyz) and body rate [rad/s] from an IMU on a link that turns about the
     base's z axis by ``yaw`` [rad] at ``yaw_rate`` [rad/s]: R_base = R_imu Rz(yaw)^T,
     w_base = Rz(yaw) w_imu - (0, 0, yaw_rate) (unitree_rl_gym's ``transform_imu_data``)."""
@@ -155,7 +213,9 @@ def imu_to_base(quat_imu: np.ndarray, gyro_imu: np.ndarray, yaw: float, yaw_rate
     return q, rot_z(gyro_imu, yaw) - np.array([0.0, 0.0, yaw_rate])
 
 
-def base_to_imu(quat_base: np.ndarray, gyro_base: np.ndarray, yaw: float, yaw_rate: float) -> tuple[np.ndarray, np.ndarray]:
+def base_to_imu(
+    quat_base: np.ndarray, gyro_base: np.ndarray, yaw: float, yaw_rate: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The inverse of :func:`imu_to_base` (what the IMU reads, for a twin)."""
     q = _qmul(quat_base, _yaw_quat(yaw))
     return q, rot_z(gyro_base + np.array([0.0, 0.0, yaw_rate]), -yaw)
@@ -170,8 +230,14 @@ class Channel:
     ROS 2 default (reliable, keep last 10) writer, XCDR1 both ways.
     """
 
-    def __init__(self, domain_id: int, interface: str, read: tuple[str, um.Codec], write: tuple[str, um.Codec],
-                 on_sample: Callable[[bytes, float], None]):
+    def __init__(
+        self,
+        domain_id: int,
+        interface: str,
+        read: tuple[str, um.Codec],
+        write: tuple[str, um.Codec],
+        on_sample: Callable[[bytes, float], None],
+    ):
         if ddspy_take is None or ddspy_write is None:
             raise HardwareError("this cyclonedds build lacks raw sample access (cyclonedds._clayer.ddspy_take)")
         try:
@@ -181,12 +247,16 @@ class Channel:
             import socket
 
             cards = ", ".join(name for _, name in socket.if_nameindex())
-            raise ConfigError("network_interface", f"Cyclone DDS cannot start on {interface!r} ({e}); this machine's "
-                                                   f"network interfaces: {cards}") from None
-        self.reader = DataReader(self.participant, Topic(self.participant, read[0], read[1].idl),
-                                 qos=qos_profile("sensor_data"))
-        self.writer = DataWriter(self.participant, Topic(self.participant, write[0], write[1].idl),
-                                 qos=qos_profile("default"))
+            raise ConfigError(
+                "network_interface",
+                f"Cyclone DDS cannot start on {interface!r} ({e}); this machine's network interfaces: {cards}",
+            ) from None
+        self.reader = DataReader(
+            self.participant, Topic(self.participant, read[0], read[1].idl), qos=qos_profile("sensor_data")
+        )
+        self.writer = DataWriter(
+            self.participant, Topic(self.participant, write[0], write[1].idl), qos=qos_profile("default")
+        )
         self.waitset = WaitSet(self.participant)
         self.waitset.attach(ReadCondition(self.reader, _ANY))
         self.on_sample = on_sample
@@ -278,22 +348,27 @@ class UnitreeRobot(Robot):
             if not getattr(c, key) > 0:
                 raise ConfigError(key, f"must be > 0 [s], got {getattr(c, key)}")
         if not 0 <= c.state_wait_s < c.state_timeout_s:
-            raise ConfigError("state_wait_s", f"must be >= 0 and below state_timeout_s ({c.state_timeout_s:g} s) [s], "
-                                              f"got {c.state_wait_s}")
+            raise ConfigError(
+                "state_wait_s",
+                f"must be >= 0 and below state_timeout_s ({c.state_timeout_s:g} s) [s], got {c.state_wait_s}",
+            )
         self.wire = low_level(c.messages, self.spec)
         self.slots = motor_slots(self.wire, self.names)
         gains = {}
         for key in ("kp", "kd"):
             g = getattr(c, key) or tuple(getattr(self.spec.actuator(n), key) for n in self.names)
             if len(g) != len(self.names) or not all(np.isfinite(g)) or min(g) < 0:
-                raise ConfigError(key, f"expected {len(self.names)} finite gains >= 0 (one per joint, "
-                                       f"{', '.join(self.names)}), got {list(g)}")
+                raise ConfigError(
+                    key,
+                    f"expected {len(self.names)} finite gains >= 0 (one per joint, "
+                    f"{', '.join(self.names)}), got {list(g)}",
+                )
             gains[key] = np.asarray(g, np.float32)
         self.field, use_kp, use_kd = MOTOR_LAWS[self.mode.name]
         self.cmd = self._template(gains["kp"] * use_kp, gains["kd"] * use_kd)
-        self._yaw_slot = (self.wire.motors.index(self.wire.imu_yaw_joint) if self.wire.imu_yaw_joint else None)
+        self._yaw_slot = self.wire.motors.index(self.wire.imu_yaw_joint) if self.wire.imu_yaw_joint else None
         self.chan: Channel | None = None
-        self._fresh: tuple[np.ndarray, float] | None = None   # the newest LowState not yet returned
+        self._fresh: tuple[np.ndarray, float] | None = None  # the newest LowState not yet returned
         self._newest: tuple[np.ndarray, float] | None = None  # the newest LowState, and when it came
         self.low_state: np.ndarray | None = None
         self.states_received = self.states_bad = self.commands_sent = 0
@@ -330,16 +405,19 @@ class UnitreeRobot(Robot):
     def _open(self) -> None:
         c = self.config
         cmd_topic, state_topic = self.topics
-        self.chan = Channel(c.domain_id, c.network_interface, (state_topic, self.wire.state),
-                            (cmd_topic, self.wire.cmd), self._on_state)
+        self.chan = Channel(
+            c.domain_id, c.network_interface, (state_topic, self.wire.state), (cmd_topic, self.wire.cmd), self._on_state
+        )
         deadline = time.monotonic() + c.connect_timeout_s
         while self._fresh is None and time.monotonic() < deadline:
             self.chan.poll(min(0.05, deadline - time.monotonic()))
         if self._fresh is None:
             self._close()
-            raise HardwareError(f"no {self.wire.name} LowState on {state_topic} (domain {c.domain_id}, interface "
-                                f"'{c.network_interface}') within {c.connect_timeout_s:g} s; is the robot on and in "
-                                f"low-level mode?")
+            raise HardwareError(
+                f"no {self.wire.name} LowState on {state_topic} (domain {c.domain_id}, interface "
+                f"'{c.network_interface}') within {c.connect_timeout_s:g} s; is the robot on and in "
+                f"low-level mode?"
+            )
 
     def _close(self) -> None:
         if self.chan is not None:
@@ -369,8 +447,9 @@ class UnitreeRobot(Robot):
             self.chan.poll(left)
         age = time.monotonic() - self._newest[1]
         if age > self.config.state_timeout_s:
-            raise HardwareError(f"no new LowState on {self.topics[1]} for {age:.2f} s "
-                                f"(state_timeout_s {self.config.state_timeout_s:g})")
+            raise HardwareError(
+                f"no new LowState on {self.topics[1]} for {age:.2f} s (state_timeout_s {self.config.state_timeout_s:g})"
+            )
         rec, t_rx = self._newest
         self._fresh = None
         ms, imu = rec["motor_state"], rec["imu_state"]
@@ -378,8 +457,13 @@ class UnitreeRobot(Robot):
         gyro = imu["gyroscope"].astype(np.float64)
         if self._yaw_slot is not None:
             quat, gyro = imu_to_base(quat, gyro, float(ms["q"][self._yaw_slot]), float(ms["dq"][self._yaw_slot]))
-        return {"joint_pos": ms["q"][self.slots].astype(np.float64), "joint_vel": ms["dq"][self.slots].astype(np.float64),
-                "quat_wxyz": quat, "ang_vel_b": gyro, "t_s": np.float64(t_rx)}
+        return {
+            "joint_pos": ms["q"][self.slots].astype(np.float64),
+            "joint_vel": ms["dq"][self.slots].astype(np.float64),
+            "quat_wxyz": quat,
+            "ang_vel_b": gyro,
+            "t_s": np.float64(t_rx),
+        }
 
     def _write(self, u: np.ndarray) -> np.ndarray:
         """Fill the LowCmd (the action mode's field, gains from the template), echo

@@ -80,8 +80,8 @@ class HgMotorState_(idl.IdlStruct, typename="unitree_hg.msg.dds_.MotorState_"):
 
 @_final_struct
 class HgIMUState_(idl.IdlStruct, typename="unitree_hg.msg.dds_.IMUState_"):
-    quaternion: types.array[types.float32, 4]   # w, x, y, z
-    gyroscope: types.array[types.float32, 3]    # [rad/s], IMU frame
+    quaternion: types.array[types.float32, 4]  # w, x, y, z
+    gyroscope: types.array[types.float32, 3]  # [rad/s], IMU frame
     accelerometer: types.array[types.float32, 3]  # [m/s^2], specific force
     rpy: types.array[types.float32, 3]
     temperature: types.int16
@@ -209,8 +209,15 @@ class GoLowState_(idl.IdlStruct, typename="unitree_go.msg.dds_.LowState_"):
 
 
 # -- layouts ---------------------------------------------------------------------------------------
-_PRIMITIVES = {"uint8": "u1", "int8": "i1", "uint16": "<u2", "int16": "<i2", "uint32": "<u4", "int32": "<i4",
-               "float32": "<f4"}
+_PRIMITIVES = {
+    "uint8": "u1",
+    "int8": "i1",
+    "uint16": "<u2",
+    "int16": "<i2",
+    "uint32": "<u4",
+    "int32": "<i4",
+    "float32": "<f4",
+}
 #: XCDR1 / plain XCDR2 little-endian encapsulation ids (identical layouts for these types: none
 #: holds an 8-byte primitive, where the two differ in alignment).
 _LE_ENCODINGS = (b"\x00\x01", b"\x00\x07")
@@ -289,9 +296,11 @@ class Codec:
         """The record of one wire sample; :class:`WireError` if it is not this message,
         :class:`CrcError` if ``check_crc`` and its ``crc`` field does not match."""
         if data[:2] not in _LE_ENCODINGS or len(data) < 4 + len(self.wire_from_c):
-            raise WireError(f"{self.typename}: not a little-endian CDR sample of {4 + len(self.wire_from_c)} "
-                            f"bytes (encoding {data[:2].hex()}, {len(data)} bytes)")
-        w = np.frombuffer(data[4:4 + len(self.wire_from_c)] + b"\0", np.uint8)
+            raise WireError(
+                f"{self.typename}: not a little-endian CDR sample of {4 + len(self.wire_from_c)} "
+                f"bytes (encoding {data[:2].hex()}, {len(data)} bytes)"
+            )
+        w = np.frombuffer(data[4 : 4 + len(self.wire_from_c)] + b"\0", np.uint8)
         rec = np.frombuffer(w[self.c_from_wire].tobytes(), self.dtype).reshape(())
         if check_crc and not crc_ok(rec):
             raise CrcError(f"{self.typename}: crc {int(rec['crc'])} does not match its content")
@@ -306,7 +315,7 @@ def codec(cls: type) -> Codec:
     for c_off, size in _leaves(cls, dt, 0):
         pad = -len(wire) % size  # XCDR1: a primitive is aligned to its size from the payload's start
         wire.extend([dt.itemsize] * pad)
-        c_from_wire[c_off:c_off + size] = np.arange(len(wire), len(wire) + size)
+        c_from_wire[c_off : c_off + size] = np.arange(len(wire), len(wire) + size)
         wire.extend(range(c_off, c_off + size))
     c_from_wire[c_from_wire < 0] = len(wire)
     # DDS's XTypes data now, once: the bindings build it lazily at the first Topic, and two threads

@@ -146,8 +146,9 @@ class UnitreeTwin:
             qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, h.name)]] = h.target
         if c.gantry == "always":
             qpos[2] += GANTRY_LIFT_M
-        self.sim = SimRobot(m, self.spec, "joint_effort", self.spec.actuator_names,
-                            StartState(qpos, np.zeros(m.nv), np.zeros(m.na), {}))
+        self.sim = SimRobot(
+            m, self.spec, "joint_effort", self.spec.actuator_names, StartState(qpos, np.zeros(m.nv), np.zeros(m.na), {})
+        )
         self.sim.d.ctrl[:] = 0.0
         self.m, self.d = m, self.sim.d
         self.act, self.gear = self.sim.spec_act_ids, m.actuator_gear[self.sim.spec_act_ids, 0].copy()
@@ -219,7 +220,7 @@ class UnitreeTwin:
         ms["tau_est"][self.slots] = self.d.actuator_force[self.act] * self.gear
         ms["mode"][self.slots] = self.motor_mode
         quat, gyro = s["quat_wxyz"], s["ang_vel_b"]
-        acc = self.d.sensordata[self._acc_adr:self._acc_adr + 3] if self._acc_adr is not None else np.zeros(3)
+        acc = self.d.sensordata[self._acc_adr : self._acc_adr + 3] if self._acc_adr is not None else np.zeros(3)
         if self._yaw is not None:
             yaw = float(s["joint_pos"][self._yaw])
             quat, gyro = base_to_imu(quat, gyro, yaw, float(s["joint_vel"][self._yaw]))
@@ -239,8 +240,13 @@ class UnitreeTwin:
     def run(self, duration_s: float | None = None, stop: threading.Event | None = None) -> TwinStats:
         """Step and publish in real time until ``duration_s`` [s] or ``stop`` is set."""
         c = self.config
-        chan = Channel(c.domain_id, c.network_interface, (c.topic_prefix + "lowcmd", self.wire.cmd),
-                       (c.topic_prefix + "lowstate", self.wire.state), self._on_command)
+        chan = Channel(
+            c.domain_id,
+            c.network_interface,
+            (c.topic_prefix + "lowcmd", self.wire.cmd),
+            (c.topic_prefix + "lowstate", self.wire.state),
+            self._on_command,
+        )
         with frozen_heap():  # no full garbage collection inside the loop (deploy/realtime.py)
             timer = PeriodicTimer(c.physics_dt_s, spin_s=0.0)
             end = math.inf if duration_s is None else time.monotonic() + duration_s
@@ -268,8 +274,10 @@ class UnitreeTwin:
         qpos, t = self.d.qpos[:7].copy(), self.d.time
         roll, pitch, yaw = rpy(qpos[3:7])
         tilt = math.degrees(math.acos(max(-1.0, min(1.0, math.cos(roll) * math.cos(pitch)))))
-        return (f"twin {t:.0f} s | base ({qpos[0]:.2f}, {qpos[1]:.2f}, {qpos[2]:.2f}) m | yaw {math.degrees(yaw):.0f} "
-                f"deg, tilt {tilt:.0f} deg | LowCmds {self.stats.commands_applied} applied")
+        return (
+            f"twin {t:.0f} s | base ({qpos[0]:.2f}, {qpos[1]:.2f}, {qpos[2]:.2f}) m | yaw {math.degrees(yaw):.0f} "
+            f"deg, tilt {tilt:.0f} deg | LowCmds {self.stats.commands_applied} applied"
+        )
 
     def start(self) -> UnitreeTwin:
         """Run on a daemon thread until :meth:`stop`."""
@@ -295,20 +303,31 @@ class UnitreeTwin:
 def rpy(quat_wxyz: np.ndarray) -> np.ndarray:
     """Roll, pitch, yaw [rad] (ZYX) of a wxyz quaternion, as Unitree's IMU reports them."""
     w, x, y, z = quat_wxyz
-    return np.array([math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y)),
-                     math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x)))),
-                     math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))])
+    return np.array(
+        [
+            math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y)),
+            math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x)))),
+            math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve the twin until Ctrl-C, printing where it is first."""
     ap = argparse.ArgumentParser(prog="python -m simreal.hardware.unitree_twin", description=__doc__.split("\n")[0])
-    ap.add_argument("--robot", default="g1", help="G1 or H1 robot spec name or path; a variant's twin is its "
-                                                  "whole robot (default g1)")
+    ap.add_argument(
+        "--robot",
+        default="g1",
+        help="G1 or H1 robot spec name or path; a variant's twin is its whole robot (default g1)",
+    )
     ap.add_argument("--domain-id", type=domain_id_arg, default=0, help="DDS domain (default 0)")
     ap.add_argument("--interface", default="lo", help="network interface (default lo, loopback)")
-    ap.add_argument("--gantry", default="until_command", choices=GANTRIES,
-                    help="until_command: held standing until a LowCmd turns a motor on (default)")
+    ap.add_argument(
+        "--gantry",
+        default="until_command",
+        choices=GANTRIES,
+        help="until_command: held standing until a LowCmd turns a motor on (default)",
+    )
     args = ap.parse_args(argv)
     cfg = TwinConfig(args.robot, domain_id=args.domain_id, network_interface=args.interface, gantry=args.gantry)
     try:
@@ -316,9 +335,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SimrealError as e:  # an unknown robot, a spec that is not a Unitree's
         ap.exit(2, f"{ap.prog}: error: {e}\n")
     with twin:
-        serve_until_interrupted(f"Unitree twin of {twin.spec.name} on DDS domain {cfg.domain_id} "
-                                f"({cfg.network_interface}): {cfg.topic_prefix}lowstate at {cfg.state_rate_hz:g} Hz, "
-                                f"{cfg.topic_prefix}lowcmd; Ctrl-C stops", twin.status_line)
+        serve_until_interrupted(
+            f"Unitree twin of {twin.spec.name} on DDS domain {cfg.domain_id} "
+            f"({cfg.network_interface}): {cfg.topic_prefix}lowstate at {cfg.state_rate_hz:g} Hz, "
+            f"{cfg.topic_prefix}lowcmd; Ctrl-C stops",
+            twin.status_line,
+        )
 
 
 if __name__ == "__main__":

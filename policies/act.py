@@ -55,10 +55,14 @@ class ACT(nn.Module):
         self.decoder_pos_embed = nn.Embedding(chunk_size, d)
         self.encoder = nn.TransformerEncoder(
             nn.TransformerEncoderLayer(d, cfg.n_heads, cfg.dim_feedforward, cfg.dropout, batch_first=True),
-            cfg.n_encoder_layers, enable_nested_tensor=False)
+            cfg.n_encoder_layers,
+            enable_nested_tensor=False,
+        )
         self.decoder = nn.TransformerDecoder(
             nn.TransformerDecoderLayer(d, cfg.n_heads, cfg.dim_feedforward, cfg.dropout, batch_first=True),
-            cfg.n_decoder_layers, norm=nn.LayerNorm(d))  # ACT's decoder ends with a LayerNorm
+            cfg.n_decoder_layers,
+            norm=nn.LayerNorm(d),
+        )  # ACT's decoder ends with a LayerNorm
         self.action_head = nn.Linear(d, action_size)
         for p in [*self.encoder.parameters(), *self.decoder.parameters()]:
             if p.dim() > 1:

@@ -51,8 +51,13 @@ class SiteIK:
         order); default their control ranges.
     """
 
-    def __init__(self, model: mujoco.MjModel, site: str = "end_effector", lo: np.ndarray | None = None,
-                 hi: np.ndarray | None = None):
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        site: str = "end_effector",
+        lo: np.ndarray | None = None,
+        hi: np.ndarray | None = None,
+    ):
         m = model
         self.model, self.data = m, mujoco.MjData(m)
         self.site = m.site(site).id
@@ -64,8 +69,9 @@ class SiteIK:
             branch.add(b)
             b = int(m.body_parentid[b])
         joint = m.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT
-        self.joints = np.array([i for i in range(m.nu) if joint[i]
-                                and int(m.jnt_bodyid[m.actuator_trnid[i, 0]]) in branch], int)
+        self.joints = np.array(
+            [i for i in range(m.nu) if joint[i] and int(m.jnt_bodyid[m.actuator_trnid[i, 0]]) in branch], int
+        )
         jnt = m.actuator_trnid[self.joints, 0]
         self.qpos_adr, self.dof_adr = m.jnt_qposadr[jnt], m.jnt_dofadr[jnt]
         self.lo = np.asarray(lo if lo is not None else m.actuator_ctrlrange[self.joints, 0], np.float64)
@@ -82,8 +88,17 @@ class SiteIK:
         mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr, self.site)
         return d.site_xpos[self.site].copy(), d.site_xmat[self.site].reshape(3, 3).copy()
 
-    def solve(self, qpos: np.ndarray, pos: np.ndarray, z_axis: np.ndarray | None = None, w_rot: float = 0.3, *,
-              rot: np.ndarray | None = None, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
+    def solve(
+        self,
+        qpos: np.ndarray,
+        pos: np.ndarray,
+        z_axis: np.ndarray | None = None,
+        w_rot: float = 0.3,
+        *,
+        rot: np.ndarray | None = None,
+        lo: np.ndarray | None = None,
+        hi: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Joint targets (n,) [rad or m] putting the site at ``pos`` [m] with its z axis along
         ``z_axis`` or its frame at ``rot`` (3, 3) (weighted by ``w_rot`` [m/rad]; neither: position
         only), from the measured ``qpos`` (nq,), within ``[lo, hi]`` (default the bounds given at
@@ -99,7 +114,7 @@ class SiteIK:
             rows = [self._jacp[:, self.dof_adr]]
             rhs = [np.asarray(pos) - p]
             if z_axis is not None or rot is not None:
-                err = (np.cross(R[:, 2], z_axis) if rot is None else 0.5 * np.cross(R.T, np.asarray(rot).T).sum(0))
+                err = np.cross(R[:, 2], z_axis) if rot is None else 0.5 * np.cross(R.T, np.asarray(rot).T).sum(0)
                 rows.append(w_rot * self._jacr[:, self.dof_adr])
                 rhs.append(w_rot * err)
             A = np.vstack(rows + [DAMPING_M * np.eye(n)])
@@ -123,8 +138,9 @@ class ArmIK(SiteIK):
         if env.cfg.action_scale <= 0:
             from simreal.errors import ConfigError
 
-            raise ConfigError("env.action_scale", "a scripted teacher needs an action_scale > 0 (the action moves "
-                                                  "no joint otherwise)")
+            raise ConfigError(
+                "env.action_scale", "a scripted teacher needs an action_scale > 0 (the action moves no joint otherwise)"
+            )
         super().__init__(env.mj_model, site)
         self.scale = float(env.cfg.action_scale)
         self.home = np.asarray(env.home_ctrl, np.float64)

@@ -70,15 +70,17 @@ def check_rate(ds: Any, env: Any) -> None:
     on a 50 Hz task would run its motions 5/3 as fast (and an action chunk spans other times)."""
     rate = 1.0 / float(env.ctrl_dt)
     if abs(float(ds.fps) - rate) > 1e-6 * rate:
-        raise DataFileError(str(Path(ds.root) / "meta" / "info.json"),
-                            f"field 'fps' is {ds.fps}; the task's env acts at {rate:g} Hz, one action per frame: "
-                            f"record at the control rate (or resample the dataset to it)")
+        raise DataFileError(
+            str(Path(ds.root) / "meta" / "info.json"),
+            f"field 'fps' is {ds.fps}; the task's env acts at {rate:g} Hz, one action per frame: "
+            f"record at the control rate (or resample the dataset to it)",
+        )
 
 
 def check_dataset(cfg: RunConfig) -> None:
     """Everything about ``cfg.train.dataset`` that can be known without its frames (the task env's
-    sizes, the frame rate, the statistics, data files with their rows and videos present: ``Dataset.check_files``): ``simreal train-bc`` checks it
-    before the run directory."""
+    sizes, the frame rate, the statistics, data files with their rows and videos present:
+    ``Dataset.check_files``): ``simreal train-bc`` checks it before the run directory."""
     from simreal.dataset.reader import Dataset
 
     env = make_env(cfg)
@@ -111,8 +113,11 @@ def open_demos(root: str | Path, env: Any, env_state: bool = False) -> Any:
     if ds.num_episodes < 1:
         raise DataFileError(info, "no episodes")
     if env_state and ENV_STATE not in ds.features:
-        raise DataFileError(info, f"no feature '{ENV_STATE}' for the learned reward to score (simreal demos records "
-                                  f"it for tasks that name scene state terms); features: {', '.join(ds.features)}")
+        raise DataFileError(
+            info,
+            f"no feature '{ENV_STATE}' for the learned reward to score (simreal demos records "
+            f"it for tasks that name scene state terms); features: {', '.join(ds.features)}",
+        )
     return ds
 
 
@@ -125,10 +130,13 @@ def load_demos(root: str | Path, env: Any, env_state: bool = False) -> Demos:
     ds = open_demos(root, env, env_state)
     episodes = [ds.episode(i) for i in range(ds.num_episodes)]
     names = (ds.features.get(ENV_STATE) or {}).get("names") or []  # "<term>.<i>" (policies/demos.py)
-    return Demos(obs=[np.asarray(e[STATE], np.float32) for e in episodes],
-                 actions=[np.asarray(e[ACTION], np.float32) for e in episodes], norm=Normalization.from_stats(ds.stats),
-                 env_state=[np.asarray(e[ENV_STATE], np.float32) for e in episodes] if env_state else None,
-                 env_state_terms=tuple(dict.fromkeys(str(n).rsplit(".", 1)[0] for n in names)) if env_state else ())
+    return Demos(
+        obs=[np.asarray(e[STATE], np.float32) for e in episodes],
+        actions=[np.asarray(e[ACTION], np.float32) for e in episodes],
+        norm=Normalization.from_stats(ds.stats),
+        env_state=[np.asarray(e[ENV_STATE], np.float32) for e in episodes] if env_state else None,
+        env_state_terms=tuple(dict.fromkeys(str(n).rsplit(".", 1)[0] for n in names)) if env_state else (),
+    )
 
 
 def split_episodes(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,8 +167,9 @@ def targets(actions: np.ndarray, chunk: int | None) -> tuple[np.ndarray, np.ndar
     return actions[np.minimum(idx, len(actions) - 1)], idx < len(actions)
 
 
-def _normalised(demos: Demos, episodes: np.ndarray, chunk: int | None,
-                weights: list[np.ndarray] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _normalised(
+    demos: Demos, episodes: np.ndarray, chunk: int | None, weights: list[np.ndarray] | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x, y, valid) of ``episodes``' frames: the normalised observations and :func:`targets`;
     with ``weights`` (per episode, per frame), ``valid`` is each target's weight instead of 0/1
     (the losses' masked mean is then the weighted mean)."""
@@ -172,14 +181,22 @@ def _normalised(demos: Demos, episodes: np.ndarray, chunk: int | None,
     if weights is not None:
         w = np.concatenate([weights[i] for i in episodes] or [np.zeros(0)]).astype(np.float32)
         mask = mask * (w[:, None] if mask.ndim == 2 else w)
-    return (torch.as_tensor((np.concatenate(obs) - n.obs_mean) / n.obs_std, dtype=torch.float32),
-            torch.as_tensor((np.concatenate(act) - n.act_mean) / n.act_std, dtype=torch.float32),
-            torch.as_tensor(mask))
+    return (
+        torch.as_tensor((np.concatenate(obs) - n.obs_mean) / n.obs_std, dtype=torch.float32),
+        torch.as_tensor((np.concatenate(act) - n.act_mean) / n.act_std, dtype=torch.float32),
+        torch.as_tensor(mask),
+    )
 
 
-def fit(actor: torch_policy.DeployedActor, demos: Demos, tc: Any, seed: int, chunk: int | None = None,
-        on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None,
-        weights: list[np.ndarray] | None = None) -> FitResult:
+def fit(
+    actor: torch_policy.DeployedActor,
+    demos: Demos,
+    tc: Any,
+    seed: int,
+    chunk: int | None = None,
+    on_epoch: Callable[[int, int, dict[str, float], bool], None] | None = None,
+    weights: list[np.ndarray] | None = None,
+) -> FitResult:
     """Fit ``actor``'s network (``train.policy``'s, predicting chunks of ``chunk`` actions or one
     action) to ``demos`` (module docstring) with the BC settings ``tc``; ``actor`` ends holding the
     kept epoch's weights. ``on_epoch(epoch, gradient_steps, losses, kept)`` is called after each
@@ -260,8 +277,15 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     metrics = MetricsCsv(run_dir / "metrics.csv")
 
     def on_epoch(epoch: int, steps: int, losses: dict[str, float], kept: bool) -> None:
-        metrics.append({"epoch": epoch, "gradient_steps": steps, "wall_s": time.time() - t0,
-                        "loss/train": losses["train"], "loss/val": losses["val"]})
+        metrics.append(
+            {
+                "epoch": epoch,
+                "gradient_steps": steps,
+                "wall_s": time.time() - t0,
+                "loss/train": losses["train"],
+                "loss/val": losses["val"],
+            }
+        )
         metrics.flush()  # per epoch: a stopped run keeps its curve with its checkpoint
         if kept:
             save_actor(run_dir / CHECKPOINT, actor, {"epoch": epoch, "dataset": str(tc.dataset), **losses})
@@ -288,15 +312,34 @@ def _iql_weights(demos: Demos, tc: Any, seed: int, run_dir: Path, quiet: bool) -
     from simreal.yaml_io import atomic_write_text
 
     progress = Progress(tc.iql.critic_steps, stream=open(os.devnull, "w") if quiet else sys.stderr)
-    weights, critics = iql.episode_weights(demos.obs, demos.actions, demos.env_state, demos.norm, tc.iql, seed,
-                                           lambda step, losses: progress.update(step, stage="critics 1/2", **losses),
-                                           state_terms=demos.env_state_terms)
+    weights, critics = iql.episode_weights(
+        demos.obs,
+        demos.actions,
+        demos.env_state,
+        demos.norm,
+        tc.iql,
+        seed,
+        lambda step, losses: progress.update(step, stage="critics 1/2", **losses),
+        state_terms=demos.env_state_terms,
+    )
     progress.close()
     w = np.concatenate(weights)
-    atomic_write_text(run_dir / "iql.json", json.dumps({
-        "critic_losses": critics.losses, "weights": {"mean": float(w.mean()), "min": float(w.min()),
-                                                      "max": float(w.max()), "median": float(np.median(w))},
-        "episode_mean_weights": [float(x.mean()) for x in weights]}, indent=1))
+    atomic_write_text(
+        run_dir / "iql.json",
+        json.dumps(
+            {
+                "critic_losses": critics.losses,
+                "weights": {
+                    "mean": float(w.mean()),
+                    "min": float(w.min()),
+                    "max": float(w.max()),
+                    "median": float(np.median(w)),
+                },
+                "episode_mean_weights": [float(x.mean()) for x in weights],
+            },
+            indent=1,
+        ),
+    )
     return weights
 
 
@@ -314,14 +357,18 @@ class BCTrainer(TorchTrainer):
 
     def load(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any) -> LoadedPolicy:
         if cfg.train.policy == "vla":
-            raise ConfigError("train.policy", "a VLA reads camera images and an instruction, not the state alone: "
-                                              "simreal eval and simreal export take its run; play does not yet")
+            raise ConfigError(
+                "train.policy",
+                "a VLA reads camera images and an instruction, not the state alone: "
+                "simreal eval and simreal export take its run; play does not yet",
+            )
         env, actor = load_actor(run_dir, cfg, backend, **env_overrides)
         policy = deployed_policy(actor, action_chunk(env, cfg.train))
         return LoadedPolicy(env=env, act=policy, reset=getattr(policy, "reset", LoadedPolicy.reset))
 
-    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
-                 **env_overrides: Any) -> dict[str, float]:
+    def evaluate(
+        self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None, **env_overrides: Any
+    ) -> dict[str, float]:
         if cfg.train.policy != "vla":
             return super().evaluate(run_dir, cfg, episodes, seed, backend, **env_overrides)
         from simreal.policies.vla import CHECKPOINT as VLA_CHECKPOINT
@@ -340,11 +387,15 @@ class BCTrainer(TorchTrainer):
         out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir, action_chunk(env, cfg.train))
         return out, torch_policy.check_export(out, actor)
 
-    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-              quiet: bool = False) -> Any:
-        raise ConfigError("trainer", "trainer=bc learns from a dataset of demonstrations: "
-                                     "simreal train-bc DATASET (simreal demos records one); a BC run does not "
-                                     "resume: train-bc again, with more --epochs")
+    def train(
+        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+    ) -> Any:
+        raise ConfigError(
+            "trainer",
+            "trainer=bc learns from a dataset of demonstrations: "
+            "simreal train-bc DATASET (simreal demos records one); a BC run does not "
+            "resume: train-bc again, with more --epochs",
+        )
 
 
 TRAINER = BCTrainer()

@@ -75,9 +75,12 @@ class Normalization:
     @classmethod
     def from_stats(cls, stats: Mapping[str, Mapping[str, np.ndarray]]) -> Normalization:
         """From a dataset's statistics (``meta/stats.json``: feature -> ``mean``, ``std``, ...)."""
+
         def mean_std(key: str) -> tuple[np.ndarray, np.ndarray]:
-            return (np.asarray(stats[key]["mean"], np.float32),
-                    np.maximum(np.asarray(stats[key]["std"], np.float32), STD_FLOOR))
+            return (
+                np.asarray(stats[key]["mean"], np.float32),
+                np.maximum(np.asarray(stats[key]["std"], np.float32), STD_FLOOR),
+            )
 
         return cls(*mean_std(STATE), *mean_std(ACTION))
 
@@ -113,9 +116,12 @@ def masked_mean(err: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 def masked(error: Error) -> Loss:
     """The loss that averages ``error`` over the valid targets (:func:`masked_mean`)."""
-    def loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
-             generator: torch.Generator) -> torch.Tensor:
+
+    def loss(
+        net: nn.Module, x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
         return masked_mean(error(net, x, y, generator), valid)
+
     return loss
 
 
@@ -141,8 +147,9 @@ class Network:
 NETWORKS: dict[str, Network] = {
     "mlp": Network(_mlp, regression(torch.square), regression(torch.square), ("policy_hidden", "activation")),
     "act": Network(act.build, regression(torch.abs), regression(torch.abs), ("act",), chunk=act.action_chunk),
-    "flow": Network(flow.build, masked(flow.flow_matching_error), regression(torch.square), ("flow",),
-                    chunk=flow.action_chunk),
+    "flow": Network(
+        flow.build, masked(flow.flow_matching_error), regression(torch.square), ("flow",), chunk=flow.action_chunk
+    ),
 }
 
 
@@ -175,8 +182,9 @@ def save_actor(path: Path, actor: torch_policy.DeployedActor, meta: dict[str, An
     save_tensors(path, actor.state_dict(), FORMAT, {"meta": json.dumps(meta)})
 
 
-def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
-               **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor]:
+def load_actor(
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+) -> tuple[Any, torch_policy.DeployedActor]:
     """(env, the run's actor) from ``checkpoints/policy.safetensors``, built from the run's config;
     DataFileError naming the file when it is missing, not a BC checkpoint, or of other sizes."""
     from simreal.safetensors_io import load_tensors
@@ -192,6 +200,9 @@ def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
     except RuntimeError as e:
         tc = cfg.train
         shape = ", ".join(f"train.{k} {to_dict(getattr(tc, k))}" for k in NETWORKS[tc.policy].settings)
-        raise DataFileError(str(path), f"tensors do not fit the run's config (train.policy {tc.policy}, {shape}, "
-                                       f"the task's sizes): {str(e).splitlines()[-1].strip()[:200]}") from None
+        raise DataFileError(
+            str(path),
+            f"tensors do not fit the run's config (train.policy {tc.policy}, {shape}, "
+            f"the task's sizes): {str(e).splitlines()[-1].strip()[:200]}",
+        ) from None
     return env, actor.eval()

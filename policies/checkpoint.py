@@ -87,8 +87,11 @@ def load_pytree(path: str | Path, template: Any, needed: Any = None) -> Any:
             if used is not None and id(ref) not in used:
                 out.append(ref)
                 continue
-            raise DataFileError(str(p), f"missing array '{name}' (a checkpoint from another config, or "
-                                        "from an older simreal whose training state lacked it)")
+            raise DataFileError(
+                str(p),
+                f"missing array '{name}' (a checkpoint from another config, or "
+                "from an older simreal whose training state lacked it)",
+            )
         v = stored[name]
         ref = np.asarray(ref)
         if v.shape != ref.shape:
@@ -130,8 +133,10 @@ def _not_zip(p: Path) -> str | None:
     if zipfile.is_zipfile(p):
         return None
     size = p.stat().st_size if p.is_file() else 0
-    return (f"not a zip archive ({size} bytes; every checkpoint format here, .npz, .zip and .pt, is one): "
-            "truncated, or overwritten with something else")
+    return (
+        f"not a zip archive ({size} bytes; every checkpoint format here, .npz, .zip and .pt, is one): "
+        "truncated, or overwritten with something else"
+    )
 
 
 def damage(path: str | Path) -> str | None:
@@ -216,7 +221,9 @@ def prune(ckpt_dir: Path, keep: int = 3, ext: str = "npz") -> None:
     files), and delete the temp files a killed writer left (``.step_*.tmp``; only one process
     trains a run, and it calls this right after its own write finished)."""
     for steps, path in _found(ckpt_dir, ext)[:-keep]:
-        path.unlink(missing_ok=True)  # the checkpoint first: a prune cut short leaves no checkpoint without its side files
+        path.unlink(
+            missing_ok=True
+        )  # the checkpoint first: a prune cut short leaves no checkpoint without its side files
         for f in _step_files(ckpt_dir, steps):
             f.unlink(missing_ok=True)
     for f in ckpt_dir.glob(".step_*.tmp"):
@@ -250,8 +257,7 @@ def keep_best(ckpt_dir: Path, path: Path, result: Mapping[str, Any]) -> Path:
     best.mkdir(parents=True, exist_ok=True)
     for f in _step_files(ckpt_dir, steps):
         _link_atomic(f, best / f.name)
-    record = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
-              for k, v in result.items()}
+    record = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in result.items()}
     dump_yaml(best / BEST_EVAL, {"env_steps": steps, "checkpoint": path.name, "eval": record})
     for f in best.glob("step_*"):
         if (m := _STEP.match(f.name)) and int(m.group(1)) != steps:
@@ -269,17 +275,24 @@ def best_record(ckpt_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         record = load_yaml(meta)
-        why = next((f"'{k}' is not {what}" for k, kind, what in (("checkpoint", str, "a file name"),
-                                                               ("eval", dict, "a mapping of figures"))
-                    if not isinstance(record.get(k), kind)), None)
+        why = next(
+            (
+                f"'{k}' is not {what}"
+                for k, kind, what in (("checkpoint", str, "a file name"), ("eval", dict, "a mapping of figures"))
+                if not isinstance(record.get(k), kind)
+            ),
+            None,
+        )
     except DataFileError as e:
         why = str(e).removeprefix(f"{e.path}: ")
     if why is None:
         return record
     if meta not in _warned:
         _warned.add(meta)
-        print(f"warning: the best checkpoint's record {meta} is unusable ({why}); using the latest instead",
-              file=sys.stderr)
+        print(
+            f"warning: the best checkpoint's record {meta} is unusable ({why}); using the latest instead",
+            file=sys.stderr,
+        )
     return None
 
 
@@ -300,6 +313,5 @@ def policy_checkpoint(run_dir: Path, keep_best: bool, ext: str = "npz") -> Path:
             why = f"no {path.name} beside {BEST_EVAL}"
         if path not in _warned:
             _warned.add(path)
-            print(f"warning: the best checkpoint {path} is unusable ({why}); using the latest instead",
-                  file=sys.stderr)
+            print(f"warning: the best checkpoint {path} is unusable ({why}); using the latest instead", file=sys.stderr)
     return require_latest(ckpt_dir, ext)

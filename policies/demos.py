@@ -82,26 +82,39 @@ def read_source(root: str | Path) -> dict[str, Any] | None:
         return None
     data = load_yaml(path)
     if data.get("format") != SOURCE_FORMAT or not isinstance(data.get("config"), Mapping):
-        raise DataFileError(str(path), f"expected 'format: {SOURCE_FORMAT}' and a 'config' mapping "
-                                       "(the file simreal demos writes)")
+        raise DataFileError(
+            str(path), f"expected 'format: {SOURCE_FORMAT}' and a 'config' mapping (the file simreal demos writes)"
+        )
     return data
 
 
-def write_source(root: str | Path, cfg: Any, teacher: str, seed: int, cameras: Mapping[str, tuple[int, int]],
-                 tally: Tally | None = None) -> None:
+def write_source(
+    root: str | Path,
+    cfg: Any,
+    teacher: str,
+    seed: int,
+    cameras: Mapping[str, tuple[int, int]],
+    tally: Tally | None = None,
+) -> None:
     """Write :data:`SOURCE_FILE` of a recording: the resolved config ``cfg``, the teacher, seed,
     cameras and, once known, the teacher's success (``tally``)."""
     from simreal.yaml_io import dump_yaml
 
-    data = {"format": SOURCE_FORMAT, "teacher": teacher, "seed": seed,
-            "cameras": {k: list(v) for k, v in cameras.items()}, "config": cfg.to_dict()}
+    data = {
+        "format": SOURCE_FORMAT,
+        "teacher": teacher,
+        "seed": seed,
+        "cameras": {k: list(v) for k, v in cameras.items()},
+        "config": cfg.to_dict(),
+    }
     if tally is not None:
         data["teacher_success"] = {"episodes": tally.ran, "succeeded": tally.succeeded}
     dump_yaml(Path(root) / SOURCE_FILE, data)
 
 
-def note_append(root: str | Path, source: Mapping[str, Any], teacher: str, drive: str | None, seed: int,
-                episodes: int) -> None:
+def note_append(
+    root: str | Path, source: Mapping[str, Any], teacher: str, drive: str | None, seed: int, episodes: int
+) -> None:
     """Add an ``--append`` recording of ``episodes`` episodes to the ``appended`` list of the
     dataset's :data:`SOURCE_FILE` (``source``, as :func:`read_source` read it)."""
     from simreal.yaml_io import dump_yaml
@@ -144,8 +157,9 @@ def _element_names(layout: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"{t['name']}.{i}" for t in layout for i in range(t["size"])]
 
 
-def camera_sizes(env: Any, names: Sequence[str], task: str,
-                 size: tuple[int, int] | None = None) -> dict[str, tuple[int, int]]:
+def camera_sizes(
+    env: Any, names: Sequence[str], task: str, size: tuple[int, int] | None = None
+) -> dict[str, tuple[int, int]]:
     """name -> (H, W) [px] of the model cameras ``names``: ``size``, or each camera's own
     resolution; ConfigError naming ``--camera`` for a name the model lacks, listing its cameras."""
     from simreal.sim.cameras import camera_size
@@ -179,10 +193,21 @@ class Tally:
         return self.succeeded / self.ran if self.ran else float("nan")
 
 
-def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, num_envs: int = 16,
-           cameras: Mapping[str, tuple[int, int]] = {}, only_success: bool = False, max_attempts: int | None = None,
-           tally: Tally | None = None, on_step: Callable[[int], None] | None = None,
-           driver: Teacher | None = None, stop: Callable[[], bool] | None = None) -> Iterator[Episode]:
+def record(
+    env: Any,
+    teacher: Teacher,
+    task: str,
+    episodes: int,
+    seed: int = 0,
+    num_envs: int = 16,
+    cameras: Mapping[str, tuple[int, int]] = {},
+    only_success: bool = False,
+    max_attempts: int | None = None,
+    tally: Tally | None = None,
+    on_step: Callable[[int], None] | None = None,
+    driver: Teacher | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[Episode]:
     """Yield ``episodes`` episodes of ``teacher`` in ``env`` (module docstring), in env order.
 
     Args:
@@ -227,13 +252,18 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
                     return
                 s = batch.state
                 obs = to_numpy(s.obs)
-                row = {STATE: (obs["state"] if isinstance(obs, dict) else obs).astype(np.float32),
-                       ACTION: np.clip(teacher.act(s), -1.0, 1.0).astype(np.float32)}
+                row = {
+                    STATE: (obs["state"] if isinstance(obs, dict) else obs).astype(np.float32),
+                    ACTION: np.clip(teacher.act(s), -1.0, 1.0).astype(np.float32),
+                }
                 if env_state is not None:
                     row[ENV_STATE] = np.asarray(env_state(s.pipeline_state, s.info), np.float32)
                 if renderer is not None:
-                    images = renderer.render(np.asarray(s.pipeline_state.qpos), alive,
-                                             None if markers is None else np.asarray(markers(s.info)))
+                    images = renderer.render(
+                        np.asarray(s.pipeline_state.qpos),
+                        alive,
+                        None if markers is None else np.asarray(markers(s.info)),
+                    )
                     row.update({IMAGE_PREFIX + c: images[f"pixels/{c}"] for c in cameras})
                 out = batch.step(row[ACTION] if driver is None else np.clip(driver.act(s), -1.0, 1.0))
                 done = np.asarray(out.done)
@@ -261,8 +291,11 @@ def record(env: Any, teacher: Teacher, task: str, episodes: int, seed: int = 0, 
                 if only_success and not result[i]:
                     continue
                 kept += 1
-                yield Episode(frames={k: np.stack(v) for k, v in frames[i].items()},
-                              instruction=instruction(task, {k: v[i] for k, v in info.items()}), success=result[i])
+                yield Episode(
+                    frames={k: np.stack(v) for k, v in frames[i].items()},
+                    instruction=instruction(task, {k: v[i] for k, v in info.items()}),
+                    success=result[i],
+                )
     finally:
         if renderer is not None:
             renderer.close()

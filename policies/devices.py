@@ -52,8 +52,10 @@ def initialize_distributed() -> bool:
     try:
         n, rank = int(os.environ["JAX_NUM_PROCESSES"]), int(os.environ["JAX_PROCESS_ID"])
     except (KeyError, ValueError):
-        raise ConfigError("JAX_NUM_PROCESSES", "with JAX_COORDINATOR_ADDRESS set, JAX_NUM_PROCESSES and "
-                                               "JAX_PROCESS_ID must be integers") from None
+        raise ConfigError(
+            "JAX_NUM_PROCESSES",
+            "with JAX_COORDINATOR_ADDRESS set, JAX_NUM_PROCESSES and JAX_PROCESS_ID must be integers",
+        ) from None
     jax.distributed.initialize(coordinator_address=address, num_processes=n, process_id=rank)
     return True
 
@@ -80,5 +82,6 @@ def split_envs(mesh: Mesh, state: Any, batched: Iterable[str]) -> Any:
     ``batched`` split along their leading (env) axis, every other leaf replicated."""
     split, whole = NamedSharding(mesh, PartitionSpec(DATA)), replicated(mesh)
     out = jax.tree.map(lambda _: whole, state)
-    return out.replace(**{name: jax.tree.map(lambda x: split if x.ndim else whole, getattr(state, name))
-                          for name in batched})
+    return out.replace(
+        **{name: jax.tree.map(lambda x: split if x.ndim else whole, getattr(state, name)) for name in batched}
+    )

@@ -91,8 +91,11 @@ def evaluate(learner: Any, cfg: Any) -> dict[str, Any]:
     carries ``episodes_planned``); with :func:`with_bound`'s ``success_lower``."""
     tc = cfg.train
     result = with_bound(learner.evaluate())
-    if (tc.target_success > 0 and result.get("success", 0.0) >= tc.target_success
-            and tc.num_eval_envs < CONFIRM_EPISODES):
+    if (
+        tc.target_success > 0
+        and result.get("success", 0.0) >= tc.target_success
+        and tc.num_eval_envs < CONFIRM_EPISODES
+    ):
         allowed = CONFIRM_EPISODES - successes_needed(CONFIRM_EPISODES, tc.target_success)
         if allowed < 0:  # a target no 512 episodes can confirm (above 0.9947): none is run
             return result
@@ -114,8 +117,10 @@ def describe(result: Mapping[str, Any], target: float) -> str:
         return ""
     n, planned = int(result["episodes"]), int(result.get("episodes_planned", 0))
     stopped = f" (of {planned}: stopped once it could no longer pass)" if n < planned else ""
-    text = (f"eval success {result['success']:.3f} on {n} episodes{stopped}, "
-            f"{CONFIDENCE:.0%} lower bound {result['success_lower']:.3f}")
+    text = (
+        f"eval success {result['success']:.3f} on {n} episodes{stopped}, "
+        f"{CONFIDENCE:.0%} lower bound {result['success_lower']:.3f}"
+    )
     if target > 0:
         text += f" {'>=' if reached(result, target) else '<'} target {target:g}"
     return text

@@ -21,15 +21,15 @@ if TYPE_CHECKING:
 EVAL_SEED_OFFSET = 12345
 
 
-def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | None,
-                 randomize: bool) -> dict[str, Any]:
+def evaluate_run(run_dir: Path, cfg: RunConfig, backend: str, episodes: int | None, randomize: bool) -> dict[str, Any]:
     """The run's latest policy on ``backend``: its trainer's evaluation (first episode of each
     of ``episodes`` envs, default ``eval.episodes``) plus the backend's name."""
     from simreal.policies.trainers import get_trainer
 
     n = cfg.eval.episodes if episodes is None else episodes
-    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(run_dir, cfg, n, seed=cfg.seed + EVAL_SEED_OFFSET,
-                                                          backend=backend, randomize=randomize)
+    r: dict[str, Any] = get_trainer(cfg.trainer).evaluate(
+        run_dir, cfg, n, seed=cfg.seed + EVAL_SEED_OFFSET, backend=backend, randomize=randomize
+    )
     r["backend"] = backend
     return r
 
@@ -43,11 +43,21 @@ def evaluated_checkpoint(run_dir: Path, cfg: RunConfig) -> dict[str, Any]:
 
     path = get_trainer(cfg.trainer).policy_checkpoint(run_dir, cfg)
     steps = _steps(path)
-    newer = [] if steps is None else sorted(  # a step is damaged where any of its files is (side files too)
-        f for f in (run_dir / "checkpoints").glob(f"step_*{path.suffix}") if (_steps(f) or -1) > steps
-        and any(ckpt.damage(g) is not None for g in f.parent.glob(f"step_{_steps(f):012d}.*")))
-    return {"checkpoint": str(path.relative_to(run_dir)), "env_steps": steps,
-            "skipped": [str(f.relative_to(run_dir)) for f in newer]}
+    newer = (
+        []
+        if steps is None
+        else sorted(  # a step is damaged where any of its files is (side files too)
+            f
+            for f in (run_dir / "checkpoints").glob(f"step_*{path.suffix}")
+            if (_steps(f) or -1) > steps
+            and any(ckpt.damage(g) is not None for g in f.parent.glob(f"step_{_steps(f):012d}.*"))
+        )
+    )
+    return {
+        "checkpoint": str(path.relative_to(run_dir)),
+        "env_steps": steps,
+        "skipped": [str(f.relative_to(run_dir)) for f in newer],
+    }
 
 
 def _steps(path: Path) -> int | None:
@@ -69,8 +79,11 @@ def number_text(v: float, fmt: str = ".4g") -> str:
 def statistics(r: Mapping[str, Any]) -> dict[str, float]:
     """The episode statistics in an evaluation result: ``success`` (and its bound) first, the
     task's own next, ``return`` and ``length`` (every task's) last."""
-    stats = {k: float(v) for k, v in r.items()
-             if k not in ("episodes", "backend") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    stats = {
+        k: float(v)
+        for k, v in r.items()
+        if k not in ("episodes", "backend") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     rank = {"return": 2, "length": 3}
     return dict(sorted(stats.items(), key=lambda kv: 0 if kv[0].startswith("success") else rank.get(kv[0], 1)))
 

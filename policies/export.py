@@ -59,8 +59,9 @@ def _activation(name: str, x: str, out: str, nodes: list) -> None:
         raise ValueError(f"unsupported activation {name!r}")
 
 
-def policy_to_onnx(normalizer: Any, policy_params: Any, action_size: int, activation: str,
-                   normalize: bool = True) -> onnx.ModelProto:
+def policy_to_onnx(
+    normalizer: Any, policy_params: Any, action_size: int, activation: str, normalize: bool = True
+) -> onnx.ModelProto:
     """The deterministic policy graph (see module docstring): obs (N, n) -> action (N, m)."""
     layers = policy_params["params"]
     n_layers = len(layers)
@@ -68,32 +69,49 @@ def policy_to_onnx(normalizer: Any, policy_params: Any, action_size: int, activa
     inits, nodes = [], []
     x = "obs"
     if normalize:
-        inits += [numpy_helper.from_array(np.asarray(normalizer.mean, np.float32), "obs_mean"),
-                  numpy_helper.from_array(np.asarray(normalizer.std, np.float32), "obs_std")]
-        nodes += [helper.make_node("Sub", ["obs", "obs_mean"], ["obs_c"]),
-                  helper.make_node("Div", ["obs_c", "obs_std"], ["obs_n"])]
+        inits += [
+            numpy_helper.from_array(np.asarray(normalizer.mean, np.float32), "obs_mean"),
+            numpy_helper.from_array(np.asarray(normalizer.std, np.float32), "obs_std"),
+        ]
+        nodes += [
+            helper.make_node("Sub", ["obs", "obs_mean"], ["obs_c"]),
+            helper.make_node("Div", ["obs_c", "obs_std"], ["obs_n"]),
+        ]
         x = "obs_n"
     for i in range(n_layers):
         w = np.asarray(layers[f"hidden_{i}"]["kernel"], np.float32)
         b = np.asarray(layers[f"hidden_{i}"]["bias"], np.float32)
         inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(b, f"b{i}")]
-        nodes += [helper.make_node("MatMul", [x, f"W{i}"], [f"mm{i}"]),
-                  helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"z{i}"])]
+        nodes += [
+            helper.make_node("MatMul", [x, f"W{i}"], [f"mm{i}"]),
+            helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"z{i}"]),
+        ]
         x = f"z{i}"
         if i < n_layers - 1:
             _activation(activation, x, f"h{i}", nodes)
             x = f"h{i}"
-    inits += [numpy_helper.from_array(np.array([0], np.int64), "loc_start"),
-              numpy_helper.from_array(np.array([action_size], np.int64), "loc_end"),
-              numpy_helper.from_array(np.array([1], np.int64), "loc_axis")]
-    nodes += [helper.make_node("Slice", [x, "loc_start", "loc_end", "loc_axis"], ["loc"]),
-              helper.make_node("Tanh", ["loc"], ["action"])]
+    inits += [
+        numpy_helper.from_array(np.array([0], np.int64), "loc_start"),
+        numpy_helper.from_array(np.array([action_size], np.int64), "loc_end"),
+        numpy_helper.from_array(np.array([1], np.int64), "loc_axis"),
+    ]
+    nodes += [
+        helper.make_node("Slice", [x, "loc_start", "loc_end", "loc_axis"], ["loc"]),
+        helper.make_node("Tanh", ["loc"], ["action"]),
+    ]
     graph = helper.make_graph(
-        nodes, "simreal_policy",
+        nodes,
+        "simreal_policy",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", obs_size])],
-        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", action_size])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="simreal", producer_version=simreal.__version__)
+        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", action_size])],
+        inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="simreal",
+        producer_version=simreal.__version__,
+    )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model
@@ -101,8 +119,12 @@ def policy_to_onnx(normalizer: Any, policy_params: Any, action_size: int, activa
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -111,23 +133,37 @@ def check_flat_observation(env, task: str, run_dir: Path) -> None:
     """BundleError naming ``observation`` when ``env`` observes a dict (camera images beside the
     state): a bundle's observation is one flat vector of named terms, with no image inputs yet."""
     if isinstance(env.observation_size, Mapping):
-        raise BundleError("observation", f"{task} observes {', '.join(env.observation_size)}; a bundle's observation "
-                                         "is one flat vector and has no image inputs yet, so this policy cannot be "
-                                         "exported (eval and play work on the run)", str(run_dir))
+        raise BundleError(
+            "observation",
+            f"{task} observes {', '.join(env.observation_size)}; a bundle's observation "
+            "is one flat vector and has no image inputs yet, so this policy cannot be "
+            "exported (eval and play work on the run)",
+            str(run_dir),
+        )
 
 
-def export_bundle(run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any,
-                  out_dir: Path | None = None) -> Path:
+def export_bundle(
+    run_dir: Path, cfg: RunConfig, env, normalizer: Any, policy_params: Any, out_dir: Path | None = None
+) -> Path:
     """Export a Brax/JAX policy: its ONNX graph plus ``bundle.yaml`` (default ``run_dir/bundle``)."""
-    model = policy_to_onnx(normalizer, policy_params, env.action_size, cfg.train.activation,
-                           cfg.train.normalize_observations)
-    return write_bundle(run_dir, cfg, env, model, np.asarray(normalizer.mean), np.asarray(normalizer.std),
-                        out_dir)
+    model = policy_to_onnx(
+        normalizer, policy_params, env.action_size, cfg.train.activation, cfg.train.normalize_observations
+    )
+    return write_bundle(run_dir, cfg, env, model, np.asarray(normalizer.mean), np.asarray(normalizer.std), out_dir)
 
 
-def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
-                 obs_std: np.ndarray, out_dir: Path | None = None, action_chunk: ActionChunk | None = None,
-                 sections: Mapping[str, Any] = {}, files: Mapping[str, bytes] = {}) -> Path:
+def write_bundle(
+    run_dir: Path,
+    cfg: RunConfig,
+    env,
+    model: onnx.ModelProto,
+    obs_mean: np.ndarray,
+    obs_std: np.ndarray,
+    out_dir: Path | None = None,
+    action_chunk: ActionChunk | None = None,
+    sections: Mapping[str, Any] = {},
+    files: Mapping[str, bytes] = {},
+) -> Path:
     """Write any trainer's ONNX policy (raw obs -> action in [-1, 1], normalisation baked in; with
     ``action_chunk``, the chunk of the next actions and the bundle's ``action_chunk`` section) and
     its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed).
@@ -147,9 +183,18 @@ def write_bundle(run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs
     return out
 
 
-def _fill_bundle(tmp: Path, run_dir: Path, cfg: RunConfig, env, model: onnx.ModelProto, obs_mean: np.ndarray,
-                 obs_std: np.ndarray, action_chunk: ActionChunk | None, sections: Mapping[str, Any],
-                 files: Mapping[str, bytes]) -> None:
+def _fill_bundle(
+    tmp: Path,
+    run_dir: Path,
+    cfg: RunConfig,
+    env,
+    model: onnx.ModelProto,
+    obs_mean: np.ndarray,
+    obs_std: np.ndarray,
+    action_chunk: ActionChunk | None,
+    sections: Mapping[str, Any],
+    files: Mapping[str, bytes],
+) -> None:
     """The bundle's files in the folder ``tmp`` (:func:`write_bundle`)."""
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
     for name, content in files.items():
@@ -162,18 +207,29 @@ def _fill_bundle(tmp: Path, run_dir: Path, cfg: RunConfig, env, model: onnx.Mode
         "task": cfg.task,
         "control_rate_hz": env.robot.control_rate_hz,
         "observation": {
-            "size": env.observation_size, "terms": env.obs_layout,
-            "normalization": {"mean": np.asarray(obs_mean, float).tolist(),
-                              "std": np.asarray(obs_std, float).tolist(), "baked_into_onnx": True}},
+            "size": env.observation_size,
+            "terms": env.obs_layout,
+            "normalization": {
+                "mean": np.asarray(obs_mean, float).tolist(),
+                "std": np.asarray(obs_std, float).tolist(),
+                "baked_into_onnx": True,
+            },
+        },
         "action": env.action_layout(),
         "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
         "task_params": task_params,
         "task_config": snapshot_inputs(to_dict(env.cfg), tmp),  # the bundle carries the clip its env reads
         "task_topics": {k: dict(v) for k, v in env.task_topics.items()},
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
-        "provenance": {"run_dir": str(run_dir), "config_hash": cfg.hash(), "git_commit": _git_commit(),
-                       "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                       "simreal_version": simreal.__version__, "backend": env.backend, "trainer": cfg.trainer},
+        "provenance": {
+            "run_dir": str(run_dir),
+            "config_hash": cfg.hash(),
+            "git_commit": _git_commit(),
+            "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "simreal_version": simreal.__version__,
+            "backend": env.backend,
+            "trainer": cfg.trainer,
+        },
     }
     if action_chunk is not None:
         data["action_chunk"] = action_chunk.to_yaml()

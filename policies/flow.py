@@ -86,8 +86,7 @@ def flow_matching_error(net: FlowPolicy, x: torch.Tensor, y: torch.Tensor, gener
 def action_chunk(env: Any, tc: Any) -> ActionChunk:
     """The chunk ``train.flow`` asks for at ``env``'s control rate (as ACT's: ``chunk_size``, or
     0.4 s of control steps when it is 0)."""
-    return ActionChunk.at_rate(tc.flow.chunk_size, tc.flow.temporal_ensemble_coeff,
-                               float(env.robot.control_rate_hz))
+    return ActionChunk.at_rate(tc.flow.chunk_size, tc.flow.temporal_ensemble_coeff, float(env.robot.control_rate_hz))
 
 
 def build(env: Any, tc: Any) -> FlowPolicy:

@@ -43,8 +43,8 @@ from torch import nn
 class Critics:
     """IQL's fitted value functions and their final losses."""
 
-    q: nn.ModuleList       # the target critics Qbar_i(s, a)
-    v: nn.Module           # V(s)
+    q: nn.ModuleList  # the target critics Qbar_i(s, a)
+    v: nn.Module  # V(s)
     losses: dict[str, float]
 
 
@@ -61,8 +61,15 @@ def expectile_loss(u: torch.Tensor, tau: float) -> torch.Tensor:
     return (torch.abs(tau - (u < 0).to(u.dtype)) * u.square()).mean()
 
 
-def fit_critics(obs: np.ndarray, act: np.ndarray, rew: np.ndarray, next_obs: np.ndarray, cfg, seed: int,
-                on_step: Callable[[int, dict[str, float]], None] | None = None) -> Critics:
+def fit_critics(
+    obs: np.ndarray,
+    act: np.ndarray,
+    rew: np.ndarray,
+    next_obs: np.ndarray,
+    cfg,
+    seed: int,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> Critics:
     """Fit IQL's critics (module docstring) on normalised transitions: ``obs`` (N, n), ``act``
     (N, m), ``rew`` (N,), ``next_obs`` (N, n); ``cfg`` the ``train.iql`` settings."""
     gen = torch.Generator().manual_seed(seed)
@@ -109,19 +116,30 @@ def advantage_weights(critics: Critics, obs: np.ndarray, act: np.ndarray, cfg) -
     return torch.exp(cfg.temperature * adv).clamp(max=cfg.max_weight).numpy()
 
 
-def transitions(obs: Sequence[np.ndarray], act: Sequence[np.ndarray],
-                rew: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def transitions(
+    obs: Sequence[np.ndarray], act: Sequence[np.ndarray], rew: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(s_t, a_t, r_t, s_{t+1}) of every episode's frames but its last; ``rew[e][t]`` is the reward
     of reaching frame t (so ``r_t = rew[e][t + 1]``)."""
     cat = np.concatenate
-    return (cat([o[:-1] for o in obs]), cat([a[:-1] for a in act]), cat([r[1:] for r in rew]),
-            cat([o[1:] for o in obs]))
+    return (
+        cat([o[:-1] for o in obs]),
+        cat([a[:-1] for a in act]),
+        cat([r[1:] for r in rew]),
+        cat([o[1:] for o in obs]),
+    )
 
 
-def episode_weights(obs: Sequence[np.ndarray], act: Sequence[np.ndarray], env_state: Sequence[np.ndarray],
-                    norm, cfg, seed: int,
-                    on_step: Callable[[int, dict[str, float]], None] | None = None,
-                    state_terms: Sequence[str] = ()) -> tuple[list[np.ndarray], Critics]:
+def episode_weights(
+    obs: Sequence[np.ndarray],
+    act: Sequence[np.ndarray],
+    env_state: Sequence[np.ndarray],
+    norm,
+    cfg,
+    seed: int,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+    state_terms: Sequence[str] = (),
+) -> tuple[list[np.ndarray], Critics]:
     """Each episode's frame weights (module docstring) from its observations, actions and scene
     states, the rewards from ``cfg.reward_model``; ``norm`` the dataset's normalisation;
     ``state_terms`` the observation terms the scene states concatenate (the dataset's feature
@@ -132,13 +150,18 @@ def episode_weights(obs: Sequence[np.ndarray], act: Sequence[np.ndarray], env_st
     model = load_reward_model(cfg.reward_model)
     shape = tuple(model.config.input_shape)
     if model.config.is_image or shape != (env_state[0].shape[-1],):
-        raise DataFileError(cfg.reward_model, f"reward model reads {shape}; the dataset's "
-                                              f"observation.environment_state has ({env_state[0].shape[-1]},)")
+        raise DataFileError(
+            cfg.reward_model,
+            f"reward model reads {shape}; the dataset's observation.environment_state has ({env_state[0].shape[-1]},)",
+        )
     reads = tuple(model.config.obs_terms)
     if reads and state_terms and reads != tuple(state_terms):
-        raise DataFileError(cfg.reward_model, f"reward model reads the terms {', '.join(reads)}; the dataset's "
-                                              f"observation.environment_state holds {', '.join(state_terms)} "
-                                              "(a model fitted for another task?)")
+        raise DataFileError(
+            cfg.reward_model,
+            f"reward model reads the terms {', '.join(reads)}; the dataset's "
+            f"observation.environment_state holds {', '.join(state_terms)} "
+            "(a model fitted for another task?)",
+        )
     rew = [model.reward(e) for e in env_state]
     flat = np.concatenate(rew)
     rew = [(r - flat.mean()) / max(float(flat.std()), 1e-6) for r in rew]  # standardised (module docstring)

@@ -43,8 +43,13 @@ def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
         from simreal.rewards.vlm import ClipReward
 
         size = camera_size(env.mj_model, cfg.camera, "reward.camera")
-        env.add_reward_term("clip", _frame_scorer(env, cfg.camera, size, ClipReward(cfg)), cfg.weight,
-                            cfg.task_weight, cfg.every_k_steps)
+        env.add_reward_term(
+            "clip",
+            _frame_scorer(env, cfg.camera, size, ClipReward(cfg)),
+            cfg.weight,
+            cfg.task_weight,
+            cfg.every_k_steps,
+        )
         return
     from simreal.rewards.reward_model import load_reward_model
 
@@ -55,8 +60,11 @@ def attach(env: Any, cfg: LearnedRewardConfig | ClipRewardConfig) -> None:
     c = model.config
     if c.is_image:
         if not c.camera:
-            raise ConfigError("reward.model", f"{cfg.model} scores frames and does not name their camera; fit it with "
-                                              "simreal fit-reward --input frames, which records it")
+            raise ConfigError(
+                "reward.model",
+                f"{cfg.model} scores frames and does not name their camera; fit it with "
+                "simreal fit-reward --input frames, which records it",
+            )
         camera_size(env.mj_model, c.camera, "reward.model")
         scorer = _frame_scorer(env, c.camera, c.input_shape[:2], model.reward)
         env.add_reward_term("learned", scorer, cfg.weight, cfg.task_weight, cfg.every_k_steps)
@@ -70,25 +78,33 @@ def _state_scorer(env: Any, model: Any, path: str) -> Callable[..., jax.Array]:
 
     terms = model.config.obs_terms
     if not terms:
-        raise ConfigError("reward.model", f"{path} does not name the observation terms of its features; fit it "
-                                          "with simreal fit-reward, which records them")
+        raise ConfigError(
+            "reward.model",
+            f"{path} does not name the observation terms of its features; fit it "
+            "with simreal fit-reward, which records them",
+        )
     unknown = [n for n in terms if n not in TERMS]
     if unknown:
         raise ConfigError("reward.model", f"{path}: unknown observation term {unknown[0]!r}; terms: {', '.join(TERMS)}")
     try:
         size = sum(t["size"] for t in env.layout_of(terms))
     except KeyError as e:
-        raise ConfigError("reward.model", f"{path} reads the term(s) {', '.join(terms)}, and the robot state of this "
-                                          f"task has no {e}") from None
+        raise ConfigError(
+            "reward.model", f"{path} reads the term(s) {', '.join(terms)}, and the robot state of this task has no {e}"
+        ) from None
     if size != model.config.input_shape[0]:
-        raise ConfigError("reward.model", f"{path} takes {model.config.input_shape[0]} features, and its terms "
-                                          f"{', '.join(terms)} make {size} in this task")
+        raise ConfigError(
+            "reward.model",
+            f"{path} takes {model.config.input_shape[0]} features, and its terms "
+            f"{', '.join(terms)} make {size} in this task",
+        )
     score = jax_reward(model)
     return lambda phys, info, due: score(build_observation(terms, env.observed_state(phys, info), jnp))
 
 
-def _frame_scorer(env: Any, camera: str, size: tuple[int, int],
-                  score: Callable[[np.ndarray], np.ndarray]) -> Callable[..., jax.Array]:
+def _frame_scorer(
+    env: Any, camera: str, size: tuple[int, int], score: Callable[[np.ndarray], np.ndarray]
+) -> Callable[..., jax.Array]:
     """``(phys, info, due) -> ()``: ``score`` of ``camera``'s (H, W) frame of the state, rendered and
     scored on the host for the envs where ``due``."""
     from simreal.sim.render import sized_renderer
@@ -101,13 +117,20 @@ def _frame_scorer(env: Any, camera: str, size: tuple[int, int],
         due = np.asarray(due, bool).reshape(-1)
         out = np.zeros(due.shape, np.float32)
         if due.any():
-            frames = renderer.render(qpos.reshape(-1, qpos.shape[-1]), due,
-                                     mocap.reshape(len(due), -1, 3) if env.mj_model.nmocap else None)[key]
+            frames = renderer.render(
+                qpos.reshape(-1, qpos.shape[-1]), due, mocap.reshape(len(due), -1, 3) if env.mj_model.nmocap else None
+            )[key]
             out[due] = np.asarray(score(frames[due]), np.float32)
         return out.reshape(batch)
 
     def scorer(phys: Any, info: Any, due: jax.Array) -> jax.Array:
-        return jax.pure_callback(host, jax.ShapeDtypeStruct((), jnp.float32), phys.qpos, env.mocap_pos(info),
-                                 jnp.asarray(due, jnp.bool_), vmap_method="broadcast_all")
+        return jax.pure_callback(
+            host,
+            jax.ShapeDtypeStruct((), jnp.float32),
+            phys.qpos,
+            env.mocap_pos(info),
+            jnp.asarray(due, jnp.bool_),
+            vmap_method="broadcast_all",
+        )
 
     return scorer

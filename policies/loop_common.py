@@ -81,8 +81,9 @@ class Learner(Protocol):
         """Write ``ckpt_dir``/step_<env_steps>.<ext> (``checkpoint.save_pytree`` or the library's
         format, atomically), prune the old ones, and return the file written."""
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None,
-                 max_failures: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
+    ) -> dict[str, float]:
         """Deterministic evaluation of the current policy: the first episode of each of
         ``episodes`` envs (None: ``train.num_eval_envs``) from ``seed`` (None: the run's seed + 1),
         the task's episode statistics averaged, plus ``episodes`` (the episodes read). The loop
@@ -97,6 +98,7 @@ def rank(result: dict[str, float]) -> tuple[float, float]:
     (``early_stop.with_bound``: it compares a 128-episode periodic evaluation with a 512-episode
     confirming one fairly), then the mean episode return; a missing, None (``best/eval.yaml``'s
     NaN) or NaN figure ranks lowest."""
+
     def figure(key: str) -> float:
         v = result.get(key)
         return float(v) if v is not None and math.isfinite(v) else -math.inf
@@ -110,7 +112,7 @@ def _finished_before(metrics_csv: MetricsCsv, env_steps: int, tc: Any) -> dict[s
     None when training should go on. The verdict is read from metrics.csv's row at the
     checkpoint's env steps, where the loop writes its last evaluation before saving."""
     row = next((r for r in reversed(metrics_csv.rows) if r.get("env_steps") == env_steps), {})
-    last_eval = {k[len("eval_"):]: v for k, v in row.items() if k.startswith("eval_")}
+    last_eval = {k[len("eval_") :]: v for k, v in row.items() if k.startswith("eval_")}
     if env_steps > 0 and (env_steps >= tc.num_timesteps or early_stop.reached(last_eval, tc.target_success)):
         return last_eval
     return None
@@ -144,13 +146,22 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
     start_steps = learner.env_steps
     trained = max((r.get("env_steps", 0) for r in metrics_csv.rows), default=0)
     if start_steps == 0 and trained > 0:  # a resume that found no checkpoint would start over
-        raise DataFileError(str(ckpt_dir), f"no checkpoint, but metrics.csv records {trained:g} env steps of this run; "
-                                           "resuming from step 0 would overwrite them: restore the checkpoints, "
-                                           "or train a new run")
+        raise DataFileError(
+            str(ckpt_dir),
+            f"no checkpoint, but metrics.csv records {trained:g} env steps of this run; "
+            "resuming from step 0 would overwrite them: restore the checkpoints, "
+            "or train a new run",
+        )
     done = _finished_before(metrics_csv, start_steps, tc)
     if done is not None:
-        return TrainResult(run_dir=run_dir, env_steps=start_steps, wall_s=time.time() - t_start, eval=done,
-                           reached_target=early_stop.reached(done, tc.target_success), stop="nothing_left")
+        return TrainResult(
+            run_dir=run_dir,
+            env_steps=start_steps,
+            wall_s=time.time() - t_start,
+            eval=done,
+            reached_target=early_stop.reached(done, tc.target_success),
+            stop="nothing_left",
+        )
     metrics_csv.truncate_after(float(start_steps))  # a resumed run rewrites what it repeats
     # wall_s counts the run's training time over every command that trained it
     wall_before = float(metrics_csv.rows[-1].get("wall_s", 0.0)) if metrics_csv.rows else 0.0
@@ -172,7 +183,11 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         # the end; with a target, one as often as the training success may trigger it (a run meant
         # to reach its target reads it there), each with the stop rule's confirmation. The budget
         # spent that way is the most the run takes: reaching its target sooner ends it sooner.
-        confirm = early_stop.CONFIRM_EPISODES if 0 < tc.target_success and tc.num_eval_envs < early_stop.CONFIRM_EPISODES else 0
+        confirm = (
+            early_stop.CONFIRM_EPISODES
+            if 0 < tc.target_success and tc.num_eval_envs < early_stop.CONFIRM_EPISODES
+            else 0
+        )
         per_eval = tc.num_eval_envs + confirm
 
         def eval_episodes_left(steps: int) -> int:
@@ -188,17 +203,20 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         # may have replaced it since (pytest's capture, contextlib.redirect_stderr). Made just before
         # the first iteration: its time to the first update is the compile the first evaluation's
         # estimate scales.
-        progress = Progress(tc.num_timesteps, stream=open(os.devnull, "w") if quiet else sys.stderr,
-                            deadline=time.perf_counter() + tc.max_wall_s - (time.time() - t_start)
-                            if tc.max_wall_s > 0 else None,
-                            plan=PausePlan(eval_episodes_left, getattr(getattr(learner, "env", None), "episode_steps", 0)))
+        progress = Progress(
+            tc.num_timesteps,
+            stream=open(os.devnull, "w") if quiet else sys.stderr,
+            deadline=time.perf_counter() + tc.max_wall_s - (time.time() - t_start) if tc.max_wall_s > 0 else None,
+            plan=PausePlan(eval_episodes_left, getattr(getattr(learner, "env", None), "episode_steps", 0)),
+        )
         eval_result: dict[str, float] = {}
         reason = "budget"
 
         def save_metrics() -> None:
             metrics_csv.flush()
-            plot_curves(metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES,
-                        f"{cfg.task} ({run_dir.name})", SHOWN)
+            plot_curves(
+                metrics_csv, run_dir / "plots" / "learning_curve.png", CURVES, f"{cfg.task} ({run_dir.name})", SHOWN
+            )
 
         def save() -> Path:
             path = learner.save(ckpt_dir)
@@ -224,9 +242,11 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             # needs two iterations for a rate, so say why nothing moves meanwhile
             import jax
 
-            progress.message(f"compiling the training step for {jax.devices()[0].platform.upper()} (the first "
-                             "iteration: 5-20 s for the quadrotor on 2 CPU cores, longer on a busy machine or "
-                             "for a humanoid) ...")
+            progress.message(
+                f"compiling the training step for {jax.devices()[0].platform.upper()} (the first "
+                "iteration: 5-20 s for the quadrotor on 2 CPU cores, longer on a busy machine or "
+                "for a humanoid) ..."
+            )
         while learner.env_steps < tc.num_timesteps and not stop.requested:
             m = learner.iterate()
             steps = learner.env_steps
@@ -235,14 +255,15 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
             row.update({k: v for k, v in m.items() if not k.startswith("episode/")})
             row.update({("episode_return" if k == "return" else k): v for k, v in ep.items()})
             due = next_eval is not None and steps >= next_eval
-            hit = (tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success
-                   and steps - last_eval >= min_gap)
+            hit = tc.target_success > 0 and ep.get("success", 0.0) >= tc.target_success and steps - last_eval >= min_gap
             if due or hit:
                 last_eval = steps
                 with progress.paused() as pause:
                     eval_result = early_stop.evaluate(learner, cfg)
                     # the episodes run: a confirmation's, after the periodic ones it replaced
-                    pause.work = int(eval_result.get("episodes", 0)) + tc.num_eval_envs * ("episodes_planned" in eval_result)
+                    pause.work = int(eval_result.get("episodes", 0)) + tc.num_eval_envs * (
+                        "episodes_planned" in eval_result
+                    )
                 row.update({f"eval_{k}": v for k, v in eval_result.items()})
                 if next_eval is not None:
                     next_eval += tc.eval_every_steps
@@ -255,8 +276,10 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                 if k != "env_steps" and v == v:  # NaN: a statistic no episode defined yet
                     tb.add_scalar(k, v, steps)
             # the training episodes' success (exploration noise on), beside the deterministic evaluation's
-            status = {"return": row.get("episode_return", float("nan")),
-                      SHOWN["success"]: ep.get("success", float("nan"))}
+            status = {
+                "return": row.get("episode_return", float("nan")),
+                SHOWN["success"]: ep.get("success", float("nan")),
+            }
             if "eval_success" in row:
                 status["eval_success"] = row["eval_success"]
             progress.update(steps, force=due or hit, **status)
@@ -280,6 +303,13 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
         if finished:
             consider(eval_result)  # the final evaluation (a no-op when the last periodic one was it)
         tb.close()
-    return TrainResult(run_dir=run_dir, env_steps=learner.env_steps, wall_s=time.time() - t_start,
-                       eval=eval_result, reached_target=early_stop.reached(eval_result, tc.target_success),
-                       stop=reason, signum=stop.signum if reason == "signal" else None, checkpoint=saved)
+    return TrainResult(
+        run_dir=run_dir,
+        env_steps=learner.env_steps,
+        wall_s=time.time() - t_start,
+        eval=eval_result,
+        reached_target=early_stop.reached(eval_result, tc.target_success),
+        stop=reason,
+        signum=stop.signum if reason == "signal" else None,
+        checkpoint=saved,
+    )

@@ -58,11 +58,14 @@ class TrainingState:
 def make_networks(obs_size: int, action_size: int, cfg: PPOConfig) -> ppo_networks.PPONetworks:
     """Brax PPO networks: tanh-squashed Gaussian policy, separate value MLP, normalised inputs."""
     return ppo_networks.make_ppo_networks(
-        obs_size, action_size,
-        preprocess_observations_fn=running_statistics.normalize if cfg.normalize_observations
-        else (lambda x, _: x),
-        policy_hidden_layer_sizes=cfg.policy_hidden, value_hidden_layer_sizes=cfg.value_hidden,
-        activation=ACTIVATIONS[cfg.activation], init_noise_std=cfg.init_noise_std)
+        obs_size,
+        action_size,
+        preprocess_observations_fn=running_statistics.normalize if cfg.normalize_observations else (lambda x, _: x),
+        policy_hidden_layer_sizes=cfg.policy_hidden,
+        value_hidden_layer_sizes=cfg.value_hidden,
+        activation=ACTIVATIONS[cfg.activation],
+        init_noise_std=cfg.init_noise_std,
+    )
 
 
 #: rsl_rl's adaptive schedule (``PPO.update``, ``schedule="adaptive"``): the learning rate is
@@ -79,13 +82,16 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
     hyper-parameter in the optimizer state, set by :func:`adapt_learning_rate` after each
     minibatch (checkpointed likewise)."""
     if cfg.desired_kl is not None:
-        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
-                           optax.inject_hyperparams(optax.adam)(learning_rate=cfg.learning_rate))
+        return optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm),
+            optax.inject_hyperparams(optax.adam)(learning_rate=cfg.learning_rate),
+        )
     lr: optax.ScalarOrSchedule = cfg.learning_rate
     if cfg.learning_rate_end is not None:
         iterations = -(-cfg.num_timesteps // (cfg.num_envs * cfg.unroll_length))
-        lr = optax.linear_schedule(cfg.learning_rate, cfg.learning_rate_end,
-                                   iterations * cfg.num_updates_per_batch * cfg.num_minibatches)
+        lr = optax.linear_schedule(
+            cfg.learning_rate, cfg.learning_rate_end, iterations * cfg.num_updates_per_batch * cfg.num_minibatches
+        )
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr))
 
 
@@ -96,8 +102,9 @@ def adapt_learning_rate(opt_state: Any, kl: jax.Array, desired_kl: float) -> Any
     applied for the next minibatch."""
     clip_state, adam_state = opt_state
     lr = adam_state.hyperparams["learning_rate"]
-    lr = jnp.where(kl > 2.0 * desired_kl, lr / KL_LR_FACTOR,
-                   jnp.where((kl < 0.5 * desired_kl) & (kl > 0.0), lr * KL_LR_FACTOR, lr))
+    lr = jnp.where(
+        kl > 2.0 * desired_kl, lr / KL_LR_FACTOR, jnp.where((kl < 0.5 * desired_kl) & (kl > 0.0), lr * KL_LR_FACTOR, lr)
+    )
     lr = jnp.clip(lr, *KL_LR_RANGE)
     return clip_state, adam_state._replace(hyperparams={**adam_state.hyperparams, "learning_rate": lr})
 
@@ -112,17 +119,27 @@ class PPO:
         self.make_policy = ppo_networks.make_inference_fn(self.networks)
         self.optimizer = make_optimizer(cfg)
         loss = functools.partial(
-            ppo_losses.compute_ppo_loss, ppo_network=self.networks, entropy_cost=cfg.entropy_cost,
-            discounting=cfg.discounting, reward_scaling=cfg.reward_scaling, gae_lambda=cfg.gae_lambda,
-            clipping_epsilon=cfg.clipping_epsilon, normalize_advantage=True)
+            ppo_losses.compute_ppo_loss,
+            ppo_network=self.networks,
+            entropy_cost=cfg.entropy_cost,
+            discounting=cfg.discounting,
+            reward_scaling=cfg.reward_scaling,
+            gae_lambda=cfg.gae_lambda,
+            clipping_epsilon=cfg.clipping_epsilon,
+            normalize_advantage=True,
+        )
         self._update = gradients.gradient_update_fn(loss, self.optimizer, pmap_axis_name=None, has_aux=True)
         self.steps_per_iteration = cfg.num_envs * cfg.unroll_length
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
         #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
         self.state_shapes = jax.eval_shape(self._init)
         self.shardings = devices.split_envs(self.mesh, self.state_shapes, batched=("env_state",))
-        self.iterate = jax.jit(self._iterate, in_shardings=(self.shardings,),
-                               out_shardings=(self.shardings, devices.replicated(self.mesh)), donate_argnums=0)
+        self.iterate = jax.jit(
+            self._iterate,
+            in_shardings=(self.shardings,),
+            out_shardings=(self.shardings, devices.replicated(self.mesh)),
+            donate_argnums=0,
+        )
 
     def init(self) -> TrainingState:
         """Fresh networks, optimiser and envs from the seed, placed on the mesh (``INIT_COMPILE``)."""
@@ -134,13 +151,19 @@ class PPO:
         obs_size = self.env.observation_size
         params = ppo_losses.PPONetworkParams(
             policy=self._with_init_std(self.networks.policy_network.init(k_pol)),
-            value=self.networks.value_network.init(k_val))
+            value=self.networks.value_network.init(k_val),
+        )
         normalizer = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
         env_state = self.venv.reset(k_env)
-        return TrainingState(params=params, optimizer_state=self.optimizer.init(params),
-                             normalizer_params=normalizer, env_state=env_state, key=key,
-                             env_steps=jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
-                             iteration=jnp.zeros((), jnp.int32))
+        return TrainingState(
+            params=params,
+            optimizer_state=self.optimizer.init(params),
+            normalizer_params=normalizer,
+            env_state=env_state,
+            key=key,
+            env_steps=jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
+            iteration=jnp.zeros((), jnp.int32),
+        )
 
     def _with_init_std(self, policy_params: Any) -> Any:
         """Set the initial action std: Brax's tanh-Gaussian head outputs (loc, scale logits) and
@@ -150,7 +173,7 @@ class PPO:
         last = f"hidden_{len(layers) - 1}"
         target = max(self.cfg.init_noise_std - 1e-3, 1e-4)
         inv_softplus = float(np.log(np.expm1(target)))
-        bias = layers[last]["bias"].at[self.env.action_size:].set(inv_softplus)
+        bias = layers[last]["bias"].at[self.env.action_size :].set(inv_softplus)
         # Last-layer weights x0.01 (CleanRL's actor init): the initial policy's mean is ~0 and its
         # std ~init_noise_std for every observation, instead of state-dependent O(1) outputs.
         kernel = layers[last]["kernel"] * 0.01
@@ -182,28 +205,50 @@ class PPO:
     def _iterate(self, ts: TrainingState) -> tuple[TrainingState, dict[str, jax.Array]]:
         key, k_unroll, k_sgd = jax.random.split(ts.key, 3)
         policy = self.make_policy((ts.normalizer_params, ts.params.policy))
-        env_state, data = acting.generate_unroll(self.venv, ts.env_state, policy, k_unroll,
-                                                 self.cfg.unroll_length,
-                                                 extra_fields=("truncation", "episode_metrics"))
+        env_state, data = acting.generate_unroll(
+            self.venv,
+            ts.env_state,
+            policy,
+            k_unroll,
+            self.cfg.unroll_length,
+            extra_fields=("truncation", "episode_metrics"),
+        )
         # [T, B, ...] -> [B, T, ...]: whole trajectories per env, as Brax's loss expects.
         data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data)
         normalizer = running_statistics.update(ts.normalizer_params, data.observation)
         (params, opt_state, _, _), loss_metrics = jax.lax.scan(
-            functools.partial(self._sgd_epoch, data=data), (ts.params, ts.optimizer_state, normalizer, k_sgd),
-            (), length=self.cfg.num_updates_per_batch)
+            functools.partial(self._sgd_epoch, data=data),
+            (ts.params, ts.optimizer_state, normalizer, k_sgd),
+            (),
+            length=self.cfg.num_updates_per_batch,
+        )
         metrics = {k: jnp.mean(v) for k, v in loss_metrics.items()}
         metrics.update({k: jnp.mean(v) for k, v in env_state.metrics.items() if k.startswith("reward/")})
         # Episode statistics summed over every episode that ended during the unroll.
         metrics.update(jax.tree.map(jnp.sum, data.extras["state_extras"]["episode_metrics"]))
         metrics["reward_per_step"] = jnp.mean(data.reward)
-        new = TrainingState(params=params, optimizer_state=opt_state, normalizer_params=normalizer,
-                            env_state=env_state, key=key, env_steps=ts.env_steps + self.steps_per_iteration,
-                            iteration=ts.iteration + 1)
+        new = TrainingState(
+            params=params,
+            optimizer_state=opt_state,
+            normalizer_params=normalizer,
+            env_state=env_state,
+            key=key,
+            env_steps=ts.env_steps + self.steps_per_iteration,
+            iteration=ts.iteration + 1,
+        )
         return new, metrics
 
 
-def evaluate(env, make_policy: Callable, policy_params: tuple[Any, Any], num_envs: int, seed: int,
-             deterministic: bool = True, batch: int | None = None, max_failures: int | None = None) -> dict[str, float]:
+def evaluate(
+    env,
+    make_policy: Callable,
+    policy_params: tuple[Any, Any],
+    num_envs: int,
+    seed: int,
+    deterministic: bool = True,
+    batch: int | None = None,
+    max_failures: int | None = None,
+) -> dict[str, float]:
     """Run ``num_envs`` episodes (one per env, first episode only) and average their statistics.
 
     Every env runs exactly ``env.episode_steps`` steps; an env's statistics are read at

@@ -17,10 +17,11 @@ on that action for the residual to change its mind; 0.1 only nudges it.
 **The base is frozen into the run.** A new run copies it to ``RUN_DIR/base/`` as a bundle (a
 run directory is exported there by its own trainer, ONNX checked against it; a bundle folder
 is copied; ``scripted`` writes the task's scripted controller there as a graph of the
-observation, ``scripted_bundle.py``: a classical base), before the first iteration; resume, eval, play and export read that copy, so
-retraining or re-exporting the base's run later changes nothing here. The base must be of the
-same task and robot, observe the same terms and mean the same commands (action names, scale,
-offset): else one line naming ``residual.base``, exit 2, no run directory left.
+observation, ``scripted_bundle.py``: a classical base), before the first iteration; resume,
+eval, play and export read that copy, so retraining or re-exporting the base's run later changes
+nothing here. The base must be of the same task and robot, observe the same terms and mean the
+same commands (action names, scale, offset): else one line naming ``residual.base``, exit 2, no
+run directory left.
 
 **ResiP's settings by default** (Ankile et al. 2024; ``ankile/robust-rearrangement``,
 ``src/config/actor/residual_diffusion.yaml`` and ``src/config/base_residual_rl.yaml``): scale
@@ -81,8 +82,12 @@ class ResidualPPO(PPO):
         params = super()._with_init_std(policy_params)["params"]
         last, m = f"hidden_{len(params) - 1}", self.env.action_size
         head = params[last]
-        return {"params": {**params, last: {"kernel": head["kernel"].at[:, :m].set(0.0),
-                                            "bias": head["bias"].at[:m].set(0.0)}}}
+        return {
+            "params": {
+                **params,
+                last: {"kernel": head["kernel"].at[:, :m].set(0.0), "bias": head["bias"].at[:m].set(0.0)},
+            }
+        }
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -98,17 +103,23 @@ def check_base(bundle: Bundle, env: Any, task: str, where: str | None = None) ->
     terms = [(t["name"], int(t["size"])) for t in env.obs_layout]
     layout = env.action_layout()
     if bundle.task != task or bundle.robot != env.robot.name:
-        raise ConfigError("residual.base", f"{where} is a policy of task {bundle.task} on {bundle.robot}; this run "
-                                           f"is {task} on {env.robot.name}")
+        raise ConfigError(
+            "residual.base",
+            f"{where} is a policy of task {bundle.task} on {bundle.robot}; this run is {task} on {env.robot.name}",
+        )
     if [(t.name, t.size) for t in bundle.obs_terms] != terms:
-        raise ConfigError("residual.base", f"{where} observes {[(t.name, t.size) for t in bundle.obs_terms]}, "
-                                           f"the task's env {terms}")
+        raise ConfigError(
+            "residual.base", f"{where} observes {[(t.name, t.size) for t in bundle.obs_terms]}, the task's env {terms}"
+        )
     for field in ("names", "scale", "offset"):
         have, want = getattr(bundle.action, field), layout[field]
         if not (list(have) == list(want) if field == "names" else _same(have, want)):
-            raise ConfigError("residual.base", f"{where}'s action {field} {np.asarray(have).tolist()} differ from "
-                                               f"the task env's {np.asarray(want).tolist()} (another env.action_scale "
-                                               "or robot?): its actions would command something else here")
+            raise ConfigError(
+                "residual.base",
+                f"{where}'s action {field} {np.asarray(have).tolist()} differ from "
+                f"the task env's {np.asarray(want).tolist()} (another env.action_scale "
+                "or robot?): its actions would command something else here",
+            )
 
 
 def action_reach(cfg: ResidualConfig, names: list[str]) -> np.ndarray:
@@ -117,8 +128,9 @@ def action_reach(cfg: ResidualConfig, names: list[str]) -> np.ndarray:
     does not have, or a negative reach."""
     for name, reach in cfg.action_scales.items():
         if name not in names:
-            raise ConfigError(f"residual.action_scales.{name}",
-                              f"no such action; the task's actions: {', '.join(names)}")
+            raise ConfigError(
+                f"residual.action_scales.{name}", f"no such action; the task's actions: {', '.join(names)}"
+            )
         if not reach >= 0.0:
             raise ConfigError(f"residual.action_scales.{name}", f"expected a reach >= 0, got {reach}")
     return np.asarray([cfg.action_scales.get(n, cfg.scale) for n in names], np.float32)
@@ -141,8 +153,11 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
         from simreal.policies.scripted_bundle import RULES, export_scripted
 
         if cfg.task not in RULES:
-            raise ConfigError("residual.base", f"{cfg.task} has no scripted controller; tasks with one: "
-                                               f"{', '.join(RULES)} (or give a run directory or a bundle folder)")
+            raise ConfigError(
+                "residual.base",
+                f"{cfg.task} has no scripted controller; tasks with one: "
+                f"{', '.join(RULES)} (or give a run directory or a bundle folder)",
+            )
         export_scripted(cfg, env, tmp)
     elif (src / BUNDLE_YAML).is_file():
         bundle = load_bundle(src)
@@ -154,11 +169,17 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
         cfg = load_config(src)
         _, err = get_trainer(cfg.trainer).export(src, cfg, tmp)
         if err > MAX_ABS_DIFF:
-            raise BundleError("policy.onnx", f"the base's ONNX differs from its {cfg.trainer} policy by {err:.2e} "
-                                             f"(> {MAX_ABS_DIFF:g})", str(tmp))
+            raise BundleError(
+                "policy.onnx",
+                f"the base's ONNX differs from its {cfg.trainer} policy by {err:.2e} (> {MAX_ABS_DIFF:g})",
+                str(tmp),
+            )
     else:
-        raise ConfigError("residual.base", f"{source!r} is neither a bundle folder (no bundle.yaml), a run "
-                                           f"directory (no config.yaml) nor {SCRIPTED_BASE!r}")
+        raise ConfigError(
+            "residual.base",
+            f"{source!r} is neither a bundle folder (no bundle.yaml), a run "
+            f"directory (no config.yaml) nor {SCRIPTED_BASE!r}",
+        )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -176,27 +197,40 @@ def compose_onnx(base: Bundle, residual: onnx.ModelProto, scale: float | np.ndar
     model = onnx.load(str(base.onnx_file))
     opset = {o.domain: o.version for o in model.opset_import}.get("", OPSET)
     if opset > OPSET:
-        raise BundleError("policy.onnx", f"the base graph is opset {opset}; a bundle is opset {OPSET}",
-                          str(base.onnx_file))
+        raise BundleError(
+            "policy.onnx", f"the base graph is opset {opset}; a bundle is opset {OPSET}", str(base.onnx_file)
+        )
     if opset < OPSET:  # one graph has one opset: older operator versions are upgraded
         model = version_converter.convert_version(model, OPSET)
     b = onnx_compose.add_prefix(model, "base/").graph
     r = onnx_compose.add_prefix(residual, "residual/").graph
     a_base = f"base/{base.onnx_output}"
-    nodes = [helper.make_node("Identity", ["obs"], [f"base/{base.onnx_input}"]), *b.node,
-             helper.make_node("Concat", ["obs", a_base], ["residual/obs"], axis=-1), *r.node,
-             helper.make_node("Mul", ["residual/action", "scale"], ["scaled"]),
-             helper.make_node("Add", [a_base, "scaled"], ["summed"]),
-             helper.make_node("Clip", ["summed", "lo", "hi"], ["action"])]
-    consts = [numpy_helper.from_array(np.asarray(v, np.float32), name)
-              for name, v in (("scale", scale), ("lo", -1.0), ("hi", 1.0))]
+    nodes = [
+        helper.make_node("Identity", ["obs"], [f"base/{base.onnx_input}"]),
+        *b.node,
+        helper.make_node("Concat", ["obs", a_base], ["residual/obs"], axis=-1),
+        *r.node,
+        helper.make_node("Mul", ["residual/action", "scale"], ["scaled"]),
+        helper.make_node("Add", [a_base, "scaled"], ["summed"]),
+        helper.make_node("Clip", ["summed", "lo", "hi"], ["action"]),
+    ]
+    consts = [
+        numpy_helper.from_array(np.asarray(v, np.float32), name)
+        for name, v in (("scale", scale), ("lo", -1.0), ("hi", 1.0))
+    ]
     graph = helper.make_graph(
-        nodes, "simreal_residual_policy",
+        nodes,
+        "simreal_residual_policy",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["N", base.obs_size])],
         [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["N", base.action.size])],
-        [*b.initializer, *r.initializer, *consts])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="simreal", producer_version=residual.producer_version)
+        [*b.initializer, *r.initializer, *consts],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="simreal",
+        producer_version=residual.producer_version,
+    )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model
@@ -208,8 +242,9 @@ class ResidualTrainer(BraxTrainer):
 
     name = "residual"
 
-    def build(self, run_dir: Path, cfg: RunConfig, backend: str | None = None,
-              **env_overrides: Any) -> tuple[ResidualEnv, ResidualPPO]:
+    def build(
+        self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+    ) -> tuple[ResidualEnv, ResidualPPO]:
         env = make_env(cfg, backend=backend, **env_overrides)
         check_observations(cfg, env)
         bundle = load_bundle(Path(run_dir) / BASE_DIR)
@@ -218,8 +253,9 @@ class ResidualTrainer(BraxTrainer):
         renv = ResidualEnv(env, onnx_base(OnnxPolicy(bundle)), reach)
         return renv, ResidualPPO(renv, cfg.train, cfg.seed)
 
-    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-              quiet: bool = False) -> TrainResult:
+    def train(
+        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+    ) -> TrainResult:
         if not (Path(run_dir) / BASE_DIR).is_dir():  # a new run (or one stopped before its base was frozen)
             env = make_env(cfg)
             check_observations(cfg, env)
@@ -248,12 +284,14 @@ class ResidualTrainer(BraxTrainer):
 
         renv, algo, ts = self.restore(run_dir, cfg, policy_only=True)
         normalizer, policy = algo.policy_params(ts)
-        residual = policy_to_onnx(normalizer, policy, renv.action_size, cfg.train.activation,
-                                  cfg.train.normalize_observations)
+        residual = policy_to_onnx(
+            normalizer, policy, renv.action_size, cfg.train.activation, cfg.train.normalize_observations
+        )
         n = int(renv.env.observation_size)
         model = compose_onnx(load_bundle(Path(run_dir) / BASE_DIR), residual, renv.scale)
-        out = write_bundle(run_dir, cfg, renv.env, model, np.asarray(normalizer.mean)[:n],
-                           np.asarray(normalizer.std)[:n], out_dir)
+        out = write_bundle(
+            run_dir, cfg, renv.env, model, np.asarray(normalizer.mean)[:n], np.asarray(normalizer.std)[:n], out_dir
+        )
         act = self.composed(renv, algo, ts)
         # check_export's make_policy(params, deterministic)(obs, key) -> (action, extras), here composed
         return out, check_export(out, lambda _params, deterministic=True: lambda obs, _key: (act(obs), {}), None)

@@ -90,5 +90,6 @@ class ResidualEnv(Wrapper):
     def _observe(self, state: State) -> State:
         """``state`` of the task env with the base's action on its observation appended."""
         a_base = self.base(state.obs)
-        return state.replace(obs=jnp.concatenate([state.obs, a_base], axis=-1),
-                             info={**state.info, BASE_ACTION: a_base})
+        return state.replace(
+            obs=jnp.concatenate([state.obs, a_base], axis=-1), info={**state.info, BASE_ACTION: a_base}
+        )

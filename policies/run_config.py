@@ -72,17 +72,23 @@ class PPOConfig(LoopConfig):
     num_minibatches: int = field(4, min=1)
     num_updates_per_batch: int = field(5, min=1, doc="epochs over each batch")
     learning_rate: float = field(1e-3, min=0.0)
-    learning_rate_end: float | None = field(None, min=0.0, doc="linear decay to this over num_timesteps (None: constant)")
-    desired_kl: float | None = field(None, min=0.0, doc="adapt the learning rate to keep PPO's KL near this "
-                                     "(rsl_rl's schedule; None: constant or linear decay)")
+    learning_rate_end: float | None = field(
+        None, min=0.0, doc="linear decay to this over num_timesteps (None: constant)"
+    )
+    desired_kl: float | None = field(
+        None,
+        min=0.0,
+        doc="adapt the learning rate to keep PPO's KL near this (rsl_rl's schedule; None: constant or linear decay)",
+    )
     entropy_cost: float = field(1e-3, min=0.0)
     gae_lambda: float = field(0.95, min=0.0, max=1.0)
     clipping_epsilon: float = field(0.2, min=0.0)
     max_grad_norm: float = field(1.0, min=0.0)
     value_hidden: tuple[int, ...] = field((128, 128), min=1)
     init_noise_std: float = field(0.5, min=0.0)
-    symmetry: bool = field(False, doc="learn from each sample's left-right mirror too (trainer rsl_rl; "
-                                      "sim/symmetry.py)")
+    symmetry: bool = field(
+        False, doc="learn from each sample's left-right mirror too (trainer rsl_rl; sim/symmetry.py)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,10 +116,12 @@ class ACTConfig:
     on a GPU). Measured on arm-reach from 50 scripted demos, 30 epochs: dropout 0.1 reached
     0.75-0.83 success, dropout 0 0.93-0.97 (bench/bench_bc.py --policy act)."""
 
-    chunk_size: int = field(0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control "
-                                          "steps (20 at 50 Hz)")
-    temporal_ensemble_coeff: float = field(0.01, min=-1.0, max=1.0,
-                                           doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction")
+    chunk_size: int = field(
+        0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control steps (20 at 50 Hz)"
+    )
+    temporal_ensemble_coeff: float = field(
+        0.01, min=-1.0, max=1.0, doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction"
+    )
     dim_model: int = field(64, min=1, doc="width of the transformer's tokens")
     n_heads: int = field(4, min=1, doc="attention heads; must divide dim_model")
     dim_feedforward: int = field(256, min=1)
@@ -126,10 +134,12 @@ class ACTConfig:
 class FlowConfig:
     """The flow-matching action head of ``train.policy: flow`` (``policies/flow.py``)."""
 
-    chunk_size: int = field(0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control "
-                                          "steps (20 at 50 Hz)")
-    temporal_ensemble_coeff: float = field(0.01, min=-1.0, max=1.0,
-                                           doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction")
+    chunk_size: int = field(
+        0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control steps (20 at 50 Hz)"
+    )
+    temporal_ensemble_coeff: float = field(
+        0.01, min=-1.0, max=1.0, doc="m of the ensembling weights exp(-m i), i = 0 the oldest prediction"
+    )
     hidden: tuple[int, ...] = field((256, 256, 256), doc="the velocity MLP's hidden layers")
     steps: int = field(10, min=1, doc="Euler steps from the noise's mean to the chunk, in eval and in policy.onnx")
 
@@ -162,12 +172,15 @@ class VLARLConfig:
     num_envs: int = field(16, min=1, doc="episodes per round")
     learning_rate: float = field(3e-5, min=0.0, doc="the VLA's Adam step")
     critic_learning_rate: float = field(1e-3, min=0.0)
-    critic_hidden: tuple[int, ...] = field((256, 256), min=1, doc="the critic's hidden layers (input: state and scene state)")
+    critic_hidden: tuple[int, ...] = field(
+        (256, 256), min=1, doc="the critic's hidden layers (input: state and scene state)"
+    )
     epochs: int = field(2, min=1, doc="passes over each round's data")
     batch_size: int = field(256, min=1, doc="frames per gradient step")
     clipping_epsilon: float = field(0.2, min=0.0)
-    target_kl: float = field(0.02, min=0.0, doc="stop a round's updates once the mean approximate KL exceeds it "
-                                                  "(0: never)")
+    target_kl: float = field(
+        0.02, min=0.0, doc="stop a round's updates once the mean approximate KL exceeds it (0: never)"
+    )
     discounting: float = field(0.99, min=0.0, max=1.0)
     gae_lambda: float = field(0.95, min=0.0, max=1.0)
     entropy_cost: float = field(0.0, min=0.0)
@@ -181,8 +194,11 @@ class VLAConfig:
     folders: tiny random models (width, layers, heads) and a word tokenizer, for tests and CPU."""
 
     vision_model: str = field("", doc="local folder of a SigLIP vision checkpoint ('': a tiny random one)")
-    language_model: str = field("", doc="local folder of a causal language model with tokenizer.json "
-                                        "('': a tiny random Llama and a word tokenizer)")
+    language_model: str = field(
+        "",
+        doc="local folder of a causal language model with tokenizer.json "
+        "('': a tiny random Llama and a word tokenizer)",
+    )
     cameras: tuple[str, ...] = field((), doc="the dataset's cameras the policy sees (empty: all of them)")
     width: int = field(64, min=8, doc="the tiny models' token width")
     layers: int = field(2, min=1, doc="the tiny models' transformer layers, each")
@@ -191,8 +207,11 @@ class VLAConfig:
     bins: int = field(64, min=2, doc="action bins per dimension, over the dataset's 1st-99th percentiles")
     max_tokens: int = field(16, min=1, doc="instruction tokens (padded and truncated to it)")
     shift_px: int = field(4, min=0, doc="random image shift in training (DrQ) [px]")
-    use_state: bool = field(True, doc="read the proprioceptive state (false: images and words only; a state that "
-                                      "shows the teacher's motion lets a clone copy it instead of looking)")
+    use_state: bool = field(
+        True,
+        doc="read the proprioceptive state (false: images and words only; a state that "
+        "shows the teacher's motion lets a clone copy it instead of looking)",
+    )
     rl: VLARLConfig = field(VLARLConfig(), doc="RL fine-tuning (simreal finetune-vla)")
     finetuned_from: str = field("", doc="the cloned run an RL fine-tuning started from (simreal finetune-vla sets it)")
 
@@ -204,9 +223,12 @@ class BCConfig(LoopConfig):
     settings it reads the MLP's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
 
     dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
-    policy: str = field("mlp", choices=("mlp", "act", "flow", "vla"),
-                        doc="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
-                            "vision-language-action model")
+    policy: str = field(
+        "mlp",
+        choices=("mlp", "act", "flow", "vla"),
+        doc="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
+        "vision-language-action model",
+    )
     act: ACTConfig = field(ACTConfig(), doc="the transformer of policy act")
     flow: FlowConfig = field(FlowConfig(), doc="the flow-matching head of policy flow")
     iql: IQLConfig = field(IQLConfig(), doc="offline RL: advantage-weighted BC under a learned reward")
@@ -227,11 +249,17 @@ class ResidualConfig:
     to a frozen base policy's action, ``a = clip(a_base + scale * r, -1, 1)``, observing
     ``[o, a_base]``. Giving ``residual.base`` selects ``trainer: residual``."""
 
-    base: str = field("", doc="the frozen base: a run directory (any trainer's), a bundle folder, or 'scripted' "
-                              "(the task's scripted controller)")
+    base: str = field(
+        "",
+        doc="the frozen base: a run directory (any trainer's), a bundle folder, or 'scripted' "
+        "(the task's scripted controller)",
+    )
     scale: float = field(0.1, min=0.0, doc="the residual's reach in normalised action units (ResiP: 0.1)")
-    action_scales: dict[str, float] = field({}, doc="per action name, a reach other than `scale` (e.g. gripper: "
-                                                    "1.5, where the base's command is open or closed)")
+    action_scales: dict[str, float] = field(
+        {},
+        doc="per action name, a reach other than `scale` (e.g. gripper: "
+        "1.5, where the base's command is open or closed)",
+    )
 
 
 #: ``train:`` defaults of ``trainer: residual`` (ResiP's, ``policies/residual.py``): over a task's
@@ -245,8 +273,9 @@ class EvalConfig:
 
     episodes: int = field(256, min=1)
     randomize: bool = field(True, doc="evaluate under domain randomisation")
-    sim_to_sim_max_gap: float = field(0.05, min=0.0, max=1.0,
-                                      doc="sim-to-sim gate: largest allowed success-rate drop on the other backend")
+    sim_to_sim_max_gap: float = field(
+        0.05, min=0.0, max=1.0, doc="sim-to-sim gate: largest allowed success-rate drop on the other backend"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,8 +310,21 @@ class RunConfig:
         return load_robot_spec(self.robot)
 
 
-TOP_KEYS = ("task", "robot", "seed", "backend", "trainer", "algorithm", "env", "train", "algorithms", "eval",
-            "runs_root", "residual", "reward")
+TOP_KEYS = (
+    "task",
+    "robot",
+    "seed",
+    "backend",
+    "trainer",
+    "algorithm",
+    "env",
+    "train",
+    "algorithms",
+    "eval",
+    "runs_root",
+    "residual",
+    "reward",
+)
 TRAINERS = tuple(sorted(trainers.TRAINERS))  # the driver table's names
 
 
@@ -293,8 +335,9 @@ def task_yaml(task: str) -> Path:
     return configs_dir() / "tasks" / f"{task}.yaml"
 
 
-def resolve(task: str | None, overrides: Sequence[str] = (), base: Mapping[str, Any] | None = None,
-            source: str | None = None) -> RunConfig:
+def resolve(
+    task: str | None, overrides: Sequence[str] = (), base: Mapping[str, Any] | None = None, source: str | None = None
+) -> RunConfig:
     """Defaults of ``task`` (or a saved ``base`` config), merged with ``key=value`` overrides."""
     if base is None:
         path = task_yaml(str(task))
@@ -336,16 +379,19 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise ConfigError("algorithms", "expected a mapping: algorithm name -> its train settings", source)
     for section in ("train", "env"):
         if not isinstance(data.get(section) or {}, Mapping):
-            raise ConfigError(section, f"expected a mapping of {section} settings, got {type(data[section]).__name__}",
-                              source)
+            raise ConfigError(
+                section, f"expected a mapping of {section} settings, got {type(data[section]).__name__}", source
+            )
     try:
         for name, section in per_algorithm.items():
             if name not in ALGORITHMS:
-                raise ConfigError(f"algorithms.{printable(str(name))}",
-                                  f"unknown algorithm; expected one of {', '.join(ALGORITHMS)}")
+                raise ConfigError(
+                    f"algorithms.{printable(str(name))}", f"unknown algorithm; expected one of {', '.join(ALGORITHMS)}"
+                )
             if not isinstance(section or {}, Mapping):
-                raise ConfigError(f"algorithms.{name}", f"expected a mapping of train settings, got "
-                                                        f"{type(section).__name__}")
+                raise ConfigError(
+                    f"algorithms.{name}", f"expected a mapping of train settings, got {type(section).__name__}"
+                )
             build(ALGORITHMS[name], section, prefix=f"algorithms.{name}")
         residual = _residual(trainer, data.get("residual"))
         env_data = dict(data.get("env") or {})
@@ -371,19 +417,34 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
         raise ConfigError("train.num_minibatches", f"must divide train.num_envs ({train.num_envs})", source)
     if isinstance(train, PPOConfig) and train.symmetry and not trainers.TRAINERS[trainer].symmetry:
         able = ", ".join(n for n, e in trainers.TRAINERS.items() if e.symmetry)
-        raise ConfigError("train.symmetry", f"trainer={trainer} does not learn from mirrored samples; use trainer={able} "
-                                            f"or train.symmetry=false", source)
+        raise ConfigError(
+            "train.symmetry",
+            f"trainer={trainer} does not learn from mirrored samples; use trainer={able} or train.symmetry=false",
+            source,
+        )
     if isinstance(train, PPOConfig) and train.desired_kl is not None and train.learning_rate_end is not None:
-        raise ConfigError("train.desired_kl", "sets the learning rate itself; unset train.learning_rate_end (=null)",
-                          source)
+        raise ConfigError(
+            "train.desired_kl", "sets the learning rate itself; unset train.learning_rate_end (=null)", source
+        )
     if isinstance(train, BCConfig) and train.act.dim_model % train.act.n_heads:
         raise ConfigError("train.act.n_heads", f"must divide train.act.dim_model ({train.act.dim_model})", source)
     if isinstance(train, BCConfig) and train.vla.width % train.vla.heads:
         raise ConfigError("train.vla.heads", f"must divide train.vla.width ({train.vla.width})", source)
     load_robot_spec(robot)
-    return RunConfig(task=task, robot=robot, seed=seed, backend=backend, env=env, trainer=trainer, train=train,
-                     eval=ev, algorithm=algorithm, residual=residual, reward=reward,
-                     runs_root=str(data.get("runs_root", "runs")))
+    return RunConfig(
+        task=task,
+        robot=robot,
+        seed=seed,
+        backend=backend,
+        env=env,
+        trainer=trainer,
+        train=train,
+        eval=ev,
+        algorithm=algorithm,
+        residual=residual,
+        reward=reward,
+        runs_root=str(data.get("runs_root", "runs")),
+    )
 
 
 def _residual(trainer: str, section: Any) -> ResidualConfig | None:
@@ -391,13 +452,19 @@ def _residual(trainer: str, section: Any) -> ResidualConfig | None:
     it names no base); ConfigError naming ``residual`` when another trainer is given one."""
     if trainer != "residual":
         if section is not None:
-            raise ConfigError("residual", f"a residual over a frozen base trains with trainer=residual, not "
-                                          f"trainer={trainer}; drop trainer= (residual.base selects it)")
+            raise ConfigError(
+                "residual",
+                f"a residual over a frozen base trains with trainer=residual, not "
+                f"trainer={trainer}; drop trainer= (residual.base selects it)",
+            )
         return None
     cfg = build(ResidualConfig, section, prefix="residual")
     if not cfg.base:
-        raise ConfigError("residual.base", "missing: the frozen base policy, a run directory, a bundle folder or "
-                                           "'scripted' (residual.base=runs/<task>/<stamp>)")
+        raise ConfigError(
+            "residual.base",
+            "missing: the frozen base policy, a run directory, a bundle folder or "
+            "'scripted' (residual.base=runs/<task>/<stamp>)",
+        )
     return cfg
 
 
@@ -405,11 +472,17 @@ def _check_algorithm_keys(algorithm: str, train: Mapping[str, Any]) -> None:
     """A ``train.<key>`` that another algorithm has and this one lacks gets an error saying so."""
     own = {f.name for f in dataclasses.fields(ALGORITHMS[algorithm])}
     for key in train:
-        others = [name for name, cls in ALGORITHMS.items()
-                  if key not in own and key in {f.name for f in dataclasses.fields(cls)}]
+        others = [
+            name
+            for name, cls in ALGORITHMS.items()
+            if key not in own and key in {f.name for f in dataclasses.fields(cls)}
+        ]
         if others:
-            raise ConfigError(f"train.{key}", f"a setting of algorithm {others[0]}, not of {algorithm}; put it under "
-                                              f"algorithms.{others[0]} in the task YAML, or drop it")
+            raise ConfigError(
+                f"train.{key}",
+                f"a setting of algorithm {others[0]}, not of {algorithm}; put it under "
+                f"algorithms.{others[0]} in the task YAML, or drop it",
+            )
 
 
 def _read_motion(path: Path, cfg: RunConfig) -> None:
@@ -423,8 +496,11 @@ def _read_motion(path: Path, cfg: RunConfig) -> None:
     try:
         motion = load_motion(path)
     except DataFileError as e:
-        hint = ("" if path.suffix.lower() == ".npz" else
-                f"; retarget a capture first: simreal retarget {printable(str(path))} --robot ROBOT --out clip.npz")
+        hint = (
+            ""
+            if path.suffix.lower() == ".npz"
+            else f"; retarget a capture first: simreal retarget {printable(str(path))} --robot ROBOT --out clip.npz"
+        )
         raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}{hint}") from None
     spec = cfg.robot_spec()
     motion.robot_columns(list(spec.actuator_names), spec.name, str(path))
@@ -476,9 +552,16 @@ def check_input_files(cfg: RunConfig) -> None:
         p = Path(path).expanduser()
         if not p.exists():
             parts = sorted(p.parent.glob(f"{glob.escape(p.stem)}.part*{p.suffix}"))
-            raise ConfigError(key, f"{printable(path)}: file not found" + (
-                f"; simreal retarget cut that clip into {len(parts)} parts, give one of them: "
-                f"{', '.join(printable(str(q)) for q in parts)}" if parts else ""))
+            raise ConfigError(
+                key,
+                f"{printable(path)}: file not found"
+                + (
+                    f"; simreal retarget cut that clip into {len(parts)} parts, give one of them: "
+                    f"{', '.join(printable(str(q)) for q in parts)}"
+                    if parts
+                    else ""
+                ),
+            )
         if read is not None:
             try:
                 read(p, cfg)

@@ -75,11 +75,18 @@ def make_networks(obs_size: int, action_size: int, cfg: SACConfig) -> sac_networ
     dist = distribution.NormalTanhDistribution(event_size=action_size)
     act = ACTIVATIONS[cfg.activation]
     return sac_networks.SACNetworks(
-        policy_network=networks.make_policy_network(dist.param_size, obs_size, preprocess_observations_fn=norm,
-                                                    hidden_layer_sizes=cfg.policy_hidden, activation=act),
-        q_network=networks.make_q_network(obs_size, action_size, preprocess_observations_fn=norm,
-                                          hidden_layer_sizes=cfg.q_hidden, activation=act),
-        parametric_action_distribution=dist)
+        policy_network=networks.make_policy_network(
+            dist.param_size,
+            obs_size,
+            preprocess_observations_fn=norm,
+            hidden_layer_sizes=cfg.policy_hidden,
+            activation=act,
+        ),
+        q_network=networks.make_q_network(
+            obs_size, action_size, preprocess_observations_fn=norm, hidden_layer_sizes=cfg.q_hidden, activation=act
+        ),
+        parametric_action_distribution=dist,
+    )
 
 
 class SAC:
@@ -93,38 +100,53 @@ class SAC:
         self.make_policy = sac_networks.make_inference_fn(self.networks)
         self.optimizer = optax.adam(cfg.learning_rate)
         dummy = types.Transition(
-            observation=jnp.zeros((n,)), action=jnp.zeros((m,)), reward=jnp.zeros(()), discount=jnp.zeros(()),
-            next_observation=jnp.zeros((n,)), extras={"state_extras": {"truncation": jnp.zeros(())},
-                                                      "policy_extras": {}})
+            observation=jnp.zeros((n,)),
+            action=jnp.zeros((m,)),
+            reward=jnp.zeros(()),
+            discount=jnp.zeros(()),
+            next_observation=jnp.zeros((n,)),
+            extras={"state_extras": {"truncation": jnp.zeros(())}, "policy_extras": {}},
+        )
         self.buffer = replay_buffers.UniformSamplingQueue(
-            max_replay_size=cfg.max_replay_size, dummy_data_sample=dummy,
-            sample_batch_size=cfg.batch_size * cfg.grad_updates_per_step)
+            max_replay_size=cfg.max_replay_size,
+            dummy_data_sample=dummy,
+            sample_batch_size=cfg.batch_size * cfg.grad_updates_per_step,
+        )
         alpha_loss, critic_loss, actor_loss = sac_losses.make_losses(
-            self.networks, reward_scaling=cfg.reward_scaling, discounting=cfg.discounting, action_size=m)
+            self.networks, reward_scaling=cfg.reward_scaling, discounting=cfg.discounting, action_size=m
+        )
         self._alpha_update = gradients.gradient_update_fn(alpha_loss, self.optimizer, pmap_axis_name=None)
         self._critic_update = gradients.gradient_update_fn(critic_loss, self.optimizer, pmap_axis_name=None)
         self._actor_update = gradients.gradient_update_fn(actor_loss, self.optimizer, pmap_axis_name=None)
         self.steps_per_iteration = cfg.num_envs * cfg.steps_per_iteration
         self.prefill_actor_steps = -(-cfg.min_replay_size // cfg.num_envs)
         if cfg.num_timesteps <= self.prefill_actor_steps * cfg.num_envs:
-            raise ConfigError("train.num_timesteps", f"{cfg.num_timesteps} env steps would all go to filling the replay "
-                                                     f"buffer (train.min_replay_size {cfg.min_replay_size}, counted in "
-                                                     "the budget) and none to training: raise it or lower "
-                                                     "train.min_replay_size")
+            raise ConfigError(
+                "train.num_timesteps",
+                f"{cfg.num_timesteps} env steps would all go to filling the replay "
+                f"buffer (train.min_replay_size {cfg.min_replay_size}, counted in "
+                "the budget) and none to training: raise it or lower "
+                "train.min_replay_size",
+            )
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
         #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
         self.state_shapes = jax.eval_shape(self._fresh)
         self.shardings = devices.split_envs(self.mesh, self.state_shapes, batched=("env_state",))
-        self.iterate = jax.jit(self._iterate, in_shardings=(self.shardings,),
-                               out_shardings=(self.shardings, devices.replicated(self.mesh)), donate_argnums=0)
+        self.iterate = jax.jit(
+            self._iterate,
+            in_shardings=(self.shardings,),
+            out_shardings=(self.shardings, devices.replicated(self.mesh)),
+            donate_argnums=0,
+        )
 
     def init(self) -> SACState:
         """Fresh networks, optimisers and envs from the seed, placed on the mesh, the buffer
         filled to ``min_replay_size`` with the initial policy's transitions."""
         state = jax.jit(self._fresh, out_shardings=self.shardings, compiler_options=devices.INIT_COMPILE)()
         if self.prefill_actor_steps:
-            state = jax.jit(self._prefill, in_shardings=(self.shardings,), out_shardings=self.shardings,
-                            donate_argnums=0)(state)
+            state = jax.jit(
+                self._prefill, in_shardings=(self.shardings,), out_shardings=self.shardings, donate_argnums=0
+            )(state)
         return state
 
     def _fresh(self) -> SACState:
@@ -134,15 +156,22 @@ class SAC:
         q_params = self.networks.q_network.init(k_q)
         log_alpha = jnp.zeros((), jnp.float32)
         return SACState(
-            policy_params=policy_params, policy_optimizer_state=self.optimizer.init(policy_params),
-            q_params=q_params, q_optimizer_state=self.optimizer.init(q_params),
+            policy_params=policy_params,
+            policy_optimizer_state=self.optimizer.init(policy_params),
+            q_params=q_params,
+            q_optimizer_state=self.optimizer.init(q_params),
             target_q_params=jax.tree.map(jnp.copy, q_params),  # a copy: donated buffers must not alias
-            log_alpha=log_alpha, alpha_optimizer_state=self.optimizer.init(log_alpha),
+            log_alpha=log_alpha,
+            alpha_optimizer_state=self.optimizer.init(log_alpha),
             normalizer_params=running_statistics.init_state(
-                jax.ShapeDtypeStruct((self.env.observation_size,), jnp.float32)),
-            env_state=self.venv.reset(k_env), buffer_state=self.buffer.init(k_buf), key=key,
+                jax.ShapeDtypeStruct((self.env.observation_size,), jnp.float32)
+            ),
+            env_state=self.venv.reset(k_env),
+            buffer_state=self.buffer.init(k_buf),
+            key=key,
             env_steps=jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32),
-            iteration=jnp.zeros((), jnp.int32))
+            iteration=jnp.zeros((), jnp.int32),
+        )
 
     def policy_params(self, s: SACState) -> tuple[Any, Any]:
         """(normalizer, policy params): what inference and export need."""
@@ -152,20 +181,26 @@ class SAC:
         """One step of every env under the stochastic policy, into the buffer and the normaliser;
         returns the statistics of the episodes that ended in it and the mean reward."""
         policy = self.make_policy((s.normalizer_params, s.policy_params))
-        env_state, tr = acting.actor_step(self.venv, s.env_state, policy, key,
-                                          extra_fields=("truncation", "episode_metrics"))
+        env_state, tr = acting.actor_step(
+            self.venv, s.env_state, policy, key, extra_fields=("truncation", "episode_metrics")
+        )
         episodes = jax.tree.map(jnp.sum, tr.extras["state_extras"].pop("episode_metrics"))
         episodes["reward_per_step"] = jnp.mean(tr.reward)
         normalizer = running_statistics.update(s.normalizer_params, tr.observation)
         buffer_state = self.buffer.insert(s.buffer_state, tr)
-        return s.replace(env_state=env_state, normalizer_params=normalizer, buffer_state=buffer_state,
-                         env_steps=s.env_steps + self.cfg.num_envs), episodes
+        return s.replace(
+            env_state=env_state,
+            normalizer_params=normalizer,
+            buffer_state=buffer_state,
+            env_steps=s.env_steps + self.cfg.num_envs,
+        ), episodes
 
     def _prefill(self, s: SACState) -> SACState:
         key, k_fill = jax.random.split(s.key)
 
         def step(c, k):
             return self.experience(c, k)[0], None
+
         return jax.lax.scan(step, s.replace(key=key), jax.random.split(k_fill, self.prefill_actor_steps))[0]
 
     def _sgd_step(self, s: SACState, batch: types.Transition) -> tuple[SACState, dict[str, jax.Array]]:
@@ -173,22 +208,46 @@ class SAC:
         the Polyak step of the target critic."""
         key, k_alpha, k_critic, k_actor = jax.random.split(s.key, 4)
         alpha_loss, log_alpha, alpha_opt = self._alpha_update(
-            s.log_alpha, s.policy_params, s.normalizer_params, batch, k_alpha,
-            optimizer_state=s.alpha_optimizer_state)
+            s.log_alpha, s.policy_params, s.normalizer_params, batch, k_alpha, optimizer_state=s.alpha_optimizer_state
+        )
         alpha = jnp.exp(s.log_alpha)
         critic_loss, q_params, q_opt = self._critic_update(
-            s.q_params, s.policy_params, s.normalizer_params, s.target_q_params, alpha, batch, k_critic,
-            optimizer_state=s.q_optimizer_state)
+            s.q_params,
+            s.policy_params,
+            s.normalizer_params,
+            s.target_q_params,
+            alpha,
+            batch,
+            k_critic,
+            optimizer_state=s.q_optimizer_state,
+        )
         actor_loss, policy_params, policy_opt = self._actor_update(
-            s.policy_params, s.normalizer_params, s.q_params, alpha, batch, k_actor,
-            optimizer_state=s.policy_optimizer_state)
+            s.policy_params,
+            s.normalizer_params,
+            s.q_params,
+            alpha,
+            batch,
+            k_actor,
+            optimizer_state=s.policy_optimizer_state,
+        )
         tau = self.cfg.tau
         target = jax.tree.map(lambda t, q: (1 - tau) * t + tau * q, s.target_q_params, q_params)
-        new = s.replace(policy_params=policy_params, policy_optimizer_state=policy_opt, q_params=q_params,
-                        q_optimizer_state=q_opt, target_q_params=target, log_alpha=log_alpha,
-                        alpha_optimizer_state=alpha_opt, key=key)
-        return new, {"critic_loss": critic_loss, "actor_loss": actor_loss, "alpha_loss": alpha_loss,
-                     "alpha": jnp.exp(log_alpha)}
+        new = s.replace(
+            policy_params=policy_params,
+            policy_optimizer_state=policy_opt,
+            q_params=q_params,
+            q_optimizer_state=q_opt,
+            target_q_params=target,
+            log_alpha=log_alpha,
+            alpha_optimizer_state=alpha_opt,
+            key=key,
+        )
+        return new, {
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha_loss": alpha_loss,
+            "alpha": jnp.exp(log_alpha),
+        }
 
     def _train_step(self, s: SACState, _) -> tuple[SACState, dict[str, Any]]:
         key, k_act = jax.random.split(s.key)
@@ -205,4 +264,3 @@ class SAC:
         metrics.update(jax.tree.map(jnp.sum, out["episodes"]))
         metrics["reward_per_step"] = jnp.mean(out["episodes"]["reward_per_step"])
         return s.replace(iteration=s.iteration + 1), metrics
-

@@ -62,9 +62,14 @@ def _quat_mat(q: np.ndarray) -> np.ndarray:
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a x b over the last axis (3,), written out: the exporter's ``linalg_cross`` is not in opset 17."""
-    return torch.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                        a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                        a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], -1)
+    return torch.stack(
+        [
+            a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+            a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+            a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+        ],
+        -1,
+    )
 
 
 def cholesky_solve(M: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -116,11 +121,16 @@ class SiteChain(torch.nn.Module):
             self.steps.append(("body", (f32(m.body_pos[b]), f32(_quat_mat(m.body_quat[b])))))
             for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
                 if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE or j not in var:
-                    raise ConfigError("robot", f"joint {m.joint(j).name!r} on the end effector's chain is not an actuated "
-                                               "hinge: the scripted controller's kinematics take hinges only")
+                    raise ConfigError(
+                        "robot",
+                        f"joint {m.joint(j).name!r} on the end effector's chain is not an actuated "
+                        "hinge: the scripted controller's kinematics take hinges only",
+                    )
                 a = m.jnt_axis[j]
                 K = [[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]]  # K v = axis x v
-                self.steps.append(("hinge", (var[j], f32(a), f32(m.jnt_pos[j]), f32(K), float(m.qpos0[m.jnt_qposadr[j]]))))
+                self.steps.append(
+                    ("hinge", (var[j], f32(a), f32(m.jnt_pos[j]), f32(K), float(m.qpos0[m.jnt_qposadr[j]])))
+                )
         self.site_pos = f32(m.site_pos[ik.site])
         self.site_rot = f32(_quat_mat(m.site_quat[ik.site]))
         self.n = len(ik.joints)
@@ -169,11 +179,21 @@ def _pick(ee, obj, goal, opening, half):
 
 #: task -> the rule its graph runs (``teachers.SCRIPTED``'s controllers on the observation).
 RULES: dict[str, GraphRule] = {
-    "arm-reach": GraphRule(lambda ee, obj, goal, opening, half: (goal, torch.zeros_like(goal[:, 0])),
-                           pointing=False, step_m=None, uses_object=False),
-    "arm-push": GraphRule(lambda ee, obj, goal, opening, half: (PushTeacher.rule(ee, obj, goal, half, torch),
-                                                                 -torch.ones_like(goal[:, 0])),
-                          pointing=True, step_m=PushTeacher.STEP_M, uses_object=True),
+    "arm-reach": GraphRule(
+        lambda ee, obj, goal, opening, half: (goal, torch.zeros_like(goal[:, 0])),
+        pointing=False,
+        step_m=None,
+        uses_object=False,
+    ),
+    "arm-push": GraphRule(
+        lambda ee, obj, goal, opening, half: (
+            PushTeacher.rule(ee, obj, goal, half, torch),
+            -torch.ones_like(goal[:, 0]),
+        ),
+        pointing=True,
+        step_m=PushTeacher.STEP_M,
+        uses_object=True,
+    ),
     "arm-pick": GraphRule(_pick, pointing=True, step_m=PickTeacher.STEP_M, uses_object=True),
 }
 
@@ -201,7 +221,9 @@ class ScriptedArmGraph(torch.nn.Module):
         need = ("joint_pos_rel", "target_pos_w") + (("object_pos_w",) if self.rule.uses_object else ())
         missing = [n for n in need if n not in at]
         if missing:
-            raise ConfigError("env", f"{task}'s observation has no {', '.join(missing)}, which its scripted controller reads")
+            raise ConfigError(
+                "env", f"{task}'s observation has no {', '.join(missing)}, which its scripted controller reads"
+            )
         self.at, self.obs_size = at, off
         self.nu = nu = int(env.mj_model.nu)
         self.joints = [int(j) for j in ik.joints]
@@ -225,7 +247,7 @@ class ScriptedArmGraph(torch.nn.Module):
             n = torch.sqrt((step * step).sum(-1, keepdim=True))
             target = ee + step * torch.clamp(self.rule.step_m / torch.clamp(n, min=1e-9), max=1.0)
         u = torch.maximum(torch.minimum(q, self.hi), self.lo)
-        eye = torch.eye(len(self.joints)) * DAMPING_M ** 2
+        eye = torch.eye(len(self.joints)) * DAMPING_M**2
         for _ in range(ITERATIONS):
             p, R, axes, anchors = self.chain(u)
             cols = [_cross(axes, p[:, None, :] - anchors)]  # (B, n, 3): J_p^T
@@ -250,8 +272,16 @@ def scripted_onnx(env: Any, task: str) -> onnx.ModelProto:
     buf = io.BytesIO()
     with torch.no_grad():
         # The TorchScript exporter (dynamo=False), as torch_policy's: the loops above unroll into plain operators.
-        torch.onnx.export(graph, (torch.zeros(2, graph.obs_size),), buf, input_names=["obs"], output_names=["action"],
-                          opset_version=OPSET, dynamo=False, dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}})
+        torch.onnx.export(
+            graph,
+            (torch.zeros(2, graph.obs_size),),
+            buf,
+            input_names=["obs"],
+            output_names=["action"],
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}},
+        )
     model = onnx.load_from_string(buf.getvalue())
     model.ir_version = IR_VERSION
     return model
@@ -263,5 +293,12 @@ def export_scripted(cfg: Any, env: Any, out_dir: Path) -> Path:
     from simreal.policies.export import write_bundle
 
     n = int(env.observation_size)
-    return write_bundle(Path(out_dir), dataclasses.replace(cfg, trainer="scripted"), env, scripted_onnx(env, cfg.task),
-                        np.zeros(n), np.ones(n), Path(out_dir))
+    return write_bundle(
+        Path(out_dir),
+        dataclasses.replace(cfg, trainer="scripted"),
+        env,
+        scripted_onnx(env, cfg.task),
+        np.zeros(n),
+        np.ones(n),
+        Path(out_dir),
+    )

@@ -67,8 +67,9 @@ class ReachTeacher:
         return np.stack([self.ik.action(self.ik.solve(q, g)) for q, g in zip(qpos, goal)])
 
 
-def towards(ik: ArmIK, qpos: np.ndarray, site: np.ndarray, target: np.ndarray, gripper: float,
-            step_m: float) -> np.ndarray:
+def towards(
+    ik: ArmIK, qpos: np.ndarray, site: np.ndarray, target: np.ndarray, gripper: float, step_m: float
+) -> np.ndarray:
     """The action moving the site, fingers down, from ``site`` towards ``target`` [m] by at most
     ``step_m``, with ``gripper`` the command of the actuators IK does not drive (-1 closed, 1 open)."""
     step = target - site
@@ -90,12 +91,15 @@ def check_table_reach(ik: ArmIK, env: Any, height_m: float, what: str, tolerance
         q[ik.qpos_adr] = ik.solve(q, goal, DOWN)
     miss = float(np.linalg.norm(ik.site_pose(q)[0] - goal))
     if miss > tolerance_m:
-        raise ConfigError("env.action_scale", f"the scripted {what} needs the fingers on the table; within home "
-                                              f"+- {env.cfg.action_scale} the {env.robot.name} misses "
-                                              f"{100 * height_m:.1f} cm above the spawn centre by {miss:.2f} m: raise "
-                                              "env.action_scale (1.5 reaches it on the Franka); a miss that does not "
-                                              "shrink is a fingers-down pose out of this arm's reach (a 5-DoF arm's): "
-                                              "the scripted teachers are the Franka's")
+        raise ConfigError(
+            "env.action_scale",
+            f"the scripted {what} needs the fingers on the table; within home "
+            f"+- {env.cfg.action_scale} the {env.robot.name} misses "
+            f"{100 * height_m:.1f} cm above the spawn centre by {miss:.2f} m: raise "
+            "env.action_scale (1.5 reaches it on the Franka); a miss that does not "
+            "shrink is a fingers-down pose out of this arm's reach (a 5-DoF arm's): "
+            "the scripted teachers are the Franka's",
+        )
 
 
 class PushTeacher:
@@ -245,10 +249,15 @@ class PickTeacher:
         self.obj = env.obj_qpos
         self.half = float(env.cfg.object_half_size_m)
         m = env.mj_model
-        fingers = [j for j in range(m.njnt) if "finger" in m.joint(j).name and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE]
+        fingers = [
+            j for j in range(m.njnt) if "finger" in m.joint(j).name and m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE
+        ]
         if len(fingers) != 2:
-            raise ConfigError("robot", f"the scripted pick needs a parallel gripper of two finger slide joints; the "
-                                       f"{env.robot.name} has {len(fingers)} (the franka has them)")
+            raise ConfigError(
+                "robot",
+                f"the scripted pick needs a parallel gripper of two finger slide joints; the "
+                f"{env.robot.name} has {len(fingers)} (the franka has them)",
+            )
         self.fingers = m.jnt_qposadr[fingers]
         check_table_reach(self.ik, env, self.half, "pick")  # the site at the cube's centre
 
@@ -331,8 +340,9 @@ SCRIPTED: dict[str, Callable[[Any], Teacher]] = {
 }
 
 
-def load_teacher(teacher: str, task: str, overrides: Sequence[str] = (),
-                 flag: str = "--teacher") -> tuple[RunConfig, Any, Teacher]:
+def load_teacher(
+    teacher: str, task: str, overrides: Sequence[str] = (), flag: str = "--teacher"
+) -> tuple[RunConfig, Any, Teacher]:
     """(the resolved config, its env, the teacher) for ``--teacher scripted``, ``random`` (any task) or
     a run directory.
 
@@ -351,8 +361,11 @@ def load_teacher(teacher: str, task: str, overrides: Sequence[str] = (),
     if teacher == "scripted":
         cfg = resolve(task, overrides)  # first: a misspelt task is an unknown task, not a missing teacher
         if task not in SCRIPTED:
-            raise ConfigError(flag, f"no scripted teacher for task {task}; tasks with one: "
-                                           f"{', '.join(SCRIPTED)} (or give a trained run's directory)")
+            raise ConfigError(
+                flag,
+                f"no scripted teacher for task {task}; tasks with one: "
+                f"{', '.join(SCRIPTED)} (or give a trained run's directory)",
+            )
         env = make_env(cfg)
         return cfg, env, SCRIPTED[task](env)
     from simreal.policies.train import load_config

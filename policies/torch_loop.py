@@ -52,11 +52,16 @@ class _TorchLearner:
         ckpt.prune(ckpt_dir, ext=self.driver.ext)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None,
-                 max_failures: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
+    ) -> dict[str, float]:
         # all episodes in one batch: nothing to stop early (max_failures is a permission)
-        return torch_policy.evaluate(self.env, self.driver.actor().act, episodes or self.cfg.train.num_eval_envs,
-                                     seed=self.cfg.seed + 1 if seed is None else seed)
+        return torch_policy.evaluate(
+            self.env,
+            self.driver.actor().act,
+            episodes or self.cfg.train.num_eval_envs,
+            seed=self.cfg.seed + 1 if seed is None else seed,
+        )
 
 
 class TorchTrainer:
@@ -65,8 +70,9 @@ class TorchTrainer:
     def __init__(self, name: str, driver_cls: type, load_actor: ActorLoader):
         self.name, self.driver_cls, self.load_actor = name, driver_cls, load_actor
 
-    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-              quiet: bool = False) -> TrainResult:
+    def train(
+        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+    ) -> TrainResult:
         env = make_env(cfg)
         path = ckpt.resume_point(run_dir / "checkpoints", self.driver_cls.ext) if resume else None
         learner = _TorchLearner(cfg, env, self.driver_cls(cfg, env, path))
@@ -79,8 +85,9 @@ class TorchTrainer:
         env, actor = self.load_actor(run_dir, cfg, backend, **env_overrides)
         return LoadedPolicy(env=env, act=actor.act)
 
-    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
-                 **env_overrides: Any) -> dict[str, float]:
+    def evaluate(
+        self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None, **env_overrides: Any
+    ) -> dict[str, float]:
         policy = self.load(run_dir, cfg, backend, **env_overrides)
         return torch_policy.evaluate(policy.env, policy.act, episodes, seed=seed)
 

@@ -74,9 +74,16 @@ def module_to_onnx(module: nn.Module, inputs: dict[str, torch.Tensor], output: s
             # transformers' attention masks index with tensors; every export is checked against torch after
             warnings.filterwarnings("ignore", message="Exporting aten::index operator")
             # The TorchScript exporter (dynamo=False): deterministic, quiet, fast for a plain MLP.
-            torch.onnx.export(module, tuple(inputs.values()), buf, input_names=list(inputs), output_names=[output],
-                              opset_version=OPSET, dynamo=False,
-                              dynamic_axes={k: {0: "N"} for k in [*inputs, output]})
+            torch.onnx.export(
+                module,
+                tuple(inputs.values()),
+                buf,
+                input_names=list(inputs),
+                output_names=[output],
+                opset_version=OPSET,
+                dynamo=False,
+                dynamic_axes={k: {0: "N"} for k in [*inputs, output]},
+            )
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
     model = onnx.load_from_string(buf.getvalue())
@@ -94,14 +101,21 @@ def check_export(bundle_dir: Path, actor: DeployedActor, n: int = 256, seed: int
     return float(np.max(np.abs(actor.act(obs) - OnnxPolicy(load_bundle(bundle_dir)).graph(obs))))
 
 
-def export_bundle(run_dir: Path, cfg: Any, env: Any, actor: DeployedActor, out_dir: Path | None = None,
-                  action_chunk: ActionChunk | None = None) -> Path:
+def export_bundle(
+    run_dir: Path,
+    cfg: Any,
+    env: Any,
+    actor: DeployedActor,
+    out_dir: Path | None = None,
+    action_chunk: ActionChunk | None = None,
+) -> Path:
     """Write ``bundle/`` for a torch-trained run (policies.export.write_bundle; ``action_chunk``:
     the actor outputs chunks, ensembled on the robot as the section says)."""
     from simreal.policies.export import write_bundle
 
-    return write_bundle(run_dir, cfg, env, to_onnx(actor), actor.obs_mean.numpy(), actor.obs_std.numpy(), out_dir,
-                        action_chunk)
+    return write_bundle(
+        run_dir, cfg, env, to_onnx(actor), actor.obs_mean.numpy(), actor.obs_std.numpy(), out_dir, action_chunk
+    )
 
 
 def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int, seed: int) -> dict[str, float]:
@@ -125,4 +139,3 @@ def evaluate(env: Any, policy: Callable[[np.ndarray], np.ndarray], num_envs: int
     r: dict[str, float] = episode_means({k: float(v.sum()) for k, v in acc.items()})
     r["episodes"] = int(seen.sum())
     return r
-

@@ -110,8 +110,11 @@ class _BraxLearner:
     def iterate(self) -> dict[str, float]:
         self.ts, m = self.algo.iterate(self.ts)
         m = {k: float(v) for k, v in jax.device_get(m).items()}
-        named = {k if k.startswith(("reward/", "episode/")) else f"loss/{k}": v for k, v in m.items()
-                 if k != "reward_per_step"}
+        named = {
+            k if k.startswith(("reward/", "episode/")) else f"loss/{k}": v
+            for k, v in m.items()
+            if k != "reward_per_step"
+        }
         return {"reward_per_step": m["reward_per_step"], **named}
 
     def save(self, ckpt_dir: Path) -> Path:
@@ -120,11 +123,18 @@ class _BraxLearner:
         ckpt.prune(ckpt_dir)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None,
-                 max_failures: int | None = None) -> dict[str, float]:
-        return evaluate(self.env, self.algo.make_policy, self.algo.policy_params(self.ts),
-                        episodes or self.cfg.train.num_eval_envs, seed=self.cfg.seed + 1 if seed is None else seed,
-                        batch=self.cfg.train.num_eval_envs, max_failures=max_failures)
+    def evaluate(
+        self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
+    ) -> dict[str, float]:
+        return evaluate(
+            self.env,
+            self.algo.make_policy,
+            self.algo.policy_params(self.ts),
+            episodes or self.cfg.train.num_eval_envs,
+            seed=self.cfg.seed + 1 if seed is None else seed,
+            batch=self.cfg.train.num_eval_envs,
+            max_failures=max_failures,
+        )
 
 
 class BraxTrainer:
@@ -132,15 +142,23 @@ class BraxTrainer:
 
     name = "brax"
 
-    def build(self, run_dir: Path, cfg: RunConfig, backend: str | None = None,
-              **env_overrides: Any) -> tuple[Any, PPO | SAC]:
+    def build(
+        self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+    ) -> tuple[Any, PPO | SAC]:
         """(env, algorithm) of the run: the task's env on ``backend`` and the config's algorithm on it
         (``residual.ResidualTrainer`` wraps the env around its frozen base)."""
         env = make_env(cfg, backend=backend, **env_overrides)
         return env, make_algorithm(cfg, env)
 
-    def restore(self, run_dir: Path, cfg: RunConfig, backend: str | None = None, path: Path | None = None,
-                policy_only: bool = False, **env_overrides: Any) -> tuple[Any, PPO | SAC, Any]:
+    def restore(
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        backend: str | None = None,
+        path: Path | None = None,
+        policy_only: bool = False,
+        **env_overrides: Any,
+    ) -> tuple[Any, PPO | SAC, Any]:
         """(env, algorithm, training state) from ``path`` (default: the run's policy,
         ``checkpoint.policy_checkpoint``). ``policy_only``: the caller uses only
         ``algo.policy_params`` of the state (evaluation, export), so the rest may be missing from
@@ -153,8 +171,9 @@ class BraxTrainer:
         # placed as the iteration's outputs are: host arrays would make the second call compile again
         return env, algo, jax.device_put(ckpt.load_pytree(path, template, needed), algo.shardings)
 
-    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-              quiet: bool = False) -> TrainResult:
+    def train(
+        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+    ) -> TrainResult:
         t_start = t_start if t_start is not None else time.time()
         path = ckpt.resume_point(run_dir / "checkpoints") if resume else None
         if path is not None:
@@ -173,8 +192,9 @@ class BraxTrainer:
         key = jax.random.PRNGKey(0)  # the tanh-Gaussian's mode ignores it
         return LoadedPolicy(env=env, act=jax.jit(lambda obs: policy(obs, key)[0]))
 
-    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
-                 **env_overrides: Any) -> dict[str, float]:
+    def evaluate(
+        self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None, **env_overrides: Any
+    ) -> dict[str, float]:
         env, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)
         return evaluate(env, algo.make_policy, algo.policy_params(ts), episodes, seed=seed)
 

@@ -49,22 +49,41 @@ def runner_cfg(cfg: RunConfig) -> dict[str, Any]:
     """rsl_rl's train config from our PPOConfig (see module docstring)."""
     tc = cfg.train
     return {
-        "num_steps_per_env": tc.unroll_length, "save_interval": 10**9,
+        "num_steps_per_env": tc.unroll_length,
+        "save_interval": 10**9,
         "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
-        "algorithm": {"class_name": "PPO", "num_learning_epochs": tc.num_updates_per_batch,
-                      "num_mini_batches": tc.num_minibatches, "clip_param": tc.clipping_epsilon,
-                      "gamma": tc.discounting, "lam": tc.gae_lambda, "entropy_coef": tc.entropy_cost,
-                      "learning_rate": tc.learning_rate, "max_grad_norm": tc.max_grad_norm,
-                      **({"schedule": "fixed"} if tc.desired_kl is None else
-                         {"schedule": "adaptive", "desired_kl": tc.desired_kl}),
-                      "symmetry_cfg": {"use_data_augmentation": True, "data_augmentation_func": mirrored_batch}
-                      if tc.symmetry else None},
-        "actor": {"class_name": "MLPModel", "hidden_dims": list(tc.policy_hidden), "activation": tc.activation,
-                  "obs_normalization": tc.normalize_observations,
-                  "distribution_cfg": {"class_name": "GaussianDistribution",
-                                       "init_std": max(tc.init_noise_std, 1e-3)}},
-        "critic": {"class_name": "MLPModel", "hidden_dims": list(tc.value_hidden), "activation": tc.activation,
-                   "obs_normalization": tc.normalize_observations},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": tc.num_updates_per_batch,
+            "num_mini_batches": tc.num_minibatches,
+            "clip_param": tc.clipping_epsilon,
+            "gamma": tc.discounting,
+            "lam": tc.gae_lambda,
+            "entropy_coef": tc.entropy_cost,
+            "learning_rate": tc.learning_rate,
+            "max_grad_norm": tc.max_grad_norm,
+            **(
+                {"schedule": "fixed"}
+                if tc.desired_kl is None
+                else {"schedule": "adaptive", "desired_kl": tc.desired_kl}
+            ),
+            "symmetry_cfg": {"use_data_augmentation": True, "data_augmentation_func": mirrored_batch}
+            if tc.symmetry
+            else None,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(tc.policy_hidden),
+            "activation": tc.activation,
+            "obs_normalization": tc.normalize_observations,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": max(tc.init_noise_std, 1e-3)},
+        },
+        "critic": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(tc.value_hidden),
+            "activation": tc.activation,
+            "obs_normalization": tc.normalize_observations,
+        },
     }
 
 
@@ -165,7 +184,11 @@ class Driver:
         losses = alg.update()
         self.iteration += 1
         steps = self.runner.cfg["num_steps_per_env"]
-        return {**sums, **{k: v / steps for k, v in terms.items()}, **{f"loss/{k}": float(v) for k, v in losses.items()}}
+        return {
+            **sums,
+            **{k: v / steps for k, v in terms.items()},
+            **{f"loss/{k}": float(v) for k, v in losses.items()},
+        }
 
     def save(self, ckpt_dir: Path) -> Path:
         d = self.alg.save()
@@ -181,9 +204,11 @@ class Driver:
         return _actor(self.alg.get_policy())
 
 
-def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
-               **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor]:
-    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export, eval and play."""
+def load_actor(
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+) -> tuple[Any, torch_policy.DeployedActor]:
+    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export,
+    eval and play."""
     from rsl_rl.models import MLPModel
     from tensordict import TensorDict
 

@@ -137,18 +137,40 @@ def make_model(cfg: RunConfig, venv: Any) -> PPO | SAC:
     policy = _policy_name(venv.observation_space)
     if cfg.algorithm == "sac":
         model = SAC(
-            policy, venv, learning_rate=tc.learning_rate, buffer_size=tc.max_replay_size,
-            learning_starts=tc.min_replay_size, batch_size=tc.batch_size, tau=tc.tau, gamma=tc.discounting,
-            train_freq=1, gradient_steps=tc.grad_updates_per_step, target_entropy=-0.5 * venv.action_space.shape[0],
-            seed=cfg.seed, device="cpu", verbose=0, policy_kwargs=_sac_net(tc, policy))
+            policy,
+            venv,
+            learning_rate=tc.learning_rate,
+            buffer_size=tc.max_replay_size,
+            learning_starts=tc.min_replay_size,
+            batch_size=tc.batch_size,
+            tau=tc.tau,
+            gamma=tc.discounting,
+            train_freq=1,
+            gradient_steps=tc.grad_updates_per_step,
+            target_entropy=-0.5 * venv.action_space.shape[0],
+            seed=cfg.seed,
+            device="cpu",
+            verbose=0,
+            policy_kwargs=_sac_net(tc, policy),
+        )
     else:
         model = PPO(
-            policy, venv, n_steps=tc.unroll_length,
+            policy,
+            venv,
+            n_steps=tc.unroll_length,
             batch_size=tc.num_envs * tc.unroll_length // tc.num_minibatches,
-            n_epochs=tc.num_updates_per_batch, learning_rate=tc.learning_rate, gamma=tc.discounting,
-            gae_lambda=tc.gae_lambda, clip_range=tc.clipping_epsilon, ent_coef=tc.entropy_cost,
-            max_grad_norm=tc.max_grad_norm, seed=cfg.seed, device="cpu", verbose=0,
-            policy_kwargs={**_ppo_net(tc, policy), "log_std_init": float(np.log(max(tc.init_noise_std, 1e-3)))})
+            n_epochs=tc.num_updates_per_batch,
+            learning_rate=tc.learning_rate,
+            gamma=tc.discounting,
+            gae_lambda=tc.gae_lambda,
+            clip_range=tc.clipping_epsilon,
+            ent_coef=tc.entropy_cost,
+            max_grad_norm=tc.max_grad_norm,
+            seed=cfg.seed,
+            device="cpu",
+            verbose=0,
+            policy_kwargs={**_ppo_net(tc, policy), "log_std_init": float(np.log(max(tc.init_noise_std, 1e-3)))},
+        )
     model.set_logger(Logger(folder=None, output_formats=[]))  # a custom logger: learn() keeps it
     return model
 
@@ -159,13 +181,19 @@ def _features(policy: str) -> dict[str, Any]:
 
 
 def _ppo_net(tc: Any, policy: str) -> dict[str, Any]:
-    return {"net_arch": {"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
-            "activation_fn": ACTIVATIONS[tc.activation], **_features(policy)}
+    return {
+        "net_arch": {"pi": list(tc.policy_hidden), "vf": list(tc.value_hidden)},
+        "activation_fn": ACTIVATIONS[tc.activation],
+        **_features(policy),
+    }
 
 
 def _sac_net(tc: Any, policy: str) -> dict[str, Any]:
-    return {"net_arch": {"pi": list(tc.policy_hidden), "qf": list(tc.q_hidden)},
-            "activation_fn": ACTIVATIONS[tc.activation], **_features(policy)}
+    return {
+        "net_arch": {"pi": list(tc.policy_hidden), "qf": list(tc.q_hidden)},
+        "activation_fn": ACTIVATIONS[tc.activation],
+        **_features(policy),
+    }
 
 
 def _actor(policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray, obs_clip: float) -> torch_policy.DeployedActor:
@@ -195,8 +223,9 @@ class DictActor:
 
     def act(self, obs: Any) -> np.ndarray:
         obs = {k: np.asarray(v) for k, v in obs.items() if k in self.policy.observation_space.spaces}
-        obs[STATE_KEY] = np.clip((obs[STATE_KEY] - self.obs_mean) / self.obs_std, -self.obs_clip,
-                                 self.obs_clip).astype(np.float32)
+        obs[STATE_KEY] = np.clip((obs[STATE_KEY] - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip).astype(
+            np.float32
+        )
         return self.policy.predict(obs, deterministic=True)[0]
 
 
@@ -205,9 +234,14 @@ def _policy_space(space: gym.Space) -> gym.Space:
     by the ``VecTransposeImage`` SB3 wraps such an env in while training."""
     if not isinstance(space, gym.spaces.Dict):
         return space
-    return gym.spaces.Dict({k: VecTransposeImage.transpose_space(s, k)
-                            if is_image_space(s) and not is_image_space_channels_first(s) else s
-                            for k, s in space.spaces.items()})
+    return gym.spaces.Dict(
+        {
+            k: VecTransposeImage.transpose_space(s, k)
+            if is_image_space(s) and not is_image_space_channels_first(s)
+            else s
+            for k, s in space.spaces.items()
+        }
+    )
 
 
 def _state_rms(norm: VecNormalize) -> RunningMeanStd:
@@ -225,8 +259,11 @@ def _normalizer(ckpt: Path) -> dict[str, np.ndarray]:
     when it is missing (the checkpoint is unusable without it: the policy saw normalised input)."""
     path = _normalizer_path(ckpt)
     if not path.is_file():
-        raise DataFileError(str(path), f"missing: {ckpt.name} was trained on normalised observations and needs "
-                                       "this side file (restore it, or remove the checkpoint to use an older one)")
+        raise DataFileError(
+            str(path),
+            f"missing: {ckpt.name} was trained on normalised observations and needs "
+            "this side file (restore it, or remove the checkpoint to use an older one)",
+        )
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 
@@ -245,19 +282,34 @@ class Driver:
         if tc.reward_scaling != 1.0:
             venv = _ScaledReward(venv, tc.reward_scaling)
         keys = [STATE_KEY] if isinstance(venv.observation_space, gym.spaces.Dict) else None
-        self.norm = VecNormalize(venv, norm_obs=True, norm_reward=False, clip_obs=CLIP_OBS, epsilon=EPS,
-                                 gamma=tc.discounting, norm_obs_keys=keys) if tc.normalize_observations else None
+        self.norm = (
+            VecNormalize(
+                venv,
+                norm_obs=True,
+                norm_reward=False,
+                clip_obs=CLIP_OBS,
+                epsilon=EPS,
+                gamma=tc.discounting,
+                norm_obs_keys=keys,
+            )
+            if tc.normalize_observations
+            else None
+        )
         self.model = make_model(cfg, self.norm or venv)
-        self.steps_per_iteration = tc.num_envs * (tc.steps_per_iteration if cfg.algorithm == "sac"
-                                                  else tc.unroll_length)
+        self.steps_per_iteration = tc.num_envs * (
+            tc.steps_per_iteration if cfg.algorithm == "sac" else tc.unroll_length
+        )
         if resume_from is not None:
             self.model.set_parameters(str(resume_from), device="cpu")  # tensors only, weights_only load
             self.model.num_timesteps = ckpt.checkpoint_steps(resume_from)
             if cfg.algorithm == "sac":  # the buffer is not restored: refill it before updating
                 self.model.learning_starts = self.model.num_timesteps + tc.min_replay_size
             if cfg.algorithm == "sac":  # said where the user sees the resume
-                print("resume: SAC's replay buffer is not restored; the first "
-                      f"{tc.min_replay_size} steps refill it before updates go on", file=sys.stderr)
+                print(
+                    "resume: SAC's replay buffer is not restored; the first "
+                    f"{tc.min_replay_size} steps refill it before updates go on",
+                    file=sys.stderr,
+                )
             if self.norm is not None:
                 z = _normalizer(resume_from)
                 rms = _state_rms(self.norm)
@@ -270,8 +322,11 @@ class Driver:
     def iterate(self) -> dict[str, float]:
         cb = _EpisodeSums()
         self.model.learn(self.steps_per_iteration, callback=cb, reset_num_timesteps=False, log_interval=10**9)
-        losses = {f"loss/{k.split('/', 1)[1]}": float(v) for k, v in self.model.logger.name_to_value.items()
-                  if k.startswith("train/")}
+        losses = {
+            f"loss/{k.split('/', 1)[1]}": float(v)
+            for k, v in self.model.logger.name_to_value.items()
+            if k.startswith("train/")
+        }
         return {**cb.metrics(), **losses}
 
     def save(self, ckpt_dir: Path) -> Path:
@@ -301,17 +356,20 @@ def _state_size(space: gym.Space) -> int:
     return int((space[STATE_KEY] if isinstance(space, gym.spaces.Dict) else space).shape[0])
 
 
-def _deterministic(policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray,
-                   obs_clip: float) -> torch_policy.DeployedActor | DictActor:
+def _deterministic(
+    policy: Any, obs_mean: np.ndarray, obs_std: np.ndarray, obs_clip: float
+) -> torch_policy.DeployedActor | DictActor:
     """The policy's deterministic actor: a ``DictActor`` on dict observations, else the exportable MLP."""
     if isinstance(policy.observation_space, gym.spaces.Dict):
         return DictActor(policy, obs_mean, obs_std, obs_clip)
     return _actor(policy, obs_mean, obs_std, obs_clip)
 
 
-def load_actor(run_dir: Path, cfg: RunConfig, backend: str | None = None,
-               **env_overrides: Any) -> tuple[Any, torch_policy.DeployedActor | DictActor]:
-    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export, eval and play."""
+def load_actor(
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+) -> tuple[Any, torch_policy.DeployedActor | DictActor]:
+    """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export,
+    eval and play."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from simreal.sim.adapter_sb3 import SB3_HIDDEN_KEYS, action_space, observation_space

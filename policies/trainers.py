@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from simreal.policies.run_config import RunConfig
 
 
-
 class TrainerEntry(NamedTuple):
     """A row of the trainer table: where its driver is, the ``algorithm:`` values it runs,
     whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys), and
@@ -63,8 +62,11 @@ def check_observations(cfg: RunConfig, env: Any) -> None:
 
     if isinstance(env.observation_size, Mapping) and not TRAINERS[cfg.trainer].images:
         able = ", ".join(n for n, e in TRAINERS.items() if e.images)
-        raise ConfigError("trainer", f"{cfg.task} has image observations ({', '.join(env.observation_size)}); "
-                                     f"trainer={cfg.trainer} takes flat observations; use trainer={able}")
+        raise ConfigError(
+            "trainer",
+            f"{cfg.task} has image observations ({', '.join(env.observation_size)}); "
+            f"trainer={cfg.trainer} takes flat observations; use trainer={able}",
+        )
 
 
 def _memoryless() -> None:
@@ -93,8 +95,9 @@ class Trainer(Protocol):
 
     name: str
 
-    def train(self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None,
-              quiet: bool = False) -> TrainResult:
+    def train(
+        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+    ) -> TrainResult:
         """Train (or with ``resume`` continue from the latest checkpoint) the run in ``run_dir``
         on the shared loop (``loop_common``): metrics.csv, TensorBoard, plots, checkpoints."""
         ...
@@ -109,8 +112,9 @@ class Trainer(Protocol):
         run's own); ``env_overrides`` change env settings (``randomize=False``) only."""
         ...
 
-    def evaluate(self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None,
-                 **env_overrides: Any) -> dict[str, float]:
+    def evaluate(
+        self, run_dir: Path, cfg: RunConfig, episodes: int, seed: int, backend: str | None = None, **env_overrides: Any
+    ) -> dict[str, float]:
         """The first episode of each of ``episodes`` envs under the deterministic policy:
         the task's ``episode/<name>`` statistics averaged over them, plus ``episodes``, the
         number of episodes that ended (the statistic ``simreal eval`` reports)."""

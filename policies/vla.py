@@ -69,17 +69,28 @@ class VLASpec:
     use_state: bool = True  # False: the state token carries nothing (images and words only)
 
     def to_json(self) -> str:
-        return json.dumps({"cameras": {k: list(v) for k, v in self.cameras.items()}, "state_size": self.state_size,
-                           "action_size": self.action_size, "bins": self.bins, "max_tokens": self.max_tokens,
-                           "use_state": self.use_state})
+        return json.dumps(
+            {
+                "cameras": {k: list(v) for k, v in self.cameras.items()},
+                "state_size": self.state_size,
+                "action_size": self.action_size,
+                "bins": self.bins,
+                "max_tokens": self.max_tokens,
+                "use_state": self.use_state,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> VLASpec:
         d = json.loads(text)
-        return cls(cameras={k: (int(v[0]), int(v[1])) for k, v in d["cameras"].items()},
-                   state_size=int(d["state_size"]),
-                   action_size=int(d["action_size"]), bins=int(d["bins"]), max_tokens=int(d["max_tokens"]),
-                   use_state=bool(d.get("use_state", True)))  # older checkpoints: the state was read
+        return cls(
+            cameras={k: (int(v[0]), int(v[1])) for k, v in d["cameras"].items()},
+            state_size=int(d["state_size"]),
+            action_size=int(d["action_size"]),
+            bins=int(d["bins"]),
+            max_tokens=int(d["max_tokens"]),
+            use_state=bool(d.get("use_state", True)),
+        )  # older checkpoints: the state was read
 
 
 # -- tokenizer -----------------------------------------------------------------------------------
@@ -124,11 +135,24 @@ def _tiny_configs(vc: Any, spec: VLASpec, vocab: int) -> tuple[Any, Any]:
 
     side = max(max(hw) for hw in spec.cameras.values())
     side = -(-side // vc.patch_size) * vc.patch_size  # the cameras' images resized to a whole number of patches
-    vision = SiglipVisionConfig(hidden_size=vc.width, intermediate_size=2 * vc.width, num_hidden_layers=vc.layers,
-                                num_attention_heads=vc.heads, image_size=side, patch_size=vc.patch_size)
-    text = LlamaConfig(vocab_size=vocab, hidden_size=vc.width, intermediate_size=2 * vc.width,
-                       num_hidden_layers=vc.layers, num_attention_heads=vc.heads, num_key_value_heads=vc.heads,
-                       max_position_embeddings=1024, tie_word_embeddings=False)
+    vision = SiglipVisionConfig(
+        hidden_size=vc.width,
+        intermediate_size=2 * vc.width,
+        num_hidden_layers=vc.layers,
+        num_attention_heads=vc.heads,
+        image_size=side,
+        patch_size=vc.patch_size,
+    )
+    text = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=vc.width,
+        intermediate_size=2 * vc.width,
+        num_hidden_layers=vc.layers,
+        num_attention_heads=vc.heads,
+        num_key_value_heads=vc.heads,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+    )
     return vision, text
 
 
@@ -142,8 +166,16 @@ class VLA(nn.Module):
       action_low, action_high: (m,) the bins' range per action dimension.
     """
 
-    def __init__(self, spec: VLASpec, vision: Any, text: Any, state_mean: np.ndarray, state_std: np.ndarray,
-                 action_low: np.ndarray, action_high: np.ndarray):
+    def __init__(
+        self,
+        spec: VLASpec,
+        vision: Any,
+        text: Any,
+        state_mean: np.ndarray,
+        state_std: np.ndarray,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+    ):
         super().__init__()
         from transformers import AutoModel, SiglipVisionModel
 
@@ -179,13 +211,16 @@ class VLA(nn.Module):
             x = F.interpolate(x, size=(self.image_side, self.image_side), mode="bilinear", align_corners=False)
         return self.project(self.vision(pixel_values=x).last_hidden_state)
 
-    def forward(self, state: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, *images: torch.Tensor
-                ) -> torch.Tensor:
+    def forward(
+        self, state: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, *images: torch.Tensor
+    ) -> torch.Tensor:
         n = state.shape[0]
         vis = [self._camera_tokens(im) for im in images]
         x = (state - self.state_mean) / self.state_std * float(self.spec.use_state)
-        tokens = torch.cat([self.text.get_input_embeddings()(ids), *vis, self.state_in(x)[:, None],
-                            self.query.expand(n, -1, -1)], dim=1)
+        tokens = torch.cat(
+            [self.text.get_input_embeddings()(ids), *vis, self.state_in(x)[:, None], self.query.expand(n, -1, -1)],
+            dim=1,
+        )
         ones = torch.ones(n, sum(v.shape[1] for v in vis) + 2, dtype=mask.dtype, device=mask.device)
         full = torch.cat([mask, ones], dim=1)
         h = self.text(inputs_embeds=tokens, attention_mask=full).last_hidden_state[:, -1]
@@ -204,13 +239,21 @@ class DeployedVLA(nn.Module):
         super().__init__()
         self.vla = vla
 
-    def forward(self, state: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, *images: torch.Tensor
-                ) -> torch.Tensor:
+    def forward(
+        self, state: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, *images: torch.Tensor
+    ) -> torch.Tensor:
         return self.vla.mode(self.vla(state, ids, mask, *images))
 
 
-def build_vla(vc: Any, spec: VLASpec, sentences: Sequence[str], state_mean: np.ndarray, state_std: np.ndarray,
-              action_low: np.ndarray, action_high: np.ndarray) -> tuple[VLA, Any]:
+def build_vla(
+    vc: Any,
+    spec: VLASpec,
+    sentences: Sequence[str],
+    state_mean: np.ndarray,
+    state_std: np.ndarray,
+    action_low: np.ndarray,
+    action_high: np.ndarray,
+) -> tuple[VLA, Any]:
     """(a new VLA, its tokenizer) from ``train.vla`` (``vc``): the local checkpoints it names, or
     tiny random models and a word tokenizer of ``sentences`` (module docstring)."""
     vision_folder = _local_folder(vc.vision_model, "train.vla.vision_model") if vc.vision_model else ""
@@ -220,9 +263,15 @@ def build_vla(vc: Any, spec: VLASpec, sentences: Sequence[str], state_mean: np.n
     else:
         tok = word_tokenizer(sentences, spec.max_tokens)
     vision, text = _tiny_configs(vc, spec, tok.get_vocab_size())
-    model = VLA(spec, vision if not vision_folder else _pretrained_config(vision_folder, "train.vla.vision_model"),
-                text if not text_folder else _pretrained_config(text_folder, "train.vla.language_model"),
-                state_mean, state_std, action_low, action_high)
+    model = VLA(
+        spec,
+        vision if not vision_folder else _pretrained_config(vision_folder, "train.vla.vision_model"),
+        text if not text_folder else _pretrained_config(text_folder, "train.vla.language_model"),
+        state_mean,
+        state_std,
+        action_low,
+        action_high,
+    )
     if vision_folder:
         _load_pretrained(model.vision, vision_folder, "train.vla.vision_model", vision_tower=True)
     if text_folder:
@@ -240,8 +289,11 @@ def _local_folder(name: str, key: str) -> str:
     try:
         return snapshot_download(name, local_files_only=True)
     except Exception:  # huggingface_hub's: no cache entry, a malformed repo id (several types, no shared base)
-        raise ConfigError(key, f"{name}: not a local folder, and no such model in the Hugging Face cache "
-                               f"({constants.HF_HUB_CACHE}); nothing is downloaded") from None
+        raise ConfigError(
+            key,
+            f"{name}: not a local folder, and no such model in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}); nothing is downloaded",
+        ) from None
 
 
 def _pretrained_config(folder: str, key: str) -> Any:
@@ -251,15 +303,19 @@ def _pretrained_config(folder: str, key: str) -> Any:
     from transformers import AutoConfig
 
     if not (Path(folder) / "config.json").is_file():
-        raise ConfigError(key, f"{folder} has no config.json: expected a local Hugging Face model folder "
-                               "(nothing is downloaded)")
+        raise ConfigError(
+            key, f"{folder} has no config.json: expected a local Hugging Face model folder (nothing is downloaded)"
+        )
     cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
     if not key.endswith("vision_model"):
         return getattr(cfg, "text_config", cfg)
     cfg = getattr(cfg, "vision_config", cfg)
     if cfg.model_type != "siglip_vision_model":
-        raise ConfigError(key, f"{folder} is a {cfg.model_type} checkpoint; expected a SigLIP one "
-                               "(siglip_vision_model, or siglip with its vision tower)")
+        raise ConfigError(
+            key,
+            f"{folder} is a {cfg.model_type} checkpoint; expected a SigLIP one "
+            "(siglip_vision_model, or siglip with its vision tower)",
+        )
     return cfg
 
 
@@ -275,15 +331,19 @@ def _load_pretrained(module: nn.Module, folder: str, key: str, vision_tower: boo
     what = "a SigLIP vision checkpoint" if vision_tower else "a causal language model"
     try:
         loaded, info = (SiglipVisionModel if vision_tower else AutoModel).from_pretrained(
-            folder, local_files_only=True, output_loading_info=True)
+            folder, local_files_only=True, output_loading_info=True
+        )
     except (OSError, RuntimeError, ValueError) as e:  # transformers' report on weights of other shapes
         raise ConfigError(key, f"{folder} does not hold the weights of {what} ({short_reason(e)})") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     missing = sorted(info.get("missing_keys") or []) + sorted(info.get("mismatched_keys") or [])
     if missing:
-        raise ConfigError(key, f"{folder} does not hold the weights of {what}: missing "
-                               f"{', '.join(map(str, missing[:3]))} (of {len(missing)})")
+        raise ConfigError(
+            key,
+            f"{folder} does not hold the weights of {what}: missing "
+            f"{', '.join(map(str, missing[:3]))} (of {len(missing)})",
+        )
     module.load_state_dict(loaded.state_dict(), strict=True)
 
 
@@ -293,9 +353,17 @@ def save_vla(path: Path, model: VLA, tok: Any, meta: Mapping[str, Any]) -> None:
     from simreal.safetensors_io import save_tensors
     from simreal.yaml_io import atomic_write_text
 
-    save_tensors(path, model.state_dict(), FORMAT, {
-        "meta": json.dumps(dict(meta)), "spec": model.spec.to_json(),
-        "vision_config": model.vision.config.to_json_string(), "text_config": model.text.config.to_json_string()})
+    save_tensors(
+        path,
+        model.state_dict(),
+        FORMAT,
+        {
+            "meta": json.dumps(dict(meta)),
+            "spec": model.spec.to_json(),
+            "vision_config": model.vision.config.to_json_string(),
+            "text_config": model.text.config.to_json_string(),
+        },
+    )
     atomic_write_text(path.parent / TOKENIZER.name, tok.to_str())
 
 
@@ -313,7 +381,8 @@ def load_vla(path: Path) -> tuple[VLA, Any]:
     vision_cfg = AutoConfig.for_model(**vision)
     text_cfg = AutoConfig.for_model(**text)
     m = spec.action_size
-    model = VLA(spec, vision_cfg, text_cfg, np.zeros(spec.state_size), np.ones(spec.state_size), -np.ones(m),
-                np.ones(m))
+    model = VLA(
+        spec, vision_cfg, text_cfg, np.zeros(spec.state_size), np.ones(spec.state_size), -np.ones(m), np.ones(m)
+    )
     model.load_state_dict(tensors, strict=True)
     return model.eval(), load_tokenizer(path.parent / TOKENIZER.name, spec.max_tokens)

@@ -33,13 +33,13 @@ from simreal.policies.demos import ACTION, IMAGE_PREFIX, STATE
 class VLADemos:
     """Every frame of a dataset, with what the VLA reads (arrays over frames)."""
 
-    state: np.ndarray                 # (F, n) f32
-    action: np.ndarray                # (F, m) f32
-    images: dict[str, np.ndarray]     # camera -> (F, H, W, 3) u8
-    sentence: np.ndarray              # (F,) int, index into ``sentences``
-    sentences: list[str]              # the dataset's instructions
-    episode: np.ndarray               # (F,) episode index
-    stats: dict[str, Any]             # meta/stats.json
+    state: np.ndarray  # (F, n) f32
+    action: np.ndarray  # (F, m) f32
+    images: dict[str, np.ndarray]  # camera -> (F, H, W, 3) u8
+    sentence: np.ndarray  # (F,) int, index into ``sentences``
+    sentences: list[str]  # the dataset's instructions
+    episode: np.ndarray  # (F,) episode index
+    stats: dict[str, Any]  # meta/stats.json
 
 
 def load_vla_demos(root: str | Path, cameras: tuple[str, ...], env: Any) -> VLADemos:
@@ -53,16 +53,23 @@ def load_vla_demos(root: str | Path, cameras: tuple[str, ...], env: Any) -> VLAD
     ds = Dataset(root)
     check_rate(ds, env)
     info = str(Path(root) / "meta" / "info.json")
-    have = [k[len(IMAGE_PREFIX):] for k, ft in ds.features.items()
-            if k.startswith(IMAGE_PREFIX) and ft["dtype"] in ("video", "image")]
+    have = [
+        k[len(IMAGE_PREFIX) :]
+        for k, ft in ds.features.items()
+        if k.startswith(IMAGE_PREFIX) and ft["dtype"] in ("video", "image")
+    ]
     cams = tuple(cameras) or tuple(have)
     if not cams:
-        raise DataFileError(info, "no camera images (observation.images.<camera>): a VLA sees through a camera; "
-                                  "record with simreal demos --camera NAME")
+        raise DataFileError(
+            info,
+            "no camera images (observation.images.<camera>): a VLA sees through a camera; "
+            "record with simreal demos --camera NAME",
+        )
     for c in cams:
         if c not in have:
-            raise DataFileError(info, f"no feature '{IMAGE_PREFIX}{c}' (train.vla.cameras); cameras: "
-                                      f"{', '.join(have) or 'none'}")
+            raise DataFileError(
+                info, f"no feature '{IMAGE_PREFIX}{c}' (train.vla.cameras); cameras: {', '.join(have) or 'none'}"
+            )
     for key, size in ((STATE, state_size(env)), (ACTION, int(env.action_size))):
         shape = list(ds.features.get(key, {}).get("shape", []))
         if shape != [size]:
@@ -72,13 +79,15 @@ def load_vla_demos(root: str | Path, cameras: tuple[str, ...], env: Any) -> VLAD
     eps = [ds.episode(i) for i in range(ds.num_episodes)]
     sentences = sorted({ds.episode_task(i) for i in range(ds.num_episodes)})
     which = [sentences.index(ds.episode_task(i)) for i in range(ds.num_episodes)]
-    return VLADemos(state=np.concatenate([e[STATE] for e in eps]).astype(np.float32),
-                    action=np.concatenate([e[ACTION] for e in eps]).astype(np.float32),
-                    images={c: np.concatenate([e[IMAGE_PREFIX + c] for e in eps]) for c in cams},
-                    sentence=np.concatenate([np.full(len(e[ACTION]), w) for e, w in zip(eps, which)]),
-                    sentences=sentences,
-                    episode=np.concatenate([np.full(len(e[ACTION]), i) for i, e in enumerate(eps)]),
-                    stats=ds.stats)
+    return VLADemos(
+        state=np.concatenate([e[STATE] for e in eps]).astype(np.float32),
+        action=np.concatenate([e[ACTION] for e in eps]).astype(np.float32),
+        images={c: np.concatenate([e[IMAGE_PREFIX + c] for e in eps]) for c in cams},
+        sentence=np.concatenate([np.full(len(e[ACTION]), w) for e, w in zip(eps, which)]),
+        sentences=sentences,
+        episode=np.concatenate([np.full(len(e[ACTION]), i) for i, e in enumerate(eps)]),
+        stats=ds.stats,
+    )
 
 
 def action_range(stats: dict[str, Any], floor: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +106,7 @@ def shift(images: torch.Tensor, pad: int, gen: torch.Generator) -> torch.Tensor:
     n, h, w, _ = images.shape
     x = F.pad(images.permute(0, 3, 1, 2).float(), (pad, pad, pad, pad), mode="replicate")
     dx, dy = (torch.randint(0, 2 * pad + 1, (n,), generator=gen) for _ in range(2))
-    out = torch.stack([x[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
+    out = torch.stack([x[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(n)])
     return out.permute(0, 2, 3, 1).to(torch.uint8)
 
 
@@ -129,13 +138,20 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
     tc, vc = cfg.train, cfg.train.vla
     env = make_env(cfg)
     demos = load_vla_demos(tc.dataset, vc.cameras, env)
-    spec = VLASpec(cameras={c: tuple(im.shape[1:3]) for c, im in demos.images.items()}, state_size=state_size(env),
-                   action_size=int(env.action_size), bins=vc.bins, max_tokens=vc.max_tokens, use_state=vc.use_state)
+    spec = VLASpec(
+        cameras={c: tuple(im.shape[1:3]) for c, im in demos.images.items()},
+        state_size=state_size(env),
+        action_size=int(env.action_size),
+        bins=vc.bins,
+        max_tokens=vc.max_tokens,
+        use_state=vc.use_state,
+    )
     torch.manual_seed(cfg.seed)
     st = demos.stats[STATE]
     lo, hi = action_range(demos.stats)
-    model, tok = build_vla(vc, spec, demos.sentences, np.asarray(st["mean"]),
-                           np.maximum(np.asarray(st["std"]), STD_FLOOR), lo, hi)
+    model, tok = build_vla(
+        vc, spec, demos.sentences, np.asarray(st["mean"]), np.maximum(np.asarray(st["std"]), STD_FLOOR), lo, hi
+    )
     ids, mask = (torch.from_numpy(a) for a in tokenize(tok, demos.sentences))
     train_ep, val_ep = split_episodes(int(demos.episode.max()) + 1, tc.val_fraction, cfg.seed)
     tr, va = (np.flatnonzero(np.isin(demos.episode, e)) for e in (train_ep, val_ep))
@@ -171,17 +187,31 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
         if len(va):
             with torch.no_grad():
                 out = [(logits(b, False), b) for b in torch.from_numpy(va).split(256)]
-                val = float(sum(F.cross_entropy(lg.flatten(0, 1), target[b].flatten(), reduction="sum")
-                                for lg, b in out)) / (len(va) * spec.action_size)
-                err = float(sum((model.mode(lg) - torch.from_numpy(demos.action[b])).abs().sum()
-                                for lg, b in out)) / (len(va) * spec.action_size)
+                val = float(
+                    sum(F.cross_entropy(lg.flatten(0, 1), target[b].flatten(), reduction="sum") for lg, b in out)
+                ) / (len(va) * spec.action_size)
+                err = float(sum((model.mode(lg) - torch.from_numpy(demos.action[b])).abs().sum() for lg, b in out)) / (
+                    len(va) * spec.action_size
+                )
         kept = best is None or not len(va) or err <= best.val_action_error
         if kept:
             best = VLAFit(epoch, total / len(tr), val, err, steps)
-            save_vla(run_dir / CHECKPOINT, model, tok, {"epoch": epoch, "dataset": str(tc.dataset),
-                                                         "train": total / len(tr), "val": val})
-        metrics.append({"epoch": epoch, "gradient_steps": steps, "wall_s": time.time() - t0,
-                        "loss/train": total / len(tr), "loss/val": val, "val_action_error": err})
+            save_vla(
+                run_dir / CHECKPOINT,
+                model,
+                tok,
+                {"epoch": epoch, "dataset": str(tc.dataset), "train": total / len(tr), "val": val},
+            )
+        metrics.append(
+            {
+                "epoch": epoch,
+                "gradient_steps": steps,
+                "wall_s": time.time() - t0,
+                "loss/train": total / len(tr),
+                "loss/val": val,
+                "val_action_error": err,
+            }
+        )
         metrics.flush()
     progress.close()
     from simreal.policies.vla import load_vla
@@ -191,5 +221,9 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
     metrics.rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
     metrics.flush()
     kept = cast(VLAFit, best)  # train.epochs >= 1: an epoch was kept
-    return BCResult(run_dir=run_dir, fit=FitResult(kept.best_epoch, kept.train_loss, kept.val_loss, steps),
-                    eval=evaluation, wall_s=time.time() - t0)
+    return BCResult(
+        run_dir=run_dir,
+        fit=FitResult(kept.best_epoch, kept.train_loss, kept.val_loss, steps),
+        eval=evaluation,
+        wall_s=time.time() - t0,
+    )

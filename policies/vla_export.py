@@ -31,10 +31,15 @@ def graph_inputs(model: VLA, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
     state = model.state_mean + 2.0 * model.state_std * torch.randn(n, spec.state_size, generator=g)
     vocab = model.text.get_input_embeddings().num_embeddings
     mask = (torch.arange(L)[None] < (1 + torch.arange(n)[:, None] % L)).long()  # lengths 1..L in turn
-    return {"obs": state, INSTRUCTION_IDS: torch.randint(0, vocab, (n, L), generator=g) * mask,
-            INSTRUCTION_MASK: mask,
-            **{f"image.{c}": torch.randint(0, 256, (n, h, w, 3), generator=g, dtype=torch.uint8)
-               for c, (h, w) in spec.cameras.items()}}
+    return {
+        "obs": state,
+        INSTRUCTION_IDS: torch.randint(0, vocab, (n, L), generator=g) * mask,
+        INSTRUCTION_MASK: mask,
+        **{
+            f"image.{c}": torch.randint(0, 256, (n, h, w, 3), generator=g, dtype=torch.uint8)
+            for c, (h, w) in spec.cameras.items()
+        },
+    }
 
 
 def export_vla(run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
@@ -46,10 +51,20 @@ def export_vla(run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tu
     deployed = DeployedVLA(model).eval()
     graph = module_to_onnx(deployed, graph_inputs(model, 1))
     spec = model.spec
-    out = write_bundle(Path(run_dir), cfg, env, graph, model.state_mean.numpy(), model.state_std.numpy(), out_dir,
-                       sections={"images": [{"name": c, "height": h, "width": w} for c, (h, w) in spec.cameras.items()],
-                                 "instruction": {"tokenizer": "tokenizer.json", "max_tokens": spec.max_tokens}},
-                       files={"tokenizer.json": tok.to_str().encode()})
+    out = write_bundle(
+        Path(run_dir),
+        cfg,
+        env,
+        graph,
+        model.state_mean.numpy(),
+        model.state_std.numpy(),
+        out_dir,
+        sections={
+            "images": [{"name": c, "height": h, "width": w} for c, (h, w) in spec.cameras.items()],
+            "instruction": {"tokenizer": "tokenizer.json", "max_tokens": spec.max_tokens},
+        },
+        files={"tokenizer.json": tok.to_str().encode()},
+    )
     return out, check_vla_export(out, deployed)
 
 
@@ -61,5 +76,3 @@ def check_vla_export(bundle_dir: Path, deployed: DeployedVLA, n: int = 32) -> fl
     policy = OnnxPolicy(load_bundle(bundle_dir))
     got = policy.graph(x["obs"].numpy(), {k: v.numpy() for k, v in x.items() if k != "obs"})
     return float(np.max(np.abs(got - want)))
-
-

@@ -69,8 +69,9 @@ class Critic(nn.Module):
         return self.net((x - self.mean) / self.std)[..., 0]
 
 
-def gae(reward: np.ndarray, value: np.ndarray, done: np.ndarray, alive: np.ndarray, gamma: float, lam: float
-        ) -> tuple[np.ndarray, np.ndarray]:
+def gae(
+    reward: np.ndarray, value: np.ndarray, done: np.ndarray, alive: np.ndarray, gamma: float, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(advantages, returns), each (T, N): generalised advantage estimation over each env's first
     episode, its last step terminal (no bootstrap past ``done`` or the rollout's end)."""
     T = reward.shape[0]
@@ -87,8 +88,8 @@ def gae(reward: np.ndarray, value: np.ndarray, done: np.ndarray, alive: np.ndarr
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneResult:
-    before: dict[str, float]   # the cloned policy's deterministic evaluation
-    after: dict[str, float]    # the fine-tuned policy's
+    before: dict[str, float]  # the cloned policy's deterministic evaluation
+    after: dict[str, float]  # the fine-tuned policy's
     rounds: int
     wall_s: float
 
@@ -97,15 +98,26 @@ def _frames(ro: Rollout) -> dict[str, torch.Tensor]:
     """The rollout's alive frames, flattened: what a PPO minibatch indexes."""
     keep = ro.alive.reshape(-1)
     env_of = np.broadcast_to(np.arange(ro.alive.shape[1]), ro.alive.shape).reshape(-1)[keep]
-    flat = {"state": ro.state, "bins": ro.bins, "logp": ro.logp, "privileged": ro.privileged,
-            **{f"image/{c}": im for c, im in ro.images.items()}}
+    flat = {
+        "state": ro.state,
+        "bins": ro.bins,
+        "logp": ro.logp,
+        "privileged": ro.privileged,
+        **{f"image/{c}": im for c, im in ro.images.items()},
+    }
     out = {k: torch.from_numpy(np.ascontiguousarray(v.reshape(-1, *v.shape[2:])[keep])) for k, v in flat.items()}
     out["ids"], out["mask"] = torch.from_numpy(ro.ids[env_of]), torch.from_numpy(ro.mask[env_of])
     return out
 
 
-def finetune(run_dir: Path, cfg: Any, model: VLA, tok: Any, env: Any,
-             on_round: Callable[[int, dict[str, float]], None] | None = None) -> FinetuneResult:
+def finetune(
+    run_dir: Path,
+    cfg: Any,
+    model: VLA,
+    tok: Any,
+    env: Any,
+    on_round: Callable[[int, dict[str, float]], None] | None = None,
+) -> FinetuneResult:
     """PPO rounds on ``model`` in ``env`` (module docstring), checkpoints and metrics in ``run_dir``."""
     from simreal.rundir import MetricsCsv
     from simreal.safetensors_io import save_tensors
@@ -122,8 +134,17 @@ def finetune(run_dir: Path, cfg: Any, model: VLA, tok: Any, env: Any,
     critic: Critic | None = None
     opt = torch.optim.Adam(model.parameters(), lr=rc.learning_rate)
     for it in range(1, rc.iterations + 1):
-        ro = rollout(env, cfg.task, model, tok, rc.num_envs, seed=cfg.seed + 1000 * it, sample=True, generator=gen,
-                     temperature=tau)
+        ro = rollout(
+            env,
+            cfg.task,
+            model,
+            tok,
+            rc.num_envs,
+            seed=cfg.seed + 1000 * it,
+            sample=True,
+            generator=gen,
+            temperature=tau,
+        )
         if critic is None:  # its input's standardisation: the first round's states
             live = ro.privileged[ro.alive]
             critic = Critic(live.mean(0), live.std(0), rc.critic_hidden)
@@ -140,14 +161,22 @@ def finetune(run_dir: Path, cfg: Any, model: VLA, tok: Any, env: Any,
         kls, clipped, updates, stop = [], [], 0, False
         for _ in range(rc.epochs):
             for b in torch.randperm(len(a), generator=gen).split(rc.batch_size):
-                logits = model(data["state"][b], data["ids"][b], data["mask"][b],
-                               *(data[f"image/{c}"][b] for c in model.spec.cameras)) / tau
+                logits = (
+                    model(
+                        data["state"][b],
+                        data["ids"][b],
+                        data["mask"][b],
+                        *(data[f"image/{c}"][b] for c in model.spec.cameras),
+                    )
+                    / tau
+                )
                 logp_all = F.log_softmax(logits, -1)
                 logp = torch.gather(logp_all, 2, data["bins"][b][..., None])[..., 0].sum(-1)
                 ratio = torch.exp(logp - data["logp"][b])
                 adv_b = data["adv"][b]
-                loss_pi = -torch.min(ratio * adv_b, torch.clamp(ratio, 1 - rc.clipping_epsilon,
-                                                                 1 + rc.clipping_epsilon) * adv_b).mean()
+                loss_pi = -torch.min(
+                    ratio * adv_b, torch.clamp(ratio, 1 - rc.clipping_epsilon, 1 + rc.clipping_epsilon) * adv_b
+                ).mean()
                 entropy = -(logp_all.exp() * logp_all).sum(-1).sum(-1).mean()
                 opt.zero_grad()
                 (loss_pi - rc.entropy_cost * entropy).backward()
@@ -169,10 +198,17 @@ def finetune(run_dir: Path, cfg: Any, model: VLA, tok: Any, env: Any,
         model.eval()
         save_vla(run_dir / CHECKPOINT, model, tok, {"round": it, "finetuned_from": cfg.train.vla.finetuned_from})
         save_tensors(run_dir / CRITIC, critic.state_dict(), CRITIC_FORMAT, {"round": str(it)})
-        row = {"round": it, "wall_s": time.time() - t0, "success_sampled": ro.stats.get("success", float("nan")),
-               "success_reward": float(ro.reward[ro.alive].sum() / ro.alive.shape[1]),
-               "task_return": ro.stats.get("return", float("nan")), "approx_kl": float(np.mean(kls)),
-               "clip_fraction": float(np.mean(clipped)), "updates": updates, "kl_stop": float(stop)}
+        row = {
+            "round": it,
+            "wall_s": time.time() - t0,
+            "success_sampled": ro.stats.get("success", float("nan")),
+            "success_reward": float(ro.reward[ro.alive].sum() / ro.alive.shape[1]),
+            "task_return": ro.stats.get("return", float("nan")),
+            "approx_kl": float(np.mean(kls)),
+            "clip_fraction": float(np.mean(clipped)),
+            "updates": updates,
+            "kl_stop": float(stop),
+        }
         metrics.append(row)
         metrics.flush()
         if on_round is not None:

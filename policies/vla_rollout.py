@@ -36,25 +36,35 @@ from simreal.policies.vla import VLA, tokenize
 class Rollout:
     """Episodes of a batch: per step t < T and env i (``alive[t, i]``: still in its first episode)."""
 
-    state: np.ndarray        # (T, N, n) f32
+    state: np.ndarray  # (T, N, n) f32
     images: dict[str, np.ndarray]  # camera -> (T, N, H, W, 3) u8
-    ids: np.ndarray          # (N, L) the instructions' tokens
-    mask: np.ndarray         # (N, L)
-    bins: np.ndarray         # (T, N, m) int64, the actions taken
-    logp: np.ndarray         # (T, N) log pi(bins | o) when taken
-    privileged: np.ndarray   # (T, N, k) the state and the scene's noise-free state (an asymmetric critic's input)
-    reward: np.ndarray       # (T, N) sparse success
-    done: np.ndarray         # (T, N) bool, the episode ended with this step
-    alive: np.ndarray        # (T, N) bool
+    ids: np.ndarray  # (N, L) the instructions' tokens
+    mask: np.ndarray  # (N, L)
+    bins: np.ndarray  # (T, N, m) int64, the actions taken
+    logp: np.ndarray  # (T, N) log pi(bins | o) when taken
+    privileged: np.ndarray  # (T, N, k) the state and the scene's noise-free state (an asymmetric critic's input)
+    reward: np.ndarray  # (T, N) sparse success
+    done: np.ndarray  # (T, N) bool, the episode ended with this step
+    alive: np.ndarray  # (T, N) bool
     stats: dict[str, float]  # the task's episode statistics over the N episodes, and ``episodes``
-    sentences: list[str]     # (N,) each episode's instruction, as the policy was told it
-    success: np.ndarray      # (N,) each episode's success (NaN where it did not end)
+    sentences: list[str]  # (N,) each episode's instruction, as the policy was told it
+    success: np.ndarray  # (N,) each episode's success (NaN where it did not end)
 
 
 @torch.no_grad()
-def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int, sample: bool,
-            generator: torch.Generator | None = None, temperature: float = 1.0,
-            say: Callable[[str, Mapping[str, np.ndarray]], str] = instruction, keep_frames: bool = True) -> Rollout:
+def rollout(
+    env: Any,
+    task: str,
+    model: VLA,
+    tok: Any,
+    num_envs: int,
+    seed: int,
+    sample: bool,
+    generator: torch.Generator | None = None,
+    temperature: float = 1.0,
+    say: Callable[[str, Mapping[str, np.ndarray]], str] = instruction,
+    keep_frames: bool = True,
+) -> Rollout:
     """``num_envs`` first episodes of ``model`` in ``env`` (module docstring); sampled bins are
     drawn at ``temperature`` (logits / temperature), and ``logp`` is of that distribution.
     ``say(task, inputs)``: the instruction the policy is told for an episode's task inputs (the
@@ -94,16 +104,26 @@ def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int,
                 bins = logits.argmax(-1)
             action = torch.gather(model.bin_centres.expand(num_envs, -1, -1), 2, bins[..., None])[..., 0]
             if keep_frames:
-                priv = state if scene is None else np.concatenate(
-                    [state, np.asarray(scene(s.pipeline_state, s.info), np.float32)], axis=1)
+                priv = (
+                    state
+                    if scene is None
+                    else np.concatenate([state, np.asarray(scene(s.pipeline_state, s.info), np.float32)], axis=1)
+                )
             out = batch.step(np.clip(action.numpy(), -1.0, 1.0))
             done = np.asarray(out.done)
             reward = np.asarray(success_now(batch.state.info["stats"]), np.float32)
             reward = np.where(done, np.asarray(out.episode_metrics["episode/success"]) > 0.5, reward)
             if keep_frames:
-                frame = {"state": state, "bins": bins.numpy(), "logp": dist.log_prob(bins).sum(-1).numpy(),
-                         "privileged": priv, "reward": reward.astype(np.float32), "done": done, "alive": alive.copy(),
-                         **{f"image/{c}": im for c, im in zip(model.spec.cameras, cams)}}
+                frame = {
+                    "state": state,
+                    "bins": bins.numpy(),
+                    "logp": dist.log_prob(bins).sum(-1).numpy(),
+                    "privileged": priv,
+                    "reward": reward.astype(np.float32),
+                    "done": done,
+                    "alive": alive.copy(),
+                    **{f"image/{c}": im for c, im in zip(model.spec.cameras, cams)},
+                }
                 for k, v in frame.items():
                     rows.setdefault(k, []).append(v)
             first = done & alive
@@ -119,11 +139,21 @@ def rollout(env: Any, task: str, model: VLA, tok: Any, num_envs: int, seed: int,
     stats["episodes"] = int((~alive).sum())
     col = {k: np.stack(v) for k, v in rows.items()}
     empty = np.zeros((0, num_envs))
-    return Rollout(state=col.get("state", empty), images={c: col.get(f"image/{c}", empty) for c in model.spec.cameras},
-                   ids=ids, mask=mask, bins=col.get("bins", empty), logp=col.get("logp", empty),
-                   privileged=col.get("privileged", empty), reward=col.get("reward", empty),
-                   done=col.get("done", empty),
-                   alive=col.get("alive", empty), stats=stats, sentences=sentences, success=success)
+    return Rollout(
+        state=col.get("state", empty),
+        images={c: col.get(f"image/{c}", empty) for c in model.spec.cameras},
+        ids=ids,
+        mask=mask,
+        bins=col.get("bins", empty),
+        logp=col.get("logp", empty),
+        privileged=col.get("privileged", empty),
+        reward=col.get("reward", empty),
+        done=col.get("done", empty),
+        alive=col.get("alive", empty),
+        stats=stats,
+        sentences=sentences,
+        success=success,
+    )
 
 
 def _batch_functions(env: Any) -> tuple[Any, Any, Any]:

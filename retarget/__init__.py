@@ -8,8 +8,8 @@ Modules, in the order data flows through them:
 - robot: ``load_robot`` (g1, h1, a spec YAML, or an MJCF / URDF) with a keypoint_map, scene boxes,
   limits, feet and the self-collision filter.
 - targets: scaling (from limb lengths) + contacts (stance labels) -> per-frame targets.
-- ik (mink, frame by frame, with collisions' clearance rows) and interaction (interaction_mesh + window_qp + qp + collisions:
-  windowed SQP with hard constraints) solve for the joint trajectory.
+- ik (mink, frame by frame, with collisions' clearance rows) and interaction (interaction_mesh +
+  window_qp + qp + collisions: windowed SQP with hard constraints) solve for the joint trajectory.
 - metrics: the physical measurements, the same for both methods; checks: the graded report
   (thresholds, per-frame-range findings, the verdict); feasibility: PD playback of the result
   with the robot's own servos and a free base.

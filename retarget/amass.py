@@ -31,10 +31,28 @@ from simreal.retarget.skeleton import HumanMotion, forward_kinematics
 
 # The 22 body joints shared by SMPL, SMPL+H and SMPL-X, in their pose-vector order.
 SMPL_BODY_JOINTS: tuple[str, ...] = (
-    "pelvis", "left_hip", "right_hip", "spine1", "left_knee", "right_knee", "spine2",
-    "left_ankle", "right_ankle", "spine3", "left_foot", "right_foot", "neck", "left_collar",
-    "right_collar", "head", "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
-    "left_wrist", "right_wrist",
+    "pelvis",
+    "left_hip",
+    "right_hip",
+    "spine1",
+    "left_knee",
+    "right_knee",
+    "spine2",
+    "left_ankle",
+    "right_ankle",
+    "spine3",
+    "left_foot",
+    "right_foot",
+    "neck",
+    "left_collar",
+    "right_collar",
+    "head",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
 )
 _POSE_WIDTH = {72: "smpl", 156: "smplh", 165: "smplx"}
 _MODEL_FILES = {
@@ -42,8 +60,11 @@ _MODEL_FILES = {
     "smplx": ("smplx/SMPLX_{G}.npz", "smplx/{g}/model.npz"),
     "smpl": ("smpl/SMPL_{G}.npz", "smpl/{g}/model.npz"),
 }
-_WHERE = {"smplh": "https://mano.is.tue.mpg.de (Extended SMPL+H model, as used by AMASS)",
-          "smplx": "https://smpl-x.is.tue.mpg.de", "smpl": "https://smpl.is.tue.mpg.de"}
+_WHERE = {
+    "smplh": "https://mano.is.tue.mpg.de (Extended SMPL+H model, as used by AMASS)",
+    "smplx": "https://smpl-x.is.tue.mpg.de",
+    "smpl": "https://smpl.is.tue.mpg.de",
+}
 
 
 def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike | None) -> Path:
@@ -56,11 +77,13 @@ def body_model_path(model_type: str, gender: str, body_models: str | os.PathLike
             if (Path(root) / rel).exists():  # a folder or damaged file there is named by open_npz
                 return Path(root) / rel
     where = f"under {root}" if root else "(no --body-models DIR given and $SIMREAL_BODY_MODELS unset)"
-    raise DataFileError(str(Path(root or ".") / tried[0]),
-                        f"the {model_type.upper()} body model ({gender}) is needed to turn this AMASS clip "
-                        f"into joint positions; none found {where}. Expected one of: "
-                        f"{', '.join('DIR/' + t for t in tried)}. Download it from {_WHERE[model_type]} "
-                        "and pass --body-models DIR")
+    raise DataFileError(
+        str(Path(root or ".") / tried[0]),
+        f"the {model_type.upper()} body model ({gender}) is needed to turn this AMASS clip "
+        f"into joint positions; none found {where}. Expected one of: "
+        f"{', '.join('DIR/' + t for t in tried)}. Download it from {_WHERE[model_type]} "
+        "and pass --body-models DIR",
+    )
 
 
 def rest_joints(model_path: Path, betas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +136,10 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
     if gender not in ("male", "female", "neutral"):
         raise DataFileError(str(p), f"field 'gender' is {gender!r}; valid: male, female, neutral")
     if poses.ndim != 2 or poses.shape[0] < 1 or poses.shape[1] not in _POSE_WIDTH:
-        raise DataFileError(str(p), f"field 'poses' must be (T, 72 | 156 | 165) for SMPL | SMPL+H | "
-                                    f"SMPL-X with T >= 1, got {poses.shape}")
+        raise DataFileError(
+            str(p),
+            f"field 'poses' must be (T, 72 | 156 | 165) for SMPL | SMPL+H | SMPL-X with T >= 1, got {poses.shape}",
+        )
     if trans.shape != (poses.shape[0], 3):
         raise DataFileError(str(p), f"field 'trans' must be ({poses.shape[0]}, 3) to match 'poses', got {trans.shape}")
     if not (np.isfinite(fps) and fps > 0):
@@ -122,8 +147,9 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
     for key, arr in (("poses", poses), ("trans", trans), ("betas", betas)):
         if not np.all(np.isfinite(arr)):
             bad = int(np.argwhere(~np.isfinite(arr))[0, 0]) if arr.ndim == 2 else None
-            raise DataFileError(str(p), f"field '{key}': " + ("a value" if bad is None else f"frame {bad}")
-                                + " is not finite")
+            raise DataFileError(
+                str(p), f"field '{key}': " + ("a value" if bad is None else f"frame {bad}") + " is not finite"
+            )
     model_type = (model_type or _POSE_WIDTH[poses.shape[1]]).lower()
     if model_type not in _MODEL_FILES:
         raise DataFileError(str(p), f"field 'surface_model_type' is {model_type!r}; valid: {', '.join(_MODEL_FILES)}")
@@ -131,16 +157,26 @@ def load_amass(path: str | Path, body_models: str | os.PathLike | None = None) -
     J_rest, parents = rest_joints(model_path, betas)
     nb = len(SMPL_BODY_JOINTS)
     if len(J_rest) < nb or np.any((parents[1:nb] < 0) | (parents[1:nb] >= np.arange(1, nb))):
-        raise DataFileError(str(model_path), f"field 'kintree_table': expected at least {nb} joints, each after "
-                                             f"its parent, got {len(J_rest)} joints with parents "
-                                             f"{parents[:nb].tolist()}")
+        raise DataFileError(
+            str(model_path),
+            f"field 'kintree_table': expected at least {nb} joints, each after "
+            f"its parent, got {len(J_rest)} joints with parents "
+            f"{parents[:nb].tolist()}",
+        )
     parents = parents[:nb]
     T = poses.shape[0]
-    rots = rotvec_to_matrix(poses[:, :3 * nb].reshape(T, nb, 3))
+    rots = rotvec_to_matrix(poses[:, : 3 * nb].reshape(T, nb, 3))
     local = np.empty((T, nb, 3))
     local[:, 0] = J_rest[0] + trans
     local[:, 1:] = J_rest[1:nb] - J_rest[parents[1:]]
     positions = forward_kinematics(parents.tolist(), local, rots)
-    source = {"path": str(p), "format": f"amass-{model_type}", "body_model": str(model_path),
-              "gender": gender, "units": "m", "metres_per_unit": 1.0, "up_axis": "z"}
+    source = {
+        "path": str(p),
+        "format": f"amass-{model_type}",
+        "body_model": str(model_path),
+        "gender": gender,
+        "units": "m",
+        "metres_per_unit": 1.0,
+        "up_axis": "z",
+    }
     return HumanMotion(SMPL_BODY_JOINTS, positions, fps, tuple(int(x) for x in parents), source)

@@ -66,14 +66,22 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict, progress: b
     from simreal.retarget.repair import DefectConfig, fix_defects
 
     robot = robot_for(opts)
-    human = load_motion_source(src, units=opts["units"], up=opts["up"], fps=opts["source_fps"],
-                               body_models=opts["body_models"], joint_map=opts["joint_map"])
+    human = load_motion_source(
+        src,
+        units=opts["units"],
+        up=opts["up"],
+        fps=opts["source_fps"],
+        body_models=opts["body_models"],
+        joint_map=opts["joint_map"],
+    )
     result = retarget(human, robot, opts["method"], opts["joint_map"], opts["fps"])
     cfg = DefectConfig(mode=opts["defects"])
     parts, record = fix_defects(robot, result, cfg)
     if not parts:
-        raise NothingWritten(f"{src}: every part between its defective frames is shorter than {cfg.min_part_s:g} "
-                             "s; nothing written (--defects keep writes the clip as it is, defects flagged)")
+        raise NothingWritten(
+            f"{src}: every part between its defective frames is shorter than {cfg.min_part_s:g} "
+            "s; nothing written (--defects keep writes the clip as it is, defects flagged)"
+        )
     outs = part_paths(out, len(parts))
     videos = part_paths(video, len(parts)) if video else [None] * len(parts)
     earlier = {*_written_before(out), *(_written_before(video) if video else ())}  # an earlier run's files
@@ -89,9 +97,14 @@ def retarget_file(src: str, out: str, video: str | None, opts: dict, progress: b
     # before its last file (Ctrl-C in a minutes-long render, no GL) leaves the earlier outputs whole
     for stale in earlier - {Path(p) for p in (*outs, *videos) if p}:
         stale.unlink(missing_ok=True)
-    return {"clip": src, "defects": record, "parts": [
-        {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
-        for p, path, vid in zip(parts, outs, videos)]}
+    return {
+        "clip": src,
+        "defects": record,
+        "parts": [
+            {"out": path, "video": vid, "frames": [p.first, p.last], "quality": p.result.motion.quality}
+            for p, path, vid in zip(parts, outs, videos)
+        ],
+    }
 
 
 def retarget_or_error(src: str, out: str, video: str | None, opts: dict) -> dict:
@@ -173,8 +186,9 @@ def run_parallel(work: list[tuple], opts: dict, jobs: int, stop: Callable[[], bo
     else:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")  # inherited by the spawned workers
-        ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=worker_start,
-                                    initargs=(os.getpid(),))
+        ex = cf.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=worker_start, initargs=(os.getpid(),)
+        )
         futures = {ex.submit(retarget_or_error, *w, opts): i for i, w in enumerate(work)}
         pending = set(futures)
         try:

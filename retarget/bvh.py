@@ -94,8 +94,9 @@ def _floats(lines: _Lines, line: int, toks: list[str], n: int, what: str) -> np.
     return values
 
 
-def _parse_joint(lines: _Lines, name: str, parent: int, decl_line: int,
-                 joints: list[BvhJoint], is_end: bool = False, depth: int = 1) -> None:
+def _parse_joint(
+    lines: _Lines, name: str, parent: int, decl_line: int, joints: list[BvhJoint], is_end: bool = False, depth: int = 1
+) -> None:
     if depth > MAX_DEPTH:  # each level is a Python call: refuse before the stack runs out
         raise lines.fail(decl_line, f"joints nested deeper than {MAX_DEPTH} levels; a skeleton has about 10")
     num, toks = lines.next("'{'")
@@ -144,8 +145,7 @@ def _parse_joint(lines: _Lines, name: str, parent: int, decl_line: int,
                 end += "_"
             _parse_joint(lines, end, index, num, joints, is_end=True, depth=depth + 1)
         else:
-            raise lines.fail(num, f"expected JOINT, End Site or '}}' in joint {name!r}, "
-                                  f"got {' '.join(toks)!r}")
+            raise lines.fail(num, f"expected JOINT, End Site or '}}' in joint {name!r}, got {' '.join(toks)!r}")
 
 
 def parse_bvh(path: str | Path) -> BvhData:
@@ -190,7 +190,7 @@ def parse_bvh(path: str | Path) -> BvhData:
     if not 1e-6 <= frame_time <= 1e3:  # also keeps the frame rate 1 / frame_time finite
         raise lines.fail(num, f"frame time {frame_time} s is not a frame period (1 us to 1000 s)")
     n_ch = sum(len(j.channels) for j in joints)
-    rows = lines.items[lines.pos:]
+    rows = lines.items[lines.pos :]
     if len(rows) < n_frames:
         last = rows[-1][0] if rows else num
         raise lines.fail(last, f"'Frames: {n_frames}' but the file holds only {len(rows)} frame lines")
@@ -245,12 +245,13 @@ def _partial_euler(angles: np.ndarray, order: str) -> np.ndarray:
     """Rotation from 1 or 2 rotation channels (some exporters drop unused axes)."""
     R = np.broadcast_to(np.eye(3), (angles.shape[0], 3, 3)).copy()
     for k, axis in enumerate(order):
-        R = R @ Rotation.from_euler(axis, angles[:, k:k + 1], degrees=True).as_matrix()
+        R = R @ Rotation.from_euler(axis, angles[:, k : k + 1], degrees=True).as_matrix()
     return R
 
 
-def load_bvh(path: str | Path, units: str | float = "auto", up: str = "auto",
-             joint_map: dict[str, str] | None = None) -> HumanMotion:
+def load_bvh(
+    path: str | Path, units: str | float = "auto", up: str = "auto", joint_map: dict[str, str] | None = None
+) -> HumanMotion:
     """Load a BVH clip as Z-up joint positions in metres.
 
     Args:
@@ -269,8 +270,11 @@ def load_bvh(path: str | Path, units: str | float = "auto", up: str = "auto",
     data = parse_bvh(path)
     trans, rots = bvh_local_transforms(data)
     if np.abs(trans).max() > MAX_LENGTH:
-        raise DataFileError(str(path), f"an OFFSET or position channel is {np.abs(trans).max():g} file units; "
-                                       f"a skeleton in any unit stays under {MAX_LENGTH:g}")
+        raise DataFileError(
+            str(path),
+            f"an OFFSET or position channel is {np.abs(trans).max():g} file units; "
+            f"a skeleton in any unit stays under {MAX_LENGTH:g}",
+        )
     parents = [j.parent for j in data.joints]
     pos_file = forward_kinematics(parents, trans, rots)
     names = tuple(j.name for j in data.joints)
@@ -279,8 +283,15 @@ def load_bvh(path: str | Path, units: str | float = "auto", up: str = "auto",
         up = _guess_up(names, pos_file, joint_map)
     R = up_axis_rotation(up)
     positions = scale * np.einsum("ab,tjb->tja", R, pos_file)
-    source = {"path": str(path), "format": "bvh", "units": unit_name, "metres_per_unit": scale,
-              "up_axis": up, "frame_time_s": data.frame_time_s, "num_joints": len(names)}
+    source = {
+        "path": str(path),
+        "format": "bvh",
+        "units": unit_name,
+        "metres_per_unit": scale,
+        "up_axis": up,
+        "frame_time_s": data.frame_time_s,
+        "num_joints": len(names),
+    }
     return HumanMotion(names, positions, snap_fps(1.0 / data.frame_time_s), tuple(parents), source)
 
 

@@ -100,13 +100,19 @@ DEG = np.pi / 180.0
 THRESHOLDS: dict[str, Rule] = {
     "joint_speed_vs_human": Rule("peak", 2.0, 3.0, "x", "joint speed / the human's speed at the joints it moves"),
     "joint_speed_vs_limit": Rule("peak", 0.9, 1.001, "x", "joint speed / the robot's velocity limit"),
-    "orientation_jump_target": Rule("peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a target frame",
-                                    subject="input"),
+    "orientation_jump_target": Rule(
+        "peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a target frame", subject="input"
+    ),
     "orientation_jump_result": Rule("peak", 600 * DEG, 900 * DEG, "rad/s", "frame-to-frame turn of a robot frame"),
     "foot_twist": Rule("peak", 45 * DEG, 60 * DEG, "rad", "|foot heading - pelvis heading|"),
     "hip_magnitude": Rule("fraction", 0.01, 0.05, "of frames", f"|hip yaw| or |hip roll| > {HIP_BOUND_RAD} rad"),
-    "support_float": Rule("fraction", 0.05, 0.20, "of support foot-frames",
-                          f"supporting foot more than {100 * FLOAT_M:g} cm above the terrain"),
+    "support_float": Rule(
+        "fraction",
+        0.05,
+        0.20,
+        "of support foot-frames",
+        f"supporting foot more than {100 * FLOAT_M:g} cm above the terrain",
+    ),
     "support_off_target": Rule("peak", 0.10, 0.20, "m", "supporting foot's horizontal distance from its target"),
     "root_height": Rule("peak", 0.05, 0.10, "m", "pelvis below its target"),
     "penetration": Rule("peak", PENETRATION_TOL_M, 0.03, "m", "deepest reach into the ground or a scene box"),
@@ -188,8 +194,10 @@ def human_joint_speed(targets: Targets) -> np.ndarray:
         u = np.einsum("tji,tj->ti", R_pel, bone)
         u /= np.maximum(np.linalg.norm(u, axis=-1, keepdims=True), 1e-9)
         speed[1:, k] = np.arccos(np.clip(np.sum(u[1:] * u[:-1], axis=-1), -1.0, 1.0)) * targets.fps
-    parent_speed = np.stack([speed[:, targets.keypoints.index(parents[n])] if parents[n] else np.zeros(T)
-                             for n in targets.keypoints], axis=1)
+    parent_speed = np.stack(
+        [speed[:, targets.keypoints.index(parents[n])] if parents[n] else np.zeros(T) for n in targets.keypoints],
+        axis=1,
+    )
     return speed + parent_speed
 
 
@@ -199,8 +207,9 @@ def joint_speed_signals(robot: RetargetRobot, qpos: np.ndarray, targets: Targets
     qd = _speed(qpos[:, robot.qpos_adr], fps)  # (T, n)
     padded = np.pad(human_joint_speed(targets), ((1, 1), (0, 0)), mode="edge")
     per_kp = np.maximum(np.maximum(padded[:-2], padded[1:-1]), padded[2:])  # (T, K), over frames t-1..t+1
-    human = np.stack([per_kp[:, moved].max(axis=1) if moved else per_kp.max(axis=1)
-                      for moved in _moved_keypoints(robot)], axis=1)  # (T, n)
+    human = np.stack(
+        [per_kp[:, moved].max(axis=1) if moved else per_kp.max(axis=1) for moved in _moved_keypoints(robot)], axis=1
+    )  # (T, n)
     ratio = qd / np.maximum(human, HUMAN_SPEED_FLOOR_RAD_S)
     names = robot.joint_names
     jr = ratio.argmax(axis=1)
@@ -210,8 +219,12 @@ def joint_speed_signals(robot: RetargetRobot, qpos: np.ndarray, targets: Targets
     jl = lim.argmax(axis=1)
     where_l = [f"{names[j]} {qd[t, j]:.1f} rad/s, limit {robot.v_max[j]:g}" for t, j in zip(t_idx, jl)]
     tp, jp = np.unravel_index(qd.argmax(), qd.shape)
-    extra = {"peak_joint_speed_rad_s": float(qd[tp, jp]), "peak_joint": names[jp], "peak_frame": int(tp),
-             "human_peak_joint_speed_rad_s": float(per_kp.max())}
+    extra = {
+        "peak_joint_speed_rad_s": float(qd[tp, jp]),
+        "peak_joint": names[jp],
+        "peak_frame": int(tp),
+        "human_peak_joint_speed_rad_s": float(per_kp.max()),
+    }
     vs_human = Signal(ratio.max(axis=1), where_h, float(ratio.max()), extra, [names[j] for j in jr])
     vs_limit = Signal(lim.max(axis=1), where_l, float(lim.max()), {}, [names[j] for j in jl])
     return vs_human, vs_limit
@@ -250,8 +263,13 @@ def hip_magnitude_signal(robot: RetargetRobot, qpos: np.ndarray) -> Signal | Non
     bad = (q > HIP_BOUND_RAD).any(axis=1)
     j = q.argmax(axis=1)
     where = [f"{robot.joint_names[cols[i]]} {qpos[t, robot.qpos_adr[cols[i]]]:+.2f} rad" for t, i in enumerate(j)]
-    return Signal(np.where(bad, q.max(axis=1), 0.0), where, float(bad.mean()), {"max_abs_rad": float(q.max())},
-                  [robot.joint_names[cols[i]] for i in j])
+    return Signal(
+        np.where(bad, q.max(axis=1), 0.0),
+        where,
+        float(bad.mean()),
+        {"max_abs_rad": float(q.max())},
+        [robot.joint_names[cols[i]] for i in j],
+    )
 
 
 def foot_clearance(robot: RetargetRobot, qpos: np.ndarray) -> np.ndarray:
@@ -288,9 +306,12 @@ def support_float_signal(robot: RetargetRobot, qpos: np.ndarray, targets: Target
     n = int(support.sum())
     f = np.where(floating.any(axis=1), np.where(floating, clear, -np.inf).argmax(axis=1), 0)
     where = [f"{FEET[i]} {100 * clear[t, i]:.1f} cm up while supporting" for t, i in enumerate(f)]
-    extra = {"support_foot_frames": n, "labelled_stance_foot_frames": int(targets.contacts.sum()),
-             "floating_foot_frames": int(floating.sum()),
-             "max_support_clearance_m": float(clear[support].max()) if n else 0.0}
+    extra = {
+        "support_foot_frames": n,
+        "labelled_stance_foot_frames": int(targets.contacts.sum()),
+        "floating_foot_frames": int(floating.sum()),
+        "max_support_clearance_m": float(clear[support].max()) if n else 0.0,
+    }
     worst = np.where(floating, clear, 0.0).max(axis=1)
     return Signal(worst, where, float(floating.sum() / n) if n else 0.0, extra, [FEET[i] for i in f])
 
@@ -314,10 +335,15 @@ def root_height_signal(robot: RetargetRobot, site_pos: np.ndarray, targets: Targ
     z = site_pos[:, robot.site_ids[pel], 2]
     drop = targets.positions[:, pel, 2] - z
     nominal = float(robot_home_sites(robot)[0][pel, 2])
-    where = [f"pelvis {100 * dz:.0f} cm below its target (at {zz:.2f} m, nominal {nominal:.2f} m)"
-             for dz, zz in zip(drop, z)]
-    extra = {"nominal_m": nominal, "min_m": float(z.min()), "max_m": float(z.max()),
-             "min_ratio_to_nominal": float(z.min() / nominal)}
+    where = [
+        f"pelvis {100 * dz:.0f} cm below its target (at {zz:.2f} m, nominal {nominal:.2f} m)" for dz, zz in zip(drop, z)
+    ]
+    extra = {
+        "nominal_m": nominal,
+        "min_m": float(z.min()),
+        "max_m": float(z.max()),
+        "min_ratio_to_nominal": float(z.min() / nominal),
+    }
     return Signal(drop, where, float(drop.max()), extra)
 
 
@@ -345,7 +371,7 @@ def feasibility_signal(pb: feasibility.Playback) -> Signal:
     reason = np.full(len(lost), "", dtype=object)
     for s, f, n, r in zip(pb.starts, pb.followed, pb.lengths, pb.reasons):
         if r:
-            reason[s + f + 1: s + n + 1] = f"lost ({r}) since frame {s + f + 1}, window from frame {s}"
+            reason[s + f + 1 : s + n + 1] = f"lost ({r}) since frame {s + f + 1}, window from frame {s}"
     return Signal(lost.astype(float), list(reason), float(lost.mean()), pb.summary())
 
 
@@ -357,20 +383,42 @@ def frame_ranges(signal: Signal, rule: Rule, level: str) -> list[dict]:
     for a, b in zip(edges[::2], edges[1::2]):
         t = a + int(np.argmax(signal.value[a:b]))
         lvl = ("fail" if signal.value[t] > rule.fail else "warn") if rule.kind == "peak" else level
-        out.append({"frames": [int(a), int(b - 1)], "level": lvl, "value": float(signal.value[t]),
-                    "at": signal.where[t], "element": signal.element[t] if signal.element is not None else None})
+        out.append(
+            {
+                "frames": [int(a), int(b - 1)],
+                "level": lvl,
+                "value": float(signal.value[t]),
+                "at": signal.where[t],
+                "element": signal.element[t] if signal.element is not None else None,
+            }
+        )
     return out
 
 
 def grade(signal: Signal, rule: Rule) -> dict:
     """One check's JSON entry: level, figure, thresholds, extras, frame ranges."""
     level = "fail" if signal.figure > rule.fail else "warn" if signal.figure > rule.warn else "ok"
-    return {"level": level, "value": signal.figure, "warn": rule.warn, "fail": rule.fail, "unit": rule.unit,
-            "kind": rule.kind, "meaning": rule.meaning, **signal.extra, "ranges": frame_ranges(signal, rule, level)}
+    return {
+        "level": level,
+        "value": signal.figure,
+        "warn": rule.warn,
+        "fail": rule.fail,
+        "unit": rule.unit,
+        "kind": rule.kind,
+        "meaning": rule.meaning,
+        **signal.extra,
+        "ranges": frame_ranges(signal, rule, level),
+    }
 
 
-def graded_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, stats: Mapping,
-                  playback: bool = True, fk: tuple | None = None) -> dict:
+def graded_report(
+    robot: RetargetRobot,
+    qpos: np.ndarray,
+    targets: Targets,
+    stats: Mapping,
+    playback: bool = True,
+    fk: tuple | None = None,
+) -> dict:
     """``{"verdict": ok|warn|fail, "checks": {name: entry}}`` for one clip (module docstring).
 
     Args:
@@ -413,11 +461,12 @@ def verdict_lines(report: Mapping, max_ranges: int = 3) -> list[str]:
     """The verdict (``ok`` / ``warn`` / ``FAIL``) with the figures of the checks that warn or fail
     (failures first), then up to ``max_ranges`` of the worst frame ranges of each failing check."""
     checks = report["checks"]
-    bad = sorted(((c["level"], n) for n, c in checks.items() if c["level"] != "ok"),
-                 key=lambda x: -LEVELS.index(x[0]))
+    bad = sorted(((c["level"], n) for n, c in checks.items() if c["level"] != "ok"), key=lambda x: -LEVELS.index(x[0]))
     figs = [f"{n}{' (input)' if THRESHOLDS[n].subject == 'input' else ''} {_fmt(checks[n])}" for _, n in bad]
-    lines = [f"verdict {report['verdict'].upper() if report['verdict'] == 'fail' else report['verdict']}"
-             + (": " + "; ".join(figs) if figs else "")]
+    lines = [
+        f"verdict {report['verdict'].upper() if report['verdict'] == 'fail' else report['verdict']}"
+        + (": " + "; ".join(figs) if figs else "")
+    ]
     for _, n in (x for x in bad if x[0] == "fail"):
         rs = checks[n]["ranges"]
         shown = sorted(rs, key=lambda r: (-LEVELS.index(r["level"]), -r["value"]))[:max_ranges]

@@ -44,8 +44,9 @@ def set_margin(model: mujoco.MjModel, margin_m: float) -> None:
     model.geom_margin[:] = margin_m
 
 
-def contacts(model: mujoco.MjModel, data: mujoco.MjData, floor_geom: int, with_jacobian: bool,
-             run_collision: bool = True) -> ContactSet:
+def contacts(
+    model: mujoco.MjModel, data: mujoco.MjData, floor_geom: int, with_jacobian: bool, run_collision: bool = True
+) -> ContactSet:
     """Contacts of the configuration in ``data`` (after ``mj_kinematics``; ``mj_comPos`` too
     when ``with_jacobian``). ``run_collision`` False reuses contacts already in ``data``."""
     if run_collision:
@@ -78,8 +79,9 @@ def _distance_jacobian(model, data, n, dist, b1, b2) -> np.ndarray:
     for body, sign in ((b1, -1.0), (b2, 1.0)):
         point = mid + (sign * 0.5 * dist)[:, None] * normals
         r = point - data.xpos[body]
-        jac += sign * (np.einsum("ca,can->cn", normals, jp[body])
-                       - np.einsum("ca,can->cn", np.cross(normals, r), jr[body]))
+        jac += sign * (
+            np.einsum("ca,can->cn", normals, jp[body]) - np.einsum("ca,can->cn", np.cross(normals, r), jr[body])
+        )
     return jac
 
 

@@ -77,19 +77,22 @@ def across_axis(left: np.ndarray) -> np.ndarray:
     return side / np.maximum(np.linalg.norm(side, axis=-1, keepdims=True), 1e-9)
 
 
-def heel_turn_bounds(ball: np.ndarray, heel: np.ndarray, across: np.ndarray,
-                     turn: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """The interval (lo, hi) [m] (...) a held sole's heel (:func:`heading_held`) may move along ``across`` (:func:`across_axis`)
-    into the next frame, from ``ball`` and ``heel`` (xy, (..., 2)) and the human's foot turn
-    ``turn`` [rad] between the frames: between 0 (the foot does not turn) and g, the move that
-    turn about the ball gives the heel (:func:`turned_heel`). So the foot may lag the human's
-    turn (where the leg cannot follow) but never turn further, or the other way."""
+def heel_turn_bounds(
+    ball: np.ndarray, heel: np.ndarray, across: np.ndarray, turn: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval (lo, hi) [m] (...) a held sole's heel (:func:`heading_held`) may move along
+    ``across`` (:func:`across_axis`) into the next frame, from ``ball`` and ``heel`` (xy,
+    (..., 2)) and the human's foot turn ``turn`` [rad] between the frames: between 0 (the foot
+    does not turn) and g, the move that turn about the ball gives the heel (:func:`turned_heel`).
+    So the foot may lag the human's turn (where the leg cannot follow) but never turn further, or
+    the other way."""
     g = np.sum(across * (turned_heel(ball, heel, turn) - heel), axis=-1)
     return np.minimum(0.0, g), np.maximum(0.0, g)
 
 
-def swivel_excess(ball: np.ndarray, heel: np.ndarray, heel_after: np.ndarray, left_after: np.ndarray,
-                  turn: np.ndarray | float) -> np.ndarray:
+def swivel_excess(
+    ball: np.ndarray, heel: np.ndarray, heel_after: np.ndarray, left_after: np.ndarray, turn: np.ndarray | float
+) -> np.ndarray:
     """How far [m] (...) a held sole's heel moved across the foot beyond what the human's foot
     turn allows: with ``ball``, ``heel`` (xy, (..., 2)) in one frame, ``heel_after`` (xy) and the
     sole's left axis ``left_after`` (..., 3) in the next, and the human's turn ``turn`` [rad]
@@ -143,8 +146,9 @@ def hysteresis(enter: np.ndarray, stay: np.ndarray) -> np.ndarray:
     return out
 
 
-def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
-                    cfg: ContactConfig = ContactConfig()) -> np.ndarray:
+def detect_contacts(
+    points: np.ndarray, fps: float, terrain_z: np.ndarray, cfg: ContactConfig = ContactConfig()
+) -> np.ndarray:
     """Stance labels from foot contact points.
 
     Args:
@@ -160,16 +164,17 @@ def detect_contacts(points: np.ndarray, fps: float, terrain_z: np.ndarray,
     points, speed = smoothed_tracks(points, fps, cfg.smooth_s)
     height = points[..., 2] - terrain_z[:, :, None]  # (T, F, P)
     enter = ((height < cfg.height_m) & (speed < cfg.speed_m_s)).any(-1)
-    stay = ((height < max(cfg.release_height_m, cfg.height_m))
-            & (speed < max(cfg.release_speed_m_s, cfg.speed_m_s))).any(-1)
+    stay = (
+        (height < max(cfg.release_height_m, cfg.height_m)) & (speed < max(cfg.release_speed_m_s, cfg.speed_m_s))
+    ).any(-1)
     n_stance = max(1, int(round(cfg.min_stance_s * fps)))
     n_swing = max(1, int(round(cfg.min_swing_s * fps)))
-    return np.stack([clean_runs(hysteresis(enter[:, f], stay[:, f]), n_stance, n_swing)
-                     for f in range(points.shape[1])], axis=1)
+    return np.stack(
+        [clean_runs(hysteresis(enter[:, f], stay[:, f]), n_stance, n_swing) for f in range(points.shape[1])], axis=1
+    )
 
 
-def pivots(points: np.ndarray, fps: float, contacts: np.ndarray,
-           cfg: ContactConfig = ContactConfig()) -> np.ndarray:
+def pivots(points: np.ndarray, fps: float, contacts: np.ndarray, cfg: ContactConfig = ContactConfig()) -> np.ndarray:
     """(T, F) int8: which edge each stance foot stands on. :data:`ON_BALL` where its heel (contact
     point 0) is more than :data:`PIVOT_M` above its ball (the last point): the heel-off before
     toe-off, a landing on the toes; :data:`ON_HEEL` where the ball is that much above the heel (a

@@ -88,8 +88,11 @@ class Playback:
             "mean_follow_s": float(follow_s.mean()),
             "min_follow_s": float(follow_s[full].min()),
             "followed_fraction": float(self.followed_mask.mean()),
-            "lost": [{"start": int(s), "lost_at": int(s + f + 1), "reason": r}
-                     for s, f, r in zip(self.starts, self.followed, self.reasons) if r],
+            "lost": [
+                {"start": int(s), "lost_at": int(s + f + 1), "reason": r}
+                for s, f, r in zip(self.starts, self.followed, self.reasons)
+                if r
+            ],
         }
 
 
@@ -101,11 +104,13 @@ def pd_servo_problem(model: mujoco.MjModel) -> str | None:
         return "the model has no actuators"
     for a in range(model.nu):
         kp = float(model.actuator_gainprm[a, 0])
-        if (model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT or kp <= 0
-                or model.actuator_biastype[a] != mujoco.mjtBias.mjBIAS_AFFINE
-                or not np.isclose(model.actuator_biasprm[a, 1], -kp)):
-            return (f"actuator {model.actuator(a).name!r} is not a PD position servo "
-                    "(a robot spec with kp gives one)")
+        if (
+            model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT
+            or kp <= 0
+            or model.actuator_biastype[a] != mujoco.mjtBias.mjBIAS_AFFINE
+            or not np.isclose(model.actuator_biasprm[a, 1], -kp)
+        ):
+            return f"actuator {model.actuator(a).name!r} is not a PD position servo (a robot spec with kp gives one)"
     return None
 
 
@@ -129,8 +134,7 @@ def _physics_model(robot: RetargetRobot) -> mujoco.MjModel:
     return m
 
 
-def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float,
-              cfg: PlaybackConfig = PlaybackConfig()) -> Playback:
+def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float, cfg: PlaybackConfig = PlaybackConfig()) -> Playback:
     """PD playback of a retargeted trajectory; see the module docstring.
 
     Args:
@@ -174,8 +178,15 @@ def play_back(robot: RetargetRobot, qpos: np.ndarray, fps: float,
     return Playback(starts, lengths, followed, tuple(reasons), mask, float(fps))
 
 
-def _deviation(m: mujoco.MjModel, d: mujoco.MjData, ref: mujoco.MjData, q_ref: np.ndarray, act_q: np.ndarray,
-               root_body: int, cfg: PlaybackConfig) -> str:
+def _deviation(
+    m: mujoco.MjModel,
+    d: mujoco.MjData,
+    ref: mujoco.MjData,
+    q_ref: np.ndarray,
+    act_q: np.ndarray,
+    root_body: int,
+    cfg: PlaybackConfig,
+) -> str:
     """The first deviation of the simulated state ``d`` from the reference pose ``q_ref``, or ``""``."""
     ref.qpos[:] = q_ref
     mujoco.mj_kinematics(m, ref)

@@ -125,8 +125,14 @@ def stance_pins(robot: RetargetRobot, targets: Targets) -> np.ndarray:
     return out
 
 
-def _step(config: mink.Configuration, tasks: list[mink.Task], dt: float, cfg: IKConfig,
-          limits: list[mink.Limit], collision_limit: CollisionLimit) -> np.ndarray | None:
+def _step(
+    config: mink.Configuration,
+    tasks: list[mink.Task],
+    dt: float,
+    cfg: IKConfig,
+    limits: list[mink.Limit],
+    collision_limit: CollisionLimit,
+) -> np.ndarray | None:
     """One IK step's velocity; retried with pairs inside held rather than recovered, None if
     that fails too."""
     for recover in (True, False):
@@ -167,9 +173,13 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     tasks: list[mink.Task] = []
     frame_tasks = []
     for i in range(len(robot.keypoints)):
-        task = mink.FrameTask(model.site(int(robot.site_ids[i])).name, "site",
-                              position_cost=cfg.position_cost * robot.pos_weights[i],
-                              orientation_cost=cfg.orientation_cost * robot.rot_weights[i], lm_damping=0.0)
+        task = mink.FrameTask(
+            model.site(int(robot.site_ids[i])).name,
+            "site",
+            position_cost=cfg.position_cost * robot.pos_weights[i],
+            orientation_cost=cfg.orientation_cost * robot.rot_weights[i],
+            lm_damping=0.0,
+        )
         frame_tasks.append(task)
         tasks.append(task)
     posture = mink.PostureTask(model, cost=cfg.posture_weight)
@@ -190,11 +200,13 @@ def solve_ik(robot: RetargetRobot, targets: Targets, cfg: IKConfig | None = None
     t0 = time.perf_counter()
     for t in range(T):
         for f, k in enumerate(feet):
-            frame_tasks[k].set_position_cost(cfg.position_cost * robot.pos_weights[k]
-                                             * (cfg.stance_cost_gain if standing[t, f] else 1.0))
+            frame_tasks[k].set_position_cost(
+                cfg.position_cost * robot.pos_weights[k] * (cfg.stance_cost_gain if standing[t, f] else 1.0)
+            )
         for i, task in enumerate(frame_tasks):
-            task.set_target(mink.SE3.from_rotation_and_translation(
-                mink.SO3.from_matrix(targets.rotations[t, i]), positions[t, i]))
+            task.set_target(
+                mink.SE3.from_rotation_and_translation(mink.SO3.from_matrix(targets.rotations[t, i]), positions[t, i])
+            )
         if t == 0:
             config.update(start_pose(robot, targets))
         steps = cfg.first_frame_iterations if t == 0 else cfg.iterations

@@ -163,8 +163,13 @@ class InteractionSolver:
             site_rot = d.site_xmat.reshape(-1, 3, 3)
             depth = float(collisions.deepest_by_kind(collisions.contacts(m, d, r.floor_geom, False)).max())
             residual = 0.0
-            edges = np.stack([r.ball_points(d.site_xpos, site_rot, r.ball_local),
-                              r.ball_points(d.site_xpos, site_rot, r.heel_local)], axis=1)  # (2 feet, 2 edges, 3)
+            edges = np.stack(
+                [
+                    r.ball_points(d.site_xpos, site_rot, r.ball_local),
+                    r.ball_points(d.site_xpos, site_rot, r.heel_local),
+                ],
+                axis=1,
+            )  # (2 feet, 2 edges, 3)
             for f in range(2):
                 if not self.targets.contacts[t, f]:
                     continue
@@ -172,19 +177,34 @@ class InteractionSolver:
                 pin = int(pinned_edge(piv))
                 rot, p = site_rot[r.foot_sites[f]], edges[f, pin]
                 anchor[f] = edges[f, :, :2]
-                held = (t > 0 and self.targets.contacts[t - 1, f] and pinned_edge(self.targets.pivot[t - 1, f]) == pin
-                        and not np.isnan(prev[f, pin, 0]))
+                held = (
+                    t > 0
+                    and self.targets.contacts[t - 1, f]
+                    and pinned_edge(self.targets.pivot[t - 1, f]) == pin
+                    and not np.isnan(prev[f, pin, 0])
+                )
                 if held:
                     anchor[f, pin] = prev[f, pin]
-                if (t > 0 and self.targets.contacts[t - 1, f] and not np.isnan(prev[f, HEEL, 0])
-                        and heading_held(self.targets.pivot[t - 1, f], piv)):  # no further than the human
-                    excess = swivel_excess(prev[f, BALL], prev[f, HEEL], edges[f, HEEL, :2], rot @ r.foot_left_local[f],
-                                           self.foot_turn[t, f])
+                if (
+                    t > 0
+                    and self.targets.contacts[t - 1, f]
+                    and not np.isnan(prev[f, HEEL, 0])
+                    and heading_held(self.targets.pivot[t - 1, f], piv)
+                ):  # no further than the human
+                    excess = swivel_excess(
+                        prev[f, BALL],
+                        prev[f, HEEL],
+                        edges[f, HEEL, :2],
+                        rot @ r.foot_left_local[f],
+                        self.foot_turn[t, f],
+                    )
                     residual = max(residual, float(excess))
                 if piv:  # level across, the other edge not below the terrain
                     other = edges[f, 1 - pin]
-                    tilt = max(abs((rot @ r.foot_left_local[f])[2]),
-                               float(r.scene.height(other[None, :2], other[2])[0]) - other[2])
+                    tilt = max(
+                        abs((rot @ r.foot_left_local[f])[2]),
+                        float(r.scene.height(other[None, :2], other[2])[0]) - other[2],
+                    )
                 else:  # flat
                     tilt = float(np.hypot(*(rot @ r.foot_up_local[f])[:2]))
                 z = float(r.scene.height(p[None, :2], p[2])[0])
@@ -226,9 +246,9 @@ class InteractionSolver:
             return  # in step with its targets: nothing to catch up
         stop = min(t + 1 + self.release, len(self.rot_target))
         keep = 1.0 - np.arange(1, stop - t) / (self.release + 1)  # the share of the lag left, per frame
-        self.pos_target[t + 1:stop] += keep[:, None, None] * offset
+        self.pos_target[t + 1 : stop] += keep[:, None, None] * offset
         for k, v in zip(oriented, lag):
-            self.rot_target[t + 1:stop, k] = self.rot_target[t + 1:stop, k] @ rotvec_to_matrix(keep[:, None] * v)
+            self.rot_target[t + 1 : stop, k] = self.rot_target[t + 1 : stop, k] @ rotvec_to_matrix(keep[:, None] * v)
 
     # -- one window ------------------------------------------------------------
     def solve_window(self, t0: int, t1: int, iterations: int, max_iterations: int, n_commit: int) -> None:
@@ -254,7 +274,7 @@ class InteractionSolver:
             lins = [Linearisation(self, self.q[t]) for t in range(t0, t1)]
             x, slack_by_frame = self._solve_qp(t0, t1, lins, Q)
             for w, t in enumerate(range(t0, t1)):
-                mujoco.mj_integratePos(self.model, self.q[t], x[w * self.nv:(w + 1) * self.nv], 1.0)
+                mujoco.mj_integratePos(self.model, self.q[t], x[w * self.nv : (w + 1) * self.nv], 1.0)
                 self.q[t, r.qpos_adr] = np.clip(self.q[t, r.qpos_adr], r.q_lower, r.q_upper)
             self.iterations += 1
             it += 1
@@ -275,8 +295,7 @@ class InteractionSolver:
     def _solve_qp(self, t0: int, t1: int, lins: list[Linearisation], Q: np.ndarray):
         """One SQP step for the window: (step x, largest slack per frame)."""
         qp = build_window_qp(self, t0, t1, lins, Q)
-        res = solve_qp(qp.H, qp.f, qp.lb, qp.ub, qp.A, qp.lo, qp.hi, qp.soft, self.cfg.slack_weight,
-                       self.cfg.qp_solver)
+        res = solve_qp(qp.H, qp.f, qp.lb, qp.ub, qp.A, qp.lo, qp.hi, qp.soft, self.cfg.slack_weight, self.cfg.qp_solver)
         if res.status != "optimal":
             self.relaxed_qps += 1
         if res.status == "failed":
@@ -310,8 +329,9 @@ class InteractionSolver:
         return self.q
 
 
-def solve_interaction(robot: RetargetRobot, targets: Targets,
-                      cfg: InteractionConfig | None = None) -> tuple[np.ndarray, dict]:
+def solve_interaction(
+    robot: RetargetRobot, targets: Targets, cfg: InteractionConfig | None = None
+) -> tuple[np.ndarray, dict]:
     """Retarget ``targets`` with the interaction-mesh solver.
 
     Returns:
@@ -325,6 +345,11 @@ def solve_interaction(robot: RetargetRobot, targets: Targets,
     qpos = solver.run()
     elapsed = time.perf_counter() - t0
     T = targets.num_frames
-    return qpos, {"solve_time_s": elapsed, "frames_per_s": T / elapsed, "sqp_iterations": solver.iterations,
-                  "relaxed_qps": solver.relaxed_qps, "infeasible_frames": sorted(solver.infeasible),
-                  "infeasible_max_slack": max(solver.infeasible.values(), default=0.0)}
+    return qpos, {
+        "solve_time_s": elapsed,
+        "frames_per_s": T / elapsed,
+        "sqp_iterations": solver.iterations,
+        "relaxed_qps": solver.relaxed_qps,
+        "infeasible_frames": sorted(solver.infeasible),
+        "infeasible_max_slack": max(solver.infeasible.values(), default=0.0),
+    }

@@ -21,18 +21,31 @@ from simreal.errors import ConfigError, DataFileError
 # Keypoints, parents first. "torso" is chest level; "left_foot" (the sole) is derived
 # later from ankle and toe, so it is not looked up by name.
 CANONICAL: tuple[str, ...] = (
-    "pelvis", "left_hip", "right_hip", "torso", "left_knee", "right_knee",
-    "left_ankle", "right_ankle", "left_toe", "right_toe", "neck", "head",
-    "left_shoulder", "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist",
+    "pelvis",
+    "left_hip",
+    "right_hip",
+    "torso",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
+    "right_ankle",
+    "left_toe",
+    "right_toe",
+    "neck",
+    "head",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
 )
-REQUIRED: tuple[str, ...] = ("pelvis", "left_hip", "right_hip", "left_knee", "right_knee",
-                             "left_ankle", "right_ankle")
+REQUIRED: tuple[str, ...] = ("pelvis", "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle")
 
 # Side-less base names in priority order (normalised: lowercase, alphanumerics only).
 _CENTRE: dict[str, tuple[str, ...]] = {
     "pelvis": ("hips", "hip", "pelvis"),
-    "torso": ("spine2", "chest", "spine03", "spine3", "thorax", "upperback", "spine1",
-              "spine02", "spine"),
+    "torso": ("spine2", "chest", "spine03", "spine3", "thorax", "upperback", "spine1", "spine02", "spine"),
     "neck": ("neck", "neck1", "lowerneck", "neck01", "upperneck"),
     "head": ("head",),
 }
@@ -45,8 +58,10 @@ _SIDED: dict[str, tuple[str, ...]] = {
     "elbow": ("forearm", "elbow", "lowerarm", "radius"),
     "wrist": ("wrist", "hand"),
 }
-_SIDE_FORMS = {"left": ("left{}", "l{}", "{}left", "{}l", "lft{}"),
-               "right": ("right{}", "r{}", "{}right", "{}r", "rt{}")}
+_SIDE_FORMS = {
+    "left": ("left{}", "l{}", "{}left", "{}l", "lft{}"),
+    "right": ("right{}", "r{}", "{}right", "{}r", "rt{}"),
+}
 
 
 def normalise(name: str) -> str:
@@ -70,8 +85,12 @@ def shared_prefix(names: Sequence[str]) -> str:
     return common[:cut] if 0 < cut < min(len(n) for n in names) else ""
 
 
-def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None = None,
-                      required: Sequence[str] = REQUIRED, source: str = "") -> dict[str, int]:
+def resolve_keypoints(
+    names: Sequence[str],
+    joint_map: Mapping[str, str] | None = None,
+    required: Sequence[str] = REQUIRED,
+    source: str = "",
+) -> dict[str, int]:
     """Map canonical keypoints to joint indices of a skeleton.
 
     Args:
@@ -95,8 +114,9 @@ def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None 
         if canon not in CANONICAL:
             raise ConfigError(f"joint_map.{canon}", f"unknown keypoint; valid: {', '.join(CANONICAL)}")
         if src not in names:
-            raise ConfigError(f"joint_map.{canon}", f"no joint named {src!r} in the skeleton; "
-                                                    f"its joints: {', '.join(names)}")
+            raise ConfigError(
+                f"joint_map.{canon}", f"no joint named {src!r} in the skeleton; its joints: {', '.join(names)}"
+            )
         found[canon] = names.index(src)
         used.add(found[canon])
     prefix = shared_prefix(names)
@@ -112,8 +132,10 @@ def resolve_keypoints(names: Sequence[str], joint_map: Mapping[str, str] | None 
                 break
     missing = [c for c in required if c not in found]
     if missing:
-        what = (f"could not find {', '.join(missing)} in the skeleton (joints: {', '.join(names)}); pass a joint "
-                "map (--joint-map FILE.yaml with lines 'canonical: SourceName')")
+        what = (
+            f"could not find {', '.join(missing)} in the skeleton (joints: {', '.join(names)}); pass a joint "
+            "map (--joint-map FILE.yaml with lines 'canonical: SourceName')"
+        )
         if joint_map or not source:
             raise ConfigError("joint_map", what)
         raise DataFileError(source, what)

@@ -49,8 +49,10 @@ class KeypointMap:
     robot: str = field("", doc="robot spec name this map is for (informational)")
     velocity_limit_rad_s: float | None = field(None, min=0.0, doc="joints without a spec limit [rad/s]")
     joint_ranges: dict[str, tuple[float, ...]] = field(
-        {}, doc="joint name -> [low, high] [rad]: the retargeted motion keeps inside it and the robot's own "
-                "range (a human knee does not bend backwards, a robot's may)")
+        {},
+        doc="joint name -> [low, high] [rad]: the retargeted motion keeps inside it and the robot's own "
+        "range (a human knee does not bend backwards, a robot's may)",
+    )
     ik: IKConfig = field(IKConfig())
     interaction: InteractionConfig = field(InteractionConfig())
     contacts: ContactConfig = field(ContactConfig())
@@ -67,8 +69,11 @@ def load_keypoint_map(path: str | Path, overrides: dict | None = None) -> Keypoi
     p = Path(path)
     if not p.is_file():
         shipped = sorted(q.stem for q in (configs_dir() / "retarget").glob("*.yaml"))
-        raise ConfigError("keypoint_map", f"keypoint map not found: {p}; shipped maps: {', '.join(shipped)}; "
-                                          "write one for your robot (see docs/retarget.md) and pass --map")
+        raise ConfigError(
+            "keypoint_map",
+            f"keypoint map not found: {p}; shipped maps: {', '.join(shipped)}; "
+            "write one for your robot (see docs/retarget.md) and pass --map",
+        )
     data = deep_merge(load_yaml(p), overrides or {})
     data.setdefault("source", str(p))
     kmap = build(KeypointMap, data)
@@ -82,12 +87,16 @@ def load_keypoint_map(path: str | Path, overrides: dict | None = None) -> Keypoi
             raise ConfigError(f"{key}.pos", f"expected [x, y, z] in [m], got {list(t.pos)}", str(p))
     for name, rng in kmap.joint_ranges.items():
         if len(rng) != 2 or not rng[0] < rng[1]:
-            raise ConfigError(f"joint_ranges.{name}", f"expected [low, high] [rad] with low < high, got {list(rng)}",
-                              str(p))
+            raise ConfigError(
+                f"joint_ranges.{name}", f"expected [low, high] [rad] with low < high, got {list(rng)}", str(p)
+            )
     missing = [k for k in REQUIRED if k not in kmap.keypoints]
     if missing:
         raise ConfigError("keypoints", f"missing required keypoint(s) {', '.join(missing)}", str(p))
     if kmap.interaction.stride > kmap.interaction.window:
-        raise ConfigError("interaction.stride", f"must be <= interaction.window ({kmap.interaction.window}), "
-                                                f"got {kmap.interaction.stride}", str(p))
+        raise ConfigError(
+            "interaction.stride",
+            f"must be <= interaction.window ({kmap.interaction.window}), got {kmap.interaction.stride}",
+            str(p),
+        )
     return kmap

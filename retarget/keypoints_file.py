@@ -38,14 +38,18 @@ _COL = re.compile(r"^(.+?)[._]([xyzXYZ])$")
 _TIME_COLS = ("time", "t", "time_s", "timestamp")
 
 
-def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | float = "auto",
-                       up: str = "auto") -> HumanMotion:
+def load_keypoints_csv(
+    path: str | Path, fps: float | None = None, units: str | float = "auto", up: str = "auto"
+) -> HumanMotion:
     """Load a CSV of named keypoints; see the module docstring for the layout."""
     p = Path(path)
     text = read_text(p, "keypoint CSV file")
     try:
-        rows = [(i + 1, r) for i, r in enumerate(csv.reader(io.StringIO(text, newline="")))
-                if r and not r[0].lstrip().startswith("#")]
+        rows = [
+            (i + 1, r)
+            for i, r in enumerate(csv.reader(io.StringIO(text, newline="")))
+            if r and not r[0].lstrip().startswith("#")
+        ]
     except csv.Error as e:  # a field over csv's size limit
         raise DataFileError(str(p), f"not a readable CSV: {e}") from None
     if len(rows) < 2:
@@ -60,8 +64,11 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
             continue
         m = _COL.match(h)
         if m is None:
-            raise DataFileError(str(p), f"line {head_line}, column {i + 1}: header {h!r} is not "
-                                        "'<name>_x', '<name>_y', '<name>_z', 'time' or 'frame'")
+            raise DataFileError(
+                str(p),
+                f"line {head_line}, column {i + 1}: header {h!r} is not "
+                "'<name>_x', '<name>_y', '<name>_z', 'time' or 'frame'",
+            )
         name, axis = m.group(1), m.group(2).lower()
         if name not in cols:
             names.append(name)
@@ -72,8 +79,10 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
     for name in names:
         missing = [a for a in "xyz" if a not in cols[name]]
         if missing:
-            raise DataFileError(str(p), f"line {head_line}: keypoint {name!r} lacks column(s) "
-                                        + ", ".join(f"{name}_{a}" for a in missing))
+            raise DataFileError(
+                str(p),
+                f"line {head_line}: keypoint {name!r} lacks column(s) " + ", ".join(f"{name}_{a}" for a in missing),
+            )
     if not names:
         raise DataFileError(str(p), f"line {head_line}: no keypoint columns in the header")
     T = len(rows) - 1
@@ -92,12 +101,15 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
         dt = np.diff(data[:, time_col])
         if T < 2 or np.any(dt <= 0):
             bad = int(np.argmax(dt <= 0)) + 1 if T >= 2 else 0
-            raise DataFileError(str(p), f"line {rows[bad + 1][0]}: the '{header[time_col]}' column must "
-                                        "increase from row to row")
+            raise DataFileError(
+                str(p), f"line {rows[bad + 1][0]}: the '{header[time_col]}' column must increase from row to row"
+            )
         step = float(np.median(dt))
         if not 1e-6 <= step <= 1e3:
-            raise DataFileError(str(p), f"the '{header[time_col]}' column steps {step:g} from row to row; "
-                                        "expected a frame period in seconds")
+            raise DataFileError(
+                str(p),
+                f"the '{header[time_col]}' column steps {step:g} from row to row; expected a frame period in seconds",
+            )
         fps = snap_fps(1.0 / step)
     if fps is None:
         raise DataFileError(str(p), "no time column ('time' in [s]); give the frame rate (--fps)")
@@ -105,8 +117,9 @@ def load_keypoints_csv(path: str | Path, fps: float | None = None, units: str | 
     return _finish(pos, tuple(names), float(fps), units, up, {"path": str(p), "format": "keypoints-csv"})
 
 
-def load_keypoints_npz(path: str | Path, fps: float | None = None, units: str | float = "auto",
-                       up: str = "auto") -> HumanMotion:
+def load_keypoints_npz(
+    path: str | Path, fps: float | None = None, units: str | float = "auto", up: str = "auto"
+) -> HumanMotion:
     """Load an npz with ``positions`` (T, K, 3), ``names`` (K,) and ``fps``."""
     p = Path(path)
     with open_npz(p, "keypoint npz") as z:
@@ -130,8 +143,10 @@ def load_keypoints_npz(path: str | Path, fps: float | None = None, units: str | 
 
 def _finish(pos, names, fps, units, up, source) -> HumanMotion:
     if np.abs(pos).max() > MAX_LENGTH:
-        raise DataFileError(source["path"], f"a keypoint coordinate is {np.abs(pos).max():g}; positions in any "
-                                            f"unit stay under {MAX_LENGTH:g}")
+        raise DataFileError(
+            source["path"],
+            f"a keypoint coordinate is {np.abs(pos).max():g}; positions in any unit stay under {MAX_LENGTH:g}",
+        )
     if up not in ("auto", "y", "z"):
         raise ConfigError("up", f"unknown up axis {up!r}; valid: auto, y, z")
     scale, unit_name = units_scale(units, tree_extent(pos))

@@ -32,13 +32,21 @@ def _npz_kind(path: Path) -> str:
         return "amass"
     if "positions" in files:
         return "keypoints"
-    raise DataFileError(str(path), "npz is neither an AMASS clip (field 'poses') nor a keypoint file "
-                                   f"(field 'positions'); found: {', '.join(sorted(files))}")
+    raise DataFileError(
+        str(path),
+        "npz is neither an AMASS clip (field 'poses') nor a keypoint file "
+        f"(field 'positions'); found: {', '.join(sorted(files))}",
+    )
 
 
-def load_motion_source(path: str | Path, units: str | float = "auto", up: str = "auto",
-                       fps: float | None = None, body_models: str | None = None,
-                       joint_map: dict[str, str] | None = None) -> HumanMotion:
+def load_motion_source(
+    path: str | Path,
+    units: str | float = "auto",
+    up: str = "auto",
+    fps: float | None = None,
+    body_models: str | None = None,
+    joint_map: dict[str, str] | None = None,
+) -> HumanMotion:
     """Load a human motion clip of any supported format (see the module docstring).
 
     Args:
@@ -81,9 +89,12 @@ def _check_units(motion: HumanMotion, units: str | float, path: Path) -> None:
         return
     scale, name = units_scale(units, span)
     auto_scale, auto_name = units_scale("auto", span / scale)
-    raise ConfigError("units", f"{path}: read in {name}, the skeleton's largest joint-to-joint span is {span:.3g} m, "
-                               f"and a person's is {PERSON_SPAN_M[0]:g}-{PERSON_SPAN_M[1]:g} m; --units auto reads "
-                               f"it as {auto_name} ({span / scale * auto_scale:.2f} m)")
+    raise ConfigError(
+        "units",
+        f"{path}: read in {name}, the skeleton's largest joint-to-joint span is {span:.3g} m, "
+        f"and a person's is {PERSON_SPAN_M[0]:g}-{PERSON_SPAN_M[1]:g} m; --units auto reads "
+        f"it as {auto_name} ({span / scale * auto_scale:.2f} m)",
+    )
 
 
 def _check_up(motion: HumanMotion, up: str, joint_map: dict[str, str] | None, path: Path) -> None:
@@ -101,5 +112,8 @@ def _check_up(motion: HumanMotion, up: str, joint_map: dict[str, str] | None, pa
     pos = motion.positions
     v = np.median(pos[:, top] - 0.5 * (pos[:, idx["left_ankle"]] + pos[:, idx["right_ankle"]]), axis=0)
     if v[2] < 0.5 * np.linalg.norm(v):
-        raise ConfigError("up", f"{path}: read with --up {up}, the head is not above the feet (head minus ankles "
-                                f"{np.round(v, 2).tolist()} m, z up): the clip's up axis is another; --up auto finds it")
+        raise ConfigError(
+            "up",
+            f"{path}: read with --up {up}, the head is not above the feet (head minus ankles "
+            f"{np.round(v, 2).tolist()} m, z up): the clip's up axis is another; --up auto finds it",
+        )

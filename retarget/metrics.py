@@ -56,8 +56,9 @@ def forward_all(robot: RetargetRobot, qpos: np.ndarray):
     return site_pos, site_rot, depth
 
 
-def sole_steps(robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray, pivot: np.ndarray,
-               turn: np.ndarray) -> np.ndarray:
+def sole_steps(
+    robot: RetargetRobot, site_pos: np.ndarray, site_rot: np.ndarray, pivot: np.ndarray, turn: np.ndarray
+) -> np.ndarray:
     """(T-1, 2) horizontal move [m] from frame t to t+1 of the sole edge each foot is pinned at in
     frame t+1 (``RetargetRobot.pinned_local`` of ``pivot`` (T, 2)), both frames measured at that
     edge, so a foot rolling from its heel onto its ball is not read as a slide; for a sole whose
@@ -88,8 +89,11 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
         bad = depth[:, k] > PENETRATION_TOL_M
         pen[name] = {"frames_over_1cm": int(bad.sum()), "deepest_m": float(depth[:, k].max())}
     worst = depth.max(axis=1)
-    pen["any"] = {"frames_over_1cm": int((worst > PENETRATION_TOL_M).sum()),
-                  "fraction": float((worst > PENETRATION_TOL_M).mean()), "deepest_m": float(worst.max())}
+    pen["any"] = {
+        "frames_over_1cm": int((worst > PENETRATION_TOL_M).sum()),
+        "fraction": float((worst > PENETRATION_TOL_M).mean()),
+        "deepest_m": float(worst.max()),
+    }
 
     pinned = robot.ball_points(site_pos, site_rot, robot.pinned_local(targets.pivot))  # (T, 2, 3)
     stance_pairs = targets.contacts[1:] & targets.contacts[:-1]
@@ -99,32 +103,43 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
     up = np.einsum("tfab,fb->tfa", site_rot[:, robot.foot_sites], robot.foot_up_local)
     tilt = np.arccos(np.clip(up[..., 2], -1.0, 1.0))[targets.contacts & (targets.pivot == FLAT)]
     height = (pinned[..., 2] - robot.scene.height(pinned[..., :2], pinned[..., 2]))[targets.contacts]
-    slide = {"stance_foot_frames": n_stance, "sliding": int((slides > SLIDE_TOL_M_S).sum()),
-             "fraction": float((slides > SLIDE_TOL_M_S).mean()) if n_stance else 0.0,
-             "max_m_s": float(slides.max()) if n_stance else 0.0}
-    stance = {"max_tilt_rad": float(tilt.max()) if tilt.size else 0.0,
-              "max_height_m": float(height.max()) if height.size else 0.0,
-              "min_height_m": float(height.min()) if height.size else 0.0}
+    slide = {
+        "stance_foot_frames": n_stance,
+        "sliding": int((slides > SLIDE_TOL_M_S).sum()),
+        "fraction": float((slides > SLIDE_TOL_M_S).mean()) if n_stance else 0.0,
+        "max_m_s": float(slides.max()) if n_stance else 0.0,
+    }
+    stance = {
+        "max_tilt_rad": float(tilt.max()) if tilt.size else 0.0,
+        "max_height_m": float(height.max()) if height.size else 0.0,
+        "min_height_m": float(height.min()) if height.size else 0.0,
+    }
 
     q = qpos[:, robot.qpos_adr]
     over = np.maximum(q - robot.q_upper, robot.q_lower - q)
     vel = np.diff(q, axis=0) * fps
     v_over = np.abs(vel) - robot.v_max
-    limits = {"position_violations": int((over > LIMIT_TOL).sum()),
-              "position_max_excess_rad": float(max(over.max(), 0.0)),
-              "velocity_violations": int((v_over > LIMIT_TOL).sum()),
-              "velocity_max_excess_rad_s": float(max(v_over.max(), 0.0)) if len(v_over) else 0.0}
+    limits = {
+        "position_violations": int((over > LIMIT_TOL).sum()),
+        "position_max_excess_rad": float(max(over.max(), 0.0)),
+        "velocity_violations": int((v_over > LIMIT_TOL).sum()),
+        "velocity_max_excess_rad_s": float(max(v_over.max(), 0.0)) if len(v_over) else 0.0,
+    }
 
     err = np.linalg.norm(site_pos[:, robot.site_ids] - targets.positions, axis=-1)
     acc = np.diff(q, n=2, axis=0) * fps**2 if T > 2 else np.zeros((1, q.shape[1]))
     return {
-        "frames": T, "fps": fps,
+        "frames": T,
+        "fps": fps,
         "penetration": pen,
         "foot_slide": slide,
         "stance_feet": stance,
         "limits": limits,
-        "keypoint_error_m": {"mean": float(err.mean()), "max": float(err.max()),
-                             "per_keypoint_mean": {k: float(e) for k, e in zip(robot.keypoints, err.mean(0))}},
+        "keypoint_error_m": {
+            "mean": float(err.mean()),
+            "max": float(err.max()),
+            "per_keypoint_mean": {k: float(e) for k, e in zip(robot.keypoints, err.mean(0))},
+        },
         "jitter_rad_s2": float(np.abs(acc).mean()),
     }
 
@@ -132,9 +147,11 @@ def quality_report(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, fk:
 def summary_line(q: dict) -> str:
     """One line of the headline numbers, for the CLI."""
     p, s, lim, k = q["penetration"], q["foot_slide"], q["limits"], q["keypoint_error_m"]
-    return (f"penetration>1cm {p['any']['frames_over_1cm']}/{q['frames']} frames "
-            f"(ground {p['ground']['frames_over_1cm']}, scene {p['scene']['frames_over_1cm']}, "
-            f"self {p['self']['frames_over_1cm']}; deepest {100 * p['any']['deepest_m']:.1f} cm) | "
-            f"slide>{SLIDE_TOL_M_S:g}m/s {s['sliding']}/{s['stance_foot_frames']} stance ({100 * s['fraction']:.1f}%) | "
-            f"limit violations pos {lim['position_violations']} vel {lim['velocity_violations']} | "
-            f"keypoint err {100 * k['mean']:.1f}/{100 * k['max']:.1f} cm | jitter {q['jitter_rad_s2']:.1f} rad/s^2")
+    return (
+        f"penetration>1cm {p['any']['frames_over_1cm']}/{q['frames']} frames "
+        f"(ground {p['ground']['frames_over_1cm']}, scene {p['scene']['frames_over_1cm']}, "
+        f"self {p['self']['frames_over_1cm']}; deepest {100 * p['any']['deepest_m']:.1f} cm) | "
+        f"slide>{SLIDE_TOL_M_S:g}m/s {s['sliding']}/{s['stance_foot_frames']} stance ({100 * s['fraction']:.1f}%) | "
+        f"limit violations pos {lim['position_violations']} vel {lim['velocity_violations']} | "
+        f"keypoint err {100 * k['mean']:.1f}/{100 * k['max']:.1f} cm | jitter {q['jitter_rad_s2']:.1f} rad/s^2"
+    )

@@ -68,8 +68,9 @@ def _angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
     return out
 
 
-def motion_from_qpos(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, provenance: dict,
-                     quality: dict) -> Motion:
+def motion_from_qpos(
+    robot: RetargetRobot, qpos: np.ndarray, targets: Targets, provenance: dict, quality: dict
+) -> Motion:
     """Pack a joint trajectory into the motion file contract (velocities by central differences)."""
     m = robot.model
     d = mujoco.MjData(m)
@@ -84,16 +85,31 @@ def motion_from_qpos(robot: RetargetRobot, qpos: np.ndarray, targets: Targets, p
         mujoco.mj_kinematics(m, d)
         body_pos[t], body_quat[t] = d.xpos[1:], d.xquat[1:]
     return Motion(
-        fps=float(fps), joint_names=robot.joint_names, root_pos=qpos[:, :3].copy(), root_quat=quat,
-        root_lin_vel=_derivative(qpos[:, :3], fps), root_ang_vel=_angular_velocity(quat, fps),
-        dof_pos=dof_pos.copy(), dof_vel=_derivative(dof_pos, fps), body_names=robot.body_names,
-        body_pos=body_pos, body_quat=body_quat,
-        foot_names=("left_foot", "right_foot"), foot_contacts=targets.contacts.copy(),
-        provenance=provenance, quality=quality)
+        fps=float(fps),
+        joint_names=robot.joint_names,
+        root_pos=qpos[:, :3].copy(),
+        root_quat=quat,
+        root_lin_vel=_derivative(qpos[:, :3], fps),
+        root_ang_vel=_angular_velocity(quat, fps),
+        dof_pos=dof_pos.copy(),
+        dof_vel=_derivative(dof_pos, fps),
+        body_names=robot.body_names,
+        body_pos=body_pos,
+        body_quat=body_quat,
+        foot_names=("left_foot", "right_foot"),
+        foot_contacts=targets.contacts.copy(),
+        provenance=provenance,
+        quality=quality,
+    )
 
 
-def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interaction",
-             joint_map: Mapping[str, str] | None = None, fps: float | None = None) -> RetargetResult:
+def retarget(
+    human: HumanMotion,
+    robot: RetargetRobot,
+    method: str = "interaction",
+    joint_map: Mapping[str, str] | None = None,
+    fps: float | None = None,
+) -> RetargetResult:
     """Retarget one clip.
 
     Args:
@@ -111,15 +127,24 @@ def retarget(human: HumanMotion, robot: RetargetRobot, method: str = "interactio
     qpos, stats = METHODS[method](robot, targets)
     settings = robot.kmap.ik if method == "ik" else robot.kmap.interaction
     provenance = {
-        "source": human.source, "robot": robot.source, "method": method,
-        "settings": dataclasses.asdict(settings), "contacts": dataclasses.asdict(robot.kmap.contacts),
-        "scaling": targets.scaling.to_dict(), "vertical_offset_m": {
-            "median": float(np.median(targets.vertical_offset_m)), "min": float(targets.vertical_offset_m.min()),
-            "max": float(targets.vertical_offset_m.max())},
-        "arm_clearance": {"max_push_m": dict(zip(("left", "right"), targets.arm_push_m.max(axis=0).tolist())),
-                          "frames_pushed": int((targets.arm_push_m > 0).any(axis=1).sum())},
+        "source": human.source,
+        "robot": robot.source,
+        "method": method,
+        "settings": dataclasses.asdict(settings),
+        "contacts": dataclasses.asdict(robot.kmap.contacts),
+        "scaling": targets.scaling.to_dict(),
+        "vertical_offset_m": {
+            "median": float(np.median(targets.vertical_offset_m)),
+            "min": float(targets.vertical_offset_m.min()),
+            "max": float(targets.vertical_offset_m.max()),
+        },
+        "arm_clearance": {
+            "max_push_m": dict(zip(("left", "right"), targets.arm_push_m.max(axis=0).tolist())),
+            "frames_pushed": int((targets.arm_push_m > 0).any(axis=1).sum()),
+        },
         "excluded_self_collision_pairs": [list(p) for p in robot.excluded_pairs],
-        "versions": _versions(), "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
+        "versions": _versions(),
+        "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
     }
     return assess(robot, qpos, targets, stats, provenance)
 

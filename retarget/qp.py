@@ -59,7 +59,7 @@ def _daqp(H, f, lb, ub, A, lo, hi):
 
     eq = (lo == hi) & (np.abs(lo) < INF)
     sense = np.zeros(len(f) + len(lo), dtype=np.int32)
-    sense[len(f):][eq] = 5
+    sense[len(f) :][eq] = 5
     bu = np.concatenate([np.minimum(ub, INF), np.minimum(hi, INF)])
     bl = np.concatenate([np.maximum(lb, -INF), np.maximum(lo, -INF)])
     x, _, flag, _ = daqp.solve(H, f, A, bu, bl, sense)
@@ -69,8 +69,18 @@ def _daqp(H, f, lb, ub, A, lo, hi):
 BACKENDS = {"quadprog": _quadprog, "daqp": _daqp}
 
 
-def solve_qp(H: np.ndarray, f: np.ndarray, lb: np.ndarray, ub: np.ndarray, A: np.ndarray, lo: np.ndarray,
-             hi: np.ndarray, soft: np.ndarray, slack_weight: float = 1e4, backend: str = "quadprog") -> QPResult:
+def solve_qp(
+    H: np.ndarray,
+    f: np.ndarray,
+    lb: np.ndarray,
+    ub: np.ndarray,
+    A: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    soft: np.ndarray,
+    slack_weight: float = 1e4,
+    backend: str = "quadprog",
+) -> QPResult:
     """Solve the QP of the module docstring; ``soft`` (m,) flags the rows that may take slack."""
     solve = BACKENDS[backend]
     m, n = A.shape
@@ -110,6 +120,6 @@ def _relaxed(solve, H, f, lb, ub, A, lo, hi, soft, slack_weight) -> QPResult | N
     if x2 is None:
         return None
     slack = np.zeros(m)
-    slack[idx] = x2[n:n + k]
-    slack[idx[up]] += x2[n + k:]
+    slack[idx] = x2[n : n + k]
+    slack[idx[up]] += x2[n + k :]
     return QPResult(x2[:n], "relaxed", slack)

@@ -126,7 +126,7 @@ def defects(report: dict, robot: RetargetRobot, T: int) -> tuple[np.ndarray, dic
         for r in check.get("ranges", []):
             if rule.defect == "any" or r["level"] == "fail":
                 a, b = r["frames"]
-                joints[a:b + 1] |= limb(robot, r.get("element"))
+                joints[a : b + 1] |= limb(robot, r.get("element"))
                 why.setdefault(name, []).append([a, b])
     return joints, why
 
@@ -145,20 +145,26 @@ def hermite_bridge(q: np.ndarray, a: int, b: int) -> np.ndarray:
     h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
     h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
     out = q.copy()
-    out[a:b + 1] = h00 * p0 + h10 * H * m0 + h01 * p1 + h11 * H * m1
+    out[a : b + 1] = h00 * p0 + h10 * H * m0 + h01 * p1 + h11 * H * m1
     return out
 
 
 def _sub_stats(stats: dict, first: int, stop: int, dropped: np.ndarray | None = None) -> dict:
     """The solver's stats for frames ``first .. stop - 1`` (re-numbered), less the ``dropped``
     frames (repaired: no longer the solver's output)."""
-    keep = [t for t in stats.get("infeasible_frames", []) if first <= t < stop
-            and (dropped is None or not dropped[t])]
+    keep = [t for t in stats.get("infeasible_frames", []) if first <= t < stop and (dropped is None or not dropped[t])]
     return {**stats, "infeasible_frames": [t - first for t in keep]}
 
 
-def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray, contacts: np.ndarray,
-                  pivot: np.ndarray, turn: np.ndarray, fps: float) -> bool:
+def _bridge_fault(
+    robot: RetargetRobot,
+    bridged: np.ndarray,
+    solved: np.ndarray,
+    contacts: np.ndarray,
+    pivot: np.ndarray,
+    turn: np.ndarray,
+    fps: float,
+) -> bool:
     """Whether a bridge (frames ``bridged``, the same frames as solved ``solved``, with their
     stance ``contacts``, ``pivot`` and human foot ``turn``, at ``fps`` [Hz]) must not be made: a
     stance foot's pinned sole edge (or a held one's heel turning further than the human's foot,
@@ -174,8 +180,9 @@ def _bridge_fault(robot: RetargetRobot, bridged: np.ndarray, solved: np.ndarray,
     return bool(into_self > PENETRATION_TOL_M and into_self > forward_all(robot, solved)[2][:, SELF].max())
 
 
-def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cfg: DefectConfig
-            ) -> tuple[RetargetResult, np.ndarray, list[list[int]]]:
+def _repair(
+    robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cfg: DefectConfig
+) -> tuple[RetargetResult, np.ndarray, list[list[int]]]:
     """Bridge the marked joints (T, n) over every short interior defective range; returns the
     re-judged result, the frames that must be cut whatever the re-judging says (ranges too long,
     at the clip's ends, or whose bridge would drag a planted foot or reach into the robot), and the
@@ -201,8 +208,7 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
         lo, hi = robot.q_lower[joints[a:stop].any(axis=0)], robot.q_upper[joints[a:stop].any(axis=0)]
         trial[:, cols] = np.clip(hermite_bridge(qpos[:, cols], a, b), lo, hi)
         around = slice(a - 1, b + 2)
-        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around], turn[around],
-                         fps):
+        if _bridge_fault(robot, trial[around], qpos[around], tg.contacts[around], tg.pivot[around], turn[around], fps):
             must_cut[a:stop] = bad[a:stop]
             continue
         qpos = trial
@@ -214,8 +220,15 @@ def _repair(robot: RetargetRobot, result: RetargetResult, joints: np.ndarray, cf
     return assess(robot, qpos, result.targets, stats, result.motion.provenance), must_cut, repaired
 
 
-def _split(robot: RetargetRobot, result: RetargetResult, cut: np.ndarray, offset: int, cfg: DefectConfig,
-           record: dict, rounds: int) -> list[Part]:
+def _split(
+    robot: RetargetRobot,
+    result: RetargetResult,
+    cut: np.ndarray,
+    offset: int,
+    cfg: DefectConfig,
+    record: dict,
+    rounds: int,
+) -> list[Part]:
     """The parts of ``result`` between the ``cut`` frames (some frame is cut), each judged on its
     own and cut again while it has defects; ``offset`` is the source frame of ``result``'s first
     frame."""
@@ -229,8 +242,13 @@ def _split(robot: RetargetRobot, result: RetargetResult, cut: np.ndarray, offset
         if (stop - a) / fps < cfg.min_part_s:
             record["dropped"].append(span)
             continue
-        part = assess(robot, result.qpos[a:stop], result.targets.frames(a, stop),
-                      _sub_stats(result.stats, a, stop), dict(result.motion.provenance))
+        part = assess(
+            robot,
+            result.qpos[a:stop],
+            result.targets.frames(a, stop),
+            _sub_stats(result.stats, a, stop),
+            dict(result.motion.provenance),
+        )
         bad = defects(part.motion.quality, robot, stop - a)[0].any(axis=1)
         if bad.any() and rounds < MAX_ROUNDS:
             parts += _split(robot, part, bad, offset + a, cfg, record, rounds + 1)
@@ -239,8 +257,9 @@ def _split(robot: RetargetRobot, result: RetargetResult, cut: np.ndarray, offset
     return parts
 
 
-def fix_defects(robot: RetargetRobot, result: RetargetResult, cfg: DefectConfig = DefectConfig()
-                ) -> tuple[list[Part], dict]:
+def fix_defects(
+    robot: RetargetRobot, result: RetargetResult, cfg: DefectConfig = DefectConfig()
+) -> tuple[list[Part], dict]:
     """Repair or cut ``result``'s defective frames (module docstring).
 
     Returns:
@@ -253,8 +272,14 @@ def fix_defects(robot: RetargetRobot, result: RetargetResult, cfg: DefectConfig 
     T = len(result.qpos)
     joints, why = defects(result.motion.quality, robot, T)
     bad = joints.any(axis=1)
-    record = {"mode": cfg.mode, "defective_frames": int(bad.sum()), "why": why,
-              "repaired": [], "cut": [], "dropped": []}
+    record = {
+        "mode": cfg.mode,
+        "defective_frames": int(bad.sum()),
+        "why": why,
+        "repaired": [],
+        "cut": [],
+        "dropped": [],
+    }
     if cfg.mode == "keep" or not bad.any():
         parts = [Part(0, T - 1, result)]
     else:

@@ -129,10 +129,12 @@ def _mjspec_for(robot: str) -> tuple[mujoco.MjSpec, RobotSpec | None, str, Path 
         return spec, None, p.stem, p
     if p.suffix.lower() not in (".yaml", ".yml") and robot not in available_robots():
         # only robots with a shipped keypoint map retarget as they are (an arm or a quadrotor has none)
-        shipped = [r for r in available_robots()
-                   if default_map_path(load_robot_spec(r).keypoint_map or r).is_file()]
-        raise ConfigError("robot", f"unknown robot {robot!r}; valid: {', '.join(shipped)}, "
-                                   "a robot spec .yaml, or an MJCF (.xml) / URDF (.urdf) file")
+        shipped = [r for r in available_robots() if default_map_path(load_robot_spec(r).keypoint_map or r).is_file()]
+        raise ConfigError(
+            "robot",
+            f"unknown robot {robot!r}; valid: {', '.join(shipped)}, "
+            "a robot spec .yaml, or an MJCF (.xml) / URDF (.urdf) file",
+        )
     rspec = load_robot_spec(robot)
     return build_mjspec(rspec), rspec, rspec.name, None
 
@@ -143,8 +145,9 @@ def _ensure_free_root(spec: mujoco.MjSpec) -> None:
         raise ConfigError("robot", "the model has no bodies")
     if not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints):
         if len(root.joints):
-            raise ConfigError("robot", f"root body {root.name!r} has joints but no free joint; retargeting "
-                                       "needs a floating base")
+            raise ConfigError(
+                "robot", f"root body {root.name!r} has joints but no free joint; retargeting needs a floating base"
+            )
         root.add_freejoint(name="floating_base_joint")
 
 
@@ -233,8 +236,10 @@ def _exclusions(m: mujoco.MjModel, q_home: np.ndarray, robot_geoms: np.ndarray) 
 def subtree_geoms(m: mujoco.MjModel, site: int, geoms: np.ndarray) -> np.ndarray:
     """Those of ``geoms`` on the site's body and its descendants (a foot, a forearm, a hand)."""
     body = int(m.site_bodyid[site])
-    return np.array([int(g) for g in geoms
-                     if int(m.geom_bodyid[g]) == body or _is_descendant(m, int(m.geom_bodyid[g]), body)], dtype=int)
+    return np.array(
+        [int(g) for g in geoms if int(m.geom_bodyid[g]) == body or _is_descendant(m, int(m.geom_bodyid[g]), body)],
+        dtype=int,
+    )
 
 
 def _foot_geoms(m: mujoco.MjModel, site: int, robot_geoms: np.ndarray) -> np.ndarray:
@@ -256,8 +261,9 @@ def _foot_geometry(m: mujoco.MjModel, q: np.ndarray, site: int, floor: int, feet
     return float(d.site_xpos[site, 2]), float(gap), up
 
 
-def _sole_edges(m: mujoco.MjModel, q: np.ndarray, site: int, geoms: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sole_edges(
+    m: mujoco.MjModel, q: np.ndarray, site: int, geoms: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the sole's front-edge point, its back-edge point, the world +y axis) in the site's frame, in
     pose ``q`` (the home pose, facing +x, feet flat): the corners of the foot geoms' bounding boxes
     that lie at the bottom, the foremost and the rearmost of them, brought onto the site's centre
@@ -285,8 +291,9 @@ def _is_descendant(m: mujoco.MjModel, b: int, ancestor: int) -> bool:
     return False
 
 
-def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene | None = None,
-               overrides: dict | None = None) -> RetargetRobot:
+def load_robot(
+    robot: str, keypoint_map: str | Path | None = None, scene: Scene | None = None, overrides: dict | None = None
+) -> RetargetRobot:
     """Load a robot for retargeting.
 
     Args:
@@ -319,12 +326,14 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         hi.append(min(m.jnt_range[j, 1] if limited else np.inf, narrow[1]))
         if lo[-1] >= hi[-1]:
             own = m.jnt_range[j].tolist() if limited else [-np.inf, np.inf]
-            raise ConfigError(f"joint_ranges.{jn}", f"{list(narrow)} leaves nothing of the robot's range "
-                                                    f"{own} [rad]", kmap.source)
+            raise ConfigError(
+                f"joint_ranges.{jn}", f"{list(narrow)} leaves nothing of the robot's range {own} [rad]", kmap.source
+            )
     unknown = sorted(set(kmap.joint_ranges) - set(jnames))
     if unknown:
-        raise ConfigError(f"joint_ranges.{unknown[0]}", f"no actuated joint of that name; valid: {', '.join(jnames)}",
-                          kmap.source)
+        raise ConfigError(
+            f"joint_ranges.{unknown[0]}", f"no actuated joint of that name; valid: {', '.join(jnames)}", kmap.source
+        )
     q_home = _home(m, rspec, jids)
     q_home[m.jnt_qposadr[jids]] = np.clip(q_home[m.jnt_qposadr[jids]], lo, hi)
     floor = next(g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE)
@@ -340,8 +349,9 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
         sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, sname)
         if sid < 0:
             valid = [m.site(i).name for i in range(m.nsite) if not m.site(i).name.startswith("kp_")]
-            raise ConfigError(f"keypoints.{kp}.site", f"no site {sname!r} in the model; valid: {', '.join(valid)}",
-                              kmap.source)
+            raise ConfigError(
+                f"keypoints.{kp}.site", f"no site {sname!r} in the model; valid: {', '.join(valid)}", kmap.source
+            )
         site_ids.append(sid)
         keypoints.append(kp)
     feet = np.array([site_ids[keypoints.index("left_foot")], site_ids[keypoints.index("right_foot")]])
@@ -352,14 +362,37 @@ def load_robot(robot: str, keypoint_map: str | Path | None = None, scene: Scene 
     edges = [_sole_edges(m, q_home, int(f), g) for f, g in zip(feet, foot_geoms)]
     pw = np.array([kmap.keypoints[k].position_weight for k in keypoints])
     rw = np.array([kmap.keypoints[k].orientation_weight for k in keypoints])
-    source = {"robot": name, "robot_spec": rspec.source if rspec else None,
-              "model_file": str(model_file) if model_file else None, "keypoint_map": kmap.source}
+    source = {
+        "robot": name,
+        "robot_spec": rspec.source if rspec else None,
+        "model_file": str(model_file) if model_file else None,
+        "keypoint_map": kmap.source,
+    }
     return RetargetRobot(
-        name=name, model=m, kmap=kmap, scene=scene, joint_names=tuple(jnames),
-        qpos_adr=m.jnt_qposadr[jids].astype(int), dof_adr=m.jnt_dofadr[jids].astype(int),
-        q_lower=np.array(lo), q_upper=np.array(hi), v_max=np.array(v_max, dtype=float), q_home=q_home,
-        keypoints=tuple(keypoints), site_ids=np.array(site_ids), pos_weights=pw, rot_weights=rw,
-        foot_sites=feet, foot_geoms=foot_geoms, sole_height=np.array([z - gap for z, gap, _ in info]),
-        foot_up_local=np.array([up for _, _, up in info]), foot_left_local=np.array([e[2] for e in edges]),
-        ball_local=np.array([e[0] for e in edges]), heel_local=np.array([e[1] for e in edges]), floor_geom=floor, robot_geoms=robot_geoms,
-        excluded_pairs=tuple((m.body(a).name, m.body(b).name) for a, b in pairs), source=source)
+        name=name,
+        model=m,
+        kmap=kmap,
+        scene=scene,
+        joint_names=tuple(jnames),
+        qpos_adr=m.jnt_qposadr[jids].astype(int),
+        dof_adr=m.jnt_dofadr[jids].astype(int),
+        q_lower=np.array(lo),
+        q_upper=np.array(hi),
+        v_max=np.array(v_max, dtype=float),
+        q_home=q_home,
+        keypoints=tuple(keypoints),
+        site_ids=np.array(site_ids),
+        pos_weights=pw,
+        rot_weights=rw,
+        foot_sites=feet,
+        foot_geoms=foot_geoms,
+        sole_height=np.array([z - gap for z, gap, _ in info]),
+        foot_up_local=np.array([up for _, _, up in info]),
+        foot_left_local=np.array([e[2] for e in edges]),
+        ball_local=np.array([e[0] for e in edges]),
+        heel_local=np.array([e[1] for e in edges]),
+        floor_geom=floor,
+        robot_geoms=robot_geoms,
+        excluded_pairs=tuple((m.body(a).name, m.body(b).name) for a, b in pairs),
+        source=source,
+    )

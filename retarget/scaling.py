@@ -31,12 +31,26 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 PARENT: dict[str, str | None] = {
-    "pelvis": None, "left_hip": "pelvis", "right_hip": "pelvis", "left_knee": "left_hip",
-    "right_knee": "right_hip", "left_ankle": "left_knee", "right_ankle": "right_knee",
-    "left_toe": "left_ankle", "right_toe": "right_ankle", "left_foot": "left_ankle",
-    "right_foot": "right_ankle", "torso": "pelvis", "neck": "torso", "head": "neck",
-    "left_shoulder": "torso", "right_shoulder": "torso", "left_elbow": "left_shoulder",
-    "right_elbow": "right_shoulder", "left_wrist": "left_elbow", "right_wrist": "right_elbow",
+    "pelvis": None,
+    "left_hip": "pelvis",
+    "right_hip": "pelvis",
+    "left_knee": "left_hip",
+    "right_knee": "right_hip",
+    "left_ankle": "left_knee",
+    "right_ankle": "right_knee",
+    "left_toe": "left_ankle",
+    "right_toe": "right_ankle",
+    "left_foot": "left_ankle",
+    "right_foot": "right_ankle",
+    "torso": "pelvis",
+    "neck": "torso",
+    "head": "neck",
+    "left_shoulder": "torso",
+    "right_shoulder": "torso",
+    "left_elbow": "left_shoulder",
+    "right_elbow": "right_shoulder",
+    "left_wrist": "left_elbow",
+    "right_wrist": "right_elbow",
 }
 LEG: tuple[str, ...] = ("hip", "knee", "ankle", "foot")
 RIGID: tuple[str, ...] = ("left_hip", "right_hip")  # placed at the robot's offset in the parent's frame
@@ -63,9 +77,13 @@ class Scaling:
     rigid_offsets: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"root": self.root, "ratios": self.ratios, "human_lengths_m": self.human_lengths,
-                "robot_lengths_m": self.robot_lengths,
-                "rigid_offsets_m": {k: [float(x) for x in v] for k, v in self.rigid_offsets.items()}}
+        return {
+            "root": self.root,
+            "ratios": self.ratios,
+            "human_lengths_m": self.human_lengths,
+            "robot_lengths_m": self.robot_lengths,
+            "rigid_offsets_m": {k: [float(x) for x in v] for k, v in self.rigid_offsets.items()},
+        }
 
 
 def tree_parents(keys: Sequence[str]) -> dict[str, str | None]:
@@ -104,13 +122,17 @@ def derive_scaling(human: Mapping[str, np.ndarray], robot_home: Mapping[str, np.
         root = sum(r for r, _ in legs) / sum(h for _, h in legs)
     else:  # no full leg chain mapped: the typical segment ratio
         root = float(np.median(list(ratios.values()))) if ratios else 1.0
-    rigid = {k: np.asarray(robot_home[k] - robot_home[parents[k]], dtype=float) for k in RIGID
-             if k in parents and parents[k] == "pelvis"}
+    rigid = {
+        k: np.asarray(robot_home[k] - robot_home[parents[k]], dtype=float)
+        for k in RIGID
+        if k in parents and parents[k] == "pelvis"
+    }
     return Scaling(float(root), parents, ratios, hl, rl, rigid)
 
 
-def apply_scaling(human: Mapping[str, np.ndarray], scaling: Scaling,
-                  frames: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def apply_scaling(
+    human: Mapping[str, np.ndarray], scaling: Scaling, frames: Mapping[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
     """Scaled keypoint tracks (T, 3) [m] for every keypoint in ``scaling.parents`` (module docstring).
 
     ``frames``: the human's body frames (T, 3, 3) by keypoint, x forward / y left / z up; the

@@ -78,8 +78,11 @@ def load_scene(path: str | Path | None) -> Scene:
     scene = build(Scene, load_yaml(path), prefix="scene")
     for i, b in enumerate(scene.boxes):
         if len(b.pos) != 3 or len(b.size) != 3 or min(b.size) <= 0:
-            raise ConfigError(f"scene.boxes[{i}]", "pos must be [x, y, z] and size [hx, hy, hz] with "
-                                                  "positive half-sizes [m]", str(path))
+            raise ConfigError(
+                f"scene.boxes[{i}]",
+                "pos must be [x, y, z] and size [hx, hy, hz] with positive half-sizes [m]",
+                str(path),
+            )
     return scene
 
 
@@ -87,6 +90,13 @@ def add_to_spec(spec: mujoco.MjSpec, scene: Scene) -> None:
     """Add the scene's boxes as static geoms to a model spec."""
     for b in scene.boxes:
         half = 0.5 * b.yaw
-        spec.worldbody.add_geom(name=f"scene_{b.name}", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(b.size),
-                                pos=list(b.pos), quat=[np.cos(half), 0.0, 0.0, np.sin(half)],
-                                contype=SCENE_CONTYPE, conaffinity=SCENE_CONAFFINITY, rgba=[0.6, 0.5, 0.4, 1])
+        spec.worldbody.add_geom(
+            name=f"scene_{b.name}",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=list(b.size),
+            pos=list(b.pos),
+            quat=[np.cos(half), 0.0, 0.0, np.sin(half)],
+            contype=SCENE_CONTYPE,
+            conaffinity=SCENE_CONAFFINITY,
+            rgba=[0.6, 0.5, 0.4, 1],
+        )

@@ -114,8 +114,11 @@ def hip_obstacles(robot: RetargetRobot) -> Hips | None:
     if not geoms:
         return None
     origin = d.site_xpos[sites["pelvis"]]
-    kinds = {int(mujoco.mjtGeom.mjGEOM_SPHERE): 0, int(mujoco.mjtGeom.mjGEOM_CAPSULE): 1,
-             int(mujoco.mjtGeom.mjGEOM_CYLINDER): 2}
+    kinds = {
+        int(mujoco.mjtGeom.mjGEOM_SPHERE): 0,
+        int(mujoco.mjtGeom.mjGEOM_CAPSULE): 1,
+        int(mujoco.mjtGeom.mjGEOM_CYLINDER): 2,
+    }
     centre, rot, kind, size = [], [], [], []
     for g in geoms:
         R = d.geom_xmat[g].reshape(3, 3)
@@ -133,12 +136,25 @@ def hip_obstacles(robot: RetargetRobot) -> Hips | None:
         e, w = d.site_xpos[sites[f"{s}_elbow"]], d.site_xpos[sites[f"{s}_wrist"]]
         axis = (w - e) / max(np.linalg.norm(w - e), 1e-9)
         for g in subtree_geoms(model, sites[f"{s}_elbow"], robot_geoms):  # the forearm and hand
-            thick = max(thick, float(model.geom_rbound[g] if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
-                                     else model.geom_size[g, 0]))
+            thick = max(
+                thick,
+                float(
+                    model.geom_rbound[g]
+                    if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
+                    else model.geom_size[g, 0]
+                ),
+            )
         for g in subtree_geoms(model, sites[f"{s}_wrist"], robot_geoms):  # the hand
             reach = max(reach, float((d.geom_xpos[g] - w) @ axis) / max(np.linalg.norm(w - e), 1e-9))
-    return Hips(np.array(centre), np.array(rot), np.array(kind), np.array(size), thick + CLEARANCE_M, reach,
-                tuple(model.body(b).name for b in sorted(bodies)))
+    return Hips(
+        np.array(centre),
+        np.array(rot),
+        np.array(kind),
+        np.array(size),
+        thick + CLEARANCE_M,
+        reach,
+        tuple(model.body(b).name for b in sorted(bodies)),
+    )
 
 
 def signed_distance(points: np.ndarray, hips: Hips) -> np.ndarray:
@@ -169,15 +185,18 @@ def _least_push(points: np.ndarray, moved: np.ndarray, direction: np.ndarray, hi
     steps = np.arange(int(round(MAX_PUSH_M / STEP_M)) + 1) * STEP_M  # (N,)
     blocked = np.zeros((len(points), len(steps)), dtype=bool)
     for a in range(0, len(points), CHUNK):  # (chunk, N, S, G, 3) intermediates: bounded memory on long clips
-        trial = points[a:a + CHUNK, None] + (steps[None, :, None] * moved[a:a + CHUNK, None, :])[..., None] * direction
-        blocked[a:a + CHUNK] = (signed_distance(trial, hips) < hips.arm_radius).any(axis=(-1, -2))
+        trial = (
+            points[a : a + CHUNK, None] + (steps[None, :, None] * moved[a : a + CHUNK, None, :])[..., None] * direction
+        )
+        blocked[a : a + CHUNK] = (signed_distance(trial, hips) < hips.arm_radius).any(axis=(-1, -2))
     last = len(steps) - 1 - np.argmax(blocked[:, ::-1], axis=1)  # the last blocked step (where any is)
     push = np.where(last + 1 < len(steps), steps[np.minimum(last + 1, len(steps) - 1)], np.inf)
     return np.where(blocked[:, 0], push, 0.0)
 
 
-def arm_pushes(shoulder: np.ndarray, elbow: np.ndarray, wrist: np.ndarray, side_sign: float, hips: Hips,
-               fps: float) -> tuple[np.ndarray, np.ndarray]:
+def arm_pushes(
+    shoulder: np.ndarray, elbow: np.ndarray, wrist: np.ndarray, side_sign: float, hips: Hips, fps: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The push (T, 3) [m] of one arm's wrist target, in the pelvis frame, and the elbow's share
     (T,) of it.
 
@@ -198,13 +217,16 @@ def arm_pushes(shoulder: np.ndarray, elbow: np.ndarray, wrist: np.ndarray, side_
     n = max(1, int(round(HOLD_S * fps)))
     for d in range(len(DIRECTIONS)):
         if per_dir[:, d].any():
-            smooth = gaussian_filter1d(maximum_filter1d(per_dir[:, d], 2 * n + 1, mode="nearest"), n / 2, mode="nearest")
+            smooth = gaussian_filter1d(
+                maximum_filter1d(per_dir[:, d], 2 * n + 1, mode="nearest"), n / 2, mode="nearest"
+            )
             per_dir[:, d] = np.where(smooth > PUSH_TOL_M, smooth, 0.0)  # the Gaussian's far tails
     return per_dir @ (np.array(DIRECTIONS) * mirror), share
 
 
-def clear_arms(pos: np.ndarray, keypoints: tuple[str, ...], pelvis_frames: np.ndarray, hips: Hips | None,
-               fps: float) -> tuple[np.ndarray, np.ndarray]:
+def clear_arms(
+    pos: np.ndarray, keypoints: tuple[str, ...], pelvis_frames: np.ndarray, hips: Hips | None, fps: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Targets (T, K, 3) [m] with the elbows and wrists moved clear of the robot's hips, and how
     far the wrists were pushed (T, 2) [m] (left, right); ``pelvis_frames`` (T, 3, 3) map the pelvis frame to
     the world. Without hips (:func:`hip_obstacles` None) the targets are returned as they are."""

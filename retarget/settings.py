@@ -39,20 +39,21 @@ class IKConfig:
 
     iterations: int = field(2, min=1, max=100, doc="IK steps per frame")
     first_frame_iterations: int = field(30, min=1, max=1000, doc="IK steps for the first frame")
-    repair_iterations: int = field(10, min=0, max=100, doc="more IK steps while a frame penetrates more "
-                                                           "than 1 cm")
-    solver: str = field("daqp", choices=("daqp", "quadprog", "osqp", "proxqp", "clarabel"),
-                        doc="qpsolvers backend")
+    repair_iterations: int = field(10, min=0, max=100, doc="more IK steps while a frame penetrates more than 1 cm")
+    solver: str = field("daqp", choices=("daqp", "quadprog", "osqp", "proxqp", "clarabel"), doc="qpsolvers backend")
     damping: float = field(1e-3, min=0.0, doc="Levenberg-Marquardt damping")
     posture_weight: float = field(0.02, min=0.0, doc="pull towards the default pose")
     position_cost: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
     orientation_cost: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
-    stance_cost_gain: float = field(10.0, min=1.0, doc="a stance foot's position cost, as a multiple of its "
-                                                      "keypoint's: its pinned sole edge held where it landed")
-    collision_gain: float = field(0.85, min=0.01, max=1.0, doc="fraction of a geom pair's gap it may close "
-                                                               "per IK step")
-    collision_detection_m: float = field(0.05, min=0.0, doc="distance [m] at which a geom pair's collision "
-                                                           "limit starts")
+    stance_cost_gain: float = field(
+        10.0,
+        min=1.0,
+        doc="a stance foot's position cost, as a multiple of its keypoint's: its pinned sole edge held where it landed",
+    )
+    collision_gain: float = field(0.85, min=0.01, max=1.0, doc="fraction of a geom pair's gap it may close per IK step")
+    collision_detection_m: float = field(
+        0.05, min=0.0, doc="distance [m] at which a geom pair's collision limit starts"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,18 +64,24 @@ class InteractionConfig:
     stride: int = field(2, min=1, max=32, doc="frames committed per window (<= window)")
     iterations: int = field(2, min=1, max=50, doc="SQP iterations per window (at least)")
     max_iterations: int = field(6, min=1, max=100, doc="more while the last step was large")
-    repair_iterations: int = field(12, min=0, max=100, doc="more while a frame to commit leaves a stance foot "
-                                                            "off its constraints")
+    repair_iterations: int = field(
+        12, min=0, max=100, doc="more while a frame to commit leaves a stance foot off its constraints"
+    )
     converged_step: float = field(0.08, min=0.0, doc="largest |dq| [rad or m] that ends the iterations")
     first_frame_iterations: int = field(30, min=1, max=1000, doc="SQP iterations for the first frame")
     laplacian_weight: float = field(4.0, min=0.0, doc="interaction-mesh deformation energy")
     keypoint_weight: float = field(1.0, min=0.0, doc="scale of keypoint position weights")
     orientation_weight: float = field(1.0, min=0.0, doc="scale of keypoint orientation weights")
-    smooth_weight: float = field(0.02, min=0.0, doc="joint acceleration penalty per frame^2 at 30 fps; x (fps/30)^3 at other rates")
+    smooth_weight: float = field(
+        0.02, min=0.0, doc="joint acceleration penalty per frame^2 at 30 fps; x (fps/30)^3 at other rates"
+    )
     posture_weight: float = field(0.005, min=0.0, doc="pull towards the default pose")
-    velocity_damping: float = field(16.0, min=0.0,
-                                    doc="joint velocity penalty, as a multiple of the critical damping of a joint "
-                                        "held only by the posture pull (retarget/window_qp.py add_smoothness)")
+    velocity_damping: float = field(
+        16.0,
+        min=0.0,
+        doc="joint velocity penalty, as a multiple of the critical damping of a joint "
+        "held only by the posture pull (retarget/window_qp.py add_smoothness)",
+    )
     damping: float = field(0.02, min=0.0, doc="step damping (trust region) per iteration")
     trust_joint_rad: float = field(0.3, min=0.0, doc="largest joint step per SQP iteration [rad]")
     trust_root_m: float = field(0.1, min=0.0, doc="largest root translation step per SQP iteration [m]")

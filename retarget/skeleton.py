@@ -29,8 +29,7 @@ UNITS_M: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254, "f
 #: children, 45 for a 1.15 m span); in centimetres 100-250. The bounds sit about halfway, as
 #: ratios, between neighbouring units' usual spans: 42 is a 2.4 m span in CMU units and 1.07 m
 #: in inches, 100 is 2.5 m in inches and 1 m in centimetres.
-AUTO_UNITS: tuple[tuple[float, str], ...] = ((5.0, "m"), (42.0, "cmu"), (100.0, "in"), (500.0, "cm"),
-                                             (np.inf, "mm"))
+AUTO_UNITS: tuple[tuple[float, str], ...] = ((5.0, "m"), (42.0, "cmu"), (100.0, "in"), (500.0, "cm"), (np.inf, "mm"))
 UP_AXES = ("auto", "y", "z")
 #: Largest coordinate a motion file may hold, in its own units (1000 km in mm): beyond it the
 #: unit conversion and the kinematics stop being finite.
@@ -73,8 +72,7 @@ def snap_fps(fps: float) -> float:
     return float(round(fps)) if abs(fps - round(fps)) < 1e-4 * fps else float(fps)
 
 
-def forward_kinematics(parents: Sequence[int], translations: np.ndarray,
-                       rotations: np.ndarray) -> np.ndarray:
+def forward_kinematics(parents: Sequence[int], translations: np.ndarray, rotations: np.ndarray) -> np.ndarray:
     """World joint positions of a joint tree.
 
     Args:
@@ -124,8 +122,9 @@ def units_scale(units: str | float, extent: float) -> tuple[float, str]:
         name = next(unit for bound, unit in AUTO_UNITS if extent < bound)
         return UNITS_M[name], name
     if units not in UNITS_M:
-        raise ConfigError("units", f"unknown unit {units!r}; valid: auto, {', '.join(UNITS_M)}, "
-                                   "or a number of metres per unit")
+        raise ConfigError(
+            "units", f"unknown unit {units!r}; valid: auto, {', '.join(UNITS_M)}, or a number of metres per unit"
+        )
     return UNITS_M[units], units
 
 

@@ -121,10 +121,17 @@ class Targets:
     def frames(self, first: int, stop: int) -> Targets:
         """The targets of frames ``first .. stop - 1`` (a part of the clip)."""
         cut = slice(first, stop)
-        return dataclasses.replace(self, positions=self.positions[cut], rotations=self.rotations[cut],
-                                   human=self.human[cut], contacts=self.contacts[cut], pivot=self.pivot[cut],
-                                   terrain_z=self.terrain_z[cut], vertical_offset_m=self.vertical_offset_m[cut],
-                                   arm_push_m=self.arm_push_m[cut])
+        return dataclasses.replace(
+            self,
+            positions=self.positions[cut],
+            rotations=self.rotations[cut],
+            human=self.human[cut],
+            contacts=self.contacts[cut],
+            pivot=self.pivot[cut],
+            terrain_z=self.terrain_z[cut],
+            vertical_offset_m=self.vertical_offset_m[cut],
+            arm_push_m=self.arm_push_m[cut],
+        )
 
 
 def start_pose(robot: RetargetRobot, targets: Targets) -> np.ndarray:
@@ -149,12 +156,14 @@ def resample(motion: HumanMotion, fps: float) -> HumanMotion:
     flat = motion.positions.reshape(T, -1)
     pos = np.stack([np.interp(t_new, t_old, flat[:, c]) for c in range(flat.shape[1])], 1)
     source = dict(motion.source, resampled_from_fps=motion.fps)
-    return dataclasses.replace(motion, positions=pos.reshape(len(t_new), *motion.positions.shape[1:]),
-                               fps=float(fps), source=source)
+    return dataclasses.replace(
+        motion, positions=pos.reshape(len(t_new), *motion.positions.shape[1:]), fps=float(fps), source=source
+    )
 
 
-def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = None
-                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def human_keypoints(
+    motion: HumanMotion, joint_map: Mapping[str, str] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Canonical keypoint tracks (T, 3) [m], soles included, floor at z = 0, and the feet's
     contact points (T, 2, P, 3) [m] (left, right; heel and ball, or a heel alone without toes).
 
@@ -167,8 +176,10 @@ def human_keypoints(motion: HumanMotion, joint_map: Mapping[str, str] | None = N
     """
     idx = joint_names.resolve_keypoints(motion.names, joint_map, source=motion.source.get("path", ""))
     kp = {k: motion.positions[:, i] for k, i in idx.items()}
-    leg = np.median(np.linalg.norm(kp["left_knee"] - kp["left_hip"], axis=-1)
-                    + np.linalg.norm(kp["left_ankle"] - kp["left_knee"], axis=-1))
+    leg = np.median(
+        np.linalg.norm(kp["left_knee"] - kp["left_hip"], axis=-1)
+        + np.linalg.norm(kp["left_ankle"] - kp["left_knee"], axis=-1)
+    )
     has_toes = "left_toe" in kp and "right_toe" in kp
     parts = ("ankle", "toe") if has_toes else ("ankle",)
     points = np.stack([np.stack([kp[f"{side}_{p}"] for p in parts], axis=1) for side in ("left", "right")], axis=1)
@@ -222,7 +233,7 @@ def floor_slope(points: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]
         if near.sum() < MIN_STILL_S * fps:
             return level
         A = design[near]
-        ridge = np.diag(np.r_[np.zeros(F), np.ones(2)]) * near.sum() * FLOOR_SPREAD_M ** 2
+        ridge = np.diag(np.r_[np.zeros(F), np.ones(2)]) * near.sum() * FLOOR_SPREAD_M**2
         ridge[:F, :F] += np.diag((A[:, :F].sum(axis=0) == 0).astype(float))  # a foot never still: h_f = 0
         coef = np.linalg.solve(A.T @ A + ridge, A.T @ z[near])
     slope = coef[F:]
@@ -318,8 +329,9 @@ def _track_sign(delta: np.ndarray, weight: np.ndarray, max_gap: float) -> np.nda
     return out
 
 
-def foot_yaw(knee: np.ndarray, ankle: np.ndarray, toe: np.ndarray, pelvis_yaw: np.ndarray,
-             sigma_frames: float) -> np.ndarray:
+def foot_yaw(
+    knee: np.ndarray, ankle: np.ndarray, toe: np.ndarray, pelvis_yaw: np.ndarray, sigma_frames: float
+) -> np.ndarray:
     """Heading [rad] (T,) of a foot from its shin (knee -> ankle) and foot bone (ankle -> toe).
 
     The foot's lateral axis ``(toe - ankle) x (ankle - knee)`` is defined whenever the ankle is
@@ -349,8 +361,14 @@ def human_frames(kp: Mapping[str, np.ndarray], fps: float) -> dict[str, np.ndarr
     if "left_shoulder" in kp and "right_shoulder" in kp and spine is not None:
         # the chest's up: towards the first of neck and head apart from the spine joint (a rig whose
         # neck sits on the chest joint, OFFSET 0 0 0, has no bone there: that frame flipped 180 deg)
-        top = next((kp[k] for k in ("neck", "head") if k in kp and
-                    np.median(np.linalg.norm(kp[k] - spine, axis=-1)) > MIN_BONE_M), spine + [0, 0, 0.1])
+        top = next(
+            (
+                kp[k]
+                for k in ("neck", "head")
+                if k in kp and np.median(np.linalg.norm(kp[k] - spine, axis=-1)) > MIN_BONE_M
+            ),
+            spine + [0, 0, 0.1],
+        )
         left, up = kp["left_shoulder"] - kp["right_shoulder"], top - spine
         frames["torso"] = fill_unreliable(frame_from_left_up(left, up), _reliability(_angle_quality(left, up)), sigma)
     else:
@@ -384,7 +402,7 @@ def stance_pitch(points: np.ndarray, contact: np.ndarray, fps: float) -> np.ndar
     swing = pitch.copy()
     for t in np.flatnonzero(contact[:-1] & ~contact[1:]):  # lift-off after frame t: back to level
         end = min(T, t + 1 + n)
-        swing[t + 1:end] = pitch[t] * (1.0 - np.arange(1, end - t) / n)
+        swing[t + 1 : end] = pitch[t] * (1.0 - np.arange(1, end - t) / n)
     for t in np.flatnonzero(~contact[:-1] & contact[1:]) + 1:  # touchdown at frame t: from level
         start = max(0, t - n)
         swing[start:t] += pitch[t] * (1.0 - np.arange(t - start, 0, -1) / n)
@@ -416,7 +434,7 @@ def reach_drop(pos: np.ndarray, keypoints: Sequence[str], reach_m: Mapping[str, 
             return np.zeros(T)
         v = pos[:, keypoints.index(names[0])] - pos[:, keypoints.index(names[2])]
         R = MAX_REACH * reach_m[side]
-        flat = np.sqrt(np.clip(R ** 2 - (v[:, :2] ** 2).sum(axis=1), 0.0, None))
+        flat = np.sqrt(np.clip(R**2 - (v[:, :2] ** 2).sum(axis=1), 0.0, None))
         need = np.maximum(need, np.where(np.linalg.norm(v, axis=1) > R, v[:, 2] - flat, 0.0))
     if not need.any():
         return need
@@ -471,24 +489,35 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     kp, points = human_keypoints(motion, joint_map)
     missing = [k for k in robot.keypoints if k not in kp]
     if missing:
-        raise ConfigError("keypoints", f"the robot's keypoint map uses {', '.join(missing)}, which the source "
-                                       f"skeleton lacks (found: {', '.join(sorted(kp))}); remove them from the map "
-                                       "or give a --joint-map", robot.kmap.source)
+        raise ConfigError(
+            "keypoints",
+            f"the robot's keypoint map uses {', '.join(missing)}, which the source "
+            f"skeleton lacks (found: {', '.join(sorted(kp))}); remove them from the map "
+            "or give a --joint-map",
+            robot.kmap.source,
+        )
     bad = [k for k in robot.keypoints if robot.rot_weights[robot.keypoint_index(k)] > 0 and k not in ORIENTED]
     if bad:
-        raise ConfigError(f"keypoints.{bad[0]}.orientation_weight",
-                          f"orientation targets exist only for {', '.join(ORIENTED)}", robot.kmap.source)
+        raise ConfigError(
+            f"keypoints.{bad[0]}.orientation_weight",
+            f"orientation targets exist only for {', '.join(ORIENTED)}",
+            robot.kmap.source,
+        )
     home_pos, home_rot = robot_home_sites(robot)
     scaling = derive_scaling(kp, {k: home_pos[i] for i, k in enumerate(robot.keypoints)})
     frames = human_frames(kp, motion.fps)
     scaled = apply_scaling(kp, scaling, frames)
     T, K = motion.num_frames, len(robot.keypoints)
     pos = np.stack([scaled[k] for k in robot.keypoints], axis=1)
-    reach = {side: scaling.robot_lengths[f"{side}_knee"] + scaling.robot_lengths[f"{side}_ankle"]
-             for side in ("left", "right") if {f"{side}_knee", f"{side}_ankle"} <= set(scaling.robot_lengths)}
+    reach = {
+        side: scaling.robot_lengths[f"{side}_knee"] + scaling.robot_lengths[f"{side}_ankle"]
+        for side in ("left", "right")
+        if {f"{side}_knee", f"{side}_ankle"} <= set(scaling.robot_lengths)
+    }
     drop = reach_drop(pos, robot.keypoints, reach, motion.fps)  # the body, not the feet; the knees halfway
-    share = np.array([0.0 if k.endswith(("_ankle", "_foot")) else 0.5 if k.endswith("_knee") else 1.0
-                      for k in robot.keypoints])
+    share = np.array(
+        [0.0 if k.endswith(("_ankle", "_foot")) else 0.5 if k.endswith("_knee") else 1.0 for k in robot.keypoints]
+    )
     pos[..., 2] -= drop[:, None] * share
     rots = np.broadcast_to(np.eye(3), (T, K, 3, 3)).copy()
     for i, k in enumerate(robot.keypoints):
@@ -499,13 +528,18 @@ def build_targets(motion: HumanMotion, robot: RetargetRobot, joint_map: Mapping[
     contacts = detect_contacts(scaling.root * points, motion.fps, terrain, robot.kmap.contacts)
     pivot = pivots(scaling.root * points, motion.fps, contacts, robot.kmap.contacts)
     for f, i in enumerate(feet):  # a foot on its ball pitches as the human's does (rotation about its lateral axis)
-        rots[:, i] = np.einsum("tij,tjk,kl->til", frames[("left_foot", "right_foot")[f]],
-                               pitch_about_y(stance_pitch(points[:, f], contacts[:, f], motion.fps)), home_rot[i])
+        rots[:, i] = np.einsum(
+            "tij,tjk,kl->til",
+            frames[("left_foot", "right_foot")[f]],
+            pitch_about_y(stance_pitch(points[:, f], contacts[:, f], motion.fps)),
+            home_rot[i],
+        )
     # the stance soles' lowest point rests on the terrain (a foot on its ball has its centre up)
     lift = scaling.root * (points[..., 2].mean(axis=-1) - points[..., 2].min(axis=-1))
     offset = vertical_offsets(pos[:, feet, 2] - lift - terrain - robot.sole_height, contacts, motion.fps)
     pos[..., 2] -= offset[:, None]
     pos, arm_push = clear_arms(pos, robot.keypoints, frames["pelvis"], hip_obstacles(robot), motion.fps)
     human = np.stack([kp[k] for k in robot.keypoints], axis=1)
-    return Targets(tuple(robot.keypoints), pos, rots, human, contacts, pivot, terrain, motion.fps, scaling, offset,
-                   arm_push)
+    return Targets(
+        tuple(robot.keypoints), pos, rots, human, contacts, pivot, terrain, motion.fps, scaling, offset, arm_push
+    )

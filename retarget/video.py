@@ -31,13 +31,17 @@ def _gl_context(width: int, height: int):
     if os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY"):
         candidates = [lambda: mujoco.GLContext(width, height)]
     else:
+
         def egl():
             from mujoco.egl import GLContext
+
             return GLContext(width, height)
 
         def osmesa():
             from mujoco.osmesa import GLContext
+
             return GLContext(width, height)
+
         candidates = [egl, osmesa]
     errors = []
     for make in candidates:
@@ -45,16 +49,26 @@ def _gl_context(width: int, height: int):
             return make()
         except Exception as e:  # backends fail with ImportError, OSError or their own errors
             errors.append(str(e))
-    raise ConfigError("video", "no OpenGL context for offscreen rendering (" + "; ".join(errors)
-                      + "); set MUJOCO_GL=egl (or osmesa) and check the GL libraries")
+    raise ConfigError(
+        "video",
+        "no OpenGL context for offscreen rendering ("
+        + "; ".join(errors)
+        + "); set MUJOCO_GL=egl (or osmesa) and check the GL libraries",
+    )
 
 
 def _add_geom(scene: mujoco.MjvScene, kind: int, size, pos, mat, rgba) -> int:
     if scene.ngeom >= scene.maxgeom:
         return -1
     g = scene.geoms[scene.ngeom]
-    mujoco.mjv_initGeom(g, kind, np.asarray(size, float), np.asarray(pos, float), np.asarray(mat, float).ravel(),
-                        np.asarray(rgba, np.float32))
+    mujoco.mjv_initGeom(
+        g,
+        kind,
+        np.asarray(size, float),
+        np.asarray(pos, float),
+        np.asarray(mat, float).ravel(),
+        np.asarray(rgba, np.float32),
+    )
     scene.ngeom += 1
     return scene.ngeom - 1
 
@@ -62,12 +76,19 @@ def _add_geom(scene: mujoco.MjvScene, kind: int, size, pos, mat, rgba) -> int:
 def _capsule(scene, a, b, radius, rgba) -> None:
     i = _add_geom(scene, mujoco.mjtGeom.mjGEOM_CAPSULE, [radius, 0, 0], a, np.eye(3), rgba)
     if i >= 0:
-        mujoco.mjv_connector(scene.geoms[i], mujoco.mjtGeom.mjGEOM_CAPSULE, radius, np.asarray(a, float),
-                             np.asarray(b, float))
+        mujoco.mjv_connector(
+            scene.geoms[i], mujoco.mjtGeom.mjGEOM_CAPSULE, radius, np.asarray(a, float), np.asarray(b, float)
+        )
 
 
-def render_video(path: str | Path, robot: RetargetRobot, result: RetargetResult, width: int = 640,
-                 height: int = 480, progress: bool = False) -> None:
+def render_video(
+    path: str | Path,
+    robot: RetargetRobot,
+    result: RetargetResult,
+    width: int = 640,
+    height: int = 480,
+    progress: bool = False,
+) -> None:
     """Write ``result`` as an mp4 (H.264 via imageio-ffmpeg) at the motion's frame rate, atomically:
     frames go to ``STEM.tmp.mp4`` beside it, renamed once complete, so an interrupted render (or
     an ffmpeg left finishing after its parent stopped) never stands at ``path``. ``progress``:
@@ -115,12 +136,24 @@ def render_video(path: str | Path, robot: RetargetRobot, result: RetargetResult,
                     if p is not None:
                         _capsule(scene, human[idx[p]], human[idx[k]], 0.025, [0.9, 0.75, 0.55, 1.0])
                 for i in range(len(tg.keypoints)):
-                    _add_geom(scene, mujoco.mjtGeom.mjGEOM_SPHERE, [0.02, 0, 0], tg.positions[t, i], np.eye(3),
-                              [0.9, 0.1, 0.1, 0.8])
+                    _add_geom(
+                        scene,
+                        mujoco.mjtGeom.mjGEOM_SPHERE,
+                        [0.02, 0, 0],
+                        tg.positions[t, i],
+                        np.eye(3),
+                        [0.9, 0.1, 0.1, 0.8],
+                    )
                 for f, k in enumerate(feet):
                     if tg.contacts[t, f]:
-                        _add_geom(scene, mujoco.mjtGeom.mjGEOM_CYLINDER, [0.06, 0.002, 0],
-                                  tg.positions[t, k] * [1, 1, 0], np.eye(3), [0.1, 0.8, 0.2, 0.9])
+                        _add_geom(
+                            scene,
+                            mujoco.mjtGeom.mjGEOM_CYLINDER,
+                            [0.06, 0.002, 0],
+                            tg.positions[t, k] * [1, 1, 0],
+                            np.eye(3),
+                            [0.1, 0.8, 0.2, 0.9],
+                        )
                 mujoco.mjr_render(rect, scene, con)
                 mujoco.mjr_readPixels(rgb, None, rect, con)
                 writer.append_data(np.flipud(rgb))

@@ -95,8 +95,7 @@ class Linearisation:
         self.contacts = collisions.contacts(m, d, r.floor_geom, with_jacobian=True)
 
 
-def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Linearisation],
-                    Q: np.ndarray) -> WindowQP:
+def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Linearisation], Q: np.ndarray) -> WindowQP:
     """The QP of frames [t0, t1) linearised at ``lins`` (see interaction.py for the problem)."""
     r, tg, cfg = solver.robot, solver.targets, solver.cfg
     nv, W = solver.nv, t1 - t0
@@ -177,8 +176,9 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     Jc = cs.jac[keep][inside]
                     Hw += cfg.penetration_weight * Jc.T @ Jc
                     fw -= cfg.penetration_weight * Jc.T @ need[inside]
-                blocks.append(([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t,
-                               COLLISION))
+                blocks.append(
+                    ([(w, cs.jac[keep])], np.minimum(need, 0.0), np.full(int(keep.sum()), INF), True, t, COLLISION)
+                )
         # Stance feet: the pinned edge of the sole (its front, the ball, when flat or on the ball;
         # its back, the heel, on the heel) on the terrain and not sliding; the sole flat while
         # the human stands flat; on one edge (heel-off, or toes raised at a heel strike or a
@@ -211,8 +211,9 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
                     blocks.append(([(w, jp[:2])], xy - p[:2], xy - p[:2], True, t, STANCE_SLIDE))
                 else:
                     pp, jpp = ball_point(lins[w - 1], k, pin_local)
-                    blocks.append(([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t,
-                                   STANCE_SLIDE))
+                    blocks.append(
+                        ([(w, jp[:2]), (w - 1, -jpp[:2])], pp[:2] - p[:2], pp[:2] - p[:2], True, t, STANCE_SLIDE)
+                    )
             if t > 0 and tg.contacts[t - 1, fo] and heading_held(tg.pivot[t - 1, fo], piv):
                 blocks.append(_no_turn_row(solver, lins, w, t, fo, k))
             z = float(r.scene.height((xy if xy is not None else p[:2])[None], p[2])[0])
@@ -229,15 +230,14 @@ def build_window_qp(solver: InteractionSolver, t0: int, t1: int, lins: list[Line
     for coefs, low, high, is_soft, t, kind in blocks:
         k = len(low)
         for w, B in coefs:
-            A[r0:r0 + k, w * nv:(w + 1) * nv] += B
-        lo[r0:r0 + k], hi[r0:r0 + k], soft[r0:r0 + k], row_frame[r0:r0 + k] = low, high, is_soft, t
-        row_kind[r0:r0 + k] = kind
+            A[r0 : r0 + k, w * nv : (w + 1) * nv] += B
+        lo[r0 : r0 + k], hi[r0 : r0 + k], soft[r0 : r0 + k], row_frame[r0 : r0 + k] = low, high, is_soft, t
+        row_kind[r0 : r0 + k] = kind
         r0 += k
     return WindowQP(H, f, lb, ub, A, lo, hi, soft, row_frame, row_kind)
 
 
-def _landing_cost(solver: InteractionSolver, L: Linearisation, t: int, fo: int, Hw: np.ndarray,
-                  fw: np.ndarray) -> None:
+def _landing_cost(solver: InteractionSolver, L: Linearisation, t: int, fo: int, Hw: np.ndarray, fw: np.ndarray) -> None:
     """Add w |c + J dq|^2 for a swing foot ``fo`` landing in n = ``solver.to_land[t, fo]`` frames:
     c the sole's tilt its stance will hold at zero (the horizontal part of its up axis when it
     lands flat, the height of its left axis when it lands on an edge), w = landing_weight
@@ -315,7 +315,7 @@ def add_smoothness(solver: InteractionSolver, t0: int, t1: int, H: np.ndarray, f
             si = slice(wi * nv, (wi + 1) * nv)
             f[si] += w_acc * ci * a
             for wj, cj in terms:
-                H[si, wj * nv:(wj + 1) * nv] += w_acc * ci * cj * np.eye(nv)
+                H[si, wj * nv : (wj + 1) * nv] += w_acc * ci * cj * np.eye(nv)
     for c in range(max(t0, 1), t1):
         terms = [(fr - t0, coef) for fr, coef in ((c - 1, -1.0), (c, 1.0)) if fr >= t0]
         for wi, ci in terms:

@@ -24,14 +24,14 @@ class CostAccount:
     """Counters of one run. ``budget``: the most requests it may send (None = no limit)."""
 
     budget: int | None = None
-    requests: int = 0          # requests sent, retries included
-    retries: int = 0           # of which re-sends after a 429, a 5xx or a lost connection
-    prompt_tokens: int = 0     # as the backend reported them (0 when it reports none)
+    requests: int = 0  # requests sent, retries included
+    retries: int = 0  # of which re-sends after a 429, a 5xx or a lost connection
+    prompt_tokens: int = 0  # as the backend reported them (0 when it reports none)
     completion_tokens: int = 0
-    request_s: float = 0.0     # wall time spent in requests and backoff waits [s]
-    pairs_asked: int = 0       # pairs answered by the model in this run
-    pairs_cached: int = 0      # pairs answered from the cache (no request)
-    unparsed: int = 0          # answers, asked or cached, that state no label (counted as -1)
+    request_s: float = 0.0  # wall time spent in requests and backoff waits [s]
+    pairs_asked: int = 0  # pairs answered by the model in this run
+    pairs_cached: int = 0  # pairs answered from the cache (no request)
+    unparsed: int = 0  # answers, asked or cached, that state no label (counted as -1)
 
     def remaining(self) -> int | None:
         """Requests left in the budget (None = no limit)."""

@@ -30,24 +30,32 @@ _MARKS = r"[\s*_`'\"]*"  # markdown and quotes around a name
 _IS = rf"(?:is|looks|seems|appears)\b{_MARKS}"
 
 #: "<keyword> [is] [:] <label or image>" (no image after "label": "I'd label Image 1 as worse").
-_EXPLICIT = re.compile(rf"\b(?:final\s+)?(?P<keyword>answer|choice|preference|label)\b"
-                       rf"(?:\s*(?:is|would\s+be|will\s+be)\b)?{_MARKS}(?:[:=]{_MARKS})?(?:{_LABEL}|{_IMAGE})",
-                       re.IGNORECASE)
+_EXPLICIT = re.compile(
+    rf"\b(?:final\s+)?(?P<keyword>answer|choice|preference|label)\b"
+    rf"(?:\s*(?:is|would\s+be|will\s+be)\b)?{_MARKS}(?:[:=]{_MARKS})?(?:{_LABEL}|{_IMAGE})",
+    re.IGNORECASE,
+)
 #: A whole line that is only a label or an image's name; _LEAD: or one that starts with it, then a dash or a bracket.
 _BARE = re.compile(rf"^[\s\W]*?(?:{_LABEL}|{_IMAGE})[\s.!*`\"']*$", re.IGNORECASE)
 _LEAD = re.compile(rf"^[\s\W]*?(?:{_LABEL}|{_IMAGE})[\s*`\"']*(?:$|[-–—(])", re.IGNORECASE)
 #: Prose naming the better image (group ``worse``: naming the worse one).
-_PROSE = [re.compile(p, re.IGNORECASE) for p in (
-    rf"{_IMAGE}{_MARKS}{_IS}{_ADVERB}{_BETTER}\b",
-    rf"{_IMAGE}{_MARKS}{_IS}{_ADVERB}(?P<worse>worse|further\s+from\s+the\s+(?:goal|target))\b",
-    rf"{_IMAGE}{_MARKS}(?:better|more\s+closely|more\s+fully)\s+(?:achieves|accomplishes|fulfils|fulfills|meets)\b",
-    rf"\b(?:better|more\s+fully|more\s+closely)\s+achieved\s+in\s+{_IMAGE}",
-    rf"\bachieved\s+better\s+in\s+{_IMAGE}",
-    rf"\bI\s+(?:would\s+|'d\s+)?(?:prefer|choose|pick|select)\s+{_IMAGE}",
-)]
+_PROSE = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        rf"{_IMAGE}{_MARKS}{_IS}{_ADVERB}{_BETTER}\b",
+        rf"{_IMAGE}{_MARKS}{_IS}{_ADVERB}(?P<worse>worse|further\s+from\s+the\s+(?:goal|target))\b",
+        rf"{_IMAGE}{_MARKS}(?:better|more\s+closely|more\s+fully)\s+(?:achieves|accomplishes|fulfils|fulfills|meets)\b",
+        rf"\b(?:better|more\s+fully|more\s+closely)\s+achieved\s+in\s+{_IMAGE}",
+        rf"\bachieved\s+better\s+in\s+{_IMAGE}",
+        rf"\bI\s+(?:would\s+|'d\s+)?(?:prefer|choose|pick|select)\s+{_IMAGE}",
+    )
+]
 #: A negation or hedge in the clause before a statement voids it ("I cannot say Image 2 is better").
-_HEDGE = re.compile(r"\b(?:not|no|never|neither|nor|cannot|if|whether|unless|unclear|unsure|uncertain|hard|"
-                    r"difficult|impossible|maybe|perhaps|doubt)\b|n't\b", re.IGNORECASE)
+_HEDGE = re.compile(
+    r"\b(?:not|no|never|neither|nor|cannot|if|whether|unless|unclear|unsure|uncertain|hard|"
+    r"difficult|impossible|maybe|perhaps|doubt)\b|n't\b",
+    re.IGNORECASE,
+)
 _CLAUSE_END = re.compile(r"[.!?;,:\n]|\bbut\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?\n]")
 _KEYS = ("answer", "label", "preference", "choice")
@@ -91,8 +99,11 @@ def stated_label(text: str) -> int | None:
 
     explicit = _json_label(text)
     if explicit is None:
-        found = [m for m in _EXPLICIT.finditer(text)
-                 if not void(m) and not (m["keyword"].lower() == "label" and m["label"] is None)]
+        found = [
+            m
+            for m in _EXPLICIT.finditer(text)
+            if not void(m) and not (m["keyword"].lower() == "label" and m["label"] is None)
+        ]
         lines = [ln for ln in text.splitlines() if ln.strip()]
         bare = {_value(m) for m in (_LEAD.match(lines[0]), _BARE.match(lines[-1])) if m} if lines else set()
         if not found and len(bare) > 1:  # the first line says one label, the last the other

@@ -54,8 +54,9 @@ class LabelCache:
             data = json.loads(text)
             return Preference(analysis=str(data["analysis"]), answer=str(data["answer"]))
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise DataFileError(str(p), "label cache entry is not a JSON object with 'analysis' and 'answer'; "
-                                        "delete it to ask again") from None
+            raise DataFileError(
+                str(p), "label cache entry is not a JSON object with 'analysis' and 'answer'; delete it to ask again"
+            ) from None
 
     def put(self, key: str, preference: Preference, model: str) -> None:
         """Store ``preference`` for ``key`` atomically (``model`` is kept for the reader's information)."""

@@ -47,9 +47,16 @@ class Labels:
 def save_labels(path: str | Path, labels: Labels) -> None:
     """Write ``labels`` to ``path`` (npz) atomically."""
     buf = io.BytesIO()
-    np.savez(buf, index_a=labels.index_a.astype(np.int64), index_b=labels.index_b.astype(np.int64),
-             label=labels.label.astype(np.int8), model=np.str_(labels.model), task=np.str_(labels.task),
-             frames_sha256=np.str_(labels.frames_sha256), protocol=np.int64(labels.protocol))
+    np.savez(
+        buf,
+        index_a=labels.index_a.astype(np.int64),
+        index_b=labels.index_b.astype(np.int64),
+        label=labels.label.astype(np.int8),
+        model=np.str_(labels.model),
+        task=np.str_(labels.task),
+        frames_sha256=np.str_(labels.frames_sha256),
+        protocol=np.int64(labels.protocol),
+    )
     atomic_write_bytes(path, buf.getvalue())
 
 
@@ -59,15 +66,26 @@ def load_labels(path: str | Path) -> Labels:
         index_a = z.array("index_a", "(M,) integer rows of the frames")
         index_b = z.array("index_b", "(M,) integer rows of the frames")
         label = z.array("label", "(M,) labels in {0, 1, -1}")
-        texts = {k: z.text(k, what) for k, what in (("model", "the labelling model's name"),
-                                                     ("task", "the goal as the labeller was told it"),
-                                                     ("frames_sha256", "the frames array's SHA-256"))}
+        texts = {
+            k: z.text(k, what)
+            for k, what in (
+                ("model", "the labelling model's name"),
+                ("task", "the goal as the labeller was told it"),
+                ("frames_sha256", "the frames array's SHA-256"),
+            )
+        }
         protocol = int(z.number("protocol", "the prompts' protocol version"))
     for key, arr in (("index_a", index_a), ("index_b", index_b), ("label", label)):
         if arr.ndim != 1 or arr.dtype.kind not in "iu" or len(arr) != len(label):
-            raise DataFileError(str(path), f"field '{key}' has shape {arr.shape} dtype {arr.dtype}, expected "
-                                           f"({len(label)},) integers")
+            raise DataFileError(
+                str(path), f"field '{key}' has shape {arr.shape} dtype {arr.dtype}, expected ({len(label)},) integers"
+            )
     if not np.isin(label, (-1, 0, 1)).all():
         raise DataFileError(str(path), "field 'label' holds values other than 0, 1 and -1")
-    return Labels(index_a=index_a.astype(np.int64), index_b=index_b.astype(np.int64), label=label.astype(np.int8),
-                  protocol=protocol, **texts)
+    return Labels(
+        index_a=index_a.astype(np.int64),
+        index_b=index_b.astype(np.int64),
+        label=label.astype(np.int8),
+        protocol=protocol,
+        **texts,
+    )

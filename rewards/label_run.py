@@ -30,14 +30,22 @@ REQUESTS_PER_PAIR = 2
 class LabelRun:
     """The pairs that got a label (positions into the pairs asked for), their labels, and why it stopped early."""
 
-    done: np.ndarray       # (K,) int64 positions into ``pairs``
-    labels: np.ndarray     # (K,) int8 in {0, 1, -1}
-    stopped: str | None    # None: every pair labelled; else the reason (the budget)
+    done: np.ndarray  # (K,) int64 positions into ``pairs``
+    labels: np.ndarray  # (K,) int8 in {0, 1, -1}
+    stopped: str | None  # None: every pair labelled; else the reason (the budget)
 
 
-def label_pairs(chat: VlmChat, cache: LabelCache, account: CostAccount, observations: np.ndarray,
-                pairs: Sequence[tuple[int, int]] | np.ndarray, task: str, analysis_tokens: int = 512,
-                label_tokens: int = 32, on_pair: Callable[[int], None] | None = None) -> LabelRun:
+def label_pairs(
+    chat: VlmChat,
+    cache: LabelCache,
+    account: CostAccount,
+    observations: np.ndarray,
+    pairs: Sequence[tuple[int, int]] | np.ndarray,
+    task: str,
+    analysis_tokens: int = 512,
+    label_tokens: int = 32,
+    on_pair: Callable[[int], None] | None = None,
+) -> LabelRun:
     """Label ``pairs`` of ``observations`` (N, H, W, 3) frames or (N, T, H, W, 3) clips, uint8.
 
     Label 0: observation ``pairs[k][0]`` is closer to the goal ``task``; 1: ``pairs[k][1]``; -1: the

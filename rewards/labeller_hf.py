@@ -27,8 +27,10 @@ from simreal.rewards.labelling import Part, Reply
 if TYPE_CHECKING:
     from simreal.rewards.labellers import LabellerConfig
 
-_HOW_TO_GET = ("nothing downloads at run time; on a machine with network run `hf download "
-               "Qwen/Qwen2.5-VL-3B-Instruct --local-dir DIR`, copy DIR here and pass --model DIR")
+_HOW_TO_GET = (
+    "nothing downloads at run time; on a machine with network run `hf download "
+    "Qwen/Qwen2.5-VL-3B-Instruct --local-dir DIR`, copy DIR here and pass --model DIR"
+)
 
 
 class HFChat:
@@ -40,8 +42,9 @@ class HFChat:
 
         self.model, self.config, self.account = config.model, config, account
         path = Path(config.model).expanduser()
-        if not path.is_dir() and (path.is_absolute() or config.model.startswith((".", "~")) or
-                                  config.model.count("/") > 1):  # a path, not a repo id ("org/name")
+        if not path.is_dir() and (
+            path.is_absolute() or config.model.startswith((".", "~")) or config.model.count("/") > 1
+        ):  # a path, not a repo id ("org/name")
             raise DataFileError(config.model, f"(labeller.model) no such model directory; {_HOW_TO_GET}")
         source = str(path) if path.is_dir() else config.model
         try:
@@ -49,8 +52,11 @@ class HFChat:
             self._net = AutoModelForImageTextToText.from_pretrained(source, local_files_only=True).eval()
         except (OSError, ValueError) as e:  # transformers: missing files or cache entry; a model type it cannot load
             why = str(e).splitlines()[0][:160]
-            raise DataFileError(config.model, f"(labeller.model) cannot load an image-text-to-text model and its "
-                                              f"processor here ({why}); {_HOW_TO_GET}") from None
+            raise DataFileError(
+                config.model,
+                f"(labeller.model) cannot load an image-text-to-text model and its "
+                f"processor here ({why}); {_HOW_TO_GET}",
+            ) from None
         if torch.cuda.is_available():
             self._net = self._net.to("cuda")
 
@@ -61,18 +67,31 @@ class HFChat:
 
         self.account.reserve(1)
         start = time.monotonic()
-        content = [{"type": "text", "text": p} if isinstance(p, str) else {"type": "image", "image": Image.fromarray(p)}
-                   for p in parts]
-        inputs = self._processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                                     tokenize=True, return_dict=True, return_tensors="pt")
+        content = [
+            {"type": "text", "text": p} if isinstance(p, str) else {"type": "image", "image": Image.fromarray(p)}
+            for p in parts
+        ]
+        inputs = self._processor.apply_chat_template(
+            [{"role": "user", "content": content}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+        )
         inputs = inputs.to(self._net.device)
-        sampling = ({"do_sample": True, "temperature": self.config.temperature} if self.config.temperature > 0
-                    else {"do_sample": False})
+        sampling = (
+            {"do_sample": True, "temperature": self.config.temperature}
+            if self.config.temperature > 0
+            else {"do_sample": False}
+        )
         with torch.no_grad():
             out = self._net.generate(**inputs, max_new_tokens=max_tokens, **sampling)
         n_prompt = inputs["input_ids"].shape[1]
         new = out[0, n_prompt:]
-        reply = Reply(text=self._processor.decode(new, skip_special_tokens=True), prompt_tokens=int(n_prompt),
-                      completion_tokens=int(len(new)))
+        reply = Reply(
+            text=self._processor.decode(new, skip_special_tokens=True),
+            prompt_tokens=int(n_prompt),
+            completion_tokens=int(len(new)),
+        )
         self.account.record(reply, time.monotonic() - start)
         return reply

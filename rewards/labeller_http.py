@@ -16,7 +16,8 @@ Politeness: requests start at most ``max_requests_per_s`` per second; a 429, a 5
 a lost connection is retried up to ``max_retries`` times after the server's ``Retry-After``
 (seconds) or else ``backoff_s * 2**k``, capped at ``max_backoff_s``. Any other HTTP status is
 one error line, and so is a connection refused before the server ever answered (nothing listens
-there: a wrong ``--endpoint``; it took six attempts and 31 s to say so). Every attempt is charged to the run's :class:`CostAccount` (its budget included).
+there: a wrong ``--endpoint``; it took six attempts and 31 s to say so). Every attempt is
+charged to the run's :class:`CostAccount` (its budget included).
 
 Written on the standard library's urllib: a single JSON POST needs no HTTP client dependency,
 and the core install (no extras) can label.
@@ -60,8 +61,12 @@ def png_data_url(frame: np.ndarray) -> str:
 
 def chat_content(parts: Sequence[Part]) -> list[dict[str, Any]]:
     """A user turn's ``content`` list: text parts as ``text``, frames as PNG ``image_url`` parts."""
-    return [{"type": "text", "text": p} if isinstance(p, str) else
-            {"type": "image_url", "image_url": {"url": png_data_url(p)}} for p in parts]
+    return [
+        {"type": "text", "text": p}
+        if isinstance(p, str)
+        else {"type": "image_url", "image_url": {"url": png_data_url(p)}}
+        for p in parts
+    ]
 
 
 def _retry_after_s(headers: Any) -> float | None:
@@ -85,8 +90,10 @@ class OpenAIChat:
         if config.api_key_env:
             key = os.environ.get(config.api_key_env)
             if not key:
-                raise ConfigError("labeller.api_key_env", f"environment variable {config.api_key_env} is not set "
-                                                          "or empty; export it with the API key")
+                raise ConfigError(
+                    "labeller.api_key_env",
+                    f"environment variable {config.api_key_env} is not set or empty; export it with the API key",
+                )
             self._headers["Authorization"] = f"Bearer {key}"
         self._next_start = 0.0  # time.monotonic() before which no request may start
         self._answered = False  # has the server ever replied (then a refused connection is a restart)
@@ -109,8 +116,14 @@ class OpenAIChat:
 
     def complete(self, parts: Sequence[Part], max_tokens: int) -> Reply:
         """One chat completion, retried as the module docstring says."""
-        body = json.dumps({"model": self.model, "temperature": self.config.temperature, "max_tokens": max_tokens,
-                           "messages": [{"role": "user", "content": chat_content(parts)}]}).encode()
+        body = json.dumps(
+            {
+                "model": self.model,
+                "temperature": self.config.temperature,
+                "max_tokens": max_tokens,
+                "messages": [{"role": "user", "content": chat_content(parts)}],
+            }
+        ).encode()
         cfg = self.config
         for attempt in range(cfg.max_retries + 1):
             self.account.reserve(1)
@@ -124,8 +137,7 @@ class OpenAIChat:
                 detail = e.read(300).decode("utf-8", "replace").strip().replace("\n", " ")
                 why = f"HTTP {e.code}" + (f" ({detail})" if detail else "")
                 if e.code not in RETRY_STATUS:
-                    hint = (f"; check the key in ${cfg.api_key_env}" if e.code in (401, 403) and cfg.api_key_env
-                            else "")
+                    hint = f"; check the key in ${cfg.api_key_env}" if e.code in (401, 403) and cfg.api_key_env else ""
                     raise LabellerError(f"{self.url}: {why}{hint}") from None
                 retry_after = _retry_after_s(e.headers)
             except json.JSONDecodeError as e:
@@ -136,8 +148,10 @@ class OpenAIChat:
                 why = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
                 refused = isinstance(getattr(e, "reason", e), ConnectionRefusedError)
                 if refused and not self._answered:  # nothing listens there: a wrong --endpoint, not a restart
-                    raise LabellerError(f"{self.url}: connection refused; is the server running, and is --endpoint "
-                                        "its base URL (.../v1)?") from None
+                    raise LabellerError(
+                        f"{self.url}: connection refused; is the server running, and is --endpoint "
+                        "its base URL (.../v1)?"
+                    ) from None
             else:
                 reply = _reply(data, self.url)
                 self.account.record(reply, time.monotonic() - start)
@@ -145,7 +159,7 @@ class OpenAIChat:
                 return reply
             if attempt == cfg.max_retries:
                 break
-            wait_s = min(cfg.max_backoff_s, retry_after if retry_after is not None else cfg.backoff_s * 2 ** attempt)
+            wait_s = min(cfg.max_backoff_s, retry_after if retry_after is not None else cfg.backoff_s * 2**attempt)
             self.account.retries += 1
             time.sleep(wait_s)
             self.account.request_s += wait_s
@@ -157,8 +171,9 @@ def _reply(data: Any, url: str) -> Reply:
     try:
         content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise LabellerError(f"{url}: expected a chat completion with choices[0].message.content, got "
-                            f"{json.dumps(data)[:200]}") from None
+        raise LabellerError(
+            f"{url}: expected a chat completion with choices[0].message.content, got {json.dumps(data)[:200]}"
+        ) from None
     if isinstance(content, list):  # some servers answer with content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}

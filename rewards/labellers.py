@@ -39,19 +39,26 @@ class LabellerConfig:
     """The ``labeller:`` section: the model that answers, and how it may be asked."""
 
     model: str = field(doc="model name the endpoint serves (openai), or a local directory / cached repo id (hf)")
-    backend: str = field("openai", choices=tuple(BACKENDS), doc="openai: OpenAI-compatible HTTP API; hf: local "
-                                                                "Hugging Face VLM")
+    backend: str = field(
+        "openai", choices=tuple(BACKENDS), doc="openai: OpenAI-compatible HTTP API; hf: local Hugging Face VLM"
+    )
     endpoint: str = field("", doc="openai: base URL, requests go to <endpoint>/chat/completions")
-    api_key_env: str = field("", doc="openai: name of the environment variable holding the API key (sent as "
-                                     "'Authorization: Bearer'); empty = no key")
+    api_key_env: str = field(
+        "",
+        doc="openai: name of the environment variable holding the API key (sent as "
+        "'Authorization: Bearer'); empty = no key",
+    )
     temperature: float = field(0.0, min=0.0, max=2.0, doc="sampling temperature; 0 = greedy")
     analysis_tokens: int = field(512, min=1, doc="most tokens of the stage-1 description")
     label_tokens: int = field(32, min=1, doc="most tokens of the stage-2 answer")
     timeout_s: float = field(120.0, min=0.001, doc="openai: seconds one request may take")
     max_requests_per_s: float = field(0.0, min=0.0, doc="openai: client-side rate limit; 0 = none")
     max_retries: int = field(5, min=0, doc="openai: re-sends after a 429, a 5xx or a lost connection")
-    backoff_s: float = field(1.0, min=0.0, doc="openai: first wait after a 429/5xx without Retry-After; doubles "
-                                               "each retry, capped at max_backoff_s")
+    backoff_s: float = field(
+        1.0,
+        min=0.0,
+        doc="openai: first wait after a 429/5xx without Retry-After; doubles each retry, capped at max_backoff_s",
+    )
     max_backoff_s: float = field(60.0, min=0.0, doc="openai: longest wait between retries, Retry-After included")
 
     def __post_init__(self) -> None:
@@ -60,11 +67,15 @@ class LabellerConfig:
         if self.backend == "openai":
             url = urllib.parse.urlsplit(self.endpoint)
             if url.scheme not in ("http", "https") or not url.netloc:
-                raise ConfigError("labeller.endpoint", f"expected an http(s) base URL such as "
-                                                       f"http://127.0.0.1:8000/v1, got {self.endpoint!r}")
+                raise ConfigError(
+                    "labeller.endpoint",
+                    f"expected an http(s) base URL such as http://127.0.0.1:8000/v1, got {self.endpoint!r}",
+                )
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
-            raise ConfigError("labeller.api_key_env", "expected the NAME of an environment variable "
-                                                      "(letters, digits, _), e.g. OPENAI_API_KEY, not the key")
+            raise ConfigError(
+                "labeller.api_key_env",
+                "expected the NAME of an environment variable (letters, digits, _), e.g. OPENAI_API_KEY, not the key",
+            )
 
 
 def make_chat(config: LabellerConfig, account: CostAccount) -> VlmChat:

@@ -103,8 +103,10 @@ def as_frames(obs: np.ndarray, what: str = "observation") -> np.ndarray:
     if arr.ndim == 3:
         arr = arr[None]
     if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
-        raise ValueError(f"{what}: expected RGB frames (H, W, 3) or a clip (T, H, W, 3) of uint8, "
-                         f"got shape {arr.shape} dtype {arr.dtype}")
+        raise ValueError(
+            f"{what}: expected RGB frames (H, W, 3) or a clip (T, H, W, 3) of uint8, "
+            f"got shape {arr.shape} dtype {arr.dtype}"
+        )
     return arr
 
 
@@ -120,9 +122,15 @@ def query_key(model: str, task: str, obs_a: np.ndarray, obs_b: np.ndarray) -> st
     """Cache key (SHA-256 hex) of one query: the model, both prompts, the task and both observations' digests.
 
     Order matters: (a, b) and (b, a) are different queries (VLMs favour one position)."""
-    content = {"protocol": PROTOCOL_VERSION, "analysis_prompt": ANALYSIS_PROMPT, "label_prompt": LABEL_PROMPT,
-               "model": model, "task": task, "a": frame_digest(as_frames(obs_a, "observation a")),
-               "b": frame_digest(as_frames(obs_b, "observation b"))}
+    content = {
+        "protocol": PROTOCOL_VERSION,
+        "analysis_prompt": ANALYSIS_PROMPT,
+        "label_prompt": LABEL_PROMPT,
+        "model": model,
+        "task": task,
+        "a": frame_digest(as_frames(obs_a, "observation a")),
+        "b": frame_digest(as_frames(obs_b, "observation b")),
+    }
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
@@ -133,8 +141,9 @@ def analysis_parts(frames_a: np.ndarray, frames_b: np.ndarray, task: str) -> lis
     return [head, *frames_a, middle, *frames_b, tail]
 
 
-def ask_preference(chat: VlmChat, obs_a: np.ndarray, obs_b: np.ndarray, task: str,
-                   analysis_tokens: int = 512, label_tokens: int = 32) -> Preference:
+def ask_preference(
+    chat: VlmChat, obs_a: np.ndarray, obs_b: np.ndarray, task: str, analysis_tokens: int = 512, label_tokens: int = 32
+) -> Preference:
     """RL-VLM-F's two requests for one pair (module docstring); no cache, see ``LabelCache``.
 
     Args:

@@ -49,8 +49,12 @@ class LearnedRewardConfig:
     kind: str = field("learned", choices=("learned",), doc="learned: a Bradley-Terry ensemble on state features")
     weight: float = field(1.0, doc="scale of the term reward/learned")
     task_weight: float = field(1.0, min=0.0, doc="multiplies the task's own reward terms (0: the learned reward alone)")
-    every_k_steps: int = field(1, min=1, doc="a frame model scores every K-th step; the steps between keep the last "
-                                             "score (a state model scores every step)")
+    every_k_steps: int = field(
+        1,
+        min=1,
+        doc="a frame model scores every K-th step; the steps between keep the last "
+        "score (a state model scores every step)",
+    )
 
 
 #: ``reward.kind`` -> its section's config class.
@@ -83,7 +87,7 @@ def jax_reward(model: Any) -> Callable[[jax.Array], jax.Array]:
     t = {k: jnp.asarray(v.detach().cpu().numpy(), jnp.float32) for k, v in model.state_dict().items()}
     k = model.config.members
     w = [jnp.stack([t[f"members.{m}.{i}.weight"] for m in range(k)]) for i in (0, 2, 4)]  # (K, out, in)
-    b = [jnp.stack([t[f"members.{m}.{i}.bias"] for m in range(k)]) for i in (0, 2, 4)]    # (K, out)
+    b = [jnp.stack([t[f"members.{m}.{i}.bias"] for m in range(k)]) for i in (0, 2, 4)]  # (K, out)
     mean, std = t["obs_mean"], t["obs_std"]
 
     def reward(x: jax.Array) -> jax.Array:

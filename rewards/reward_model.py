@@ -55,8 +55,9 @@ class RewardModelConfig:
     def __post_init__(self) -> None:
         shape = tuple(self.input_shape)
         if not (len(shape) == 1 or (len(shape) == 3 and shape[-1] == 3)) or min(shape) < 1:
-            raise ConfigError("reward_model.input_shape", f"expected (d,) state features or (H, W, 3) frames, "
-                                                          f"got {shape}")
+            raise ConfigError(
+                "reward_model.input_shape", f"expected (d,) state features or (H, W, 3) frames, got {shape}"
+            )
         if self.members < 1 or self.hidden < 1:
             raise ConfigError("reward_model.members", "members and hidden must be >= 1")
 
@@ -69,11 +70,17 @@ def _member(config: RewardModelConfig) -> nn.Module:
     """One reward network: observation (N, *input_shape) -> reward (N, 1)."""
     h = config.hidden
     if not config.is_image:
-        return nn.Sequential(nn.Linear(config.input_shape[0], h), nn.LeakyReLU(),
-                             nn.Linear(h, h), nn.LeakyReLU(), nn.Linear(h, 1))
+        return nn.Sequential(
+            nn.Linear(config.input_shape[0], h), nn.LeakyReLU(), nn.Linear(h, h), nn.LeakyReLU(), nn.Linear(h, 1)
+        )
     height, width, _ = config.input_shape
-    conv = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.LeakyReLU(),
-                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.LeakyReLU(), nn.Flatten())
+    conv = nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.LeakyReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.LeakyReLU(),
+        nn.Flatten(),
+    )
     flat = conv(torch.zeros(1, 3, height, width)).shape[1]  # spatial size after the two stride-2 convs
     return nn.Sequential(conv, nn.Linear(flat, h), nn.LeakyReLU(), nn.Linear(h, 1))
 
@@ -100,8 +107,10 @@ class BTEnsemble(nn.Module):
         (N,) of one ``member`` only when given."""
         nd = len(self.config.input_shape)
         if tuple(x.shape[-nd:]) != tuple(self.config.input_shape) or x.ndim not in (nd + 1, nd + 2):
-            raise ValueError(f"expected observations (N, *{self.config.input_shape}) or segments "
-                             f"(N, T, *{self.config.input_shape}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"expected observations (N, *{self.config.input_shape}) or segments "
+                f"(N, T, *{self.config.input_shape}), got {tuple(x.shape)}"
+            )
         lead = x.shape[:-nd]
         flat = self._prepare(x.reshape(-1, *self.config.input_shape))
         nets = self.members if member is None else [self.members[member]]
@@ -112,7 +121,9 @@ class BTEnsemble(nn.Module):
     @torch.no_grad()
     def reward(self, obs: np.ndarray) -> np.ndarray:
         """The learned reward: the members' mean (N,) float32, of observations (N, *input_shape)."""
-        return self(torch.as_tensor(np.array(obs))).mean(0).numpy().astype(np.float32)  # a copy: jax hands read-only arrays
+        return (
+            self(torch.as_tensor(np.array(obs))).mean(0).numpy().astype(np.float32)
+        )  # a copy: jax hands read-only arrays
 
 
 def bt_targets(labels: np.ndarray, unsure: str = "skip") -> tuple[np.ndarray, np.ndarray]:
@@ -128,13 +139,26 @@ def bt_targets(labels: np.ndarray, unsure: str = "skip") -> tuple[np.ndarray, np
 def bt_loss(r_a: torch.Tensor, r_b: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean binary cross-entropy of P(a > b) = sigmoid(r_a - r_b) against ``target`` (per member, then summed)."""
     logits = r_a - r_b  # (K, N)
-    return nn.functional.binary_cross_entropy_with_logits(logits, target.expand_as(logits), reduction="none") \
-        .mean(-1).sum()
+    return (
+        nn.functional.binary_cross_entropy_with_logits(logits, target.expand_as(logits), reduction="none")
+        .mean(-1)
+        .sum()
+    )
 
 
-def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndarray, epochs: int = 100,
-        batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 1e-4, unsure: str = "skip",
-        seed: int = 0, on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
+def fit(
+    model: BTEnsemble,
+    obs_a: np.ndarray,
+    obs_b: np.ndarray,
+    labels: np.ndarray,
+    epochs: int = 100,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    unsure: str = "skip",
+    seed: int = 0,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> list[float]:
     """Fit every member to the labelled pairs (module docstring); returns each epoch's loss per pair and member.
 
     Args:
@@ -164,7 +188,7 @@ def fit(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray, labels: np.ndar
         orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(k)])  # (K, n)
         total = 0.0
         for start in range(0, n, batch_size):
-            idx = orders[:, start:start + batch_size]  # (K, B)
+            idx = orders[:, start : start + batch_size]  # (K, B)
             r_a = torch.stack([model(a[idx[m]], member=m) for m in range(k)])
             r_b = torch.stack([model(b[idx[m]], member=m) for m in range(k)])
             loss = bt_loss(r_a, r_b, t[idx])
@@ -193,8 +217,11 @@ def preference_accuracy(model: BTEnsemble, obs_a: np.ndarray, obs_b: np.ndarray,
     """:func:`agreement` of the ensemble's mean reward with ``labels`` (-1 labels ignored)."""
     labels = np.asarray(labels)
     rows = np.flatnonzero(labels != -1)
-    score = agreement(model.reward(np.asarray(obs_a)[rows]), model.reward(np.asarray(obs_b)[rows]), labels[rows]) \
-        if len(rows) else None
+    score = (
+        agreement(model.reward(np.asarray(obs_a)[rows]), model.reward(np.asarray(obs_b)[rows]), labels[rows])
+        if len(rows)
+        else None
+    )
     if score is None:
         raise ValueError("no pairs labelled 0 or 1 to score")
     return score
@@ -210,19 +237,28 @@ def load_reward_model(path: str | Path) -> BTEnsemble:
     meta, tensors = load_tensors(path, "reward model saved by save_reward_model", FORMAT)
     try:
         fields = json.loads(meta["config"])
-        config = RewardModelConfig(input_shape=tuple(fields["input_shape"]), members=int(fields["members"]),
-                                   hidden=int(fields["hidden"]), obs_terms=tuple(fields.get("obs_terms", ())),
-                                   camera=str(fields.get("camera", "")))
+        config = RewardModelConfig(
+            input_shape=tuple(fields["input_shape"]),
+            members=int(fields["members"]),
+            hidden=int(fields["hidden"]),
+            obs_terms=tuple(fields.get("obs_terms", ())),
+            camera=str(fields.get("camera", "")),
+        )
     except (KeyError, TypeError, ValueError, json.JSONDecodeError, ConfigError) as e:
         raise DataFileError(str(path), f"metadata 'config' is not a reward model config ({e})") from None
     model = BTEnsemble(config)
     try:
         model.load_state_dict(tensors, strict=True)
     except RuntimeError as e:
-        raise DataFileError(str(path), f"tensors do not match the config {config}: "
-                                       f"{str(e).splitlines()[-1].strip()[:200]}") from None
+        raise DataFileError(
+            str(path), f"tensors do not match the config {config}: {str(e).splitlines()[-1].strip()[:200]}"
+        ) from None
     bad = [name for name, t in model.state_dict().items() if not bool(torch.isfinite(t).all())]
     if bad or not bool((model.obs_std > 0).all()):  # a NaN reward trained on as 0, silently
-        raise DataFileError(str(path), f"tensor '{bad[0]}' holds NaN or inf" if bad else
-                                       "tensor 'obs_std' holds a value <= 0 (features are divided by it)")
+        raise DataFileError(
+            str(path),
+            f"tensor '{bad[0]}' holds NaN or inf"
+            if bad
+            else "tensor 'obs_std' holds a value <= 0 (features are divided by it)",
+        )
     return model.eval()

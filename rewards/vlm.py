@@ -62,24 +62,33 @@ class ClipRewardConfig:
     kind: str = field("clip", choices=("clip",), doc="clip: CLIP or SigLIP, read from the model's config")
     baselines: tuple[str, ...] = field((), doc="VLM-RM baseline descriptions (the scene without the goal)")
     negatives: tuple[str, ...] = field((), doc="VLM-RL negative descriptions (what to move away from)")
-    alpha: float = field(0.5, min=0.0, max=1.0,
-                         doc="VLM-RM projection strength with baselines: 0 = plain cosine, 1 = only the "
-                             "baseline-to-goal direction")
+    alpha: float = field(
+        0.5,
+        min=0.0,
+        max=1.0,
+        doc="VLM-RM projection strength with baselines: 0 = plain cosine, 1 = only the baseline-to-goal direction",
+    )
     weight: float = field(1.0, doc="scale of the reward term reward/clip")
     task_weight: float = field(1.0, min=0.0, doc="multiplies the task's own reward terms (0: the CLIP reward alone)")
     camera: str = field("front", doc="the model camera whose frames are scored (at its own resolution)")
-    every_k_steps: int = field(1, min=1, doc="score every K-th control step's frame; the steps between keep "
-                                             "the last score")
+    every_k_steps: int = field(
+        1, min=1, doc="score every K-th control step's frame; the steps between keep the last score"
+    )
     batch_size: int = field(64, min=1, doc="frames per forward pass (bounds memory)")
 
     def __post_init__(self) -> None:
         # Cross-key checks; build() has checked each key on its own. The section is `reward:`.
         if not self.prompts or not all(p.strip() for p in self.prompts):
-            raise ConfigError("reward.prompts", "expected one or more non-empty goal descriptions, e.g. "
-                                                "[\"a robot arm holding the red cube\"]")
+            raise ConfigError(
+                "reward.prompts",
+                'expected one or more non-empty goal descriptions, e.g. ["a robot arm holding the red cube"]',
+            )
         if self.baselines and self.negatives:
-            raise ConfigError("reward.negatives", "give reward.baselines (VLM-RM goal-baseline projection) or "
-                                                  "reward.negatives (VLM-RL contrast), not both")
+            raise ConfigError(
+                "reward.negatives",
+                "give reward.baselines (VLM-RM goal-baseline projection) or "
+                "reward.negatives (VLM-RL contrast), not both",
+            )
         for key in ("baselines", "negatives"):
             if not all(p.strip() for p in getattr(self, key)):
                 raise ConfigError(f"reward.{key}", "an empty description; expected non-empty strings")
@@ -105,8 +114,11 @@ class ClipReward:
         if cfg.baselines:
             baseline = prompt_mean(self.embed_text(cfg.baselines))
             if np.linalg.norm(self.goal - baseline) < _MIN_GOAL_BASELINE_DISTANCE:
-                raise ConfigError("reward.baselines", "the baseline prompts embed where the goal prompts do; "
-                                                      "describe the scene without the goal achieved")
+                raise ConfigError(
+                    "reward.baselines",
+                    "the baseline prompts embed where the goal prompts do; "
+                    "describe the scene without the goal achieved",
+                )
             self.P = goal_baseline_projection(self.goal, baseline, cfg.alpha)  # (D, D)
         else:
             self.P = np.eye(self.goal.shape[0])  # a = 0: R = cos(s, g)
@@ -128,8 +140,9 @@ class ClipReward:
 
         chunks = []
         for i in range(0, len(images), self.cfg.batch_size):
-            pixels = self.processor(images=images[i:i + self.cfg.batch_size], input_data_format="channels_last",
-                                    return_tensors="pt")["pixel_values"]
+            pixels = self.processor(
+                images=images[i : i + self.cfg.batch_size], input_data_format="channels_last", return_tensors="pt"
+            )["pixel_values"]
             with torch.inference_mode():
                 out = self.model.get_image_features(pixel_values=pixels.to(self.device))
             chunks.append(out.pooler_output.float().cpu().numpy())

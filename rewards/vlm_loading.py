@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 #: over one joint embedding space and whose processors take plain RGB images.
 CLIP_FAMILY: tuple[str, ...] = ("clip", "siglip")
 
-_HOW_TO_GET = ("nothing downloads at run time; on a machine with network run "
-               "`hf download openai/clip-vit-base-patch32 --local-dir DIR` (or "
-               "google/siglip-base-patch16-224), copy DIR here and set {key}=DIR")
+_HOW_TO_GET = (
+    "nothing downloads at run time; on a machine with network run "
+    "`hf download openai/clip-vit-base-patch32 --local-dir DIR` (or "
+    "google/siglip-base-patch16-224), copy DIR here and set {key}=DIR"
+)
 
 
 def load_clip_family(name: str, key: str = "reward.model") -> tuple[PreTrainedModel, ProcessorMixin]:
@@ -58,38 +60,56 @@ def load_clip_family(name: str, key: str = "reward.model") -> tuple[PreTrainedMo
     except OSError as e:  # transformers: a missing cache entry, a malformed repo id or unreadable JSON
         if is_dir:
             raise DataFileError(name, f"({key}) {str(e).splitlines()[0]}") from None
-        raise DataFileError(name, f"({key}) not a local directory, and no such model in the Hugging Face cache "
-                                  f"({constants.HF_HUB_CACHE}); {how}") from None
+        raise DataFileError(
+            name,
+            f"({key}) not a local directory, and no such model in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}); {how}",
+        ) from None
     except ValueError:  # transformers: a model_type it does not know
-        raise DataFileError(name, f"({key}) config.json names a model type transformers does not know; "
-                                  f"supported: {', '.join(CLIP_FAMILY)}") from None
+        raise DataFileError(
+            name,
+            f"({key}) config.json names a model type transformers does not know; supported: {', '.join(CLIP_FAMILY)}",
+        ) from None
     if config.model_type not in CLIP_FAMILY:
-        raise DataFileError(name, f"({key}) model_type '{config.model_type}' is not a CLIP-family model; "
-                                  f"supported: {', '.join(CLIP_FAMILY)}")
+        raise DataFileError(
+            name,
+            f"({key}) model_type '{config.model_type}' is not a CLIP-family model; supported: {', '.join(CLIP_FAMILY)}",
+        )
     if config.model_type == "siglip":
         require("sentencepiece")  # SigLIP's tokenizer; without it AutoProcessor fails deep inside transformers
     try:
         model = AutoModel.from_pretrained(source, local_files_only=True)
     except OSError:
-        raise DataFileError(name, f"({key}) config.json but no weights (model.safetensors or pytorch_model.bin); "
-                                  f"{how}") from None
+        raise DataFileError(
+            name, f"({key}) config.json but no weights (model.safetensors or pytorch_model.bin); {how}"
+        ) from None
     except Exception as e:  # safetensors', torch's or transformers' own errors on a damaged file, whatever their type
-        raise DataFileError(name, f"({key}) the weights cannot be read ({type(e).__name__}: "
-                                  f"{str(e).splitlines()[0] if str(e) else 'no detail'}); a truncated or damaged "
-                                  f"file? {how}") from None
+        raise DataFileError(
+            name,
+            f"({key}) the weights cannot be read ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else 'no detail'}); a truncated or damaged "
+            f"file? {how}",
+        ) from None
     try:
         processor = AutoProcessor.from_pretrained(source, local_files_only=True)
     except OSError:
-        raise DataFileError(name, f"({key}) weights but no processor files (preprocessor_config.json or "
-                                  f"processor_config.json, and the tokenizer's); {how}") from None
+        raise DataFileError(
+            name,
+            f"({key}) weights but no processor files (preprocessor_config.json or "
+            f"processor_config.json, and the tokenizer's); {how}",
+        ) from None
     except ValueError:  # sentencepiece without its model file: "Either model_file or model_proto ..."
-        raise DataFileError(name, f"({key}) the tokenizer's files are missing (spiece.model for SigLIP); "
-                                  f"{how}") from None
+        raise DataFileError(
+            name, f"({key}) the tokenizer's files are missing (spiece.model for SigLIP); {how}"
+        ) from None
     # transformers builds an empty tokenizer where its files are missing: every word would be the
     # one unknown token, and every prompt the same embedding
     words, vocab = len(processor.tokenizer), int(config.text_config.vocab_size)
     if words < vocab // 2:
-        raise DataFileError(name, f"({key}) its tokenizer knows {words} tokens for a text model of {vocab}: the "
-                                  "tokenizer's files are missing (tokenizer.json, or vocab.json and merges.txt for "
-                                  f"CLIP, spiece.model for SigLIP); {how}")
+        raise DataFileError(
+            name,
+            f"({key}) its tokenizer knows {words} tokens for a text model of {vocab}: the "
+            "tokenizer's files are missing (tokenizer.json, or vocab.json and merges.txt for "
+            f"CLIP, spiece.model for SigLIP); {how}",
+        )
     return model.eval(), processor

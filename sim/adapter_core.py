@@ -120,15 +120,23 @@ class JaxBatch:
     def step(self, actions: jax.Array) -> StepOut:
         """Advance every env one control step with (N, act) actions in [-1, 1]."""
         self._require_state()
-        actions = jax.device_put(jnp.asarray(actions, jnp.float32).reshape(self.num_envs, self.action_size),
-                                 self._device)
+        actions = jax.device_put(
+            jnp.asarray(actions, jnp.float32).reshape(self.num_envs, self.action_size), self._device
+        )
         s, self.critic_obs = self._step(self.state, actions)
         self.state = s
         done = s.done > 0.5
         truncated = done & (s.info["truncation"] > 0.5)
-        return StepOut(obs=s.obs, reward=s.reward, terminated=done & ~truncated, truncated=truncated,
-                       terminal_obs=s.info["terminal_obs"], critic_obs=self.critic_obs, episode_metrics=s.info["episode_metrics"],
-                       reward_terms={k: v for k, v in s.metrics.items() if k.startswith("reward/")})
+        return StepOut(
+            obs=s.obs,
+            reward=s.reward,
+            terminated=done & ~truncated,
+            truncated=truncated,
+            terminal_obs=s.info["terminal_obs"],
+            critic_obs=self.critic_obs,
+            episode_metrics=s.info["episode_metrics"],
+            reward_terms={k: v for k, v in s.metrics.items() if k.startswith("reward/")},
+        )
 
     @property
     def episode_step(self) -> jax.Array:

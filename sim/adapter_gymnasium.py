@@ -88,5 +88,10 @@ class GymVectorEnv(VectorEnv):
         if done.any():
             infos = {"final_obs": to_numpy(out.terminal_obs), "_final_obs": done}
             infos.update({k: np.array(v) for k, v in out.episode_metrics.items()})
-        return (to_numpy(out.obs), np.array(out.reward, np.float32), np.array(out.terminated),
-                np.array(out.truncated), infos)
+        return (
+            to_numpy(out.obs),
+            np.array(out.reward, np.float32),
+            np.array(out.terminated),
+            np.array(out.truncated),
+            infos,
+        )

@@ -84,9 +84,11 @@ class SB3VecEnv(VecEnv):
             terminal = self._visible(out.terminal_obs)
             ep = {k.split("/", 1)[1]: np.array(v) for k, v in out.episode_metrics.items()}
             for i in np.flatnonzero(done):
-                infos[i] = {"terminal_observation": jax.tree.map(lambda x: x[i], terminal),  # noqa: B023
-                            "TimeLimit.truncated": bool(truncated[i]),
-                            "episode": {"r": float(ep["return"][i]), "l": int(ep["length"][i])}}
+                infos[i] = {
+                    "terminal_observation": jax.tree.map(lambda x: x[i], terminal),  # noqa: B023
+                    "TimeLimit.truncated": bool(truncated[i]),
+                    "episode": {"r": float(ep["return"][i]), "l": int(ep["length"][i])},
+                }
                 infos[i].update({f"episode/{k}": float(v[i]) for k, v in ep.items() if k not in ("return", "length")})
         infos[0][REWARD_TERMS] = out.reward_term_means()
         return obs, np.array(out.reward, np.float32), done, infos

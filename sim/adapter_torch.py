@@ -76,8 +76,11 @@ def _episode_log(out: StepOut) -> dict[str, torch.Tensor]:
     n = int(done.sum())
     if n == 0:
         return {}
-    return {"/" + k: torch.tensor(float(np.asarray(v).sum()) / n) for k, v in out.episode_metrics.items()
-            if k != "episode/done"}
+    return {
+        "/" + k: torch.tensor(float(np.asarray(v).sum()) / n)
+        for k, v in out.episode_metrics.items()
+        if k != "episode/done"
+    }
 
 
 class RslRlVecEnv(_RslVecEnv):
@@ -169,6 +172,9 @@ class VecTask:
         self.reset_buf.copy_(to_torch(out.done))
         self.timeout_buf.copy_(to_torch(out.truncated))
         self.progress_buf.copy_(to_torch(self.batch.episode_step))
-        self.extras = {"time_outs": self.timeout_buf, "terminal_obs": to_torch(_state(out.terminal_obs)),
-                       "episode": _episode_log(out)}
+        self.extras = {
+            "time_outs": self.timeout_buf,
+            "terminal_obs": to_torch(_state(out.terminal_obs)),
+            "episode": _episode_log(out),
+        }
         return self.obs_dict, self.rew_buf, self.reset_buf, self.extras

@@ -31,8 +31,11 @@ def camera_size(model: mujoco.MjModel, name: str, key: str, owner: str = "the ta
     ``owner``'s model has no such camera, listing the cameras it has."""
     names = camera_names(model)
     if name not in names:
-        raise ConfigError(key, f"{owner}'s model has no camera '{name}'; its cameras: {', '.join(names) or 'none'} "
-                               "(a robot spec's model.cameras or a task's env.cameras adds one)")
+        raise ConfigError(
+            key,
+            f"{owner}'s model has no camera '{name}'; its cameras: {', '.join(names) or 'none'} "
+            "(a robot spec's model.cameras or a task's env.cameras adds one)",
+        )
     w, h = (int(v) for v in model.cam_resolution[names.index(name)])
     return h, w
 
@@ -69,5 +72,10 @@ def add_cameras(s: mujoco.MjSpec, cameras: Sequence[CameraSpec], key: str, sourc
         if s.camera(cam.name) is not None:
             raise ConfigError(f"{key}[{i}].name", f"{origin} already has a camera '{cam.name}'", source)
         quat = lookat_quat(cam.pos, cam.lookat) if cam.lookat is not None else np.asarray(cam.quat, np.float64)
-        body.add_camera(name=cam.name, pos=list(cam.pos), quat=list(quat / np.linalg.norm(quat)),
-                        fovy=float(cam.fovy_deg), resolution=[int(cam.width), int(cam.height)])
+        body.add_camera(
+            name=cam.name,
+            pos=list(cam.pos),
+            quat=list(quat / np.linalg.norm(quat)),
+            fovy=float(cam.fovy_deg),
+            resolution=[int(cam.width), int(cam.height)],
+        )

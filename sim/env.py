@@ -66,8 +66,9 @@ def delay_range(steps: tuple[float, ...]) -> tuple[float, float]:
     if len(delay) > 2 or (len(delay) == 2 and delay[0] > delay[1]):
         from simreal.errors import ConfigError
 
-        raise ConfigError("env.action_delay_steps", f"expected [min, max] with min <= max (or one fixed value), "
-                                                    f"got {list(delay)}")
+        raise ConfigError(
+            "env.action_delay_steps", f"expected [min, max] with min <= max (or one fixed value), got {list(delay)}"
+        )
     lo, hi = (delay + (0.0, 0.0))[:2] if len(delay) != 1 else (delay[0], delay[0])
     return lo, hi
 
@@ -77,13 +78,17 @@ class EnvConfig:
     """Settings every task has; tasks subclass this with their own fields."""
 
     episode_length_s: float = field(5.0, min=0.01, doc="episode time limit [s]")
-    action_delay_steps: tuple[float, ...] = field((0, 1), min=0.0,
-                                                  doc="(min, max) delay in control periods, uniform per episode")
+    action_delay_steps: tuple[float, ...] = field(
+        (0, 1), min=0.0, doc="(min, max) delay in control periods, uniform per episode"
+    )
     obs_noise_scale: float = field(1.0, min=0.0, doc="multiplies the task's per-term noise std")
     randomize: bool = field(True, doc="domain randomisation on/off")
     reward_scales: dict[str, float] = field({}, doc="override weights of named reward terms")
-    action_history_steps: int = field(0, min=0, doc="k actions before the last one the policy observes "
-                                                    "(term action_history, appended to the task's terms)")
+    action_history_steps: int = field(
+        0,
+        min=0,
+        doc="k actions before the last one the policy observes (term action_history, appended to the task's terms)",
+    )
 
 
 #: Env settings whose default changed, and the value a config saved without them (a run's
@@ -104,8 +109,10 @@ def _undefined_where_diverged(final: Mapping[str, jax.Array], diverged: jax.Arra
     """Episode statistics with a diverged episode's counted ones undefined (value and count 0,
     :mod:`simreal.sim.episode_stats`) and any value that is not finite read as 0."""
     counted = {k[: -len(COUNT_SUFFIX)] for k in final if k.endswith(COUNT_SUFFIX)}
-    return {k: jnp.where((diverged & (k in counted or k.endswith(COUNT_SUFFIX))) | ~jnp.isfinite(v), 0.0, v)
-            for k, v in final.items()}
+    return {
+        k: jnp.where((diverged & (k in counted or k.endswith(COUNT_SUFFIX))) | ~jnp.isfinite(v), 0.0, v)
+        for k, v in final.items()
+    }
 
 
 def _any(conditions: Mapping[str, jax.Array]) -> jax.Array:
@@ -167,8 +174,10 @@ class MjEnv(BraxEnv):
         if unknown:
             from simreal.errors import ConfigError
 
-            raise ConfigError(f"env.reward_scales.{sorted(unknown)[0]}",
-                              f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}")
+            raise ConfigError(
+                f"env.reward_scales.{sorted(unknown)[0]}",
+                f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}",
+            )
         self._obs_sizes = self._measure_obs_sizes()
         self._added_terms: dict[str, Any] = {}
 
@@ -285,7 +294,9 @@ class MjEnv(BraxEnv):
         """Update task info after a step (moving targets...); default: unchanged."""
         return info
 
-    def update_stats(self, stats: dict[str, jax.Array], phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
+    def update_stats(
+        self, stats: dict[str, jax.Array], phys: PhysState, info: Mapping[str, Any]
+    ) -> dict[str, jax.Array]:
         """Accumulate per-episode statistics; default: none."""
         return stats
 
@@ -359,8 +370,14 @@ class MjEnv(BraxEnv):
     def reset(self, rng: jax.Array) -> State:
         return self.reset_from(rng)
 
-    def reset_from(self, rng: jax.Array, qpos: jax.Array | None = None, qvel: jax.Array | None = None,
-                   act: jax.Array | None = None, task: Mapping[str, Any] | None = None) -> State:
+    def reset_from(
+        self,
+        rng: jax.Array,
+        qpos: jax.Array | None = None,
+        qvel: jax.Array | None = None,
+        act: jax.Array | None = None,
+        task: Mapping[str, Any] | None = None,
+    ) -> State:
         """:meth:`reset`, with any of the initial ``qpos``, ``qvel``, ``act`` and task inputs
         (``target_pos_w``, ``command``, ...) given instead of sampled: a rehearsal's start,
         replayed in the training simulator."""
@@ -441,8 +458,10 @@ class MjEnv(BraxEnv):
         # Auto-reset with a fresh key: new randomisation, new initial state.
         phys_new, info_new = self._new_episode(k_reset, done)
         phys = jax.tree.map(lambda a, b: jnp.where(done, a, b), phys_new, phys)
-        info = {k: (jax.tree.map(lambda a, b: jnp.where(done, a, b), info_new[k], v) if k in info_new else v)
-                for k, v in info.items()}
+        info = {
+            k: (jax.tree.map(lambda a, b: jnp.where(done, a, b), info_new[k], v) if k in info_new else v)
+            for k, v in info.items()
+        }
         info["rng"] = rng
         info["truncation"] = truncated.astype(jnp.float32)
         info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
@@ -463,16 +482,19 @@ class MjEnv(BraxEnv):
         return (1.0 - f) * buf[k] + f * buf[k + 1]
 
     # -- internals ------------------------------------------------------------------------------
-    def _new_episode(self, rng: jax.Array, active: jax.Array,
-                     given: Mapping[str, Any] | None = None) -> tuple[PhysState, dict[str, Any]]:
+    def _new_episode(
+        self, rng: jax.Array, active: jax.Array, given: Mapping[str, Any] | None = None
+    ) -> tuple[PhysState, dict[str, Any]]:
         k_init, k_dr, k_delay = jax.random.split(rng, 3)
         params = self.nominal_params()
         if self.cfg.randomize:
             params = self.randomize(params, k_dr)
         qpos, qvel, act, task_info = self.sample_initial(k_init)
         if given:
-            qpos, qvel, act = (jnp.asarray(given[k], jnp.float32) if given[k] is not None else v
-                               for k, v in (("qpos", qpos), ("qvel", qvel), ("act", act)))
+            qpos, qvel, act = (
+                jnp.asarray(given[k], jnp.float32) if given[k] is not None else v
+                for k, v in (("qpos", qpos), ("qvel", qvel), ("act", act))
+            )
             task_info = {**task_info, **{k: jnp.asarray(v, jnp.float32) for k, v in given["task"].items()}}
         phys = self.physics.init(params, qpos, qvel, act, active)
         nu = self.action_size
@@ -494,8 +516,9 @@ class MjEnv(BraxEnv):
         }
         return phys, info
 
-    def _observe(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array,
-                 active: jax.Array | None = None) -> jax.Array | dict[str, jax.Array]:
+    def _observe(
+        self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array, active: jax.Array | None = None
+    ) -> jax.Array | dict[str, jax.Array]:
         obs = build_observation(self.obs_terms, self.observed_state(phys, info), jnp)
         if self.cfg.obs_noise_scale > 0 and self.obs_noise_std:
             std = jnp.concatenate([jnp.full((s,), self.obs_noise_std.get(n, 0.0)) for n, s in self._obs_sizes.items()])
@@ -511,10 +534,13 @@ class MjEnv(BraxEnv):
 
         def sizes(rng):
             qpos, qvel, act, task_info = self.sample_initial(rng)
-            phys = PhysState(qpos=qpos, qvel=qvel, act=act,
-                             sensordata=jnp.zeros((self.mj_model.nsensordata,)))
-            info = {"last_action": jnp.zeros((self.action_size,)), "step": jnp.zeros((), jnp.int32),
-                    "action_history": jnp.zeros((self.cfg.action_history_steps, self.action_size)), **task_info}
+            phys = PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=jnp.zeros((self.mj_model.nsensordata,)))
+            info = {
+                "last_action": jnp.zeros((self.action_size,)),
+                "step": jnp.zeros((), jnp.int32),
+                "action_history": jnp.zeros((self.cfg.action_history_steps, self.action_size)),
+                **task_info,
+            }
             s = self.observed_state(phys, info)
             return {n: term(n)(s, jnp) for n in names}
 

@@ -35,8 +35,11 @@ def has_free_base(model: Any) -> bool:
     """The first body after the world moves on a free joint (a quadrotor, a humanoid)."""
     import mujoco
 
-    return bool(model.nbody > 1 and model.body_jntnum[1] > 0
-                and model.jnt_type[model.body_jntadr[1]] == mujoco.mjtJoint.mjJNT_FREE)
+    return bool(
+        model.nbody > 1
+        and model.body_jntnum[1] > 0
+        and model.jnt_type[model.body_jntadr[1]] == mujoco.mjtJoint.mjJNT_FREE
+    )
 
 
 class FollowCamera:

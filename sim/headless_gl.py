@@ -22,8 +22,13 @@ def _gl_error(name: str) -> str | None:
     else the last line of its error."""
     probe = "import mujoco; c = mujoco.GLContext(8, 8); c.make_current(); c.free()"
     try:
-        r = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MUJOCO_GL": name},
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "MUJOCO_GL": name},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:
         return "timed out opening a context"
     lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
@@ -46,8 +51,10 @@ def use_headless_gl() -> str:
             break
     else:
         tried = "; ".join(f"MUJOCO_GL={n}: {e}" for n, e in errors.items())
-        raise SimrealError(f"no OpenGL for offscreen rendering ({tried}); install EGL (Debian: libegl1) or "
-                           "OSMesa (libosmesa6), or set MUJOCO_GL")
+        raise SimrealError(
+            f"no OpenGL for offscreen rendering ({tried}); install EGL (Debian: libegl1) or "
+            "OSMesa (libosmesa6), or set MUJOCO_GL"
+        )
     os.environ["MUJOCO_GL"] = name
     if "mujoco" in sys.modules:
         import mujoco

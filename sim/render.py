@@ -51,8 +51,13 @@ PLANE_HALF_EXTENT_M = 5.0
 #: Slices and stacks of sphere, capsule and cylinder meshes (MuJoCo's defaults: 28, 16): at
 #: policy resolutions the facets are sub-pixel, and on llvmpipe this halves an arm frame's cost.
 MESH_SLICES, MESH_STACKS = 12, 6
-_OFF_FLAGS = (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX,
-              mujoco.mjtRndFlag.mjRND_FOG, mujoco.mjtRndFlag.mjRND_HAZE)
+_OFF_FLAGS = (
+    mujoco.mjtRndFlag.mjRND_SHADOW,
+    mujoco.mjtRndFlag.mjRND_REFLECTION,
+    mujoco.mjtRndFlag.mjRND_SKYBOX,
+    mujoco.mjtRndFlag.mjRND_FOG,
+    mujoco.mjtRndFlag.mjRND_HAZE,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +76,13 @@ class Camera:
         return (f"pixels/{self.name}",) + ((f"depth/{self.name}",) if self.depth else ())
 
 
-def render_model(model: mujoco.MjModel, width: int, height: int, plane_half_extent_m: float = PLANE_HALF_EXTENT_M,
-                 grid_m: float | None = None) -> mujoco.MjModel:
+def render_model(
+    model: mujoco.MjModel,
+    width: int,
+    height: int,
+    plane_half_extent_m: float = PLANE_HALF_EXTENT_M,
+    grid_m: float | None = None,
+) -> mujoco.MjModel:
     """A copy of ``model`` set up for fast images of at most ``width`` x ``height`` [px] (module
     docstring): infinite planes become squares of ``plane_half_extent_m`` with grid lines every
     ``grid_m`` (default: the half extent); ``model`` itself is unchanged."""
@@ -177,8 +187,9 @@ class BatchRenderer:
     ``close()`` frees the GL contexts (also at exit, or when the renderer is collected).
     """
 
-    def __init__(self, model: mujoco.MjModel, cameras: Sequence[str], depth: Sequence[str] = (),
-                 nthread: int | None = None):
+    def __init__(
+        self, model: mujoco.MjModel, cameras: Sequence[str], depth: Sequence[str] = (), nthread: int | None = None
+    ):
         from simreal.sim.headless_gl import use_headless_gl
 
         names = camera_names(model)
@@ -186,7 +197,8 @@ class BatchRenderer:
             if name not in names:
                 raise UnknownNameError("camera", name, names)
         self.cameras = tuple(
-            Camera(n, names.index(n), *map(int, model.cam_resolution[names.index(n)]), n in depth) for n in cameras)
+            Camera(n, names.index(n), *map(int, model.cam_resolution[names.index(n)]), n in depth) for n in cameras
+        )
         use_headless_gl()
         self.model = render_model(model, max(c.width for c in self.cameras), max(c.height for c in self.cameras))
         self.nthread = max(1, int(nthread or os.cpu_count() or 1))
@@ -199,8 +211,10 @@ class BatchRenderer:
             from simreal.errors import SimrealError
 
             err = next(e for e in errors if e)
-            raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')} "
-                               f"({err}); unset MUJOCO_GL to let simreal pick EGL or OSMesa") from None
+            raise SimrealError(
+                f"cannot open an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')} "
+                f"({err}); unset MUJOCO_GL to let simreal pick EGL or OSMesa"
+            ) from None
 
     def output_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         """Shape and dtype of each observation key, per env."""
@@ -211,8 +225,9 @@ class BatchRenderer:
                 out[f"depth/{c.name}"] = jax.ShapeDtypeStruct((c.height, c.width, 1), jnp.float32)
         return out
 
-    def render(self, qpos: np.ndarray, active: np.ndarray | None = None,
-               mocap_pos: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def render(
+        self, qpos: np.ndarray, active: np.ndarray | None = None, mocap_pos: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
         """Images of every camera for each row of ``qpos`` (B, nq); rows where ``active`` (B,) is
         False are left zero (not rendered). ``mocap_pos`` (B, nmocap, 3) [m] places the model's
         mocap bodies (a task's goal marker); default: where the model puts them."""
@@ -233,12 +248,16 @@ class BatchRenderer:
 
     def _host_render(self, qpos: np.ndarray, active: np.ndarray, mocap_pos: np.ndarray) -> dict[str, np.ndarray]:
         batch_shape = qpos.shape[:-1]
-        flat = self.render(qpos.reshape(-1, qpos.shape[-1]), np.asarray(active).reshape(-1),
-                           mocap_pos.reshape(-1, self.model.nmocap, 3) if self.model.nmocap else None)
+        flat = self.render(
+            qpos.reshape(-1, qpos.shape[-1]),
+            np.asarray(active).reshape(-1),
+            mocap_pos.reshape(-1, self.model.nmocap, 3) if self.model.nmocap else None,
+        )
         return {k: v.reshape(batch_shape + v.shape[1:]) for k, v in flat.items()}
 
-    def observe(self, qpos: jax.Array, active: jax.Array | None = None,
-                mocap_pos: jax.Array | None = None) -> dict[str, jax.Array]:
+    def observe(
+        self, qpos: jax.Array, active: jax.Array | None = None, mocap_pos: jax.Array | None = None
+    ) -> dict[str, jax.Array]:
         """:meth:`render` from inside jit/vmap: one host callback for the whole batch.
 
         Args:
@@ -249,9 +268,14 @@ class BatchRenderer:
         active = jnp.bool_(True) if active is None else jnp.asarray(active, jnp.bool_)
         if mocap_pos is None:
             mocap_pos = mocap_home(self.model)
-        return jax.pure_callback(self._host_render, self.output_shapes(), qpos, active,
-                                 jnp.asarray(mocap_pos, jnp.float32).reshape(self.model.nmocap, 3),
-                                 vmap_method="broadcast_all")
+        return jax.pure_callback(
+            self._host_render,
+            self.output_shapes(),
+            qpos,
+            active,
+            jnp.asarray(mocap_pos, jnp.float32).reshape(self.model.nmocap, 3),
+            vmap_method="broadcast_all",
+        )
 
     def __enter__(self) -> BatchRenderer:
         return self
@@ -260,8 +284,9 @@ class BatchRenderer:
         self.close()
 
 
-def sized_renderer(model: mujoco.MjModel, cameras: Mapping[str, tuple[int, int]], nthread: int | None = None
-                   ) -> BatchRenderer:
+def sized_renderer(
+    model: mujoco.MjModel, cameras: Mapping[str, tuple[int, int]], nthread: int | None = None
+) -> BatchRenderer:
     """A :class:`BatchRenderer` of the model cameras ``cameras`` (name -> (H, W) [px]) at those
     sizes, on a copy of ``model`` (a camera's image size is the model's ``cam_resolution``)."""
     m = copy.deepcopy(model)

@@ -52,7 +52,7 @@ def joint_mirror(m: mujoco.MjModel, names: Sequence[str]) -> tuple[np.ndarray, n
         partner = name
         for a, b in (SIDES, SIDES[::-1]):
             if name.startswith(a):
-                partner = b + name[len(a):]
+                partner = b + name[len(a) :]
         if partner not in axes:
             raise ConfigError("train.symmetry", f"joint {name} has no mirrored partner {partner}")
         mirrored = axes[name] * np.array([-1.0, 1.0, -1.0])  # an axial vector
@@ -62,8 +62,11 @@ def joint_mirror(m: mujoco.MjModel, names: Sequence[str]) -> tuple[np.ndarray, n
         elif np.allclose(mirrored, -axes[partner], atol=1e-3):
             s = -1.0
         else:
-            raise ConfigError("train.symmetry", f"joint {name}'s axis mirrored is not {partner}'s axis or its "
-                                                f"opposite: the robot is not mirror-symmetric there")
+            raise ConfigError(
+                "train.symmetry",
+                f"joint {name}'s axis mirrored is not {partner}'s axis or its "
+                f"opposite: the robot is not mirror-symmetric there",
+            )
         perm[i], sign[i] = k, s
     return perm, sign
 
@@ -73,6 +76,7 @@ def _vector(signs: tuple[float, ...]) -> Callable[[int, tuple[np.ndarray, np.nda
         if size != len(signs):
             raise ConfigError("train.symmetry", f"expected a {len(signs)}-vector, got size {size}")
         return np.arange(size), np.asarray(signs, np.float64)
+
     return rule
 
 
@@ -95,10 +99,16 @@ def _legs(size: int, joints: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray,
 
 #: Observation term -> its mirror rule, (term size, joint (perm, sign)) -> (perm, sign) within the term.
 TERM_RULES: dict[str, Callable[[int, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]] = {
-    "ang_vel_b": _vector((-1.0, 1.0, -1.0)), "gravity_b": _vector((1.0, -1.0, 1.0)),
-    "lin_vel_b": _vector((1.0, -1.0, 1.0)), "lin_vel_w": _vector((1.0, -1.0, 1.0)),
-    "command": _vector((1.0, -1.0, -1.0)), "joint_pos_rel": _joints, "joint_vel": _joints,
-    "last_action": _joints, "action_history": _joints, "gait_phase": _legs,
+    "ang_vel_b": _vector((-1.0, 1.0, -1.0)),
+    "gravity_b": _vector((1.0, -1.0, 1.0)),
+    "lin_vel_b": _vector((1.0, -1.0, 1.0)),
+    "lin_vel_w": _vector((1.0, -1.0, 1.0)),
+    "command": _vector((1.0, -1.0, -1.0)),
+    "joint_pos_rel": _joints,
+    "joint_vel": _joints,
+    "last_action": _joints,
+    "action_history": _joints,
+    "gait_phase": _legs,
 }
 
 
@@ -108,8 +118,10 @@ def layout_mirror(layout: Sequence[dict], joints: tuple[np.ndarray, np.ndarray])
     perms, signs, start = [], [], 0
     for t in layout:
         if t["name"] not in TERM_RULES:
-            raise ConfigError("train.symmetry", f"no mirror for observation term '{t['name']}'; terms with one: "
-                                                f"{', '.join(TERM_RULES)}")
+            raise ConfigError(
+                "train.symmetry",
+                f"no mirror for observation term '{t['name']}'; terms with one: {', '.join(TERM_RULES)}",
+            )
         p, s = TERM_RULES[t["name"]](int(t["size"]), joints)
         perms.append(p + start)
         signs.append(s)

@@ -65,8 +65,8 @@ class TemporalEnsembler:
 
     def reset(self) -> None:
         """Forget every prediction: the next step is an episode's first."""
-        self._sum: np.ndarray | None = None       # (B, k, m): sum_i w_i a_{t+j|.} over step t+j's predictions
-        self._total = np.zeros(self.k)            # (k,): sum_i w_i over the same predictions
+        self._sum: np.ndarray | None = None  # (B, k, m): sum_i w_i a_{t+j|.} over step t+j's predictions
+        self._total = np.zeros(self.k)  # (k,): sum_i w_i over the same predictions
         self._count = np.zeros(self.k, np.int64)  # (k,): how many predictions step t+j has had
 
     def __call__(self, chunk: np.ndarray) -> np.ndarray:

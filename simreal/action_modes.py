@@ -124,8 +124,7 @@ class ActionMode:
         return np.ones(len(names))
 
     # -- commands the runner sends on its own --------------------------------------------------
-    def safe_command(self, spec: RobotSpec, names: Sequence[str],
-                     state: Mapping[str, np.ndarray] | None) -> np.ndarray:
+    def safe_command(self, spec: RobotSpec, names: Sequence[str], state: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """Zero thrust / rates / velocity / effort; for position targets the measured pose
         (or, before any state arrived, the spec's default pose)."""
         if self.name != "joint_position":
@@ -145,10 +144,18 @@ class ActionMode:
         return None
 
     # -- the bundle's layout -------------------------------------------------------------------
-    def layout(self, spec: RobotSpec, names: Sequence[str], *, offset: Sequence[float] | None = None,
-               scale: Sequence[float] | float | None = None, low: Sequence[float] | None = None,
-               high: Sequence[float] | None = None, max_rate_rad_s: float | None = None,
-               units: Sequence[str] | None = None) -> dict[str, Any]:
+    def layout(
+        self,
+        spec: RobotSpec,
+        names: Sequence[str],
+        *,
+        offset: Sequence[float] | None = None,
+        scale: Sequence[float] | float | None = None,
+        low: Sequence[float] | None = None,
+        high: Sequence[float] | None = None,
+        max_rate_rad_s: float | None = None,
+        units: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
         """The bundle's ``action`` section: ``u = clip(offset + scale * a, low, high)``.
 
         Rotor and ctbr layouts follow from the spec (ctbr also needs ``max_rate_rad_s``);
@@ -174,8 +181,16 @@ class ActionMode:
             low = s_lo if low is None else low
             high = s_hi if high is None else high
         unit = [self.unit] * n if self.name != "ctbr" else ["N", "rad/s", "rad/s", "rad/s"]
-        return {"mode": self.name, "size": n, "names": list(names), "units": list(units or unit),
-                "scale": _floats(scale), "offset": _floats(offset), "low": _floats(low), "high": _floats(high)}
+        return {
+            "mode": self.name,
+            "size": n,
+            "names": list(names),
+            "units": list(units or unit),
+            "scale": _floats(scale),
+            "offset": _floats(offset),
+            "low": _floats(low),
+            "high": _floats(high),
+        }
 
 
 def hover_thrust_n(spec: RobotSpec) -> float:
@@ -193,14 +208,22 @@ def _floats(x: Any) -> list[float]:
 
 
 _F64 = "std_msgs/msg/Float64MultiArray"
-ACTION_MODES: dict[str, ActionMode] = {m.name: m for m in (
-    ActionMode("rotor_thrust", "N", ("px4_msgs/msg/ActuatorMotors", _F64), "zero thrust", False),
-    ActionMode("ctbr", "N", ("px4_msgs/msg/VehicleRatesSetpoint",), "zero thrust and rates", False),
-    ActionMode("joint_position", "rad", (_F64, "trajectory_msgs/msg/JointTrajectory"),
-               "hold the measured joint positions", True),
-    ActionMode("joint_velocity", "rad/s", (_F64,), "zero joint velocity", True),
-    ActionMode("joint_effort", "N m", (_F64,), "zero joint effort", True),
-)}
+ACTION_MODES: dict[str, ActionMode] = {
+    m.name: m
+    for m in (
+        ActionMode("rotor_thrust", "N", ("px4_msgs/msg/ActuatorMotors", _F64), "zero thrust", False),
+        ActionMode("ctbr", "N", ("px4_msgs/msg/VehicleRatesSetpoint",), "zero thrust and rates", False),
+        ActionMode(
+            "joint_position",
+            "rad",
+            (_F64, "trajectory_msgs/msg/JointTrajectory"),
+            "hold the measured joint positions",
+            True,
+        ),
+        ActionMode("joint_velocity", "rad/s", (_F64,), "zero joint velocity", True),
+        ActionMode("joint_effort", "N m", (_F64,), "zero joint effort", True),
+    )
+}
 
 
 def action_mode(name: str) -> ActionMode:

@@ -156,15 +156,17 @@ class Bundle:
     provenance: dict[str, Any]
     raw: dict[str, Any]
     action_chunk: ActionChunk | None = None  # None: the graph outputs one action
-    images: tuple[ImageInput, ...] = ()       # cameras the graph takes
+    images: tuple[ImageInput, ...] = ()  # cameras the graph takes
     instruction: InstructionInput | None = None
 
     def instruction_inputs(self, sentence: str) -> dict[str, np.ndarray]:
         """``instruction_ids`` and ``instruction_mask`` (max_tokens,) int64 of ``sentence``, by the
         bundle's tokenizer; BundleError naming ``instruction.tokenizer`` when it cannot be read."""
         enc = self.tokenizer().encode(sentence)
-        return {INSTRUCTION_IDS: np.asarray(enc.ids, np.int64),
-                INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64)}
+        return {
+            INSTRUCTION_IDS: np.asarray(enc.ids, np.int64),
+            INSTRUCTION_MASK: np.asarray(enc.attention_mask, np.int64),
+        }
 
     def tokenizer(self) -> Any:
         """The instruction's ``tokenizers`` tokenizer, padding and truncating to ``max_tokens`` (read
@@ -178,8 +180,9 @@ class Bundle:
         """Graph inputs beside ``obs``: name -> (shape after N, ONNX element type)."""
         out = {im.onnx_input: ((im.height, im.width, 3), "tensor(uint8)") for im in self.images}
         if self.instruction is not None:
-            out.update({k: ((self.instruction.max_tokens,), "tensor(int64)") for k in (INSTRUCTION_IDS,
-                                                                                      INSTRUCTION_MASK)})
+            out.update(
+                {k: ((self.instruction.max_tokens,), "tensor(int64)") for k in (INSTRUCTION_IDS, INSTRUCTION_MASK)}
+            )
         return out
 
     @property
@@ -207,8 +210,10 @@ class Bundle:
                 from simreal.errors import SimrealError
 
                 trained = ", ".join(f"{n} [{lo:g}, {hi:g}]" for n, (lo, hi) in zip(("vx", "vy", "yaw"), ranges))
-                raise SimrealError(f"{flag} command: {cmd.tolist()} is not a (vx, vy, yaw rate) within what the policy "
-                                   f"was trained on: {trained}")
+                raise SimrealError(
+                    f"{flag} command: {cmd.tolist()} is not a (vx, vy, yaw rate) within what the policy "
+                    f"was trained on: {trained}"
+                )
         return dataclasses.replace(self, task_params={**self.task_params, **given})
 
     @property
@@ -223,9 +228,12 @@ class Bundle:
     def files(self) -> tuple[Path, ...]:
         """Every file of the bundle (what a copy of it must carry)."""
         ref = self.raw.get("reference")
-        return ((self.path / BUNDLE_YAML, self.onnx_file) + ((self.path / str(ref["file"]),) if ref else ())
-                + ((self.instruction.tokenizer,) if self.instruction else ())
-                + bundled_inputs(self.task_config, self.path))
+        return (
+            (self.path / BUNDLE_YAML, self.onnx_file)
+            + ((self.path / str(ref["file"]),) if ref else ())
+            + ((self.instruction.tokenizer,) if self.instruction else ())
+            + bundled_inputs(self.task_config, self.path)
+        )
 
 
 def _req(d: Mapping[str, Any], key: str, prefix: str, path: str) -> Any:
@@ -269,7 +277,9 @@ def _task_params(raw: Mapping[str, Any], path: str) -> dict[str, Any]:
     params = _section(raw, "task_params", path)
     for key, value in params.items():
         flat = value if isinstance(value, list) else [value]
-        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in flat):
+        if not flat or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in flat
+        ):
             raise BundleError(f"task_params.{key}", f"expected a number or a list of numbers, got {value!r:.60}", path)
     return params
 
@@ -305,13 +315,17 @@ def _tokenizer(path: Path, max_tokens: int) -> Any:
     try:
         from tokenizers import Tokenizer
     except ModuleNotFoundError:
-        raise BundleError("instruction.tokenizer", "reading an instruction needs the tokenizers package: "
-                                                   "pip install tokenizers", str(path)) from None
+        raise BundleError(
+            "instruction.tokenizer",
+            "reading an instruction needs the tokenizers package: pip install tokenizers",
+            str(path),
+        ) from None
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception on a malformed file
-        raise BundleError("instruction.tokenizer", f"not a tokenizers tokenizer.json ({short_reason(e)})",
-                          str(path)) from None
+        raise BundleError(
+            "instruction.tokenizer", f"not a tokenizers tokenizer.json ({short_reason(e)})", str(path)
+        ) from None
     return fixed_length(tok, max_tokens)
 
 
@@ -331,8 +345,14 @@ def _images(raw: Mapping[str, Any], path: str) -> tuple[ImageInput, ...]:
         return ()
     if not isinstance(v, list):
         raise BundleError("images", f"expected a list of {{name, height, width}}, got {v!r:.60}", path)
-    out = tuple(ImageInput(str(_req(c, "name", f"images[{i}].", path)), _int(c, "height", f"images[{i}].", path),
-                           _int(c, "width", f"images[{i}].", path)) for i, c in enumerate(v))
+    out = tuple(
+        ImageInput(
+            str(_req(c, "name", f"images[{i}].", path)),
+            _int(c, "height", f"images[{i}].", path),
+            _int(c, "width", f"images[{i}].", path),
+        )
+        for i, c in enumerate(v)
+    )
     if len({c.name for c in out}) != len(out):
         raise BundleError("images", f"duplicate camera names in {[c.name for c in out]}", path)
     return out
@@ -351,9 +371,25 @@ def _instruction(raw: Mapping[str, Any], bundle_dir: Path, path: str) -> Instruc
 
 #: Every top-level section of ``bundle.yaml``. Anything else is refused: the optional ones are
 #: read with ``get``, so a misspelled ``reference`` made a figure-8 bundle hover in place unwarned.
-SECTIONS = ("format_version", "robot", "robot_spec", "task", "control_rate_hz", "observation", "action", "latency",
-            "task_params", "task_config", "task_topics", "onnx", "provenance", "reference", "action_chunk", "images",
-            "instruction")
+SECTIONS = (
+    "format_version",
+    "robot",
+    "robot_spec",
+    "task",
+    "control_rate_hz",
+    "observation",
+    "action",
+    "latency",
+    "task_params",
+    "task_config",
+    "task_topics",
+    "onnx",
+    "provenance",
+    "reference",
+    "action_chunk",
+    "images",
+    "instruction",
+)
 
 
 def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
@@ -364,18 +400,28 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
     unknown = [k for k in raw if k not in SECTIONS]
     if unknown:
         close = difflib.get_close_matches(str(unknown[0]), SECTIONS, n=1)
-        raise BundleError(str(unknown[0]), "unknown section" + (f" (did you mean '{close[0]}'?)" if close else "")
-                          + f"; sections: {', '.join(SECTIONS)}", path)
+        raise BundleError(
+            str(unknown[0]),
+            "unknown section"
+            + (f" (did you mean '{close[0]}'?)" if close else "")
+            + f"; sections: {', '.join(SECTIONS)}",
+            path,
+        )
     version = _req(raw, "format_version", "", path)
     if type(version) is not int or version != FORMAT_VERSION:
-        raise BundleError("format_version", f"this simreal reads version {FORMAT_VERSION}, bundle has {version!r:.60}",
-                          path)
+        raise BundleError(
+            "format_version", f"this simreal reads version {FORMAT_VERSION}, bundle has {version!r:.60}", path
+        )
     obs = _req(raw, "observation", "", path)
     terms_raw = _req(obs, "terms", "observation.", path)
     if not isinstance(terms_raw, list) or not terms_raw:
         raise BundleError("observation.terms", "expected a non-empty list of {name, size}", path)
-    terms = tuple(ObsTerm(str(_req(t, "name", f"observation.terms[{i}].", path)),
-                          _int(t, "size", f"observation.terms[{i}].", path)) for i, t in enumerate(terms_raw))
+    terms = tuple(
+        ObsTerm(
+            str(_req(t, "name", f"observation.terms[{i}].", path)), _int(t, "size", f"observation.terms[{i}].", path)
+        )
+        for i, t in enumerate(terms_raw)
+    )
     size = _int(obs, "size", "observation.", path)
     if size != sum(t.size for t in terms):
         raise BundleError("observation.size", f"{size} != sum of term sizes {sum(t.size for t in terms)}", path)
@@ -389,9 +435,14 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         raise BundleError("action.names", f"duplicate names in {list(names)}", path)
     units = _names(act, "units", n, "action.", path) if "units" in act else ("",) * n
     layout = ActionLayout(
-        mode=str(_req(act, "mode", "action.", path)), names=names, units=units,
-        scale=_vec(act, "scale", n, "action.", path), offset=_vec(act, "offset", n, "action.", path),
-        low=_vec(act, "low", n, "action.", path), high=_vec(act, "high", n, "action.", path))
+        mode=str(_req(act, "mode", "action.", path)),
+        names=names,
+        units=units,
+        scale=_vec(act, "scale", n, "action.", path),
+        offset=_vec(act, "offset", n, "action.", path),
+        low=_vec(act, "low", n, "action.", path),
+        high=_vec(act, "high", n, "action.", path),
+    )
     if np.any(layout.low > layout.high):
         raise BundleError("action.low", "some lower limits exceed action.high", path)
     onnx = _req(raw, "onnx", "", path)
@@ -400,27 +451,46 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         raise BundleError("onnx.file", f"file not found: {onnx_file}", path)
     rate = as_rate_hz(_req(raw, "control_rate_hz", "", path))
     if rate is None:
-        raise BundleError("control_rate_hz", f"expected a finite rate > 0 [Hz], got {raw['control_rate_hz']!r:.60}",
-                          path)
+        raise BundleError(
+            "control_rate_hz", f"expected a finite rate > 0 [Hz], got {raw['control_rate_hz']!r:.60}", path
+        )
     images, instruction, chunk = _images(raw, path), _instruction(raw, bundle_dir, path), _action_chunk(raw, path)
     if chunk is not None and (images or instruction):
-        raise BundleError("action_chunk", "a policy with camera or instruction inputs predicts one action per step "
-                                          "here (no chunk ensembling of image inputs)", path)
+        raise BundleError(
+            "action_chunk",
+            "a policy with camera or instruction inputs predicts one action per step "
+            "here (no chunk ensembling of image inputs)",
+            path,
+        )
     return Bundle(
-        path=bundle_dir, robot=str(_req(raw, "robot", "", path)), robot_spec=_section(raw, "robot_spec", path),
-        task=str(_req(raw, "task", "", path)), control_rate_hz=rate, obs_terms=terms, obs_mean=mean,
-        obs_std=std, action=layout, latency=_section(raw, "latency", path),
-        task_params=_task_params(raw, path), task_config=_section(raw, "task_config", path),
+        path=bundle_dir,
+        robot=str(_req(raw, "robot", "", path)),
+        robot_spec=_section(raw, "robot_spec", path),
+        task=str(_req(raw, "task", "", path)),
+        control_rate_hz=rate,
+        obs_terms=terms,
+        obs_mean=mean,
+        obs_std=std,
+        action=layout,
+        latency=_section(raw, "latency", path),
+        task_params=_task_params(raw, path),
+        task_config=_section(raw, "task_config", path),
         task_topics=_section(raw, "task_topics", path),
         reference=read_reference(raw.get("reference"), bundle_dir, path),
         onnx_file=onnx_file,
-        onnx_input=str(onnx.get("input", "obs")), onnx_output=str(onnx.get("output", "action")),
-        provenance=_section(raw, "provenance", path), raw=dict(raw), action_chunk=chunk, images=images,
-        instruction=instruction)
+        onnx_input=str(onnx.get("input", "obs")),
+        onnx_output=str(onnx.get("output", "action")),
+        provenance=_section(raw, "provenance", path),
+        raw=dict(raw),
+        action_chunk=chunk,
+        images=images,
+        instruction=instruction,
+    )
 
 
-def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None,
-                action_size: int | None = None) -> Bundle:
+def load_bundle(
+    bundle_dir: str | Path, *, robot: str | None = None, obs_size: int | None = None, action_size: int | None = None
+) -> Bundle:
     """Load and validate a bundle folder; optional expectations are checked and named on mismatch."""
     d = Path(bundle_dir)
     if d.name == BUNDLE_YAML and os.path.isfile(d):
@@ -433,8 +503,13 @@ def load_bundle(bundle_dir: str | Path, *, robot: str | None = None, obs_size: i
             hint = f"; a run directory: `simreal export {d}` writes its bundle"
         else:
             hint = ""
-        raise BundleError(BUNDLE_YAML, f"no {BUNDLE_YAML} in {d}{hint}" if d.is_dir() else f"{d} {what} (a bundle is "
-                                       f"a folder with {BUNDLE_YAML}, e.g. RUN_DIR/bundle)", str(d))
+        raise BundleError(
+            BUNDLE_YAML,
+            f"no {BUNDLE_YAML} in {d}{hint}"
+            if d.is_dir()
+            else f"{d} {what} (a bundle is a folder with {BUNDLE_YAML}, e.g. RUN_DIR/bundle)",
+            str(d),
+        )
     b = parse_bundle(load_yaml(d / BUNDLE_YAML), d)
     where = str(d / BUNDLE_YAML)
     if robot is not None and b.robot != robot:
@@ -478,51 +553,66 @@ class OnnxPolicy:
         where = str(bundle.onnx_file)
         n_obs, out_shape = bundle.obs_size, bundle.action_shape
         extra = bundle.extra_input_shapes
-        expected = (f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float"
-                    + "".join(f", {k} {_shape(['N', *s])} {t[7:-1]}" for k, (s, t) in extra.items())
-                    + f" -> {bundle.onnx_output} {_shape(['N', *out_shape])} as bundle.yaml says")
+        expected = (
+            f"expected the policy graph {bundle.onnx_input} (N, {n_obs}) float"
+            + "".join(f", {k} {_shape(['N', *s])} {t[7:-1]}" for k, (s, t) in extra.items())
+            + f" -> {bundle.onnx_output} {_shape(['N', *out_shape])} as bundle.yaml says"
+        )
         try:
             # enable_fallback=0: onnxruntime would otherwise print a banner and retry on a bad file
             self.session = ort.InferenceSession(where, so, providers=["CPUExecutionProvider"], enable_fallback=0)
         except Exception as e:  # onnxruntime's error classes share no base below Exception
-            raise BundleError("onnx.file", f"not a loadable ONNX model ({short_reason(e)}); {expected}",
-                              where) from None
+            raise BundleError(
+                "onnx.file", f"not a loadable ONNX model ({short_reason(e)}); {expected}", where
+            ) from None
         inp = {i.name: i for i in self.session.get_inputs()}
         out = {o.name: o for o in self.session.get_outputs()}
         if bundle.onnx_input not in inp:
-            raise BundleError("onnx.input", f"graph has inputs {sorted(inp)}, not '{bundle.onnx_input}'; {expected}",
-                              where)
+            raise BundleError(
+                "onnx.input", f"graph has inputs {sorted(inp)}, not '{bundle.onnx_input}'; {expected}", where
+            )
         if bundle.onnx_output not in out:
-            raise BundleError("onnx.output", f"graph has outputs {sorted(out)}, not '{bundle.onnx_output}'; "
-                                             f"{expected}", where)
+            raise BundleError(
+                "onnx.output", f"graph has outputs {sorted(out)}, not '{bundle.onnx_output}'; {expected}", where
+            )
         if set(inp) != {bundle.onnx_input, *extra}:
             key = "onnx.input" if not extra and not (set(inp) & {INSTRUCTION_IDS, INSTRUCTION_MASK}) else "images"
             raise BundleError(key, f"graph has {len(inp)} inputs {sorted(inp)}; {expected}", where)
         x, y = inp[bundle.onnx_input], out[bundle.onnx_output]
         if x.type != "tensor(float)" or not _is_shape(x.shape, (n_obs,)):
-            raise BundleError("observation.size", f"graph input '{x.name}' is {x.type} {_shape(x.shape)}; {expected}",
-                              where)
+            raise BundleError(
+                "observation.size", f"graph input '{x.name}' is {x.type} {_shape(x.shape)}; {expected}", where
+            )
         for name, (shape, dtype) in extra.items():
             if inp[name].type != dtype or not _is_shape(inp[name].shape, shape):
                 key = "instruction.max_tokens" if name.startswith("instruction") else "images"
-                raise BundleError(key, f"graph input '{name}' is {inp[name].type} {_shape(inp[name].shape)}; "
-                                       f"{expected}", where)
+                raise BundleError(
+                    key, f"graph input '{name}' is {inp[name].type} {_shape(inp[name].shape)}; {expected}", where
+                )
         if not _is_shape(y.shape, out_shape):
             key = "action.size" if bundle.action_chunk is None else "action_chunk.size"
             raise BundleError(key, f"graph output '{y.name}' is {y.type} {_shape(y.shape)}; {expected}", where)
-        zeros = {k: np.zeros((1, *s), np.uint8 if t == "tensor(uint8)" else np.int64)  # the probe's only
-                 for k, (s, t) in extra.items()}
+        zeros = {
+            k: np.zeros((1, *s), np.uint8 if t == "tensor(uint8)" else np.int64)  # the probe's only
+            for k, (s, t) in extra.items()
+        }
         probe = ort.RunOptions()
         probe.log_severity_level = 4  # a failing probe is reported below, not logged by onnxruntime too
         try:
-            (a,) = self.session.run([bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32),
-                                                           **zeros}, probe)
+            (a,) = self.session.run(
+                [bundle.onnx_output], {bundle.onnx_input: np.zeros((1, n_obs), np.float32), **zeros}, probe
+            )
         except Exception as e:  # as above: any onnxruntime failure on the probe
-            raise BundleError("onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}",
-                              where) from None
+            raise BundleError(
+                "onnx.file", f"the graph fails on one zero observation ({short_reason(e)}); {expected}", where
+            ) from None
         if np.shape(a) != (1, *out_shape):
-            raise BundleError("action.size", f"one observation gives an action of shape {np.shape(a)}, "
-                                             f"expected {(1, *out_shape)} as bundle.yaml says", where)
+            raise BundleError(
+                "action.size",
+                f"one observation gives an action of shape {np.shape(a)}, "
+                f"expected {(1, *out_shape)} as bundle.yaml says",
+                where,
+            )
         self._chunked = ChunkedPolicy(self.graph, bundle.action_chunk) if bundle.action_chunk is not None else None
 
     def graph(self, obs: np.ndarray, extra: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
@@ -534,10 +624,12 @@ class OnnxPolicy:
         x = x.reshape(1, -1) if single else x
         feed = {self.bundle.onnx_input: x}
         if set(extra or {}) != set(self.bundle.extra_input_shapes):
-            raise BundleError("images" if self.bundle.images else "instruction",
-                              f"the policy takes {sorted(self.bundle.extra_input_shapes) or 'no inputs'} beside "
-                              f"'{self.bundle.onnx_input}', was given {sorted(extra or {})}",
-                              str(self.bundle.onnx_file))
+            raise BundleError(
+                "images" if self.bundle.images else "instruction",
+                f"the policy takes {sorted(self.bundle.extra_input_shapes) or 'no inputs'} beside "
+                f"'{self.bundle.onnx_input}', was given {sorted(extra or {})}",
+                str(self.bundle.onnx_file),
+            )
         if extra:
             feed.update({k: np.asarray(v)[None] if single else np.asarray(v) for k, v in extra.items()})
         (y,) = self.session.run([self.bundle.onnx_output], feed)

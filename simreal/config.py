@@ -31,8 +31,14 @@ from simreal.yaml_io import parse_yaml
 T = TypeVar("T")
 
 
-def field(default: Any = dataclasses.MISSING, *, min: float | None = None, max: float | None = None,
-          choices: Sequence[Any] | None = None, doc: str = "") -> Any:
+def field(
+    default: Any = dataclasses.MISSING,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    choices: Sequence[Any] | None = None,
+    doc: str = "",
+) -> Any:
     """A dataclass field carrying validation bounds and a one-line description."""
     meta = {"min": min, "max": max, "choices": tuple(choices) if choices else None, "doc": doc}
     if isinstance(default, (list, dict)):
@@ -98,8 +104,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         try:
             number = float(value)
         except OverflowError:  # an integer beyond the float range
-            raise ConfigError(key, f"expected a number, got an integer of {value.bit_length()} bits, "
-                                   "beyond the float range") from None
+            raise ConfigError(
+                key, f"expected a number, got an integer of {value.bit_length()} bits, beyond the float range"
+            ) from None
         if math.isnan(number):  # NaN passes every min/max comparison: refuse it here
             raise ConfigError(key, "expected a number, got NaN")
         return number
@@ -156,14 +163,16 @@ def domain_id_arg(text: str) -> int:
 
 def outage_arg(text: str) -> tuple[float, float]:
     """An argparse ``type`` for ``AT:SECONDS`` (a start time and a length, both finite and >= 0 [s])."""
+
     def cast(t: str) -> tuple[float, float]:
         at, sep, length = t.partition(":")
         if not sep:
             raise ValueError(t)
         return float(at), float(length)
 
-    return _checked_arg(text, cast, lambda v: all(math.isfinite(x) and x >= 0 for x in v),
-                        "AT:SECONDS, two times >= 0 [s] (e.g. 3:0.3)")
+    return _checked_arg(
+        text, cast, lambda v: all(math.isfinite(x) and x >= 0 for x in v), "AT:SECONDS, two times >= 0 [s] (e.g. 3:0.3)"
+    )
 
 
 def _checked_arg(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
@@ -193,15 +202,18 @@ def seed_arg(text: str) -> int:
 def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
     """Build dataclass ``cls`` from ``data``, validating every key (see module docstring)."""
     if data is not None and not isinstance(data, Mapping):
-        raise ConfigError(prefix or "(top level)", f"expected a mapping for section {_type_name(cls)}, got {data!r:.60}")
+        raise ConfigError(
+            prefix or "(top level)", f"expected a mapping for section {_type_name(cls)}, got {data!r:.60}"
+        )
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     dot = f"{prefix}." if prefix else ""
     for k in data:
         if k not in fields:
-            raise ConfigError(f"{dot}{k}", f"unknown key; valid keys under '{prefix or 'top level'}': "
-                                           f"{', '.join(sorted(fields))}")
+            raise ConfigError(
+                f"{dot}{k}", f"unknown key; valid keys under '{prefix or 'top level'}': {', '.join(sorted(fields))}"
+            )
     kwargs = {}
     for name, f in fields.items():
         key = f"{dot}{name}"
@@ -264,8 +276,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(printable(item), "expected an override of the form key=value "
-                                               "(e.g. train.num_envs=512)")
+            raise ConfigError(printable(item), "expected an override of the form key=value (e.g. train.num_envs=512)")
         key, raw = item.split("=", 1)
         if not key or any(not part for part in key.split(".")):
             raise ConfigError(printable(key or item), "empty key in override")

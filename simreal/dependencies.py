@@ -17,7 +17,8 @@ naming the package and the command that installs it: the CLI turns every
     leaves it out): pip install simreal
 
 ``PROVIDERS`` lists every distribution of pyproject.toml's ``dependencies`` and of the
-``torch``, ``data``, ``vlm``, ``so100``, ``teleop``, ``px4``, ``crazyflie`` and ``franka`` extras (a test keeps them, and the README's robot install, in step).
+``torch``, ``data``, ``vlm``, ``so100``, ``teleop``, ``px4``, ``crazyflie`` and ``franka``
+extras (a test keeps them, and the README's robot install, in step).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ def install_hint(module: str) -> MissingDependencyError | None:
             return MissingDependencyError(name, f"pip install {_simreal(extra)}{lean}", f"from the [{extra}] extra")
         if dist in ROBOT_RUNTIME:  # the robot runtime needs it too: never advise pulling the training stack
             return MissingDependencyError(name, f"pip install {dist}")
-        return MissingDependencyError(name, f"pip install {_simreal()}",
-                                      "part of simreal's full install (the robot runtime leaves it out)")
+        return MissingDependencyError(
+            name, f"pip install {_simreal()}", "part of simreal's full install (the robot runtime leaves it out)"
+        )
     return None
 
 

@@ -97,31 +97,66 @@ class Motion:
 
             clip = set(self.joint_names)
             owners = [r for r in available_robots() if set(load_robot_spec(r).actuator_names) == clip]
-            who = (f"it has the joints of {' or '.join(owners)}" if owners
-                   else f"its joints: {', '.join(self.joint_names)}")
-            differ = (f"it lacks {missing[0]!r} ({len(missing)} of {len(joints)} missing)" if missing else
-                      f"it moves {extra[0]!r} ({len(extra)} joint(s) robot {robot} does not have)")
-            raise DataFileError(path, f"env.motion_file: the clip's joints are not robot {robot}'s: {differ}; "
-                                      f"retargeted for another robot? {who}; retarget the source for {robot}: "
-                                      f"simreal retarget SOURCE --robot {robot}")
+            who = (
+                f"it has the joints of {' or '.join(owners)}"
+                if owners
+                else f"its joints: {', '.join(self.joint_names)}"
+            )
+            differ = (
+                f"it lacks {missing[0]!r} ({len(missing)} of {len(joints)} missing)"
+                if missing
+                else f"it moves {extra[0]!r} ({len(extra)} joint(s) robot {robot} does not have)"
+            )
+            raise DataFileError(
+                path,
+                f"env.motion_file: the clip's joints are not robot {robot}'s: {differ}; "
+                f"retargeted for another robot? {who}; retarget the source for {robot}: "
+                f"simreal retarget SOURCE --robot {robot}",
+            )
         return [self.joint_index(j) for j in joints]
 
 
-_ARRAYS = ("root_pos", "root_quat", "root_lin_vel", "root_ang_vel", "dof_pos", "dof_vel",
-           "body_pos", "body_quat", "foot_contacts")
+_ARRAYS = (
+    "root_pos",
+    "root_quat",
+    "root_lin_vel",
+    "root_ang_vel",
+    "dof_pos",
+    "dof_vel",
+    "body_pos",
+    "body_quat",
+    "foot_contacts",
+)
 _NAMES = ("joint_names", "body_names", "foot_names")
-_EXPECTED = {"fps": "the frame rate [Hz]", "joint_names": "(n,) joint names", "body_names": "(b,) body names",
-             "foot_names": "(2,) foot names", "root_pos": "(T, 3) positions [m]", "root_quat": "(T, 4) wxyz quaternions",
-             "root_lin_vel": "(T, 3) velocities [m/s]", "root_ang_vel": "(T, 3) angular velocities [rad/s]",
-             "dof_pos": "(T, n) joint positions [rad]", "dof_vel": "(T, n) joint velocities [rad/s]",
-             "body_pos": "(T, b, 3) positions [m]", "body_quat": "(T, b, 4) wxyz quaternions",
-             "foot_contacts": "(T, 2) stance flags"}
+_EXPECTED = {
+    "fps": "the frame rate [Hz]",
+    "joint_names": "(n,) joint names",
+    "body_names": "(b,) body names",
+    "foot_names": "(2,) foot names",
+    "root_pos": "(T, 3) positions [m]",
+    "root_quat": "(T, 4) wxyz quaternions",
+    "root_lin_vel": "(T, 3) velocities [m/s]",
+    "root_ang_vel": "(T, 3) angular velocities [rad/s]",
+    "dof_pos": "(T, n) joint positions [rad]",
+    "dof_vel": "(T, n) joint velocities [rad/s]",
+    "body_pos": "(T, b, 3) positions [m]",
+    "body_quat": "(T, b, 4) wxyz quaternions",
+    "foot_contacts": "(T, 2) stance flags",
+}
 
 
 def _shapes(T: int, n: int, b: int) -> dict[str, tuple[int, ...]]:
-    return {"root_pos": (T, 3), "root_quat": (T, 4), "root_lin_vel": (T, 3), "root_ang_vel": (T, 3),
-            "dof_pos": (T, n), "dof_vel": (T, n), "body_pos": (T, b, 3), "body_quat": (T, b, 4),
-            "foot_contacts": (T, 2)}
+    return {
+        "root_pos": (T, 3),
+        "root_quat": (T, 4),
+        "root_lin_vel": (T, 3),
+        "root_ang_vel": (T, 3),
+        "dof_pos": (T, n),
+        "dof_vel": (T, n),
+        "body_pos": (T, b, 3),
+        "body_quat": (T, b, 4),
+        "foot_contacts": (T, 2),
+    }
 
 
 def validate_motion(m: Motion, where: str = "motion") -> None:
@@ -134,8 +169,9 @@ def validate_motion(m: Motion, where: str = "motion") -> None:
     for key, shape in _shapes(T, n, b).items():
         arr = getattr(m, key)
         if arr.shape != shape:
-            raise DataFileError(where, f"field '{key}' has shape {arr.shape}, expected {shape} "
-                                       f"(T={T} frames, {n} joints, {b} bodies)")
+            raise DataFileError(
+                where, f"field '{key}' has shape {arr.shape}, expected {shape} (T={T} frames, {n} joints, {b} bodies)"
+            )
         if key != "foot_contacts" and not np.all(np.isfinite(arr)):
             raise DataFileError(where, f"field '{key}' holds non-finite values")
     if len(m.foot_names) != 2:
@@ -148,8 +184,11 @@ def validate_motion(m: Motion, where: str = "motion") -> None:
         norm = np.linalg.norm(getattr(m, key), axis=-1)
         if np.any(np.abs(norm - 1.0) > 1e-3):
             worst = norm.flat[np.argmax(np.abs(norm - 1))]
-            raise DataFileError(where, f"field '{key}' holds quaternions that are not unit length "
-                                       f"(|q| = {worst:.4f}); expected wxyz unit quaternions")
+            raise DataFileError(
+                where,
+                f"field '{key}' holds quaternions that are not unit length "
+                f"(|q| = {worst:.4f}); expected wxyz unit quaternions",
+            )
 
 
 def save_motion(path: str | Path, motion: Motion) -> None:
@@ -191,8 +230,9 @@ def load_motion(path: str | Path) -> Motion:
         if "format_version" in z:
             version = z.number("format_version", "the motion file format version (an integer)")
             if version > FORMAT_VERSION:
-                raise DataFileError(str(p), f"field 'format_version' is {version:g}; this simreal reads "
-                                            f"up to {FORMAT_VERSION}")
+                raise DataFileError(
+                    str(p), f"field 'format_version' is {version:g}; this simreal reads up to {FORMAT_VERSION}"
+                )
         d: dict[str, Any] = {k: z.floats(k, _EXPECTED[k]) for k in _ARRAYS}
         for key in ("provenance", "quality"):
             try:

@@ -30,8 +30,20 @@ from simreal.yaml_io import read_bytes
 # shape), an unknown compression method (NotImplementedError), an encrypted member
 # (RuntimeError), a header asking for more memory than there is (MemoryError). They share no
 # narrower base class.
-_UNREADABLE = (OSError, EOFError, ValueError, SyntaxError, tokenize.TokenError, TypeError, OverflowError,
-               zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, MemoryError)
+_UNREADABLE = (
+    OSError,
+    EOFError,
+    ValueError,
+    SyntaxError,
+    tokenize.TokenError,
+    TypeError,
+    OverflowError,
+    zipfile.BadZipFile,
+    zlib.error,
+    NotImplementedError,
+    RuntimeError,
+    MemoryError,
+)
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first member, or an empty zip
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -77,9 +89,12 @@ class Npz:
         except _UNREADABLE as e:
             # numpy refuses an object member with a plain ValueError; its message is the only tell
             if isinstance(e, ValueError) and "allow_pickle" in str(e):
-                raise self.error(key, "is an object array (pickled Python objects), which simreal never "
-                                      f"unpickles; expected {expected}, saved with a plain numeric or string "
-                                      "dtype") from None
+                raise self.error(
+                    key,
+                    "is an object array (pickled Python objects), which simreal never "
+                    f"unpickles; expected {expected}, saved with a plain numeric or string "
+                    "dtype",
+                ) from None
             raise self.error(key, f"cannot be read ({short_reason(e)}); the file is damaged or truncated") from None
 
     def floats(self, key: str, expected: str) -> np.ndarray:
@@ -121,12 +136,15 @@ def open_npz(path: str | Path, what: str = "npz file") -> Npz:
     if not head:
         raise DataFileError(str(p), f"not a readable {what}: the file is empty")
     if head.startswith(_NPY_MAGIC):
-        raise DataFileError(str(p), f"not a readable {what}: a single .npy array, not an npz archive of named "
-                                    "arrays (numpy.savez)")
+        raise DataFileError(
+            str(p), f"not a readable {what}: a single .npy array, not an npz archive of named arrays (numpy.savez)"
+        )
     if not head.startswith(_ZIP_MAGIC):
         raise DataFileError(str(p), f"not a readable {what}: not an npz archive (numpy.savez writes a zip file)")
     try:
         archive = np.load(p, allow_pickle=False)
     except _UNREADABLE as e:
-        raise DataFileError(str(p), f"not a readable {what}: a damaged or truncated npz archive ({short_reason(e)})") from None
+        raise DataFileError(
+            str(p), f"not a readable {what}: a damaged or truncated npz archive ({short_reason(e)})"
+        ) from None
     return Npz(archive, str(p))

@@ -49,9 +49,14 @@ FORMAT_VERSION = 1
 OBJECT_POSE_KEY = "observation.object_pose"
 #: The 8 corners of the unit cube [-1, 1]^3, in the order (x, y, z) counts in binary (x slowest).
 _CORNERS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], np.float64)
-_EXPECTED = {"fps": "the frame rate [Hz]", "pos": "(T, 3) object positions [m]",
-             "quat_wxyz": "(T, 4) wxyz unit quaternions", "pre_grasp_joint_pos": "(n,) joint positions [rad]",
-             "robot": "the robot name (text)", "provenance": "a JSON object (text)"}
+_EXPECTED = {
+    "fps": "the frame rate [Hz]",
+    "pos": "(T, 3) object positions [m]",
+    "quat_wxyz": "(T, 4) wxyz unit quaternions",
+    "pre_grasp_joint_pos": "(n,) joint positions [rad]",
+    "robot": "the robot name (text)",
+    "provenance": "a JSON object (text)",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +64,8 @@ class ObjectTrajectory:
     """An object's pose over a demonstration; see the module docstring for shapes and units."""
 
     fps: float
-    pos: np.ndarray                                # (T, 3) [m]
-    quat_wxyz: np.ndarray                          # (T, 4)
+    pos: np.ndarray  # (T, 3) [m]
+    quat_wxyz: np.ndarray  # (T, 4)
     pre_grasp_joint_pos: np.ndarray | None = None  # (n,) [rad]
     robot: str | None = None
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -83,28 +88,36 @@ def validate_trajectory(t: ObjectTrajectory, where: str = "object trajectory") -
     if t.pos.ndim != 2 or t.pos.shape[1] != 3 or T < 1:
         raise DataFileError(where, f"field 'pos' has shape {t.pos.shape}, expected (T, 3) with T >= 1 frames")
     if t.quat_wxyz.shape != (T, 4):
-        raise DataFileError(where, f"field 'quat_wxyz' has shape {t.quat_wxyz.shape}, expected ({T}, 4) "
-                                   f"(one wxyz quaternion per frame of 'pos')")
+        raise DataFileError(
+            where,
+            f"field 'quat_wxyz' has shape {t.quat_wxyz.shape}, expected ({T}, 4) "
+            f"(one wxyz quaternion per frame of 'pos')",
+        )
     for key in ("pos", "quat_wxyz"):
         if not np.all(np.isfinite(getattr(t, key))):
             raise DataFileError(where, f"field '{key}' holds NaN or Inf")
     norm = np.linalg.norm(t.quat_wxyz, axis=-1)
     if np.any(np.abs(norm - 1.0) > 1e-3):
         k = int(np.argmax(np.abs(norm - 1.0)))
-        raise DataFileError(where, f"field 'quat_wxyz' frame {k} has |q| = {norm[k]:.4f}; expected unit "
-                                   "quaternions, w first")
+        raise DataFileError(
+            where, f"field 'quat_wxyz' frame {k} has |q| = {norm[k]:.4f}; expected unit quaternions, w first"
+        )
     q = t.pre_grasp_joint_pos
     if q is not None and (q.ndim != 1 or len(q) == 0 or not np.all(np.isfinite(q))):
-        raise DataFileError(where, f"field 'pre_grasp_joint_pos' has shape {q.shape}, expected finite "
-                                   f"{_EXPECTED['pre_grasp_joint_pos']}")
+        raise DataFileError(
+            where,
+            f"field 'pre_grasp_joint_pos' has shape {q.shape}, expected finite {_EXPECTED['pre_grasp_joint_pos']}",
+        )
 
 
 def save_trajectory(path: str | Path, t: ObjectTrajectory) -> None:
     """Validate and write ``t`` as npz (no pickles), atomically (temp file, then rename)."""
     validate_trajectory(t, str(path))
     arrays: dict[str, np.ndarray] = {
-        "format_version": np.array(FORMAT_VERSION), "fps": np.array(float(t.fps)),
-        "pos": np.asarray(t.pos, np.float64), "quat_wxyz": np.asarray(t.quat_wxyz, np.float64),
+        "format_version": np.array(FORMAT_VERSION),
+        "fps": np.array(float(t.fps)),
+        "pos": np.asarray(t.pos, np.float64),
+        "quat_wxyz": np.asarray(t.quat_wxyz, np.float64),
         "provenance": np.array(json.dumps(t.provenance, sort_keys=True)),
     }
     if t.pre_grasp_joint_pos is not None:
@@ -122,10 +135,14 @@ def load_trajectory(path: str | Path) -> ObjectTrajectory:
         if "format_version" in z:
             version = z.number("format_version", "the file format version (an integer)")
             if version > FORMAT_VERSION:
-                raise DataFileError(z.path, f"field 'format_version' is {version:g}; this simreal reads up to "
-                                            f"{FORMAT_VERSION}")
-        d: dict[str, Any] = {"fps": z.number("fps", _EXPECTED["fps"]), "pos": z.floats("pos", _EXPECTED["pos"]),
-                             "quat_wxyz": z.floats("quat_wxyz", _EXPECTED["quat_wxyz"])}
+                raise DataFileError(
+                    z.path, f"field 'format_version' is {version:g}; this simreal reads up to {FORMAT_VERSION}"
+                )
+        d: dict[str, Any] = {
+            "fps": z.number("fps", _EXPECTED["fps"]),
+            "pos": z.floats("pos", _EXPECTED["pos"]),
+            "quat_wxyz": z.floats("quat_wxyz", _EXPECTED["quat_wxyz"]),
+        }
         if "pre_grasp_joint_pos" in z:
             d["pre_grasp_joint_pos"] = z.floats("pre_grasp_joint_pos", _EXPECTED["pre_grasp_joint_pos"])
         if "robot" in z:
@@ -134,8 +151,9 @@ def load_trajectory(path: str | Path) -> ObjectTrajectory:
             try:
                 d["provenance"] = json.loads(z.text("provenance", _EXPECTED["provenance"]))
             except json.JSONDecodeError as e:
-                raise z.error("provenance", f"is not valid JSON ({e.msg}); expected "
-                                            f"{_EXPECTED['provenance']}") from None
+                raise z.error(
+                    "provenance", f"is not valid JSON ({e.msg}); expected {_EXPECTED['provenance']}"
+                ) from None
             if not isinstance(d["provenance"], dict):
                 raise z.error("provenance", f"is JSON {type(d['provenance']).__name__}, expected a JSON object")
     t = ObjectTrajectory(**d)
@@ -143,8 +161,9 @@ def load_trajectory(path: str | Path) -> ObjectTrajectory:
     return t
 
 
-def from_dataset(root: str | Path, episode: int, key: str = OBJECT_POSE_KEY, joint_key: str | None = None,
-                 moved_m: float = 0.005) -> ObjectTrajectory:
+def from_dataset(
+    root: str | Path, episode: int, key: str = OBJECT_POSE_KEY, joint_key: str | None = None, moved_m: float = 0.005
+) -> ObjectTrajectory:
     """Episode ``episode`` of a LeRobot v3 dataset as an object trajectory.
 
     key: the (T, 7) column holding the object's pose per frame, position [m] then wxyz.
@@ -164,8 +183,11 @@ def from_dataset(root: str | Path, episode: int, key: str = OBJECT_POSE_KEY, joi
     ep = ds.episode(episode)
     pose = np.asarray(ep[key], np.float64)
     if pose.ndim != 2 or pose.shape[1] != 7:
-        raise DataFileError(str(root), f"feature '{key}' has shape {list(pose.shape[1:])} per frame, expected [7] "
-                                       "(position [m], then a wxyz quaternion)")
+        raise DataFileError(
+            str(root),
+            f"feature '{key}' has shape {list(pose.shape[1:])} per frame, expected [7] "
+            "(position [m], then a wxyz quaternion)",
+        )
     pos, quat = pose[:, :3], pose[:, 3:]
     quat = quat / np.maximum(np.linalg.norm(quat, axis=-1, keepdims=True), 1e-12)  # float32 storage rounding
     pre_grasp, robot = None, None
@@ -173,15 +195,21 @@ def from_dataset(root: str | Path, episode: int, key: str = OBJECT_POSE_KEY, joi
         moved = np.flatnonzero(np.linalg.norm(pos - pos[0], axis=-1) > moved_m)
         before = max(int(moved[0]) - 1, 0) if len(moved) else len(pos) - 1
         pre_grasp, robot = np.asarray(ep[joint_key][before], np.float64).reshape(-1), ds.robot_type
-    provenance = {"source": "lerobot dataset", "dataset": str(root), "episode": int(episode), "key": key,
-                  "joint_key": joint_key}
+    provenance = {
+        "source": "lerobot dataset",
+        "dataset": str(root),
+        "episode": int(episode),
+        "key": key,
+        "joint_key": joint_key,
+    }
     t = ObjectTrajectory(float(ds.fps), pos, quat, pre_grasp, robot, provenance)
     validate_trajectory(t, f"{root} episode {episode}")
     return t
 
 
-def load_demo(path: str | Path, episode: int = 0, key: str = OBJECT_POSE_KEY,
-              joint_key: str | None = None) -> ObjectTrajectory:
+def load_demo(
+    path: str | Path, episode: int = 0, key: str = OBJECT_POSE_KEY, joint_key: str | None = None
+) -> ObjectTrajectory:
     """A demonstration from a trajectory npz (:func:`load_trajectory`) or, for a folder, episode
     ``episode`` of the LeRobot dataset there (:func:`from_dataset`)."""
     return from_dataset(path, episode, key, joint_key) if Path(path).is_dir() else load_trajectory(path)
@@ -195,7 +223,7 @@ def resampled(t: ObjectTrajectory, rate_hz: float) -> ObjectTrajectory:
     if t.num_frames == 1:
         return dataclasses.replace(t, fps=float(rate_hz))
     n = int(math.floor(t.duration_s * rate_hz + 1e-9)) + 1
-    f = np.arange(n) * (t.fps / rate_hz)                      # fractional source frame of each new frame
+    f = np.arange(n) * (t.fps / rate_hz)  # fractional source frame of each new frame
     i0 = np.minimum(np.floor(f).astype(int), t.num_frames - 2)
     a = (f - i0)[:, None]
     pos = (1 - a) * t.pos[i0] + a * t.pos[i0 + 1]
@@ -212,6 +240,6 @@ def keypoints(pos: Any, quat_wxyz: Any, half_size: Any, xp: Any = np) -> Any:
     (a cube) or (3,) half extents. xp: the array namespace (numpy, or jax.numpy inside a task).
     Returns (..., 8, 3) [m], corners ordered as ``_CORNERS``.
     """
-    local = xp.asarray(_CORNERS) * xp.asarray(half_size)           # (8, 3) in the box frame
-    r = quat_to_rotmat(quat_wxyz, xp)                              # (..., 3, 3)
+    local = xp.asarray(_CORNERS) * xp.asarray(half_size)  # (8, 3) in the box frame
+    r = quat_to_rotmat(quat_wxyz, xp)  # (..., 3, 3)
     return pos[..., None, :] + xp.einsum("...ij,kj->...ki", r, local)

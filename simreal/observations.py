@@ -45,9 +45,15 @@ def quat_to_rotmat(q: Array, xp: Any) -> Array:
     """Rotation matrix R_wb (3, 3) from a unit quaternion q = (w, x, y, z), world-from-body."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     r = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        1 - 2 * (y * y + z * z),
+        2 * (x * y - w * z),
+        2 * (x * z + w * y),
+        2 * (x * y + w * z),
+        1 - 2 * (x * x + z * z),
+        2 * (y * z - w * x),
+        2 * (x * z - w * y),
+        2 * (y * z + w * x),
+        1 - 2 * (x * x + y * y),
     ]
     return xp.stack(r, axis=-1).reshape(q.shape[:-1] + (3, 3))
 
@@ -148,8 +154,24 @@ def gait_phase(s: State, xp: Any) -> Array:
 
 TERMS: dict[str, Callable[[State, Any], Array]] = {
     f.__name__: f
-    for f in (pos_error_w, target_pos_w, object_pos_w, ee_pos_w, ee_to_target_w, rot_mat_wb, lin_vel_w, lin_vel_b, ang_vel_b, gravity_b, joint_pos_rel,
-              joint_vel, command, last_action, action_history, gait_phase)
+    for f in (
+        pos_error_w,
+        target_pos_w,
+        object_pos_w,
+        ee_pos_w,
+        ee_to_target_w,
+        rot_mat_wb,
+        lin_vel_w,
+        lin_vel_b,
+        ang_vel_b,
+        gravity_b,
+        joint_pos_rel,
+        joint_vel,
+        command,
+        last_action,
+        action_history,
+        gait_phase,
+    )
 }
 
 

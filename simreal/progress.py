@@ -73,9 +73,16 @@ class Progress:
     per step done, times the steps left.
     """
 
-    def __init__(self, total_steps: int, interval_s: float = 1.0, stream: TextIO | None = None,
-                 window_s: float = 30.0, deadline: float | None = None, unit: str = "steps",
-                 plan: PausePlan | None = None):
+    def __init__(
+        self,
+        total_steps: int,
+        interval_s: float = 1.0,
+        stream: TextIO | None = None,
+        window_s: float = 30.0,
+        deadline: float | None = None,
+        unit: str = "steps",
+        plan: PausePlan | None = None,
+    ):
         self.total = total_steps
         self.unit = unit  # what a step is: env steps, labelled pairs, epochs
         self.deadline = deadline
@@ -108,7 +115,10 @@ class Progress:
         if self.deadline is not None:
             eta = min(eta, self.deadline - now)
         pct = 100.0 * steps / max(self.total, 1)
-        parts = [f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)", f"{fmt_steps(rate) if rate >= 1 else f'{rate:.2g}'} {self.unit}/s"]
+        parts = [
+            f"{fmt_steps(steps)}/{fmt_steps(self.total)} ({pct:4.1f}%)",
+            f"{fmt_steps(rate) if rate >= 1 else f'{rate:.2g}'} {self.unit}/s",
+        ]
         parts += [f"{k} {_value(v)}" for k, v in fields.items()]
         parts.append(f"ETA {fmt_time(eta) if eta != float('inf') else '?'}")
         line = " | ".join(parts)

@@ -52,8 +52,16 @@ ROTOR_DIRECTIONS = np.array([[1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]]
 #: +1 for clockwise rotors (M1, M3): their reaction torque on the body is +z.
 ROTOR_SPIN = np.array([1.0, -1.0, 1.0, -1.0])
 
-REQUIRED = ("mass_kg", "arm_length_m", "ixx_kg_m2", "iyy_kg_m2", "izz_kg_m2", "torque_to_thrust_m",
-            "motor_time_constant_s", "physics_dt_s")
+REQUIRED = (
+    "mass_kg",
+    "arm_length_m",
+    "ixx_kg_m2",
+    "iyy_kg_m2",
+    "izz_kg_m2",
+    "torque_to_thrust_m",
+    "motor_time_constant_s",
+    "physics_dt_s",
+)
 
 #: Rate-loop bandwidths [1/s] (desired angular acceleration per unit rate error).
 RATE_GAINS = (40.0, 40.0, 15.0)
@@ -62,8 +70,7 @@ RATE_GAINS = (40.0, 40.0, 15.0)
 def physical(spec: RobotSpec, key: str) -> float:
     """A required physical constant of the spec; the error names the missing key."""
     if key not in spec.physical:
-        raise ConfigError(f"physical.{key}", f"required for a quadrotor (needs: {', '.join(REQUIRED)})",
-                          spec.source)
+        raise ConfigError(f"physical.{key}", f"required for a quadrotor (needs: {', '.join(REQUIRED)})", spec.source)
     return float(spec.physical[key])
 
 
@@ -88,8 +95,9 @@ def allocation_matrix(rotor_pos_b: np.ndarray, spin: np.ndarray, torque_to_thrus
     return np.stack([np.ones(4), rotor_pos_b[:, 1], -rotor_pos_b[:, 0], spin * torque_to_thrust_m])
 
 
-def rate_loop_gain(inertia_diag: np.ndarray, mixer_inv: np.ndarray,
-                   gains: tuple[float, float, float] = RATE_GAINS) -> np.ndarray:
+def rate_loop_gain(
+    inertia_diag: np.ndarray, mixer_inv: np.ndarray, gains: tuple[float, float, float] = RATE_GAINS
+) -> np.ndarray:
     """G (10, 4): the body-rate loop as rotor thrusts f = clip(phi G, 0, f_max) (module docstring).
 
     Args:

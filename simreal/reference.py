@@ -46,7 +46,7 @@ class Reference:
     """A control-rate table of task inputs (see module docstring)."""
 
     rate_hz: float
-    values: Mapping[str, np.ndarray]   # key -> (N, d) float64, every key the same N
+    values: Mapping[str, np.ndarray]  # key -> (N, d) float64, every key the same N
     loop: bool = False
 
     @property
@@ -78,11 +78,11 @@ def check_reference(ref: Reference, where: str) -> None:
     rows = None
     for key, v in ref.values.items():
         if key not in PLAYABLE_KEYS:
-            raise BundleError(f"reference.{key}", f"not a task input; playable keys: {', '.join(PLAYABLE_KEYS)}",
-                              where)
+            raise BundleError(f"reference.{key}", f"not a task input; playable keys: {', '.join(PLAYABLE_KEYS)}", where)
         if v.ndim != 2 or len(v) == 0:
-            raise BundleError(f"reference.{key}", f"expected a non-empty (rows, width) array, got shape {v.shape}",
-                              where)
+            raise BundleError(
+                f"reference.{key}", f"expected a non-empty (rows, width) array, got shape {v.shape}", where
+            )
         if rows is not None and len(v) != rows:
             raise BundleError(f"reference.{key}", f"{len(v)} rows, other keys have {rows}", where)
         rows = len(v)

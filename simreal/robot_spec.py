@@ -143,8 +143,10 @@ class Ros2Spec:
     state: tuple[TopicSpec, ...] = field(())
     command: tuple[TopicSpec, ...] = field(())
     estop_topic: str = field("/simreal/estop", doc="std_msgs/msg/Bool; true stops the policy")
-    driver_note: str = field("", doc="what stands between these topics and the robot's own wire (a bridge), "
-                                     "for the generated package's README")
+    driver_note: str = field(
+        "",
+        doc="what stands between these topics and the robot's own wire (a bridge), for the generated package's README",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,14 +160,24 @@ class RobotSpec:
     actuators: tuple[ActuatorSpec, ...] = field(())
     physical: dict[str, float] = field({}, doc="family-specific physical constants, SI")
     sensors: tuple[str, ...] = field(())
-    tracking_bodies: tuple[str, ...] = field((), doc="bodies a motion-tracking task compares with the clip's "
-                                                     "(humanoids: pelvis, feet, knees, torso, elbows, hands)")
-    keypoint_map: str = field("", doc="the retargeting keypoint map, configs/retarget/NAME.yaml, when not the spec's "
-                                      "own name (a variant with the same links: g1_23dof uses g1's)")
-    held: tuple[HeldJointSpec, ...] = field((), doc="joints the driver holds at a target with its own PD, not the "
-                                                    "policy's (a 12-DoF G1's waist and arms)")
-    whole_robot: str = field("", doc="the spec of the whole robot this one drives part of (g1_12dof: g1): what a "
-                                     "twin of the real robot simulates")
+    tracking_bodies: tuple[str, ...] = field(
+        (),
+        doc="bodies a motion-tracking task compares with the clip's "
+        "(humanoids: pelvis, feet, knees, torso, elbows, hands)",
+    )
+    keypoint_map: str = field(
+        "",
+        doc="the retargeting keypoint map, configs/retarget/NAME.yaml, when not the spec's "
+        "own name (a variant with the same links: g1_23dof uses g1's)",
+    )
+    held: tuple[HeldJointSpec, ...] = field(
+        (), doc="joints the driver holds at a target with its own PD, not the policy's (a 12-DoF G1's waist and arms)"
+    )
+    whole_robot: str = field(
+        "",
+        doc="the spec of the whole robot this one drives part of (g1_12dof: g1): what a "
+        "twin of the real robot simulates",
+    )
     ros2: Ros2Spec = field(Ros2Spec())
     source: str = field("", doc="file this spec was read from")
 
@@ -205,7 +217,6 @@ def resolve_robot_path(name_or_path: str) -> Path:
     return shipped
 
 
-
 def load_robot_spec(name_or_path: str) -> RobotSpec:
     """Read and validate a robot spec (by shipped name or YAML path)."""
     path = resolve_robot_path(name_or_path)
@@ -241,11 +252,17 @@ def _validate(spec: RobotSpec, path: str) -> None:
     held = [h.name for h in spec.held]
     for i, name in enumerate(held):
         if name in names or held.count(name) > 1:
-            raise ConfigError(f"held[{i}].name", f"'{name}' is {'an actuator' if name in names else 'held twice'}; a "
-                                                 f"held joint is one the policy does not drive", path)
+            raise ConfigError(
+                f"held[{i}].name",
+                f"'{name}' is {'an actuator' if name in names else 'held twice'}; a "
+                f"held joint is one the policy does not drive",
+                path,
+            )
     for i, a in enumerate(spec.actuators):
         if a.range is not None:
             if len(a.range) != 2 or a.range[0] >= a.range[1]:
-                raise ConfigError(f"actuators[{i}].range", f"expected [lower, upper] with lower < upper, got {list(a.range)}", path)
+                raise ConfigError(
+                    f"actuators[{i}].range", f"expected [lower, upper] with lower < upper, got {list(a.range)}", path
+                )
             if not a.range[0] <= a.default <= a.range[1]:
                 raise ConfigError(f"actuators[{i}].default", f"{a.default} is outside range {list(a.range)}", path)

@@ -1,12 +1,12 @@
 """Run directories: ``runs/<task>/<YYYYmmdd-HHMMSS>/`` (DESIGN.md, Run directory).
 
-    config.yaml        the fully resolved config
-    checkpoints/       step_<env_steps>.npz, written atomically
-    metrics.csv        one row per training iteration
-    events.*           TensorBoard
-    plots/*.png        learning curves
-    videos/*.mp4       ``simreal play``
-    bundle/            after ``simreal export``
+config.yaml        the fully resolved config
+checkpoints/       step_<env_steps>.npz, written atomically
+metrics.csv        one row per training iteration
+events.*           TensorBoard
+plots/*.png        learning curves
+videos/*.mp4       ``simreal play``
+bundle/            after ``simreal export``
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def _read_rows(path: Path) -> list[dict[str, float]]:
             rows = []
             for r in reader:
                 if None in r or None in r.values():  # more or fewer cells than the header
-                    raise DataFileError(str(path), f"line {reader.line_num}: {len(reader.fieldnames or [])} columns "
-                                                   f"expected, the row has another count; {fix}")
+                    raise DataFileError(
+                        str(path),
+                        f"line {reader.line_num}: {len(reader.fieldnames or [])} columns "
+                        f"expected, the row has another count; {fix}",
+                    )
                 rows.append({k: _number(v) for k, v in r.items() if v != ""})
             return rows
     except (UnicodeDecodeError, csv.Error) as e:
@@ -116,8 +119,9 @@ class MetricsCsv:
         return xs, [r[key] for r in self.rows if key in r]
 
 
-def plot_curves(metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: str,
-                titles: Mapping[str, str] | None = None) -> None:
+def plot_curves(
+    metrics: MetricsCsv, out_png: Path, keys: Sequence[str], title: str, titles: Mapping[str, str] | None = None
+) -> None:
     """Learning curves (one panel per key, titled ``titles[key]`` or the key) against env steps, as a PNG."""
     import matplotlib
 

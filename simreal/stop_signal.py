@@ -78,8 +78,9 @@ def _say(text: str) -> None:
 
 
 @contextlib.contextmanager
-def stop_on_signals(doing: str = "stopping at the next iteration boundary and saving the last completed "
-                                  "iteration") -> Iterator[StopRequest]:
+def stop_on_signals(
+    doing: str = "stopping at the next iteration boundary and saving the last completed iteration",
+) -> Iterator[StopRequest]:
     """Record SIGINT and SIGTERM into a :class:`StopRequest` instead of acting on them (module
     docstring); the previous handlers are restored on exit. ``doing``: what the first signal's
     line on stderr says happens next.

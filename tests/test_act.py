@@ -22,9 +22,19 @@ from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import resolve  # noqa: E402
 
 #: A tiny ACT on arm-reach (1 s episodes: 50 steps at 50 Hz).
-TINY = ["backend=native", "env.episode_length_s=1.0", "trainer=bc", "algorithm=bc", "train.policy=act",
-        "train.act.dim_model=16", "train.act.n_heads=2", "train.act.dim_feedforward=32",
-        "train.act.n_encoder_layers=1", "train.act.chunk_size=5", "train.act.temporal_ensemble_coeff=0.2"]
+TINY = [
+    "backend=native",
+    "env.episode_length_s=1.0",
+    "trainer=bc",
+    "algorithm=bc",
+    "train.policy=act",
+    "train.act.dim_model=16",
+    "train.act.n_heads=2",
+    "train.act.dim_feedforward=32",
+    "train.act.n_encoder_layers=1",
+    "train.act.chunk_size=5",
+    "train.act.temporal_ensemble_coeff=0.2",
+]
 
 
 def act_config(*overrides: str):
@@ -32,6 +42,7 @@ def act_config(*overrides: str):
 
 
 # -- the network and its targets --------------------------------------------------------------
+
 
 def test_act_maps_an_observation_batch_to_chunks_scaled_to_the_control_rate():
     from simreal.action_chunk import CHUNK_S
@@ -79,8 +90,13 @@ def test_fitting_act_on_a_tiny_synthetic_dataset_lowers_the_l1_loss():
     chunk a_{t..t+k-1} is a function of the observation, which ACT must learn."""
     from simreal.policies.bc_actor import make_actor
 
-    tc = act_config("train.epochs=15", "train.batch_size=64", "train.learning_rate=0.005", "train.val_fraction=0.2",
-                    "train.act.dropout=0.0")
+    tc = act_config(
+        "train.epochs=15",
+        "train.batch_size=64",
+        "train.learning_rate=0.005",
+        "train.val_fraction=0.2",
+        "train.act.dropout=0.0",
+    )
     torch.manual_seed(0)
     losses, result, pred, expected = fit_phase_demos(make_actor(fake_env(), tc), tc, episodes=6, chunk=5)
     assert losses[-1]["train"] < 0.3 * losses[0]["train"], losses
@@ -89,6 +105,7 @@ def test_fitting_act_on_a_tiny_synthetic_dataset_lowers_the_l1_loss():
 
 
 # -- temporal ensembling ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("m", [0.01, 0.5, 0.0, -0.3])
 def test_temporal_ensemble_is_the_weighted_mean_of_every_prediction_of_the_step(m):
@@ -128,6 +145,7 @@ def test_chunked_policy_takes_one_observation_or_a_batch_and_restarts_on_another
 
 # -- the chunked bundle and the robot side ----------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_bundle(tmp_path_factory):
     """A randomly initialised tiny ACT for arm-reach, exported as ``simreal export`` does."""
@@ -153,13 +171,16 @@ def test_bundle_carries_the_chunk_and_its_onnx_chunk_equals_torch(tiny_bundle):
     assert np.abs(np.array(robot) - actor.act(obs)[:, 0]).max() > 1e-3  # ensembled, not the chunk's first
 
 
-@pytest.mark.parametrize("section, field", [
-    ({"size": 0, "temporal_ensemble_coeff": 0.01}, "action_chunk.size"),
-    ({"temporal_ensemble_coeff": 0.01}, "action_chunk.size"),
-    ({"size": 5, "temporal_ensemble_coeff": "fast"}, "action_chunk.temporal_ensemble_coeff"),
-    ({"size": 5, "temporal_ensemble_coeff": float("nan")}, "action_chunk.temporal_ensemble_coeff"),
-    ([5, 0.01], "action_chunk"),
-])
+@pytest.mark.parametrize(
+    "section, field",
+    [
+        ({"size": 0, "temporal_ensemble_coeff": 0.01}, "action_chunk.size"),
+        ({"temporal_ensemble_coeff": 0.01}, "action_chunk.size"),
+        ({"size": 5, "temporal_ensemble_coeff": "fast"}, "action_chunk.temporal_ensemble_coeff"),
+        ({"size": 5, "temporal_ensemble_coeff": float("nan")}, "action_chunk.temporal_ensemble_coeff"),
+        ([5, 0.01], "action_chunk"),
+    ],
+)
 def test_a_bad_action_chunk_section_names_its_field(tiny_bundle, section, field):
     from simreal.bundle import parse_bundle
     from simreal.errors import BundleError
@@ -172,7 +193,8 @@ def test_a_bad_action_chunk_section_names_its_field(tiny_bundle, section, field)
 
 
 def test_a_graph_whose_chunk_differs_from_the_bundle_is_refused_and_an_unchunked_bundle_reads_as_before(
-        tiny_bundle, tmp_path):
+    tiny_bundle, tmp_path
+):
     import shutil
 
     from simreal.bundle import OnnxPolicy, load_bundle, write_bundle_yaml
@@ -216,11 +238,16 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
             return a
 
     policy = Recording(bundle)
-    runner = PolicyRunner(bundle, msg_class=msg_class, policy=policy,
-                          overrides={"start": {"ramp_s": 0.0}, "watchdog": {"latch": False}})
+    runner = PolicyRunner(
+        bundle, msg_class=msg_class, policy=policy, overrides={"start": {"ramp_s": 0.0}, "watchdog": {"latch": False}}
+    )
     dt = runner.cfg.period_s
-    goal = encode_state("geometry_msgs/msg/PoseStamped", {"pos_w": np.array([0.5, 0.1, 0.4]),
-                                                          "quat_wxyz": np.array([1.0, 0, 0, 0])}, 0, msg_class)
+    goal = encode_state(
+        "geometry_msgs/msg/PoseStamped",
+        {"pos_w": np.array([0.5, 0.1, 0.4]), "quat_wxyz": np.array([1.0, 0, 0, 0])},
+        0,
+        msg_class,
+    )
     runner.on_state("goal", goal, 0.0)
     rng = np.random.default_rng(0)
     q0 = np.array([a.default for a in runner.spec.actuators])
@@ -246,6 +273,7 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
 
 # -- configuration and the CLI ----------------------------------------------------------------
 
+
 def test_policy_names_agree_and_heads_must_divide_the_width():
     from simreal.cli.train_bc import POLICIES
     from simreal.errors import ConfigError
@@ -262,8 +290,27 @@ def test_policy_names_agree_and_heads_must_divide_the_width():
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("demos") / "reach"
-    assert main(["demos", "arm-reach", "backend=native", "env.episode_length_s=1.0", "--teacher", "scripted",
-                 "--episodes", "4", "--num-envs", "4", "--seed", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                "env.episode_length_s=1.0",
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "4",
+                "--num-envs",
+                "4",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -276,8 +323,23 @@ def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys
 
     run_dir = tmp_path / "act"
     small = [a for a in TINY if a.startswith("train.act.")]
-    assert main(["train-bc", str(demos), "train.num_eval_envs=2", *small, "--policy", "act", "--epochs", "2",
-                 "--out", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "train-bc",
+                str(demos),
+                "train.num_eval_envs=2",
+                *small,
+                "--policy",
+                "act",
+                "--epochs",
+                "2",
+                "--out",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     assert "eval (2 episodes) success" in capsys.readouterr().out
     cfg = load_config(run_dir)
     assert (cfg.trainer, cfg.train.policy, cfg.train.act.chunk_size) == ("bc", "act", 5)
@@ -310,8 +372,9 @@ def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys
     assert main(["play", str(run_dir), "--episodes", "2", "--out", str(tmp_path / "play.mp4")]) == 0
 
     # a checkpoint of another shape is one line naming the settings that shape it
-    (run_dir / "config.yaml").write_text((run_dir / "config.yaml").read_text().replace("dim_model: 16",
-                                                                                       "dim_model: 32"))
+    (run_dir / "config.yaml").write_text(
+        (run_dir / "config.yaml").read_text().replace("dim_model: 16", "dim_model: 32")
+    )
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "train.policy act, train.act {" in err and "'dim_model': 32" in err

@@ -52,8 +52,16 @@ def test_sb3_ppo_learns_saves_and_loads(env, tmp_path):
     from simreal.sim.adapter_sb3 import SB3VecEnv
 
     venv = SB3VecEnv(env, N, seed=1)
-    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0,
-                policy_kwargs={"net_arch": [32, 32]}, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=32,
+        batch_size=64,
+        n_epochs=1,
+        seed=0,
+        policy_kwargs={"net_arch": [32, 32]},
+        device="cpu",
+    )
     model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in /tmp
     model.learn(total_timesteps=2 * 32 * N)
     assert model.num_timesteps >= 2 * 32 * N
@@ -142,14 +150,19 @@ def test_rsl_rl_on_policy_runner_two_iterations_and_checkpoint(env, tmp_path):
     from simreal.sim.adapter_torch import RslRlVecEnv
 
     train_cfg = {
-        "num_steps_per_env": 8, "save_interval": 1, "logger": "tensorboard",
+        "num_steps_per_env": 8,
+        "save_interval": 1,
+        "logger": "tensorboard",
         "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
         "algorithm": {"class_name": "PPO", "num_learning_epochs": 1, "num_mini_batches": 2},
-        "actor": {"class_name": "MLPModel", "hidden_dims": [32, 32], "activation": "elu",
-                  "obs_normalization": True,
-                  "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 0.5}},
-        "critic": {"class_name": "MLPModel", "hidden_dims": [32, 32], "activation": "elu",
-                   "obs_normalization": True},
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": [32, 32],
+            "activation": "elu",
+            "obs_normalization": True,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 0.5},
+        },
+        "critic": {"class_name": "MLPModel", "hidden_dims": [32, 32], "activation": "elu", "obs_normalization": True},
     }
     venv = RslRlVecEnv(env, N)
     runner = OnPolicyRunner(venv, train_cfg, log_dir=str(tmp_path), device="cpu")

@@ -37,7 +37,7 @@ def mjx():
 
 def test_backends_agree(native, mjx):
     (s_n, (q_n, o_n)), (s_m, (q_m, o_m)) = native, mjx
-    np.testing.assert_allclose(q_n, q_m, atol=1e-4)          # float32 engines, 100 physics steps
+    np.testing.assert_allclose(q_n, q_m, atol=1e-4)  # float32 engines, 100 physics steps
     np.testing.assert_allclose(o_n, o_m, atol=2e-3)
     np.testing.assert_array_equal(s_n.done, s_m.done)
 

@@ -40,8 +40,13 @@ from simreal.yaml_io import load_yaml
 def _bench(bundle_dir, suite: str, trials: int, duration_s: float, twin: TwinConfig = TwinConfig(), **cfg):
     bundle = load_bundle(bundle_dir)
     spec = spec_of_bundle(bundle)
-    return run_benchmark(suite_for(suite, bundle, spec), bundle, spec, TwinBench(bundle, twin),
-                         BenchmarkConfig(trials=trials, duration_s=duration_s, **cfg))
+    return run_benchmark(
+        suite_for(suite, bundle, spec),
+        bundle,
+        spec,
+        TwinBench(bundle, twin),
+        BenchmarkConfig(trials=trials, duration_s=duration_s, **cfg),
+    )
 
 
 def _with_reference(bundle_dir, values: dict[str, np.ndarray], rate_hz: float, loop: bool):
@@ -60,23 +65,37 @@ def _hold_bundle(out_dir, robot: str):
     spec = load_robot_spec(robot)
     n = len(spec.actuators)
     terms = (("joint_pos_rel", n), ("joint_vel", n), ("last_action", n))
-    graph = helper.make_graph([helper.make_node("MatMul", ["obs", "zero"], ["action"])], "hold",
-                              [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", 3 * n])],
-                              [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", n])],
-                              [numpy_helper.from_array(np.zeros((3 * n, n), np.float32), "zero")])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["obs", "zero"], ["action"])],
+        "hold",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", 3 * n])],
+        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", n])],
+        [numpy_helper.from_array(np.zeros((3 * n, n), np.float32), "zero")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", bundles.OPSET)])
     model.ir_version = 8
-    return bundles.write_bundle(out_dir, spec=spec, model=model, task="hold", obs_terms=terms, mode="joint_position",
-                                names=spec.actuator_names, units=["rad"] * n, scale=[0.5] * n,
-                                offset=[a.default for a in spec.actuators], low=[a.range[0] for a in spec.actuators],
-                                high=[a.range[1] for a in spec.actuators], control_rate_hz=spec.control_rate_hz)
+    return bundles.write_bundle(
+        out_dir,
+        spec=spec,
+        model=model,
+        task="hold",
+        obs_terms=terms,
+        mode="joint_position",
+        names=spec.actuator_names,
+        units=["rad"] * n,
+        scale=[0.5] * n,
+        offset=[a.default for a in spec.actuators],
+        low=[a.range[0] for a in spec.actuators],
+        high=[a.range[1] for a in spec.actuators],
+        control_rate_hz=spec.control_rate_hz,
+    )
 
 
 # -- statistics ---------------------------------------------------------------------------------
 def test_wilson_and_t_intervals_match_known_values():
     # Wilson 95 %: 8/10 -> (0.4902, 0.9433) (Newcombe 1998, table I); 0/10 -> upper z^2/(n + z^2)
     np.testing.assert_allclose(wilson_interval(8, 10), (0.4902, 0.9433), atol=1e-4)
-    z2 = 1.959964 ** 2
+    z2 = 1.959964**2
     np.testing.assert_allclose(wilson_interval(0, 10), (0.0, z2 / (10 + z2)), atol=1e-6)
     np.testing.assert_allclose(wilson_interval(10, 10), (10 / (10 + z2), 1.0), atol=1e-6)
     lo, hi = wilson_interval(75, 75)
@@ -146,7 +165,9 @@ def test_a_twin_whose_simulation_diverged_stops_reporting_and_its_clock_goes_on(
 
     monkeypatch.setattr(SimRobot, "step", blow_up_at_one_second)
     (c,) = _bench(tmp_path / "pd", "quadrotor-hover", trials=1, duration_s=3.0)["conditions"]
-    assert [(t["success"], t["reason"]) for t in c["trials"]] == [(False, "the simulation diverged at 1.000 s (MuJoCo reset it)")]
+    assert [(t["success"], t["reason"]) for t in c["trials"]] == [
+        (False, "the simulation diverged at 1.000 s (MuJoCo reset it)")
+    ]
 
 
 def test_end_effector_kinematics_match_the_twin(tmp_path):
@@ -166,15 +187,19 @@ def test_quadrotor_hover_pd_passes_and_random_mlp_fails(tmp_path):
     assert c["metrics"]["rmse_m"]["ci"][1] - c["metrics"]["rmse_m"]["ci"][0] < 0.02  # a tight interval
     assert all(t["overruns"] == 0 and t["read_errors"] == 0 and t["ticks"] >= 399 for t in c["trials"])
 
-    mlp = _bench(bundles.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0),
-                 "quadrotor-hover", trials=4, duration_s=3.0)
+    mlp = _bench(
+        bundles.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0),
+        "quadrotor-hover",
+        trials=4,
+        duration_s=3.0,
+    )
     (c,) = mlp["conditions"]
     assert c["success"]["k"] == 0 and c["success"]["ci"][1] < 0.5
     assert all(not t["success"] and t["reason"] for t in c["trials"])
 
 
 def test_quadrotor_figure8_tracks_the_bundles_reference(tmp_path):
-    t = np.arange(2000) / 100.0   # one 20 s period at 100 Hz
+    t = np.arange(2000) / 100.0  # one 20 s period at 100 Hz
     w = 2 * math.pi / 20.0
     fig8 = np.stack([0.3 * np.sin(w * t), 0.15 * np.sin(2 * w * t), np.ones_like(t)], axis=1)
     b = _with_reference(bundles.make_pd_hover_bundle(tmp_path / "pd"), {"target_pos_w": fig8}, 100.0, loop=True)
@@ -203,8 +228,9 @@ def test_humanoid_walk_and_track_detect_falls(tmp_path):
     n = len(load_robot_spec("g1").actuators)
     motion = np.zeros((50, 2 * n + 3))
     motion[:, -1] = -1.0  # the default pose, upright
-    track = _bench(_with_reference(b, {"command": motion}, 50.0, loop=False), "humanoid-track", trials=1,
-                   duration_s=0.5)
+    track = _bench(
+        _with_reference(b, {"command": motion}, 50.0, loop=False), "humanoid-track", trials=1, duration_s=0.5
+    )
     (trial,) = track["conditions"][0]["trials"]
     assert trial["success"] == (trial["metrics"]["fall_s"] is None and trial["metrics"]["joint_rmse_rad"] < 0.3)
     assert trial["metrics"]["root_tilt_rmse_rad"] < 0.5 and trial["metrics"]["joint_rmse_rad"] > 0.0
@@ -215,16 +241,22 @@ def test_arm_reach_reports_distance_and_cycle_time(tmp_path):
     spec = spec_of_bundle(hold)
     home_ee = end_effector_w(spec, np.array([[a.default for a in spec.actuators]]))[0]
     twin = TwinConfig(start_jitter_rad=0.3)  # starts about 10 cm away, then holds the default pose
-    (c,) = _bench(hold.path, "arm-reach", trials=2, duration_s=2.0, twin=twin,
-                  task={"target_pos_w": home_ee.tolist()})["conditions"]
+    (c,) = _bench(hold.path, "arm-reach", trials=2, duration_s=2.0, twin=twin, task={"target_pos_w": home_ee.tolist()})[
+        "conditions"
+    ]
     assert c["success"]["k"] == 2, c["trials"]
     for trial in c["trials"]:
         m = trial["metrics"]
         assert m["final_distance_m"] < 0.01 and 0.0 < m["cycle_time_s"] < 2.0
 
     far = (home_ee + [0.0, 0.3, 0.0]).tolist()
-    (c,) = _bench(bundles.make_joint_mlp_bundle(tmp_path / "mlp", "so100"), "arm-reach", trials=2, duration_s=1.0,
-                  task={"target_pos_w": far})["conditions"]
+    (c,) = _bench(
+        bundles.make_joint_mlp_bundle(tmp_path / "mlp", "so100"),
+        "arm-reach",
+        trials=2,
+        duration_s=1.0,
+        task={"target_pos_w": far},
+    )["conditions"]
     assert c["success"]["k"] == 0
     assert all(t["metrics"]["final_distance_m"] > 0.05 and t["metrics"]["cycle_time_s"] is None for t in c["trials"])
 
@@ -236,15 +268,31 @@ def test_arm_object_suites_judge_the_cube_of_the_tasks_scene(task, tmp_path):
     spec = load_robot_spec("so100")
     n = len(spec.actuators)
     terms = [("joint_pos_rel", n), ("joint_vel", n), ("object_pos_w", 3), ("target_pos_w", 3), ("last_action", n)]
-    d = bundles.write_bundle(tmp_path / "push", spec=spec, model=bundles.mlp_onnx(sum(k for _, k in terms), n, (16,)),
-                             task=task, obs_terms=terms, mode="joint_position", names=spec.actuator_names,
-                             units=["rad"] * n, scale=[0.25] * n, offset=[0.0] * n,
-                             low=[a.range[0] for a in spec.actuators], high=[a.range[1] for a in spec.actuators],
-                             control_rate_hz=spec.control_rate_hz)
+    d = bundles.write_bundle(
+        tmp_path / "push",
+        spec=spec,
+        model=bundles.mlp_onnx(sum(k for _, k in terms), n, (16,)),
+        task=task,
+        obs_terms=terms,
+        mode="joint_position",
+        names=spec.actuator_names,
+        units=["rad"] * n,
+        scale=[0.25] * n,
+        offset=[0.0] * n,
+        low=[a.range[0] for a in spec.actuators],
+        high=[a.range[1] for a in spec.actuators],
+        control_rate_hz=spec.control_rate_hz,
+    )
     raw = load_yaml(d / "bundle.yaml")
     raw["task_config"] = {"episode_length_s": 6.0}
-    raw["task_topics"] = {r: {"topic": f"/simreal/{r}_pose", "type": "geometry_msgs/msg/PoseStamped",
-                              "role": "target" if r == "goal" else r} for r in ("goal", "object")}
+    raw["task_topics"] = {
+        r: {
+            "topic": f"/simreal/{r}_pose",
+            "type": "geometry_msgs/msg/PoseStamped",
+            "role": "target" if r == "goal" else r,
+        }
+        for r in ("goal", "object")
+    }
     write_bundle_yaml(d, raw)
     (c,) = _bench(d, task, trials=1, duration_s=1.0)["conditions"]
     (trial,) = c["trials"]
@@ -277,9 +325,14 @@ def test_real_robot_path_asks_the_operator_and_measures_by_kinematics(tmp_path):
 
     home, away = end_effector_w(spec, np.array([[a.default for a in spec.actuators], robot.q]))
     assert np.linalg.norm(away - home) > 0.05
-    res = run_benchmark(suite_for("arm-reach", bundle, spec), bundle, spec, RealBench(robot, "fake", ask),
-                        BenchmarkConfig(trials=5, duration_s=0.4, task={"target_pos_w": home.tolist()}),
-                        overrides={"start": {"ramp_s": 0.0}})
+    res = run_benchmark(
+        suite_for("arm-reach", bundle, spec),
+        bundle,
+        spec,
+        RealBench(robot, "fake", ask),
+        BenchmarkConfig(trials=5, duration_s=0.4, task={"target_pos_w": home.tolist()}),
+        overrides={"start": {"ramp_s": 0.0}},
+    )
     assert len(asked) == 3 and "trial 3/5" in asked[-1] and not res["complete"]
     (c,) = res["conditions"]
     assert c["success"]["n"] == 2 and res["robot"] == "real" and res["driver"] == "fake"
@@ -294,9 +347,29 @@ def test_cli_real_robot_from_the_drivers_table(tmp_path, monkeypatch, capsys):
     from simreal.hardware import drivers
 
     b = _hold_bundle(tmp_path / "hold", "so100")
-    monkeypatch.setitem(drivers.DRIVERS, "fake", types.SimpleNamespace(robot_class=lambda: FakeSo100, robots=("so100",)))
-    code = main(["benchmark", "arm-reach", "--policy", str(b), "--robot", "real", "--driver", "fake", "--yes",
-                 "--trials", "1", "--duration", "0.3", "--task-param", "target_pos_w=[0.3,0.0,0.2]", "--json"])
+    monkeypatch.setitem(
+        drivers.DRIVERS, "fake", types.SimpleNamespace(robot_class=lambda: FakeSo100, robots=("so100",))
+    )
+    code = main(
+        [
+            "benchmark",
+            "arm-reach",
+            "--policy",
+            str(b),
+            "--robot",
+            "real",
+            "--driver",
+            "fake",
+            "--yes",
+            "--trials",
+            "1",
+            "--duration",
+            "0.3",
+            "--task-param",
+            "target_pos_w=[0.3,0.0,0.2]",
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     res = json.loads(out.out)
@@ -306,11 +379,30 @@ def test_cli_real_robot_from_the_drivers_table(tmp_path, monkeypatch, capsys):
 
 # -- report and command line ----------------------------------------------------------------------
 def test_cli_runs_the_twin_and_reports_twin_against_twin(tmp_path, capsys):
-    pd, mlp = bundles.make_pd_hover_bundle(tmp_path / "pd"), bundles.make_mlp_bundle(tmp_path / "mlp", hidden=(16,),
-                                                                                      control_rate_hz=100.0)
+    pd, mlp = (
+        bundles.make_pd_hover_bundle(tmp_path / "pd"),
+        bundles.make_mlp_bundle(tmp_path / "mlp", hidden=(16,), control_rate_hz=100.0),
+    )
     for name, b in (("pd", pd), ("mlp", mlp)):
-        assert main(["benchmark", "quadrotor-hover", "--policy", str(b), "--robot", "twin", "--trials", "2",
-                     "--duration", "3", "--out", str(tmp_path / name)]) == 0
+        assert (
+            main(
+                [
+                    "benchmark",
+                    "quadrotor-hover",
+                    "--policy",
+                    str(b),
+                    "--robot",
+                    "twin",
+                    "--trials",
+                    "2",
+                    "--duration",
+                    "3",
+                    "--out",
+                    str(tmp_path / name),
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr()
         assert "default: " in out.out and "trial 2/2" in out.err and "ETA" in out.err
         assert (tmp_path / name / "report.md").is_file()
@@ -327,7 +419,9 @@ def test_cli_runs_the_twin_and_reports_twin_against_twin(tmp_path, capsys):
     import imageio.v2 as imageio
 
     for name, outcome in (("pd", "pass"), ("mlp", "FAIL")):
-        video = json.loads((tmp_path / name / "quadrotor-hover_twin.json").read_text())["conditions"][0]["trials"][0]["video"]
+        video = json.loads((tmp_path / name / "quadrotor-hover_twin.json").read_text())["conditions"][0]["trials"][0][
+            "video"
+        ]
         mp4 = tmp_path / name / "videos" / video["video"]
         with imageio.get_reader(mp4) as r:
             frames = [f for f in r]
@@ -343,23 +437,29 @@ def hover_dir(tmp_path_factory):
     return str(bundles.make_pd_hover_bundle(tmp_path_factory.mktemp("b") / "pd"))
 
 
-@pytest.mark.parametrize("args, says", [
-    (["no-such-suite"], "unknown suite 'no-such-suite'; valid suites: arm-pick, arm-push"),
-    (["arm-reach"], "suite arm-reach serves arm robots; the bundle's robot 'crazyflie2' is a quadrotor"),
-    (["quadrotor-figure8"], "bundle field 'reference': quadrotor-figure8 needs"),
-    (["quadrotor-hover", "--trials", "0"], "--trials: must be >= 1, got 0"),
-    (["quadrotor-hover", "--conditions", "0,1"], "--conditions: suite quadrotor-hover has one condition"),
-    (["quadrotor-hover", "--task-param", "target_pos_w=up"], "--task-param target_pos_w: expected a number"),
-    (["quadrotor-hover", "--task-param", "speed=1"], "'--task-param speed': not a task input"),
-    (["quadrotor-hover", "--noise", "-1"], "--noise: must be >= 0.0"),
-    (["quadrotor-hover", "--robot", "real"], "--robot real needs --driver NAME"),
-    (["quadrotor-hover", "--robot", "real", "--driver", "nope"], "unknown driver 'nope'; valid drivers:"),
-    (["quadrotor-hover", "--robot", "real", "--driver", "so100", "--noise", "0"], "--noise and --latency-ms are for"),
-    (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config, --camera and --locate-object are for"),
-    (["quadrotor-hover", "--videos", "2"], "--videos: needs --out DIR"),
-    (["quadrotor-hover", "--duration", "2"], "--duration: suite quadrotor-hover judges from 2 s on"),
-    (["quadrotor-hover", "--set", "watchdog.timeout_s=-1"], "watchdog.timeout_s"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["no-such-suite"], "unknown suite 'no-such-suite'; valid suites: arm-pick, arm-push"),
+        (["arm-reach"], "suite arm-reach serves arm robots; the bundle's robot 'crazyflie2' is a quadrotor"),
+        (["quadrotor-figure8"], "bundle field 'reference': quadrotor-figure8 needs"),
+        (["quadrotor-hover", "--trials", "0"], "--trials: must be >= 1, got 0"),
+        (["quadrotor-hover", "--conditions", "0,1"], "--conditions: suite quadrotor-hover has one condition"),
+        (["quadrotor-hover", "--task-param", "target_pos_w=up"], "--task-param target_pos_w: expected a number"),
+        (["quadrotor-hover", "--task-param", "speed=1"], "'--task-param speed': not a task input"),
+        (["quadrotor-hover", "--noise", "-1"], "--noise: must be >= 0.0"),
+        (["quadrotor-hover", "--robot", "real"], "--robot real needs --driver NAME"),
+        (["quadrotor-hover", "--robot", "real", "--driver", "nope"], "unknown driver 'nope'; valid drivers:"),
+        (
+            ["quadrotor-hover", "--robot", "real", "--driver", "so100", "--noise", "0"],
+            "--noise and --latency-ms are for",
+        ),
+        (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config, --camera and --locate-object are for"),
+        (["quadrotor-hover", "--videos", "2"], "--videos: needs --out DIR"),
+        (["quadrotor-hover", "--duration", "2"], "--duration: suite quadrotor-hover judges from 2 s on"),
+        (["quadrotor-hover", "--set", "watchdog.timeout_s=-1"], "watchdog.timeout_s"),
+    ],
+)
 def test_cli_bad_input_is_one_line(args, says, hover_dir, capsys):
     guard = [] if "--trials" in args else ["--trials", "1"]  # should it not fail: a short run
     assert main(["benchmark", *args, "--policy", hover_dir, *guard]) == 2
@@ -367,12 +467,15 @@ def test_cli_bad_input_is_one_line(args, says, hover_dir, capsys):
     assert len(err) == 1 and says in err[0], err
 
 
-@pytest.mark.parametrize("args, says", [
-    (["quadrotor-hover"], "--policy BUNDLE is required"),
-    (["quadrotor-hover", "--policy", "/nonexistent"], "/nonexistent does not exist (a bundle is a folder"),
-    (["report", "x.json"], "give the result JSON files and --out DIR"),
-    (["report", "{bad}", "--out", "{tmp}/r"], "not JSON"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["quadrotor-hover"], "--policy BUNDLE is required"),
+        (["quadrotor-hover", "--policy", "/nonexistent"], "/nonexistent does not exist (a bundle is a folder"),
+        (["report", "x.json"], "give the result JSON files and --out DIR"),
+        (["report", "{bad}", "--out", "{tmp}/r"], "not JSON"),
+    ],
+)
 def test_cli_bad_files_are_one_line(args, says, tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{")
     args = [a.format(bad=tmp_path / "bad.json", tmp=tmp_path) for a in args]
@@ -392,8 +495,14 @@ def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
     bundle = load_bundle(b)
     spec = spec_of_bundle(bundle)
     bench = TwinBench(bundle)
-    res = run_benchmark(suite_for("humanoid-walk", bundle, spec), bundle, spec, bench,
-                        BenchmarkConfig(trials=1, duration_s=1.5, videos=1), video_dir=tmp_path / "out")
+    res = run_benchmark(
+        suite_for("humanoid-walk", bundle, spec),
+        bundle,
+        spec,
+        bench,
+        BenchmarkConfig(trials=1, duration_s=1.5, videos=1),
+        video_dir=tmp_path / "out",
+    )
     video = res["conditions"][0]["trials"][0]["video"]
     with imageio.get_reader(tmp_path / "out" / "videos" / video["video"]) as r:
         assert abs(sum(1 for _ in r) - 45) <= 1
@@ -408,9 +517,14 @@ def test_a_filmed_humanoid_trial_keeps_the_robot_in_view(tmp_path):
         assert robot > 0.03, (shift, robot)
 
 
-@pytest.mark.parametrize("stop, code, where", [(KeyboardInterrupt(), 130, "run_trial"),
-                                               (KeyboardInterrupt("SIGTERM"), 143, "run_trial"),
-                                               (KeyboardInterrupt(), 130, "begin")])
+@pytest.mark.parametrize(
+    "stop, code, where",
+    [
+        (KeyboardInterrupt(), 130, "run_trial"),
+        (KeyboardInterrupt("SIGTERM"), 143, "run_trial"),
+        (KeyboardInterrupt(), 130, "begin"),
+    ],
+)
 def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch, capsys, stop, code, where):
     """Ctrl-C (SIGTERM, as the CLI raises it) during trial 3, or while its reset runs: trials 1-2
     are kept in the results file and report, exit 128 + the signal. (A Ctrl-C during a reset once
@@ -429,8 +543,25 @@ def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch,
     monkeypatch.setattr(owner, where, interrupted_third)
     b = bundles.make_pd_hover_bundle(tmp_path / "pd")
     out = tmp_path / "out"
-    assert main(["benchmark", "quadrotor-hover", "--policy", str(b), "--trials", "5", "--duration", "3",
-                 "--videos", "0", "--out", str(out)]) == code
+    assert (
+        main(
+            [
+                "benchmark",
+                "quadrotor-hover",
+                "--policy",
+                str(b),
+                "--trials",
+                "5",
+                "--duration",
+                "3",
+                "--videos",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == code
+    )
     assert "interrupted; kept the 2 finished trials" in capsys.readouterr().err
     res = json.loads((out / "quadrotor-hover_twin.json").read_text())
     assert res["interrupted"] and not res["complete"] and res["stopped_by"] == interrupt_signal(stop)

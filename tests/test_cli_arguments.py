@@ -8,10 +8,13 @@ import pytest
 from simreal.cli import main
 
 
-@pytest.mark.parametrize("argv", [
-    ["train", "cartpole-balance", "train.no_such_key=1", "--json"],
-    ["train", "cartpole-balance", "--json", "train.no_such_key=1"],  # after an option: once rejected by argparse
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "cartpole-balance", "train.no_such_key=1", "--json"],
+        ["train", "cartpole-balance", "--json", "train.no_such_key=1"],  # after an option: once rejected by argparse
+    ],
+)
 def test_overrides_before_or_after_the_options_reach_the_config(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -23,8 +23,10 @@ def test_task_description_is_the_class_docstrings_first_line_read_without_import
 
 def test_robot_description_is_the_opening_comments_first_sentence(tmp_path):
     spec = tmp_path / "bot.yaml"
-    spec.write_text("# Crazyflie 2.1 class nano quadrotor, 4 motors\n# (X frame). Sources: a paper.\n"
-                    "name: bot  # not a comment block\n")
+    spec.write_text(
+        "# Crazyflie 2.1 class nano quadrotor, 4 motors\n# (X frame). Sources: a paper.\n"
+        "name: bot  # not a comment block\n"
+    )
     assert robot_description(spec) == "Crazyflie 2.1 class nano quadrotor, 4 motors (X frame)."
     spec.write_text("name: bot\n# later comment.\n")
     assert robot_description(spec) == ""
@@ -58,8 +60,9 @@ def test_list_json_and_text_carry_descriptions(capsys):
 def test_a_closed_pipe_ends_quietly_with_141(argv):
     """The reader has gone before the first write: no traceback, no 'Exception ignored', exit
     code 141 (128 + SIGPIPE), as a Unix tool killed by SIGPIPE."""
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simreal.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     proc.stdout.close()  # the reader is gone before simreal writes anything
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, err

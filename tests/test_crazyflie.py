@@ -32,8 +32,9 @@ def cache(tmp_path):
 
 
 def crazyflie(twin: CrazyflieTwin, cache: str, **kw) -> CrazyflieRobot:
-    return CrazyflieRobot(CrazyflieConfig(robot="crazyflie2", uri=twin.uri, toc_cache=cache, connect_timeout_s=5.0,
-                                          **kw))
+    return CrazyflieRobot(
+        CrazyflieConfig(robot="crazyflie2", uri=twin.uri, toc_cache=cache, connect_timeout_s=5.0, **kw)
+    )
 
 
 class Radio:
@@ -60,17 +61,17 @@ def test_headers_and_the_link_handshake_by_hand():
     assert header(COMMANDER, 0) == 0x3C and header(LOG, 2) == 0x5E and header(15, 1) == 0xFD
     with CrazyflieTwin() as twin:
         radio = Radio(twin)
-        assert radio.ask(15, 1, b"\x00") == b"Bitcraze Crazyflie"          # link source: who is there
+        assert radio.ask(15, 1, b"\x00") == b"Bitcraze Crazyflie"  # link source: who is there
         assert radio.ask(13, 1, b"\x00")[0] == 0 and radio.ask(13, 1, b"\x00")[1] >= 4  # protocol version
-        assert radio.ask(4, 0, b"\x01") == b"\x01\x00"                     # no memories
-        assert radio.ask(15, 0, b"ping") == b"ping"                         # echo
+        assert radio.ask(4, 0, b"\x01") == b"\x01\x00"  # no memories
+        assert radio.ask(15, 0, b"ping") == b"ping"  # echo
         count, crc = struct.unpack("<HI", radio.ask(LOG, 0, b"\x03")[1:7])
         assert count == 13
-        item = radio.ask(LOG, 0, bytes([2, 12, 0]))                         # the last log variable
-        assert item == bytes([2, 12, 0, 7]) + b"gyro\x00z\x00"              # float gyro.z
+        item = radio.ask(LOG, 0, bytes([2, 12, 0]))  # the last log variable
+        assert item == bytes([2, 12, 0, 7]) + b"gyro\x00z\x00"  # float gyro.z
         assert radio.ask(PARAM, 0, bytes([2, 1, 0])) == bytes([2, 1, 0, 0x08]) + b"flightmode\x00stabModePitch\x00"
-        assert radio.ask(PARAM, 1, bytes([1, 0])) == bytes([1, 0, 0, 1])    # ANGLE, the firmware's default
-        assert radio.ask(PARAM, 2, bytes([1, 0, 0])) == bytes([1, 0, 0])    # write RATE: echoed
+        assert radio.ask(PARAM, 1, bytes([1, 0])) == bytes([1, 0, 0, 1])  # ANGLE, the firmware's default
+        assert radio.ask(PARAM, 2, bytes([1, 0, 0])) == bytes([1, 0, 0])  # write RATE: echoed
         assert twin.param("flightmode.stabModePitch") == 0
 
 
@@ -81,14 +82,14 @@ def test_log_blocks_answer_with_the_firmwares_errno():
         assert create(1, [0, 1, 2]) == bytes([6, 1, 0])
         assert create(1, [3]) == bytes([6, 1, EEXIST])
         assert create(2, [99]) == bytes([6, 2, ENOENT])
-        assert create(3, range(7)) == bytes([6, 3, E2BIG])                  # 28 bytes of floats > 26
+        assert create(3, range(7)) == bytes([6, 3, E2BIG])  # 28 bytes of floats > 26
         assert radio.ask(LOG, 1, bytes([3, 9, 5])) == bytes([3, 9, ENOENT])  # start an unknown block
-        assert radio.ask(LOG, 1, bytes([3, 1, 5])) == bytes([3, 1, 0])       # every 50 ms
+        assert radio.ask(LOG, 1, bytes([3, 1, 5])) == bytes([3, 1, 0])  # every 50 ms
         data = radio.ask(LOG, 2, b"")  # nothing sent: the next log packet
         assert data[0] == 1 and len(data) == 4 + 12
         x, y, z = struct.unpack("<fff", data[4:])
         assert (x, y, z) == pytest.approx((0.0, 0.0, 1.0))
-        assert radio.ask(LOG, 1, bytes([5])) [0] == 5 and not twin.blocks    # reset
+        assert radio.ask(LOG, 1, bytes([5]))[0] == 5 and not twin.blocks  # reset
 
 
 def test_rpyt_thrust_lock_and_rate_mode_as_the_firmware_decodes_them():
@@ -105,11 +106,11 @@ def test_rpyt_thrust_lock_and_rate_mode_as_the_firmware_decodes_them():
         assert wait_for(lambda: twin.setpoints == 3, 1.0)
         np.testing.assert_allclose(twin.setpoint, [30000 / 65535 * 0.6, *np.radians([10.0, -20.0, -30.0])])
         assert twin.released
-        rpyt(0.0, 0.0, 0.0, 500)                        # below MIN_THRUST: 0
-        rpyt(0.0, 0.0, 0.0, 65000)                      # above MAX_THRUST: 60000
+        rpyt(0.0, 0.0, 0.0, 500)  # below MIN_THRUST: 0
+        rpyt(0.0, 0.0, 0.0, 65000)  # above MAX_THRUST: 60000
         assert wait_for(lambda: twin.setpoints == 5, 1.0)
         assert twin.setpoint[0] == pytest.approx(60000 / 65535 * 0.6)
-        radio.ask(PARAM, 2, bytes([0, 0, 1]))           # roll back in ANGLE mode: no attitude loop here
+        radio.ask(PARAM, 2, bytes([0, 0, 1]))  # roll back in ANGLE mode: no attitude loop here
         rpyt(5.0, 0.0, 0.0, 30000)
         assert wait_for(lambda: twin.unsupported == 1, 1.0)
 
@@ -173,8 +174,9 @@ def test_the_commander_watchdog_levels_then_stops_the_motors(cache):
         assert tilted > 0.05
         time.sleep(0.5)  # levelled for 0.3 s
         assert tilt() < tilted / 2, (tilted, tilt())
-        assert wait_for(lambda: twin.true_state()["lin_vel_w"][2] < -0.5 or twin.true_state()["pos_w"][2] == 0.0,
-                        1.5)  # motors stopped: it falls
+        assert wait_for(
+            lambda: twin.true_state()["lin_vel_w"][2] < -0.5 or twin.true_state()["pos_w"][2] == 0.0, 1.5
+        )  # motors stopped: it falls
         n = twin.setpoints
         robot.send_action(HOVER)  # thrust locked again: the commander had shut down
         assert wait_for(lambda: twin.setpoints == n + 1, 1.0) and twin.setpoint[0] == 0.0
@@ -221,17 +223,21 @@ def test_a_refused_link_is_our_one_line_not_cflib_s_traceback(cache):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # a port with nobody bound to it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code = ("from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot\n"
-            "from simreal.hardware.robot import HardwareError\n"
-            f"r = CrazyflieRobot(CrazyflieConfig(robot='crazyflie2', uri='udp://127.0.0.1:{port}', "
-            f"toc_cache={str(cache)!r}, connect_timeout_s=1.0))\n"
-            "try:\n    r.connect()\nexcept HardwareError as e:\n    print(e)\n")
+    code = (
+        "from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot\n"
+        "from simreal.hardware.robot import HardwareError\n"
+        f"r = CrazyflieRobot(CrazyflieConfig(robot='crazyflie2', uri='udp://127.0.0.1:{port}', "
+        f"toc_cache={str(cache)!r}, connect_timeout_s=1.0))\n"
+        "try:\n    r.connect()\nexcept HardwareError as e:\n    print(e)\n"
+    )
     # a process of its own: pytest's log capture would stand in for the last-resort handler
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith("Crazyflie on udp://") and "Traceback" not in out.stdout, out
     assert out.stderr == "", out.stderr
-    assert link_error_reason("Cannot find a Crazyradio Dongle\nTraceback (most recent call last):\n  File x") == \
-        "Cannot find a Crazyradio Dongle"
+    assert (
+        link_error_reason("Cannot find a Crazyradio Dongle\nTraceback (most recent call last):\n  File x")
+        == "Cannot find a Crazyradio Dongle"
+    )
 
 
 def test_a_firmware_without_a_log_variable_is_named(cache):
@@ -260,8 +266,9 @@ def test_drive_runs_a_ctbr_hover_bundle_through_the_drivers_table(tmp_path, cach
 
 
 def test_twin_serves_from_its_command_line(cache):
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.hardware.crazyflie_twin", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simreal.hardware.crazyflie_twin", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         uri = line.split(" on ")[1].split(";")[0]

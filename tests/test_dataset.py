@@ -45,17 +45,23 @@ def smooth_image(k: int, episode: int) -> np.ndarray:
 
 
 def make_frame(rng: np.random.Generator, k: int, episode: int) -> dict[str, np.ndarray]:
-    return {"observation.state": rng.normal(size=4).astype(np.float32), "action": rng.normal(size=3),
-            "observation.gripper": rng.integers(0, 5, size=1),
-            "observation.images.front": smooth_image(k, episode),
-            "observation.images.wrist": rng.integers(0, 256, size=(H, W, 3), dtype=np.uint8)}
+    return {
+        "observation.state": rng.normal(size=4).astype(np.float32),
+        "action": rng.normal(size=3),
+        "observation.gripper": rng.integers(0, 5, size=1),
+        "observation.images.front": smooth_image(k, episode),
+        "observation.images.wrist": rng.integers(0, 256, size=(H, W, 3), dtype=np.uint8),
+    }
 
 
 def record(root: Path, episodes=EPISODES, seed: int = 0, first_episode: int = 0, **create) -> list[list[dict]]:
     """Record ``episodes`` (length, task) into a new dataset (or, with resume=True, append); return the frames."""
     rng = np.random.default_rng(seed)
-    writer = DatasetWriter.resume(root) if create.pop("resume", False) else \
-        DatasetWriter.create(root, fps=FPS, features=FEATURES, robot_type="so100", **create)
+    writer = (
+        DatasetWriter.resume(root)
+        if create.pop("resume", False)
+        else DatasetWriter.create(root, fps=FPS, features=FEATURES, robot_type="so100", **create)
+    )
     recorded = []
     with writer:
         for e, (length, task) in enumerate(episodes):
@@ -179,8 +185,9 @@ def test_episodes_share_files_until_the_size_limit(recorded, tmp_path):
     assert pq.ParquetFile(root / "data/chunk-000/file-000.parquet").num_row_groups == len(EPISODES)
 
     small = tmp_path / "small"  # limits of a few kB: the files roll over, chunks after 2 files each
-    frames = record(small, episodes=[(6, "a")] * 5, chunks_size=2, data_files_size_in_mb=0.07,
-                    video_files_size_in_mb=0.002)
+    frames = record(
+        small, episodes=[(6, "a")] * 5, chunks_size=2, data_files_size_in_mb=0.07, video_files_size_in_mb=0.002
+    )
     ds = Dataset(small)
     where = [(ds.episode_info(i)["data/chunk_index"], ds.episode_info(i)["data/file_index"]) for i in range(5)]
     assert 1 < len(set(where)) < 5 and max(c for c, _ in where) >= 1
@@ -195,13 +202,16 @@ def test_episodes_share_files_until_the_size_limit(recorded, tmp_path):
 def test_resume_appends(tmp_path):
     root = tmp_path / "ds"
     first = record(root, episodes=EPISODES[:2])
-    second = record(root, episodes=[(5, "stack the blocks"), (4, "pick up the cube")], seed=1, first_episode=2,
-                    resume=True)
+    second = record(
+        root, episodes=[(5, "stack the blocks"), (4, "pick up the cube")], seed=1, first_episode=2, resume=True
+    )
     ds = Dataset(root)
     assert ds.num_episodes == 4 and ds.num_frames == 9 + 12 + 5 + 4
     assert ds.tasks == ["pick up the cube", "place it in the bowl", "stack the blocks"]
-    assert [ds.episode_task(i) for i in range(4)] == [t for _, t in EPISODES[:2]] + ["stack the blocks",
-                                                                                     "pick up the cube"]
+    assert [ds.episode_task(i) for i in range(4)] == [t for _, t in EPISODES[:2]] + [
+        "stack the blocks",
+        "pick up the cube",
+    ]
     assert np.array_equal(ds.table()["index"].to_numpy(), np.arange(ds.num_frames))
     for i, frames in enumerate(first + second):
         assert np.array_equal(ds.episode(i)["action"], np.stack([f["action"] for f in frames]))
@@ -237,8 +247,7 @@ raise KeyboardInterrupt  # Ctrl-C in the recording loop, no close()
 def test_crash_keeps_finished_episodes(tmp_path, hard):
     root = tmp_path / "ds"
     script = CRASH_SCRIPT.format(tests=str(Path(__file__).parent), root=str(root), hard=hard)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     ds = Dataset(root)
     assert ds.num_episodes in ((2, 3) if hard else (2,))
@@ -278,16 +287,21 @@ def one_line(e: pytest.ExceptionInfo) -> str:
     return message
 
 
-@pytest.mark.parametrize("change, expect", [
-    (lambda f: f.pop("action"), "feature 'action' missing"),
-    (lambda f: f.update(extra=np.zeros(1)), "unknown feature 'extra'"),
-    (lambda f: f.update(action=np.zeros(4)), "feature 'action' is float64 (4,); expected float64 (3,)"),
-    (lambda f: f.update({"observation.gripper": np.array([1.5])}), "expected int64 (1,)"),
-    (lambda f: f.update({"observation.state": np.array([0, np.nan, 0, 0], np.float32)}), "non-finite"),
-    (lambda f: f.update({"observation.images.front": np.zeros((H, W, 3), np.float32)}),
-     f"expected uint8 ({H}, {W}, 3)"),
-    (lambda f: f.update({"observation.images.wrist": np.zeros((W, H, 3), np.uint8)}), "observation.images.wrist"),
-])
+@pytest.mark.parametrize(
+    "change, expect",
+    [
+        (lambda f: f.pop("action"), "feature 'action' missing"),
+        (lambda f: f.update(extra=np.zeros(1)), "unknown feature 'extra'"),
+        (lambda f: f.update(action=np.zeros(4)), "feature 'action' is float64 (4,); expected float64 (3,)"),
+        (lambda f: f.update({"observation.gripper": np.array([1.5])}), "expected int64 (1,)"),
+        (lambda f: f.update({"observation.state": np.array([0, np.nan, 0, 0], np.float32)}), "non-finite"),
+        (
+            lambda f: f.update({"observation.images.front": np.zeros((H, W, 3), np.float32)}),
+            f"expected uint8 ({H}, {W}, 3)",
+        ),
+        (lambda f: f.update({"observation.images.wrist": np.zeros((W, H, 3), np.uint8)}), "observation.images.wrist"),
+    ],
+)
 def test_bad_frames_fail_in_one_line(tmp_path, change, expect):
     writer = DatasetWriter.create(tmp_path / "ds", fps=FPS, features=FEATURES)
     frame = make_frame(np.random.default_rng(0), 0, 0)
@@ -367,17 +381,20 @@ def test_free_timestamps_without_videos(tmp_path):
     assert ep["action"].dtype == np.float32
 
 
-@pytest.mark.parametrize("features, key", [
-    ({"a": {"dtype": "float", "shape": [2]}}, "features.a.dtype"),
-    ({"a": {"dtype": "float32", "shape": [2, 2]}}, "features.a.shape"),
-    ({"a": {"dtype": "float32", "shape": [0]}}, "features.a.shape"),
-    ({"a": {"dtype": "float32", "shape": [2], "names": ["x"]}}, "features.a.names"),
-    ({"a": {"dtype": "float32", "shap": [2]}}, "features.a.shap"),
-    ({"a/b": {"dtype": "float32", "shape": [2]}}, "features.a/b"),
-    ({"index": {"dtype": "int64", "shape": [1]}}, "features.index"),
-    ({"cam": {"dtype": "video", "shape": [32, 48, 1]}}, "features.cam.shape"),
-    ({}, "features"),
-])
+@pytest.mark.parametrize(
+    "features, key",
+    [
+        ({"a": {"dtype": "float", "shape": [2]}}, "features.a.dtype"),
+        ({"a": {"dtype": "float32", "shape": [2, 2]}}, "features.a.shape"),
+        ({"a": {"dtype": "float32", "shape": [0]}}, "features.a.shape"),
+        ({"a": {"dtype": "float32", "shape": [2], "names": ["x"]}}, "features.a.names"),
+        ({"a": {"dtype": "float32", "shap": [2]}}, "features.a.shap"),
+        ({"a/b": {"dtype": "float32", "shape": [2]}}, "features.a/b"),
+        ({"index": {"dtype": "int64", "shape": [1]}}, "features.index"),
+        ({"cam": {"dtype": "video", "shape": [32, 48, 1]}}, "features.cam.shape"),
+        ({}, "features"),
+    ],
+)
 def test_bad_feature_specs_name_the_key(tmp_path, features, key):
     with pytest.raises(ConfigError) as e:
         DatasetWriter.create(tmp_path / "ds", fps=FPS, features=features)
@@ -404,9 +421,21 @@ def test_use_videos_false_stores_cameras_as_png(tmp_path):
 # the stats keys of compute_stats.py (DEFAULT_QUANTILES = [0.01, 0.10, 0.50, 0.90, 0.99]),
 # get_video_info in video_utils.py with RGBEncoderConfig's defaults (configs/video.py), write_tasks
 # in io_utils.py; checked against a dataset lerobot wrote with datasets 4.8.5.
-LEROBOT_INFO_KEYS = ["codebase_version", "fps", "features", "total_episodes", "total_frames", "total_tasks",
-                     "chunks_size", "data_files_size_in_mb", "video_files_size_in_mb", "data_path", "video_path",
-                     "robot_type", "splits"]
+LEROBOT_INFO_KEYS = [
+    "codebase_version",
+    "fps",
+    "features",
+    "total_episodes",
+    "total_frames",
+    "total_tasks",
+    "chunks_size",
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+    "data_path",
+    "video_path",
+    "robot_type",
+    "splits",
+]
 LEROBOT_DEFAULT_FEATURES = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
     "frame_index": {"dtype": "int64", "shape": [1], "names": None},
@@ -414,19 +443,42 @@ LEROBOT_DEFAULT_FEATURES = {
     "index": {"dtype": "int64", "shape": [1], "names": None},
     "task_index": {"dtype": "int64", "shape": [1], "names": None},
 }
-LEROBOT_VIDEO_INFO = {"video.height": H, "video.width": W, "video.codec": "av1", "video.pix_fmt": "yuv420p",
-                      "video.fps": FPS, "video.channels": 3, "has_audio": False, "video.g": 2, "video.crf": 30,
-                      "video.preset": 12, "video.fast_decode": 0, "video.video_backend": "pyav",
-                      "video.extra_options": {}, "is_depth_map": False}
+LEROBOT_VIDEO_INFO = {
+    "video.height": H,
+    "video.width": W,
+    "video.codec": "av1",
+    "video.pix_fmt": "yuv420p",
+    "video.fps": FPS,
+    "video.channels": 3,
+    "has_audio": False,
+    "video.g": 2,
+    "video.crf": 30,
+    "video.preset": 12,
+    "video.fast_decode": 0,
+    "video.video_backend": "pyav",
+    "video.extra_options": {},
+    "is_depth_map": False,
+}
 LEROBOT_STATS = ["min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"]
 
 
 def lerobot_episode_columns(features: list[str], videos: list[str]) -> list[str]:
-    cols = ["episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
-            "dataset_to_index"]
+    cols = [
+        "episode_index",
+        "tasks",
+        "length",
+        "data/chunk_index",
+        "data/file_index",
+        "dataset_from_index",
+        "dataset_to_index",
+    ]
     for v in videos:
-        cols += [f"videos/{v}/chunk_index", f"videos/{v}/file_index", f"videos/{v}/from_timestamp",
-                 f"videos/{v}/to_timestamp"]
+        cols += [
+            f"videos/{v}/chunk_index",
+            f"videos/{v}/file_index",
+            f"videos/{v}/from_timestamp",
+            f"videos/{v}/to_timestamp",
+        ]
     cols += [f"stats/{f}/{s}" for f in features for s in LEROBOT_STATS]
     return cols + ["meta/episodes/chunk_index", "meta/episodes/file_index"]
 
@@ -450,8 +502,10 @@ def test_files_match_what_lerobot_writes(recorded):
     assert str(episodes.field("tasks").type) == "list<element: string>"
     assert str(episodes.field("stats/action/mean").type) == "list<element: double>"
     assert str(episodes.field("stats/action/count").type) == "list<element: int64>"
-    assert str(episodes.field("stats/observation.images.front/mean").type) == \
-        "list<element: list<element: list<element: double>>>"
+    assert (
+        str(episodes.field("stats/observation.images.front/mean").type)
+        == "list<element: list<element: list<element: double>>>"
+    )
 
     data = pq.read_schema(root / "data/chunk-000/file-000.parquet")
     assert data.names == [f for f in features if f != "observation.images.front"]
@@ -462,7 +516,8 @@ def test_files_match_what_lerobot_writes(recorded):
     hf = json.loads(data.metadata[b"huggingface"])["info"]["features"]
     assert hf["observation.state"] == {"feature": {"dtype": "float32", "_type": "Value"}, "length": 4, "_type": "List"}
     assert hf["timestamp"] == {"dtype": "float32", "_type": "Value"} and hf["observation.images.wrist"] == {
-        "_type": "Image"}
+        "_type": "Image"
+    }
 
     tasks = pq.read_table(root / "meta/tasks.parquet")
     assert tasks.column_names == ["task_index", "task"]
@@ -473,17 +528,22 @@ def test_files_match_what_lerobot_writes(recorded):
     assert np.array(stats["observation.images.front"]["q50"]).shape == (3, 1, 1)
 
 
-@pytest.mark.parametrize("damage, where", [
-    (lambda r: (r / "meta/info.json").unlink(), "meta/info.json: file not found"),
-    (lambda r: (r / "meta/info.json").write_text("{"), "meta/info.json: invalid JSON"),
-    (lambda r: _edit_info(r, codebase_version="v2.1"), "field 'codebase_version'"),
-    (lambda r: _edit_info(r, total_episodes=5), "'total_episodes' is 5"),
-    (lambda r: _edit_info(r, fps="30"), "field 'fps'"),
-    (lambda r: (r / "meta/episodes/chunk-000/file-000.parquet").write_bytes(b"PAR1 garbage"),
-     "file-000.parquet: not a readable parquet file"),
-    (lambda r: (r / "meta/stats.json").write_text('{"action": {"mean": ["x"]}}'), "field 'action.mean'"),
-    (lambda r: (r / "meta/tasks.parquet").unlink(), "meta/tasks.parquet: file not found"),
-])
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        (lambda r: (r / "meta/info.json").unlink(), "meta/info.json: file not found"),
+        (lambda r: (r / "meta/info.json").write_text("{"), "meta/info.json: invalid JSON"),
+        (lambda r: _edit_info(r, codebase_version="v2.1"), "field 'codebase_version'"),
+        (lambda r: _edit_info(r, total_episodes=5), "'total_episodes' is 5"),
+        (lambda r: _edit_info(r, fps="30"), "field 'fps'"),
+        (
+            lambda r: (r / "meta/episodes/chunk-000/file-000.parquet").write_bytes(b"PAR1 garbage"),
+            "file-000.parquet: not a readable parquet file",
+        ),
+        (lambda r: (r / "meta/stats.json").write_text('{"action": {"mean": ["x"]}}'), "field 'action.mean'"),
+        (lambda r: (r / "meta/tasks.parquet").unlink(), "meta/tasks.parquet: file not found"),
+    ],
+)
 def test_damaged_datasets_fail_in_one_line(tmp_path, damage, where):
     root = tmp_path / "ds"
     record(root, episodes=EPISODES[:1])
@@ -493,11 +553,16 @@ def test_damaged_datasets_fail_in_one_line(tmp_path, damage, where):
     assert where in one_line(e)
 
 
-@pytest.mark.parametrize("damage, where", [
-    (lambda r: (r / "data/chunk-000/file-000.parquet").unlink(), "data/chunk-000/file-000.parquet: file not found"),
-    (lambda r: (r / "videos/observation.images.front/chunk-000/file-000.mp4").write_bytes(b"not a video"),
-     "file-000.mp4: cannot open video"),
-])
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        (lambda r: (r / "data/chunk-000/file-000.parquet").unlink(), "data/chunk-000/file-000.parquet: file not found"),
+        (
+            lambda r: (r / "videos/observation.images.front/chunk-000/file-000.mp4").write_bytes(b"not a video"),
+            "file-000.mp4: cannot open video",
+        ),
+    ],
+)
 def test_damaged_episode_files_fail_in_one_line(tmp_path, damage, where):
     root = tmp_path / "ds"
     record(root, episodes=EPISODES[:1])

@@ -97,9 +97,16 @@ bool direct_actuator
 }
 
 STORES = ("ROS2_HUMBLE", "ROS2_JAZZY")
-_INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-2**15, 2**15 - 1), "uint16": (0, 2**16 - 1),
-               "int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-2**63, 2**63 - 1),
-               "uint64": (0, 2**64 - 1)}
+_INT_RANGES = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (-(2**15), 2**15 - 1),
+    "uint16": (0, 2**16 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint64": (0, 2**64 - 1),
+}
 _DTYPES = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, **{k: getattr(np, k) for k in _INT_RANGES}}
 
 
@@ -233,7 +240,7 @@ def test_bytes_received_over_loopback_equal_rosbags(dds_domain):
         exp = expected[typename]
         wire = data[0]
         assert wire[:4] == b"\x00\x01\x00\x00", f"{typename}: not XCDR1 little endian: {wire[:4].hex()}"
-        assert wire[: len(exp)] == exp and set(wire[len(exp):]) <= {0} and len(wire) - len(exp) < 4, typename
+        assert wire[: len(exp)] == exp and set(wire[len(exp) :]) <= {0} and len(wire) - len(exp) < 4, typename
 
 
 # px4_msgs release/1.16 VehicleStatus (1.17 the same; 1.15 has two more bools near the end, 1.18

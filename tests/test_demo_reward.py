@@ -28,11 +28,25 @@ from simreal.object_trajectory import (
 from simreal.rewards import terms as rw
 
 TURN_RAD = 0.3
-NO_NOISE = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0", "env.action_delay_steps=[0,0]",
-            "env.init_joint_noise_rad=0"]
-TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
-        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0"]
+NO_NOISE = [
+    "backend=native",
+    "env.randomize=false",
+    "env.obs_noise_scale=0",
+    "env.action_delay_steps=[0,0]",
+    "env.init_joint_noise_rad=0",
+]
+TINY = [
+    "train.num_envs=4",
+    "train.num_timesteps=64",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.eval_every_steps=0",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16,16]",
+    "env.episode_length_s=1.0",
+]
 N = 4
 
 
@@ -57,26 +71,34 @@ def test_trajectory_file_round_trip(tmp_path):
 
 def _arrays(**change) -> dict:
     demo = pushed_cube()
-    arrays = {"fps": np.array(30.0), "pos": demo.pos, "quat_wxyz": demo.quat_wxyz,
-              "pre_grasp_joint_pos": demo.pre_grasp_joint_pos, "provenance": np.array("{}")}
+    arrays = {
+        "fps": np.array(30.0),
+        "pos": demo.pos,
+        "quat_wxyz": demo.quat_wxyz,
+        "pre_grasp_joint_pos": demo.pre_grasp_joint_pos,
+        "provenance": np.array("{}"),
+    }
     arrays.update(change)
     return {k: v for k, v in arrays.items() if v is not None}
 
 
-@pytest.mark.parametrize("change, key", [
-    ({"pos": None}, "pos"),
-    ({"quat_wxyz": None}, "quat_wxyz"),
-    ({"fps": None}, "fps"),
-    ({"fps": np.array(0.0)}, "fps"),
-    ({"pos": np.zeros((91, 2))}, "pos"),
-    ({"quat_wxyz": np.tile([1.0, 0, 0, 0], (90, 1))}, "quat_wxyz"),            # one frame short
-    ({"quat_wxyz": np.tile([2.0, 0, 0, 0], (91, 1))}, "quat_wxyz"),            # not unit length
-    ({"pos": np.full((91, 3), np.nan)}, "pos"),
-    ({"pre_grasp_joint_pos": np.zeros((2, 8))}, "pre_grasp_joint_pos"),
-    ({"provenance": np.array("{not json")}, "provenance"),
-    ({"pos": np.array(["a", "b"])}, "pos"),                                    # text, not numbers
-    ({"pos": np.array([object()] * 3, dtype=object)}, "pos"),                  # a pickle: refused
-])
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"pos": None}, "pos"),
+        ({"quat_wxyz": None}, "quat_wxyz"),
+        ({"fps": None}, "fps"),
+        ({"fps": np.array(0.0)}, "fps"),
+        ({"pos": np.zeros((91, 2))}, "pos"),
+        ({"quat_wxyz": np.tile([1.0, 0, 0, 0], (90, 1))}, "quat_wxyz"),  # one frame short
+        ({"quat_wxyz": np.tile([2.0, 0, 0, 0], (91, 1))}, "quat_wxyz"),  # not unit length
+        ({"pos": np.full((91, 3), np.nan)}, "pos"),
+        ({"pre_grasp_joint_pos": np.zeros((2, 8))}, "pre_grasp_joint_pos"),
+        ({"provenance": np.array("{not json")}, "provenance"),
+        ({"pos": np.array(["a", "b"])}, "pos"),  # text, not numbers
+        ({"pos": np.array([object()] * 3, dtype=object)}, "pos"),  # a pickle: refused
+    ],
+)
 def test_trajectory_file_errors_are_one_line_naming_the_key(tmp_path, change, key):
     path = tmp_path / "bad.npz"
     np.savez(path, **_arrays(**change))
@@ -136,12 +158,19 @@ def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("ds") / "push"
     demo = pushed_cube()
     names = [f"j{i}" for i in range(8)]
-    features = {"observation.object_pose": {"dtype": "float32", "shape": [7], "names": None},
-                "observation.state": {"dtype": "float32", "shape": [8], "names": names}}
+    features = {
+        "observation.object_pose": {"dtype": "float32", "shape": [7], "names": None},
+        "observation.state": {"dtype": "float32", "shape": [8], "names": names},
+    }
     with DatasetWriter.create(root, fps=30, features=features, robot_type="franka") as w:
         for k in range(demo.num_frames):
-            w.add_frame({"observation.object_pose": np.concatenate([demo.pos[k], demo.quat_wxyz[k]]),
-                         "observation.state": PRE_GRASP_FRANKA + 0.001 * k}, task="push the cube 10 cm")
+            w.add_frame(
+                {
+                    "observation.object_pose": np.concatenate([demo.pos[k], demo.quat_wxyz[k]]),
+                    "observation.state": PRE_GRASP_FRANKA + 0.001 * k,
+                },
+                task="push the cube 10 cm",
+            )
         w.save_episode()
     return root
 
@@ -177,8 +206,11 @@ def test_keypoint_tracking_on_hand_computed_values():
     half = kp_ref.at[:4].add(jnp.asarray([0.0, 0.1, 0.0]))  # half the corners 10 cm off: mean 5 cm
     assert float(rw.keypoint_tracking(half, kp_ref, 20.0)) == pytest.approx(math.exp(-1.0), rel=1e-6)
     batch = jnp.stack([kp_ref, shifted, half])  # (3, 8, 3): one value per leading index
-    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(lambda a: rw.keypoint_tracking(a, kp_ref, 10.0)))(batch)),
-                               np.asarray(rw.keypoint_tracking(batch, kp_ref, 10.0)), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(jax.jit(jax.vmap(lambda a: rw.keypoint_tracking(a, kp_ref, 10.0)))(batch)),
+        np.asarray(rw.keypoint_tracking(batch, kp_ref, 10.0)),
+        rtol=1e-6,
+    )
 
 
 def test_keypoint_tracking_slope_matches_finite_differences():
@@ -213,8 +245,9 @@ def started(env):
 
 def test_initial_pose_is_pre_grasp_and_the_reference_starts_on_the_cube(env, started):
     s = started
-    np.testing.assert_allclose(np.asarray(jax.vmap(env.joint_pos)(s.pipeline_state)),
-                               np.tile(PRE_GRASP_FRANKA, (N, 1)), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(jax.vmap(env.joint_pos)(s.pipeline_state)), np.tile(PRE_GRASP_FRANKA, (N, 1)), atol=1e-6
+    )
     np.testing.assert_allclose(np.asarray(env.action_layout()["offset"]), PRE_GRASP_FRANKA, atol=1e-6)
     yaw = np.asarray(s.info["demo_yaw"])
     assert len(np.unique(np.round(yaw, 4))) == N and np.all(np.abs(yaw) <= env.cfg.spawn_yaw_rad)
@@ -232,11 +265,13 @@ def test_reference_is_the_demo_moved_and_turned_with_the_start(env):
         ref = env.reference(origin, jnp.float32(psi), jnp.int32(round(t_s / env.ctrl_dt)))
         pos = np.asarray(origin) + 0.1 * s * np.array([math.cos(psi), math.sin(psi), 0.0])
         np.testing.assert_allclose(np.asarray(ref["pos"]), pos, atol=1e-6)
-        np.testing.assert_allclose(np.asarray(ref["keypoints"]), keypoints(pos, _yaw_quat(psi + TURN_RAD * s),
-                                                                           HALF_SIZE_M), atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(ref["keypoints"]), keypoints(pos, _yaw_quat(psi + TURN_RAD * s), HALF_SIZE_M), atol=1e-6
+        )
         speed = 0.05 if 0.5 <= t_s < 2.5 else 0.0
-        np.testing.assert_allclose(np.asarray(ref["vel"]), speed * np.array([math.cos(psi), math.sin(psi), 0.0]),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(ref["vel"]), speed * np.array([math.cos(psi), math.sin(psi), 0.0]), atol=1e-6
+        )
 
 
 def test_reward_is_higher_when_the_cube_follows_the_reference(env, started):
@@ -307,13 +342,16 @@ def test_missing_demo_file_is_one_line_naming_the_key(capsys, tmp_path):
     assert len(err) == 1 and "env.demo_file" in err[0], err
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("missing", "file not found"),
-    ("garbage", "not an npz archive"),
-    ("other_robot", "pre_grasp_joint_pos is for robot 'so100'"),
-    ("wrong_length", "pre_grasp_joint_pos has 6 values, robot franka has 8 actuators"),
-    ("out_of_range", "pre_grasp_joint_pos panda_joint4 = 0.5 is outside its range"),
-])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("missing", "file not found"),
+        ("garbage", "not an npz archive"),
+        ("other_robot", "pre_grasp_joint_pos is for robot 'so100'"),
+        ("wrong_length", "pre_grasp_joint_pos has 6 values, robot franka has 8 actuators"),
+        ("out_of_range", "pre_grasp_joint_pos panda_joint4 = 0.5 is outside its range"),
+    ],
+)
 def test_bad_demo_file_is_one_line_naming_the_key(tmp_path, kind, expected):
     path = tmp_path / "demo.npz"
     if kind == "garbage":
@@ -340,8 +378,14 @@ def test_tiny_train_exports_a_bundle_that_plays_the_demo_back(demo_file, tmp_pat
     run_dir = next((tmp_path / "arm-demo-track").iterdir())
     assert main(["export", str(run_dir)]) == 0
     bundle = load_bundle(run_dir / "bundle")
-    assert [t.name for t in bundle.obs_terms] == ["joint_pos_rel", "joint_vel", "object_pos_w", "target_pos_w",
-                                                  "command", "last_action"]
+    assert [t.name for t in bundle.obs_terms] == [
+        "joint_pos_rel",
+        "joint_vel",
+        "object_pos_w",
+        "target_pos_w",
+        "command",
+        "last_action",
+    ]
     assert bundle.reference is not None and set(bundle.reference.values) == {"target_pos_w", "command"}
     np.testing.assert_allclose(bundle.reference.at(2.5)["target_pos_w"], START_W + [0.1, 0, 0], atol=1e-6)
     np.testing.assert_allclose(bundle.reference.at(99.0)["target_pos_w"], START_W + [0.1, 0, 0], atol=1e-6)

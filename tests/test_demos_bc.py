@@ -59,8 +59,27 @@ def test_scripted_reach_teacher_succeeds_on_most_episodes():
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     out = tmp_path_factory.mktemp("demos") / "reach"
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "3",
-                 "--num-envs", "3", "--seed", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "3",
+                "--num-envs",
+                "3",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -104,30 +123,61 @@ def test_train_bc_with_iql_weights_frames_by_a_learned_reward(dataset, tmp_path,
     model = tmp_path / "reward.safetensors"
     save_reward_model(model, BTEnsemble(RewardModelConfig(input_shape=(9,), members=2, hidden=8)))
     run_dir = tmp_path / "iql"
-    assert main(["train-bc", str(dataset), "train.num_eval_envs=2", "train.policy_hidden=[16]", "train.iql.critic_steps=30",
-                 "train.iql.critic_hidden=[16]", "--epochs", "2", "--iql", str(model), "--out", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "train-bc",
+                str(dataset),
+                "train.num_eval_envs=2",
+                "train.policy_hidden=[16]",
+                "train.iql.critic_steps=30",
+                "train.iql.critic_hidden=[16]",
+                "--epochs",
+                "2",
+                "--iql",
+                str(model),
+                "--out",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     cap = capsys.readouterr()
     assert "eval (2 episodes) success" in cap.out
     assert "stage critics 1/2" in cap.err and "stage actor 2/2" in cap.err  # each line's ETA is its stage's
     report = json.loads((run_dir / "iql.json").read_text())
-    assert len(report["episode_mean_weights"]) == 3 and 0.0 <= report["weights"]["min"] <= report["weights"]["max"] <= 100.0
+    assert (
+        len(report["episode_mean_weights"]) == 3
+        and 0.0 <= report["weights"]["min"] <= report["weights"]["max"] <= 100.0
+    )
     assert np.isfinite(report["critic_losses"]["q"])
     wrong = tmp_path / "wrong.safetensors"
     save_reward_model(wrong, BTEnsemble(RewardModelConfig(input_shape=(4,), members=1, hidden=4)))
     assert main(["train-bc", str(dataset), "--iql", str(wrong), "--epochs", "1", "--out", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"error: \S+wrong.safetensors: reward model reads \(4,\); the dataset's "
-                     r"observation.environment_state has \(9,\)\n$", err), err
+    assert re.search(
+        r"error: \S+wrong.safetensors: reward model reads \(4,\); the dataset's "
+        r"observation.environment_state has \(9,\)\n$",
+        err,
+    ), err
     assert not (tmp_path / "no").exists()  # nothing trained: no run left behind
     # a model of the right width for another task's scene state (arm-push's: hand, object, goal)
     # once trained on meaningless rewards without a word
     other = tmp_path / "push.safetensors"
-    save_reward_model(other, BTEnsemble(RewardModelConfig(input_shape=(9,), members=1, hidden=4,
-                                                          obs_terms=("ee_pos_w", "object_pos_w", "target_pos_w"))))
+    save_reward_model(
+        other,
+        BTEnsemble(
+            RewardModelConfig(
+                input_shape=(9,), members=1, hidden=4, obs_terms=("ee_pos_w", "object_pos_w", "target_pos_w")
+            )
+        ),
+    )
     assert main(["train-bc", str(dataset), "--iql", str(other), "--epochs", "1", "--out", str(tmp_path / "no")]) == 2
     err = capsys.readouterr().err
-    assert "reward model reads the terms ee_pos_w, object_pos_w, target_pos_w; the dataset's " \
-           "observation.environment_state holds ee_pos_w, target_pos_w, ee_to_target_w" in err, err
+    assert (
+        "reward model reads the terms ee_pos_w, object_pos_w, target_pos_w; the dataset's "
+        "observation.environment_state holds ee_pos_w, target_pos_w, ee_to_target_w" in err
+    ), err
     assert not (tmp_path / "no").exists()
 
 
@@ -140,8 +190,21 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     from simreal.policies.train import load_config
 
     run_dir = tmp_path / "bc"
-    assert main(["train-bc", str(dataset), "train.num_eval_envs=2", "train.policy_hidden=[32,32]", "--epochs", "3",
-                 "--out", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "train-bc",
+                str(dataset),
+                "train.num_eval_envs=2",
+                "train.policy_hidden=[32,32]",
+                "--epochs",
+                "3",
+                "--out",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     assert "eval (2 episodes) success" in capsys.readouterr().out
     cfg = load_config(run_dir)
     assert (cfg.trainer, cfg.algorithm, cfg.task, cfg.env.episode_length_s) == ("bc", "bc", "arm-reach", 1.0)
@@ -169,8 +232,12 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
 
     # the run is a teacher too: its recorded actions are its own on the recorded observations
     relay = tmp_path / "relay"
-    assert main(["demos", "arm-reach", "--teacher", str(run_dir), "--episodes", "2", "--num-envs", "2",
-                 "--out", str(relay)]) == 0
+    assert (
+        main(
+            ["demos", "arm-reach", "--teacher", str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(relay)]
+        )
+        == 0
+    )
     capsys.readouterr()
     ep = Dataset(relay).episode(1)
     np.testing.assert_allclose(ep["action"], actor.act(ep["observation.state"]), atol=1e-6)
@@ -181,11 +248,14 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
     assert len(err.splitlines()) == 1 and "policy.safetensors: not a safetensors file" in err
 
 
-@pytest.mark.parametrize("change, says", [
-    ("fps", "meta/info.json: field 'fps' is 30; the task's env acts at 50 Hz"),
-    ("action_scale", "config key 'env.action_scale': "),
-    ("truncated", "file-000.parquet: not a readable parquet file"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ("fps", "meta/info.json: field 'fps' is 30; the task's env acts at 50 Hz"),
+        ("action_scale", "config key 'env.action_scale': "),
+        ("truncated", "file-000.parquet: not a readable parquet file"),
+    ],
+)
 def test_train_bc_refuses_demonstrations_of_another_rate_or_action_scale(dataset, tmp_path, capsys, change, says):
     """A dataset recorded at another frame rate than the task's control rate, trained at another
     action scale than it was recorded with, or with a data file cut short: one line before any run
@@ -212,20 +282,46 @@ def test_train_bc_refuses_demonstrations_of_another_rate_or_action_scale(dataset
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["cartpole-balance", "--teacher", "scripted"], "no scripted teacher for task cartpole-balance; tasks with one: "
-                                                    "arm-reach, arm-reach-choice, arm-push"),
-    (["arm-reach", "--teacher", "scriptd"], "expected 'scripted', 'random' or a run directory; 'scriptd' is none of these"),
-    (["arm-reech", "--teacher", "scripted"], "unknown task 'arm-reech'; valid tasks: "),  # not "no scripted teacher"
-    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
-     "arm-reach's model has no camera 'wrist'; its cameras: front"),
-    # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table
-    (["arm-push", "backend=native", "env.action_scale=0.3", "--teacher", "scripted"],
-     "config key 'env.action_scale': the scripted push needs the fingers on the table"),
-    # once a 24 GB process killed by the kernel with no word
-    (["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "front", "--image-size", "20000x20000"],
-     "config key '--image-size': a batch of 200 frames per camera at 20000x20000 takes"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["cartpole-balance", "--teacher", "scripted"],
+            "no scripted teacher for task cartpole-balance; tasks with one: arm-reach, arm-reach-choice, arm-push",
+        ),
+        (
+            ["arm-reach", "--teacher", "scriptd"],
+            "expected 'scripted', 'random' or a run directory; 'scriptd' is none of these",
+        ),
+        (
+            ["arm-reech", "--teacher", "scripted"],
+            "unknown task 'arm-reech'; valid tasks: ",
+        ),  # not "no scripted teacher"
+        (
+            ["arm-reach", "backend=native", "--teacher", "scripted", "--camera", "wrist"],
+            "arm-reach's model has no camera 'wrist'; its cameras: front",
+        ),
+        # an action box of home +- 0.3 rad keeps the Franka's fingers 0.26 m above the table
+        (
+            ["arm-push", "backend=native", "env.action_scale=0.3", "--teacher", "scripted"],
+            "config key 'env.action_scale': the scripted push needs the fingers on the table",
+        ),
+        # once a 24 GB process killed by the kernel with no word
+        (
+            [
+                "arm-reach",
+                "backend=native",
+                "--teacher",
+                "scripted",
+                "--camera",
+                "front",
+                "--image-size",
+                "20000x20000",
+            ],
+            "config key '--image-size': a batch of 200 frames per camera at 20000x20000 takes",
+        ),
+    ],
+)
 def test_demos_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
     assert main(["demos", *args, "--episodes", "1", "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip()
@@ -243,9 +339,31 @@ def test_demos_record_camera_videos(tmp_path):
     except SimrealError as e:
         pytest.skip(f"no headless OpenGL here: {e}")
     out = tmp_path / "px"
-    assert main(["demos", "arm-push-pixels", "backend=native", "env.action_scale=1.5", "env.episode_length_s=0.1",
-                 "env.render_threads=1", "--teacher", "scripted", "--episodes", "2", "--num-envs", "2",
-                 "--camera", "front", "--image-size", "32x48", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-push-pixels",
+                "backend=native",
+                "env.action_scale=1.5",
+                "env.episode_length_s=0.1",
+                "env.render_threads=1",
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "2",
+                "--num-envs",
+                "2",
+                "--camera",
+                "front",
+                "--image-size",
+                "32x48",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     ds = Dataset(out)
     assert tuple(ds.features["observation.images.front"]["shape"]) == (32, 48, 3)
     assert tuple(ds.features["observation.state"]["shape"]) == (27,)  # the pixel policy's state, without the cube
@@ -311,11 +429,46 @@ def test_dagger_appends_the_drivers_episodes_labelled_by_the_teacher(dataset, tm
     data = tmp_path / "reach"
     shutil.copytree(dataset, data)
     run_dir = tmp_path / "bc"
-    assert main(["train-bc", str(data), "train.num_eval_envs=1", "train.policy_hidden=[16]", "--epochs", "1",
-                 "--out", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "train-bc",
+                str(data),
+                "train.num_eval_envs=1",
+                "train.policy_hidden=[16]",
+                "--epochs",
+                "1",
+                "--out",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--drive", str(run_dir),
-                 "--episodes", "2", "--num-envs", "2", "--seed", "5", "--append", "--out", str(data)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--drive",
+                str(run_dir),
+                "--episodes",
+                "2",
+                "--num-envs",
+                "2",
+                "--seed",
+                "5",
+                "--append",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     assert "driver success: " in capsys.readouterr().out
     ds = Dataset(data)
     assert ds.num_episodes == 5 and ds.episode(4)["action"].shape == (50, 8)
@@ -332,8 +485,26 @@ def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dat
 
     data = tmp_path / "reach"
     shutil.copytree(dataset, data)
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "1",
-                 "--num-envs", "1", "--append", "--out", str(data)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "1",
+                "--num-envs",
+                "1",
+                "--append",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     assert read_source(data)["appended"] == [{"teacher": "scripted", "drive": None, "seed": 2, "episodes": 1}]
     ds = Dataset(data)
     new = ds.episode(3)["observation.state"][0]
@@ -341,8 +512,24 @@ def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dat
     capsys.readouterr()
 
     (data / "data" / "chunk-000" / "file-000.parquet").unlink()
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "1",
-                 "--append", "--out", str(data)]) == 2
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "1",
+                "--append",
+                "--out",
+                str(data),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "file-000.parquet" in err and "not found" in err, err
     assert Dataset(data).num_episodes == 4  # untouched
@@ -379,8 +566,25 @@ def test_train_bc_stopped_keeps_its_best_epoch_and_metrics(dataset, tmp_path, mo
 
 
 def test_a_bad_drive_run_is_blamed_on_drive_not_teacher(tmp_path, capsys):
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--drive",
-                 str(tmp_path / "nonexistent"), "--episodes", "1", "--out", str(tmp_path / "d")]) == 2
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--drive",
+                str(tmp_path / "nonexistent"),
+                "--episodes",
+                "1",
+                "--out",
+                str(tmp_path / "d"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config key '--drive'" in err and "is none of these" in err, err
 
@@ -399,8 +603,23 @@ def test_demos_stopped_before_its_first_episode_leaves_no_folder_behind(tmp_path
 
     monkeypatch.setattr(demos, "record", record)
     out = tmp_path / "reach"
-    assert main(["demos", "arm-reach", "backend=native", SHORT, "--teacher", "scripted", "--episodes", "2",
-                 "--out", str(out)]) == 130
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 130
+    )
     assert not out.exists() and f"before the first episode finished; {out} removed" in capfd.readouterr().err
 
 
@@ -416,10 +635,33 @@ def test_a_full_disk_leaves_no_folder_that_blocks_a_rerun(tmp_path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))  # the metadata fits, the first data file not
 
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", "demos", "arm-reach", "backend=native", SHORT,
-                        "--teacher", "scripted", "--episodes", "2", "--num-envs", "2", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600, preexec_fn=limit)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "demos",
+            "arm-reach",
+            "backend=native",
+            SHORT,
+            "--teacher",
+            "scripted",
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limit,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip().splitlines()[-1].endswith("saving an episode failed: [Errno 27] Error writing bytes to "
-                                                      "file. Detail: [errno 27] File too large"), r.stderr
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .endswith("saving an episode failed: [Errno 27] Error writing bytes to file. Detail: [errno 27] File too large")
+    ), r.stderr
     assert not out.exists()

@@ -24,8 +24,22 @@ def domain() -> int:
 
 
 def start_runner(bundle, domain: int, *extra: str, duration: float = 6.0) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "simreal.cli", "deploy", "run", str(bundle), "--transport", "dds", "--domain-id",
-           str(domain), "--duration", str(duration), "--json", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simreal.cli",
+        "deploy",
+        "run",
+        str(bundle),
+        "--transport",
+        "dds",
+        "--domain-id",
+        str(domain),
+        "--duration",
+        str(duration),
+        "--json",
+        *extra,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -40,13 +54,22 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
     bag = tmp_path / "session_bag"
     timeout_s = 0.1
-    proc = start_runner(bundle, domain, "--record", str(bag), "--set", f"watchdog.timeout_s={timeout_s}",
-                        "--set", "start.ramp_s=0.1", duration=4.5)
+    proc = start_runner(
+        bundle,
+        domain,
+        "--record",
+        str(bag),
+        "--set",
+        f"watchdog.timeout_s={timeout_s}",
+        "--set",
+        "start.ramp_s=0.1",
+        duration=4.5,
+    )
     robot = T.FakeRobot(domain)
     try:
         assert robot.wait_for_runner(), "runner did not come up"
-        robot.spin(1.5, rate_hz=100.0)            # hover at the target: the runner flies
-        t_stop_ns = time.time_ns()                  # ... then the state stream stops
+        robot.spin(1.5, rate_hz=100.0)  # hover at the target: the runner flies
+        t_stop_ns = time.time_ns()  # ... then the state stream stops
         robot.spin(1.0)
         report = finish(proc, 1)
         robot.spin(0.2)
@@ -67,8 +90,9 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
     held = [m for t, m in after if t < first_safe]
     assert held and np.allclose(held[-1].control[:4], 0.032 * 9.81 / 4 / 0.15, atol=1e-4)  # m g / 4 of 0.15 N
     # (the hold counts from the runner's last tick with fresh state, at most a period before t_stop)
-    assert (hold_s - 0.02) * 1e9 <= first_safe - last_state_ns <= (timeout_s + hold_s) * 1e9, \
-        (first_safe - last_state_ns) / 1e6
+    assert (hold_s - 0.02) * 1e9 <= first_safe - last_state_ns <= (timeout_s + hold_s) * 1e9, (
+        first_safe - last_state_ns
+    ) / 1e6
     assert all(max(m.control) == 0.0 for t, m in after if t >= first_safe)  # and stays (latched)
     assert report["runner"]["safety"]["watchdog_trips"] == 1 and report["runner"]["safety"]["mode"] == "estop"
     # why it exits 1, though the end of the run overwrote the last reason (the text report's line)
@@ -76,7 +100,8 @@ def test_watchdog_safe_command_within_timeout_and_bag(tmp_path, domain):
 
     assert report["runner"]["safety"]["first_takeover"] == "watchdog: state stale"
     assert "took over  0 faults, 1 watchdog trips; the first: watchdog: state stale" in runner_lines(
-        {"ticks": report["ticks"], **report["runner"]})
+        {"ticks": report["ticks"], **report["runner"]}
+    )
     # the bag: read back by rosbags, one message per recorded send/receive
     from simreal.deploy.bag import read_bag_counts
 
@@ -93,7 +118,7 @@ def test_nan_actions_never_reach_the_wire(tmp_path, domain):
     robot = T.FakeRobot(domain)
     try:
         assert robot.wait_for_runner()
-        for k in range(150):                     # NaN on every other tick: held, no fault
+        for k in range(150):  # NaN on every other tick: held, no fault
             robot.publish_state(pos_w=(-0.01 if k % 2 else 0.01, 0.0, 1.0))  # pos_error_w[0] = -x
             robot.spin(0.01)
         robot.spin(0.5, rate_hz=100.0, pos_w=(-0.5, 0.0, 1.0))  # NaN on every tick: fault, zero thrust
@@ -105,9 +130,9 @@ def test_nan_actions_never_reach_the_wire(tmp_path, domain):
         robot.close()
     values = np.array([m.control for _, _, m in robot.commands], dtype=np.float64)
     assert len(values) > 100 and np.all(np.isfinite(values))
-    ok = (0.075 + 0.075 * 0.1) / 0.15                          # a = 0.1 as ActuatorMotors.control
-    assert np.any(np.isclose(values[:, 0], ok))            # the finite actions did get through
-    assert np.all(values[-10:] == 0.0)                        # and the fault stopped the rotors
+    ok = (0.075 + 0.075 * 0.1) / 0.15  # a = 0.1 as ActuatorMotors.control
+    assert np.any(np.isclose(values[:, 0], ok))  # the finite actions did get through
+    assert np.all(values[-10:] == 0.0)  # and the fault stopped the rotors
     safety = report["runner"]["safety"]
     # about 75 NaNs in the first phase at 100 Hz; fewer ticks when the machine is loaded (43 seen)
     assert report["runner"]["nonfinite_actions"] >= 20 and safety["faults"] == 1
@@ -118,8 +143,9 @@ def test_estop_and_state_triggered_loop(tmp_path, domain):
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
 
-    runner = PolicyRunner(load_bundle(T.make_pd_hover_bundle(tmp_path / "b")),
-                          overrides={"trigger": "state", "start": {"ramp_s": 0.0}})
+    runner = PolicyRunner(
+        load_bundle(T.make_pd_hover_bundle(tmp_path / "b")), overrides={"trigger": "state", "start": {"ramp_s": 0.0}}
+    )
     robot = T.FakeRobot(domain)
     try:
         with T.node_in_thread(runner, domain):
@@ -141,7 +167,6 @@ def test_estop_and_state_triggered_loop(tmp_path, domain):
     assert 20 <= n_state_cmds <= 20 + 2  # one per state message (timer ticks only when going stale)
     assert all(max(m.control) == 0.0 for m in estopped) and runner.safety.mode == "estop"
     assert all(math.isfinite(v) for _, _, m in robot.commands for v in m.control)
-
 
 
 def test_a_tests_random_domain_is_one_this_process_has_not_configured(monkeypatch):

@@ -20,11 +20,16 @@ from simreal.robot_spec import load_robot_spec
 
 def _linear(obs_size: int, act_size: int, declared: tuple = ("batch", 4), dtype: int = TensorProto.FLOAT) -> bytes:
     """obs (batch, obs_size) @ W -> action declared as ``declared`` (it may not be what the graph computes)."""
-    W = numpy_helper.from_array(np.zeros((obs_size, act_size), np.float32 if dtype == TensorProto.FLOAT
-                                         else np.float64), "W")
-    graph = helper.make_graph([helper.make_node("MatMul", ["obs", "W"], ["action"])], "linear",
-                              [helper.make_tensor_value_info("obs", dtype, ["batch", obs_size])],
-                              [helper.make_tensor_value_info("action", dtype, list(declared))], [W])
+    W = numpy_helper.from_array(
+        np.zeros((obs_size, act_size), np.float32 if dtype == TensorProto.FLOAT else np.float64), "W"
+    )
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["obs", "W"], ["action"])],
+        "linear",
+        [helper.make_tensor_value_info("obs", dtype, ["batch", obs_size])],
+        [helper.make_tensor_value_info("action", dtype, list(declared))],
+        [W],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", T.OPSET)])
     model.ir_version = 9
     return model.SerializeToString()
@@ -72,9 +77,15 @@ def test_the_checked_graph_still_deploys(bundle, tmp_path, capsys):
     assert policy(np.zeros(22)).shape == (4,)
 
 
-@pytest.mark.parametrize("damage, field", [("obs width 21", "observation.size"), ("action width 3", "action.size"),
-                                           ("symbolic width, 3 actions", "action.size"),
-                                           ("random bytes", "onnx.file")])
+@pytest.mark.parametrize(
+    "damage, field",
+    [
+        ("obs width 21", "observation.size"),
+        ("action width 3", "action.size"),
+        ("symbolic width, 3 actions", "action.size"),
+        ("random bytes", "onnx.file"),
+    ],
+)
 def test_the_error_names_the_field(bundle, damage, field):
     (bundle / "policy.onnx").write_bytes(DAMAGED[damage])
     try:
@@ -99,4 +110,7 @@ def test_an_output_path_under_a_file_is_one_line(bundle, tmp_path, capsys):
 def test_a_system_error_about_no_path_says_what_the_system_said():
     from simreal.cli import path_problem
 
-    assert path_problem(PermissionError(1, "Operation not permitted")) == "PermissionError: [Errno 1] Operation not permitted"
+    assert (
+        path_problem(PermissionError(1, "Operation not permitted"))
+        == "PermissionError: [Errno 1] Operation not permitted"
+    )

@@ -63,9 +63,19 @@ def imports_of(path: Path) -> set[str]:
 def test_package_is_complete_and_valid(which, request):
     root: Path = request.getfixturevalue(which)
     name = root.name
-    for rel in ("package.xml", "setup.py", "setup.cfg", f"resource/{name}", f"{name}/__init__.py",
-                f"{name}/policy_node.py", f"launch/{name}.launch.py", f"config/{name}.yaml", "README.md",
-                "bundle/bundle.yaml", "bundle/policy.onnx"):
+    for rel in (
+        "package.xml",
+        "setup.py",
+        "setup.cfg",
+        f"resource/{name}",
+        f"{name}/__init__.py",
+        f"{name}/policy_node.py",
+        f"launch/{name}.launch.py",
+        f"config/{name}.yaml",
+        "README.md",
+        "bundle/bundle.yaml",
+        "bundle/policy.onnx",
+    ):
         assert (root / rel).is_file(), rel
     for py in root.rglob("*.py"):
         py_compile.compile(str(py), doraise=True)
@@ -74,7 +84,7 @@ def test_package_is_complete_and_valid(which, request):
     assert xml.tag == "package" and xml.get("format") == "3" and xml.findtext("name") == name
     assert xml.find("export/build_type").text == "ament_python"
     deps = {e.text for e in xml.findall("exec_depend")}
-    imported = (imports_of(root / name / "policy_node.py") | imports_of(root / "launch" / f"{name}.launch.py"))
+    imported = imports_of(root / name / "policy_node.py") | imports_of(root / "launch" / f"{name}.launch.py")
     imported -= STDLIB | PIP_ONLY
     assert imported and imported <= deps, imported - deps
     assert {"python3-numpy", "python3-yaml"} <= deps
@@ -83,8 +93,12 @@ def test_package_is_complete_and_valid(which, request):
     assert "generate_launch_description" in {f.name for f in launch.body if isinstance(f, ast.FunctionDef)}
     # setup.py's console script points at policy_node:main, which exists
     setup = ast.parse((root / "setup.py").read_text())
-    scripts = [ast.literal_eval(e) for n in ast.walk(setup) if isinstance(n, ast.keyword) and n.arg == "entry_points"
-               for e in [n.value]][0]["console_scripts"]
+    scripts = [
+        ast.literal_eval(e)
+        for n in ast.walk(setup)
+        if isinstance(n, ast.keyword) and n.arg == "entry_points"
+        for e in [n.value]
+    ][0]["console_scripts"]
     assert scripts == [f"policy_node = {name}.policy_node:main"]
     node = ast.parse((root / name / "policy_node.py").read_text())
     assert "main" in {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
@@ -132,10 +146,14 @@ def test_a_humanoid_package_is_named_once_and_says_what_its_robot_speaks(tmp_pat
 
     from simreal.deploy.ros2_package import default_package_name
 
-    assert [default_package_name(types.SimpleNamespace(robot=r, task="g1-tracking")) for r in ("g1", "h1")] == \
-        ["g1_tracking_policy", "h1_tracking_policy"]
-    assert default_package_name(types.SimpleNamespace(robot="crazyflie2", task="quadrotor-hover")) == \
-        "crazyflie2_quadrotor_hover_policy"
+    assert [default_package_name(types.SimpleNamespace(robot=r, task="g1-tracking")) for r in ("g1", "h1")] == [
+        "g1_tracking_policy",
+        "h1_tracking_policy",
+    ]
+    assert (
+        default_package_name(types.SimpleNamespace(robot="crazyflie2", task="quadrotor-hover"))
+        == "crazyflie2_quadrotor_hover_policy"
+    )
     pkg = generate_ros2_package(T.make_joint_mlp_bundle(tmp_path / "b", "g1"), tmp_path / "src")
     assert pkg.name == "g1_smoke_policy"
     readme = " ".join((pkg / "README.md").read_text().split())
@@ -143,7 +161,7 @@ def test_a_humanoid_package_is_named_once_and_says_what_its_robot_speaks(tmp_pat
     assert "`simreal drive BUNDLE --driver unitree`" in readme
 
 
-_FAKE_ROS = r'''
+_FAKE_ROS = r"""
 import json, os, signal, sys, types, math, array
 import numpy as np
 for blocked in ("jax", "jaxlib", "mujoco", "cyclonedds", "torch", "brax", "flax", "mujoco_mjx"):
@@ -284,7 +302,8 @@ rclpy.qos = module("rclpy.qos", QoSProfile=QoSProfile, ReliabilityPolicy=_E, His
 class SingleThreadedExecutor:  # one wait, then Ctrl-C: the node's own handler must end the loop
     def add_node(self, node): self.node = node
     def spin_once(self, timeout_sec=None): os.kill(os.getpid(), signal.SIGINT)
-rclpy.executors = module("rclpy.executors", ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}),
+rclpy.executors = module("rclpy.executors",
+                         ExternalShutdownException=type("ExternalShutdownException", (Exception,), {}),
                          SingleThreadedExecutor=SingleThreadedExecutor)
 module("rcl_interfaces").msg = module("rcl_interfaces.msg", ParameterDescriptor=ParameterDescriptor,
                                       SetParametersResult=SetParametersResult)
@@ -346,14 +365,14 @@ node.stop()
 out["main_exit_code"] = node_mod.main()  # init (no rclpy signal handlers), node, spin, Ctrl-C, safe command
 out["modes"] = [m for lvl, m in node.logger.lines if lvl == "warn"]
 print(json.dumps(out))
-'''
+"""
 
 PX4_TEXT = {
     "ActuatorMotors": "uint64 timestamp\nuint64 timestamp_sample\nuint16 reversible_flags\nfloat32[12] control\n",
     "VehicleRatesSetpoint": "uint64 timestamp\nfloat32 roll\nfloat32 pitch\nfloat32 yaw\nfloat32[3] thrust_body\n"
-                            "bool reset_integral\n",
+    "bool reset_integral\n",
     "OffboardControlMode": "uint64 timestamp\nbool position\nbool velocity\nbool acceleration\nbool attitude\n"
-                           "bool body_rate\nbool thrust_and_torque\nbool direct_actuator\n",
+    "bool body_rate\nbool thrust_and_torque\nbool direct_actuator\n",
 }
 
 
@@ -361,16 +380,22 @@ def run_node(root: Path, scenario: str, tmp_path: Path) -> dict:
     script = tmp_path / "run_node.py"
     script.write_text(f"PX4 = {PX4_TEXT!r}\n" + textwrap.dedent(_FAKE_ROS))
     params = root / "config" / f"{root.name}.yaml"
-    proc = subprocess.run([sys.executable, str(script), str(root), str(params), scenario], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(root), str(params), scenario], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _missing_messages_line(node: Path) -> str:
     # -S: no site-packages, so no rclpy or message package, whatever this environment has installed
-    proc = subprocess.run([sys.executable, "-S", str(node)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [sys.executable, "-S", str(node)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("[FATAL] [policy_node]: No module named "), err
@@ -408,8 +433,9 @@ def test_generated_node_joint_trajectory(arm_pkg, tmp_path):
 
 
 def test_generated_node_state_trigger(tmp_path):
-    root = generate_ros2_package(T.make_pd_hover_bundle(tmp_path / "b"), tmp_path / "src", name="cf_fast",
-                                 overrides={"trigger": "state"})
+    root = generate_ros2_package(
+        T.make_pd_hover_bundle(tmp_path / "b"), tmp_path / "src", name="cf_fast", overrides={"trigger": "state"}
+    )
     out = run_node(root, "state", tmp_path)
     assert out["n_cmd"] == out["n_heartbeat"] == 10  # one command per state message
 

@@ -33,8 +33,12 @@ def joint_bundle(tmp_path_factory):
 
 
 def odom(pos=(0.0, 0.0, 1.0), quat_wxyz=(1.0, 0.0, 0.0, 0.0), v_w=(0.0, 0.0, 0.0), w_b=(0.0, 0.0, 0.0)):
-    s = {"pos_w": np.array(pos, float), "quat_wxyz": np.array(quat_wxyz, float), "lin_vel_w": np.array(v_w, float),
-         "ang_vel_b": np.array(w_b, float)}
+    s = {
+        "pos_w": np.array(pos, float),
+        "quat_wxyz": np.array(quat_wxyz, float),
+        "lin_vel_w": np.array(v_w, float),
+        "ang_vel_b": np.array(w_b, float),
+    }
     return encode_state("nav_msgs/msg/Odometry", s, 0, R.msg_class)
 
 
@@ -44,9 +48,15 @@ def joints(q, dq=(0.0, 0.0), names=("shoulder", "elbow")):
 
 # -- safety layer ------------------------------------------------------------------------------
 
+
 def _layer(**kw):
-    args = dict(ramp_s=0.5, latch_watchdog=False, max_nan_ticks=3, safe_command=lambda s: np.zeros(2),
-                initial_command=lambda s: np.zeros(2))
+    args = dict(
+        ramp_s=0.5,
+        latch_watchdog=False,
+        max_nan_ticks=3,
+        safe_command=lambda s: np.zeros(2),
+        initial_command=lambda s: np.zeros(2),
+    )
     args.update(kw)
     return SafetyLayer(np.array([-1.0, 0.0]), np.array([1.0, 2.0]), np.array([10.0, np.inf]), **args)
 
@@ -122,9 +132,16 @@ def test_safety_blind_hold_then_recovery_or_the_safe_command():
     """With a recovery: a watchdog trip holds the hold command while the state is stale, for at
     most hold_s from the last fresh state; state back in time, the latched fault recovers; the
     e-stop, a recovery's end and an expired hold all give the safe command at once."""
+
     def layer():
-        return _layer(ramp_s=0.0, latch_watchdog=True, recovery=_Descent(), hold_s=0.5,
-                      hold_command=lambda st: np.array([0.2, 1.2]), safe_command=lambda st: np.array([0.0, 0.5]))
+        return _layer(
+            ramp_s=0.0,
+            latch_watchdog=True,
+            recovery=_Descent(),
+            hold_s=0.5,
+            hold_command=lambda st: np.array([0.2, 1.2]),
+            safe_command=lambda st: np.array([0.0, 0.5]),
+        )
 
     up, down = {"z": np.ones(1)}, {"z": np.zeros(1)}
     s = layer()
@@ -159,12 +176,17 @@ def test_safety_blind_hold_then_recovery_or_the_safe_command():
 
 # -- adapters ----------------------------------------------------------------------------------
 
+
 def test_odometry_round_trip_and_frames():
     rng = np.random.default_rng(0)
     q = rng.standard_normal(4)
     q /= np.linalg.norm(q)
-    s = {"pos_w": rng.standard_normal(3), "quat_wxyz": q, "lin_vel_w": rng.standard_normal(3),
-         "ang_vel_b": rng.standard_normal(3)}
+    s = {
+        "pos_w": rng.standard_normal(3),
+        "quat_wxyz": q,
+        "lin_vel_w": rng.standard_normal(3),
+        "ang_vel_b": rng.standard_normal(3),
+    }
     for frame in ("body", "world"):
         msg = encode_state("nav_msgs/msg/Odometry", s, 123, R.msg_class, twist_frame=frame)
         d = StateDecoder("nav_msgs/msg/Odometry", twist_frame=frame)(msg)
@@ -186,8 +208,12 @@ def test_px4_vehicle_odometry_in_ned_decodes_to_enu_and_feeds_the_runner(hover_b
     rng = np.random.default_rng(1)
     q = rng.standard_normal(4)
     q /= np.linalg.norm(q)
-    s = {"pos_w": rng.standard_normal(3), "quat_wxyz": q, "lin_vel_w": rng.standard_normal(3),
-         "ang_vel_b": rng.standard_normal(3)}
+    s = {
+        "pos_w": rng.standard_normal(3),
+        "quat_wxyz": q,
+        "lin_vel_w": rng.standard_normal(3),
+        "ang_vel_b": rng.standard_normal(3),
+    }
     msg = encode_state("px4_msgs/msg/VehicleOdometry", s, 5_000_000, R.msg_class)
     assert msg.timestamp == 5000 and msg.position[2] == pytest.approx(-s["pos_w"][2], abs=1e-6)  # z down
     d = StateDecoder("px4_msgs/msg/VehicleOdometry")(msg)
@@ -196,8 +222,10 @@ def test_px4_vehicle_odometry_in_ned_decodes_to_enu_and_feeds_the_runner(hover_b
     level_north = R.VehicleOdometry(pose_frame=1, velocity_frame=1, q=[1.0, 0.0, 0.0, 0.0])
     q_enu = StateDecoder("px4_msgs/msg/VehicleOdometry")(level_north)["quat_wxyz"]
     np.testing.assert_allclose(quat_to_rotmat(q_enu, np)[:, 0], [0.0, 1.0, 0.0], atol=1e-12)  # nose north
-    for bad in (R.VehicleOdometry(pose_frame=2, velocity_frame=1, q=[1.0, 0, 0, 0]),
-                R.VehicleOdometry(pose_frame=1, velocity_frame=1, q=[float("nan"), 0, 0, 0])):
+    for bad in (
+        R.VehicleOdometry(pose_frame=2, velocity_frame=1, q=[1.0, 0, 0, 0]),
+        R.VehicleOdometry(pose_frame=1, velocity_frame=1, q=[float("nan"), 0, 0, 0]),
+    ):
         with pytest.raises(StateMessageError):
             StateDecoder("px4_msgs/msg/VehicleOdometry")(bad)
 
@@ -214,8 +242,15 @@ def test_px4_vehicle_odometry_in_ned_decodes_to_enu_and_feeds_the_runner(hover_b
 
 def test_command_codecs_round_trip():
     u = np.array([0.01, 0.05, 0.1, 0.15])
-    c = CommandCodec("px4_msgs/msg/ActuatorMotors", "rotor_thrust", ("m1", "m2", "m3", "m4"), [0.15] * 4, [0, 3, 1, 2],
-                     topic="/fmu/in/actuator_motors", heartbeat_topic="/fmu/in/offboard_control_mode")
+    c = CommandCodec(
+        "px4_msgs/msg/ActuatorMotors",
+        "rotor_thrust",
+        ("m1", "m2", "m3", "m4"),
+        [0.15] * 4,
+        [0, 3, 1, 2],
+        topic="/fmu/in/actuator_motors",
+        heartbeat_topic="/fmu/in/offboard_control_mode",
+    )
     out = c.encode(u, 2_000_000_123, R.msg_class)
     (topic, msg), (hb_topic, hb) = out
     assert topic == "/fmu/in/actuator_motors" and hb_topic == "/fmu/in/offboard_control_mode"
@@ -223,14 +258,16 @@ def test_command_codecs_round_trip():
     assert np.allclose(msg.control[:4], [u[0] / 0.15, u[2] / 0.15, u[3] / 0.15, u[1] / 0.15])
     assert msg.control[4:] == [0.0] * 8 and msg.timestamp == 2_000_000
     assert np.allclose(c.decode(msg), u)
-    rates = CommandCodec("px4_msgs/msg/VehicleRatesSetpoint", "ctbr", ("thrust", "p", "q", "r"), [0.6, 1, 1, 1],
-                         [0, 1, 2, 3])
-    (_, m), = rates.encode(np.array([0.3, 1.0, 2.0, -3.0]), 0, R.msg_class)
+    rates = CommandCodec(
+        "px4_msgs/msg/VehicleRatesSetpoint", "ctbr", ("thrust", "p", "q", "r"), [0.6, 1, 1, 1], [0, 1, 2, 3]
+    )
+    ((_, m),) = rates.encode(np.array([0.3, 1.0, 2.0, -3.0]), 0, R.msg_class)
     assert (m.roll, m.pitch, m.yaw) == (1.0, -2.0, 3.0) and m.thrust_body == [0.0, 0.0, -0.5]  # FLU -> FRD
     assert np.allclose(rates.decode(m), [0.3, 1.0, 2.0, -3.0])
-    traj = CommandCodec("trajectory_msgs/msg/JointTrajectory", "joint_position", ("a", "b"), [1, 1], [0, 1],
-                        period_s=0.02)
-    (_, jt), = traj.encode(np.array([0.1, -0.2]), 5, R.msg_class)
+    traj = CommandCodec(
+        "trajectory_msgs/msg/JointTrajectory", "joint_position", ("a", "b"), [1, 1], [0, 1], period_s=0.02
+    )
+    ((_, jt),) = traj.encode(np.array([0.1, -0.2]), 5, R.msg_class)
     assert jt.joint_names == ["a", "b"] and jt.points[0].positions == [0.1, -0.2]
     assert jt.points[0].time_from_start.nanosec == 20_000_000
     with pytest.raises(ValueError, match="non-finite"):
@@ -246,6 +283,7 @@ def test_joint_state_is_matched_by_name():
 
 
 # -- config ------------------------------------------------------------------------------------
+
 
 def test_config_defaults_and_errors_name_the_key(hover_bundle):
     cfg = resolve_deploy_config(hover_bundle)
@@ -281,15 +319,19 @@ def test_a_config_for_another_robot_names_the_file_and_the_slot_count(tmp_path, 
     cf = configs_dir() / "deploy" / "crazyflie2_px4.yaml"
     assert main(["deploy", "ros2", str(bundle), "--out", str(tmp_path / "ws"), "--config", str(cf)]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == (f"simreal deploy: error: {cf}: config key 'command.channel_map': the config's channel map "
-                           "has 4 slots [0, 3, 1, 2] for the 2 joints of robot 'test_arm2' (a config for another "
-                           "robot?); expected 2 distinct slot indices, one per channel"), err
+    assert err.strip() == (
+        f"simreal deploy: error: {cf}: config key 'command.channel_map': the config's channel map "
+        "has 4 slots [0, 3, 1, 2] for the 2 joints of robot 'test_arm2' (a config for another "
+        "robot?); expected 2 distinct slot indices, one per channel"
+    ), err
     assert not (tmp_path / "ws").exists()
     # the same key given with --set is named as such
     argv = ["deploy", "ros2", str(bundle), "--out", str(tmp_path / "ws"), "--set", "command.channel_map=[1,1]"]
     assert main(argv) == 2
-    assert "--set: config key 'command.channel_map': expected 2 distinct slot indices >= 0, got [1, 1]" in \
-        capsys.readouterr().err
+    assert (
+        "--set: config key 'command.channel_map': expected 2 distinct slot indices >= 0, got [1, 1]"
+        in capsys.readouterr().err
+    )
 
 
 def test_family_names_take_their_article(joint_bundle):
@@ -329,6 +371,7 @@ def test_runner_refuses_mismatched_bundle(tmp_path):
 
 
 # -- runner ------------------------------------------------------------------------------------
+
 
 def test_runner_quadrotor_path_matches_reference_controller(hover_bundle):
     from simreal.bundle import OnnxPolicy
@@ -418,15 +461,18 @@ def test_runner_nan_policy_never_reaches_messages(hover_bundle):
 def test_runner_joint_robot_hold_and_ramp(joint_bundle):
     r = PolicyRunner(joint_bundle, msg_class=R.msg_class, overrides={"start": {"ramp_s": 0.1}})
     subs = {s.topic: s.type for s in r.subscriptions()}
-    assert subs == {"/joint_states": "sensor_msgs/msg/JointState", "/imu/data": "sensor_msgs/msg/Imu",
-                    "/simreal/estop": "std_msgs/msg/Bool"}
+    assert subs == {
+        "/joint_states": "sensor_msgs/msg/JointState",
+        "/imu/data": "sensor_msgs/msg/Imu",
+        "/simreal/estop": "std_msgs/msg/Bool",
+    }
     imu = R.Imu()
     q0 = np.array([0.6, -0.9])
     r.on_state("joints", joints(q0), 0.0)
     r.on_state("imu", imu, 0.0)
     res = r.tick(0.001)
     assert res.mode == RAMP and np.allclose(res.command, q0)  # ramps from the current pose
-    (topic, msg), = r.messages(res, 0)
+    ((topic, msg),) = r.messages(res, 0)
     assert topic == "/forward_position_controller/commands" and np.allclose(msg.data, q0)
     for k in range(1, 30):
         r.on_state("joints", joints(q0), 0.02 * k)
@@ -456,8 +502,9 @@ def test_offline_closed_loop_joint_arm(joint_bundle):
     pytest.importorskip("mujoco")
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    report = run_offline(joint_bundle, SimLoopConfig(duration_s=3.0, latency_ms=10.0, drop=0.05,
-                                                     start_joint_pos=(0.8, -1.2)))
+    report = run_offline(
+        joint_bundle, SimLoopConfig(duration_s=3.0, latency_ms=10.0, drop=0.05, start_joint_pos=(0.8, -1.2))
+    )
     assert report["runner"]["safety"]["mode"] == RUNNING
     assert np.allclose(report["final_state"]["joint_pos"], [0.2, -0.3], atol=0.02)
 
@@ -476,7 +523,9 @@ def test_every_shipped_joint_robot_deploys(robot, tmp_path):
     spec = load_robot_spec(robot)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # vendor state topics deploy does not read (warned, skipped)
-        r = PolicyRunner(load_bundle(T.make_joint_mlp_bundle(tmp_path / "b", spec)), overrides={"start": {"ramp_s": 0.0}})
+        r = PolicyRunner(
+            load_bundle(T.make_joint_mlp_bundle(tmp_path / "b", spec)), overrides={"start": {"ramp_s": 0.0}}
+        )
     names = list(spec.actuator_names)[::-1]  # drivers may order JointState differently
     q = [a.default for a in spec.actuators][::-1]
     for k in range(5):
@@ -488,9 +537,8 @@ def test_every_shipped_joint_robot_deploys(robot, tmp_path):
         res = r.tick(0.01 * k + 0.001)
     assert res.mode == RUNNING and np.all(np.isfinite(res.command))
     assert np.all(res.command >= np.array(r.cfg.limits.low)) and np.all(res.command <= np.array(r.cfg.limits.high))
-    (topic, msg), = r.messages(res, 0)
+    ((topic, msg),) = r.messages(res, 0)
     assert topic == r.cfg.command.topic and len(msg.data) == len(spec.actuators)
-
 
 
 def test_offline_ctbr_path_holds_a_level_hover(tmp_path):
@@ -527,13 +575,19 @@ def test_default_yaml_lists_every_deploy_key(hover_bundle):
     from simreal.deploy import config as C
 
     text = (configs_dir() / "deploy" / "default.yaml").read_text()
-    body = text[text.index("# control_rate_hz"):].splitlines()
+    body = text[text.index("# control_rate_hz") :].splitlines()
     tree = yaml.safe_load("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in body))
     names = lambda cls: {f.name for f in dataclasses.fields(cls)}  # noqa: E731
     assert set(tree) == names(C.DeployConfig)
-    sections = {"command": C.CommandTopicConfig, "limits": C.LimitsConfig, "watchdog": C.WatchdogConfig,
-                "start": C.StartConfig, "envelope": C.EnvelopeConfig, "fault": C.FaultConfig,
-                "perception": C.PerceptionConfig}
+    sections = {
+        "command": C.CommandTopicConfig,
+        "limits": C.LimitsConfig,
+        "watchdog": C.WatchdogConfig,
+        "start": C.StartConfig,
+        "envelope": C.EnvelopeConfig,
+        "fault": C.FaultConfig,
+        "perception": C.PerceptionConfig,
+    }
     for key, cls in sections.items():
         assert set(tree[key]) == names(cls), key
     assert set(tree["state"]["odometry"]) == names(C.StateTopicConfig)
@@ -547,9 +601,16 @@ def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
 
     spec = load_robot_spec("crazyflie2")
     terms = T.HOVER_TERMS + (("action_history", 8),)
-    path = T.write_bundle(tmp_path / "b", spec=spec, model=T.mlp_onnx(30, 4, (8,)), task="quadrotor-hover",
-                          obs_terms=terms, control_rate_hz=100.0, task_params={"target_pos_w": [0.0, 0.0, 1.0]},
-                          **T._rotor_layout(spec))
+    path = T.write_bundle(
+        tmp_path / "b",
+        spec=spec,
+        model=T.mlp_onnx(30, 4, (8,)),
+        task="quadrotor-hover",
+        obs_terms=terms,
+        control_rate_hz=100.0,
+        task_params={"target_pos_w": [0.0, 0.0, 1.0]},
+        **T._rotor_layout(spec),
+    )
     actions = [np.array([0.01, 0.02, 0.03, 0.04]) + 0.1 * k for k in range(6)]
     seen: list[np.ndarray] = []
 
@@ -569,8 +630,10 @@ def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
         np.testing.assert_allclose(seen[j][18:], np.concatenate([actions[j - 1], actions[j - 2], actions[j - 3]]))
 
 
-@pytest.mark.parametrize("mode, names", [("rotor_thrust", ["thrust", "roll_rate", "pitch_rate", "yaw_rate"]),
-                                         ("ctbr", ["m1", "m2", "m3", "m4"])])
+@pytest.mark.parametrize(
+    "mode, names",
+    [("rotor_thrust", ["thrust", "roll_rate", "pitch_rate", "yaw_rate"]), ("ctbr", ["m1", "m2", "m3", "m4"])],
+)
 def test_action_channels_that_do_not_fit_the_mode_name_the_field(tmp_path, mode, names):
     """An edited action.mode: one line naming action.names and what the mode expects (it was
     'unknown actuator of robot 'crazyflie2' 'thrust'; valid actuator of robot 'crazyflie2's')."""

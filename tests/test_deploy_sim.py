@@ -38,17 +38,41 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path, monkeypatch, gl):
         "    while True:\n"
         "        time.sleep(1.5)\n"
         "        gc.collect()\n"
-        "threading.Thread(target=_collect, daemon=True).start()\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "gc"), os.environ.get("PYTHONPATH")])))
+        "threading.Thread(target=_collect, daemon=True).start()\n"
+    )
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "gc"), os.environ.get("PYTHONPATH")]))
+    )
     # with its task recorded, as an exported bundle: the robot process builds the training env (JAX,
     # the task), whose heap made the collection that long
-    bundle = T.make_pd_hover_bundle(tmp_path / "bundle", task_config={"action_mode": "rotor_thrust",
-                                                                       "action_history_steps": 0})
+    bundle = T.make_pd_hover_bundle(
+        tmp_path / "bundle", task_config={"action_mode": "rotor_thrust", "action_history_steps": 0}
+    )
     rec = tmp_path / "bags"
     proc = subprocess.run(
-        [sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--duration", "10", "--latency-ms", "10",
-         "--drop", "0.05", "--json", "--record", str(rec), "--domain-id", str(T.random_domain_id())],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "deploy",
+            "sim",
+            str(bundle),
+            "--duration",
+            "10",
+            "--latency-ms",
+            "10",
+            "--drop",
+            "0.05",
+            "--json",
+            "--record",
+            str(rec),
+            "--domain-id",
+            str(T.random_domain_id()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     report = json.loads(proc.stdout)
     hover = report["robot"]["hover"]
     assert proc.returncode == 0 and report["passed"], (hover, report["host"], proc.stderr[-2000:])
@@ -80,9 +104,26 @@ def test_ctrl_c_stops_the_rehearsal_and_its_robot_process_without_a_traceback(tm
     robot = ["pgrep", "-f", f"simreal.deploy.sim_loop.*--domain-id {domain} "]
     # its own process group, which a terminal's Ctrl-C reaches as a whole
     rec = tmp_path / "bags"
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--duration", "60",
-                             "--domain-id", domain, "--record", str(rec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "deploy",
+            "sim",
+            str(bundle),
+            "--duration",
+            "60",
+            "--domain-id",
+            domain,
+            "--record",
+            str(rec),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while subprocess.run(robot, capture_output=True).returncode != 0 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -103,11 +144,30 @@ def test_external_rehearsal_fails_when_the_controller_dies_halfway(tmp_path):
 
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
     domain = str(T.random_domain_id())
-    robot = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle), "--external",
-                              "--duration", "10", "--domain-id", domain, "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    runner = subprocess.Popen([sys.executable, "-m", "simreal.cli", "deploy", "run", str(bundle), "--domain-id",
-                               domain, "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    robot = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "deploy",
+            "sim",
+            str(bundle),
+            "--external",
+            "--duration",
+            "10",
+            "--domain-id",
+            domain,
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "simreal.cli", "deploy", "run", str(bundle), "--domain-id", domain, "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(8.0)  # start-up (a few seconds), then flight
     runner.kill()
     runner.wait()
@@ -128,14 +188,17 @@ def _no_robot_process(monkeypatch) -> None:
     monkeypatch.setattr(sp, "Popen", spawned)
 
 
-@pytest.mark.parametrize("flag, value, says", [
-    ("--drop", "1.5", "--drop: must be <= 1.0, got 1.5"),
-    ("--duration", "-1", "--duration: must be >= 0.1, got -1.0"),
-    ("--latency-ms", "-5", "--latency-ms: must be >= 0.0, got -5.0"),
-    ("--noise", "-1", "--noise: must be >= 0.0, got -1.0"),
-    ("--startup-timeout", "0", "--startup-timeout: must be >= 1.0, got 0.0"),
-    ("--state-outage", "1:90", "--state-outage: must be <= 60.0, got 90.0"),
-])
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [
+        ("--drop", "1.5", "--drop: must be <= 1.0, got 1.5"),
+        ("--duration", "-1", "--duration: must be >= 0.1, got -1.0"),
+        ("--latency-ms", "-5", "--latency-ms: must be >= 0.0, got -5.0"),
+        ("--noise", "-1", "--noise: must be >= 0.0, got -1.0"),
+        ("--startup-timeout", "0", "--startup-timeout: must be >= 1.0, got 0.0"),
+        ("--state-outage", "1:90", "--state-outage: must be <= 60.0, got 90.0"),
+    ],
+)
 def test_bad_rehearsal_flags_are_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, flag, value, says):
     """Once the robot process's traceback ending in `config key 'sim.drop'`, then 'the simulated
     robot process failed': now refused in the parent, before any process starts."""
@@ -159,8 +222,10 @@ def test_record_into_an_earlier_recording_is_refused_before_starting(tmp_path, m
     argv = ["deploy", "sim", str(bundle), "--record", str(tmp_path / "bags")] + (["--external"] if external else [])
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"simreal deploy: error: {tmp_path / 'bags' / 'robot'}: bag folder exists already (rosbag2 bags "
-                   "are never overwritten); give --record a new folder"), err
+    assert err == (
+        f"simreal deploy: error: {tmp_path / 'bags' / 'robot'}: bag folder exists already (rosbag2 bags "
+        "are never overwritten); give --record a new folder"
+    ), err
 
 
 # -- the ground ends a flight (the quadrotor model has no contacts) -------------------------------
@@ -178,13 +243,20 @@ def _falling_rehearsal():
     t = np.round(np.arange(0.0, 6.0 + 1e-9, 0.01), 2)
     z = np.where(t < 3.0, 1.0, 1.0 - 4.905 * (t - 3.0) ** 2)
     vz = np.where(t < 3.0, 0.0, -9.81 * (t - 3.0))
-    samples = [(ti, {"pos_w": np.array([0.0, 0.0, zi]), "lin_vel_w": np.array([0.0, 0.0, vi])})
-               for ti, zi, vi in zip(t, z, vz)]
+    samples = [
+        (ti, {"pos_w": np.array([0.0, 0.0, zi]), "lin_vel_w": np.array([0.0, 0.0, vi])}) for ti, zi, vi in zip(t, z, vz)
+    ]
     from simreal.robot_spec import load_robot_spec
 
     robot = types.SimpleNamespace(spec=load_robot_spec("crazyflie2"), time_s=6.0, diverged_s=None)
-    return Rehearsal(bundle=types.SimpleNamespace(reference=None, task_config={}), robot=robot, start=None,
-                     target=np.array([0.0, 0.0, 1.0]), env=None, samples=samples)
+    return Rehearsal(
+        bundle=types.SimpleNamespace(reference=None, task_config={}),
+        robot=robot,
+        start=None,
+        target=np.array([0.0, 0.0, 1.0]),
+        env=None,
+        samples=samples,
+    )
 
 
 def test_a_fall_is_on_the_ground_not_a_hover_error_of_metres():
@@ -218,8 +290,9 @@ def test_a_hover_that_stays_up_has_no_ground_time():
     from simreal.deploy.sim_loop import SimLoopConfig, hover_metrics
 
     errors = [(0.01 * k, 0.02) for k in range(601)]
-    hover = hover_metrics(errors, np.array([0.0, 0.0, 1.0]), SimLoopConfig(duration_s=6.0, settle_s=2.0,
-                                                                           success_radius_m=0.1))
+    hover = hover_metrics(
+        errors, np.array([0.0, 0.0, 1.0]), SimLoopConfig(duration_s=6.0, settle_s=2.0, success_radius_m=0.1)
+    )
     assert hover["passed"] and "reason" not in hover
 
 
@@ -230,8 +303,9 @@ def test_a_cut_thrust_rehearsal_ends_on_the_ground(tmp_path):
     from simreal.bundle import load_bundle
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    bundle = load_bundle(T.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0,
-                                           target_pos_w=(0.0, 0.0, 2.0)))
+    bundle = load_bundle(
+        T.make_mlp_bundle(tmp_path / "mlp", hidden=(32, 32), control_rate_hz=100.0, target_pos_w=(0.0, 0.0, 2.0))
+    )
     fence = {"geofence_min_m": [-1.0, -1.0, 0.0], "geofence_max_m": [1.0, 1.0, 3.0]}
     r = run_offline(bundle, SimLoopConfig(duration_s=6.0), overrides={"envelope": fence, "fault": {"response": "safe"}})
     assert r["on_ground_s"] is not None and r["on_ground_s"] < 3.0, r["on_ground_s"]

@@ -72,13 +72,21 @@ def test_distributed_join_from_the_environment(monkeypatch):
         devices.initialize_distributed()
     # a one-process "cluster" through the real coordinator service, in a fresh interpreter
     import socket
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "1",
-           "JAX_PROCESS_ID": "0", "JAX_PLATFORMS": "cpu"}
-    code = ("import jax; from simreal.policies.devices import initialize_distributed as i; "
-            "print(i(), jax.process_count(), jax.process_index())")
+    env = {
+        **os.environ,
+        "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+        "JAX_NUM_PROCESSES": "1",
+        "JAX_PROCESS_ID": "0",
+        "JAX_PLATFORMS": "cpu",
+    }
+    code = (
+        "import jax; from simreal.policies.devices import initialize_distributed as i; "
+        "print(i(), jax.process_count(), jax.process_index())"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-3:] == ["True", "1", "0"]

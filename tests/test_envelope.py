@@ -26,8 +26,12 @@ UPRIGHT = np.array([1.0, 0.0, 0.0, 0.0])
 
 
 def _quad_state(pos=(0.0, 0.0, 1.0), quat=UPRIGHT, v=(0.0, 0.0, 0.0), w=(0.0, 0.0, 0.0)):
-    return {"pos_w": np.array(pos, float), "quat_wxyz": np.array(quat, float), "lin_vel_w": np.array(v, float),
-            "ang_vel_b": np.array(w, float)}
+    return {
+        "pos_w": np.array(pos, float),
+        "quat_wxyz": np.array(quat, float),
+        "lin_vel_w": np.array(v, float),
+        "ang_vel_b": np.array(w, float),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -46,37 +50,59 @@ def _tilted(deg: float) -> np.ndarray:
     return np.array([math.cos(h), math.sin(h), 0.0, 0.0])
 
 
-@pytest.mark.parametrize("state, words", [
-    (_quad_state(pos=(3.2, 0.0, 1.0)), "geofence: x 3.20 m above 3.00"),
-    (_quad_state(pos=(0.0, 0.0, -0.6)), "geofence: z -0.60 m below -0.50"),
-    (_quad_state(quat=_tilted(70.0)), "tilt 70.0 deg above 60.0"),
-    (_quad_state(quat=_tilted(60.3)), "tilt 60.3 deg above 60.0"),  # not "60 above 60"
-    (_quad_state(v=(3.0, 3.0, 0.0)), "speed 4.24 m/s above 4.00"),
-    (_quad_state(w=(0.0, 0.0, 16.0)), "body rate 16.00 rad/s above 15.00"),
-])
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        (_quad_state(pos=(3.2, 0.0, 1.0)), "geofence: x 3.20 m above 3.00"),
+        (_quad_state(pos=(0.0, 0.0, -0.6)), "geofence: z -0.60 m below -0.50"),
+        (_quad_state(quat=_tilted(70.0)), "tilt 70.0 deg above 60.0"),
+        (_quad_state(quat=_tilted(60.3)), "tilt 60.3 deg above 60.0"),  # not "60 above 60"
+        (_quad_state(v=(3.0, 3.0, 0.0)), "speed 4.24 m/s above 4.00"),
+        (_quad_state(w=(0.0, 0.0, 16.0)), "body rate 16.00 rad/s above 15.00"),
+    ],
+)
 def test_a_quadrotor_leaving_its_default_envelope_is_named(quad_envelope, state, words):
     assert quad_envelope.violation(state) == words
 
 
 def test_inside_the_envelope_nothing_trips(quad_envelope):
-    assert quad_envelope.violation(_quad_state(pos=(2.9, -2.9, 2.9), quat=_tilted(55.0), v=(2.0, 2.0, 2.0),
-                                               w=(8.0, 8.0, 8.0))) is None
+    assert (
+        quad_envelope.violation(
+            _quad_state(pos=(2.9, -2.9, 2.9), quat=_tilted(55.0), v=(2.0, 2.0, 2.0), w=(8.0, 8.0, 8.0))
+        )
+        is None
+    )
 
 
-@pytest.mark.parametrize("state, words", [
-    (_quad_state(quat=(0.0, 0.0, 0.0, 0.0)), "cannot judge the state: quat_wxyz has norm 0.000, not an orientation"),
-    (_quad_state(quat=(0.5, 0.0, 0.0, 0.0)), "cannot judge the state: quat_wxyz has norm 0.500, not an orientation"),
-    (_quad_state(v=(np.nan, 0.0, 0.0)), "cannot judge the state: lin_vel_w is not finite"),
-    (_quad_state(pos=(np.inf, 0.0, 1.0)), "cannot judge the state: pos_w is not finite"),
-])
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        (
+            _quad_state(quat=(0.0, 0.0, 0.0, 0.0)),
+            "cannot judge the state: quat_wxyz has norm 0.000, not an orientation",
+        ),
+        (
+            _quad_state(quat=(0.5, 0.0, 0.0, 0.0)),
+            "cannot judge the state: quat_wxyz has norm 0.500, not an orientation",
+        ),
+        (_quad_state(v=(np.nan, 0.0, 0.0)), "cannot judge the state: lin_vel_w is not finite"),
+        (_quad_state(pos=(np.inf, 0.0, 1.0)), "cannot judge the state: pos_w is not finite"),
+    ],
+)
 def test_a_state_the_envelope_cannot_judge_is_outside_it(quad_envelope, state, words):
     """An all-zero IMU quaternion (a stand-in G1's, every tick) made the tilt NaN, which no bound
     fails: the check was off without a word. NaN in a checked key was as silent."""
     with np.errstate(all="raise"):  # and no RuntimeWarning from a division by a zero norm
         assert quad_envelope.violation(state) == words
-    assert Envelope.from_config(EnvelopeConfig(max_tilt_rad=math.inf), load_robot_spec("crazyflie2")).violation(
-        _quad_state(quat=(0.0, 0.0, 0.0, 0.0))) is not None  # with the tilt bound off, still no orientation
-    assert quad_envelope.violation({"joint_pos": np.array([np.nan])}) == "cannot judge the state: joint_pos is not finite"
+    assert (
+        Envelope.from_config(EnvelopeConfig(max_tilt_rad=math.inf), load_robot_spec("crazyflie2")).violation(
+            _quad_state(quat=(0.0, 0.0, 0.0, 0.0))
+        )
+        is not None
+    )  # with the tilt bound off, still no orientation
+    assert (
+        quad_envelope.violation({"joint_pos": np.array([np.nan])}) == "cannot judge the state: joint_pos is not finite"
+    )
 
 
 def test_a_zero_quaternion_latches_the_fault_counts_and_gives_the_landing_no_state(hover_bundle):
@@ -117,10 +143,14 @@ def test_joint_margins_come_from_the_spec_ranges():
     assert Envelope.from_config(EnvelopeConfig(), spec).violation({"joint_pos": np.array([0.0, 99.0])}) is None
 
 
-@pytest.mark.parametrize("env, key", [({"geofence_min_m": [0.0, 0.0]}, "envelope.geofence_min_m"),
-                                      ({"geofence_min_m": [0, 0, 5], "geofence_max_m": [1, 1, 1]},
-                                       "envelope.geofence_min_m"),
-                                      ({"max_tilt_rad": -1.0}, "envelope.max_tilt_rad")])
+@pytest.mark.parametrize(
+    "env, key",
+    [
+        ({"geofence_min_m": [0.0, 0.0]}, "envelope.geofence_min_m"),
+        ({"geofence_min_m": [0, 0, 5], "geofence_max_m": [1, 1, 1]}, "envelope.geofence_min_m"),
+        ({"max_tilt_rad": -1.0}, "envelope.max_tilt_rad"),
+    ],
+)
 def test_a_bad_envelope_config_names_its_key(hover_bundle, env, key):
     with pytest.raises(ConfigError) as e:
         resolve_deploy_config(hover_bundle, {"envelope": env})
@@ -188,10 +218,14 @@ def bad_bundles(tmp_path_factory):
     """Two policies that fail: a random MLP (tumbles at once) and a PD hover controller with its
     horizontal position gain inverted (flies away from the target, ever faster)."""
     d = tmp_path_factory.mktemp("bad")
-    return {"random": load_bundle(T.make_mlp_bundle(d / "mlp", hidden=(32, 32), control_rate_hz=100.0,
-                                                     target_pos_w=(0.0, 0.0, 2.0))),
-            "inverted": load_bundle(T.make_pd_hover_bundle(d / "inv", gains=T.PDHoverGains(kp_xy=-4.0),
-                                                           target_pos_w=(0.0, 0.0, 1.5)))}
+    return {
+        "random": load_bundle(
+            T.make_mlp_bundle(d / "mlp", hidden=(32, 32), control_rate_hz=100.0, target_pos_w=(0.0, 0.0, 2.0))
+        ),
+        "inverted": load_bundle(
+            T.make_pd_hover_bundle(d / "inv", gains=T.PDHoverGains(kp_xy=-4.0), target_pos_w=(0.0, 0.0, 1.5))
+        ),
+    }
 
 
 FENCE = {"geofence_min_m": [-1.0, -1.0, 0.0], "geofence_max_m": [1.0, 1.0, 3.0]}

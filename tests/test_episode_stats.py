@@ -15,22 +15,36 @@ from simreal.sim.episode_stats import episode_means
 
 
 def test_episode_means_divide_by_each_statistics_own_count():
-    sums = {"episode/done": 4.0, "episode/crash": 3.0, "episode/pos_rmse_m": 0.06, "episode/pos_rmse_m/n": 1.0,
-            "episode/return": 10.0, "reward/alive": 7.0}
+    sums = {
+        "episode/done": 4.0,
+        "episode/crash": 3.0,
+        "episode/pos_rmse_m": 0.06,
+        "episode/pos_rmse_m/n": 1.0,
+        "episode/return": 10.0,
+        "reward/alive": 7.0,
+    }
     m = episode_means(sums)
     assert m == pytest.approx({"crash": 0.75, "pos_rmse_m": 0.06, "return": 2.5})
 
 
 def test_episode_means_over_no_contributing_episode_is_nan():
-    m = episode_means({"episode/done": 2.0, "episode/crash": 2.0, "episode/pos_rmse_m": 0.0,
-                       "episode/pos_rmse_m/n": 0.0})
+    m = episode_means(
+        {"episode/done": 2.0, "episode/crash": 2.0, "episode/pos_rmse_m": 0.0, "episode/pos_rmse_m/n": 0.0}
+    )
     assert m["crash"] == 1.0 and math.isnan(m["pos_rmse_m"])
     assert episode_means({"episode/done": 0.0, "episode/crash": 0.0}) == {}
 
 
 def test_format_eval_prints_nan_as_dash_success_first_and_json_has_null():
-    r = {"crash": 1.0, "length": 30.0, "pos_rmse_m": math.nan, "return": -2.0, "success": 0.0, "episodes": 8,
-         "backend": "native"}
+    r = {
+        "crash": 1.0,
+        "length": 30.0,
+        "pos_rmse_m": math.nan,
+        "return": -2.0,
+        "success": 0.0,
+        "episodes": 8,
+        "backend": "native",
+    }
     assert list(statistics(r)) == ["success", "crash", "pos_rmse_m", "return", "length"]
     line = format_eval(r)
     assert line.startswith("success 0  crash 1  pos_rmse_m -") and "nan" not in line and "episodes" not in line
@@ -41,9 +55,16 @@ def test_format_eval_prints_nan_as_dash_success_first_and_json_has_null():
 # -- end to end: every episode crashes -------------------------------------------------------------
 N = 4
 # Rotors cut from the start, 0.4-0.6 m up: every drone hits the floor well before the settle time.
-CRASHING = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0", "env.action_delay_steps=[0,0]",
-            "env.target_pos_w=[0,0,0.5]", "env.spawn_radius_m=0.1", "env.episode_length_s=1.0",
-            "env.settle_time_s=0.8"]
+CRASHING = [
+    "backend=native",
+    "env.randomize=false",
+    "env.obs_noise_scale=0",
+    "env.action_delay_steps=[0,0]",
+    "env.target_pos_w=[0,0,0.5]",
+    "env.spawn_radius_m=0.1",
+    "env.episode_length_s=1.0",
+    "env.settle_time_s=0.8",
+]
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +113,9 @@ def test_brax_evaluate_in_batches_reuses_the_batch_program_and_counts_every_epis
 def test_torch_evaluate_all_crashed_reports_no_rmse(hover_env):
     from simreal.policies.torch_policy import evaluate
 
-    _check_all_crashed(evaluate(hover_env, lambda obs: -np.ones((len(obs), hover_env.action_size), np.float32),
-                                N, seed=0))
+    _check_all_crashed(
+        evaluate(hover_env, lambda obs: -np.ones((len(obs), hover_env.action_size), np.float32), N, seed=0)
+    )
 
 
 # -- each task's statistics: a count only where some episodes leave the statistic undefined --------
@@ -101,7 +123,7 @@ def test_error_statistics_are_undefined_for_episodes_that_ended_early(hover_env)
     """Quadrotor: a crashed episode has no position RMSE (even one that flew past the settle
     time); one that ran to the time limit with settled steps has."""
     env = hover_env
-    settled = {**env.init_stats(), "n": jax.numpy.asarray(5.0), "sq_err": jax.numpy.asarray(5 * 0.02 ** 2)}
+    settled = {**env.init_stats(), "n": jax.numpy.asarray(5.0), "sq_err": jax.numpy.asarray(5 * 0.02**2)}
     crashed = env.final_stats(settled, jax.numpy.bool_(True))
     flew = env.final_stats(settled, jax.numpy.bool_(False))
     assert float(crashed["pos_rmse_m/n"]) == 0.0 and float(crashed["pos_rmse_m"]) == 0.0
@@ -120,13 +142,25 @@ def test_eval_sim_to_sim_gap_covers_every_statistic_and_prints_no_nan(monkeypatc
     import simreal.policies.train as train
 
     cfg = SimpleNamespace(backend="native", eval=SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.05))
-    results = {"native": {"success": 0.5, "fall": 0.5, "vel_rmse_m_s": 0.2, "return": 3.0, "episodes": 4},
-               "mjx": {"success": 0.0, "fall": 1.0, "vel_rmse_m_s": math.nan, "return": 1.0, "episodes": 4}}
+    results = {
+        "native": {"success": 0.5, "fall": 0.5, "vel_rmse_m_s": 0.2, "return": 3.0, "episodes": 4},
+        "mjx": {"success": 0.0, "fall": 1.0, "vel_rmse_m_s": math.nan, "return": 1.0, "episodes": 4},
+    }
     monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: cfg)
-    monkeypatch.setattr(evaluation, "evaluate_run", lambda run_dir, cfg, backend, episodes, randomize:
-                        {**results[backend], "backend": backend})
-    monkeypatch.setattr(evaluation, "evaluated_checkpoint", lambda run_dir, cfg:
-                        {"checkpoint": "checkpoints/step_000000000400.safetensors", "env_steps": 400, "skipped": []})
+    monkeypatch.setattr(
+        evaluation,
+        "evaluate_run",
+        lambda run_dir, cfg, backend, episodes, randomize: {**results[backend], "backend": backend},
+    )
+    monkeypatch.setattr(
+        evaluation,
+        "evaluated_checkpoint",
+        lambda run_dir, cfg: {
+            "checkpoint": "checkpoints/step_000000000400.safetensors",
+            "env_steps": 400,
+            "skipped": [],
+        },
+    )
     args = SimpleNamespace(run_dir=str(tmp_path), backend="mjx", episodes=None, no_randomize=False, json=False)
     assert cmd_eval.run(args) == 1  # success dropped by 0.5 > 0.05
     out = capsys.readouterr().out

@@ -22,12 +22,21 @@ from fixtures.task_data import data_overrides
 from simreal.cli import main
 from simreal.sim.tasks import TASKS
 
-TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
-        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0"]
+TINY = [
+    "train.num_envs=4",
+    "train.num_timesteps=64",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.eval_every_steps=0",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16,16]",
+    "env.episode_length_s=1.0",
+]
 #: Tasks whose deployment is refused, and the bundle field the one-line error names.
 EXPECTED_REFUSALS = {
-    "cartpole-balance": "ros2.command",                     # a benchmark model with no robot behind it
+    "cartpole-balance": "ros2.command",  # a benchmark model with no robot behind it
 }
 #: Tasks with camera images in their observation: no bundle yet (export names this bundle field).
 IMAGE_TASKS = {"arm-push-pixels": "observation"}
@@ -69,14 +78,17 @@ def test_task_trains_exports_rehearses_and_packages(task, tmp_path, tmp_path_fac
 
     # the ideal link: no noise, latency or drops, no start ramp; the deploy pipeline must
     # then reproduce the training simulator within the family's tolerance
-    report = run_offline(bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, settle_s=0.0),
-                         overrides={"start": {"ramp_s": 0.0}})
+    report = run_offline(
+        bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, settle_s=0.0), overrides={"start": {"ramp_s": 0.0}}
+    )
     gate = report["gate"]
     assert gate["passed"], gate
     assert gate["value"] is not None and gate["value"] <= gate["tolerance"]
     assert report["runner"]["policy_runs"] >= 40
     if "hover" in report:  # a quadrotor's flight check: the task's own radius (0.15 m for a figure-8), settle as set
-        assert report["hover"]["radius_m"] == bundle.task_config["success_radius_m"] and report["hover"]["settle_s"] == 0
+        assert (
+            report["hover"]["radius_m"] == bundle.task_config["success_radius_m"] and report["hover"]["settle_s"] == 0
+        )
         assert report["hover"]["tracks_reference"] == (task == "quadrotor-track")
 
     assert main(["deploy", "ros2", str(bundle_dir), "--out", str(tmp_path / "ws")]) == 0
@@ -180,7 +192,7 @@ def test_the_robot_side_plays_the_reference_the_training_env_observed(task, tmp_
     bundle = load_bundle(_exported(task, tmp_path_factory))
     names, sizes = bundle.obs_names, [t.size for t in bundle.obs_terms]
     played = next(k for k in ("command", "gait_phase") if k in bundle.reference.values and k in names)
-    lo = sum(sizes[:names.index(played)])
+    lo = sum(sizes[: names.index(played)])
     cmd = slice(lo, lo + sizes[names.index(played)])
     steps = 30
 
@@ -264,10 +276,30 @@ def test_videos_show_the_goal_where_the_episode_puts_it(tmp_path, tmp_path_facto
     bundle_dir = _exported("arm-reach", tmp_path_factory)
     seen: list[np.ndarray] = []
     real = mujoco.Renderer.update_scene
-    monkeypatch.setattr(mujoco.Renderer, "update_scene",
-                        lambda self, d, *a, **k: (seen.append(d.mocap_pos.copy()), real(self, d, *a, **k))[1])
-    assert main(["play", str(bundle_dir.parent), "--episodes", "2", "--steps", "2", "--width", "64", "--height", "48",
-                 "--out", str(tmp_path / "play.mp4")]) == 0
+    monkeypatch.setattr(
+        mujoco.Renderer,
+        "update_scene",
+        lambda self, d, *a, **k: (seen.append(d.mocap_pos.copy()), real(self, d, *a, **k))[1],
+    )
+    assert (
+        main(
+            [
+                "play",
+                str(bundle_dir.parent),
+                "--episodes",
+                "2",
+                "--steps",
+                "2",
+                "--width",
+                "64",
+                "--height",
+                "48",
+                "--out",
+                str(tmp_path / "play.mp4"),
+            ]
+        )
+        == 0
+    )
     assert len(seen) == 4
     assert not np.allclose(seen[0], seen[2])  # each episode its own goal
     np.testing.assert_allclose(seen[0], seen[1])
@@ -278,9 +310,14 @@ def test_videos_show_the_goal_where_the_episode_puts_it(tmp_path, tmp_path_facto
     default = mocap_home(bench.robot.sim.m)
     goal = (default[0] + [0.05, -0.04, 0.03]).tolist()
     seen.clear()
-    run_benchmark(suite_for("arm-reach", bundle, spec), bundle, spec, bench,
-                  BenchmarkConfig(trials=1, duration_s=0.3, videos=1, task={"target_pos_w": goal}),
-                  video_dir=tmp_path / "bench")
+    run_benchmark(
+        suite_for("arm-reach", bundle, spec),
+        bundle,
+        spec,
+        bench,
+        BenchmarkConfig(trials=1, duration_s=0.3, videos=1, task={"target_pos_w": goal}),
+        video_dir=tmp_path / "bench",
+    )
     assert seen, "no frame was filmed"
     np.testing.assert_allclose(seen[-1][0], goal, atol=1e-6)
 
@@ -302,8 +339,8 @@ def test_a_rehearsal_takes_the_walking_command_it_is_given(tmp_path_factory):
     runner = PolicyRunner(cfg.rehearsed(bundle), overrides={"start": {"ramp_s": 0.0}}, msg_class=msg_class, policy=rec)
     report = run_offline(bundle, cfg, runner=runner)
     names, sizes = bundle.obs_names, [t.size for t in bundle.obs_terms]
-    lo = sum(sizes[:names.index("command")])
-    np.testing.assert_allclose(rec.obs[0][lo:lo + 3], [0.5, 0.0, 0.1])
+    lo = sum(sizes[: names.index("command")])
+    np.testing.assert_allclose(rec.obs[0][lo : lo + 3], [0.5, 0.0, 0.1])
     assert report["gate"]["value"] is not None
     with pytest.raises(BundleError, match="task_params.target_pos_w"):
         SimLoopConfig(task_params={"target_pos_w": [0.0, 0.0, 1.0]}).rehearsed(bundle)

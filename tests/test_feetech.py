@@ -39,10 +39,12 @@ HOME = np.array([a.default for a in SPEC.actuators])
 # (packet, its bytes worked out by hand from the manual: chk = ~(sum of the bytes after FF FF) & 0xFF)
 HAND_COMPUTED = [
     (Packet(1, Instruction.PING), "FF FF 01 02 01 FB"),
-    (Packet(1, Instruction.READ, bytes([56, 2])), "FF FF 01 04 02 38 02 BE"),             # Present_Position
+    (Packet(1, Instruction.READ, bytes([56, 2])), "FF FF 01 04 02 38 02 BE"),  # Present_Position
     (Packet(1, Instruction.WRITE, bytes([42, 0x00, 0x08])), "FF FF 01 05 03 2A 00 08 C4"),  # Goal_Position 2048
-    (Packet(0xFE, Instruction.SYNC_WRITE, bytes([42, 2, 1, 0xE8, 0x03, 2, 0x05, 0x80])),   # goals 1000 and -5
-     "FF FF FE 0A 83 2A 02 01 E8 03 02 05 80 D5"),
+    (
+        Packet(0xFE, Instruction.SYNC_WRITE, bytes([42, 2, 1, 0xE8, 0x03, 2, 0x05, 0x80])),  # goals 1000 and -5
+        "FF FF FE 0A 83 2A 02 01 E8 03 02 05 80 D5",
+    ),
     (Packet(0xFE, Instruction.SYNC_READ, bytes([56, 4, 1, 2, 3])), "FF FF FE 07 82 38 04 01 02 03 36"),
     (Packet(1, 0, bytes([0x00, 0x08, 0x0A, 0x80])), "FF FF 01 06 00 00 08 0A 80 66"),  # status: 2048 steps, -10 steps/s
 ]
@@ -65,8 +67,8 @@ def test_sign_magnitude():
     assert encode_sign_magnitude(-5, 15) == 0x8005 and encode_sign_magnitude(5, 15) == 5
     assert decode_sign_magnitude(0x8005, 15) == -5 and decode_sign_magnitude(0x0005, 15) == 5
     assert encode_register("Goal_Position", -5) == bytes([0x05, 0x80])
-    assert encode_register("Homing_Offset", -100) == bytes([0x64, 0x08])    # direction bit 11
-    assert encode_register("Present_Load", -1000) == bytes([0xE8, 0x07])    # direction bit 10
+    assert encode_register("Homing_Offset", -100) == bytes([0x64, 0x08])  # direction bit 11
+    assert encode_register("Present_Load", -1000) == bytes([0xE8, 0x07])  # direction bit 10
     for v in (-2047, -1, 0, 1, 2047):
         assert decode_sign_magnitude(encode_sign_magnitude(v, 11), 11) == v
     with pytest.raises(ValueError):
@@ -145,8 +147,10 @@ def test_bus_retries_a_corrupt_answer_and_names_a_silent_servo():
         bus.close()
         os.close(master)
         os.close(slave)
-    assert str(e.value) == (f"Feetech bus {port}: servo id 3 (elbow_flex) gave no answer within 200 ms to READ "
-                            f"Present_Position (2 tries); check its power, cable and id")
+    assert str(e.value) == (
+        f"Feetech bus {port}: servo id 3 (elbow_flex) gave no answer within 200 ms to READ "
+        f"Present_Position (2 tries); check its power, cable and id"
+    )
 
 
 # -- the twin ------------------------------------------------------------------------------------
@@ -187,8 +191,9 @@ def test_twin_ignores_a_packet_with_a_bad_checksum():
 
 
 def test_twin_serves_from_its_command_line():
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.hardware.feetech_twin", "--robot", "so100"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simreal.hardware.feetech_twin", "--robot", "so100"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         port = line.split(" on ")[1].split()[0]
@@ -336,8 +341,9 @@ def test_leader_arm_drives_the_follower_and_stays_limp():
         assert not lt.torque.any()
 
 
-@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), serial.SerialException("device disconnected"),
-                                     "termios"])
+@pytest.mark.parametrize(
+    "failure", [OSError(5, "Input/output error"), serial.SerialException("device disconnected"), "termios"]
+)
 def test_a_dead_serial_link_is_a_hardware_error_naming_the_port(failure):
     """The USB adapter unplugged (the twin killed): pyserial raises termios.error, OSError or
     SerialException from inside; the driver must see a HardwareError (a failed read the watchdog

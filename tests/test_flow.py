@@ -18,9 +18,17 @@ from simreal.action_chunk import ActionChunk  # noqa: E402
 from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import resolve  # noqa: E402
 
-TINY = ["backend=native", "env.episode_length_s=1.0", "trainer=bc", "algorithm=bc", "train.policy=flow",
-        "train.flow.hidden=[32,32]", "train.flow.chunk_size=4", "train.flow.steps=5",
-        "train.flow.temporal_ensemble_coeff=0.2"]
+TINY = [
+    "backend=native",
+    "env.episode_length_s=1.0",
+    "trainer=bc",
+    "algorithm=bc",
+    "train.policy=flow",
+    "train.flow.hidden=[32,32]",
+    "train.flow.chunk_size=4",
+    "train.flow.steps=5",
+    "train.flow.temporal_ensemble_coeff=0.2",
+]
 
 
 def flow_config(*overrides: str):
@@ -59,8 +67,13 @@ def test_fitting_recovers_chunks_that_are_a_function_of_the_observation():
     noise's mean must land on a_{t..t+3}."""
     from simreal.policies.bc_actor import make_actor
 
-    tc = flow_config("train.epochs=60", "train.batch_size=64", "train.learning_rate=0.003", "train.val_fraction=0.2",
-                     "train.flow.hidden=[64,64]")
+    tc = flow_config(
+        "train.epochs=60",
+        "train.batch_size=64",
+        "train.learning_rate=0.003",
+        "train.val_fraction=0.2",
+        "train.flow.hidden=[64,64]",
+    )
     torch.manual_seed(0)
     losses, result, pred, expected = fit_phase_demos(make_actor(fake_env(), tc), tc, episodes=8, chunk=4)
     assert losses[-1]["train"] < 0.5 * losses[0]["train"], losses
@@ -85,12 +98,46 @@ def test_train_bc_flow_evaluates_and_exports_like_any_run(tmp_path, capsys):
     from simreal.policies.train import load_config
 
     demos = tmp_path / "reach"
-    assert main(["demos", "arm-reach", "backend=native", "env.episode_length_s=1.0", "--teacher", "scripted",
-                 "--episodes", "4", "--num-envs", "4", "--seed", "1", "--out", str(demos)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                "env.episode_length_s=1.0",
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "4",
+                "--num-envs",
+                "4",
+                "--seed",
+                "1",
+                "--out",
+                str(demos),
+            ]
+        )
+        == 0
+    )
     run_dir = tmp_path / "flow"
     small = [a for a in TINY if a.startswith("train.flow.")]
-    assert main(["train-bc", str(demos), "train.num_eval_envs=2", *small, "--policy", "flow", "--epochs", "2",
-                 "--out", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "train-bc",
+                str(demos),
+                "train.num_eval_envs=2",
+                *small,
+                "--policy",
+                "flow",
+                "--epochs",
+                "2",
+                "--out",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     assert "eval (2 episodes) success" in capsys.readouterr().out
     cfg = load_config(run_dir)
     assert (cfg.train.policy, cfg.train.flow.chunk_size, cfg.train.flow.steps) == ("flow", 4, 5)

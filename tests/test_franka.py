@@ -104,7 +104,7 @@ def test_disconnect_holds_the_measured_pose_and_keeps_the_grasp():
             measured = robot.observation()["joint_pos"]
         assert not robot.connected
         np.testing.assert_allclose(twin.target, measured[:7])  # the hold replaced the motion
-        assert twin.gripper_commands == [("grasp", 0.0)]       # no width re-sent: the grasp holds
+        assert twin.gripper_commands == [("grasp", 0.0)]  # no width re-sent: the grasp holds
 
 
 def test_a_twin_address_that_is_not_open_and_a_wrong_mode_are_refused():
@@ -157,12 +157,16 @@ def test_recording_end_effector_teleop_on_the_franka_twin(tmp_path):
     from simreal.hardware.teleop import DeviceInput
 
     dev = ScriptedDevice()
-    with FrankaTwin() as twin, arm(twin, relative_dynamics_factor=0.5) as robot, \
-            EndEffectorJog(dev, robot.spec) as teleop:
+    with (
+        FrankaTwin() as twin,
+        arm(twin, relative_dynamics_factor=0.5) as robot,
+        EndEffectorJog(dev, robot.spec) as teleop,
+    ):
         p0, _ = teleop.tool_pose(robot.observation()["joint_pos"])
         dev.now = DeviceInput(np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]))  # up at 0.1 m/s
-        writer = DatasetWriter.create(tmp_path / "ds", fps=25, features=dataset_features(robot, []),
-                                      robot_type="franka")
+        writer = DatasetWriter.create(
+            tmp_path / "ds", fps=25, features=dataset_features(robot, []), robot_type="franka"
+        )
         stats = Recorder(robot, teleop, [], writer, fps=25, task="lift the tool").run(1, episode_s=1.6, reset_s=0.0)
         writer.close()
         time.sleep(0.3)

@@ -40,16 +40,21 @@ from simreal.retarget.loaders import load_motion_source
 from simreal.robot_spec import load_robot_spec
 from simreal.yaml_io import load_yaml
 
-_COMMON = dict(deadline=datetime.timedelta(seconds=10), database=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_COMMON = dict(
+    deadline=datetime.timedelta(seconds=10),
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 FAST = settings(max_examples=30, derandomize=True, **_COMMON)
 SLOW = settings(max_examples=600, **_COMMON)
 
 
 def fuzz(*strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], tuple[Callable, Callable]]:
     """The property as two tests: a derandomised few for CI, and many under the slow marker."""
+
     def wrap(check: Callable[..., None]) -> tuple[Callable, Callable]:
         return FAST(given(*strategies)(check)), pytest.mark.slow(SLOW(given(*strategies)(check)))
+
     return wrap
 
 
@@ -83,15 +88,24 @@ def byte_mutations(seed: bytes) -> st.SearchStrategy[bytes]:
         st.lists(st.integers(0, 8 * n - 1), min_size=1, max_size=8).map(lambda bits: _flip(seed, bits)),
         st.integers(0, n - 1).map(lambda k: seed[:k]),
         st.tuples(st.integers(0, n), st.integers(0, 64), st.binary(max_size=16)).map(
-            lambda t: seed[:t[0]] + t[2] + seed[t[0] + t[1]:]),
+            lambda t: seed[: t[0]] + t[2] + seed[t[0] + t[1] :]
+        ),
         st.binary(max_size=512),
     )
 
 
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-4, 64), st.integers(), st.floats(),
-                    st.text(max_size=10), st.sampled_from(["", "/", "..", "policy.onnx", "obs", "m1", "1e400"]))
-VALUES = st.recursive(SCALARS, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
-                      max_leaves=8)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-4, 64),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=10),
+    st.sampled_from(["", "/", "..", "policy.onnx", "obs", "m1", "1e400"]),
+)
+VALUES = st.recursive(
+    SCALARS, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=8
+)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
@@ -130,10 +144,14 @@ def yaml_mutations(tree: dict[str, Any]) -> st.SearchStrategy[bytes]:
 
 
 BAD_ARRAYS = st.one_of(
-    st.just(np.array([{"evil": 1}], dtype=object)),        # pickled objects
-    st.just(np.array(["a", "b"])), st.just(np.array(b"\xff\xfe")), st.just(np.array(3 + 1j)),
-    hnp.arrays(st.sampled_from([np.float64, np.float32, np.int64, np.uint8, np.bool_, np.complex64, np.str_]),
-               hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)),
+    st.just(np.array([{"evil": 1}], dtype=object)),  # pickled objects
+    st.just(np.array(["a", "b"])),
+    st.just(np.array(b"\xff\xfe")),
+    st.just(np.array(3 + 1j)),
+    hnp.arrays(
+        st.sampled_from([np.float64, np.float32, np.int64, np.uint8, np.bool_, np.complex64, np.str_]),
+        hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+    ),
 )
 
 
@@ -182,20 +200,24 @@ def test_the_seeds_are_valid():
 
 def file_check(name: str, read: Callable[[Path], Any]) -> Callable[[bytes], None]:
     """A property: ``read`` of a file ``name`` holding the drawn bytes is refused cleanly, naming it."""
+
     def check(data: bytes) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / name
             p.write_bytes(data)
             refused_cleanly(lambda: read(p), str(p))
+
     return check
 
 
 def bundle_check(member: str, read: Callable[[Path], Any]) -> Callable[[bytes], None]:
     """A property: ``read`` of the seed bundle with ``member`` replaced by the drawn bytes."""
+
     def check(data: bytes) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             d = S.write_bundle(Path(tmp) / "bundle", {member: data})
             refused_cleanly(lambda: read(d), str(d))
+
     return check
 
 
@@ -213,9 +235,36 @@ def _task_config(p: Path) -> None:
         assert "\n" not in str(e), str(e)
 
 
-BVH_TOKENS = ["nan", "inf", "-inf", "1e308", "1e-320", "0", "-1", "3", "99999999999999999999", "{", "}", "JOINT",
-              "End", "Site", "CHANNELS", "ROOT", "MOTION", "Frames:", "Frame", "Time:", "Xrotation", "Zposition",
-              "OFFSET", "HIERARCHY", "\x00", "\u00e9", "\n", ""]
+BVH_TOKENS = [
+    "nan",
+    "inf",
+    "-inf",
+    "1e308",
+    "1e-320",
+    "0",
+    "-1",
+    "3",
+    "99999999999999999999",
+    "{",
+    "}",
+    "JOINT",
+    "End",
+    "Site",
+    "CHANNELS",
+    "ROOT",
+    "MOTION",
+    "Frames:",
+    "Frame",
+    "Time:",
+    "Xrotation",
+    "Zposition",
+    "OFFSET",
+    "HIERARCHY",
+    "\x00",
+    "\u00e9",
+    "\n",
+    "",
+]
 
 
 @st.composite
@@ -238,12 +287,47 @@ def check_overrides(items: list[str]) -> None:
     refused_cleanly(lambda: parse_overrides(items), None)
 
 
-OVERRIDE_KEYS = st.sampled_from(["seed", "robot", "backend", "train.num_envs", "train.discounting", "train",
-                                 "env.episode_length_s", "env.action_delay_steps", "env", "eval.episodes",
-                                 "algorithms.ppo", "train.policy_hidden", "x.y", "env.reward_scales.alive"])
-OVERRIDE_VALUES = st.one_of(st.text(max_size=12), st.sampled_from(
-    [".nan", ".inf", "-1", "0", "1e400", "[1, 2]", "{a: 1}", "null", "true", "2024-13-45", "!!int x", "&a [*a]",
-     "9" * 5000, "[" * 200, "'x", "a: b: c"]))
+OVERRIDE_KEYS = st.sampled_from(
+    [
+        "seed",
+        "robot",
+        "backend",
+        "train.num_envs",
+        "train.discounting",
+        "train",
+        "env.episode_length_s",
+        "env.action_delay_steps",
+        "env",
+        "eval.episodes",
+        "algorithms.ppo",
+        "train.policy_hidden",
+        "x.y",
+        "env.reward_scales.alive",
+    ]
+)
+OVERRIDE_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            ".nan",
+            ".inf",
+            "-1",
+            "0",
+            "1e400",
+            "[1, 2]",
+            "{a: 1}",
+            "null",
+            "true",
+            "2024-13-45",
+            "!!int x",
+            "&a [*a]",
+            "9" * 5000,
+            "[" * 200,
+            "'x",
+            "a: b: c",
+        ]
+    ),
+)
 
 
 def check_overrides_resolve(pairs: list[tuple[str, str]]) -> None:
@@ -254,23 +338,33 @@ def check_overrides_resolve(pairs: list[tuple[str, str]]) -> None:
 
 
 test_bundle_yaml, test_bundle_yaml_slow = fuzz(yaml_mutations(S.BUNDLE_TREE))(
-    bundle_check("bundle.yaml", _load_and_open))
+    bundle_check("bundle.yaml", _load_and_open)
+)
 test_policy_onnx, test_policy_onnx_slow = fuzz(byte_mutations(S.BUNDLE_FILES["policy.onnx"]))(
-    bundle_check("policy.onnx", _load_and_open))
+    bundle_check("policy.onnx", _load_and_open)
+)
 test_reference_npz, test_reference_npz_slow = fuzz(npz_mutations({"target_pos_w": np.ones((5, 3))}))(
-    bundle_check("reference.npz", load_bundle))
+    bundle_check("reference.npz", load_bundle)
+)
 test_robot_spec, test_robot_spec_slow = fuzz(yaml_mutations(S.ROBOT_TREE))(
-    file_check("robot.yaml", lambda p: load_robot_spec(str(p))))
+    file_check("robot.yaml", lambda p: load_robot_spec(str(p)))
+)
 test_task_config, test_task_config_slow = fuzz(yaml_mutations(S.TASK_TREE))(file_check("task.yaml", _task_config))
 test_motion_file, test_motion_file_slow = fuzz(npz_mutations(S.MOTION_ARRAYS))(file_check("motion.npz", load_motion))
 test_bvh, test_bvh_slow = fuzz(st.one_of(byte_mutations(S.BVH), bvh_token_edits()))(
-    file_check("clip.bvh", load_motion_source))
+    file_check("clip.bvh", load_motion_source)
+)
 test_keypoint_csv, test_keypoint_csv_slow = fuzz(byte_mutations(S.KEYPOINT_CSV))(
-    file_check("kp.csv", load_motion_source))
+    file_check("kp.csv", load_motion_source)
+)
 test_keypoint_npz, test_keypoint_npz_slow = fuzz(npz_mutations(S.KEYPOINTS))(file_check("kp.npz", load_motion_source))
 test_amass, test_amass_slow = fuzz(
-    st.one_of(st.tuples(npz_mutations(S.AMASS), st.just(S.npz_bytes(S.BODY_MODEL))),
-              st.tuples(st.just(S.npz_bytes(S.AMASS)), npz_mutations(S.BODY_MODEL))))(check_amass)
+    st.one_of(
+        st.tuples(npz_mutations(S.AMASS), st.just(S.npz_bytes(S.BODY_MODEL))),
+        st.tuples(st.just(S.npz_bytes(S.AMASS)), npz_mutations(S.BODY_MODEL)),
+    )
+)(check_amass)
 test_overrides, test_overrides_slow = fuzz(st.lists(st.text(max_size=24), max_size=4))(check_overrides)
 test_overrides_resolve, test_overrides_resolve_slow = fuzz(
-    st.lists(st.tuples(OVERRIDE_KEYS, OVERRIDE_VALUES), min_size=1, max_size=3))(check_overrides_resolve)
+    st.lists(st.tuples(OVERRIDE_KEYS, OVERRIDE_VALUES), min_size=1, max_size=3)
+)(check_overrides_resolve)

@@ -26,14 +26,18 @@ FPS = 30.0
 N = 32
 NO_NOISE = ["backend=native", "env.randomize=false", "env.obs_noise_scale=0", "env.action_delay_steps=[0,0]"]
 MIN_MEAN_REWARD = 0.97  # joint_pos reward after one PD-driven step, mean over reference states
-MIN_REWARD = 0.85       # and at the worst one
+MIN_REWARD = 0.85  # and at the worst one
 
 
 @pytest.fixture(scope="module")
 def walk_g1(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("tracking_ref")
-    clip = synth.with_noise(synth.walking(duration_s=2.0, fps=FPS, turn_rate_rad_s=0.1, feet=synth.REAL_FEET),
-                            noise_deg=0.3, root_noise_m=0.001, seed=3)
+    clip = synth.with_noise(
+        synth.walking(duration_s=2.0, fps=FPS, turn_rate_rad_s=0.1, feet=synth.REAL_FEET),
+        noise_deg=0.3,
+        root_noise_m=0.001,
+        seed=3,
+    )
     bvh, out = d / "walk.bvh", d / "walk_g1.npz"
     synth.write_bvh(bvh, clip, units="cm", up="y", order="ZXY", six_channels=True, rig="bandai")
     assert main(["retarget", str(bvh), "--robot", "g1", "--out", str(out)]) == 0

@@ -25,7 +25,7 @@ def test_the_gait_clock_has_its_period_the_legs_half_apart_and_the_bundle_plays_
     steps = np.arange(3 * env.cycle_steps)
     clock = np.asarray(jax.vmap(env.gait_clock)(steps))
     assert env.cycle_steps * env.ctrl_dt == pytest.approx(period)  # 0.8 s at 50 Hz: 40 rows
-    np.testing.assert_allclose(clock[: env.cycle_steps], clock[env.cycle_steps: 2 * env.cycle_steps], atol=1e-5)
+    np.testing.assert_allclose(clock[: env.cycle_steps], clock[env.cycle_steps : 2 * env.cycle_steps], atol=1e-5)
     np.testing.assert_allclose(clock[:, 2:], -clock[:, :2], atol=1e-5)  # half a period apart
     ref = env.deploy_reference()
     assert ref.loop and ref.rate_hz == pytest.approx(1 / env.ctrl_dt)
@@ -70,7 +70,9 @@ def test_the_cycle_error_measures_the_pace_not_the_sway(env):
         p = phys.replace(qvel=phys.qvel.at[0].set(vx))
         stats = upd(stats, p, {"command": cmd, "step": jnp.asarray(k)})
     final = env.final_stats(stats, jnp.bool_(False))
-    assert float(final["vel_err_cycle_m_s"]) == pytest.approx(0.0, abs=1e-4) and float(final["vel_err_cycle_m_s/n"]) == 1
+    assert (
+        float(final["vel_err_cycle_m_s"]) == pytest.approx(0.0, abs=1e-4) and float(final["vel_err_cycle_m_s/n"]) == 1
+    )
     assert float(final["vel_rmse_m_s"]) == pytest.approx(0.2 / np.sqrt(2), rel=0.02)
 
 
@@ -94,9 +96,10 @@ def test_the_cycle_error_as_rms_and_as_mean(env):
 
 def test_the_legged_terms():
     assert float(rw.contact_schedule(jnp.array([True, False]), jnp.array([True, True]))) == 1.0
-    assert float(rw.swing_height(jnp.array([0.02, 0.1]), jnp.array([True, False]), 0.08)) == pytest.approx(0.02 ** 2)
-    assert float(rw.contact_slip(jnp.array([[0.1, 0.0, 0.0], [1.0, 1.0, 0.0]]), jnp.array([True, False]))) == \
-        pytest.approx(0.01)
+    assert float(rw.swing_height(jnp.array([0.02, 0.1]), jnp.array([True, False]), 0.08)) == pytest.approx(0.02**2)
+    assert float(
+        rw.contact_slip(jnp.array([[0.1, 0.0, 0.0], [1.0, 1.0, 0.0]]), jnp.array([True, False]))
+    ) == pytest.approx(0.01)
     assert float(rw.outside_range(jnp.array([-2.0, 0.0, 3.0]), jnp.full(3, -1.0), jnp.full(3, 1.0))) == 3.0
     # the swing profile: flat in stance, up to the height mid-swing, back down by its end
     phase = jnp.array([0.0, 0.5, 0.55, 0.775, 0.999])
@@ -129,9 +132,11 @@ def test_a_command_beyond_the_trained_range_is_clamped_on_the_robot_and_refused_
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import SimrealError
 
-    b = dataclasses.replace(load_bundle(T.make_holding_bundle(tmp_path / "b", "g1_12dof")),
-                            task_params={"command": [0.0, 0.0, 0.0]},
-                            task_config={"cmd_vx_m_s": [0.0, 1.0], "cmd_vy_m_s": [-0.3, 0.3], "cmd_yaw_rad_s": [-0.5, 0.5]})
+    b = dataclasses.replace(
+        load_bundle(T.make_holding_bundle(tmp_path / "b", "g1_12dof")),
+        task_params={"command": [0.0, 0.0, 0.0]},
+        task_config={"cmd_vx_m_s": [0.0, 1.0], "cmd_vy_m_s": [-0.3, 0.3], "cmd_yaw_rad_s": [-0.5, 0.5]},
+    )
     np.testing.assert_allclose(b.command_ranges(), [[0.0, 1.0], [-0.3, 0.3], [-0.5, 0.5]])
     runner = PolicyRunner(b)
     assert runner._trained_command(np.array([2.0, -1.0, 0.2])).tolist() == [1.0, -0.3, 0.2]

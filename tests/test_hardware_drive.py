@@ -89,7 +89,7 @@ def test_lost_state_puts_safe_command_on_the_wire(arm):
     def on_tick(result, sent):
         seen.append((result.mode, robot.q.copy()))
         if len(seen) == 150:  # the cable is pulled 3 s in
-            robot.fail_reads = 10 ** 6
+            robot.fail_reads = 10**6
 
     with robot:
         report = drive(robot, runner, duration_s=5.0, clock=clock, sleep=clock.sleep, on_tick=on_tick)
@@ -117,7 +117,7 @@ def test_a_link_that_dies_ends_in_a_watchdog_trip_and_a_report_not_an_error(arm)
     def on_tick(result, sent):
         ticks[0] += 1
         if ticks[0] == 100:
-            robot.fail_reads = robot.fail_writes = 10 ** 6
+            robot.fail_reads = robot.fail_writes = 10**6
 
     with robot:
         report = drive(robot, runner, duration_s=4.0, clock=clock, sleep=clock.sleep, on_tick=on_tick)
@@ -136,11 +136,21 @@ def test_bundle_for_another_mode_is_refused(arm):
         drive(robot, PolicyRunner(bundle, spec=spec), duration_s=0.1)
 
 
-@pytest.mark.parametrize("make, driver, says", [
-    (lambda d: bundles.make_pd_hover_bundle(d), "so100", "driver 'so100' drives so100, not robot 'crazyflie2'; "
-                                                          "robot 'crazyflie2' is driven by crazyflie"),
-    (lambda d: bundles.make_joint_mlp_bundle(d, "so100"), "px4", "driver 'px4' drives crazyflie2, not robot 'so100'"),
-])
+@pytest.mark.parametrize(
+    "make, driver, says",
+    [
+        (
+            lambda d: bundles.make_pd_hover_bundle(d),
+            "so100",
+            "driver 'so100' drives so100, not robot 'crazyflie2'; robot 'crazyflie2' is driven by crazyflie",
+        ),
+        (
+            lambda d: bundles.make_joint_mlp_bundle(d, "so100"),
+            "px4",
+            "driver 'px4' drives crazyflie2, not robot 'so100'",
+        ),
+    ],
+)
 def test_a_driver_for_another_robot_is_one_line_before_anything_starts(tmp_path, capsys, make, driver, says):
     from simreal.cli import main
 
@@ -160,8 +170,10 @@ def test_drive_gives_a_goal_driven_policy_its_goal_or_refuses_it(tmp_path, capsy
     assert main(["drive", str(b), "--twin", "--duration", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--task-param target_pos_w=[x,y,z]" in err, err
-    assert main(["drive", str(b), "--twin", "--duration", "1", "--json", "--task-param",
-                 "target_pos_w=[0.2,0.0,0.15]"]) == 0
+    assert (
+        main(["drive", str(b), "--twin", "--duration", "1", "--json", "--task-param", "target_pos_w=[0.2,0.0,0.15]"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["runner"]["policy_runs"] >= 15 and out["sent"] == out["ticks"]  # 30 Hz for 1 s of wall clock, or fewer
 
@@ -265,8 +277,12 @@ def test_ctrl_c_ends_drive_with_its_report(tmp_path):
     import time
 
     b = bundles.make_joint_mlp_bundle(tmp_path / "b", "so100")
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         err = ""
@@ -291,12 +307,18 @@ def test_drive_cli_runs_a_bundle_on_the_so100_twin(tmp_path):
     import sys
 
     b = bundles.make_joint_mlp_bundle(tmp_path / "b", "so100")
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "1.5", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "1.5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["ticks"] >= 30 and out["sent"] == out["ticks"] and out["read_errors"] == 0
-    assert out["runner"]["policy_runs"] >= 30 and out["runner"]["safety"]["faults"] == 0 and out["final_mode"] == "estop"
+    assert (
+        out["runner"]["policy_runs"] >= 30 and out["runner"]["safety"]["faults"] == 0 and out["final_mode"] == "estop"
+    )
 
 
 def test_drive_cli_on_the_g1_twin_records_the_dds_session(tmp_path):
@@ -310,8 +332,24 @@ def test_drive_cli_on_the_g1_twin_records_the_dds_session(tmp_path):
 
     b = bundles.make_joint_mlp_bundle(tmp_path / "b", "g1")
     bag = tmp_path / "bag"
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "1",
-                        "--bag", str(bag), "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "drive",
+            str(b),
+            "--twin",
+            "--duration",
+            "1",
+            "--bag",
+            str(bag),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     counts = read_bag_counts(bag)
@@ -328,8 +366,12 @@ def test_drive_cli_on_the_g1_twin_stands_it_on_the_floor_and_says_why_it_faulted
     import sys
 
     b = bundles.make_holding_bundle(tmp_path / "b", "g1")
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "2.5"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "simreal.cli", "drive", str(b), "--twin", "--duration", "2.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].endswith("; 1 safety faults"), lines
@@ -363,11 +405,21 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
 
     spec = bundles.joint_robot_spec()
     terms = [("joint_pos_rel", 2), ("joint_vel", 2), ("command", 3), ("last_action", 2)]
-    d = bundles.write_bundle(tmp_path / "walk", spec=spec, model=bundles.mlp_onnx(9, 2, (8,)), task="walk-like",
-                             obs_terms=terms, mode="joint_position", names=spec.actuator_names, units=["rad"] * 2,
-                             scale=[0.5, 0.5], offset=[a.default for a in spec.actuators],
-                             low=[a.range[0] for a in spec.actuators], high=[a.range[1] for a in spec.actuators],
-                             control_rate_hz=spec.control_rate_hz)
+    d = bundles.write_bundle(
+        tmp_path / "walk",
+        spec=spec,
+        model=bundles.mlp_onnx(9, 2, (8,)),
+        task="walk-like",
+        obs_terms=terms,
+        mode="joint_position",
+        names=spec.actuator_names,
+        units=["rad"] * 2,
+        scale=[0.5, 0.5],
+        offset=[a.default for a in spec.actuators],
+        low=[a.range[0] for a in spec.actuators],
+        high=[a.range[1] for a in spec.actuators],
+        control_rate_hz=spec.control_rate_hz,
+    )
     raw = load_yaml(d / "bundle.yaml")
     raw["task_config"] = {"cmd_vx_m_s": [-0.5, 1.5], "cmd_vy_m_s": [-0.2, 0.2], "cmd_yaw_rad_s": [-1.0, 1.0]}
     write_bundle_yaml(d, raw)
@@ -377,12 +429,15 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
     steer = velocity_teleop(stick, load_bundle(d))
     seen = []
     clock = SimClock()
-    for axes, want in (([-1.0, 1.0, 0, 0, 0, 0.5], [1.5, 0.2, 0.5]),     # full forward, full left, half yaw
-                       ([0.5, -1.0, 0, 0, 0, 0.0], [-0.5, -0.1, 0.0])):  # full back, half right
+    for axes, want in (
+        ([-1.0, 1.0, 0, 0, 0, 0.5], [1.5, 0.2, 0.5]),  # full forward, full left, half yaw
+        ([0.5, -1.0, 0, 0, 0, 0.0], [-0.5, -0.1, 0.0]),
+    ):  # full back, half right
         stick.now = DeviceInput(np.array(axes))
         seen.clear()
-        runner = PolicyRunner(load_bundle(d), spec=spec,
-                              policy=lambda obs: (seen.append(obs[4:7].copy()), np.zeros(2))[1])
+        runner = PolicyRunner(
+            load_bundle(d), spec=spec, policy=lambda obs: (seen.append(obs[4:7].copy()), np.zeros(2))[1]
+        )
         with FakeJointRobot(spec, clock=clock) as robot:
             report = drive(robot, runner, duration_s=0.5, clock=clock, sleep=clock.sleep, task_input=steer)
         assert len(seen) > 10 and np.allclose(seen, want), (seen[-1], want)

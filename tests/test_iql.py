@@ -61,4 +61,7 @@ def test_the_experts_frames_weigh_more_than_random_ones():
     # on the random frames, the actions that head for 0 are the ones weighted up
     x, a = np.concatenate(ro)[:, 0], np.concatenate(ra)[:, 0]
     towards = np.sign(a) == -np.sign(x)
-    assert np.median(w_random[towards]) > 1.3 * np.median(w_random[~towards]), (np.median(w_random[towards]), np.median(w_random[~towards]))
+    assert np.median(w_random[towards]) > 1.3 * np.median(w_random[~towards]), (
+        np.median(w_random[towards]),
+        np.median(w_random[~towards]),
+    )

@@ -48,8 +48,23 @@ def frames_npz(tmp_path, world):
 
 def label(server, frames_npz, out, *extra, pairs=N_PAIRS, capsys=None):
     """Run ``simreal label`` in this process; (exit code, this run's cost report or None)."""
-    rc = main(["label", str(frames_npz), "--endpoint", server.url, "--model", "oracle", "--out", str(out),
-               "--cache", str(out.parent / "cache"), "--pairs", str(pairs), *extra])
+    rc = main(
+        [
+            "label",
+            str(frames_npz),
+            "--endpoint",
+            server.url,
+            "--model",
+            "oracle",
+            "--out",
+            str(out),
+            "--cache",
+            str(out.parent / "cache"),
+            "--pairs",
+            str(pairs),
+            *extra,
+        ]
+    )
     cost = out.with_name(out.name + ".cost.json")
     return rc, (json.loads(cost.read_text())["runs"][-1] if rc == 0 else None)
 
@@ -65,42 +80,80 @@ def ground_truth(world, labels):
 #: parser before it read 22 of these 57 (none in prose).
 STATED = [
     # a line, or a keyword and a label
-    ("1", 1), ("0", 0), ("-1", -1), ("  1.\n", 1), ("**0**", 0), ("Answer: 0", 0), ("answer: -1", -1), ("label=1", 1),
-    ("Label: 1", 1), ("**Answer: 0**", 0), ("**Answer:** 1", 1), ("Final answer: 1", 1), ("The answer is: **1**", 1),
-    ("My final answer is 0.", 0), ("Answer: Image 2", 1), ("Image 2", 1), ("The answer is 1 (Image 2).", 1),
+    ("1", 1),
+    ("0", 0),
+    ("-1", -1),
+    ("  1.\n", 1),
+    ("**0**", 0),
+    ("Answer: 0", 0),
+    ("answer: -1", -1),
+    ("label=1", 1),
+    ("Label: 1", 1),
+    ("**Answer: 0**", 0),
+    ("**Answer:** 1", 1),
+    ("Final answer: 1", 1),
+    ("The answer is: **1**", 1),
+    ("My final answer is 0.", 0),
+    ("Answer: Image 2", 1),
+    ("Image 2", 1),
+    ("The answer is 1 (Image 2).", 1),
     ("The answer is -1 because there is no difference.", -1),
     ("Both images show the same state, so the answer is -1.", -1),
     ("There is no clear difference between the two images.\n-1", -1),
     ("0\n\nImage 1 shows the drawer further open.", 0),
-    ("Image 2 shows it best.\n0", 0), ("The goal is closer in Image 2.\nAnswer: 1", 1),
-    ("0 - Image 1 is closer to the goal.", 0), ("Is the goal better achieved in Image 1 or Image 2?\n1", 1),
+    ("Image 2 shows it best.\n0", 0),
+    ("The goal is closer in Image 2.\nAnswer: 1", 1),
+    ("0 - Image 1 is closer to the goal.", 0),
+    ("Is the goal better achieved in Image 1 or Image 2?\n1", 1),
     ("Answer: 1\n\nExplanation: Image 2 shows the cube on the target, while Image 1 does not.", 1),
     # JSON
-    ('{"answer": 1}', 1), ('```json\n{"label": "-1"}\n```', -1),
+    ('{"answer": 1}', 1),
+    ('```json\n{"label": "-1"}\n```', -1),
     ('{"answer": "Image 2", "reason": "the cube is on the target"}', 1),
     # prose
-    ("After comparing both images, my answer is 1", 1), ("Image 2 is better.", 1), ("Image 1 is better", 0),
-    ("The goal is better achieved in Image 2.", 1), ("The goal is better achieved in Image 1 than in Image 2.", 0),
-    ("Image 2 is clearly closer to the goal.", 1), ("The robot in Image 2 is closer to the goal.", 1),
-    ("Image 1 is worse than Image 2.", 1), ("Image 1 is further from the goal than Image 2.", 1),
-    ("The second image is better.", 1), ("I would choose Image 1.", 0), ("If we compare them, Image 2 is better.", 1),
-    ("**Image 2** is **better**.", 1), ("I think Image 2 is better", 1),
+    ("After comparing both images, my answer is 1", 1),
+    ("Image 2 is better.", 1),
+    ("Image 1 is better", 0),
+    ("The goal is better achieved in Image 2.", 1),
+    ("The goal is better achieved in Image 1 than in Image 2.", 0),
+    ("Image 2 is clearly closer to the goal.", 1),
+    ("The robot in Image 2 is closer to the goal.", 1),
+    ("Image 1 is worse than Image 2.", 1),
+    ("Image 1 is further from the goal than Image 2.", 1),
+    ("The second image is better.", 1),
+    ("I would choose Image 1.", 0),
+    ("If we compare them, Image 2 is better.", 1),
+    ("**Image 2** is **better**.", 1),
+    ("I think Image 2 is better", 1),
     ("Image 2 is better, as Image 1 is further from the goal.", 1),
     ("Image 2 better achieves the goal of placing the cube on the target.", 1),
-    ("Answer: The goal is better achieved in Image 2.", 1), ("Image 2 is better. Answer: 2", 1),
+    ("Answer: The goal is better achieved in Image 2.", 1),
+    ("Image 2 is better. Answer: 2", 1),
     ("Is the goal better achieved in Image 1 or Image 2? Image 2 is better.", 1),
     ("Based on the description, Image 1 is slightly better. Answer: 0", 0),
     # reasoning that names both images, then a final choice
-    ("1. Image 1 shows the gripper above the table, far from the cube.\n2. Image 2 shows the cube resting on the "
-     "green target.\n3. Yes: Image 2 is closer to the goal than Image 1.\nFinal answer: 1", 1),
-    ("- Image 1: the drawer is closed.\n- Image 2: the drawer is half open.\nThe goal is better achieved in "
-     "Image 2, so my answer is 1.", 1),
+    (
+        "1. Image 1 shows the gripper above the table, far from the cube.\n2. Image 2 shows the cube resting on the "
+        "green target.\n3. Yes: Image 2 is closer to the goal than Image 1.\nFinal answer: 1",
+        1,
+    ),
+    (
+        "- Image 1: the drawer is closed.\n- Image 2: the drawer is half open.\nThe goal is better achieved in "
+        "Image 2, so my answer is 1.",
+        1,
+    ),
     ("Image 1 has the arm closer to the cube, but in Image 2 the cube is on the target.\nAnswer: 1", 1),
-    ("Image 1 is better at keeping the cube upright, but Image 2 is better at reaching the target. Overall, "
-     "the answer is 1.", 1),
+    (
+        "Image 1 is better at keeping the cube upright, but Image 2 is better at reaching the target. Overall, "
+        "the answer is 1.",
+        1,
+    ),
     ("Image 2 is better than Image 1 because the cube is closer to the target. Therefore, the answer is 1.", 1),
-    ("In Image 1, the robot has not yet grasped the cube. In Image 2, the cube is on the target. So Image 2 is "
-     "better: 1", 1),
+    (
+        "In Image 1, the robot has not yet grasped the cube. In Image 2, the cube is on the target. So Image 2 is "
+        "better: 1",
+        1,
+    ),
     ("Based on the analysis, the goal is better achieved in Image 2. Therefore, the answer is 1.", 1),
     ("The answer is 0 if Image 1 is better and 1 if Image 2 is better. Here Image 2 is better, so the answer is 1.", 1),
 ]
@@ -108,20 +161,39 @@ STATED = [
 #: Answers that state no label, or contradict themselves: refused, never guessed. (The parser
 #: before issue 54 read 5 of these 33 as a label, and raised RecursionError on one.)
 REFUSED = [
-    "", "   ", "I cannot tell which image is better.", "Both images look equally good.", "both look the same",
-    "Neither Image 1 nor Image 2 is better.", "It is unclear whether Image 2 is better.", "Image 2 is better?",
-    "It is hard to say if Image 1 is better than Image 2.", "I don't think Image 2 is better.",
-    "I'm not sure; maybe Image 2 is better.", "Image 1 is not better than Image 2.",
-    "Image 2 is not as good as Image 1.", "Image 1 does not reach the target and Image 2 is better",
+    "",
+    "   ",
+    "I cannot tell which image is better.",
+    "Both images look equally good.",
+    "both look the same",
+    "Neither Image 1 nor Image 2 is better.",
+    "It is unclear whether Image 2 is better.",
+    "Image 2 is better?",
+    "It is hard to say if Image 1 is better than Image 2.",
+    "I don't think Image 2 is better.",
+    "I'm not sure; maybe Image 2 is better.",
+    "Image 1 is not better than Image 2.",
+    "Image 2 is not as good as Image 1.",
+    "Image 1 does not reach the target and Image 2 is better",
     "1. Image 1 shows the arm.\n2. Image 2 shows the arm.",
-    "The images show a robot arm and a cube.", "Answer: 2", "Answer: 10", "Answer: 1.5", "Answer: 0 or 1",
-    '{"answer": 2}', '{"answer": 1e999}', pytest.param('{"a": ' * 5000 + "1" + "}" * 5000, id="JSON nested 5000 deep"),
+    "The images show a robot arm and a cube.",
+    "Answer: 2",
+    "Answer: 10",
+    "Answer: 1.5",
+    "Answer: 0 or 1",
+    '{"answer": 2}',
+    '{"answer": 1e999}',
+    pytest.param('{"a": ' * 5000 + "1" + "}" * 5000, id="JSON nested 5000 deep"),
     "The answer would be 1 if Image 2 were better; here neither is.",
     # both images named better, or a label that contradicts the prose (the label and the image's number confused)
-    "Image 1 is better. Image 2 is better.", "Image 1 is better lit, but Image 2 is closer to the goal.",
-    "Image 1 is closer to the goal. However, Image 2 is better.", "Image 1 is better. Answer: 1",
-    "Image 2 is better, so the answer is 0.", "1\nThe goal is better achieved in Image 1.\n0",
-    "0\n\nImage 2 is better.", "0 (Image 2 is better)",
+    "Image 1 is better. Image 2 is better.",
+    "Image 1 is better lit, but Image 2 is closer to the goal.",
+    "Image 1 is closer to the goal. However, Image 2 is better.",
+    "Image 1 is better. Answer: 1",
+    "Image 2 is better, so the answer is 0.",
+    "1\nThe goal is better achieved in Image 1.\n0",
+    "0\n\nImage 2 is better.",
+    "0 (Image 2 is better)",
     "Reply a single line of 0 if the goal is better achieved in Image 1, or 1 if it is better achieved in Image 2.",
 ]
 
@@ -162,8 +234,13 @@ def test_query_key_follows_model_task_pixels_and_order(world):
     assert key == query_key("m", "t", a.copy(), b.copy())
     changed = a.copy()
     changed[0, 0, 0] ^= 1
-    others = {query_key("m2", "t", a, b), query_key("m", "t2", a, b), query_key("m", "t", b, a),
-              query_key("m", "t", changed, b), query_key("m", "t", np.stack([a, a]), b)}
+    others = {
+        query_key("m2", "t", a, b),
+        query_key("m", "t2", a, b),
+        query_key("m", "t", b, a),
+        query_key("m", "t", changed, b),
+        query_key("m", "t", np.stack([a, a]), b),
+    }
     assert key not in others and len(others) == 5
     assert query_key("m", "t", a[None], b) == key  # a frame and its one-frame clip are the same query
     assert frame_digest(a) != frame_digest(a.astype(np.int16))
@@ -180,6 +257,7 @@ def test_config_refuses_a_key_in_place_of_a_variable_name():
 
 
 # -- simreal label against the oracle ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("style", ["plain", "answer", "json"])
 def test_labels_match_the_oracle_and_the_key_is_never_written(tmp_path, world, frames_npz, monkeypatch, style):
@@ -280,8 +358,22 @@ def test_nothing_listening_at_the_endpoint_is_one_line_at_once(tmp_path, frames_
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    rc = main(["label", str(frames_npz), "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--pairs", "2",
-               "--out", str(tmp_path / "labels.npz"), "--cache", str(tmp_path / "cache")])
+    rc = main(
+        [
+            "label",
+            str(frames_npz),
+            "--endpoint",
+            f"http://127.0.0.1:{port}/v1",
+            "--model",
+            "m",
+            "--pairs",
+            "2",
+            "--out",
+            str(tmp_path / "labels.npz"),
+            "--cache",
+            str(tmp_path / "cache"),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and time.monotonic() - t0 < 5.0
     assert len(err.splitlines()) == 1 and "connection refused; is the server running" in err, err
@@ -361,8 +453,10 @@ class ScriptedChat:
 
 def test_every_answer_but_an_empty_reply_is_cached_and_counted(tmp_path, world):
     frames, pairs = world[0], [(0, 1), (1, 2), (2, 3), (3, 4)]
-    chat, account = ScriptedChat(["After comparing both images, my answer is 1", "Image 1 is better.",
-                                  "I cannot tell.", ""]), CostAccount()
+    chat, account = (
+        ScriptedChat(["After comparing both images, my answer is 1", "Image 1 is better.", "I cannot tell.", ""]),
+        CostAccount(),
+    )
     run = label_pairs(chat, LabelCache(tmp_path), account, frames, pairs, TASK)
     assert run.labels.tolist() == [1, 0, -1, -1] and account.unparsed == 2 and chat.requests == 8
     # the empty reply (a reasoning model out of tokens) is asked again; the rest comes from the cache
@@ -446,8 +540,20 @@ def test_a_local_hugging_face_vlm_labels_through_the_same_cli(tmp_path, world, f
 
     model_dir = make_tiny_llava(tmp_path / "tiny-llava")
     out = tmp_path / "labels.npz"
-    args = ["label", str(frames_npz), "--backend", "hf", "--model", str(model_dir), "--pairs", "2",
-            "--out", str(out), "--cache", str(tmp_path / "cache")]
+    args = [
+        "label",
+        str(frames_npz),
+        "--backend",
+        "hf",
+        "--model",
+        str(model_dir),
+        "--pairs",
+        "2",
+        "--out",
+        str(out),
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
     assert main(args) == 0
     cost = json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]
     assert cost["requests"] == 4 and cost["prompt_tokens"] > 0 and cost["completion_tokens"] > 0
@@ -458,7 +564,22 @@ def test_a_local_hugging_face_vlm_labels_through_the_same_cli(tmp_path, world, f
     again = json.loads(out.with_name("labels.npz.cost.json").read_text())["runs"][-1]
     assert again["pairs_cached"] == cached and again["requests"] == 2 * (2 - cached)
     capsys.readouterr()
-    assert main(["label", str(frames_npz), "--backend", "hf", "--model", str(tmp_path / "no-such-model"),
-                 "--pairs", "2", "--out", str(tmp_path / "other.npz")]) == 2
+    assert (
+        main(
+            [
+                "label",
+                str(frames_npz),
+                "--backend",
+                "hf",
+                "--model",
+                str(tmp_path / "no-such-model"),
+                "--pairs",
+                "2",
+                "--out",
+                str(tmp_path / "other.npz"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "no-such-model" in err and "hf download" in err

@@ -12,9 +12,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: folder -> (import package, layer): a module may import its own layer and those below it.
-FOLDERS = {"simreal": ("simreal", 0), "rewards": ("simreal.rewards", 1), "sim": ("simreal.sim", 2),
-           "retarget": ("simreal.retarget", 3), "policies": ("simreal.policies", 4), "deploy": ("simreal.deploy", 5),
-           "hardware": ("simreal.hardware", 6)}
+FOLDERS = {
+    "simreal": ("simreal", 0),
+    "rewards": ("simreal.rewards", 1),
+    "sim": ("simreal.sim", 2),
+    "retarget": ("simreal.retarget", 3),
+    "policies": ("simreal.policies", 4),
+    "deploy": ("simreal.deploy", 5),
+    "hardware": ("simreal.hardware", 6),
+}
 CLI = ("simreal.cli", 7)
 
 
@@ -45,9 +51,12 @@ def _sources() -> Iterator[tuple[Path, tuple[str, int]]]:
 
 
 def test_dependencies_point_one_way():
-    bad = [f"{path.relative_to(ROOT)}:{line} ({own[0]}) imports {module}"
-           for path, own in _sources() for line, module in _imports(path)
-           if (dep := _layer(module)) is not None and dep[0] != own[0] and dep[1] >= own[1]]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} ({own[0]}) imports {module}"
+        for path, own in _sources()
+        for line, module in _imports(path)
+        if (dep := _layer(module)) is not None and dep[0] != own[0] and dep[1] >= own[1]
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -60,7 +69,10 @@ def test_every_verb_is_a_module_of_simreal_cli_that_nothing_else_imports():
         assert (ROOT / "simreal" / "cli" / f"{name}.py").is_file(), verb
     assert not list(ROOT.glob("*/cmd_*.py")) and not list(ROOT.glob("*/*/cmd_*.py"))
     outside = [p for p, own in _sources() if own != CLI] + sorted((ROOT / "bench").glob("*.py"))
-    bad = [f"{path.relative_to(ROOT)}:{line} imports {module}" for path in outside
-           for line, module in _imports(path)
-           if _layer(module) == CLI and not (path.parent.name == "bench" and module == "simreal.cli.main")]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in outside
+        for line, module in _imports(path)
+        if _layer(module) == CLI and not (path.parent.name == "bench" and module == "simreal.cli.main")
+    ]
     assert not bad, "\n".join(bad)

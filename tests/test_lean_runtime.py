@@ -25,7 +25,7 @@ from simreal.dependencies import PROVIDERS, ROBOT_RUNTIME, install_hint
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("jax", "jaxlib", "brax", "mujoco", "torch", "flax", "optax")
 
-_SITECUSTOMIZE = '''
+_SITECUSTOMIZE = """
 import importlib.abc, os, sys
 
 BLOCKED = set(os.environ["SIMREAL_TEST_BLOCK"].split(","))
@@ -43,7 +43,7 @@ class _Unimportable(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _Unimportable())
-'''
+"""
 
 
 Run = tuple[subprocess.CompletedProcess, list[str]]
@@ -57,17 +57,21 @@ def _python(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY, uns
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     log = tmp_path / "blocked.log"
     log.write_text("")
-    env = {**{k: v for k, v in os.environ.items() if k not in unset}, "SIMREAL_TEST_BLOCK": ",".join(block),
-           "SIMREAL_TEST_BLOCK_LOG": str(log),
-           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in unset},
+        "SIMREAL_TEST_BLOCK": ",".join(block),
+        "SIMREAL_TEST_BLOCK_LOG": str(log),
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     return proc, log.read_text().split()
 
 
 def _cli(tmp_path: Path, args: list[str], block: tuple[str, ...] = HEAVY, unset: tuple[str, ...] = ()) -> Run:
     """``simreal ARGS`` through the CLI's entry point, as :func:`_python`."""
-    return _python(tmp_path, ["-c", "import sys; from simreal.cli import main; sys.exit(main(sys.argv[1:]))", *args],
-                   block, unset)
+    return _python(
+        tmp_path, ["-c", "import sys; from simreal.cli import main; sys.exit(main(sys.argv[1:]))", *args], block, unset
+    )
 
 
 def test_help_imports_nothing_heavy(tmp_path):
@@ -83,8 +87,10 @@ def test_help_imports_nothing_heavy(tmp_path):
 def test_deploy_run_ticks_without_the_training_stack(tmp_path):
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")  # built here, where the full install is
     domain = T.random_domain_id()
-    proc, attempts = _cli(tmp_path, ["deploy", "run", str(bundle), "--duration", "1", "--json",
-                                     "--domain-id", str(domain), "--no-realtime"])
+    proc, attempts = _cli(
+        tmp_path,
+        ["deploy", "run", str(bundle), "--duration", "1", "--json", "--domain-id", str(domain), "--no-realtime"],
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["domain_id"] == domain and report["ticks"] > 50, report  # 100 Hz for 1 s
@@ -93,8 +99,9 @@ def test_deploy_run_ticks_without_the_training_stack(tmp_path):
 
 def test_deploy_ros2_writes_the_package_without_the_training_stack(tmp_path):
     bundle = T.make_pd_hover_bundle(tmp_path / "bundle")
-    proc, attempts = _cli(tmp_path, ["deploy", "ros2", str(bundle), "--out", str(tmp_path / "src"), "--name",
-                                     "cf_hover"])
+    proc, attempts = _cli(
+        tmp_path, ["deploy", "ros2", str(bundle), "--out", str(tmp_path / "src"), "--name", "cf_hover"]
+    )
     assert proc.returncode == 0, proc.stderr
     pkg = tmp_path / "src" / "cf_hover"
     for rel in ("package.xml", "setup.py", "cf_hover/policy_node.py", "bundle/policy.onnx", "config/cf_hover.yaml"):
@@ -103,8 +110,14 @@ def test_deploy_ros2_writes_the_package_without_the_training_stack(tmp_path):
 
 
 def test_deploy_runtime_modules_import_nothing_heavy(tmp_path):
-    modules = ("simreal.deploy.runner", "simreal.bundle", "simreal.deploy.transport_dds",
-               "simreal.deploy.ros2_package", "simreal.deploy.config", "simreal.deploy.bag")
+    modules = (
+        "simreal.deploy.runner",
+        "simreal.bundle",
+        "simreal.deploy.transport_dds",
+        "simreal.deploy.ros2_package",
+        "simreal.deploy.config",
+        "simreal.deploy.bag",
+    )
     proc, attempts = _python(tmp_path, ["-c", f"import importlib; [importlib.import_module(m) for m in {modules!r}]"])
     assert proc.returncode == 0, proc.stderr
     assert attempts == []
@@ -120,15 +133,27 @@ def test_sim_package_imports_nothing_yet_keeps_the_mjx_warp_notice_off_stdout():
 @pytest.mark.parametrize("verb", ["train", "deploy sim", "play"])
 def test_full_install_verbs_on_the_lean_runtime_are_one_line_exit_2(tmp_path, verb):
     """``play`` probed OpenGL first, and advised installing libegl1 where MuJoCo was missing."""
-    args = {"train": ["train", "quadrotor-hover"], "play": ["play", str(tmp_path / "run")],
-            "deploy sim": ["deploy", "sim", str(T.make_pd_hover_bundle(tmp_path / "bundle")), "--duration", "1",
-                           "--no-realtime"]}[verb]
+    args = {
+        "train": ["train", "quadrotor-hover"],
+        "play": ["play", str(tmp_path / "run")],
+        "deploy sim": [
+            "deploy",
+            "sim",
+            str(T.make_pd_hover_bundle(tmp_path / "bundle")),
+            "--duration",
+            "1",
+            "--no-realtime",
+        ],
+    }[verb]
     proc, _ = _cli(tmp_path, args, unset=("MUJOCO_GL",))  # as on a robot computer: no GL chosen beforehand
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert re.fullmatch(rf"simreal {verb.split()[0]}: error: needs (jax|mujoco), part of simreal's full install "
-                        r"\(the robot runtime leaves it out\): pip install simreal", lines[0]), lines
+    assert re.fullmatch(
+        rf"simreal {verb.split()[0]}: error: needs (jax|mujoco), part of simreal's full install "
+        r"\(the robot runtime leaves it out\): pip install simreal",
+        lines[0],
+    ), lines
 
 
 def test_retarget_without_mink_is_one_line_exit_2(tmp_path):
@@ -136,12 +161,17 @@ def test_retarget_without_mink_is_one_line_exit_2(tmp_path):
 
     clip = tmp_path / "walk.bvh"
     synth_motion.write_bvh(clip, synth_motion.walking(duration_s=0.4))
-    proc, attempts = _cli(tmp_path, ["retarget", str(clip), "--robot", "g1", "--out", str(tmp_path / "w.npz"),
-                                     "--method", "ik"], block=("mink",))
+    proc, attempts = _cli(
+        tmp_path,
+        ["retarget", str(clip), "--robot", "g1", "--out", str(tmp_path / "w.npz"), "--method", "ik"],
+        block=("mink",),
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines == ["simreal retarget: error: needs mink, part of simreal's full install (the robot runtime "
-                     "leaves it out): pip install simreal"], proc.stderr
+    assert lines == [
+        "simreal retarget: error: needs mink, part of simreal's full install (the robot runtime "
+        "leaves it out): pip install simreal"
+    ], proc.stderr
     assert attempts and not (tmp_path / "w.npz").exists()
 
 
@@ -151,8 +181,10 @@ def test_install_hints_name_the_pip_command():
     assert str(install_hint("mujoco.mjx._src")).startswith("needs mujoco.mjx, part of simreal's full install")
     assert str(install_hint("cyclonedds.domain")) == "needs cyclonedds: pip install cyclonedds"
     # a driver's package on the robot runtime: the extra itself would pull the training stack back in
-    assert str(install_hint("serial")) == ("needs serial, from the [so100] extra: pip install 'simreal[so100]' "
-                                           "(on the robot runtime: pip install pyserial)")
+    assert str(install_hint("serial")) == (
+        "needs serial, from the [so100] extra: pip install 'simreal[so100]' "
+        "(on the robot runtime: pip install pyserial)"
+    )
     assert install_hint("not_a_simreal_dependency") is None
 
 
@@ -180,12 +212,17 @@ def test_a_vla_verb_without_the_vlm_extra_is_one_line_before_anything_loads(tmp_
     from simreal.cli import main
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(dependencies.importlib.util, "find_spec",
-                        lambda name, *a: None if name.split(".")[0] == "transformers" else real(name, *a))
+    monkeypatch.setattr(
+        dependencies.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.split(".")[0] == "transformers" else real(name, *a),
+    )
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"simreal {argv[0]}: error: needs transformers, from the [vlm] extra: pip install 'simreal[vlm]'"], err
+    assert err == [f"simreal {argv[0]}: error: needs transformers, from the [vlm] extra: pip install 'simreal[vlm]'"], (
+        err
+    )
 
 
 def _dist(req: str) -> str:
@@ -199,8 +236,8 @@ def _pyproject() -> dict:
 
 
 def test_providers_match_pyproject():
-    """Every core dependency and every package of the torch, data, vlm, so100, teleop, px4, crazyflie and franka extras has an
-    install hint."""
+    """Every core dependency and every package of the torch, data, vlm, so100, teleop, px4, crazyflie and franka extras
+    has an install hint."""
     project = _pyproject()
     want = {None: {_dist(r) for r in project["dependencies"]}}
     for extra in ("torch", "data", "vlm", "so100", "teleop", "px4", "crazyflie", "franka"):
@@ -218,10 +255,13 @@ def test_documented_robot_install_is_the_robot_runtime(doc):
     text = (ROOT / doc).read_text()
     # simreal is not on PyPI: its robot install is a wheel built in a checkout, or the checkout
     no_deps = [ln for ln in text.splitlines() if ln.lstrip().startswith("pip install --no-deps")]
-    assert no_deps and all(re.match(r"\s*pip install --no-deps (\S+\.whl|\.|\S*/\S*)(\s|$)", ln) for ln in no_deps), no_deps
+    assert no_deps and all(re.match(r"\s*pip install --no-deps (\S+\.whl|\.|\S*/\S*)(\s|$)", ln) for ln in no_deps), (
+        no_deps
+    )
     assert "pip wheel --no-deps" in text
-    lines = [ln for ln in text.splitlines() if ln.startswith("pip install ") and "--no-deps" not in ln
-             and '"numpy' in ln]
+    lines = [
+        ln for ln in text.splitlines() if ln.startswith("pip install ") and "--no-deps" not in ln and '"numpy' in ln
+    ]
     assert len(lines) == 1, lines
     documented = {_dist(r): r for r in re.findall(r'"([^"]+)"', lines[0])}
     bounds = {_dist(r): r.replace(" ", "") for r in _pyproject()["dependencies"]}

@@ -19,14 +19,26 @@ from simreal.rewards.labelling import frame_digest
 from simreal.rewards.learned import jax_reward
 from simreal.rewards.reward_model import BTEnsemble, RewardModelConfig, load_reward_model, save_reward_model
 
-TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
-        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0", "backend=native"]
+TINY = [
+    "train.num_envs=4",
+    "train.num_timesteps=64",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.eval_every_steps=0",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16,16]",
+    "env.episode_length_s=1.0",
+    "backend=native",
+]
 
 
 def test_jax_reward_is_the_torch_ensembles_mean():
     torch.manual_seed(0)
-    model = BTEnsemble(RewardModelConfig(input_shape=(6,), members=3, hidden=16, obs_terms=("ee_pos_w", "target_pos_w")))
+    model = BTEnsemble(
+        RewardModelConfig(input_shape=(6,), members=3, hidden=16, obs_terms=("ee_pos_w", "target_pos_w"))
+    )
     model.obs_mean.copy_(torch.linspace(-1, 1, 6))
     model.obs_std.copy_(torch.linspace(0.5, 2, 6))
     x = np.random.default_rng(0).normal(size=(32, 6)).astype(np.float32)
@@ -35,30 +47,42 @@ def test_jax_reward_is_the_torch_ensembles_mean():
 
 
 def _state_model(path, obs_terms=("ee_pos_w", "target_pos_w"), size=6):
-    save_reward_model(path, BTEnsemble(RewardModelConfig(input_shape=(size,), members=1, hidden=4, obs_terms=obs_terms)))
+    save_reward_model(
+        path, BTEnsemble(RewardModelConfig(input_shape=(size,), members=1, hidden=4, obs_terms=obs_terms))
+    )
     return str(path)
 
 
-@pytest.mark.parametrize("reward, says", [
-    (["reward.model=x"], "'reward.kind': expected one of learned, clip"),
-    (["reward.kind=learned"], "'reward.model'"),
-    (["reward.kind=learned", "reward.model={missing}"], "'reward.model': "),
-    (["reward.kind=learned", "reward.model={untermed}"], "does not name the observation terms"),
-    (["reward.kind=learned", "reward.model={wrong_size}"], "takes 5 features, and its terms ee_pos_w, target_pos_w make 6"),
-    (["reward.kind=learned", "reward.model={no_key}"], "robot state of this task has no 'object_pos_w'"),
-    (["reward.kind=learned", "reward.model={good}", "reward.task_weight=-1"], "'reward.task_weight'"),
-    (["reward.kind=clip", "reward.model={missing}", "reward.prompts=[a robot]"], "(reward.model)"),
-    (["reward.kind=clip", "reward.model=m", "reward.prompts=[a robot]", "reward.camera=wrist"],
-     "the task's model has no camera 'wrist'; its cameras: front"),
-    (["reward.kind=learned", "reward.model={uncamera}"], "does not name their camera"),
-])
+@pytest.mark.parametrize(
+    "reward, says",
+    [
+        (["reward.model=x"], "'reward.kind': expected one of learned, clip"),
+        (["reward.kind=learned"], "'reward.model'"),
+        (["reward.kind=learned", "reward.model={missing}"], "'reward.model': "),
+        (["reward.kind=learned", "reward.model={untermed}"], "does not name the observation terms"),
+        (
+            ["reward.kind=learned", "reward.model={wrong_size}"],
+            "takes 5 features, and its terms ee_pos_w, target_pos_w make 6",
+        ),
+        (["reward.kind=learned", "reward.model={no_key}"], "robot state of this task has no 'object_pos_w'"),
+        (["reward.kind=learned", "reward.model={good}", "reward.task_weight=-1"], "'reward.task_weight'"),
+        (["reward.kind=clip", "reward.model={missing}", "reward.prompts=[a robot]"], "(reward.model)"),
+        (
+            ["reward.kind=clip", "reward.model=m", "reward.prompts=[a robot]", "reward.camera=wrist"],
+            "the task's model has no camera 'wrist'; its cameras: front",
+        ),
+        (["reward.kind=learned", "reward.model={uncamera}"], "does not name their camera"),
+    ],
+)
 def test_bad_reward_sections_are_one_line(reward, says, tmp_path, capsys):
-    files = {"missing": tmp_path / "missing.safetensors",
-             "untermed": _state_model(tmp_path / "u.safetensors", obs_terms=()),
-             "wrong_size": _state_model(tmp_path / "w.safetensors", size=5),
-             "no_key": _state_model(tmp_path / "k.safetensors", obs_terms=("object_pos_w", "target_pos_w")),
-             "good": _state_model(tmp_path / "g.safetensors"),
-             "uncamera": tmp_path / "i.safetensors"}
+    files = {
+        "missing": tmp_path / "missing.safetensors",
+        "untermed": _state_model(tmp_path / "u.safetensors", obs_terms=()),
+        "wrong_size": _state_model(tmp_path / "w.safetensors", size=5),
+        "no_key": _state_model(tmp_path / "k.safetensors", obs_terms=("object_pos_w", "target_pos_w")),
+        "good": _state_model(tmp_path / "g.safetensors"),
+        "uncamera": tmp_path / "i.safetensors",
+    }
     save_reward_model(files["uncamera"], BTEnsemble(RewardModelConfig(input_shape=(8, 8, 3), members=1, hidden=4)))
     args = [a.format(**files) for a in reward]
     assert main(["train", "arm-reach", *TINY, f"runs_root={tmp_path / 'runs'}", *args]) == 2
@@ -76,14 +100,49 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     except SimrealError as e:
         pytest.skip(f"no headless OpenGL here: {e}")
     data, frames_file = tmp_path / "data", tmp_path / "frames.npz"
-    assert main(["demos", "arm-reach", "backend=native", "env.episode_length_s=1.0", "--teacher", "scripted",
-                 "--episodes", "6", "--num-envs", "6", "--camera", "front", "--image-size", "32x32",
-                 "--out", str(data)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach",
+                "backend=native",
+                "env.episode_length_s=1.0",
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "6",
+                "--num-envs",
+                "6",
+                "--camera",
+                "front",
+                "--image-size",
+                "32x32",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     # each episode's instruction names its own goal, and the labels compare frames across episodes
     assert main(["frames", str(data), "--camera", "front", "--out", str(frames_file)]) == 2
     assert "--task: the episodes carry 6 different instructions" in capsys.readouterr().err
-    assert main(["frames", str(data), "--camera", "front", "--every", "2", "--task", "to reach the green marker",
-                 "--out", str(frames_file)]) == 0
+    assert (
+        main(
+            [
+                "frames",
+                str(data),
+                "--camera",
+                "front",
+                "--every",
+                "2",
+                "--task",
+                "to reach the green marker",
+                "--out",
+                str(frames_file),
+            ]
+        )
+        == 0
+    )
     z = np.load(frames_file, allow_pickle=False)
     assert z["frames"].shape == (150, 32, 32, 3) and z["state"].shape == (150, 9)
     assert list(z["state_terms"]) == ["ee_pos_w", "target_pos_w", "ee_to_target_w"]
@@ -96,13 +155,44 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
     oracle = {frame_digest(f): float(p) for f, p in zip(z["frames"], progress)}
     labels = tmp_path / "labels.npz"
     with OracleServer(oracle, noise=0.1, seed=1) as server:
-        assert main(["label", str(frames_file), "--endpoint", server.url, "--model", "oracle", "--pairs", "800",
-                     "--out", str(labels), "--cache", str(tmp_path / "cache")]) == 0
+        assert (
+            main(
+                [
+                    "label",
+                    str(frames_file),
+                    "--endpoint",
+                    server.url,
+                    "--model",
+                    "oracle",
+                    "--pairs",
+                    "800",
+                    "--out",
+                    str(labels),
+                    "--cache",
+                    str(tmp_path / "cache"),
+                ]
+            )
+            == 0
+        )
     err = capsys.readouterr().err
     assert "800/800 (100.0%)" in err and "pairs/s" in err and "cached" in err, err  # once silent for hours
     model_file = tmp_path / "reward.safetensors"
-    assert main(["fit-reward", str(frames_file), str(labels), "--out", str(model_file), "--epochs", "100",
-                 "--holdout", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "fit-reward",
+                str(frames_file),
+                str(labels),
+                "--out",
+                str(model_file),
+                "--epochs",
+                "100",
+                "--holdout",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     import json
 
     out = capsys.readouterr()
@@ -125,16 +215,40 @@ def test_the_whole_loop_demos_frames_label_fit_train(tmp_path, capsys):
         np.savez(bad, **{**fields, "index_a": np.concatenate([[row], fields["index_a"][1:]])})
         assert main(["fit-reward", str(frames_file), str(bad), "--out", str(tmp_path / "no.safetensors")]) == 2
         assert f"field 'index_a' holds row {row} (pair 0); {frames_file} has rows 0..149" in capsys.readouterr().err
-    assert main(["fit-reward", str(frames_file), str(labels), "--out", str(tmp_path / "no.safetensors"),
-                 "--holdout", "0.999"]) == 2
+    assert (
+        main(
+            [
+                "fit-reward",
+                str(frames_file),
+                str(labels),
+                "--out",
+                str(tmp_path / "no.safetensors"),
+                "--holdout",
+                "0.999",
+            ]
+        )
+        == 2
+    )
     assert "--holdout 0.999 holds out 799 of the 800 pairs and leaves 1 to fit" in capsys.readouterr().err
     assert main(["fit-reward", str(frames_file), str(labels), "--out", str(frames_file)]) == 2
     assert "is an input of this command" in capsys.readouterr().err
     assert not (tmp_path / "no.safetensors").exists()
 
     runs = tmp_path / "runs"
-    assert main(["train", "arm-reach", *TINY, f"runs_root={runs}", "reward.kind=learned",
-                 f"reward.model={model_file}", "reward.task_weight=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "arm-reach",
+                *TINY,
+                f"runs_root={runs}",
+                "reward.kind=learned",
+                f"reward.model={model_file}",
+                "reward.task_weight=0",
+            ]
+        )
+        == 0
+    )
     (metrics,) = runs.glob("arm-reach/*/metrics.csv")
     rows = list(csv.DictReader(metrics.open()))
     learned = [float(row["reward/learned"]) for row in rows if row.get("reward/learned")]
@@ -158,8 +272,16 @@ def test_the_learned_term_scores_the_state_after_the_step(tmp_path):
     torch.manual_seed(1)
     model = BTEnsemble(RewardModelConfig(input_shape=(6,), members=2, hidden=8, obs_terms=("ee_pos_w", "target_pos_w")))
     save_reward_model(tmp_path / "r.safetensors", model)
-    cfg = resolve("arm-reach", ["backend=native", "reward.kind=learned", f"reward.model={tmp_path / 'r.safetensors'}",
-                                "reward.task_weight=0", "reward.weight=2"])
+    cfg = resolve(
+        "arm-reach",
+        [
+            "backend=native",
+            "reward.kind=learned",
+            f"reward.model={tmp_path / 'r.safetensors'}",
+            "reward.task_weight=0",
+            "reward.weight=2",
+        ],
+    )
     env = make_env(cfg)
     state = jax.jit(env.reset)(jax.random.PRNGKey(0))
     state = jax.jit(env.step)(state, jnp.full(env.action_size, 0.3))
@@ -186,8 +308,9 @@ def _frames_of(env, state, size):
     from simreal.sim.render import sized_renderer
 
     with sized_renderer(env.mj_model, {"front": size}, nthread=1) as r:
-        return r.render(np.asarray(state.pipeline_state.qpos), None,
-                        np.asarray(jax.vmap(env.mocap_pos)(state.info)))["pixels/front"]
+        return r.render(np.asarray(state.pipeline_state.qpos), None, np.asarray(jax.vmap(env.mocap_pos)(state.info)))[
+            "pixels/front"
+        ]
 
 
 def test_a_frame_model_scores_the_rendered_state_every_k_steps(tmp_path):
@@ -201,8 +324,15 @@ def test_a_frame_model_scores_the_rendered_state_every_k_steps(tmp_path):
     torch.manual_seed(2)
     model = BTEnsemble(RewardModelConfig(input_shape=(16, 16, 3), members=2, hidden=8, camera="front"))
     save_reward_model(tmp_path / "f.safetensors", model)
-    cfg = resolve("arm-reach", ["backend=native", "reward.kind=learned", f"reward.model={tmp_path / 'f.safetensors'}",
-                                "reward.every_k_steps=2"])
+    cfg = resolve(
+        "arm-reach",
+        [
+            "backend=native",
+            "reward.kind=learned",
+            f"reward.model={tmp_path / 'f.safetensors'}",
+            "reward.every_k_steps=2",
+        ],
+    )
     env = make_env(cfg)
     state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 3))
     step = jax.jit(jax.vmap(env.step))
@@ -228,8 +358,12 @@ def test_clip_scores_the_rendered_state_in_training(tmp_path):
 
     _gl_or_skip()
     directory = vlm_models.make_tiny_clip(tmp_path / "clip")
-    section = [f"reward.model={directory}", "reward.prompts=[the gripper on the green ball]",
-               "reward.baselines=[a robot arm]", "reward.task_weight=0"]
+    section = [
+        f"reward.model={directory}",
+        "reward.prompts=[the gripper on the green ball]",
+        "reward.baselines=[a robot arm]",
+        "reward.task_weight=0",
+    ]
     cfg = resolve("arm-reach", ["backend=native", "reward.kind=clip", *section])
     env = make_env(cfg)
     state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -260,6 +394,8 @@ def test_frames_refuses_a_state_of_joint_names_saying_which_datasets_it_takes():
     from simreal.errors import DataFileError
 
     assert term_names(["joint_vel.0", "joint_vel.1", "last_action.0"], "observation.state", "x") == (
-        "joint_vel", "last_action")
+        "joint_vel",
+        "last_action",
+    )
     with pytest.raises(DataFileError, match="'shoulder_pan' is not <observation term>.*simreal demos"):
         term_names(["shoulder_pan", "shoulder_lift"], "observation.state", "ds/meta/info.json")

@@ -25,8 +25,16 @@ W, H = 320, 240
 
 def test_a_camera_looking_straight_down_maps_pixels_onto_the_plane():
     # 1 m above the origin, optical axis down (-z), image x along world +x, image y along world -y
-    cal = CameraCalibration(width=640, height=480, fx=500.0, fy=500.0, cx=320.0, cy=240.0, position_m=(0.0, 0.0, 1.0),
-                            rotation_wxyz=(0.0, 1.0, 0.0, 0.0))  # 180 deg about x
+    cal = CameraCalibration(
+        width=640,
+        height=480,
+        fx=500.0,
+        fy=500.0,
+        cx=320.0,
+        cy=240.0,
+        position_m=(0.0, 0.0, 1.0),
+        rotation_wxyz=(0.0, 1.0, 0.0, 0.0),
+    )  # 180 deg about x
     np.testing.assert_allclose(pixel_on_plane(cal, 320.0, 240.0, 0.0), [0, 0, 0], atol=1e-12)
     np.testing.assert_allclose(pixel_on_plane(cal, 420.0, 240.0, 0.0), [0.2, 0, 0], atol=1e-12)  # 100 px = 0.2 m
     np.testing.assert_allclose(pixel_on_plane(cal, 320.0, 340.0, 0.5), [0, -0.1, 0.5], atol=1e-12)
@@ -53,8 +61,8 @@ def _view(scene, pos, yaw):
     m, renderer = scene
     d = mujoco.MjData(m)
     a = int(m.jnt_qposadr[m.joint("object_joint").id])
-    d.qpos[a:a + 3] = pos
-    d.qpos[a + 3:a + 7] = [np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]
+    d.qpos[a : a + 3] = pos
+    d.qpos[a + 3 : a + 7] = [np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]
     mujoco.mj_forward(m, d)
     renderer.update_scene(d, camera="front")
     return renderer.render(), mujoco_camera(m, d, "front", W, H)

@@ -38,7 +38,7 @@ def test_observation_is_state_privileged_state_and_pixels_rendered_in_the_step(e
     priv = np.asarray(s.obs["privileged_state"])
     obj = np.asarray(s.pipeline_state.qpos)[:, env.obj_qpos][:, :3]
     nq = env.action_size
-    np.testing.assert_allclose(priv[:, 2 * nq:2 * nq + 3], obj, atol=1e-6)
+    np.testing.assert_allclose(priv[:, 2 * nq : 2 * nq + 3], obj, atol=1e-6)
     a = jax.random.uniform(jax.random.PRNGKey(1), (N, env.action_size), minval=-1, maxval=1)
     for _ in range(3):
         s = step(s, a)
@@ -46,8 +46,9 @@ def test_observation_is_state_privileged_state_and_pixels_rendered_in_the_step(e
     # the images follow the state: rendering the stepped qpos, the goal marker on each goal, gives
     # the observed pixels; without the marker (the model's own mocap position) they differ
     qpos, goals = np.asarray(s.pipeline_state.qpos), np.asarray(jax.vmap(env.mocap_pos)(s.info))
-    np.testing.assert_array_equal(env.renderer.render(qpos, None, goals)["pixels/front"],
-                                  np.asarray(s.obs["pixels/front"]))
+    np.testing.assert_array_equal(
+        env.renderer.render(qpos, None, goals)["pixels/front"], np.asarray(s.obs["pixels/front"])
+    )
     assert (env.renderer.render(qpos)["pixels/front"] != np.asarray(s.obs["pixels/front"])).any()
 
 
@@ -76,8 +77,16 @@ def test_sb3_dict_observations_terminal_images_and_multi_input_ppo(env):
     term = ended[0]["terminal_observation"]
     assert set(term) == {"state", "pixels/front"} and term["pixels/front"].std() > 5  # rendered, not zeros
 
-    model = PPO("MultiInputPolicy", venv, n_steps=8, batch_size=16, n_epochs=1, seed=0, device="cpu",
-                policy_kwargs={"net_arch": [16], "features_extractor_kwargs": {"cnn_output_dim": 16}})
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=8,
+        batch_size=16,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16], "features_extractor_kwargs": {"cnn_output_dim": 16}},
+    )
     model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in /tmp
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(total_timesteps=2 * 8 * N)
@@ -113,8 +122,14 @@ def test_rsl_rl_groups_and_vectask_buffers_carry_the_images(env):
     assert img.shape == (N, 3, 64, 64) and img.dtype == torch.float32 and 0.0 <= img.min() <= img.max() <= 1.0
     raw = np.asarray(venv.batch.obs["pixels/front"])
     np.testing.assert_allclose(img.permute(0, 2, 3, 1).numpy() * 255.0, raw, atol=1e-3)
-    model = CNNModel(obs, {"actor": ["policy", "front"]}, "actor", output_dim=env.action_size, hidden_dims=[16],
-                     cnn_cfg={"output_channels": [4], "kernel_size": 8, "stride": 4, "global_pool": "avg"})
+    model = CNNModel(
+        obs,
+        {"actor": ["policy", "front"]},
+        "actor",
+        output_dim=env.action_size,
+        hidden_dims=[16],
+        cnn_cfg={"output_channels": [4], "kernel_size": 8, "stride": 4, "global_pool": "avg"},
+    )
     assert model(obs).shape == (N, env.action_size)
     obs, _, _, _ = venv.step(torch.zeros(N, env.action_size))
     assert obs["front"].shape == (N, 3, 64, 64)

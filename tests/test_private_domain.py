@@ -23,10 +23,18 @@ def test_claims_are_exclusive_until_released(tmp_path, monkeypatch):
 
 def test_a_claim_in_another_process_is_respected_and_dies_with_it(tmp_path, monkeypatch):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, tempfile; tempfile.gettempdir = lambda: sys.argv[1]\n"
-         "from simreal.deploy.private_domain import claim_domain\n"
-         "with claim_domain(5, 5) as d:\n    print(d, flush=True); sys.stdin.read()", str(tmp_path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, tempfile; tempfile.gettempdir = lambda: sys.argv[1]\n"
+            "from simreal.deploy.private_domain import claim_domain\n"
+            "with claim_domain(5, 5) as d:\n    print(d, flush=True); sys.stdin.read()",
+            str(tmp_path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "5"
         monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))

@@ -22,11 +22,11 @@ def _clocked(monkeypatch, total: int, **kwargs) -> tuple[list[float], io.StringI
 def test_eta_follows_the_recent_rate_and_unknown_metrics_print_as_a_dash(monkeypatch):
     clock, out, prog = _clocked(monkeypatch, 1_000_000)
     steps = 0
-    for _ in range(10):           # slow start: 1k steps/s for 100 s (a compile, a busy machine)
+    for _ in range(10):  # slow start: 1k steps/s for 100 s (a compile, a busy machine)
         clock[0] += 10.0
         steps += 10_000
         prog.update(steps, success=math.nan)
-    for _ in range(40):           # then 10k steps/s
+    for _ in range(40):  # then 10k steps/s
         clock[0] += 1.0
         steps += 10_000
         prog.update(steps, success=0.5, phase="train")
@@ -50,12 +50,12 @@ def test_an_evaluation_does_not_count_in_the_rate_and_a_wall_budget_caps_the_eta
     in a run with 4 minutes left of its ``train.max_wall_s``."""
     clock, out, prog = _clocked(monkeypatch, 20_000_000, deadline=300.0)
     steps = 0
-    for _ in range(20):           # 4096 steps every 0.5 s: 8.19k steps/s
+    for _ in range(20):  # 4096 steps every 0.5 s: 8.19k steps/s
         clock[0] += 0.5
         steps += 4096
         prog.update(steps)
     with prog.paused():
-        clock[0] += 60.0          # the evaluation
+        clock[0] += 60.0  # the evaluation
     clock[0] += 0.5
     steps += 4096
     prog.update(steps)
@@ -73,7 +73,7 @@ def test_the_eta_counts_the_evaluations_still_to_come(monkeypatch):
     """The main job's ETA left its evaluations out: 1m17s at the start, when 106 s remained."""
     clock, out, prog = _clocked(monkeypatch, 1_000_000)
     steps = 0
-    for _ in range(5):            # 100k steps at 10k steps/s, then a 5 s evaluation
+    for _ in range(5):  # 100k steps at 10k steps/s, then a 5 s evaluation
         for _ in range(10):
             clock[0] += 1.0
             steps += 10_000
@@ -136,11 +136,23 @@ def test_the_main_jobs_eta_counts_its_evaluations_from_the_first_line(monkeypatc
     clock = [0.0]
     monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])
     printed: list[tuple[float, str]] = []  # (the clock, the line)
-    monkeypatch.setattr(sys, "stderr", types.SimpleNamespace(
-        write=lambda text: printed.append((clock[0], text)), flush=lambda: None, isatty=lambda: False))
+    monkeypatch.setattr(
+        sys,
+        "stderr",
+        types.SimpleNamespace(
+            write=lambda text: printed.append((clock[0], text)), flush=lambda: None, isatty=lambda: False
+        ),
+    )
     learner = _ClockedLearner(clock, learnt=1_300_000)
-    train = types.SimpleNamespace(num_timesteps=2_000_000, eval_every_steps=500_000, num_eval_envs=128,
-                                  target_success=target, checkpoint_every_s=1e9, max_wall_s=0.0, keep_best=False)
+    train = types.SimpleNamespace(
+        num_timesteps=2_000_000,
+        eval_every_steps=500_000,
+        num_eval_envs=128,
+        target_success=target,
+        checkpoint_every_s=1e9,
+        max_wall_s=0.0,
+        keep_best=False,
+    )
     cfg = types.SimpleNamespace(task="fake", seed=0, train=train)
     (tmp_path / "checkpoints").mkdir()
     loop_common.run(tmp_path, cfg, learner, 0.0, quiet=False)

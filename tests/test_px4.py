@@ -27,7 +27,7 @@ from simreal.robot_spec import load_robot_spec
 SPEC = load_robot_spec("crazyflie2")
 HOVER = np.array([hover_thrust_n(SPEC) * 4, 0.0, 0.0, 0.0])
 P = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # ENU from NED
-D = np.diag([1.0, -1.0, -1.0])                                        # FRD from FLU (and back)
+D = np.diag([1.0, -1.0, -1.0])  # FRD from FLU (and back)
 
 
 def px4(twin: PX4Twin, **kw) -> PX4Robot:
@@ -61,9 +61,9 @@ def test_pitched_nose_up_moving_north_maps_to_enu_and_flu():
     q_ned = axis_angle([0, 1, 0], theta)
     R = quat_to_rotmat(swap_attitude(q_ned), np)
     np.testing.assert_allclose(R[:, 0], [0.0, math.cos(theta), math.sin(theta)], atol=1e-12)  # nose: north and up
-    np.testing.assert_allclose(R[:, 1], [-1.0, 0.0, 0.0], atol=1e-12)                        # left wing: west
-    np.testing.assert_allclose(swap_ned_enu([2.0, 0.0, 0.0]), [0.0, 2.0, 0.0])                # 2 m/s north
-    np.testing.assert_allclose(swap_ned_enu([1.0, 2.0, -3.0]), [2.0, 1.0, 3.0])               # 3 m up
+    np.testing.assert_allclose(R[:, 1], [-1.0, 0.0, 0.0], atol=1e-12)  # left wing: west
+    np.testing.assert_allclose(swap_ned_enu([2.0, 0.0, 0.0]), [0.0, 2.0, 0.0])  # 2 m/s north
+    np.testing.assert_allclose(swap_ned_enu([1.0, 2.0, -3.0]), [2.0, 1.0, 3.0])  # 3 m up
     # pitching further up (q > 0 in FRD) is a negative rate about FLU y (left)
     np.testing.assert_allclose(swap_frd_flu([0.0, 0.5, 0.0]), [0.0, -0.5, 0.0])
 
@@ -113,8 +113,10 @@ def test_custom_mode_bytes():
 # -- the driver against the twin -------------------------------------------------------------------
 def test_connect_streams_state_at_the_requested_rate():
     with PX4Twin("crazyflie2", start_pos_w=(0.5, -0.25, 1.2)) as twin, px4(twin, stream_rate_hz=50.0) as robot:
-        assert twin.intervals == {mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION: 0.02,
-                                  mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED: 0.02}
+        assert twin.intervals == {
+            mavlink.MAVLINK_MSG_ID_ATTITUDE_QUATERNION: 0.02,
+            mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED: 0.02,
+        }
         s = robot.observation()
         np.testing.assert_allclose(s["pos_w"], [0.5, -0.25, 1.2], atol=1e-6)
         np.testing.assert_allclose(s["quat_wxyz"], [1.0, 0.0, 0.0, 0.0], atol=1e-6)  # the model's start: facing east
@@ -208,14 +210,18 @@ def test_disarm_in_the_air_needs_force():
 def test_a_silent_stream_makes_observation_raise():
     with PX4Twin("crazyflie2") as twin, px4(twin, state_timeout_s=0.05) as robot:
         robot.observation()
-        assert robot.command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL,
-                             mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED, -1) == mavlink.MAV_RESULT_ACCEPTED
+        assert (
+            robot.command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL, mavlink.MAVLINK_MSG_ID_LOCAL_POSITION_NED, -1)
+            == mavlink.MAV_RESULT_ACCEPTED
+        )
         time.sleep(0.1)
         with pytest.raises(HardwareError, match=r"no LOCAL_POSITION_NED for \d+ ms"):
             robot.observation()
         # a stream the twin does not have, and a command it does not know, are answered as PX4 does
-        assert robot.command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL, mavlink.MAVLINK_MSG_ID_HIGHRES_IMU,
-                             1e4) == mavlink.MAV_RESULT_FAILED
+        assert (
+            robot.command(mavlink.MAV_CMD_SET_MESSAGE_INTERVAL, mavlink.MAVLINK_MSG_ID_HIGHRES_IMU, 1e4)
+            == mavlink.MAV_RESULT_FAILED
+        )
         assert robot.command(mavlink.MAV_CMD_NAV_TAKEOFF) == mavlink.MAV_RESULT_UNSUPPORTED
 
 
@@ -262,8 +268,9 @@ def test_drive_runs_a_ctbr_hover_bundle_through_the_drivers_table(tmp_path):
 
 
 def test_twin_serves_from_its_command_line():
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.hardware.px4_twin", "--robot", "crazyflie2"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simreal.hardware.px4_twin", "--robot", "crazyflie2"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         connection = line.split("connection=")[1].split(")")[0]

@@ -94,8 +94,11 @@ def test_an_unknown_release_a_silent_domain_and_a_wrong_mode_are_one_line(domain
 
     with pytest.raises(ConfigError, match="px4_version"):
         build(PX4Ros2Config, {"robot": "crazyflie2", "px4_version": "1.14"}, prefix="driver")
-    with pytest.raises(HardwareError, match=r"no /fmu/out/vehicle_odometry or /fmu/out/vehicle_status_v1 within "
-                                            r"0.3 s; is MicroXRCEAgent running"):
+    with pytest.raises(
+        HardwareError,
+        match=r"no /fmu/out/vehicle_odometry or /fmu/out/vehicle_status_v1 within "
+        r"0.3 s; is MicroXRCEAgent running",
+    ):
         px4(domain, connect_timeout_s=0.3).connect()
     with PX4Ros2Twin("crazyflie2", domain_id=domain, px4_version="1.15"):  # publishes /fmu/out/vehicle_status
         with pytest.raises(HardwareError, match="no /fmu/out/vehicle_status_v1 within"):
@@ -105,8 +108,10 @@ def test_an_unknown_release_a_silent_domain_and_a_wrong_mode_are_one_line(domain
 
 
 def test_a_command_for_another_vehicle_gets_no_ack(domain):
-    with PX4Ros2Twin("crazyflie2", domain_id=domain), px4(domain, system_id=2, command_timeout_s=0.1,
-                                                           command_retries=1) as robot:
+    with (
+        PX4Ros2Twin("crazyflie2", domain_id=domain),
+        px4(domain, system_id=2, command_timeout_s=0.1, command_retries=1) as robot,
+    ):
         with pytest.raises(HardwareError, match=r"no VehicleCommandAck to COMPONENT_ARM_DISARM .* \(2 tries\)"):
             robot.arm()
 
@@ -131,14 +136,19 @@ def test_drive_runs_a_ctbr_hover_bundle_and_the_bag_reads_back_with_rosbags(tmp_
     # the twin serves from a thread of this (loaded) test process: the watchdog and the driver's
     # stale-state refusal are other tests' subjects, not this one's, so a stalled state stream gets
     # 0.5 s here (with a second test worker busy, the odometry once paused 218 ms)
-    runner = PolicyRunner(bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2},
-                                             "watchdog": {"timeout_s": 0.5}})
+    runner = PolicyRunner(
+        bundle, overrides={"start": {"initial_command": "hover", "ramp_s": 0.2}, "watchdog": {"timeout_s": 0.5}}
+    )
     flown: list[np.ndarray] = []
     with open_robot("px4-ros2", "crazyflie2", {"state_timeout_s": 0.5}, twin=True, bag=str(tmp_path / "bag")) as robot:
         robot.engage()
         # where the vehicle was while the policy flew it (after drive() the stop's command acts)
-        report = drive(robot, runner, duration_s=1.5,
-                       on_tick=lambda result, sent: flown.append(np.array(robot.observation()["pos_w"])))
+        report = drive(
+            robot,
+            runner,
+            duration_s=1.5,
+            on_tick=lambda result, sent: flown.append(np.array(robot.observation()["pos_w"])),
+        )
     assert runner.safety.stats.watchdog_trips == 0 and runner.safety.stats.faults == 0, runner.safety.stats
     assert report.read_errors == 0 and report.sent == report.ticks and report.ticks >= 100
     pos = flown[-1]
@@ -148,8 +158,11 @@ def test_drive_runs_a_ctbr_hover_bundle_and_the_bag_reads_back_with_rosbags(tmp_
     assert abs(pos[2] - 1.0) < 0.3 and np.linalg.norm(pos[:2]) < 0.05, pos
     with AnyReader([tmp_path / "bag"]) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
-        odom = next(reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
-                    if c.topic == "/fmu/out/vehicle_odometry")
+        odom = next(
+            reader.deserialize(raw, c.msgtype)
+            for c, _, raw in reader.messages()
+            if c.topic == "/fmu/out/vehicle_odometry"
+        )
     assert counts["/fmu/out/vehicle_odometry"] >= 100 and counts["/fmu/in/vehicle_rates_setpoint"] >= 100
     assert counts["/fmu/in/vehicle_command"] >= 2 and counts["/fmu/out/vehicle_command_ack"] >= 2
     assert odom.pose_frame == 1 and odom.position[2] == pytest.approx(-1.0, abs=0.01)  # NED: 1 m up

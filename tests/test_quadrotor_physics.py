@@ -68,7 +68,7 @@ def test_free_fall_matches_g(model):
         mujoco.mj_step(model, d)
     t = n * model.opt.timestep
     # semi-implicit Euler: z = z0 - g dt^2 n (n + 1) / 2
-    expected = 10.0 - G * model.opt.timestep ** 2 * n * (n + 1) / 2
+    expected = 10.0 - G * model.opt.timestep**2 * n * (n + 1) / 2
     assert d.qpos[2] == pytest.approx(expected, abs=1e-9)
     assert d.qvel[2] == pytest.approx(-G * t, rel=1e-9)
 
@@ -90,7 +90,7 @@ def test_mixer_matches_simulated_wrench(model, spec):
     d.act[:] = f
     mujoco.mj_forward(model, d)
     wrench = A @ f
-    assert d.qfrc_actuator[2] == pytest.approx(wrench[0])          # thrust along z at identity
+    assert d.qfrc_actuator[2] == pytest.approx(wrench[0])  # thrust along z at identity
     np.testing.assert_allclose(d.qfrc_actuator[3:6], wrench[1:], atol=1e-12)
 
 
@@ -103,8 +103,13 @@ def test_rate_loop_damps_body_rates(model, spec):
     d.qvel[3:6] = [2.0, -1.0, 0.5]
     d.act[:] = model.body_mass[1] * G / 4
     for _ in range(500):
-        d.ctrl[:] = qc.rate_loop_thrusts(np.array([model.body_mass[1] * G, 0.0, 0.0, 0.0]), d.qvel[3:6],
-                                         qc.rate_loop_gain(J, np.linalg.inv(A)), f_max, np)
+        d.ctrl[:] = qc.rate_loop_thrusts(
+            np.array([model.body_mass[1] * G, 0.0, 0.0, 0.0]),
+            d.qvel[3:6],
+            qc.rate_loop_gain(J, np.linalg.inv(A)),
+            f_max,
+            np,
+        )
         mujoco.mj_step(model, d)
     assert np.abs(d.qvel[3:6]).max() < 1e-2
 

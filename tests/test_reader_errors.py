@@ -62,36 +62,89 @@ def _read_source(p: Path) -> Any:
 M, K, A = S.MOTION_ARRAYS, S.KEYPOINTS, S.AMASS
 NPZ_CASES = [
     ("motion missing key", _read_motion, _arrays(M, root_pos=None), ["missing field(s) root_pos"]),
-    ("motion wrong dtype", _read_motion, _arrays(M, root_pos=np.array([["a"] * 3] * 3)),
-     ["field 'root_pos' has dtype <U1", "(T, 3) positions [m]"]),
-    ("motion wrong shape", _read_motion, _arrays(M, root_pos=np.zeros((3, 2))), ["field 'root_pos' has shape (3, 2)",
-                                                                                 "expected (3, 3)"]),
+    (
+        "motion wrong dtype",
+        _read_motion,
+        _arrays(M, root_pos=np.array([["a"] * 3] * 3)),
+        ["field 'root_pos' has dtype <U1", "(T, 3) positions [m]"],
+    ),
+    (
+        "motion wrong shape",
+        _read_motion,
+        _arrays(M, root_pos=np.zeros((3, 2))),
+        ["field 'root_pos' has shape (3, 2)", "expected (3, 3)"],
+    ),
     ("motion NaN", _read_motion, _arrays(M, dof_pos=_nan_at(M["dof_pos"], (1, 0))), ["field 'dof_pos'", "non-finite"]),
-    ("motion object names", _read_motion, _arrays(M, joint_names=OBJECT), ["field 'joint_names' is an object array",
-                                                                           "(n,) joint names"]),
-    ("motion provenance not an object", _read_motion, _arrays(M, provenance=np.array("[1, 2]")),
-     ["field 'provenance' is JSON list, expected a JSON object"]),
-    ("keypoints object names", _read_source, _arrays(K, names=np.array(["pelvis", "head"], dtype=object)),
-     ["field 'names' is an object array", "(K,) keypoint names"]),
+    (
+        "motion object names",
+        _read_motion,
+        _arrays(M, joint_names=OBJECT),
+        ["field 'joint_names' is an object array", "(n,) joint names"],
+    ),
+    (
+        "motion provenance not an object",
+        _read_motion,
+        _arrays(M, provenance=np.array("[1, 2]")),
+        ["field 'provenance' is JSON list, expected a JSON object"],
+    ),
+    (
+        "keypoints object names",
+        _read_source,
+        _arrays(K, names=np.array(["pelvis", "head"], dtype=object)),
+        ["field 'names' is an object array", "(K,) keypoint names"],
+    ),
     ("keypoints missing names", _read_source, _arrays(K, names=None), ["missing field 'names'", "found: positions"]),
-    ("keypoints wrong dtype", _read_source, _arrays(K, positions=np.array(["x"])),
-     ["field 'positions' has dtype <U1", "(T, K, 3)"]),
-    ("keypoints wrong shape", _read_source, _arrays(K, positions=np.zeros((3, 2, 2))),
-     ["field 'positions' must have shape (T, K, 3)", "got (3, 2, 2)"]),
-    ("keypoints NaN", _read_source, _arrays(K, positions=_nan_at(K["positions"], (2, 1, 0))),
-     ["field 'positions': frame 2, keypoint 'head' is not finite"]),
-    ("keypoints fps not one number", _read_source, _arrays(K, fps=np.array([30.0, 60.0])),
-     ["field 'fps' has shape (2,), expected a single number"]),
+    (
+        "keypoints wrong dtype",
+        _read_source,
+        _arrays(K, positions=np.array(["x"])),
+        ["field 'positions' has dtype <U1", "(T, K, 3)"],
+    ),
+    (
+        "keypoints wrong shape",
+        _read_source,
+        _arrays(K, positions=np.zeros((3, 2, 2))),
+        ["field 'positions' must have shape (T, K, 3)", "got (3, 2, 2)"],
+    ),
+    (
+        "keypoints NaN",
+        _read_source,
+        _arrays(K, positions=_nan_at(K["positions"], (2, 1, 0))),
+        ["field 'positions': frame 2, keypoint 'head' is not finite"],
+    ),
+    (
+        "keypoints fps not one number",
+        _read_source,
+        _arrays(K, fps=np.array([30.0, 60.0])),
+        ["field 'fps' has shape (2,), expected a single number"],
+    ),
     ("keypoints no frames", _read_source, _arrays(K, positions=np.zeros((0, 2, 3))), ["T, K >= 1", "got (0, 2, 3)"]),
-    ("amass pickled poses", _read_source, _arrays(A, poses=np.array([np.zeros(72)] * 3 + [None], dtype=object)),
-     ["field 'poses' is an object array", "(T, 72 | 156 | 165)"]),
+    (
+        "amass pickled poses",
+        _read_source,
+        _arrays(A, poses=np.array([np.zeros(72)] * 3 + [None], dtype=object)),
+        ["field 'poses' is an object array", "(T, 72 | 156 | 165)"],
+    ),
     ("amass missing trans", _read_source, _arrays(A, trans=None), ["missing field 'trans'", "found: poses"]),
     ("amass wrong dtype", _read_source, _arrays(A, poses=np.array("x")), ["field 'poses' has dtype <U1"]),
-    ("amass NaN", _read_source, _arrays(A, poses=_nan_at(A["poses"], (1, 5))), ["field 'poses': frame 1 is not finite"]),
-    ("amass two genders", _read_source, _arrays(A, gender=np.array(["male", "female"])),
-     ["field 'gender' holds 2 strings, expected one"]),
-    ("amass infinite rate", _read_source, _arrays(A, mocap_framerate=np.array(np.inf)),
-     ["field 'mocap_framerate' must be a finite rate > 0"]),
+    (
+        "amass NaN",
+        _read_source,
+        _arrays(A, poses=_nan_at(A["poses"], (1, 5))),
+        ["field 'poses': frame 1 is not finite"],
+    ),
+    (
+        "amass two genders",
+        _read_source,
+        _arrays(A, gender=np.array(["male", "female"])),
+        ["field 'gender' holds 2 strings, expected one"],
+    ),
+    (
+        "amass infinite rate",
+        _read_source,
+        _arrays(A, mocap_framerate=np.array(np.inf)),
+        ["field 'mocap_framerate' must be a finite rate > 0"],
+    ),
 ]
 
 
@@ -104,12 +157,21 @@ def test_a_bad_npz_field_is_named(tmp_path, name, read, arrays, says):
 BODY_CASES = [
     ("missing key", _arrays(S.BODY_MODEL, shapedirs=None), ["missing field 'shapedirs'"]),
     ("object array", _arrays(S.BODY_MODEL, J_regressor=OBJECT), ["field 'J_regressor' is an object array"]),
-    ("wrong shape", _arrays(S.BODY_MODEL, kintree_table=np.zeros((2, 3))),
-     ["field 'kintree_table' must be (2, 24), got (2, 3)"]),
-    ("child before parent", _arrays(S.BODY_MODEL, kintree_table=np.array([[-1] + [5] * 23, list(range(24))])),
-     ["field 'kintree_table': expected at least 22 joints, each after its parent"]),
-    ("NaN", _arrays(S.BODY_MODEL, v_template=_nan_at(S.BODY_MODEL["v_template"], (0, 0))),
-     ["field 'v_template' holds non-finite values"]),
+    (
+        "wrong shape",
+        _arrays(S.BODY_MODEL, kintree_table=np.zeros((2, 3))),
+        ["field 'kintree_table' must be (2, 24), got (2, 3)"],
+    ),
+    (
+        "child before parent",
+        _arrays(S.BODY_MODEL, kintree_table=np.array([[-1] + [5] * 23, list(range(24))])),
+        ["field 'kintree_table': expected at least 22 joints, each after its parent"],
+    ),
+    (
+        "NaN",
+        _arrays(S.BODY_MODEL, v_template=_nan_at(S.BODY_MODEL["v_template"], (0, 0))),
+        ["field 'v_template' holds non-finite values"],
+    ),
 ]
 
 
@@ -145,8 +207,9 @@ def _damage(target: Path, good: bytes, damage: str) -> None:
         target.write_bytes(FILE_DAMAGE[damage](good))
 
 
-@pytest.mark.parametrize("mangle", [(b"), }", b"  }"), (b"'shape'", b"'sh\x8bpe'"), (b"'<f8'", b"'<x8'"),
-                                    (b"(3, 2, 3)", b"(3,2,3e9)")])
+@pytest.mark.parametrize(
+    "mangle", [(b"), }", b"  }"), (b"'shape'", b"'sh\x8bpe'"), (b"'<f8'", b"'<x8'"), (b"(3, 2, 3)", b"(3,2,3e9)")]
+)
 def test_a_mangled_array_header_names_the_field(tmp_path, mangle):
     """A member whose .npy header is damaged, with a valid CRC (the fuzzer's find: numpy's header
     tokenizer raised TokenError on an unclosed bracket)."""
@@ -269,7 +332,11 @@ def test_overrides_and_names_that_are_no_names(tmp_path):
     for item in ["a\nb=1", "\n", "a..b=1", "a b=1"]:
         _refused(lambda item=item: parse_overrides([item]), ["config key"])
     assert parse_overrides(["a.b=[1, 2]", "c=x: y: z", "d=2024-13-45", "e=" + "9" * 5000]) == {
-        "a": {"b": [1, 2]}, "c": "x: y: z", "d": "2024-13-45", "e": "9" * 5000}  # not YAML: the text itself
+        "a": {"b": [1, 2]},
+        "c": "x: y: z",
+        "d": "2024-13-45",
+        "e": "9" * 5000,
+    }  # not YAML: the text itself
     _refused(lambda: load_robot_spec("9" * 5000), ["unknown robot"])  # longer than a file name may be
     _refused(lambda: load_robot_spec("\x1f\n"), ["unknown robot '\\x1f\\n'"])
     _refused(lambda: load_robot_spec("/" + "x" * 5000 + ".yaml"), ["robot spec file not found"])
@@ -280,11 +347,22 @@ def test_overrides_and_names_that_are_no_names(tmp_path):
 TEXT_CASES = [
     ("clip.bvh", S.BVH.replace(b"OFFSET 10 -40 0", b"OFFSET 10 nan 0"), "line 8: non-finite value in OFFSET"),
     ("clip.bvh", S.BVH.replace(b"Time: 0.01", b"Time: 1e-320"), "line 27: frame time 1e-320 s is not a frame period"),
-    ("clip.bvh", S.BVH.replace(b"OFFSET 10 -40 0", b"OFFSET 10 1e308 0"),
-     "an OFFSET or position channel is 1e+308 file units"),
-    ("clip.bvh", b"HIERARCHY\nROOT a\n" + b"".join(b"{\nOFFSET 0 0 0\nCHANNELS 1 Xrotation\nJOINT j%d\n" % i
-                                                  for i in range(1000)), "joints nested deeper than 200 levels"),
-    ("kp.csv", S.KEYPOINT_CSV.replace(b"0.1,0,0,0.9", b"0.1,0,0,nan"), "line 3, column 4 (pelvis_z): 'nan' is not finite"),
+    (
+        "clip.bvh",
+        S.BVH.replace(b"OFFSET 10 -40 0", b"OFFSET 10 1e308 0"),
+        "an OFFSET or position channel is 1e+308 file units",
+    ),
+    (
+        "clip.bvh",
+        b"HIERARCHY\nROOT a\n"
+        + b"".join(b"{\nOFFSET 0 0 0\nCHANNELS 1 Xrotation\nJOINT j%d\n" % i for i in range(1000)),
+        "joints nested deeper than 200 levels",
+    ),
+    (
+        "kp.csv",
+        S.KEYPOINT_CSV.replace(b"0.1,0,0,0.9", b"0.1,0,0,nan"),
+        "line 3, column 4 (pelvis_z): 'nan' is not finite",
+    ),
     ("kp.csv", S.KEYPOINT_CSV.replace(b"time,", b"time_" + b"x" * 200_000 + b","), "not a readable CSV"),
     ("kp.csv", b"\xff\xfe" + S.KEYPOINT_CSV, "not a text file"),
     ("kp.csv", S.KEYPOINT_CSV.replace(b"0.1,0,0,0.9", b"0.1,0,0,1e300"), "a keypoint coordinate is 1e+300"),
@@ -312,11 +390,21 @@ def test_a_text_clip_that_is_a_folder_or_empty(tmp_path, name):
 # --- the CLI --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("file, arrays, says", [
-    ("walk_poses.npz", _arrays(A, poses=np.array([np.zeros(72)] * 3 + [None], dtype=object)),
-     "field 'poses' is an object array"),
-    ("keypoints.npz", _arrays(K, names=np.array(["pelvis", "head"], dtype=object)), "field 'names' is an object array"),
-])
+@pytest.mark.parametrize(
+    "file, arrays, says",
+    [
+        (
+            "walk_poses.npz",
+            _arrays(A, poses=np.array([np.zeros(72)] * 3 + [None], dtype=object)),
+            "field 'poses' is an object array",
+        ),
+        (
+            "keypoints.npz",
+            _arrays(K, names=np.array(["pelvis", "head"], dtype=object)),
+            "field 'names' is an object array",
+        ),
+    ],
+)
 def test_retarget_refuses_pickled_arrays_in_one_line(tmp_path, capsys, file, arrays, says):
     clip = tmp_path / file
     clip.write_bytes(S.npz_bytes(arrays))
@@ -351,8 +439,10 @@ def test_a_motion_clip_for_another_robot_names_the_key_the_file_and_the_robot(tm
     with pytest.raises(DataFileError) as e:
         make_env(resolve("g1-tracking", ["backend=native", f"env.motion_file={clip}"]))
     msg = str(e.value)
-    assert msg.startswith(f"{clip}: env.motion_file: the clip's joints are not robot g1's: it lacks "
-                          "'left_ankle_pitch_joint' (13 of 29 missing)"), msg
+    assert msg.startswith(
+        f"{clip}: env.motion_file: the clip's joints are not robot g1's: it lacks "
+        "'left_ankle_pitch_joint' (13 of 29 missing)"
+    ), msg
     assert "retargeted for another robot? it has the joints of h1;" in msg
     assert msg.endswith("retarget the source for g1: simreal retarget SOURCE --robot g1") and "\n" not in msg
 

@@ -49,8 +49,10 @@ def test_the_vla_trains_the_epochs_the_readme_states(tmp_path):
     from simreal.policies.run_config import resolve, task_yaml
     from simreal.yaml_io import load_yaml
 
-    base = deep_merge(load_yaml(task_yaml("arm-reach-choice")),
-                      {"trainer": "bc", "algorithm": "bc", "train": {"policy": "vla", "dataset": str(tmp_path)}})
+    base = deep_merge(
+        load_yaml(task_yaml("arm-reach-choice")),
+        {"trainer": "bc", "algorithm": "bc", "train": {"policy": "vla", "dataset": str(tmp_path)}},
+    )
     epochs = resolve(None, [], base=base, source="test").train.epochs
     line = next(c for argv, c in _commands() if argv[:3] == ["train-bc", "data/choice", "--policy"])
     assert epochs == 10 and f"{epochs} epochs" in line, (epochs, line)
@@ -70,8 +72,12 @@ def test_the_offline_labeller_labels_by_the_task_reward(tmp_path, capsys):
 
     rng = np.random.default_rng(0)
     reward = np.arange(12, dtype=np.float32)
-    np.savez(tmp_path / "frames.npz", frames=rng.integers(0, 255, (12, 16, 16, 3), dtype=np.uint8),
-             task="to be later", task_reward=reward)
+    np.savez(
+        tmp_path / "frames.npz",
+        frames=rng.integers(0, 255, (12, 16, 16, 3), dtype=np.uint8),
+        task="to be later",
+        task_reward=reward,
+    )
     out = tmp_path / "labels.npz"
     assert main([str(tmp_path / "frames.npz"), "--pairs", "20", "--out", str(out), "--cache", str(tmp_path / "c")]) == 0
     labels = load_labels(out)

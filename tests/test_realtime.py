@@ -60,12 +60,15 @@ def _cfg(timeout_s: float = 0.1, period_s: float = 0.01) -> SimpleNamespace:
     return SimpleNamespace(watchdog=SimpleNamespace(timeout_s=timeout_s), period_s=period_s)
 
 
-@pytest.mark.parametrize("robot_lag_s, runner_gap_s, passed, valid, missed", [
-    (0.003, 0.012, False, True, []),                          # an on-time host: a failure is the policy's
-    (0.142, 0.012, False, False, ["robot_late_s"]),           # the robot process stalled 142 ms: invalid
-    (0.003, 0.140, False, False, ["runner_late_s"]),          # the runner stalled: invalid
-    (0.142, 0.140, True, True, ["robot_late_s", "runner_late_s"]),  # a pass despite a late host stays a pass
-])
+@pytest.mark.parametrize(
+    "robot_lag_s, runner_gap_s, passed, valid, missed",
+    [
+        (0.003, 0.012, False, True, []),  # an on-time host: a failure is the policy's
+        (0.142, 0.012, False, False, ["robot_late_s"]),  # the robot process stalled 142 ms: invalid
+        (0.003, 0.140, False, False, ["runner_late_s"]),  # the runner stalled: invalid
+        (0.142, 0.140, True, True, ["robot_late_s", "runner_late_s"]),  # a pass despite a late host stays a pass
+    ],
+)
 def test_a_failure_on_a_host_that_missed_its_deadlines_is_invalid(robot_lag_s, runner_gap_s, passed, valid, missed):
     from simreal.cli.deploy import host_deadlines
 
@@ -80,10 +83,18 @@ def test_invalid_is_its_own_verdict_in_the_text_and_the_exit_code():
     from simreal.cli.deploy import INVALID_EXIT, _sim_lines
 
     robot = {"robot": "crazyflie2", "family": "quadrotor", "handover": True}
-    host = {"budget_s": 0.045, "robot_late_s": 0.142, "runner_late_s": 0.002, "missed": ["robot_late_s"],
-            "valid": False}
+    host = {
+        "budget_s": 0.045,
+        "robot_late_s": 0.142,
+        "runner_late_s": 0.002,
+        "missed": ["robot_late_s"],
+        "valid": False,
+    }
     lines = _sim_lines({"domain_id": 7, "passed": False, "host": host}, robot)
-    assert lines[-2] == "host       latest wake-up robot 142 ms, runner 2 ms (budget 45 ms): this host missed its deadlines"
+    assert (
+        lines[-2]
+        == "host       latest wake-up robot 142 ms, runner 2 ms (budget 45 ms): this host missed its deadlines"
+    )
     assert lines[-1].startswith("result     INVALID: it failed on a host that missed its own deadlines")
     assert INVALID_EXIT == 3
 

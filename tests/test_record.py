@@ -40,10 +40,21 @@ def _record(root, episodes, *, resume=False, interrupt_at=None, said=None):
     with robot, JointJog(Wave(), spec, speed=0.5) as teleop:
         for c in cams:
             c.connect()
-        writer = (DatasetWriter.resume(root) if resume else
-                  DatasetWriter.create(root, fps=15, features=dataset_features(robot, cams), robot_type=spec.name))
-        rec = Recorder(robot, teleop, cams, writer, fps=15, task="wave the arm",
-                       progress=None if said is None else said.append, status_every_s=0.4)
+        writer = (
+            DatasetWriter.resume(root)
+            if resume
+            else DatasetWriter.create(root, fps=15, features=dataset_features(robot, cams), robot_type=spec.name)
+        )
+        rec = Recorder(
+            robot,
+            teleop,
+            cams,
+            writer,
+            fps=15,
+            task="wave the arm",
+            progress=None if said is None else said.append,
+            status_every_s=0.4,
+        )
         if interrupt_at is not None:
             real_add = writer.add_frame
 
@@ -111,8 +122,9 @@ def test_the_record_banner_names_the_keys_and_what_they_move():
     text = banner(args, JointJog(Wave(), spec), 15).splitlines()
     assert text[0].startswith("simreal record: 3 episodes of up to 20 s (5 s to reset between) into ds at 15 fps")
     assert "Ctrl-C stops, keeping the finished episodes" in text[0]
-    assert text[1] == ("keys (held): q/a shoulder, w/s elbow, space back to the measured pose, "
-                       "x or Esc end the episode"), text
+    assert text[1] == (
+        "keys (held): q/a shoulder, w/s elbow, space back to the measured pose, x or Esc end the episode"
+    ), text
     assert KEY_AXES[b"q"] == (0, 1) and spec.actuator_names[0] == "shoulder"  # q moves axis 0 up: the shoulder
 
 
@@ -126,9 +138,33 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     from simreal.dataset.reader import Dataset
 
     out = tmp_path / "ds"
-    cmd = [sys.executable, "-m", "simreal.cli", "record", "so100", "--twin", "--teleop", "leader",
-           "--camera", "front=pattern", "--camera-size", "64x48", "--task", "copy the leader",
-           "--episodes", "2", "--episode-s", "1", "--reset-s", "0", "--out", str(out), "--json", "--fps", "15"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simreal.cli",
+        "record",
+        "so100",
+        "--twin",
+        "--teleop",
+        "leader",
+        "--camera",
+        "front=pattern",
+        "--camera-size",
+        "64x48",
+        "--task",
+        "copy the leader",
+        "--episodes",
+        "2",
+        "--episode-s",
+        "1",
+        "--reset-s",
+        "0",
+        "--out",
+        str(out),
+        "--json",
+        "--fps",
+        "15",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -141,30 +177,58 @@ def test_record_cli_on_the_so100_twins(tmp_path):
     np.testing.assert_allclose(ep["action"][-1], ep["observation.state"][-1], atol=0.1)
     # resumed, the new episodes take the dataset's rate (once the robot's 30 Hz, stamped as 15 fps);
     # another --fps is refused in one line
-    more = [*cmd[:cmd.index("--episodes")], "--episodes", "1", "--episode-s", "1", "--reset-s", "0", "--out", str(out),
-            "--resume"]
+    more = [
+        *cmd[: cmd.index("--episodes")],
+        "--episodes",
+        "1",
+        "--episode-s",
+        "1",
+        "--reset-s",
+        "0",
+        "--out",
+        str(out),
+        "--resume",
+    ]
     r = subprocess.run([*more, "--fps", "30"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "--fps: 30, and the dataset in" in r.stderr and "records at 15 fps" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--fps: 30, and the dataset in" in r.stderr and "records at 15 fps" in r.stderr, (
+        r.stderr
+    )
     r = subprocess.run(more, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     ds = Dataset(out)
     assert ds.num_episodes == 3 and ds.num_frames == 45 and len(ds.episode(2)["action"]) == 15
 
 
-@pytest.mark.parametrize("flags,needle", [
-    (["--camera", "front"], "--camera"),
-    (["--camera-size", "big", "--camera", "f=pattern"], "--camera-size"),
-    (["--episodes", "0"], "--episodes"),
-    (["--set", "prot=1"], "driver.prot"),
-    (["--bag", "never-written-bag"], "--bag"),  # the Feetech bus is not DDS
-    (["--teleop-mode", "ee"], "--teleop-mode"),  # with the leader arm of these tests
-])
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        (["--camera", "front"], "--camera"),
+        (["--camera-size", "big", "--camera", "f=pattern"], "--camera-size"),
+        (["--episodes", "0"], "--episodes"),
+        (["--set", "prot=1"], "driver.prot"),
+        (["--bag", "never-written-bag"], "--bag"),  # the Feetech bus is not DDS
+        (["--teleop-mode", "ee"], "--teleop-mode"),  # with the leader arm of these tests
+    ],
+)
 def test_record_cli_bad_input_is_one_line(tmp_path, flags, needle):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "simreal.cli", "record", "so100", "--twin", "--teleop", "leader", "--task", "t",
-           "--out", str(tmp_path / "ds"), *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "simreal.cli",
+        "record",
+        "so100",
+        "--twin",
+        "--teleop",
+        "leader",
+        "--task",
+        "t",
+        "--out",
+        str(tmp_path / "ds"),
+        *flags,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

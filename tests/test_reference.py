@@ -43,15 +43,18 @@ def _with_reference(src, dst, values, entry=None):
     return dst
 
 
-@pytest.mark.parametrize("values, entry, field", [
-    ({"joint_pos": np.zeros((4, 2))}, None, "reference.joint_pos"),                 # a sensor, not an input
-    ({"target_pos_w": np.zeros((4, 3)), "command": np.zeros((5, 3))}, None, "reference.command"),
-    ({"target_pos_w": np.full((4, 3), np.nan)}, None, "reference.target_pos_w"),
-    ({"target_pos_w": np.zeros(4)}, None, "reference.target_pos_w"),               # not (rows, width)
-    ({"target_pos_w": np.zeros((4, 3))}, {"file": "reference.npz", "rate_hz": 0.0}, "reference.rate_hz"),
-    ({"target_pos_w": np.zeros((4, 3))}, {"file": "missing.npz", "rate_hz": 100.0}, "reference.file"),
-    ({"target_pos_w": np.zeros((4, 3))}, {"rate_hz": 100.0}, "reference"),
-])
+@pytest.mark.parametrize(
+    "values, entry, field",
+    [
+        ({"joint_pos": np.zeros((4, 2))}, None, "reference.joint_pos"),  # a sensor, not an input
+        ({"target_pos_w": np.zeros((4, 3)), "command": np.zeros((5, 3))}, None, "reference.command"),
+        ({"target_pos_w": np.full((4, 3), np.nan)}, None, "reference.target_pos_w"),
+        ({"target_pos_w": np.zeros(4)}, None, "reference.target_pos_w"),  # not (rows, width)
+        ({"target_pos_w": np.zeros((4, 3))}, {"file": "reference.npz", "rate_hz": 0.0}, "reference.rate_hz"),
+        ({"target_pos_w": np.zeros((4, 3))}, {"file": "missing.npz", "rate_hz": 100.0}, "reference.file"),
+        ({"target_pos_w": np.zeros((4, 3))}, {"rate_hz": 100.0}, "reference"),
+    ],
+)
 def test_a_bad_reference_is_refused_naming_its_field(pd_bundle, tmp_path, values, entry, field):
     d = _with_reference(pd_bundle, tmp_path / "b", values, entry)
     with pytest.raises(BundleError) as e:
@@ -91,10 +94,18 @@ def test_the_runner_plays_the_reference_from_its_first_policy_run(pd_bundle, tmp
     write_reference(d / "reference.npz", Reference(100.0, {"target_pos_w": rows}))  # the atomic writer
     bundle = load_bundle(d)
     seen: list[np.ndarray] = []
-    runner = PolicyRunner(bundle, msg_class=R.msg_class, overrides={"start": {"ramp_s": 0.0}},
-                          policy=lambda obs: (seen.append(np.array(obs)), np.zeros(4))[1])
-    s = {"pos_w": np.array([0.0, 0.0, 1.0]), "quat_wxyz": np.array([1.0, 0, 0, 0]), "lin_vel_w": np.zeros(3),
-         "ang_vel_b": np.zeros(3)}
+    runner = PolicyRunner(
+        bundle,
+        msg_class=R.msg_class,
+        overrides={"start": {"ramp_s": 0.0}},
+        policy=lambda obs: (seen.append(np.array(obs)), np.zeros(4))[1],
+    )
+    s = {
+        "pos_w": np.array([0.0, 0.0, 1.0]),
+        "quat_wxyz": np.array([1.0, 0, 0, 0]),
+        "lin_vel_w": np.zeros(3),
+        "ang_vel_b": np.zeros(3),
+    }
     odom = encode_state("nav_msgs/msg/Odometry", s, 0, R.msg_class)
     t0 = 50.0
     for t in (t0, t0 + 0.01, t0 + 0.052, t0 + 0.5, t0 + 3.0):

@@ -52,8 +52,9 @@ def test_robot_spec_cameras_reach_the_model_on_their_body_with_size_and_fov():
     from simreal.sim.robots import build_model
 
     spec = load_robot_spec("so100")
-    wrist = CameraSpec("wrist", body=_last_body(spec), pos=(0.0, 0.0, 0.05),
-                       quat=(1, 0, 0, 0), width=40, height=30, fovy_deg=70)
+    wrist = CameraSpec(
+        "wrist", body=_last_body(spec), pos=(0.0, 0.0, 0.05), quat=(1, 0, 0, 0), width=40, height=30, fovy_deg=70
+    )
     m = build_model(dataclasses.replace(spec, model=dataclasses.replace(spec.model, cameras=(wrist,))))
     cam = m.camera("wrist")
     assert m.body(int(cam.bodyid[0])).name == wrist.body
@@ -94,8 +95,7 @@ def test_depth_is_the_distance_along_the_optical_axis_and_threads_match_one_thre
     from simreal.sim.render import BatchRenderer
 
     # straight down from 1 m over the floor: the box (top at z = 0.2 m) fills the centre
-    m = _scene(CameraSpec("down", pos=(0.6, 0, 1.0), quat=(1, 0, 0, 0), fovy_deg=60, width=24, height=16,
-                          depth=True))
+    m = _scene(CameraSpec("down", pos=(0.6, 0, 1.0), quat=(1, 0, 0, 0), fovy_deg=60, width=24, height=16, depth=True))
     qpos = np.tile(m.qpos0, (5, 1))
     qpos[:, 0] = np.linspace(-0.3, 0.9, 5)  # slide the box under the camera (x = 0.6 m in row 4)
     with BatchRenderer(m, ["down"], depth=["down"], nthread=1) as one:

@@ -18,18 +18,31 @@ from simreal.cli import main
 from simreal.policies.run_config import make_env, resolve
 
 ENV = ["backend=native", "env.episode_length_s=1.0"]
-TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
-        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]"]
+TINY = [
+    "train.num_envs=4",
+    "train.num_timesteps=64",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.eval_every_steps=0",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16,16]",
+]
 
 
 def write_base(out, env, task: str = "arm-reach", seed: int = 0):
     """A random tanh-MLP bundle with ``env``'s observation terms and action layout: a base to correct."""
     layout = env.action_layout()
     return bundles.write_bundle(
-        out, spec=env.robot, model=bundles.mlp_onnx(env.observation_size, env.action_size, (16,), seed), task=task,
-        obs_terms=[(t["name"], t["size"]) for t in env.obs_layout], control_rate_hz=env.robot.control_rate_hz,
-        **{k: layout[k] for k in ("mode", "names", "units", "scale", "offset", "low", "high")})
+        out,
+        spec=env.robot,
+        model=bundles.mlp_onnx(env.observation_size, env.action_size, (16,), seed),
+        task=task,
+        obs_terms=[(t["name"], t["size"]) for t in env.obs_layout],
+        control_rate_hz=env.robot.control_rate_hz,
+        **{k: layout[k] for k in ("mode", "names", "units", "scale", "offset", "low", "high")},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +87,12 @@ def test_zero_initialised_residual_composes_to_exactly_the_base(env, base_dir, t
     from simreal.policies.residual import BASE_DIR, TRAINER, freeze_base
 
     cfg = resolve("arm-reach", [*ENV, *TINY, f"residual.base={base_dir}"])
-    assert (cfg.trainer, cfg.residual.scale, cfg.train.init_noise_std, cfg.train.entropy_cost) == \
-        ("residual", 0.1, 0.22, 0.0)  # ResiP's settings by default
+    assert (cfg.trainer, cfg.residual.scale, cfg.train.init_noise_std, cfg.train.entropy_cost) == (
+        "residual",
+        0.1,
+        0.22,
+        0.0,
+    )  # ResiP's settings by default
     freeze_base(str(base_dir), tmp_path / BASE_DIR, cfg, env)
     renv, algo = TRAINER.build(tmp_path, cfg)
     ts = algo.init()
@@ -99,8 +116,9 @@ def run_dir(base_dir, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_residual_run_trains_evaluates_and_exports_one_graph_equal_to_the_jax_composition(run_dir, base_dir,
-                                                                                       tmp_path, capsys):
+def test_residual_run_trains_evaluates_and_exports_one_graph_equal_to_the_jax_composition(
+    run_dir, base_dir, tmp_path, capsys
+):
     from simreal.policies.residual import BASE_DIR, freeze_base
     from simreal.policies.train import load_config
     from simreal.policies.trainers import get_trainer
@@ -136,8 +154,9 @@ def test_residual_run_trains_evaluates_and_exports_one_graph_equal_to_the_jax_co
     # link it reproduces the training simulator within the arm's tolerance
     from simreal.deploy.sim_loop import SimLoopConfig, run_offline
 
-    report = run_offline(bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, settle_s=0.0),
-                         overrides={"start": {"ramp_s": 0.0}})
+    report = run_offline(
+        bundle, SimLoopConfig(duration_s=1.0, noise_scale=0.0, settle_s=0.0), overrides={"start": {"ramp_s": 0.0}}
+    )
     assert report["gate"]["passed"], report["gate"]
     assert report["runner"]["policy_runs"] >= 40
 
@@ -149,15 +168,23 @@ def test_resume_keeps_the_base_and_the_scale(run_dir, capsys):
     assert len(err.splitlines()) == 1 and "residual.scale" in err and "start a new run" in err
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["residual.base=/nonexistent/base"], "config key 'residual.base': /nonexistent/base: file not found"),
-    (["residual.base=."], "config key 'residual.base': .: neither a bundle folder (no bundle.yaml) nor a run "
-                          "directory (no config.yaml)"),
-    (["trainer=residual"], "config key 'residual.base': missing: the frozen base policy"),
-    (["trainer=sb3", "residual.base=x"], "config key 'residual': a residual over a frozen base trains with "
-                                         "trainer=residual, not trainer=sb3"),
-    (["residual.base=x", "residual.scal=0.2"], "config key 'residual.scal': unknown key"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["residual.base=/nonexistent/base"], "config key 'residual.base': /nonexistent/base: file not found"),
+        (
+            ["residual.base=."],
+            "config key 'residual.base': .: neither a bundle folder (no bundle.yaml) nor a run "
+            "directory (no config.yaml)",
+        ),
+        (["trainer=residual"], "config key 'residual.base': missing: the frozen base policy"),
+        (
+            ["trainer=sb3", "residual.base=x"],
+            "config key 'residual': a residual over a frozen base trains with trainer=residual, not trainer=sb3",
+        ),
+        (["residual.base=x", "residual.scal=0.2"], "config key 'residual.scal': unknown key"),
+    ],
+)
 def test_bad_residual_config_is_one_line_exit_2_and_leaves_no_run(overrides, message, tmp_path, capsys):
     assert main(["train", "arm-reach", *ENV, *TINY, *overrides, f"runs_root={tmp_path}"]) == 2
     out, err = capsys.readouterr()
@@ -178,8 +205,10 @@ def test_a_base_of_another_task_or_action_scale_is_refused(env, tmp_path, capsys
     hover = bundles.make_pd_hover_bundle(tmp_path / "hover")
     assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={hover}", f"runs_root={tmp_path / 'r1'}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{hover} is a policy of task quadrotor-hover on crazyflie2; this run " \
-                                          "is arm-reach on franka" in err, err  # the user's path, not the run's copy
+    assert (
+        len(err.splitlines()) == 1
+        and f"{hover} is a policy of task quadrotor-hover on crazyflie2; this run is arm-reach on franka" in err
+    ), err  # the user's path, not the run's copy
     assert not (tmp_path / "r1").exists() or not any((tmp_path / "r1").iterdir())
     other = write_base(tmp_path / "scaled", make_env(resolve("arm-reach", [*ENV, "env.action_scale=0.5"])))
     assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={other}", f"runs_root={tmp_path / 'r2'}"]) == 2
@@ -191,8 +220,10 @@ def test_a_residual_trains_without_the_tasks_shaping_terms_unless_given():
     """ResiP trains the residual on the task reward alone: arm-push's shaping terms (the hand near
     the cube, smooth commands) default to weight 0 under a residual, and only there."""
     assert resolve("arm-push", ["residual.base=scripted"]).env.reward_scales == {"reach": 0.0, "action_rate": 0.0}
-    assert resolve("arm-push", ["residual.base=scripted", "env.reward_scales.reach=0.5"]).env.reward_scales == \
-        {"reach": 0.5, "action_rate": 0.0}
+    assert resolve("arm-push", ["residual.base=scripted", "env.reward_scales.reach=0.5"]).env.reward_scales == {
+        "reach": 0.5,
+        "action_rate": 0.0,
+    }
     assert resolve("arm-push", []).env.reward_scales == {}
     assert resolve("arm-reach", ["residual.base=x"]).env.reward_scales == {}  # no shaping terms named
 
@@ -234,14 +265,20 @@ def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir):
     np.testing.assert_allclose(s2.info["last_action"], np.clip(np.asarray(s.obs[:, n:]) - reach, -1, 1), atol=1e-6)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("residual.action_scales.wrist=1.0", "config key 'residual.action_scales.wrist': no such action; the task's "
-                                         "actions: "),
-    ("residual.action_scales.gripper=-1.0", "config key 'residual.action_scales.gripper': expected a reach >= 0"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "residual.action_scales.wrist=1.0",
+            "config key 'residual.action_scales.wrist': no such action; the task's actions: ",
+        ),
+        ("residual.action_scales.gripper=-1.0", "config key 'residual.action_scales.gripper': expected a reach >= 0"),
+    ],
+)
 def test_a_reach_for_no_action_is_one_line_exit_2_and_leaves_no_run(override, message, base_dir, tmp_path, capsys):
-    assert main(["train", "arm-reach", *ENV, *TINY, f"residual.base={base_dir}", override,
-                 f"runs_root={tmp_path}"]) == 2
+    assert (
+        main(["train", "arm-reach", *ENV, *TINY, f"residual.base={base_dir}", override, f"runs_root={tmp_path}"]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not any(tmp_path.iterdir())

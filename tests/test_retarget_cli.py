@@ -19,15 +19,28 @@ from simreal.retarget import checks
 def clips(tmp_path_factory):
     d = tmp_path_factory.mktemp("clips")
     synth.write_bvh(d / "walk.bvh", synth.walking(duration_s=1.5), units="cm", up="y", order="ZXY")
-    synth.write_bvh(d / "sub" / "crouch.bvh", synth.crouching(duration_s=1.5), units="m", up="z", order="XYZ",
-                    six_channels=True)
+    synth.write_bvh(
+        d / "sub" / "crouch.bvh", synth.crouching(duration_s=1.5), units="m", up="z", order="XYZ", six_channels=True
+    )
     return d
 
 
 def test_single_clip(tmp_path, clips, capsys):
     out = tmp_path / "walk_g1.npz"
-    rc = main(["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out),
-               "--set", "interaction.window=3", "--set", "interaction.stride=1"])
+    rc = main(
+        [
+            "retarget",
+            str(clips / "walk.bvh"),
+            "--robot",
+            "g1",
+            "--out",
+            str(out),
+            "--set",
+            "interaction.window=3",
+            "--set",
+            "interaction.stride=1",
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "walk.bvh -> " in text and "penetration>1cm 0/45 frames" in text and "frames/s" in text
@@ -43,25 +56,71 @@ def test_the_23_dof_g1_retargets_with_the_g1_map_and_trains_on_it(tmp_path, clip
     from simreal.policies.run_config import make_env, resolve
 
     out = tmp_path / "walk_g1_23.npz"
-    assert main(["retarget", str(clips / "walk.bvh"), "--robot", "g1_23dof", "--out", str(out),
-                 "--set", "interaction.window=3", "--set", "interaction.stride=1"]) == 0
+    assert (
+        main(
+            [
+                "retarget",
+                str(clips / "walk.bvh"),
+                "--robot",
+                "g1_23dof",
+                "--out",
+                str(out),
+                "--set",
+                "interaction.window=3",
+                "--set",
+                "interaction.stride=1",
+            ]
+        )
+        == 0
+    )
     m = load_motion(out)
     assert len(m.joint_names) == 23 and "left_wrist_pitch_joint" not in m.joint_names
     env = make_env(resolve("g1-tracking", ["robot=g1_23dof", f"env.motion_file={out}"]), backend="native")
     assert env.action_size == 23 and env.num_frames == m.num_frames
     # the 29-DoF G1's clip is not the 23-DoF one's: it moves the wrists and waist joints welded there
     out29 = tmp_path / "walk_g1.npz"
-    assert main(["retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out29),
-                 "--set", "interaction.window=3", "--set", "interaction.stride=1"]) == 0
-    with pytest.raises(DataFileError, match="it moves 'waist_roll_joint' .6 joint.s. robot g1_23dof does not "
-                                            "have.; retargeted for another robot. it has the joints of g1;"):
+    assert (
+        main(
+            [
+                "retarget",
+                str(clips / "walk.bvh"),
+                "--robot",
+                "g1",
+                "--out",
+                str(out29),
+                "--set",
+                "interaction.window=3",
+                "--set",
+                "interaction.stride=1",
+            ]
+        )
+        == 0
+    )
+    with pytest.raises(
+        DataFileError,
+        match="it moves 'waist_roll_joint' .6 joint.s. robot g1_23dof does not "
+        "have.; retargeted for another robot. it has the joints of g1;",
+    ):
         make_env(resolve("g1-tracking", ["robot=g1_23dof", f"env.motion_file={out29}"]), backend="native")
 
 
 def test_json_and_ik(tmp_path, clips, capsys):
     out = tmp_path / "w.npz"
-    rc = main(["retarget", str(clips / "walk.bvh"), "--robot", "h1", "--out", str(out), "--method", "ik", "--json",
-               "--fps", "50"])
+    rc = main(
+        [
+            "retarget",
+            str(clips / "walk.bvh"),
+            "--robot",
+            "h1",
+            "--out",
+            str(out),
+            "--method",
+            "ik",
+            "--json",
+            "--fps",
+            "50",
+        ]
+    )
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["defects"]["defective_frames"] == 0 and len(summary["parts"]) == 1
@@ -95,8 +154,11 @@ def test_verdict_and_strict(tmp_path, clips, capsys, monkeypatch):
     # clip that could not be retargeted), not 2 (bad input)
     out.unlink()
     assert main(args[:-3]) == 1
-    assert "walk.bvh: every part between its defective frames is shorter than 1 s; nothing written" in \
-        capsys.readouterr().err and not out.exists()
+    assert (
+        "walk.bvh: every part between its defective frames is shorter than 1 s; nothing written"
+        in capsys.readouterr().err
+        and not out.exists()
+    )
 
 
 def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
@@ -126,8 +188,9 @@ def test_defective_frames_are_cut_into_parts(tmp_path, capsys, monkeypatch):
     # --resume takes a clip whose parts are all there, and redoes one stopped between two parts
     from simreal.retarget.batch import done_before
 
-    assert [p["out"] for p in done_before(str(bvh), str(out), None, "g1", "interaction")["parts"]] == \
-        [p["out"] for p in parts]
+    assert [p["out"] for p in done_before(str(bvh), str(out), None, "g1", "interaction")["parts"]] == [
+        p["out"] for p in parts
+    ]
     assert done_before(str(bvh), str(out), None, "h1", "interaction") is None  # made for another robot
     (tmp_path / "w.part2.npz").unlink()
     assert done_before(str(bvh), str(out), None, "g1", "interaction") is None
@@ -234,8 +297,20 @@ def test_a_stopped_folder_run_ends_its_worker_processes(clips, tmp_path):
     from simreal.retarget.batch import run_parallel
 
     work = [(str(c), str(tmp_path / f"{c.stem}.npz"), None) for c in sorted(clips.rglob("*.bvh"))]
-    args = argparse.Namespace(robot="g1", map=None, scene=None, method="interaction", overrides=[], units="auto",
-                              up="auto", fps=None, source_fps=None, body_models=None, joint_map=None, defects="repair")
+    args = argparse.Namespace(
+        robot="g1",
+        map=None,
+        scene=None,
+        method="interaction",
+        overrides=[],
+        units="auto",
+        up="auto",
+        fps=None,
+        source_fps=None,
+        body_models=None,
+        joint_map=None,
+        defects="repair",
+    )
     assert run_parallel(work, _options(args), 2, stop=lambda: True) == {}
     # the clips handed to the workers were ended with them (an executor's shutdown waits for them to write)
     assert mp.active_children() == [] and list(tmp_path.iterdir()) == []
@@ -282,11 +357,18 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(tmp_path, clips):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # the motion file is larger
 
-    r = subprocess.run([sys.executable, "-m", "simreal.cli", "retarget", str(clips / "walk.bvh"), "--robot", "g1",
-                        "--out", str(out)], capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    r = subprocess.run(
+        [sys.executable, "-m", "simreal.cli", "retarget", str(clips / "walk.bvh"), "--robot", "g1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert r.stderr.strip() == f"simreal retarget: error: {out}: File too large (free space or write elsewhere; " \
-                               "what was written whole before is kept)"
+    assert (
+        r.stderr.strip() == f"simreal retarget: error: {out}: File too large (free space or write elsewhere; "
+        "what was written whole before is kept)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -304,9 +386,23 @@ def test_workers_end_with_a_parent_killed_outright(tmp_path, clips):
     src.mkdir()
     for k in range(6):  # more clips than workers, so they are busy when the parent dies
         shutil.copy(clips / "walk.bvh", src / f"walk{k}.bvh")
-    parent = subprocess.Popen([sys.executable, "-m", "simreal.cli", "retarget", str(src), "--robot", "g1",
-                               "--out", str(tmp_path / "out"), "--jobs", "2"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "retarget",
+            str(src),
+            "--robot",
+            "g1",
+            "--out",
+            str(tmp_path / "out"),
+            "--jobs",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def children() -> list[int]:
         out = []
@@ -329,6 +425,7 @@ def test_workers_end_with_a_parent_killed_outright(tmp_path, clips):
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 15
+
     def running(pid: int) -> bool:
         try:
             with open(f"/proc/{pid}/stat") as f:

@@ -16,10 +16,10 @@ from simreal.retarget.loaders import load_motion_source
 from simreal.retarget.rotations import rotvec_to_matrix
 
 CONVENTIONS = [  # units, up, channel order, 6 channels on every joint, units passed to the loader
-    ("cm", "y", "ZXY", False, "auto"),   # LAFAN1 / Mixamo style
+    ("cm", "y", "ZXY", False, "auto"),  # LAFAN1 / Mixamo style
     ("m", "z", "XYZ", True, "auto"),
     ("mm", "y", "ZYX", False, "auto"),
-    ("in", "z", "YXZ", True, "auto"),    # CMU's BVH conversions in inches: read as CMU units, a 3.9 m person
+    ("in", "z", "YXZ", True, "auto"),  # CMU's BVH conversions in inches: read as CMU units, a 3.9 m person
     ("in", "y", "ZXY", False, "in"),
     ("cmu", "y", "ZYX", False, "auto"),  # CMU's ASF unit (inch / 0.45): a 7.5 cm thigh when read as cm
     ("cm", "z", "ZYX", True, "cm"),
@@ -63,8 +63,11 @@ def test_bvh_explicit_conventions_override_guesses(tmp_path, clips):
     # through the command's loader, a unit that makes the person 170 m tall (or 17 cm) is refused,
     # with what auto reads
     for units, span in (("m", "170 m"), ("mm", "0.17 m")):
-        with pytest.raises(ConfigError, match=f"read in {units}, the skeleton's largest joint-to-joint span is "
-                                              f"{span}.*--units auto reads it as cm \\(1.70 m\\)"):
+        with pytest.raises(
+            ConfigError,
+            match=f"read in {units}, the skeleton's largest joint-to-joint span is "
+            f"{span}.*--units auto reads it as cm \\(1.70 m\\)",
+        ):
             load_motion_source(path, units=units, up="y")
     # through the command's loader, an up axis that lays the human on the floor is refused
 
@@ -107,16 +110,26 @@ def test_small_bvh_parses(tmp_path):
 
 MALFORMED = [  # (edit of GOOD, expected fragment of the message)
     (lambda s: s.replace("HIERARCHY", "HIERARCHIE"), "line 1: expected 'HIERARCHY'"),
-    (lambda s: s.replace("OFFSET 0 10 0\n    CHANNELS", "OFFSET 0 ten 0\n    CHANNELS"),
-     "line 8: non-numeric value in OFFSET"),
-    (lambda s: s.replace("CHANNELS 3 Zrotation", "CHANNELS 3 Wrotation"),
-     "line 9: unknown channel 'Wrotation'; valid: Xposition"),
-    (lambda s: s.replace("CHANNELS 3 Zrotation Xrotation Yrotation", "CHANNELS 4 Zrotation Xrotation Yrotation"),
-     "line 9: CHANNELS says 4 channels but lists 3"),
-    (lambda s: s.replace("0 91 0 0 0 0 10 0 0", "0 91 0 0 0 0 10 0"),
-     "line 20: frame 1 has 8 values; the hierarchy declares 9"),
-    (lambda s: s.replace("0 91 0 0 0 0 10 0 0", "0 91 0 0 x 0 10 0 0"),
-     "line 20: frame 1, column 5: 'x' is not a number"),
+    (
+        lambda s: s.replace("OFFSET 0 10 0\n    CHANNELS", "OFFSET 0 ten 0\n    CHANNELS"),
+        "line 8: non-numeric value in OFFSET",
+    ),
+    (
+        lambda s: s.replace("CHANNELS 3 Zrotation", "CHANNELS 3 Wrotation"),
+        "line 9: unknown channel 'Wrotation'; valid: Xposition",
+    ),
+    (
+        lambda s: s.replace("CHANNELS 3 Zrotation Xrotation Yrotation", "CHANNELS 4 Zrotation Xrotation Yrotation"),
+        "line 9: CHANNELS says 4 channels but lists 3",
+    ),
+    (
+        lambda s: s.replace("0 91 0 0 0 0 10 0 0", "0 91 0 0 0 0 10 0"),
+        "line 20: frame 1 has 8 values; the hierarchy declares 9",
+    ),
+    (
+        lambda s: s.replace("0 91 0 0 0 0 10 0 0", "0 91 0 0 x 0 10 0 0"),
+        "line 20: frame 1, column 5: 'x' is not a number",
+    ),
     (lambda s: s.replace("Frames: 2", "Frames: 3"), "'Frames: 3' but the file holds only 2 frame lines"),
     (lambda s: s.replace("Frame Time: 0.0333333", "Frame Time: 0"), "line 18: frame time must be > 0 s"),
     (lambda s: s.replace("MOTION\n", ""), "expected 'MOTION' after the hierarchy"),
@@ -211,8 +224,16 @@ def _fake_body_model(path: Path, rng) -> np.ndarray:
     reg[np.arange(J), np.arange(J)] = 1.0
     kin = np.array([[4294967295] + PARENTS_52[1:], list(range(J))], dtype=np.int64)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, J_regressor=reg, v_template=v, shapedirs=dirs, kintree_table=kin,
-             posedirs=np.zeros((V, 3, 1)), weights=np.zeros((V, J)), f=np.zeros((1, 3), dtype=np.int32))
+    np.savez(
+        path,
+        J_regressor=reg,
+        v_template=v,
+        shapedirs=dirs,
+        kintree_table=kin,
+        posedirs=np.zeros((V, 3, 1)),
+        weights=np.zeros((V, J)),
+        f=np.zeros((1, 3), dtype=np.int32),
+    )
     return v, dirs
 
 
@@ -250,8 +271,15 @@ def test_amass_smplh_joints(tmp_path):
 def test_amass_without_body_model_says_what_is_needed(tmp_path, monkeypatch):
     monkeypatch.delenv("SIMREAL_BODY_MODELS", raising=False)
     clip = tmp_path / "c.npz"
-    np.savez(clip, poses=np.zeros((3, 165)), trans=np.zeros((3, 3)), betas=np.zeros(10),
-             gender=np.array("neutral"), mocap_frame_rate=30.0, surface_model_type=np.array("smplx"))
+    np.savez(
+        clip,
+        poses=np.zeros((3, 165)),
+        trans=np.zeros((3, 3)),
+        betas=np.zeros(10),
+        gender=np.array("neutral"),
+        mocap_frame_rate=30.0,
+        surface_model_type=np.array("smplx"),
+    )
     with pytest.raises(DataFileError) as e:
         load_motion_source(clip)
     msg = str(e.value)
@@ -275,38 +303,190 @@ def test_amass_malformed_fields(tmp_path):
 # --- joint names --------------------------------------------------------------------
 
 RIGS = {
-    "lafan": ["Hips", "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToe", "RightUpLeg", "RightLeg", "RightFoot",
-              "RightToe", "Spine", "Spine1", "Spine2", "Neck", "Head", "LeftShoulder", "LeftArm", "LeftForeArm",
-              "LeftHand", "RightShoulder", "RightArm", "RightForeArm", "RightHand"],
-    "cmu": ["hip", "lhipjoint", "lfemur", "ltibia", "lfoot", "ltoes", "rhipjoint", "rfemur", "rtibia", "rfoot",
-            "rtoes", "lowerback", "upperback", "thorax", "lowerneck", "upperneck", "head", "lclavicle", "lhumerus",
-            "lradius", "lwrist", "lhand", "rclavicle", "rhumerus", "rradius", "rwrist", "rhand"],
-    "unreal": ["pelvis", "thigh_l", "calf_l", "foot_l", "ball_l", "thigh_r", "calf_r", "foot_r", "ball_r",
-               "spine_01", "spine_02", "spine_03", "neck_01", "head", "clavicle_l", "upperarm_l", "lowerarm_l",
-               "hand_l", "clavicle_r", "upperarm_r", "lowerarm_r", "hand_r"],
-    "mixamo": [f"mixamorig:{n}" for n in ["Hips", "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg",
-                                          "RightLeg", "RightFoot", "RightToeBase", "Spine", "Spine1", "Spine2",
-                                          "Neck", "Head", "LeftArm", "LeftForeArm", "LeftHand", "RightArm",
-                                          "RightForeArm", "RightHand"]],
-    "hik": [f"Character1_{n}" for n in ["Hips", "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftToeBase", "RightUpLeg",
-                                         "RightLeg", "RightFoot", "RightToeBase", "Spine", "Spine1", "Neck", "Head",
-                                         "LeftArm", "LeftForeArm", "LeftHand", "RightArm", "RightForeArm", "RightHand"]],
-    "biped": ["Bip01 Pelvis", "Bip01 L Thigh", "Bip01 L Calf", "Bip01 L Foot", "Bip01 L Toe0", "Bip01 R Thigh",
-              "Bip01 R Calf", "Bip01 R Foot", "Bip01 R Toe0", "Bip01 Spine", "Bip01 Neck", "Bip01 Head",
-              "Bip01 L UpperArm", "Bip01 L Forearm", "Bip01 L Hand", "Bip01 R UpperArm", "Bip01 R Forearm",
-              "Bip01 R Hand"],
+    "lafan": [
+        "Hips",
+        "LeftUpLeg",
+        "LeftLeg",
+        "LeftFoot",
+        "LeftToe",
+        "RightUpLeg",
+        "RightLeg",
+        "RightFoot",
+        "RightToe",
+        "Spine",
+        "Spine1",
+        "Spine2",
+        "Neck",
+        "Head",
+        "LeftShoulder",
+        "LeftArm",
+        "LeftForeArm",
+        "LeftHand",
+        "RightShoulder",
+        "RightArm",
+        "RightForeArm",
+        "RightHand",
+    ],
+    "cmu": [
+        "hip",
+        "lhipjoint",
+        "lfemur",
+        "ltibia",
+        "lfoot",
+        "ltoes",
+        "rhipjoint",
+        "rfemur",
+        "rtibia",
+        "rfoot",
+        "rtoes",
+        "lowerback",
+        "upperback",
+        "thorax",
+        "lowerneck",
+        "upperneck",
+        "head",
+        "lclavicle",
+        "lhumerus",
+        "lradius",
+        "lwrist",
+        "lhand",
+        "rclavicle",
+        "rhumerus",
+        "rradius",
+        "rwrist",
+        "rhand",
+    ],
+    "unreal": [
+        "pelvis",
+        "thigh_l",
+        "calf_l",
+        "foot_l",
+        "ball_l",
+        "thigh_r",
+        "calf_r",
+        "foot_r",
+        "ball_r",
+        "spine_01",
+        "spine_02",
+        "spine_03",
+        "neck_01",
+        "head",
+        "clavicle_l",
+        "upperarm_l",
+        "lowerarm_l",
+        "hand_l",
+        "clavicle_r",
+        "upperarm_r",
+        "lowerarm_r",
+        "hand_r",
+    ],
+    "mixamo": [
+        f"mixamorig:{n}"
+        for n in [
+            "Hips",
+            "LeftUpLeg",
+            "LeftLeg",
+            "LeftFoot",
+            "LeftToeBase",
+            "RightUpLeg",
+            "RightLeg",
+            "RightFoot",
+            "RightToeBase",
+            "Spine",
+            "Spine1",
+            "Spine2",
+            "Neck",
+            "Head",
+            "LeftArm",
+            "LeftForeArm",
+            "LeftHand",
+            "RightArm",
+            "RightForeArm",
+            "RightHand",
+        ]
+    ],
+    "hik": [
+        f"Character1_{n}"
+        for n in [
+            "Hips",
+            "LeftUpLeg",
+            "LeftLeg",
+            "LeftFoot",
+            "LeftToeBase",
+            "RightUpLeg",
+            "RightLeg",
+            "RightFoot",
+            "RightToeBase",
+            "Spine",
+            "Spine1",
+            "Neck",
+            "Head",
+            "LeftArm",
+            "LeftForeArm",
+            "LeftHand",
+            "RightArm",
+            "RightForeArm",
+            "RightHand",
+        ]
+    ],
+    "biped": [
+        "Bip01 Pelvis",
+        "Bip01 L Thigh",
+        "Bip01 L Calf",
+        "Bip01 L Foot",
+        "Bip01 L Toe0",
+        "Bip01 R Thigh",
+        "Bip01 R Calf",
+        "Bip01 R Foot",
+        "Bip01 R Toe0",
+        "Bip01 Spine",
+        "Bip01 Neck",
+        "Bip01 Head",
+        "Bip01 L UpperArm",
+        "Bip01 L Forearm",
+        "Bip01 L Hand",
+        "Bip01 R UpperArm",
+        "Bip01 R Forearm",
+        "Bip01 R Hand",
+    ],
 }
 EXPECTED = {
-    "lafan": {"left_hip": "LeftUpLeg", "left_knee": "LeftLeg", "left_ankle": "LeftFoot", "left_toe": "LeftToe",
-              "torso": "Spine2", "left_shoulder": "LeftArm", "left_wrist": "LeftHand"},
-    "cmu": {"pelvis": "hip", "left_hip": "lfemur", "left_knee": "ltibia", "left_ankle": "lfoot",
-            "left_shoulder": "lhumerus", "left_elbow": "lradius", "left_wrist": "lwrist", "torso": "thorax"},
-    "unreal": {"left_hip": "thigh_l", "left_knee": "calf_l", "left_toe": "ball_l", "torso": "spine_03",
-               "left_shoulder": "upperarm_l", "right_wrist": "hand_r"},
+    "lafan": {
+        "left_hip": "LeftUpLeg",
+        "left_knee": "LeftLeg",
+        "left_ankle": "LeftFoot",
+        "left_toe": "LeftToe",
+        "torso": "Spine2",
+        "left_shoulder": "LeftArm",
+        "left_wrist": "LeftHand",
+    },
+    "cmu": {
+        "pelvis": "hip",
+        "left_hip": "lfemur",
+        "left_knee": "ltibia",
+        "left_ankle": "lfoot",
+        "left_shoulder": "lhumerus",
+        "left_elbow": "lradius",
+        "left_wrist": "lwrist",
+        "torso": "thorax",
+    },
+    "unreal": {
+        "left_hip": "thigh_l",
+        "left_knee": "calf_l",
+        "left_toe": "ball_l",
+        "torso": "spine_03",
+        "left_shoulder": "upperarm_l",
+        "right_wrist": "hand_r",
+    },
     "mixamo": {"left_toe": "mixamorig:LeftToeBase", "left_elbow": "mixamorig:LeftForeArm"},
     "hik": {"pelvis": "Character1_Hips", "left_toe": "Character1_LeftToeBase", "right_knee": "Character1_RightLeg"},
-    "biped": {"pelvis": "Bip01 Pelvis", "left_hip": "Bip01 L Thigh", "right_knee": "Bip01 R Calf",
-              "left_toe": "Bip01 L Toe0", "left_shoulder": "Bip01 L UpperArm"},
+    "biped": {
+        "pelvis": "Bip01 Pelvis",
+        "left_hip": "Bip01 L Thigh",
+        "right_knee": "Bip01 R Calf",
+        "left_toe": "Bip01 L Toe0",
+        "left_shoulder": "Bip01 L UpperArm",
+    },
 }
 
 
@@ -325,8 +505,15 @@ def test_unknown_rig_asks_for_a_joint_map():
     # without a joint map of the user's, the file is to blame, not a joint_map key
     with pytest.raises(DataFileError, match=r"^clip.bvh: could not find pelvis"):
         joint_names.resolve_keypoints(names, source="clip.bvh")
-    jm = {"pelvis": "root", "left_hip": "a", "right_hip": "b", "left_knee": "c", "right_knee": "c",
-          "left_ankle": "a", "right_ankle": "b"}
+    jm = {
+        "pelvis": "root",
+        "left_hip": "a",
+        "right_hip": "b",
+        "left_knee": "c",
+        "right_knee": "c",
+        "left_ankle": "a",
+        "right_ankle": "b",
+    }
     assert joint_names.resolve_keypoints(names, jm)["pelvis"] == 0
     with pytest.raises(ConfigError, match="joint_map.nose.*valid: pelvis"):
         joint_names.resolve_keypoints(names, {"nose": "a"})

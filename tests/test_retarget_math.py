@@ -144,9 +144,13 @@ def test_rotations():
 
 
 def test_scaling_is_derived_from_limb_lengths():
-    robot_home = {"pelvis": np.array([0, 0, 0.8]), "left_hip": np.array([0, 0.1, 0.7]),
-                  "left_knee": np.array([0, 0.1, 0.4]), "left_ankle": np.array([0, 0.1, 0.1]),
-                  "left_foot": np.array([0.03, 0.1, 0.0])}
+    robot_home = {
+        "pelvis": np.array([0, 0, 0.8]),
+        "left_hip": np.array([0, 0.1, 0.7]),
+        "left_knee": np.array([0, 0.1, 0.4]),
+        "left_ankle": np.array([0, 0.1, 0.1]),
+        "left_foot": np.array([0.03, 0.1, 0.0]),
+    }
     T = 5
     human = {k: np.tile(2.0 * v, (T, 1)) for k, v in robot_home.items()}  # a human twice the robot's size
     s = derive_scaling(human, robot_home)
@@ -167,12 +171,20 @@ def test_hips_sit_on_the_pelvis_at_the_robots_offset():
     """A human hip mostly beside the pelvis joint and a robot hip mostly below it (as a Bandai rig
     and a G1): the hip target is the robot's offset turned by the pelvis frame, not the human's
     direction at the robot's length, and the leg hangs from it with the human's directions."""
-    robot_home = {"pelvis": np.array([0, 0, 0.78]), "left_hip": np.array([0, 0.116, 0.65]),
-                  "left_knee": np.array([0, 0.116, 0.35]), "left_ankle": np.array([0, 0.116, 0.04]),
-                  "left_foot": np.array([0, 0.116, 0.0])}
-    human = {"pelvis": np.array([0, 0, 1.0]), "left_hip": np.array([0, 0.09, 0.95]),
-             "left_knee": np.array([0, 0.07, 0.52]), "left_ankle": np.array([0, 0.05, 0.09]),
-             "left_foot": np.array([0, 0.05, 0.0])}
+    robot_home = {
+        "pelvis": np.array([0, 0, 0.78]),
+        "left_hip": np.array([0, 0.116, 0.65]),
+        "left_knee": np.array([0, 0.116, 0.35]),
+        "left_ankle": np.array([0, 0.116, 0.04]),
+        "left_foot": np.array([0, 0.116, 0.0]),
+    }
+    human = {
+        "pelvis": np.array([0, 0, 1.0]),
+        "left_hip": np.array([0, 0.09, 0.95]),
+        "left_knee": np.array([0, 0.07, 0.52]),
+        "left_ankle": np.array([0, 0.05, 0.09]),
+        "left_foot": np.array([0, 0.05, 0.0]),
+    }
     T = 4
     human = {k: np.tile(v, (T, 1)) for k, v in human.items()}
     yaw = np.linspace(0.0, np.pi / 2, T)  # the pelvis turns a quarter
@@ -219,8 +231,12 @@ def test_contact_hysteresis_keeps_a_planted_foot_through_speed_jitter():
     c = detect_contacts(pts, fps, np.zeros((T, 1)), cfg)[:, 0]
     first = int(np.argmax(c))
     assert first <= 4 and c[first:].all()
-    plain = detect_contacts(pts, fps, np.zeros((T, 1)), dataclasses.replace(
-        cfg, release_speed_m_s=cfg.speed_m_s, release_height_m=cfg.height_m))[:, 0]
+    plain = detect_contacts(
+        pts,
+        fps,
+        np.zeros((T, 1)),
+        dataclasses.replace(cfg, release_speed_m_s=cfg.speed_m_s, release_height_m=cfg.height_m),
+    )[:, 0]
     assert not plain[first:].all()
     lifted = pts.copy()  # lifted past the release height: swing
     lifted[45:, 0, :, 2] += 2 * cfg.release_height_m
@@ -349,7 +365,7 @@ def test_a_foot_turning_out_past_90_deg_keeps_its_side_across_the_shin_line():
     T = 80
     pitch = 40 + 70 * np.abs(np.sin(np.linspace(0, 2 * np.pi, T)))  # crosses the shin line twice
     turn = np.radians(np.linspace(80.0, 100.0, T))
-    legs = [_leg_swing(1, turn[t], pitch[t:t + 1], np.zeros(1)) for t in range(T)]
+    legs = [_leg_swing(1, turn[t], pitch[t : t + 1], np.zeros(1)) for t in range(T)]
     knee, ankle, toe = (np.concatenate(part) for part in zip(*legs))
     toe = toe + np.random.default_rng(0).normal(scale=0.0005, size=toe.shape)
     yaw = foot_yaw(knee, ankle, toe, np.zeros(T), sigma_frames=3.0)

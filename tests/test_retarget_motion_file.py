@@ -26,9 +26,24 @@ def result():
     return robot, retarget(human, robot, "interaction")
 
 
-CONTRACT = ("fps", "joint_names", "root_pos", "root_quat", "root_lin_vel", "root_ang_vel", "dof_pos", "dof_vel",
-            "body_names", "body_pos", "body_quat", "foot_names", "foot_contacts", "provenance", "quality",
-            "format_version")
+CONTRACT = (
+    "fps",
+    "joint_names",
+    "root_pos",
+    "root_quat",
+    "root_lin_vel",
+    "root_ang_vel",
+    "dof_pos",
+    "dof_vel",
+    "body_names",
+    "body_pos",
+    "body_quat",
+    "foot_names",
+    "foot_contacts",
+    "provenance",
+    "quality",
+    "format_version",
+)
 
 
 def test_round_trip_and_contract(tmp_path, result):
@@ -84,14 +99,17 @@ def _mat(quat):
     return R.reshape(3, 3)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("root_quat", lambda m: m.root_quat * 2.0, "field 'root_quat' holds quaternions that are not unit length"),
-    ("dof_pos", lambda m: m.dof_pos[:, :-1], r"field 'dof_pos' has shape \(\d+, 28\), expected \(\d+, 29\)"),
-    ("body_pos", lambda m: m.body_pos[:-1], "field 'body_pos' has shape"),
-    ("fps", lambda m: 0.0, "field 'fps' must be > 0 Hz"),
-    ("dof_vel", lambda m: m.dof_vel * np.nan, "field 'dof_vel' holds non-finite values"),
-    ("foot_names", lambda m: ("left_foot",), "field 'foot_names' must name 2 feet"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("root_quat", lambda m: m.root_quat * 2.0, "field 'root_quat' holds quaternions that are not unit length"),
+        ("dof_pos", lambda m: m.dof_pos[:, :-1], r"field 'dof_pos' has shape \(\d+, 28\), expected \(\d+, 29\)"),
+        ("body_pos", lambda m: m.body_pos[:-1], "field 'body_pos' has shape"),
+        ("fps", lambda m: 0.0, "field 'fps' must be > 0 Hz"),
+        ("dof_vel", lambda m: m.dof_vel * np.nan, "field 'dof_vel' holds non-finite values"),
+        ("foot_names", lambda m: ("left_foot",), "field 'foot_names' must name 2 feet"),
+    ],
+)
 def test_broken_motion_refused_by_field(tmp_path, result, field, value, message):
     _, res = result
     bad = dataclasses.replace(res.motion, **{field: value(res.motion)})

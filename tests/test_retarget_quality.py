@@ -45,8 +45,9 @@ def walk(g1):
 
 def _report(g1, walk, qpos=None, stats=None, playback=False):
     targets, q0, s0 = walk
-    return checks.graded_report(g1, q0 if qpos is None else qpos, targets, s0 if stats is None else stats,
-                                playback=playback)
+    return checks.graded_report(
+        g1, q0 if qpos is None else qpos, targets, s0 if stats is None else stats, playback=playback
+    )
 
 
 def _col(robot, joint: str) -> int:
@@ -55,8 +56,9 @@ def _col(robot, joint: str) -> int:
 
 def _covers(check: dict, frames: tuple[int, int], level: str = "fail") -> bool:
     """Some range of ``level`` overlaps ``frames``."""
-    return any(r["level"] == level and r["frames"][0] <= frames[1] and frames[0] <= r["frames"][1]
-               for r in check["ranges"])
+    return any(
+        r["level"] == level and r["frames"][0] <= frames[1] and frames[0] <= r["frames"][1] for r in check["ranges"]
+    )
 
 
 def test_clean_walk_passes_every_check(g1, walk):
@@ -73,7 +75,7 @@ def test_clean_walk_passes_every_check(g1, walk):
 def test_hip_yaw_flip_fails_speed_twist_jump_and_magnitude(g1, walk):
     targets, q0, _ = walk
     q = q0.copy()
-    q[FLIP[0]:FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2  # the real walk's flip: -0.2 -> -2.2 rad
+    q[FLIP[0] : FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2  # the real walk's flip: -0.2 -> -2.2 rad
     rep = _report(g1, walk, q)
     c = rep["checks"]
     assert rep["verdict"] == "fail"
@@ -102,7 +104,7 @@ def test_floating_stance_foot_fails_support_float(g1, walk):
     b = a + int(np.argmax(np.diff(stance) > 1)) if np.any(np.diff(stance) > 1) else int(stance[-1])
     assert b - a >= 5, "expected a stance phase of the left foot"
     q = q0.copy()
-    q[a:b + 1, 2] += 0.03  # the whole robot 3 cm up while the left foot supports
+    q[a : b + 1, 2] += 0.03  # the whole robot 3 cm up while the left foot supports
     c = _report(g1, walk, q)["checks"]["support_float"]
     assert c["level"] == "fail" and c["floating_foot_frames"] >= b - a + 1
     assert [r["frames"] for r in c["ranges"]] == [[a, b]]
@@ -122,9 +124,10 @@ def test_a_supporting_foot_off_its_target_fails_support_off_target(g1, walk):
     b = a + int(np.argmax(np.diff(stance) > 1)) if np.any(np.diff(stance) > 1) else int(stance[-1])
     left = g1.keypoint_index("left_foot")
     pos = targets.positions.copy()
-    pos[a:b + 1, left, 1] += 0.25
-    c = checks.graded_report(g1, q0, dataclasses.replace(targets, positions=pos), walk[2],
-                             playback=False)["checks"]["support_off_target"]
+    pos[a : b + 1, left, 1] += 0.25
+    c = checks.graded_report(g1, q0, dataclasses.replace(targets, positions=pos), walk[2], playback=False)["checks"][
+        "support_off_target"
+    ]
     assert c["level"] == "fail" and c["value"] == pytest.approx(0.25, abs=0.05)
     assert [r["frames"] for r in c["ranges"]] == [[a, b]] and c["ranges"][0]["element"] == "left_foot"
     assert c["ranges"][0]["at"].startswith("left_foot 2") and "from its target while supporting" in c["ranges"][0]["at"]
@@ -144,7 +147,7 @@ def test_support_evidence_is_a_low_and_still_human_foot(g1, walk):
     c = checks.graded_report(g1, q0, skim, walk[2], playback=False)["checks"]["support_float"]
     speed = np.linalg.norm(human[t + 1, left, :2] - human[t - 1, left, :2]) * targets.fps / 2
     assert speed > 2 * checks.HUMAN_SUPPORT_SPEED_M_S and not _covers(c, (t, t), c["level"])
-    human[t - 1:t + 2, left, :2] = human[t, left, :2]  # now low and still: it supports, and the robot's foot floats
+    human[t - 1 : t + 2, left, :2] = human[t, left, :2]  # now low and still: it supports, and the robot's foot floats
     still = dataclasses.replace(targets, human=human)
     c = checks.graded_report(g1, q0, still, walk[2], playback=False)["checks"]["support_float"]
     assert _covers(c, (t, t), c["level"]) and c["floating_foot_frames"] >= 1
@@ -206,8 +209,8 @@ def test_pd_playback_loses_a_flipping_reference(g1, walk):
     clean = feasibility.play_back(g1, q0, targets.fps)
     q = q0.copy()
     for a in (5, 35, 65):  # 5 frames into each window, as the real walk's hips flipped
-        q[a:a + 10, _col(g1, "left_hip_yaw_joint")] = -2.2
-        q[a:a + 10, _col(g1, "right_hip_yaw_joint")] = 2.2
+        q[a : a + 10, _col(g1, "left_hip_yaw_joint")] = -2.2
+        q[a : a + 10, _col(g1, "right_hip_yaw_joint")] = 2.2
     bad = feasibility.play_back(g1, q, targets.fps)
     # Lost at the flip's first frame (start + 5; 4 frames followed): no PD turns a hip 2 rad in a frame.
     assert bad.followed.tolist() == [4, 4, 4] and [x["lost_at"] for x in bad.summary()["lost"]] == [5, 35, 65]
@@ -256,8 +259,9 @@ def test_playback_needs_pd_servos():
 
 def test_rotation_speed_matches_a_constant_turn():
     w, fps = 2.0, 50.0  # [rad/s], [Hz]
-    R = np.stack([np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
-                  for a in w * np.arange(10) / fps])
+    R = np.stack(
+        [np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]]) for a in w * np.arange(10) / fps]
+    )
     s = checks._rotation_speed(R[:, None], fps)[:, 0]
     assert s[0] == 0.0 and np.allclose(s[1:], w)
 
@@ -268,7 +272,8 @@ def test_frame_ranges():
     assert checks.frame_ranges(sig, rule, "fail") == [
         {"frames": [1, 2], "level": "warn", "value": 1.5, "at": "f1", "element": None},
         {"frames": [4, 4], "level": "fail", "value": 3.0, "at": "f4", "element": None},
-        {"frames": [7, 7], "level": "warn", "value": 1.1, "at": "f7", "element": None}]
+        {"frames": [7, 7], "level": "warn", "value": 1.1, "at": "f7", "element": None},
+    ]
 
 
 def test_docs_table_matches_thresholds():
@@ -280,12 +285,14 @@ def test_docs_table_matches_thresholds():
         assert row is not None, f"docs/retarget.md has no row for {name}"
         warn, fail = [c.strip() for c in row.strip().strip("|").split("|")][-2:]
         scale = {"rad": 1 / checks.DEG, "rad/s": 1 / checks.DEG, "m": 100.0}.get(
-            rule.unit, 100.0 if rule.kind == "fraction" else 1.0)
+            rule.unit, 100.0 if rule.kind == "fraction" else 1.0
+        )
         shown = [float(re.match(r"-?\d+(?:\.\d+)?", x).group()) for x in (warn, fail)]
         assert shown == pytest.approx([rule.warn * scale, rule.fail * scale], rel=1e-3), (name, row)
 
 
 # -- repair: defects are bridged or cut, never emitted -------------------------------------------
+
 
 def _judged(g1, walk, q):
     targets, _, stats = walk
@@ -316,8 +323,12 @@ def test_limb_is_the_joint_and_below_or_the_path_to_a_frame(g1):
     def joints(e):
         return {j for j, x in zip(g1.joint_names, repair.limb(g1, e)) if x}
 
-    assert joints("right_elbow_joint") == {"right_elbow_joint", "right_wrist_roll_joint", "right_wrist_pitch_joint",
-                                           "right_wrist_yaw_joint"}
+    assert joints("right_elbow_joint") == {
+        "right_elbow_joint",
+        "right_wrist_roll_joint",
+        "right_wrist_pitch_joint",
+        "right_wrist_yaw_joint",
+    }
     left_leg = {j for j in g1.joint_names if j.startswith("left_") and ("hip" in j or "knee" in j or "ankle" in j)}
     assert joints("left_foot") == left_leg and len(left_leg) == 6
     assert joints(None) == joints("no_such_element") == set(g1.joint_names)
@@ -327,9 +338,9 @@ def test_a_hip_flip_in_swing_is_bridged_and_the_rest_kept(g1, walk):
     targets, q0, _ = walk
     swing = np.flatnonzero(~targets.contacts[:, 0])
     t = int(swing[len(swing) // 2])
-    assert not targets.contacts[t - 3:t + 5, 0].any(), "expected the middle of a left swing"
+    assert not targets.contacts[t - 3 : t + 5, 0].any(), "expected the middle of a left swing"
     q = q0.copy()
-    q[t:t + 2, _col(g1, "left_hip_yaw_joint")] = -2.2
+    q[t : t + 2, _col(g1, "left_hip_yaw_joint")] = -2.2
     parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
     assert len(parts) == 1 and (parts[0].first, parts[0].last) == (0, len(q) - 1)
     assert rec["cut"] == [] and len(rec["repaired"]) == 1
@@ -337,15 +348,15 @@ def test_a_hip_flip_in_swing_is_bridged_and_the_rest_kept(g1, walk):
     assert a < t and b > t + 1 and (b - a + 1) / targets.fps <= repair.DefectConfig().max_repair_s
     assert set(rec["why"]) >= {"foot_twist", "joint_speed_vs_human"}  # 2 of 90 frames: hip_magnitude only warns
     out = parts[0].result
-    outside = np.r_[0:a, b + 1:len(q)]
+    outside = np.r_[0:a, b + 1 : len(q)]
     assert np.array_equal(out.qpos[outside], q[outside])  # nothing outside the range changes
     assert np.array_equal(out.qpos[:, :7], q[:, :7])  # nor the root
     right = [g1.joint_names.index(j) for j in g1.joint_names if not j.startswith("left_")]
     assert np.array_equal(out.qpos[:, g1.qpos_adr[right]], q[:, g1.qpos_adr[right]])  # only the left leg's joints
     # A cubic from outside the range flattens the swing's knee peak (1.08 -> 0.70 rad here); the
     # swing foot stays off the floor.
-    assert np.abs(out.qpos[a:b + 1] - q0[a:b + 1]).max() < 0.5
-    assert checks.foot_clearance(g1, out.qpos[a:b + 1])[:, 0].min() > 0.005
+    assert np.abs(out.qpos[a : b + 1] - q0[a : b + 1]).max() < 0.5
+    assert checks.foot_clearance(g1, out.qpos[a : b + 1])[:, 0].min() > 0.005
     rep = out.motion.quality
     assert rep["verdict"] == "ok", checks.verdict_lines(rep)
     assert rep["defects"] is rec and out.motion.provenance["source_frames"] == [0, len(q) - 1]
@@ -356,15 +367,15 @@ def test_a_bridge_that_would_drag_a_planted_foot_is_cut_instead(g1, walk):
     """The long flip runs into the left foot's landing: a cubic over the leg cannot follow a
     swing into a stance, the planted sole would slide, so the range is cut."""
     targets, q0, _ = walk
-    assert targets.contacts[FLIP[1] - 4:FLIP[1] + 4, 0].all() and not targets.contacts[FLIP[0], 0]
+    assert targets.contacts[FLIP[1] - 4 : FLIP[1] + 4, 0].all() and not targets.contacts[FLIP[0], 0]
     q = q0.copy()
-    q[FLIP[0]:FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2
+    q[FLIP[0] : FLIP[1] + 1, _col(g1, "left_hip_yaw_joint")] = -2.2
     parts, rec = repair.fix_defects(g1, _judged(g1, walk, q))
     assert not any(a <= FLIP[0] <= b for a, b in rec["repaired"])
     assert any(a <= FLIP[0] and FLIP[1] <= b for a, b in rec["cut"])
     assert parts and all(p.last < FLIP[0] or p.first > FLIP[1] for p in parts)
     for p in parts:
-        assert np.array_equal(p.result.qpos, q[p.first:p.last + 1])
+        assert np.array_equal(p.result.qpos, q[p.first : p.last + 1])
         assert p.result.motion.quality["verdict"] != "fail", checks.verdict_lines(p.result.motion.quality)
 
 
@@ -375,9 +386,15 @@ def test_an_arm_spike_changes_only_that_arm(g1, walk):
     assert len(parts) == 1 and rec["why"] == {"joint_speed_vs_human": [[50, 51]]}
     changed = np.flatnonzero(np.abs(parts[0].result.qpos - q).max(axis=0) > 0)
     names = {g1.joint_names[list(g1.qpos_adr).index(c)] for c in changed}
-    assert "right_elbow_joint" in names and names <= {"right_elbow_joint", "right_wrist_roll_joint",
-                                                      "right_wrist_pitch_joint", "right_wrist_yaw_joint"}
-    assert abs(parts[0].result.qpos[50, _col(g1, "right_elbow_joint")] - walk[1][50, _col(g1, "right_elbow_joint")]) < 0.05
+    assert "right_elbow_joint" in names and names <= {
+        "right_elbow_joint",
+        "right_wrist_roll_joint",
+        "right_wrist_pitch_joint",
+        "right_wrist_yaw_joint",
+    }
+    assert (
+        abs(parts[0].result.qpos[50, _col(g1, "right_elbow_joint")] - walk[1][50, _col(g1, "right_elbow_joint")]) < 0.05
+    )
     assert parts[0].result.motion.quality["verdict"] == "ok"
 
 
@@ -390,7 +407,7 @@ def test_a_bridge_that_would_reach_into_the_robot_is_cut_instead(g1, walk, monke
 
     def into_itself(cols, a, b):  # the bridged columns: the right elbow and wrist, wrist yaw last
         out = real(cols, a, b)
-        out[a:b + 1, -1] = g1.q_upper[g1.joint_names.index("right_wrist_yaw_joint")]
+        out[a : b + 1, -1] = g1.q_upper[g1.joint_names.index("right_wrist_yaw_joint")]
         return out
 
     monkeypatch.setattr(repair, "hermite_bridge", into_itself)
@@ -409,9 +426,9 @@ def test_cut_splits_the_clip_and_judges_each_part(g1, walk):
     assert [(p.first, p.last) for p in parts] == [(0, rec["cut"][0][0] - 1), (rec["cut"][-1][1] + 1, len(q) - 1)]
     assert rec["cut"][0][0] <= 44 and rec["cut"][-1][1] >= 47
     for p in parts:
-        assert np.array_equal(p.result.qpos, q[p.first:p.last + 1])
+        assert np.array_equal(p.result.qpos, q[p.first : p.last + 1])
         assert p.result.motion.num_frames == p.last - p.first + 1
-        assert np.array_equal(p.result.motion.foot_contacts, targets.contacts[p.first:p.last + 1])
+        assert np.array_equal(p.result.motion.foot_contacts, targets.contacts[p.first : p.last + 1])
         assert p.result.motion.provenance["source_frames"] == [p.first, p.last]
         assert p.result.motion.quality["verdict"] != "fail", checks.verdict_lines(p.result.motion.quality)
     kept, rec = repair.fix_defects(g1, _judged(g1, walk, q), repair.DefectConfig(mode="keep"))

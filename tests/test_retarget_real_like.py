@@ -104,9 +104,13 @@ def g1_foot_boxes() -> list[tuple[str, np.ndarray, np.ndarray]]:
     out = []
     for site in ("left_foot", "right_foot"):
         body = int(model.site(site).bodyid[0])
-        boxes = [g for g in range(model.ngeom) if model.geom_bodyid[g] == body
-                 and model.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX
-                 and model.geom_contype[g] | model.geom_conaffinity[g]]
+        boxes = [
+            g
+            for g in range(model.ngeom)
+            if model.geom_bodyid[g] == body
+            and model.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX
+            and model.geom_contype[g] | model.geom_conaffinity[g]
+        ]
         assert len(boxes) == 1, f"expected one collision box on {model.body(body).name}, got {len(boxes)}"
         g = boxes[0]
         assert np.allclose(model.geom_quat[g], [1, 0, 0, 0]), "the sole box is expected axis-aligned in its body"
@@ -271,15 +275,16 @@ def test_turn_swivelled_on_the_heel(retargeted, foot_boxes):
         for s in np.flatnonzero(~clip.contacts[:-1, f] & clip.contacts[1:, f]) + 1:  # flat from frame s
             if s < rock:
                 continue
-            on = np.flatnonzero(m.foot_contacts[s - rock:s + 1, f]) + s - rock  # labelled stance on the heel
+            on = np.flatnonzero(m.foot_contacts[s - rock : s + 1, f]) + s - rock  # labelled stance on the heel
             assert len(on) >= rock // 2, f"{body} labelled stance in {len(on)} of the {rock} frames on its heel"
             a = on[0]
             human_turn = human_yaw[s] - human_yaw[a]
             assert abs(human_turn) > 0.4 * SWIVEL_RAD, "the clip's feet no longer swivel on the heel"
             turn = robot_yaw[s] - robot_yaw[a]  # the same way, as far within a factor of 2 (the
             assert 0.5 < turn / human_turn < 2.0, (  # heading target comes from the shin and foot bones)
-                f"{body} turned {turn:.2f} rad on its heel over frames {a}-{s}, the human's {human_turn:.2f}")
-            slide = np.linalg.norm(heel[a:s + 1, :2] - heel[a, :2], axis=1).max()
+                f"{body} turned {turn:.2f} rad on its heel over frames {a}-{s}, the human's {human_turn:.2f}"
+            )
+            slide = np.linalg.norm(heel[a : s + 1, :2] - heel[a, :2], axis=1).max()
             assert slide < SOLE_TOL_M, f"{body}'s heel slid {100 * slide:.1f} cm while it swivelled on it"
             checked += 1
     assert checked >= 3

@@ -30,10 +30,18 @@ PRIMITIVES = """
 def _as_hips(model: mujoco.MjModel, data: mujoco.MjData, names: list[str]) -> Hips:
     ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, n) for n in names]
     kind = {"sphere": 0, "capsule": 1, "cylinder": 2, "box": 3}
-    size = [np.array([model.geom_size[g, 0], model.geom_size[g, 1], 0.0]) if n != "box" else model.geom_size[g].copy()
-            for n, g in zip(names, ids)]
-    return Hips(data.geom_xpos[ids].copy(), data.geom_xmat[ids].reshape(-1, 3, 3).copy(),
-                np.array([kind[n] for n in names]), np.array(size), 0.05, 0.0)
+    size = [
+        np.array([model.geom_size[g, 0], model.geom_size[g, 1], 0.0]) if n != "box" else model.geom_size[g].copy()
+        for n, g in zip(names, ids)
+    ]
+    return Hips(
+        data.geom_xpos[ids].copy(),
+        data.geom_xmat[ids].reshape(-1, 3, 3).copy(),
+        np.array([kind[n] for n in names]),
+        np.array(size),
+        0.05,
+        0.0,
+    )
 
 
 def test_signed_distance_matches_mujoco_on_each_primitive():
@@ -64,8 +72,13 @@ def test_signed_distance_matches_mujoco_on_each_primitive():
 
 def test_h1_hips_are_its_hip_motors_and_g1_s_its_pitch_links():
     h1, g1 = hip_obstacles(load_robot("h1")), hip_obstacles(load_robot("g1"))
-    assert set(h1.bodies) == {"pelvis", "left_hip_yaw_link", "left_hip_roll_link", "right_hip_yaw_link",
-                              "right_hip_roll_link"}
+    assert set(h1.bodies) == {
+        "pelvis",
+        "left_hip_yaw_link",
+        "left_hip_roll_link",
+        "right_hip_yaw_link",
+        "right_hip_roll_link",
+    }
     assert set(g1.bodies) == {"pelvis", "left_hip_pitch_link", "right_hip_pitch_link"}
     assert h1.arm_radius == pytest.approx(0.033 + 0.02)  # H1's hand sphere
     assert g1.hand_reach > 0.2  # G1's hand reaches 8 cm past its wrist keypoint
@@ -82,10 +95,18 @@ def test_an_arm_goes_round_the_hip_outside_and_comes_forward_off_the_belly():
 
     for sign in (1.0, -1.0):
         m = np.array([1.0, sign, 1.0])
-        push, _ = arm_pushes(still(m * [0.0, 0.21, 0.44]), still(m * [-0.05, 0.22, 0.12]), still(m * [0.04, 0.20, -0.15]),
-                             sign, hips, 30.0)
+        push, _ = arm_pushes(
+            still(m * [0.0, 0.21, 0.44]),
+            still(m * [-0.05, 0.22, 0.12]),
+            still(m * [0.04, 0.20, -0.15]),
+            sign,
+            hips,
+            30.0,
+        )
         assert push[T // 2, 1] * sign > 0.05 and abs(push[T // 2, 0]) < 1e-9, push[T // 2]
-    push, _ = arm_pushes(still([0.0, 0.21, 0.44]), still([0.10, 0.18, 0.12]), still([0.07, 0.0, -0.08]), 1.0, hips, 30.0)
+    push, _ = arm_pushes(
+        still([0.0, 0.21, 0.44]), still([0.10, 0.18, 0.12]), still([0.07, 0.0, -0.08]), 1.0, hips, 30.0
+    )
     assert 0.0 < push[T // 2, 0] < 0.06 and push[T // 2, 1] == 0.0, push[T // 2]
 
 
@@ -93,8 +114,15 @@ def test_an_arm_goes_round_the_hip_outside_and_comes_forward_off_the_belly():
 def arms_at_the_hips():
     """H1 on a walk whose hands hang straight down and swing past the hips (a real walk's arms),
     retargeted with and without the clearance."""
-    clip = synth.walking(duration_s=3.0, fps=60.0, turn_rate_rad_s=0.0, feet=synth.REAL_FEET,
-                         arm_swing_rad=0.8, arm_hang_rad=-1.6, elbow_rad=0.1)
+    clip = synth.walking(
+        duration_s=3.0,
+        fps=60.0,
+        turn_rate_rad_s=0.0,
+        feet=synth.REAL_FEET,
+        arm_swing_rad=0.8,
+        arm_hang_rad=-1.6,
+        elbow_rad=0.1,
+    )
     human = HumanMotion(clip.names, clip.positions, clip.fps, clip.parents, {"path": clip.name})
     robot = load_robot("h1")
     with_clearance = retarget(human, robot, "interaction")
@@ -114,8 +142,9 @@ def _arm_figures(robot, result) -> tuple[float, float]:
     peak = float((np.abs(np.diff(result.motion.dof_pos[:, arm], axis=0)) * result.motion.fps).max())
     wrists = [result.targets.keypoints.index(k) for k in ("left_wrist", "right_wrist")]
     site_pos = forward_all(robot, result.qpos)[0]
-    return peak, float(np.linalg.norm(site_pos[:, robot.site_ids[wrists]] - result.targets.positions[:, wrists],
-                                      axis=-1).max())
+    return peak, float(
+        np.linalg.norm(site_pos[:, robot.site_ids[wrists]] - result.targets.positions[:, wrists], axis=-1).max()
+    )
 
 
 def test_h1_s_forearm_no_longer_catches_behind_its_hip(arms_at_the_hips):
@@ -136,12 +165,15 @@ def test_pushed_arm_targets_clear_the_hips_and_move_smoothly(arms_at_the_hips):
     hips = hip_obstacles(robot)
     tg = ok.targets
     k = {n: tg.keypoints.index(n) for n in ("pelvis", "left_elbow", "left_wrist", "right_elbow", "right_wrist")}
-    pelvis_frames = np.einsum("tab,bc->tac", tg.rotations[:, k["pelvis"]],
-                              np.linalg.inv(targets_mod.robot_home_sites(robot)[1][k["pelvis"]]))
+    pelvis_frames = np.einsum(
+        "tab,bc->tac", tg.rotations[:, k["pelvis"]], np.linalg.inv(targets_mod.robot_home_sites(robot)[1][k["pelvis"]])
+    )
     worst = np.inf
     for side in ("left", "right"):
-        e, w = (np.einsum("tab,ta->tb", pelvis_frames, tg.positions[:, k[f"{side}_{j}"]] - tg.positions[:, k["pelvis"]])
-                for j in ("elbow", "wrist"))
+        e, w = (
+            np.einsum("tab,ta->tb", pelvis_frames, tg.positions[:, k[f"{side}_{j}"]] - tg.positions[:, k["pelvis"]])
+            for j in ("elbow", "wrist")
+        )
         points = e[:, None] + np.array(SAMPLES)[:, None] * (w - e)[:, None]
         worst = min(worst, float(signed_distance(points, hips).min()))
     assert worst > hips.arm_radius - 0.005  # the push's resolution, and smoothing only adds

@@ -33,8 +33,11 @@ def g1():
 
 @pytest.fixture(scope="module")
 def clips():
-    return {"walking": synth.walking(duration_s=2.5), "crouching": synth.crouching(duration_s=3.0),
-            "walking+noise": synth.with_noise(synth.walking(duration_s=2.5), 1.0)}
+    return {
+        "walking": synth.walking(duration_s=2.5),
+        "crouching": synth.crouching(duration_s=3.0),
+        "walking+noise": synth.with_noise(synth.walking(duration_s=2.5), 1.0),
+    }
 
 
 def assert_hard_constraints(q: dict, stats: dict) -> None:
@@ -213,21 +216,30 @@ def test_keypoint_map_errors(tmp_path):
     bad.write_text("keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n")
     with pytest.raises(ConfigError, match="missing required keypoint"):
         load_robot("g1", bad)
-    bad.write_text("keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n"
-                   "  right_foot: {site: right_foot}\n  nose: {site: head}\n")
+    bad.write_text(
+        "keypoints:\n  pelvis: {site: pelvis}\n  left_foot: {site: left_foot}\n"
+        "  right_foot: {site: right_foot}\n  nose: {site: head}\n"
+    )
     with pytest.raises(ConfigError, match="keypoints.nose.*unknown keypoint; valid: pelvis"):
         load_robot("g1", bad)
-    bad.write_text("keypoints: {pelvis: {site: pelvis}, left_foot: {site: left_foot}, right_foot: {site: right_foot}}\n"
-                   "interaction: {windw: 3}\n")
+    bad.write_text(
+        "keypoints: {pelvis: {site: pelvis}, left_foot: {site: left_foot}, right_foot: {site: right_foot}}\n"
+        "interaction: {windw: 3}\n"
+    )
     with pytest.raises(ConfigError, match="interaction.windw.*valid keys"):
         load_robot("g1", bad)
     with pytest.raises(ConfigError, match="unknown robot 'g7'; valid: .*g1.*h1"):
         load_robot("g7")
     feet = "keypoints: {pelvis: {site: pelvis}, left_foot: {site: left_foot}, right_foot: {site: right_foot}}\n"
-    for ranges, match in (("{left_kne_joint: [0, 1]}", r"joint_ranges.left_kne_joint'?: no actuated joint of that "
-                                                       r"name; valid: .*left_knee_joint"),
-                          ("{left_knee_joint: [1, 0]}", r"joint_ranges.left_knee_joint'?: expected \[low, high\]"),
-                          ("{left_knee_joint: [3, 4]}", r"joint_ranges.left_knee_joint'?: \[3.0, 4.0\] leaves nothing")):
+    for ranges, match in (
+        (
+            "{left_kne_joint: [0, 1]}",
+            r"joint_ranges.left_kne_joint'?: no actuated joint of that "
+            r"name; valid: .*left_knee_joint",
+        ),
+        ("{left_knee_joint: [1, 0]}", r"joint_ranges.left_knee_joint'?: expected \[low, high\]"),
+        ("{left_knee_joint: [3, 4]}", r"joint_ranges.left_knee_joint'?: \[3.0, 4.0\] leaves nothing"),
+    ):
         bad.write_text(feet + f"joint_ranges: {ranges}\n")
         with pytest.raises(ConfigError, match=match):
             load_robot("g1", bad)
@@ -300,31 +312,39 @@ keypoints:
 
 def _urdf_biped() -> str:
     """A small URDF biped: pelvis, torso, and legs with 2-DoF hips, a knee and 2-DoF ankles."""
+
     def link(name, geom, xyz="0 0 0", mass=1.0):
-        return (f'<link name="{name}"><inertial><mass value="{mass}"/><origin xyz="{xyz}"/>'
-                f'<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>'
-                f'<collision><origin xyz="{xyz}"/><geometry>{geom}</geometry></collision></link>')
+        return (
+            f'<link name="{name}"><inertial><mass value="{mass}"/><origin xyz="{xyz}"/>'
+            f'<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>'
+            f'<collision><origin xyz="{xyz}"/><geometry>{geom}</geometry></collision></link>'
+        )
 
     def joint(name, parent, child, xyz, axis, lo, hi):
-        return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
-                f'<origin xyz="{xyz}"/><axis xyz="{axis}"/>'
-                f'<limit lower="{lo}" upper="{hi}" effort="100" velocity="20"/></joint>')
+        return (
+            f'<joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>'
+            f'<origin xyz="{xyz}"/><axis xyz="{axis}"/>'
+            f'<limit lower="{lo}" upper="{hi}" effort="100" velocity="20"/></joint>'
+        )
 
-    parts = [link("pelvis", '<box size="0.15 0.25 0.1"/>', mass=5.0),
-             link("torso", '<box size="0.15 0.25 0.3"/>', "0 0 0.25", 8.0),
-             '<joint name="waist" type="fixed"><parent link="pelvis"/><child link="torso"/>'
-             '<origin xyz="0 0 0.05"/></joint>']
+    parts = [
+        link("pelvis", '<box size="0.15 0.25 0.1"/>', mass=5.0),
+        link("torso", '<box size="0.15 0.25 0.3"/>', "0 0 0.25", 8.0),
+        '<joint name="waist" type="fixed"><parent link="pelvis"/><child link="torso"/><origin xyz="0 0 0.05"/></joint>',
+    ]
     for side, y in (("l", 0.1), ("r", -0.1)):
-        parts += [link(f"{side}_hip", '<sphere radius="0.01"/>', mass=0.5),
-                  link(f"{side}_thigh", '<cylinder radius="0.04" length="0.3"/>', "0 0 -0.2"),
-                  link(f"{side}_shin", '<cylinder radius="0.035" length="0.3"/>', "0 0 -0.2"),
-                  link(f"{side}_ankle", '<sphere radius="0.01"/>', mass=0.2),
-                  link(f"{side}_foot", '<box size="0.2 0.08 0.03"/>', "0.04 0 -0.04", 0.5),
-                  joint(f"{side}_hip_roll", "pelvis", f"{side}_hip", f"0 {y} -0.08", "1 0 0", -0.5, 0.5),
-                  joint(f"{side}_hip_pitch", f"{side}_hip", f"{side}_thigh", "0 0 0", "0 1 0", -2.0, 1.0),
-                  joint(f"{side}_knee", f"{side}_thigh", f"{side}_shin", "0 0 -0.38", "0 1 0", 0.0, 2.2),
-                  joint(f"{side}_ankle_pitch", f"{side}_shin", f"{side}_ankle", "0 0 -0.38", "0 1 0", -0.8, 0.8),
-                  joint(f"{side}_ankle_roll", f"{side}_ankle", f"{side}_foot", "0 0 0", "1 0 0", -0.4, 0.4)]
+        parts += [
+            link(f"{side}_hip", '<sphere radius="0.01"/>', mass=0.5),
+            link(f"{side}_thigh", '<cylinder radius="0.04" length="0.3"/>', "0 0 -0.2"),
+            link(f"{side}_shin", '<cylinder radius="0.035" length="0.3"/>', "0 0 -0.2"),
+            link(f"{side}_ankle", '<sphere radius="0.01"/>', mass=0.2),
+            link(f"{side}_foot", '<box size="0.2 0.08 0.03"/>', "0.04 0 -0.04", 0.5),
+            joint(f"{side}_hip_roll", "pelvis", f"{side}_hip", f"0 {y} -0.08", "1 0 0", -0.5, 0.5),
+            joint(f"{side}_hip_pitch", f"{side}_hip", f"{side}_thigh", "0 0 0", "0 1 0", -2.0, 1.0),
+            joint(f"{side}_knee", f"{side}_thigh", f"{side}_shin", "0 0 -0.38", "0 1 0", 0.0, 2.2),
+            joint(f"{side}_ankle_pitch", f"{side}_shin", f"{side}_ankle", "0 0 -0.38", "0 1 0", -0.8, 0.8),
+            joint(f"{side}_ankle_roll", f"{side}_ankle", f"{side}_foot", "0 0 0", "1 0 0", -0.4, 0.4),
+        ]
     return '<robot name="biped">' + "".join(parts) + "</robot>"
 
 
@@ -488,8 +508,7 @@ def test_a_swing_foot_is_levelled_before_it_lands_not_in_the_landing_frame():
         qpos, stats = solve_interaction(h1, targets, cfg)
         assert stats["infeasible_frames"] == []
         R = forward_all(h1, qpos)[1][:, h1.site_ids[h1.foot_keypoints]]  # (T, 2, 3, 3)
-        turn = np.linalg.norm([[log_so3(R[t, f] @ R[t - 1, f].T) for f in range(2)]
-                               for t in range(1, len(R))], axis=-1)
+        turn = np.linalg.norm([[log_so3(R[t, f] @ R[t - 1, f].T) for f in range(2)] for t in range(1, len(R))], axis=-1)
         return float(turn[lands].max() * fps)  # [rad/s]
 
     assert turn_at_landings(h1.kmap.interaction.landing_weight) < 1.5
@@ -514,11 +533,11 @@ def test_a_pelvis_held_back_when_a_foot_is_freed_releases_the_targets(g1):
         solver._release(t)
         return solver.pos_target[:, pel] - targets.positions[:, pel]
 
-    assert np.abs(released(0.03)[t + 1:]).max() == 0.0  # in step: nothing released
+    assert np.abs(released(0.03)[t + 1 :]).max() == 0.0  # in step: nothing released
     carried = released(0.08)
     n = max(1, round(I.RELEASE_S * targets.fps))  # frames of the release
-    assert np.allclose(carried[t + 1:t + 1 + n, 0], -0.08 * (1.0 - np.arange(1, n + 1) / (n + 1)), atol=0.02)
-    assert np.abs(carried[t + 1 + n:]).max() == 0.0
+    assert np.allclose(carried[t + 1 : t + 1 + n, 0], -0.08 * (1.0 - np.arange(1, n + 1) / (n + 1)), atol=0.02)
+    assert np.abs(carried[t + 1 + n :]).max() == 0.0
 
 
 def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeypatch):
@@ -531,7 +550,9 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
 
     fps, extra_rad = 120.0, 1.4
     h1 = load_robot("h1")
-    targets = build_targets(_human(synth.walking(duration_s=2.5, fps=fps, turn_rate_rad_s=0.1, feet=synth.REAL_FEET)), h1)
+    targets = build_targets(
+        _human(synth.walking(duration_s=2.5, fps=fps, turn_rate_rad_s=0.1, feet=synth.REAL_FEET)), h1
+    )
     k, c = h1.foot_keypoints[0], targets.contacts[:, 0].astype(int)
     lifts, lands = np.flatnonzero(c[:-1] > c[1:]) + 1, np.flatnonzero(c[:-1] < c[1:]) + 1
     lift = int(lifts[lifts > 0.7 * fps][0])
@@ -546,7 +567,7 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
     def peak_at_lift_off() -> float:
         q = I.InteractionSolver(h1, targets, h1.kmap.interaction).run()[:, h1.qpos_adr]
         speed = np.abs(np.diff(q, axis=0)) * fps / h1.v_max  # fractions of the velocity limits
-        return float(speed[lift - 1:lift + 3].max())
+        return float(speed[lift - 1 : lift + 3].max())
 
     released = peak_at_lift_off()
     monkeypatch.setattr(I, "RELEASE_LAG_RAD", np.inf)  # no release: as before

@@ -63,8 +63,24 @@ def test_the_whole_loop_learns_the_reward_from_noisy_vlm_labels(tmp_path):
     np.savez(tmp_path / "frames.npz", frames=frames[train], task=np.str_(TASK))
     out = tmp_path / "labels.npz"
     with OracleServer(progress_by_digest(frames, progress), noise=0.1, seed=1) as server:
-        rc = main(["label", str(tmp_path / "frames.npz"), "--endpoint", server.url, "--model", "oracle",
-                   "--pairs", "200", "--seed", "1", "--out", str(out), "--cache", str(tmp_path / "cache")])
+        rc = main(
+            [
+                "label",
+                str(tmp_path / "frames.npz"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "oracle",
+                "--pairs",
+                "200",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+                "--cache",
+                str(tmp_path / "cache"),
+            ]
+        )
         assert rc == 0 and server.requests == 400
     labels = load_labels(out)
     pairs = np.stack([labels.index_a, labels.index_b], 1)
@@ -78,8 +94,9 @@ def test_the_whole_loop_learns_the_reward_from_noisy_vlm_labels(tmp_path):
     rng = np.random.default_rng(2)
     held_out = rng.choice(np.arange(150, 250), size=(300, 2))
     held_out = held_out[held_out[:, 0] != held_out[:, 1]]
-    accuracy = preference_accuracy(model, states[held_out[:, 0]], states[held_out[:, 1]],
-                                   true_labels(progress, held_out))
+    accuracy = preference_accuracy(
+        model, states[held_out[:, 0]], states[held_out[:, 1]], true_labels(progress, held_out)
+    )
     assert accuracy >= 0.9, accuracy
     members = model(torch.as_tensor(states[:20])).detach().numpy()
     assert members.shape == (3, 20) and np.ptp(members, axis=0).max() > 0  # members differ
@@ -88,7 +105,7 @@ def test_the_whole_loop_learns_the_reward_from_noisy_vlm_labels(tmp_path):
     save_reward_model(path, model)
     loaded = load_reward_model(path)
     np.testing.assert_array_equal(loaded.reward(states), model.reward(states))
-    header = path.read_bytes()[8:8 + int.from_bytes(path.read_bytes()[:8], "little")]
+    header = path.read_bytes()[8 : 8 + int.from_bytes(path.read_bytes()[:8], "little")]
     assert b'"format":"simreal-bt-reward-ensemble/1"' in header.replace(b" ", b"")
 
 
@@ -109,8 +126,9 @@ def test_image_members_and_segment_returns():
     r = model(torch.as_tensor(frames))
     assert r.shape == (3, 6)
     segments = torch.as_tensor(frames.reshape(2, 3, 16, 16, 3))
-    np.testing.assert_allclose(model(segments).detach().numpy(), r.reshape(3, 2, 3).sum(-1).detach().numpy(),
-                               rtol=1e-5, atol=1e-6)  # a segment scores the sum of its frames
+    np.testing.assert_allclose(
+        model(segments).detach().numpy(), r.reshape(3, 2, 3).sum(-1).detach().numpy(), rtol=1e-5, atol=1e-6
+    )  # a segment scores the sum of its frames
     np.testing.assert_allclose(model(segments, member=1).detach().numpy(), model(segments)[1].detach().numpy())
     losses = fit(model, frames[:3], frames[3:], np.array([0, 1, 0]), epochs=5, batch_size=3)
     assert np.isfinite(losses).all()
@@ -136,8 +154,10 @@ def test_a_damaged_or_foreign_file_is_a_data_file_error(tmp_path):
         load_reward_model(tmp_path / "missing.safetensors")
 
 
-@pytest.mark.parametrize("field, value, says", [("obs_std", 0.0, "'obs_std' holds a value <= 0"),
-                                                ("obs_mean", float("nan"), "'obs_mean' holds NaN or inf")])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [("obs_std", 0.0, "'obs_std' holds a value <= 0"), ("obs_mean", float("nan"), "'obs_mean' holds NaN or inf")],
+)
 def test_a_reward_model_that_would_give_nan_is_refused(tmp_path, field, value, says):
     """An obs_std of 0 (an edited file) trained silently on a NaN reward read as 0."""
     model = BTEnsemble(RewardModelConfig(input_shape=(2,), members=1, hidden=4))

@@ -60,9 +60,13 @@ def test_terms_batch_jit_and_vmap_alike():
     x, y = jax.random.normal(k1, (5, 3)), jax.random.normal(k2, (5, 3))
     contact = x > 0
     cases = {
-        "action_rate": (rw.action_rate, (x, y)), "action_magnitude": (rw.action_magnitude, (x,)),
-        "torques": (rw.torques, (x,)), "joint_vel": (rw.joint_vel, (x,)), "lin_vel_z": (rw.lin_vel_z, (x,)),
-        "ang_vel_xy": (rw.ang_vel_xy, (x,)), "orientation": (rw.orientation, (x,)),
+        "action_rate": (rw.action_rate, (x, y)),
+        "action_magnitude": (rw.action_magnitude, (x,)),
+        "torques": (rw.torques, (x,)),
+        "joint_vel": (rw.joint_vel, (x,)),
+        "lin_vel_z": (rw.lin_vel_z, (x,)),
+        "ang_vel_xy": (rw.ang_vel_xy, (x,)),
+        "orientation": (rw.orientation, (x,)),
         "swing_height": (lambda z, c: rw.swing_height(z, c, 0.08), (jnp.abs(y), contact)),
         "contact_schedule": (rw.contact_schedule, (contact, y > 0)),
         "exp_kernel": (lambda e: rw.exp_kernel(e, 0.5), (x[:, 0] ** 2,)),
@@ -102,8 +106,12 @@ def _old_quadrotor(env, phys, action, info):
 
 
 def _old_cartpole(env, phys, action, info):
-    return {"upright": (jnp.cos(phys.qpos[1]) + 1) / 2, "centered": jnp.exp(-jnp.square(phys.qpos[0])),
-            "control": jnp.sum(jnp.square(action)), "ang_vel": jnp.square(phys.qvel[1])}
+    return {
+        "upright": (jnp.cos(phys.qpos[1]) + 1) / 2,
+        "centered": jnp.exp(-jnp.square(phys.qpos[0])),
+        "control": jnp.sum(jnp.square(action)),
+        "ang_vel": jnp.square(phys.qvel[1]),
+    }
 
 
 def _old_arm_reach(env, phys, action, info):
@@ -139,18 +147,24 @@ def _old_arm_push(env, phys, action, info):
 def _old_g1_tracking(env, phys, action, info):
     c, e = env.cfg, env.errors(phys, info)
     return {
-        "joint_pos": jnp.exp(-e["joint_pos"] / c.sigma_joint_pos_rad ** 2),
-        "joint_vel": jnp.exp(-e["joint_vel"] / c.sigma_joint_vel_rad_s ** 2),
-        "root_pos": jnp.exp(-e["root_pos"] / c.sigma_root_pos_m ** 2),
-        "root_ori": jnp.exp(-e["root_ori"] / c.sigma_root_ori_rad ** 2),
-        "body_pos": jnp.exp(-e["body_pos"] / c.sigma_body_pos_m ** 2),
+        "joint_pos": jnp.exp(-e["joint_pos"] / c.sigma_joint_pos_rad**2),
+        "joint_vel": jnp.exp(-e["joint_vel"] / c.sigma_joint_vel_rad_s**2),
+        "root_pos": jnp.exp(-e["root_pos"] / c.sigma_root_pos_m**2),
+        "root_ori": jnp.exp(-e["root_ori"] / c.sigma_root_ori_rad**2),
+        "body_pos": jnp.exp(-e["body_pos"] / c.sigma_body_pos_m**2),
         "action_rate": jnp.sum(jnp.square(action - info["last_action"])),
     }
 
 
 #: the class that defines ``reward_terms`` -> its formulas before the library
-OLD_TERMS = {"QuadrotorTask": _old_quadrotor, "CartpoleBalance": _old_cartpole, "ArmReach": _old_arm_reach,
-             "ArmPick": _old_arm_pick, "ArmPush": _old_arm_push, "G1Tracking": _old_g1_tracking}
+OLD_TERMS = {
+    "QuadrotorTask": _old_quadrotor,
+    "CartpoleBalance": _old_cartpole,
+    "ArmReach": _old_arm_reach,
+    "ArmPick": _old_arm_pick,
+    "ArmPush": _old_arm_push,
+    "G1Tracking": _old_g1_tracking,
+}
 # (g1-velocity's terms were rewritten to Unitree's recipe after the library: tests/test_g1_velocity.py)
 
 #: terms whose library form regroups float32 arithmetic, exp(-d^2 / s^2) for exp(-(d / s)^2): the
@@ -173,10 +187,15 @@ def _random_states(env, rng: jax.Array):
     m = env.mj_model
     for j in np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_FREE):
         a = int(m.jnt_qposadr[j]) + 3
-        qpos = qpos.at[:, a:a + 4].set(qpos[:, a:a + 4] / jnp.linalg.norm(qpos[:, a:a + 4], axis=-1, keepdims=True))
-    phys = phys.replace(qpos=qpos, qvel=tile(phys.qvel) + jax.random.normal(k_v, (n,) + phys.qvel.shape),
-                        act=tile(phys.act),
-                        sensordata=tile(phys.sensordata) + 0.05 * jax.random.normal(k_s, (n,) + phys.sensordata.shape))
+        qpos = qpos.at[:, a : a + 4].set(
+            qpos[:, a : a + 4] / jnp.linalg.norm(qpos[:, a : a + 4], axis=-1, keepdims=True)
+        )
+    phys = phys.replace(
+        qpos=qpos,
+        qvel=tile(phys.qvel) + jax.random.normal(k_v, (n,) + phys.qvel.shape),
+        act=tile(phys.act),
+        sensordata=tile(phys.sensordata) + 0.05 * jax.random.normal(k_s, (n,) + phys.sensordata.shape),
+    )
     info = jax.tree_util.tree_map(tile, info)
     info["last_action"] = jax.random.uniform(k_last, (n, env.action_size), minval=-1.0, maxval=1.0)
     action = jax.random.uniform(k_a, (n, env.action_size), minval=-1.0, maxval=1.0)

@@ -24,8 +24,14 @@ ROBOTS = ["g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof", "franka", "so100"]
 HUMANOIDS = ["g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof"]
 # Published masses [kg] and relative tolerance: Unitree G1 / H1 spec sheets ("about 35 / 47 kg"),
 # Franka Panda datasheet (arm about 18 kg). The SO-100 has no datasheet mass: it must be < 1 kg.
-REAL_MASS = {"g1": (35.0, 0.1), "g1_23dof": (35.0, 0.1), "g1_12dof": (35.0, 0.1), "h1": (47.0, 0.12),
-             "h1_10dof": (47.0, 0.12), "franka": (18.0, 0.1)}
+REAL_MASS = {
+    "g1": (35.0, 0.1),
+    "g1_23dof": (35.0, 0.1),
+    "g1_12dof": (35.0, 0.1),
+    "h1": (47.0, 0.12),
+    "h1_10dof": (47.0, 0.12),
+    "franka": (18.0, 0.1),
+}
 
 
 @functools.cache
@@ -49,8 +55,12 @@ def _joint_actuators(m: mujoco.MjModel) -> list[int]:
 def _touching_floor(m: mujoco.MjModel) -> set[int]:
     """The geoms MuJoCo's filter lets touch the floor: (contype_a & conaffinity_b) | (contype_b & conaffinity_a)."""
     floor = m.geom("floor").id
-    return {g for g in range(m.ngeom) if g != floor and (m.geom_contype[g] & m.geom_conaffinity[floor]
-                                                         or m.geom_contype[floor] & m.geom_conaffinity[g])}
+    return {
+        g
+        for g in range(m.ngeom)
+        if g != floor
+        and (m.geom_contype[g] & m.geom_conaffinity[floor] or m.geom_contype[floor] & m.geom_conaffinity[g])
+    }
 
 
 def _assert_welded_like_the_whole_robot(part: RobotSpec, whole: mujoco.MjModel, joint: str, angle: float) -> None:
@@ -294,8 +304,9 @@ def test_feet_only_floor_contact_drops_the_limbs_and_keeps_the_stance(name):
         mujoco.mj_step(m_feet, d)
     assert {c.geom1 for c in d.contact[: d.ncon]} | {c.geom2 for c in d.contact[: d.ncon]} == feet | {floor}
     with_self = build_model(_with_options(spec, floor_contact="feet", self_collision=True))
-    assert _touching_floor(with_self) == feet and all(with_self.geom_contype[g] & with_self.geom_conaffinity[g]
-                                                  for g in range(with_self.ngeom) if g != floor)
+    assert _touching_floor(with_self) == feet and all(
+        with_self.geom_contype[g] & with_self.geom_conaffinity[g] for g in range(with_self.ngeom) if g != floor
+    )
     with pytest.raises(ConfigError, match="floor_contact.*all, feet"):
         build_model(_with_options(spec, floor_contact="hands"))
 
@@ -303,7 +314,9 @@ def test_feet_only_floor_contact_drops_the_limbs_and_keeps_the_stance(name):
 def test_solver_caps_come_from_the_spec():
     spec = _spec("g1")
     assert (_model("g1").opt.iterations, _model("g1").opt.ls_iterations) == (
-        spec.physical["solver_iterations"], spec.physical["ls_iterations"])
+        spec.physical["solver_iterations"],
+        spec.physical["ls_iterations"],
+    )
     capped = dataclasses.replace(spec, physical={**spec.physical, "solver_iterations": 3, "ls_iterations": 5})
     m = build_model(capped)
     assert (m.opt.iterations, m.opt.ls_iterations) == (3, 5)

@@ -41,8 +41,8 @@ from simreal.deploy.runner import PolicyRunner  # noqa: E402
 from simreal.deploy.transport_dds import DdsTransport  # noqa: E402
 from simreal.observations import build_observation  # noqa: E402
 
-RUN_S = 2.0    # policy running on the robot before Ctrl-C [s]
-HOLD_S = 1.0   # the robot runs on after it, holding the safe command [s]
+RUN_S = 2.0  # policy running on the robot before Ctrl-C [s]
+HOLD_S = 1.0  # the robot runs on after it, holding the safe command [s]
 FIND_S = 90.0  # the node's start-up (imports, ONNX, a VLA's tokenizer) and discovery of the robot [s]
 
 
@@ -69,11 +69,14 @@ def ros_env(domain_id: int, pythonpath: str = "", localhost: bool = True) -> dic
 
 @pytest.fixture(scope="module")
 def rclpy_ok() -> None:
-    probe = ("import rclpy, std_msgs.msg, sensor_msgs.msg, trajectory_msgs.msg, rcl_interfaces.msg\n"
-             "rclpy.init(); rclpy.create_node('simreal_probe').destroy_node(); rclpy.shutdown()")
+    probe = (
+        "import rclpy, std_msgs.msg, sensor_msgs.msg, trajectory_msgs.msg, rcl_interfaces.msg\n"
+        "rclpy.init(); rclpy.create_node('simreal_probe').destroy_node(); rclpy.shutdown()"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", probe], env=ros_env(T.random_domain_id()), capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe], env=ros_env(T.random_domain_id()), capture_output=True, text=True, timeout=60
+        )
     except subprocess.TimeoutExpired:
         pytest.skip("rclpy probe (rclpy.init + a node with rmw_fastrtps_cpp) hung for 60 s")
     if proc.returncode != 0:
@@ -101,8 +104,12 @@ def held_pose(bundle: Bundle, default: np.ndarray, iterations: int = 200) -> np.
     """Where a joint-position policy holds a settled arm: the fixed point of
     q = offset + scale * a, a = pi(obs(q, joint_vel = 0, level base, last_action = a)) [rad]."""
     policy, a = OnnxPolicy(bundle), np.zeros(bundle.action.size)
-    still = {"joint_vel": np.zeros(a.size), "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0]), "ang_vel_b": np.zeros(3),
-             "default_joint_pos": default}
+    still = {
+        "joint_vel": np.zeros(a.size),
+        "quat_wxyz": np.array([1.0, 0.0, 0.0, 0.0]),
+        "ang_vel_b": np.zeros(3),
+        "default_joint_pos": default,
+    }
     for _ in range(iterations):
         q = bundle.action.to_physical(a)
         a = np.asarray(policy(build_observation(bundle.obs_names, {**still, "joint_pos": q, "last_action": a}, np)))
@@ -140,28 +147,64 @@ def _ctrl_c_at(t_sig: float, node: subprocess.Popen, sim: subprocess.Popen, list
         listener.poll(0.05)
 
 
-def _robot_then_node(bundle_dir: Path, pkg: Path, domain: int, duration_s: float, listener: DdsTransport,
-                     robot_up: list, received: list, tmp: Path) -> tuple[subprocess.Popen, subprocess.Popen]:
+def _robot_then_node(
+    bundle_dir: Path,
+    pkg: Path,
+    domain: int,
+    duration_s: float,
+    listener: DdsTransport,
+    robot_up: list,
+    received: list,
+    tmp: Path,
+) -> tuple[subprocess.Popen, subprocess.Popen]:
     """Start the rehearsal robot (``sim.json``), wait until ``listener`` fills ``robot_up``, start the
     generated node (``node.log``) and wait until it fills ``received``: (robot, node) processes.
     The robot first, as on hardware: its command reader exists before the node's writer does, so
     the robot and the listener see the node's first command alike."""
     node_log, sim_out = tmp / "node.log", tmp / "sim.json"
-    sim = _start([sys.executable, "-m", "simreal.cli", "deploy", "sim", str(bundle_dir), "--external", "--domain-id",
-                  str(domain), "--duration", str(duration_s), "--no-realtime", "--json",
-                  "--max-command-gap", str(HOLD_S + 1.0)], sim_out)  # the node is stopped HOLD_S before the end
+    sim = _start(
+        [
+            sys.executable,
+            "-m",
+            "simreal.cli",
+            "deploy",
+            "sim",
+            str(bundle_dir),
+            "--external",
+            "--domain-id",
+            str(domain),
+            "--duration",
+            str(duration_s),
+            "--no-realtime",
+            "--json",
+            "--max-command-gap",
+            str(HOLD_S + 1.0),
+        ],
+        sim_out,
+    )  # the node is stopped HOLD_S before the end
     deadline, node = time.monotonic() + 90, None
     try:
         while not robot_up:
             assert sim.poll() is None and time.monotonic() < deadline, f"no robot output: {_tail(sim_out)}"
             listener.poll(0.05)
-        node = _start([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args",  # as the README
-                       "--params-file", str(pkg / "config" / f"{pkg.name}.yaml"), "-p", f"bundle_path:={bundle_dir}"],
-                      node_log, ros_env(domain, str(pkg)))
+        node = _start(
+            [
+                sys.executable,
+                str(pkg / pkg.name / f"{NODE_NAME}.py"),
+                "--ros-args",  # as the README
+                "--params-file",
+                str(pkg / "config" / f"{pkg.name}.yaml"),
+                "-p",
+                f"bundle_path:={bundle_dir}",
+            ],
+            node_log,
+            ros_env(domain, str(pkg)),
+        )
         found_by = time.monotonic() + FIND_S
         while not received:  # the robot answers the first command with its hand-over
             assert node.poll() is None and sim.poll() is None and time.monotonic() < found_by, (
-                f"no command within {FIND_S:g} s of the node's start\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}")
+                f"no command within {FIND_S:g} s of the node's start\nnode: {_tail(node_log)}\nsim: {_tail(sim_out)}"
+            )
             listener.poll(0.05)
     except BaseException:
         _kill(node, sim)
@@ -176,16 +219,23 @@ def test_a_ros_process_started_after_the_robot_finds_it_within_seconds(rclpy_ok)
     later: a rehearsal had given up by then (no hand-over)."""
     domain = T.random_domain_id()
     got: list[float] = []
-    talker = ("import time, rclpy\nfrom std_msgs.msg import String\nrclpy.init()\n"
-              "pub = rclpy.create_node('talker').create_publisher(String, '/chatter', 10)\n"
-              "while True:\n    pub.publish(String(data='x'))\n    time.sleep(0.05)")
+    talker = (
+        "import time, rclpy\nfrom std_msgs.msg import String\nrclpy.init()\n"
+        "pub = rclpy.create_node('talker').create_publisher(String, '/chatter', 10)\n"
+        "while True:\n    pub.publish(String(data='x'))\n    time.sleep(0.05)"
+    )
     with DdsTransport(domain) as listener:
         listener.subscribe("/chatter", "std_msgs/msg/String", lambda msg, t, data: got.append(t), "default")
         t_end = time.monotonic() + 3.0  # past the listener's own start-up announcements
         while time.monotonic() < t_end:
             listener.poll(0.05)
-        proc = subprocess.Popen([sys.executable, "-c", talker], env=ros_env(domain, localhost=False),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", talker],
+            env=ros_env(domain, localhost=False),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         t_start = time.monotonic()
         try:
             while not got and time.monotonic() < t_start + 40 and proc.poll() is None:
@@ -211,8 +261,9 @@ def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
     received: list[tuple[float, np.ndarray]] = []  # (t_rx monotonic [s], physical command)
     robot_up: list[float] = []
     listener = DdsTransport(domain)
-    listener.subscribe(cfg.command.topic, cfg.command.type,
-                       lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data")
+    listener.subscribe(
+        cfg.command.topic, cfg.command.type, lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data"
+    )
     first_state = next(iter(cfg.state.values()))
     listener.subscribe(first_state.topic, first_state.type, lambda msg, t, data: robot_up.append(t), "sensor_data")
     node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
@@ -267,7 +318,7 @@ def test_generated_node_drives_the_rehearsal_robot(make, rclpy_ok, tmp_path):
 def _tilt_rad(q: object) -> float:
     """Angle between the body z axis and world z of a geometry_msgs/Quaternion [rad]."""
     x, y = q.x, q.y
-    return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y) / (q.w ** 2 + x * x + y * y + q.z ** 2), -1.0, 1.0)))
+    return float(np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y) / (q.w**2 + x * x + y * y + q.z**2), -1.0, 1.0)))
 
 
 @pytest.mark.timeout(240)
@@ -290,10 +341,12 @@ def test_generated_node_latches_the_safe_command_when_a_humanoid_falls(rclpy_ok,
     received: list[tuple[float, np.ndarray]] = []
     tilts: list[tuple[float, float]] = []  # (t_rx [s], base tilt the Imu reports [rad])
     listener = DdsTransport(domain)
-    listener.subscribe(cfg.command.topic, cfg.command.type,
-                       lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data")
-    listener.subscribe(imu.topic, imu.type, lambda msg, t, data: tilts.append((t, _tilt_rad(msg.orientation))),
-                       "sensor_data")
+    listener.subscribe(
+        cfg.command.topic, cfg.command.type, lambda msg, t, data: received.append((t, codec.decode(msg))), "sensor_data"
+    )
+    listener.subscribe(
+        imu.topic, imu.type, lambda msg, t, data: tilts.append((t, _tilt_rad(msg.orientation))), "sensor_data"
+    )
     node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
     node = sim = None
     try:
@@ -328,24 +381,43 @@ def test_node_without_bundle_path_or_colcon_install_says_so(rclpy_ok, tmp_path):
     pkg = generate_ros2_package(T.make_joint_bundle(tmp_path / "bundle"), tmp_path / "src")
     env = ros_env(T.random_domain_id(), str(pkg))
     env.pop("AMENT_PREFIX_PATH", None)
-    proc = subprocess.run([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py")], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "[FATAL]" in lines[0] and "bundle_path:=" in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("param, says", [
-    ("watchdog.timeout:=0.05", "'watchdog.timeout': not a parameter of this node (did you mean 'watchdog.timeout_s'?)"),
-    ("state_topics:=odom", "'state.odom.topic'"),  # one name, not the letters o, d, o, m
-])
+@pytest.mark.parametrize(
+    "param, says",
+    [
+        (
+            "watchdog.timeout:=0.05",
+            "'watchdog.timeout': not a parameter of this node (did you mean 'watchdog.timeout_s'?)",
+        ),
+        ("state_topics:=odom", "'state.odom.topic'"),  # one name, not the letters o, d, o, m
+    ],
+)
 def test_node_refuses_a_parameter_it_does_not_have(rclpy_ok, tmp_path, param, says):
     """A typo in a parameter (a safety one: the watchdog) used to be ignored, the default kept."""
     bundle = T.make_joint_bundle(tmp_path / "bundle")
     pkg = generate_ros2_package(bundle, tmp_path / "src")
-    proc = subprocess.run([sys.executable, str(pkg / pkg.name / f"{NODE_NAME}.py"), "--ros-args", "-p",
-                           f"bundle_path:={bundle}", "-p", param], env=ros_env(T.random_domain_id(), str(pkg)),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(pkg / pkg.name / f"{NODE_NAME}.py"),
+            "--ros-args",
+            "-p",
+            f"bundle_path:={bundle}",
+            "-p",
+            param,
+        ],
+        env=ros_env(T.random_domain_id(), str(pkg)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "[FATAL]" in lines[0] and says in lines[0], proc.stderr
 
@@ -365,8 +437,12 @@ def test_generated_node_runs_a_vla_on_camera_images_and_an_instruction(rclpy_ok,
     images: list[float] = []
     listener = DdsTransport(domain)
     listener.subscribe(cfg.command.topic, cfg.command.type, lambda msg, t, data: received.append(t), "sensor_data")
-    listener.subscribe(cfg.perception.image_topics["front"], "sensor_msgs/msg/Image",
-                       lambda msg, t, data: images.append(t), "sensor_data")
+    listener.subscribe(
+        cfg.perception.image_topics["front"],
+        "sensor_msgs/msg/Image",
+        lambda msg, t, data: images.append(t),
+        "sensor_data",
+    )
     node_log, sim_out = tmp_path / "node.log", tmp_path / "sim.json"
     node = sim = None
     try:

@@ -120,6 +120,7 @@ def _chunked(monkeypatch, failures_per_chunk: list[int], batch: int = 128):
             seen = jnp.ones(num_envs, bool)
             ok = jnp.arange(num_envs) >= f
             return seen, {"episode/done": seen.astype(float), "episode/success": ok.astype(float)}
+
         return run
 
     monkeypatch.setattr(ppo, "_episode_program", program)
@@ -174,8 +175,9 @@ class FakeLearner:
         ckpt.prune(ckpt_dir)
         return path
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None,
-                 max_failures: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
+    ) -> dict[str, float]:
         self.evals.append((episodes, seed, max_failures))
         n = episodes or 128
         s = self.confirm_success.pop(0) if episodes is not None else 1.0
@@ -183,8 +185,15 @@ class FakeLearner:
 
 
 def _cfg(**train) -> types.SimpleNamespace:
-    t = dict(num_timesteps=1000, eval_every_steps=0, num_eval_envs=128, target_success=0.95,
-             checkpoint_every_s=1e9, max_wall_s=0.0, keep_best=False)
+    t = dict(
+        num_timesteps=1000,
+        eval_every_steps=0,
+        num_eval_envs=128,
+        target_success=0.95,
+        checkpoint_every_s=1e9,
+        max_wall_s=0.0,
+        keep_best=False,
+    )
     t.update(train)
     return types.SimpleNamespace(task="fake", seed=7, train=types.SimpleNamespace(**t))
 
@@ -212,8 +221,7 @@ def test_early_stop_needs_the_confirming_evaluations_bound(tmp_path):
     assert result.stop == "nothing_left" and result.reached_target and again.evals == []
     assert result.eval["success_lower"] >= 0.95
     # a higher target: training goes on
-    result = _run(tmp_path, FakeLearner(steps=200, confirm_success=[0.9] * 10), target_success=0.99,
-                  num_timesteps=400)
+    result = _run(tmp_path, FakeLearner(steps=200, confirm_success=[0.9] * 10), target_success=0.99, num_timesteps=400)
     assert result.stop == "budget" and result.env_steps == 400
 
 
@@ -321,14 +329,16 @@ def test_a_signal_before_the_first_iteration_saves_nothing(tmp_path):
 
 
 def test_a_second_signal_ends_the_process_at_once():
-    code = ("import os, signal, time\n"
-            "from simreal.stop_signal import stop_on_signals\n"
-            "with stop_on_signals() as stop:\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "    print('first', stop.requested, flush=True)\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "    time.sleep(30)\n"
-            "    print('still running')\n")
+    code = (
+        "import os, signal, time\n"
+        "from simreal.stop_signal import stop_on_signals\n"
+        "with stop_on_signals() as stop:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    print('first', stop.requested, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(30)\n"
+        "    print('still running')\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 130 and r.stdout == "first True\n", (r.stdout, r.stderr)
     assert "SIGINT again: stopping now" in r.stderr and "Traceback" not in r.stderr
@@ -392,10 +402,21 @@ def test_fallback_covers_sb3_side_files_and_torch_checkpoints(tmp_path, capsys):
     assert latest.name in capsys.readouterr().err
 
 
-CARTPOLE = ["backend=native", "train.num_envs=8", "train.unroll_length=8", "train.num_minibatches=2",
-            "train.num_updates_per_batch=1", "train.policy_hidden=[16,16]", "train.value_hidden=[16]",
-            "train.num_eval_envs=4", "train.eval_every_steps=0", "train.target_success=0", "eval.episodes=4",
-            "env.episode_length_s=0.1", "train.num_timesteps=64"]
+CARTPOLE = [
+    "backend=native",
+    "train.num_envs=8",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16]",
+    "train.num_eval_envs=4",
+    "train.eval_every_steps=0",
+    "train.target_success=0",
+    "eval.episodes=4",
+    "env.episode_length_s=0.1",
+    "train.num_timesteps=64",
+]
 
 
 @pytest.mark.slow
@@ -407,9 +428,12 @@ def test_every_verb_falls_back_past_a_damaged_checkpoint(tmp_path, capsys, monke
     good = ckpt.latest_checkpoint(run_dir / "checkpoints")
     bad = ckpt.checkpoint_path(run_dir / "checkpoints", ckpt.checkpoint_steps(good) + 1000)
     bad.write_bytes(np.random.default_rng(1).bytes(4096))
-    verbs = (["eval", str(run_dir)], ["export", str(run_dir)],
-             ["play", str(run_dir), "--steps", "3", "--width", "64", "--height", "48"],
-             ["train", "--resume", str(run_dir), "train.num_timesteps=128"])
+    verbs = (
+        ["eval", str(run_dir)],
+        ["export", str(run_dir)],
+        ["play", str(run_dir), "--steps", "3", "--width", "64", "--height", "48"],
+        ["train", "--resume", str(run_dir), "train.num_timesteps=128"],
+    )
     for argv in verbs:
         monkeypatch.setattr(ckpt, "_warned", set())  # each verb as a fresh process would
         capsys.readouterr()
@@ -434,16 +458,23 @@ def test_eval_json_names_the_checkpoint_it_evaluated_past_a_damaged_newest(tmp_p
     bad = ckpt.checkpoint_path(run_dir / "checkpoints", 128)
     bad.write_bytes(b"not a zip")
     seen = []
-    monkeypatch.setattr(BraxTrainer, "evaluate", lambda self, run_dir, cfg, n, **kw: seen.append(
-        self.policy_checkpoint(run_dir, cfg)) or {"success": 1.0, "episodes": n})
+    monkeypatch.setattr(
+        BraxTrainer,
+        "evaluate",
+        lambda self, run_dir, cfg, n, **kw: (
+            seen.append(self.policy_checkpoint(run_dir, cfg)) or {"success": 1.0, "episodes": n}
+        ),
+    )
     assert main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert seen == [good]  # what the trainer read is what the JSON names
     assert out["checkpoint"] == "checkpoints/step_000000000064.npz" and out["env_steps"] == 64
     assert out["skipped"] == ["checkpoints/step_000000000128.npz"]
     assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == ("checkpoint checkpoints/step_000000000064.npz (64 env steps); "
-                                                      "newer, damaged, skipped: checkpoints/step_000000000128.npz")
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "checkpoint checkpoints/step_000000000064.npz (64 env steps); "
+        "newer, damaged, skipped: checkpoints/step_000000000128.npz"
+    )
 
 
 # -- the best evaluation's checkpoint (train.keep_best) ------------------------------------------
@@ -456,8 +487,9 @@ class RankedLearner(FakeLearner):
         super().__init__(steps=steps)
         self.periodic = list(periodic)
 
-    def evaluate(self, episodes: int | None = None, seed: int | None = None,
-                 max_failures: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
+    ) -> dict[str, float]:
         return {"success": self.periodic.pop(0), "episodes": 128, "return": float(self.steps)}
 
 
@@ -468,8 +500,14 @@ def _weights(path: Path) -> float:
 def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_path, capsys):
     ckpt_dir = tmp_path / "checkpoints"
     # one evaluation per iteration; the last (step 500) is the budget's final one
-    result = _run(tmp_path, RankedLearner([0.5, 0.9, 0.7, 0.8, 0.6]), eval_every_steps=100, target_success=0,
-                  num_timesteps=500, keep_best=True)
+    result = _run(
+        tmp_path,
+        RankedLearner([0.5, 0.9, 0.7, 0.8, 0.6]),
+        eval_every_steps=100,
+        target_success=0,
+        num_timesteps=500,
+        keep_best=True,
+    )
     assert result.stop == "budget" and result.eval["success"] == 0.6
     record = ckpt.best_record(ckpt_dir)
     assert record["env_steps"] == 200 and record["eval"]["success"] == 0.9
@@ -481,14 +519,21 @@ def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_pat
     # saved on each new best and at the end, not on every evaluation
     assert [ckpt.checkpoint_steps(f) for f in sorted(ckpt_dir.glob("step_*"))] == [100, 200, 500]
     # resumed: 0.85 does not beat the kept 0.9; 0.95 does, and replaces it
-    _run(tmp_path, RankedLearner([0.85, 0.95], steps=500), eval_every_steps=100, target_success=0,
-         num_timesteps=700, keep_best=True)
+    _run(
+        tmp_path,
+        RankedLearner([0.85, 0.95], steps=500),
+        eval_every_steps=100,
+        target_success=0,
+        num_timesteps=700,
+        keep_best=True,
+    )
     best = ckpt.policy_checkpoint(tmp_path, keep_best=True)
     assert best.name == "step_000000000700.npz" and _weights(best) == 700
     assert not (ckpt_dir / "best" / "step_000000000200.npz").exists()
     # ties go to the higher return (success 0 everywhere early in training), NaN ranks lowest
-    assert loop_common.rank({"success_lower": 0.0, "return": 5.0}) > loop_common.rank({"success_lower": 0.0,
-                                                                                        "return": 1.0})
+    assert loop_common.rank({"success_lower": 0.0, "return": 5.0}) > loop_common.rank(
+        {"success_lower": 0.0, "return": 1.0}
+    )
     assert loop_common.rank({"success_lower": float("nan"), "return": 9.0}) < loop_common.rank({"return": 10.0})
     # a damaged best: one warning naming it, and the latest is the policy
     best.write_bytes(best.read_bytes()[:100])
@@ -498,8 +543,13 @@ def test_keep_best_keeps_the_best_evaluation_and_resume_ranks_against_it(tmp_pat
     assert err.count("warning: the best checkpoint") == 1 and best.name in err and "not a zip archive" in err
 
 
-@pytest.mark.parametrize("text, why", [("eval: [1, 2\n", "invalid YAML"),
-                                       ("checkpoint: step_000000000064.zip\neval: [1, 2]\n", "'eval' is not a mapping")])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("eval: [1, 2\n", "invalid YAML"),
+        ("checkpoint: step_000000000064.zip\neval: [1, 2]\n", "'eval' is not a mapping"),
+    ],
+)
 def test_a_damaged_best_record_is_passed_over_with_a_warning(tmp_path, capsys, text, why):
     """A best/eval.yaml that is not valid YAML once failed eval, export and --resume (exit 2); one
     whose eval was a list crashed --resume inside keep_best's ranking. Now one warning, and the
@@ -528,7 +578,10 @@ def test_keep_best_links_side_files_and_reads_the_step_eval_yaml_names(tmp_path)
     ckpt.keep_best(ckpt_dir, ckpt.checkpoint_path(ckpt_dir, 128, "zip"), {"success": 0.5, "episodes": 8})
     ckpt.keep_best(ckpt_dir, ckpt.checkpoint_path(ckpt_dir, 64, "zip"), {"success": 0.75, "episodes": 8})
     assert sorted(f.name for f in (ckpt_dir / "best").iterdir()) == [
-        "eval.yaml", "step_000000000064.normalizer.npz", "step_000000000064.zip"]
+        "eval.yaml",
+        "step_000000000064.normalizer.npz",
+        "step_000000000064.zip",
+    ]
     assert ckpt.policy_checkpoint(tmp_path, True, "zip") == ckpt_dir / "best" / "step_000000000064.zip"
     assert ckpt.best_record(ckpt_dir)["eval"] == {"success": 0.75, "episodes": 8.0}
     # the files of a later best linked, eval.yaml not yet rewritten: still the step it names
@@ -546,14 +599,26 @@ def test_a_resume_ranks_against_a_kept_best_whose_figures_were_nan(tmp_path):
     ckpt.keep_best(ckpt_dir, first, {"success": float("nan"), "return": float("nan"), "episodes": 0})
     assert ckpt.best_record(ckpt_dir)["eval"]["return"] is None
     assert loop_common.rank(ckpt.best_record(ckpt_dir)["eval"]) == (-math.inf, -math.inf)
-    _run(tmp_path, RankedLearner([0.5], steps=100), eval_every_steps=100, target_success=0, num_timesteps=200,
-         keep_best=True)
+    _run(
+        tmp_path,
+        RankedLearner([0.5], steps=100),
+        eval_every_steps=100,
+        target_success=0,
+        num_timesteps=200,
+        keep_best=True,
+    )
     assert ckpt.best_record(ckpt_dir)["env_steps"] == 200
 
 
 def test_without_keep_best_no_best_is_kept(tmp_path):
-    _run(tmp_path, RankedLearner([0.5, 0.9, 0.7]), eval_every_steps=100, target_success=0, num_timesteps=300,
-         keep_best=False)
+    _run(
+        tmp_path,
+        RankedLearner([0.5, 0.9, 0.7]),
+        eval_every_steps=100,
+        target_success=0,
+        num_timesteps=300,
+        keep_best=False,
+    )
     assert ckpt.best_record(tmp_path / "checkpoints") is None and not (tmp_path / "checkpoints" / "best").exists()
 
 
@@ -565,8 +630,16 @@ def test_keep_best_end_to_end_eval_and_export_use_the_best(tmp_path, capsys):
     from simreal.cli import main
     from simreal.policies.train import BRAX, load_config
 
-    argv = ["train", "cartpole-balance", *CARTPOLE, f"runs_root={tmp_path}", "train.keep_best=true",
-            "train.eval_every_steps=64", "train.num_timesteps=320", "--json"]
+    argv = [
+        "train",
+        "cartpole-balance",
+        *CARTPOLE,
+        f"runs_root={tmp_path}",
+        "train.keep_best=true",
+        "train.eval_every_steps=64",
+        "train.num_timesteps=320",
+        "--json",
+    ]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)  # stdout is the one JSON object, nothing else
     run_dir = Path(summary["run_dir"])
@@ -660,9 +733,19 @@ def test_sb3_leaves_no_tmp_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where SB3's default logger would go
     monkeypatch.delenv("SB3_LOGDIR", raising=False)
-    cfg = resolve("cartpole-balance", ["trainer=sb3", "backend=native", "train.num_envs=4", "train.unroll_length=8",
-                                       "train.num_minibatches=2", "train.num_updates_per_batch=1",
-                                       "train.policy_hidden=[8]", "train.value_hidden=[8]"])
+    cfg = resolve(
+        "cartpole-balance",
+        [
+            "trainer=sb3",
+            "backend=native",
+            "train.num_envs=4",
+            "train.unroll_length=8",
+            "train.num_minibatches=2",
+            "train.num_updates_per_batch=1",
+            "train.policy_hidden=[8]",
+            "train.value_hidden=[8]",
+        ],
+    )
     driver = Driver(cfg, make_env(cfg), None)
     m = driver.iterate()
     assert driver.env_steps == 32 and any(k.startswith("loss/") for k in m)  # the losses still reach the loop
@@ -671,14 +754,28 @@ def test_sb3_leaves_no_tmp_folder(tmp_path, monkeypatch):
 
 # -- `simreal train` in a subprocess, stopped by a signal ------------------------------------------
 
-HOVER = ["train.num_envs=4", "train.num_timesteps=100000", "train.unroll_length=8", "train.num_minibatches=2",
-         "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.eval_every_steps=0",
-         "train.policy_hidden=[16,16]", "train.value_hidden=[16,16]", "env.episode_length_s=1.0"]
+HOVER = [
+    "train.num_envs=4",
+    "train.num_timesteps=100000",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.eval_every_steps=0",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16,16]",
+    "env.episode_length_s=1.0",
+]
 
 
 def _start(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(CLI + argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    return subprocess.Popen(
+        CLI + argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
 
 
 def _read_until(proc: subprocess.Popen, pattern: str, timeout_s: float = 300) -> tuple[list[str], re.Match]:
@@ -731,8 +828,12 @@ def test_sigterm_after_iterations_saves_and_resume_continues(tmp_path):
     assert saved == ckpt.checkpoint_path(run_dir / "checkpoints", steps) and ckpt.damage(saved) is None
     assert ckpt.latest_checkpoint(run_dir / "checkpoints") == saved
 
-    r = subprocess.run(CLI + ["train", "--resume", str(run_dir), f"train.num_timesteps={steps + 64}", "--json"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        CLI + ["train", "--resume", str(run_dir), f"train.num_timesteps={steps + 64}", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert f"resume: continuing from {saved} ({steps} env steps)" in r.stderr
     assert f'"env_steps": {steps + 64}' in r.stdout and '"stop": "budget"' in r.stdout
@@ -742,8 +843,12 @@ def test_sigterm_after_iterations_saves_and_resume_continues(tmp_path):
     assert f"nothing left to do: {steps + 64} env steps done of the budget of {steps + 64}" in r.stderr
     # a budget below what is done trains nothing, and leaves the run's config.yaml as it was
     before = (run_dir / "config.yaml").read_bytes()
-    r = subprocess.run(CLI + ["train", "--resume", str(run_dir), f"train.num_timesteps={steps}"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        CLI + ["train", "--resume", str(run_dir), f"train.num_timesteps={steps}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0 and "nothing left to do" in r.stderr, r.stderr
     assert (run_dir / "config.yaml").read_bytes() == before
 
@@ -762,14 +867,23 @@ def _run_dir_with_checkpoint(tmp_path: Path) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("override, says", [
-    ("train.num_envs=8", "config key 'train.num_envs': the checkpoint has 4 envs, the overrides ask for 8; "
-                         "a resumed run keeps num_envs (and the network sizes)"),
-    ("train.policy_hidden=[32,32]", "config key 'train.policy_hidden': the checkpoint was made with policy_hidden "
-                                    "[16, 16], the overrides ask for [32, 32]"),
-    ("train.value_hidden=[8]", "config key 'train.value_hidden': the checkpoint was made with value_hidden [16]"),
-    ("trainer=sb3", "config key 'trainer': the checkpoint was made with trainer brax, the overrides ask for sb3"),
-])
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        (
+            "train.num_envs=8",
+            "config key 'train.num_envs': the checkpoint has 4 envs, the overrides ask for 8; "
+            "a resumed run keeps num_envs (and the network sizes)",
+        ),
+        (
+            "train.policy_hidden=[32,32]",
+            "config key 'train.policy_hidden': the checkpoint was made with policy_hidden "
+            "[16, 16], the overrides ask for [32, 32]",
+        ),
+        ("train.value_hidden=[8]", "config key 'train.value_hidden': the checkpoint was made with value_hidden [16]"),
+        ("trainer=sb3", "config key 'trainer': the checkpoint was made with trainer brax, the overrides ask for sb3"),
+    ],
+)
 def test_a_resume_that_changes_the_checkpoints_shape_is_refused_before_writing(tmp_path, capsys, override, says):
     """`--resume RUN train.num_envs=8` on a 4-env run once wrote num_envs 8 into config.yaml and
     then failed on the checkpoint, so plain --resume and export failed too: now one line naming
@@ -820,10 +934,12 @@ def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom simreal.policies.loop_common import summary_writer\n"
-            f"w = summary_writer({str(tmp_path)!r}); w.add_scalar('loss', 1.5, 3); w.close()\n"
-            "print('torch' in sys.modules)\n"
-            "try:\n    import torch\n    print(torch.__name__)\nexcept ImportError:\n    print('torch')\n")
+    code = (
+        "import sys\nfrom simreal.policies.loop_common import summary_writer\n"
+        f"w = summary_writer({str(tmp_path)!r}); w.add_scalar('loss', 1.5, 3); w.close()\n"
+        "print('torch' in sys.modules)\n"
+        "try:\n    import torch\n    print(torch.__name__)\nexcept ImportError:\n    print('torch')\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "torch"], out.stdout
@@ -869,8 +985,9 @@ def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, m
                 os.kill(os.getpid(), signal.SIGINT)
             return out_dir, 0.0 if err == "SIGINT" else err
 
-    monkeypatch.setattr(train, "load_config", lambda run_dir, reward=True: types.SimpleNamespace(trainer="brax",
-                                                                                                  task="t"))
+    monkeypatch.setattr(
+        train, "load_config", lambda run_dir, reward=True: types.SimpleNamespace(trainer="brax", task="t")
+    )
     monkeypatch.setattr(run_config, "make_env", lambda cfg: None)
     monkeypatch.setattr(export, "check_flat_observation", lambda env, task, run_dir: None)
     monkeypatch.setattr(trainers, "get_trainer", lambda name: Trainer())
@@ -884,7 +1001,9 @@ def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, m
     assert not (tmp_path / "bundle.export").exists()
     assert rc == (0 if passed else 130 if err == "SIGINT" else 2)
     if rc:
-        assert ("unchanged" if err == "SIGINT" else "not written, what was there is unchanged") in capsys.readouterr().err
+        assert (
+            "unchanged" if err == "SIGINT" else "not written, what was there is unchanged"
+        ) in capsys.readouterr().err
 
 
 def _tb_events(path: Path) -> list:
@@ -895,8 +1014,8 @@ def _tb_events(path: Path) -> list:
 
     data, out, at = path.read_bytes(), [], 0
     while at < len(data):
-        (n,) = struct.unpack("<Q", data[at:at + 8])
-        out.append(event_pb2.Event.FromString(data[at + 12:at + 12 + n]))
+        (n,) = struct.unpack("<Q", data[at : at + 8])
+        out.append(event_pb2.Event.FromString(data[at + 12 : at + 12 + n]))
         at += 12 + n + 4
     return out
 

@@ -12,9 +12,18 @@ from simreal.policies import checkpoint as ckpt
 from simreal.policies.run_config import SACConfig, from_mapping, make_env, resolve
 from simreal.policies.sac import SAC
 
-TINY = ["algorithm=sac", "train.num_envs=4", "train.steps_per_iteration=4", "train.batch_size=16",
-        "train.grad_updates_per_step=2", "train.min_replay_size=32", "train.max_replay_size=256",
-        "train.policy_hidden=[16,16]", "train.q_hidden=[16,16]", "env.episode_length_s=0.3"]
+TINY = [
+    "algorithm=sac",
+    "train.num_envs=4",
+    "train.steps_per_iteration=4",
+    "train.batch_size=16",
+    "train.grad_updates_per_step=2",
+    "train.min_replay_size=32",
+    "train.max_replay_size=256",
+    "train.policy_hidden=[16,16]",
+    "train.q_hidden=[16,16]",
+    "env.episode_length_s=0.3",
+]
 
 
 def _leaves(tree) -> list[np.ndarray]:
@@ -73,9 +82,13 @@ def test_config_is_the_algorithms_own():
 
 
 def test_per_algorithm_defaults_under_algorithms():
-    base = {"task": "cartpole-balance", "robot": "cartpole", "algorithm": "sac",
-            "train": {"num_envs": 8},
-            "algorithms": {"sac": {"num_envs": 16, "batch_size": 64}, "ppo": {"unroll_length": 8}}}
+    base = {
+        "task": "cartpole-balance",
+        "robot": "cartpole",
+        "algorithm": "sac",
+        "train": {"num_envs": 8},
+        "algorithms": {"sac": {"num_envs": 16, "batch_size": 64}, "ppo": {"unroll_length": 8}},
+    }
     sac = from_mapping(base)
     assert (sac.train.num_envs, sac.train.batch_size) == (8, 64)  # train: wins over algorithms.sac
     ppo = from_mapping({**base, "algorithm": "ppo"})
@@ -105,8 +118,15 @@ def test_cli_trains_evaluates_exports_and_resumes(trainer, tmp_path):
 
     if trainer == "sb3":
         pytest.importorskip("stable_baselines3")
-    args = [*TINY, f"trainer={trainer}", "train.num_timesteps=96", "train.num_eval_envs=4", "eval.episodes=4", "train.eval_every_steps=0",
-            f"runs_root={tmp_path}"]
+    args = [
+        *TINY,
+        f"trainer={trainer}",
+        "train.num_timesteps=96",
+        "train.num_eval_envs=4",
+        "eval.episodes=4",
+        "train.eval_every_steps=0",
+        f"runs_root={tmp_path}",
+    ]
     out = json.loads(cli("train", "cartpole-balance", *args, "--json").strip().splitlines()[-1])
     run_dir = out["run_dir"]
     assert out["env_steps"] >= 96 and "eval_success" in out

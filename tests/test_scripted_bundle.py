@@ -72,7 +72,9 @@ def test_the_graph_runs_the_teachers_rules():
     opening = rng.uniform(0.04, 0.08, n)
     push, pick = PushTeacher.__new__(PushTeacher), PickTeacher.__new__(PickTeacher)
     push.half = pick.half = 0.025
-    t = {k: torch.tensor(v, dtype=torch.float32) for k, v in (("ee", ee), ("cube", cube), ("goal", goal), ("w", opening))}
+    t = {
+        k: torch.tensor(v, dtype=torch.float32) for k, v in (("ee", ee), ("cube", cube), ("goal", goal), ("w", opening))
+    }
     batched = PushTeacher.rule(t["ee"], t["cube"], t["goal"], 0.025, torch).numpy()
     single = np.stack([push.target(*x) for x in zip(ee, cube, goal)])
     np.testing.assert_allclose(batched, single, atol=1e-5)
@@ -97,9 +99,9 @@ def test_exported_reach_graph_lands_the_site_on_the_goal_and_equals_torch(reach,
     at = {t["name"]: sum(u["size"] for u in env.obs_layout[:i]) for i, t in enumerate(env.obs_layout)}
     before, after = [], []
     for a, o in zip(action, obs):
-        goal = o[at["target_pos_w"]:at["target_pos_w"] + 3]
+        goal = o[at["target_pos_w"] : at["target_pos_w"] + 3]
         qpos = np.array(env.home_qpos, np.float64)
-        qpos[ik.qpos_adr] = np.asarray(env.default_joint_pos)[ik.joints] + o[at["joint_pos_rel"]:][ik.joints]
+        qpos[ik.qpos_adr] = np.asarray(env.default_joint_pos)[ik.joints] + o[at["joint_pos_rel"] :][ik.joints]
         before.append(np.linalg.norm(ik.site_pose(qpos)[0] - goal))
         qpos[ik.qpos_adr] = ik.home[ik.joints] + ik.scale * a[ik.joints]
         after.append(np.linalg.norm(ik.site_pose(qpos)[0] - goal))
@@ -124,8 +126,9 @@ def test_residual_over_the_scripted_base_starts_as_exactly_it(reach, tmp_path):
     frozen = freeze_base("scripted", tmp_path / BASE_DIR, cfg, env)
     renv, algo = TRAINER.build(tmp_path, cfg)
     obs = np.asarray(jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(4), 8)).obs)
-    np.testing.assert_array_equal(np.asarray(TRAINER.composed(renv, algo, algo.init())(obs)),
-                                  np.clip(OnnxPolicy(load_bundle(frozen))(obs), -1, 1))
+    np.testing.assert_array_equal(
+        np.asarray(TRAINER.composed(renv, algo, algo.init())(obs)), np.clip(OnnxPolicy(load_bundle(frozen))(obs), -1, 1)
+    )
 
 
 def test_a_task_without_a_scripted_controller_is_one_clear_error(tmp_path):

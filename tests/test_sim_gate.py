@@ -102,7 +102,12 @@ def test_with_the_hand_measured_the_final_pose_is_the_hand_s_place():
 
     def with_hand(p: dict[str, np.ndarray], shift_m: float = 0.0) -> dict[str, np.ndarray]:
         """The hand 5 cm above the object (``shift_m`` more from 3 s on)."""
-        return {**p, "ee_pos_w": p["object_pos_w"] + np.array([0.0, 0.0, 0.05]) + np.array([shift_m, 0.0, 0.0]) * (t[:, None] > 3.0)}
+        return {
+            **p,
+            "ee_pos_w": p["object_pos_w"]
+            + np.array([0.0, 0.0, 0.05])
+            + np.array([shift_m, 0.0, 0.0]) * (t[:, None] > 3.0),
+        }
 
     ref = with_hand(_pick(t))
     rolled = with_hand(_pick(t))
@@ -125,10 +130,27 @@ def test_a_bundle_whose_task_is_no_task_here_is_refused_not_ungated(tmp_path, ca
     from simreal.sim.tasks import TASKS
 
     runs = tmp_path / "runs"
-    assert main(["train", "arm-reach", f"runs_root={runs}", "train.num_envs=4", "train.num_timesteps=64",
-                 "train.unroll_length=8", "train.num_minibatches=2", "train.num_updates_per_batch=1",
-                 "train.num_eval_envs=2", "train.eval_every_steps=0", "train.policy_hidden=[16,16]",
-                 "train.value_hidden=[16,16]", "env.episode_length_s=0.5", *data_overrides("arm-reach", tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "arm-reach",
+                f"runs_root={runs}",
+                "train.num_envs=4",
+                "train.num_timesteps=64",
+                "train.unroll_length=8",
+                "train.num_minibatches=2",
+                "train.num_updates_per_batch=1",
+                "train.num_eval_envs=2",
+                "train.eval_every_steps=0",
+                "train.policy_hidden=[16,16]",
+                "train.value_hidden=[16,16]",
+                "env.episode_length_s=0.5",
+                *data_overrides("arm-reach", tmp_path),
+            ]
+        )
+        == 0
+    )
     run_dir = next((runs / "arm-reach").iterdir())
     assert main(["export", str(run_dir)]) == 0
     bad = tmp_path / "bad"

@@ -61,8 +61,9 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     _check_obs_shapes(env, s.obs)
     # a rollout scans over steps: reset must give the state step returns, leaf for leaf
     assert jax.tree.structure(first) == jax.tree.structure(s)
-    causes = jax.eval_shape(env.termination_causes, jax.tree.map(lambda x: x[0], s.pipeline_state),
-                            jax.tree.map(lambda x: x[0], s.info))
+    causes = jax.eval_shape(
+        env.termination_causes, jax.tree.map(lambda x: x[0], s.pipeline_state), jax.tree.map(lambda x: x[0], s.info)
+    )
     assert {f"episode/end_{k}" for k in [*causes, "nonfinite"]} <= set(s.metrics)
     assert s.reward.shape == (N,) and s.done.shape == (N,)
     for leaf in jax.tree.leaves(s.obs):
@@ -82,13 +83,20 @@ def test_termination_causes_name_what_ended_the_episode():
     hover = jnp.zeros(env.action_size)
 
     def ended(state):
-        return {k.removeprefix("episode/end_"): float(v) for k, v in state.metrics.items()
-                if k.startswith("episode/end_")}
+        return {
+            k.removeprefix("episode/end_"): float(v) for k, v in state.metrics.items() if k.startswith("episode/end_")
+        }
 
     flying = step(s, hover)
     assert float(flying.done) == 0.0 and set(ended(flying).values()) == {0.0}
-    landed = step(s.replace(pipeline_state=s.pipeline_state.replace(
-        qpos=s.pipeline_state.qpos.at[2].set(0.0), qvel=jnp.zeros_like(s.pipeline_state.qvel))), hover)
+    landed = step(
+        s.replace(
+            pipeline_state=s.pipeline_state.replace(
+                qpos=s.pipeline_state.qpos.at[2].set(0.0), qvel=jnp.zeros_like(s.pipeline_state.qvel)
+            )
+        ),
+        hover,
+    )
     assert float(landed.done) == 1.0
     assert {k for k, v in ended(landed).items() if v} == {"ground"}
 
@@ -108,13 +116,17 @@ def test_a_diverged_env_ends_on_nonfinite_on_every_backend(backend):
     ps = s.pipeline_state
     diverged = step(s.replace(pipeline_state=ps.replace(qvel=ps.qvel.at[0].set(jnp.nan))), hover)
     assert diverged.done.tolist() == [1.0, 0.0]
-    assert {k for k, v in diverged.metrics.items() if k.startswith("episode/end_") and v[0]} == {"episode/end_nonfinite"}
+    assert {k for k, v in diverged.metrics.items() if k.startswith("episode/end_") and v[0]} == {
+        "episode/end_nonfinite"
+    }
     for k, v in diverged.metrics.items():
         assert np.all(np.isfinite(np.asarray(v))), k
     assert np.all(np.isfinite(np.asarray(diverged.obs))) and float(diverged.reward[0]) == 0.0
     assert np.all(np.isfinite(np.asarray(diverged.info["terminal_obs"])))  # an off-policy next_obs
     assert all(float(v[0]) == 0.0 for k, v in diverged.metrics.items() if k.startswith("reward/"))
-    np.testing.assert_array_equal(np.asarray(diverged.pipeline_state.qpos[1]), np.asarray(healthy.pipeline_state.qpos[1]))
+    np.testing.assert_array_equal(
+        np.asarray(diverged.pipeline_state.qpos[1]), np.asarray(healthy.pipeline_state.qpos[1])
+    )
 
 
 def test_a_diverged_episodes_counted_statistics_are_undefined():
@@ -124,13 +136,24 @@ def test_a_diverged_episodes_counted_statistics_are_undefined():
     healthy episode's pass unchanged."""
     from simreal.sim.env import _undefined_where_diverged
 
-    final = {"success": jnp.float32(0.0), "rmse": jnp.float32(np.nan), "rmse/n": jnp.float32(1.0),
-             "speed": jnp.float32(np.inf)}
+    final = {
+        "success": jnp.float32(0.0),
+        "rmse": jnp.float32(np.nan),
+        "rmse/n": jnp.float32(1.0),
+        "speed": jnp.float32(np.inf),
+    }
     assert {k: float(v) for k, v in _undefined_where_diverged(final, jnp.bool_(True)).items()} == {
-        "success": 0.0, "rmse": 0.0, "rmse/n": 0.0, "speed": 0.0}
+        "success": 0.0,
+        "rmse": 0.0,
+        "rmse/n": 0.0,
+        "speed": 0.0,
+    }
     healthy = {"success": jnp.float32(1.0), "rmse": jnp.float32(0.2), "rmse/n": jnp.float32(1.0)}
     assert {k: float(v) for k, v in _undefined_where_diverged(healthy, jnp.bool_(False)).items()} == {
-        "success": 1.0, "rmse": pytest.approx(0.2), "rmse/n": 1.0}
+        "success": 1.0,
+        "rmse": pytest.approx(0.2),
+        "rmse/n": 1.0,
+    }
 
 
 def _check_obs_shapes(env, obs) -> None:
@@ -178,7 +201,9 @@ def h1_tracking(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("motion_h1") / "sway_h1.npz"
     save_motion(path, synthetic_motion(build_model(load_robot_spec("h1")), seconds=1.0, amplitude_rad=0.2))
-    return make_env(resolve("g1-tracking", NO_NOISE + ["robot=h1", f"env.motion_file={path}", "env.episode_length_s=0.4"]))
+    return make_env(
+        resolve("g1-tracking", NO_NOISE + ["robot=h1", f"env.motion_file={path}", "env.episode_length_s=0.4"])
+    )
 
 
 def test_g1_tracking_reward_peaks_on_reference(g1_tracking):
@@ -223,15 +248,19 @@ def test_humanoid_statistics_are_rmse_of_the_episodes_that_stayed_up(g1_tracking
     defined for an episode that ended early (its failure is counted by fall / success), but for
     g1-tracking the same errors up to the end are, for every episode."""
     vel = make_env(resolve("g1-velocity", NO_NOISE))
-    stats = {**vel.init_stats(), "sq_vel_err": jnp.asarray(4 * 0.3 ** 2), "sq_yaw_err": jnp.asarray(4 * 0.1 ** 2),
-             "n": jnp.asarray(4.0)}
+    stats = {
+        **vel.init_stats(),
+        "sq_vel_err": jnp.asarray(4 * 0.3**2),
+        "sq_yaw_err": jnp.asarray(4 * 0.1**2),
+        "n": jnp.asarray(4.0),
+    }
     up, fell = vel.final_stats(stats, jnp.bool_(False)), vel.final_stats(stats, jnp.bool_(True))
     assert float(up["vel_rmse_m_s"]) == pytest.approx(0.3) and float(up["yaw_rate_rmse_rad_s"]) == pytest.approx(0.1)
     assert float(up["vel_rmse_m_s/n"]) == 1.0 and float(up["fall"]) == 0.0
     assert float(fell["vel_rmse_m_s/n"]) == 0.0 and float(fell["fall"]) == 1.0 and float(fell["success"]) == 0.0
 
     env = g1_tracking
-    stats = {"sq_joint_err": jnp.asarray(2 * 0.05 ** 2), "body_err": jnp.asarray(2 * 0.04), "n": jnp.asarray(2.0)}
+    stats = {"sq_joint_err": jnp.asarray(2 * 0.05**2), "body_err": jnp.asarray(2 * 0.04), "n": jnp.asarray(2.0)}
     ok, lost = env.final_stats(stats, jnp.bool_(False)), env.final_stats(stats, jnp.bool_(True))
     assert float(ok["joint_rmse_rad"]) == pytest.approx(0.05) and float(ok["body_pos_err_m"]) == pytest.approx(0.04)
     assert float(ok["joint_rmse_rad/n"]) == 1.0 and float(lost["joint_rmse_rad/n"]) == 0.0
@@ -337,11 +366,13 @@ def _bad_input(tmp: Path, kind: str) -> tuple[str, str, str]:
     elif kind == "parts":  # `simreal retarget --out kick.npz` wrote kick.part1.npz and kick.part2.npz
         for k in (1, 2):
             (tmp / f"kick.part{k}.npz").write_bytes(b"")
-    says = {"missing": f"'env.motion_file': {tmp / clip}: file not found",
-            "capture": f"retarget a capture first: simreal retarget {tmp / 'walk.bvh'}",
-            "garbage": "clip.npz: not a readable npz file",
-            "parts": f"cut that clip into 2 parts, give one of them: {tmp / 'kick.part1.npz'}, {tmp / 'kick.part2.npz'}",
-            "demo": f"'env.demo_file': {tmp / 'push.npz'}: file not found"}[kind]
+    says = {
+        "missing": f"'env.motion_file': {tmp / clip}: file not found",
+        "capture": f"retarget a capture first: simreal retarget {tmp / 'walk.bvh'}",
+        "garbage": "clip.npz: not a readable npz file",
+        "parts": f"cut that clip into 2 parts, give one of them: {tmp / 'kick.part1.npz'}, {tmp / 'kick.part2.npz'}",
+        "demo": f"'env.demo_file': {tmp / 'push.npz'}: file not found",
+    }[kind]
     if kind == "demo":
         return "arm-demo-track", f"env.demo_file={tmp / 'push.npz'}", says
     return "g1-tracking", f"env.motion_file={tmp / clip}", says
@@ -375,8 +406,19 @@ def test_an_env_setting_the_env_refuses_is_one_line_before_the_run_directory(tmp
     runs = tmp_path / "runs"
     clip = tmp_path / "g1_clip.npz"
     save_motion(clip, synthetic_motion(build_model(load_robot_spec("g1")), seconds=0.5))
-    assert main(["train", "g1-tracking", "backend=native", f"runs_root={runs}", f"env.motion_file={clip}",
-                 "env.action_scale=0.01"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "g1-tracking",
+                "backend=native",
+                f"runs_root={runs}",
+                f"env.motion_file={clip}",
+                "env.action_scale=0.01",
+            ]
+        )
+        == 2
+    )
     out = capsys.readouterr()
     assert out.out == "" and "\n" not in out.err.strip(), out
     assert "config key 'env.action_scale'" in out.err, out.err
@@ -434,8 +476,11 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
     rate = action_mode("joint_position").default_max_rate(env.robot, env.robot.actuator_names) * env.ctrl_dt
     s = jax.jit(env.reset)(jax.random.PRNGKey(0))
     start = np.asarray(s.info["last_ctrl"])
-    np.testing.assert_allclose(start, np.clip(np.asarray(env.joint_pos(s.pipeline_state)),
-                                              np.asarray(env.ctrl_lo), np.asarray(env.ctrl_hi)), atol=1e-6)
+    np.testing.assert_allclose(
+        start,
+        np.clip(np.asarray(env.joint_pos(s.pipeline_state)), np.asarray(env.ctrl_lo), np.asarray(env.ctrl_hi)),
+        atol=1e-6,
+    )
     step = jax.jit(env.step)
     prev, moved = start, []
     for k in range(6):
@@ -452,9 +497,11 @@ def test_arm_slew_limit_moves_targets_no_faster_than_the_spec_allows():
     for _ in range(3):
         s = step(s, jnp.ones(short.action_size))
     assert float(s.done) == 1.0
-    np.testing.assert_allclose(np.asarray(s.info["last_ctrl"]),
-                               np.clip(np.asarray(short.joint_pos(s.pipeline_state)), np.asarray(short.ctrl_lo),
-                                       np.asarray(short.ctrl_hi)), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(s.info["last_ctrl"]),
+        np.clip(np.asarray(short.joint_pos(s.pipeline_state)), np.asarray(short.ctrl_lo), np.asarray(short.ctrl_hi)),
+        atol=1e-6,
+    )
     assert np.max(np.abs(np.asarray(free.targets(jnp.ones(free.action_size))) - start)) > 4 * rate.max()
 
 

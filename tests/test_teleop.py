@@ -68,8 +68,11 @@ def test_spacemouse_reports_six_axes_and_separate_rotation():
 
     class Dev:
         def __init__(self):
-            self.reports = [[1] + list(struct.pack("<6h", 0, 0, 0, 0, 0, 0)),
-                            [1] + list(struct.pack("<6h", 700, 0, 0, 0, 0, 0)), [3, 1]]
+            self.reports = [
+                [1] + list(struct.pack("<6h", 0, 0, 0, 0, 0, 0)),
+                [1] + list(struct.pack("<6h", 700, 0, 0, 0, 0, 0)),
+                [3, 1],
+            ]
 
         def read(self, n):
             return self.reports.pop(0) if self.reports else []

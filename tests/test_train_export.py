@@ -20,9 +20,19 @@ from simreal.policies.export import check_export, export_bundle
 from simreal.policies.ppo import PPO
 from simreal.policies.run_config import make_env, resolve
 
-TINY = ["train.num_envs=16", "train.unroll_length=8", "train.num_minibatches=2", "train.num_updates_per_batch=1",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16]", "train.num_eval_envs=8", "eval.episodes=8",
-        "env.episode_length_s=0.5", "train.num_timesteps=384", "train.target_success=0"]
+TINY = [
+    "train.num_envs=16",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16]",
+    "train.num_eval_envs=8",
+    "eval.episodes=8",
+    "env.episode_length_s=0.5",
+    "train.num_timesteps=384",
+    "train.target_success=0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +106,7 @@ def test_export_matches_jax(ppo, tmp_path):
     out = export_bundle(tmp_path, cfg, algo.env, norm, pol)
     assert check_export(out, algo.make_policy, (norm, pol), n=512) < 1e-5
     b = load_bundle(out, robot="crazyflie2", obs_size=30, action_size=4)
-    assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action",
-                           "action_history")
+    assert b.obs_names == ("pos_error_w", "rot_mat_wb", "lin_vel_w", "ang_vel_b", "last_action", "action_history")
     # the hover default commands the rate loop: collective thrust [N] (4 x 0.15 N full scale) and
     # body rates [rad/s] (max_body_rate_rad_s 10), clipped to those limits
     assert b.action.names == ("thrust", "roll_rate", "pitch_rate", "yaw_rate")
@@ -108,14 +117,20 @@ def test_export_matches_jax(ppo, tmp_path):
     assert OnnxPolicy(b)(np.zeros(30)).shape == (4,)
 
 
-@pytest.mark.parametrize("edit, field", [
-    (lambda d: d.update(format_version=99), "format_version"),
-    (lambda d: d["observation"].update(size=21), "observation.size"),
-    (lambda d: d["action"]["scale"].pop(), "action.scale"),
-    (lambda d: d.pop("control_rate_hz"), "control_rate_hz"),
-    (lambda d: d["onnx"].update(file="missing.onnx"), "onnx.file"),
-    (lambda d: d["task_params"].update(target_pos_w="abc"), "task_params.target_pos_w"),  # was a ValueError in deploy
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d.update(format_version=99), "format_version"),
+        (lambda d: d["observation"].update(size=21), "observation.size"),
+        (lambda d: d["action"]["scale"].pop(), "action.scale"),
+        (lambda d: d.pop("control_rate_hz"), "control_rate_hz"),
+        (lambda d: d["onnx"].update(file="missing.onnx"), "onnx.file"),
+        (
+            lambda d: d["task_params"].update(target_pos_w="abc"),
+            "task_params.target_pos_w",
+        ),  # was a ValueError in deploy
+    ],
+)
 def test_bad_bundle_names_field(ppo, tmp_path, edit, field):
     cfg, algo = ppo
     ts = algo.init()
@@ -139,8 +154,12 @@ def test_bundle_for_other_robot_refused(ppo, tmp_path):
 def test_cli_train_eval_export_smoke(tmp_path):
     root = tmp_path / "runs"
     cmd = [sys.executable, "-m", "simreal.cli"]
-    r = subprocess.run(cmd + ["train", "quadrotor-hover", *TINY, f"runs_root={root}", "--json"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        cmd + ["train", "quadrotor-hover", *TINY, f"runs_root={root}", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     run_dir = Path(result["run_dir"])
@@ -149,26 +168,45 @@ def test_cli_train_eval_export_smoke(tmp_path):
         assert (run_dir / f).is_file(), f
     assert ckpt.latest_checkpoint(run_dir / "checkpoints") is not None
     assert list(run_dir.glob("events.out.tfevents.*"))
-    r = subprocess.run(cmd + ["eval", str(run_dir), "--episodes", "8", "--backend", "mjx", "--json"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        cmd + ["eval", str(run_dir), "--episodes", "8", "--backend", "mjx", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads(r.stdout)
     assert r.returncode == (0 if report["sim_to_sim_passed"] else 1), r.stderr
     assert set(report) >= {"native", "mjx", "gap"} and "success" in report["mjx"]
     r = subprocess.run(cmd + ["export", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert (run_dir / "bundle" / "policy.onnx").is_file()
-    r = subprocess.run(cmd + ["train", "--resume", str(run_dir), "train.num_timesteps=768"], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        cmd + ["train", "--resume", str(run_dir), "train.num_timesteps=768"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["num_timesteps"] == 768
 
 
 # -- every trainer behind the one driver table, through the CLI ------------------------------------
 
-CARTPOLE_TINY = ["backend=native", "train.num_envs=8", "train.unroll_length=8", "train.num_minibatches=2",
-                 "train.num_updates_per_batch=1", "train.policy_hidden=[16,16]", "train.value_hidden=[16]",
-                 "train.num_eval_envs=4", "train.eval_every_steps=0", "train.target_success=0", "eval.episodes=4",
-                 "env.episode_length_s=0.1", "train.num_timesteps=64"]
+CARTPOLE_TINY = [
+    "backend=native",
+    "train.num_envs=8",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16]",
+    "train.num_eval_envs=4",
+    "train.eval_every_steps=0",
+    "train.target_success=0",
+    "eval.episodes=4",
+    "env.episode_length_s=0.1",
+    "train.num_timesteps=64",
+]
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +221,7 @@ def trained(tmp_path_factory):
             assert out["env_steps"] >= 64
             runs[trainer] = Path(out["run_dir"])
         return runs[trainer]
+
     return get
 
 
@@ -240,8 +279,25 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     err = capsys.readouterr().err  # play said what it renders and how far it is (it was silent for 148 s)
     assert "rendering up to 1 x 5 frames at 64x48" in err and " frames/s | episode 1/1 | ETA " in err, err
     # 'follow' is offered whatever cameras the model has (the humanoids have none)
-    assert main(["play", str(run_dir), "--steps", "2", "--width", "64", "--height", "48", "--out", str(video),
-                 "--camera", "follow"]) == 0
+    assert (
+        main(
+            [
+                "play",
+                str(run_dir),
+                "--steps",
+                "2",
+                "--width",
+                "64",
+                "--height",
+                "48",
+                "--out",
+                str(video),
+                "--camera",
+                "follow",
+            ]
+        )
+        == 0
+    )
     assert main(["play", str(run_dir), "--camera", "chase_nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown camera 'chase_nope'" in err and "follow" in err.split("valid cameras:")[1], err
@@ -276,12 +332,15 @@ def test_play_renders_headless_without_mujoco_gl(trained, tmp_path):
     """No MUJOCO_GL, no display, and MuJoCo imported before the CLI runs: ``play`` still finds
     a headless GL (EGL here) and writes the video."""
     run_dir = trained("brax")
-    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY",
-                                                            "WAYLAND_DISPLAY")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")
+    }
     video = tmp_path / "headless.mp4"
-    code = ("import sys, mujoco; from simreal.cli import main; "
-            f"sys.exit(main(['play', {str(run_dir)!r}, '--steps', '3', '--width', '64', '--height', '48', "
-            f"'--out', {str(video)!r}]))")
+    code = (
+        "import sys, mujoco; from simreal.cli import main; "
+        f"sys.exit(main(['play', {str(run_dir)!r}, '--steps', '3', '--width', '64', '--height', '48', "
+        f"'--out', {str(video)!r}]))"
+    )
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert video.stat().st_size > 0
@@ -316,7 +375,9 @@ def test_the_adaptive_learning_rate_follows_rsl_rls_schedule():
     from simreal.errors import ConfigError
     from simreal.policies.ppo import adapt_learning_rate, make_optimizer
 
-    cfg = resolve("quadrotor-hover", TINY + ["train.desired_kl=0.01", "train.learning_rate=0.001", "train.learning_rate_end=null"]).train
+    cfg = resolve(
+        "quadrotor-hover", TINY + ["train.desired_kl=0.01", "train.learning_rate=0.001", "train.learning_rate_end=null"]
+    ).train
     state = make_optimizer(cfg).init({"w": np.zeros(3, np.float32)})
 
     def lr_after(kl: float, lr: float = 1e-3) -> float:
@@ -332,7 +393,10 @@ def test_the_adaptive_learning_rate_follows_rsl_rls_schedule():
 
 
 def test_ppo_with_a_desired_kl_trains_and_moves_its_rate():
-    cfg = resolve("quadrotor-hover", TINY + ["train.desired_kl=0.001", "train.learning_rate=0.003", "train.learning_rate_end=null"])
+    cfg = resolve(
+        "quadrotor-hover",
+        TINY + ["train.desired_kl=0.001", "train.learning_rate=0.003", "train.learning_rate_end=null"],
+    )
     algo = PPO(make_env(cfg, backend="native"), cfg.train, cfg.seed)
     ts, metrics = algo.iterate(algo.init())
     ts, metrics = algo.iterate(ts)

@@ -19,9 +19,19 @@ from simreal.errors import SimrealError  # noqa: E402
 pytestmark = pytest.mark.slow
 
 TASK = "arm-push-pixels"
-TINY = ["train.num_envs=4", "train.num_timesteps=64", "train.unroll_length=8", "train.num_minibatches=2",
-        "train.num_updates_per_batch=1", "train.num_eval_envs=2", "train.policy_hidden=[16]",
-        "train.value_hidden=[16]", "env.episode_length_s=0.2", "env.render_threads=1", "eval.episodes=2"]
+TINY = [
+    "train.num_envs=4",
+    "train.num_timesteps=64",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.num_eval_envs=2",
+    "train.policy_hidden=[16]",
+    "train.value_hidden=[16]",
+    "env.episode_length_s=0.2",
+    "env.render_threads=1",
+    "eval.episodes=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +70,10 @@ def test_actor_is_sb3s_own_policy_on_the_normalised_state(run_dir):
     obs = to_numpy(JaxBatch(env, 3, seed=5).reset())  # state, privileged_state, pixels/front
     model = PPO.load(ckpt, device="cpu")
     assert type(model.policy.features_extractor).__name__ == "CombinedExtractor"
-    seen = {"state": np.clip((obs["state"] - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32),
-            "pixels/front": obs["pixels/front"]}
+    seen = {
+        "state": np.clip((obs["state"] - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32),
+        "pixels/front": obs["pixels/front"],
+    }
     expected = model.predict(seen, deterministic=True)[0]
     assert expected.shape == (3, env.action_size)
     np.testing.assert_allclose(actor.act(obs), expected, atol=1e-6)

@@ -26,9 +26,19 @@ from simreal.policies.run_config import make_env, resolve  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TINY = ["train.num_envs=16", "train.unroll_length=8", "train.num_minibatches=2", "train.num_updates_per_batch=1",
-        "train.policy_hidden=[16,16]", "train.value_hidden=[16]", "train.num_eval_envs=8", "eval.episodes=8",
-        "env.episode_length_s=0.2", "train.num_timesteps=384", "train.target_success=0"]
+TINY = [
+    "train.num_envs=16",
+    "train.unroll_length=8",
+    "train.num_minibatches=2",
+    "train.num_updates_per_batch=1",
+    "train.policy_hidden=[16,16]",
+    "train.value_hidden=[16]",
+    "train.num_eval_envs=8",
+    "eval.episodes=8",
+    "env.episode_length_s=0.2",
+    "train.num_timesteps=384",
+    "train.target_success=0",
+]
 CLI = [sys.executable, "-m", "simreal.cli"]
 
 
@@ -58,6 +68,7 @@ def _library_policy(trainer: str, run_dir: Path, obs_size: int, action_size: int
 
         def act(obs):  # VecNormalize.normalize_obs, then SB3's predict (clips to the action space)
             return model.predict(np.clip((obs - mean) / np.sqrt(var + 1e-8), -10, 10), deterministic=True)[0]
+
         return act
     from rsl_rl.models import MLPModel
     from tensordict import TensorDict
@@ -75,6 +86,7 @@ def _library_policy(trainer: str, run_dir: Path, obs_size: int, action_size: int
         o = TensorDict({"policy": torch.as_tensor(obs)}, batch_size=[len(obs)])
         with torch.no_grad():
             return actor(o).clamp(-1, 1).numpy()
+
     return act
 
 

@@ -77,6 +77,7 @@ def random_record(cls, rng: np.random.Generator) -> np.ndarray:
             a[...] = rng.normal(size=a.shape)
         else:
             a[...] = rng.integers(0, min(np.iinfo(a.dtype).max, 10_000), size=a.shape)
+
     fill(rec)
     return rec
 
@@ -97,7 +98,11 @@ def test_crc_covers_the_sdks_packing_and_matches_its_values():
     mc = cmd["motor_cmd"]
     values = [int(cmd["mode_pr"]), int(cmd["mode_machine"])]
     for k in range(35):
-        values += [int(mc["mode"][k]), *(float(mc[f][k]) for f in ("q", "dq", "tau", "kp", "kd")), int(mc["reserve"][k])]
+        values += [
+            int(mc["mode"][k]),
+            *(float(mc[f][k]) for f in ("q", "dq", "tau", "kp", "kd")),
+            int(mc["reserve"][k]),
+        ]
     values += [0, 0, 0, 0, 0]  # reserve[4], crc
     assert cmd.tobytes() == struct.pack("<2B2x" + "B3x5fI" * 35 + "5I", *values)  # unitree_sdk2py/utils/crc.py
     assert um.message_crc(cmd) == 1586150051
@@ -126,11 +131,12 @@ def test_codec_bytes_are_the_bindings_serialization(cls):
     rec = random_record(cls, np.random.default_rng(1))
     codec = um.codec(cls)
     data = codec.encode(rec)
-    msg = cls.deserialize(data)                       # cyclonedds's own XCDR1 reader
+    msg = cls.deserialize(data)  # cyclonedds's own XCDR1 reader
     assert msg.serialize(use_version_2=False) == data  # and writer, byte for byte
     assert codec.decode(data).tobytes() == rec.tobytes()
-    assert float(msg.motor_state[3].q if hasattr(msg, "motor_state") else msg.motor_cmd[3].q) == \
-        float(rec["motor_state" if "motor_state" in rec.dtype.names else "motor_cmd"]["q"][3])
+    assert float(msg.motor_state[3].q if hasattr(msg, "motor_state") else msg.motor_cmd[3].q) == float(
+        rec["motor_state" if "motor_state" in rec.dtype.names else "motor_cmd"]["q"][3]
+    )
 
 
 def test_type_names_and_sizes_are_unitrees():
@@ -138,17 +144,26 @@ def test_type_names_and_sizes_are_unitrees():
     from cyclonedds.topic import Topic
 
     # (DDS type name, C struct size as unitree_sdk2py/utils/crc.py states it, wire payload)
-    want = {um.HgLowCmd_: ("unitree_hg::msg::dds_::LowCmd_", 1004, 1000),
-            um.HgLowState_: ("unitree_hg::msg::dds_::LowState_", 2092, 2088),
-            um.GoLowCmd_: ("unitree_go::msg::dds_::LowCmd_", 812, 808),
-            um.GoLowState_: ("unitree_go::msg::dds_::LowState_", 1180, 1176)}
+    want = {
+        um.HgLowCmd_: ("unitree_hg::msg::dds_::LowCmd_", 1004, 1000),
+        um.HgLowState_: ("unitree_hg::msg::dds_::LowState_", 2092, 2088),
+        um.GoLowCmd_: ("unitree_go::msg::dds_::LowCmd_", 812, 808),
+        um.GoLowState_: ("unitree_go::msg::dds_::LowState_", 1180, 1176),
+    }
     dp = DomainParticipant(T.random_domain_id())
     for cls, (name, c_size, wire) in want.items():
         codec = um.codec(cls)
         assert (codec.typename, codec.dtype.itemsize, len(codec.wire_from_c)) == (name, c_size, wire)
         assert Topic(dp, "rt/test_" + cls.__name__, cls).get_type_name() == name
-    assert [f.name for f in um.HgMotorCmd_.__dataclass_fields__.values()] == ["mode", "q", "dq", "tau", "kp", "kd",
-                                                                             "reserve"]
+    assert [f.name for f in um.HgMotorCmd_.__dataclass_fields__.values()] == [
+        "mode",
+        "q",
+        "dq",
+        "tau",
+        "kp",
+        "kd",
+        "reserve",
+    ]
 
 
 # -- the driver's tables and LowCmd --------------------------------------------------------------------
@@ -157,8 +172,11 @@ def test_motor_slots_follow_unitrees_index():
     assert low_level("", g1).name == "unitree_hg" and low_level("", h1).name == "unitree_go"
     assert motor_slots(MOTORS["unitree_hg"], g1.actuator_names).tolist() == list(range(29))
     assert motor_slots(MOTORS["unitree_go"], h1.actuator_names).tolist() == [*range(9), *range(10, 20)]
-    assert motor_slots(MOTORS["unitree_hg"], g1_23.actuator_names).tolist() == [*range(13), *range(15, 20),
-                                                                               *range(22, 27)]
+    assert motor_slots(MOTORS["unitree_hg"], g1_23.actuator_names).tolist() == [
+        *range(13),
+        *range(15, 20),
+        *range(22, 27),
+    ]
     with pytest.raises(ConfigError, match="messages.*unitree_hg"):
         low_level("unitree_go", g1)
 
@@ -212,10 +230,14 @@ def test_lowcmd_per_action_mode():
 
 
 def test_a_mistyped_network_card_is_one_line_naming_the_setting(capfd):
-    with pytest.raises(ConfigError, match=r"'network_interface': Cyclone DDS cannot start on 'nosuch0' .*"
-                                          r"this machine's network interfaces: lo"):
-        UnitreeRobot(UnitreeConfig("g1", domain_id=T.random_domain_id(), network_interface="nosuch0",
-                                   connect_timeout_s=0.2)).connect()
+    with pytest.raises(
+        ConfigError,
+        match=r"'network_interface': Cyclone DDS cannot start on 'nosuch0' .*"
+        r"this machine's network interfaces: lo",
+    ):
+        UnitreeRobot(
+            UnitreeConfig("g1", domain_id=T.random_domain_id(), network_interface="nosuch0", connect_timeout_s=0.2)
+        ).connect()
 
 
 def test_torso_imu_round_trip():
@@ -262,7 +284,13 @@ def test_twin_and_driver_end_to_end():
         robot = UnitreeRobot(UnitreeConfig("g1", domain_id=domain, check_state_crc=True))
         with robot:
             s = robot.observation()
-            assert s["joint_pos"].shape == (29,) and set(s) == {"joint_pos", "joint_vel", "quat_wxyz", "ang_vel_b", "t_s"}
+            assert s["joint_pos"].shape == (29,) and set(s) == {
+                "joint_pos",
+                "joint_vel",
+                "quat_wxyz",
+                "ang_vel_b",
+                "t_s",
+            }
             np.testing.assert_allclose(s["joint_pos"], home, atol=0.02)  # the twin starts at home: spec order
             np.testing.assert_allclose(s["quat_wxyz"], [1, 0, 0, 0], atol=1e-3)  # on the gantry, upright
             target = home.copy()
@@ -319,8 +347,10 @@ def test_a_session_bag_is_the_wire_as_rosbags_reads_it(tmp_path):
     slots = robot.slots
     # a plain Jazzy type store: Unitree's types come from the definitions the bag carries
     with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
-        assert {c.topic: c.msgtype for c in reader.connections} == {"/lowcmd": "unitree_hg/msg/LowCmd",
-                                                                      "/lowstate": "unitree_hg/msg/LowState"}
+        assert {c.topic: c.msgtype for c in reader.connections} == {
+            "/lowcmd": "unitree_hg/msg/LowCmd",
+            "/lowstate": "unitree_hg/msg/LowState",
+        }
         msgs = {"/lowcmd": [], "/lowstate": []}
         for conn, _t, raw in reader.messages():
             msgs[conn.topic].append((reader.deserialize(raw, conn.msgtype), raw))
@@ -414,12 +444,17 @@ def test_h1_torso_imu_reads_as_the_base():
     torso = spec.actuator_names.index("torso_joint")
     pose = np.array([a.default for a in spec.actuators])
     pose[torso] = 0.6
-    with UnitreeTwin(TwinConfig("h1", domain_id=domain, gantry="always")), UnitreeRobot(UnitreeConfig("h1", domain_id=domain)) as robot:
+    with (
+        UnitreeTwin(TwinConfig("h1", domain_id=domain, gantry="always")),
+        UnitreeRobot(UnitreeConfig("h1", domain_id=domain)) as robot,
+    ):
         for _ in range(250):
             s = robot.observation()
             robot.send_action(pose)
         assert s["joint_pos"][torso] == pytest.approx(0.6, abs=0.05)
-        yaw_imu = 2 * np.arctan2(robot.low_state["imu_state"]["quaternion"][3], robot.low_state["imu_state"]["quaternion"][0])
+        yaw_imu = 2 * np.arctan2(
+            robot.low_state["imu_state"]["quaternion"][3], robot.low_state["imu_state"]["quaternion"][0]
+        )
         assert yaw_imu == pytest.approx(s["joint_pos"][torso], abs=1e-3)  # the torso turned, the IMU with it
         np.testing.assert_allclose(s["quat_wxyz"], [1, 0, 0, 0], atol=1e-3)  # the base (on the gantry) did not
 
@@ -507,8 +542,9 @@ def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_rob
 def _h1_10dof_torso_at(target: float):
     """h1_10dof with its held torso at ``target`` [rad]."""
     spec = load_robot_spec("h1_10dof")
-    return dataclasses.replace(spec, held=tuple(dataclasses.replace(h, target=target) if h.name == "torso_joint"
-                                                else h for h in spec.held))
+    return dataclasses.replace(
+        spec, held=tuple(dataclasses.replace(h, target=target) if h.name == "torso_joint" else h for h in spec.held)
+    )
 
 
 @pytest.mark.parametrize("torso", [0.0, 0.6])
@@ -536,8 +572,9 @@ def test_a_10dof_h1_holds_its_torso_and_arms_and_reads_the_held_torso_imu_as_the
     held = {h.name: h for h in spec.held}
     for slot, name in enumerate(MOTORS["unitree_go"].motors):
         if name in held:
-            assert (last["mode"][slot], last["q"][slot]) == pytest.approx((MOTORS["unitree_go"].enable[slot],
-                                                                          held[name].target))
+            assert (last["mode"][slot], last["q"][slot]) == pytest.approx(
+                (MOTORS["unitree_go"].enable[slot], held[name].target)
+            )
             assert (last["kp"][slot], last["kd"][slot]) == pytest.approx((held[name].kp, held[name].kd))
     assert {MOTORS["unitree_go"].motors[i] for i in robot.slots} == set(spec.actuator_names)
     for name, h in held.items():  # h1.yaml's home had the shoulders at 0.2, the elbows at 0.32 rad
@@ -555,16 +592,36 @@ def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
     import subprocess
     import sys
 
-    bad = subprocess.run([sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "franka"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "franka"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     domain = T.random_domain_id()
-    proc = subprocess.Popen([sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "g1",
-                             "--domain-id", str(domain), "--gantry", "always"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simreal.hardware.unitree_twin",
+            "--robot",
+            "g1",
+            "--domain-id",
+            str(domain),
+            "--gantry",
+            "always",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         banner = proc.stdout.readline()
-        assert f"Unitree twin of g1 on DDS domain {domain}" in banner, (banner, proc.stderr.read() if proc.poll() else "")
+        assert f"Unitree twin of g1 on DDS domain {domain}" in banner, (
+            banner,
+            proc.stderr.read() if proc.poll() else "",
+        )
         spec = load_robot_spec("g1_12dof")
         legs = np.array([a.default for a in spec.actuators])
         with UnitreeRobot(UnitreeConfig("g1_12dof", domain_id=domain, connect_timeout_s=10.0)) as robot:

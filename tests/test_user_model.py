@@ -70,11 +70,11 @@ def test_file_actuator_order_gives_way_to_the_specs_driver_order(tmp_path):
 
 def test_spec_gains_win_and_unset_ones_keep_the_files(tmp_path):
     m = build_model(write(tmp_path))
-    assert m.actuator_gainprm[:, 0] == pytest.approx([30, 15])       # spec kp
-    assert -m.actuator_biasprm[:, 2] == pytest.approx([2, 0.5])      # spec kd, then the file's kv
-    assert m.actuator_forcerange[:, 1] == pytest.approx([5, 3])      # spec effort limits
+    assert m.actuator_gainprm[:, 0] == pytest.approx([30, 15])  # spec kp
+    assert -m.actuator_biasprm[:, 2] == pytest.approx([2, 0.5])  # spec kd, then the file's kv
+    assert m.actuator_forcerange[:, 1] == pytest.approx([5, 3])  # spec effort limits
     m = build_model(write(tmp_path, gains=("", "")))
-    assert m.actuator_gainprm[:, 0] == pytest.approx([20, 10])       # the file's kp
+    assert m.actuator_gainprm[:, 0] == pytest.approx([20, 10])  # the file's kp
     assert -m.actuator_biasprm[:, 1] == pytest.approx([20, 10])
 
 
@@ -98,14 +98,20 @@ def test_arm_gets_a_floor_and_a_home_key_at_the_spec_defaults(tmp_path):
 
 
 def test_motor_gear_times_ctrlrange_is_the_effort_limit_and_the_files_home_key_stays(tmp_path):
-    xml = MJCF.format(a0="shoulder", a1="elbow").replace(
-        '<position name="shoulder" joint="shoulder" kp="20" kv="1" forcerange="-4 4"/>',
-        '<motor name="shoulder" joint="shoulder" gear="2" ctrlrange="-3 3"/>').replace(
-        "</mujoco>", '<keyframe><key name="home" qpos="0.4 -0.3" ctrl="1.5 0"/></keyframe>\n</mujoco>')
+    xml = (
+        MJCF.format(a0="shoulder", a1="elbow")
+        .replace(
+            '<position name="shoulder" joint="shoulder" kp="20" kv="1" forcerange="-4 4"/>',
+            '<motor name="shoulder" joint="shoulder" gear="2" ctrlrange="-3 3"/>',
+        )
+        .replace("</mujoco>", '<keyframe><key name="home" qpos="0.4 -0.3" ctrl="1.5 0"/></keyframe>\n</mujoco>')
+    )
     (tmp_path / "two_link.xml").write_text(xml)
-    (tmp_path / "two_link.yaml").write_text(SPEC.format(root=tmp_path, file="two_link.xml", gains0="kp: 30,",
-                                                        gains1="").replace("default: 0.2", "default: 0")
-                                            .replace("effort_limit: 5", "effort_limit: 0"))
+    (tmp_path / "two_link.yaml").write_text(
+        SPEC.format(root=tmp_path, file="two_link.xml", gains0="kp: 30,", gains1="")
+        .replace("default: 0.2", "default: 0")
+        .replace("effort_limit: 5", "effort_limit: 0")
+    )
     m = build_model(load_robot_spec(str(tmp_path / "two_link.yaml")))
     assert m.actuator_forcerange[0] == pytest.approx([-6, 6])  # gear 2 * ctrl 3 [N m]
     home = m.key("home")  # the spec's defaults are all 0: the file's pose, its ctrl now the set-points
@@ -136,9 +142,11 @@ GRIPPER = """<mujoco model="gripper">
 
 def test_scaled_tendon_actuator_becomes_a_servo_in_metres_with_the_files_gains(tmp_path):
     (tmp_path / "gripper.xml").write_text(GRIPPER)
-    (tmp_path / "gripper.yaml").write_text("name: gripper\nfamily: arm\nmodel: {asset_file: gripper.xml}\n"
-                                           "control_rate_hz: 50\nactuators:\n"
-                                           "  - {name: split, effort_limit: 0, default: 0.03}\n")
+    (tmp_path / "gripper.yaml").write_text(
+        "name: gripper\nfamily: arm\nmodel: {asset_file: gripper.xml}\n"
+        "control_rate_hz: 50\nactuators:\n"
+        "  - {name: split, effort_limit: 0, default: 0.03}\n"
+    )
     m = build_model(load_robot_spec(str(tmp_path / "gripper.yaml")))
     assert m.actuator(0).name == "split" and m.actuator_trntype[0] == mujoco.mjtTrn.mjTRN_TENDON
     assert m.actuator_gainprm[0, 0] == pytest.approx(100) and m.actuator_biasprm[0, 1:3] == pytest.approx([-100, -10])
@@ -173,8 +181,13 @@ BIPED = f"""<mujoco model="biped">
 {SIDE.format(s="left", y=0.1)}{SIDE.format(s="right", y=-0.1)}    </body>
   </worldbody>
   <actuator>
-{"".join(f'    <motor name="{s}_{j}" joint="{s}_{j}_joint" ctrlrange="-80 80"/>{chr(10)}'
-         for s in ("left", "right") for j in ("hip", "knee", "ankle"))}  </actuator>
+{
+    "".join(
+        f'    <motor name="{s}_{j}" joint="{s}_{j}_joint" ctrlrange="-80 80"/>{chr(10)}'
+        for s in ("left", "right")
+        for j in ("hip", "knee", "ankle")
+    )
+}  </actuator>
 </mujoco>
 """
 JOINTS = [f"{s}_{j}_joint" for s in ("left", "right") for j in ("hip", "knee", "ankle")]
@@ -202,14 +215,18 @@ def biped_spec(tmp_path, name="biped", root=None, file="biped.xml", sites=True, 
     (robot / "biped.xml").write_text(BIPED)
     if mesh:
         (robot / "meshes" / "foot.obj").write_text(foot_obj())
-    acts = "".join(f"  - {{name: {j}, effort_limit: 60, kp: 150, kd: 4, armature: 0.01, friction: 0.05, "
-                   f"range: {RANGES[j.split('_')[1]]}, default: {DEFAULTS[j.split('_')[1]]}}}\n" for j in JOINTS)
+    acts = "".join(
+        f"  - {{name: {j}, effort_limit: 60, kp: 150, kd: 4, armature: 0.01, friction: 0.05, "
+        f"range: {RANGES[j.split('_')[1]]}, default: {DEFAULTS[j.split('_')[1]]}}}\n"
+        for j in JOINTS
+    )
     root_line = f"asset_root: {robot if root is None else root}\n  " if root != "" else ""
     (specs / f"{name}.yaml").write_text(
         f"name: {name}\nfamily: humanoid\nmodel:\n  {root_line}asset_file: {file}\n{FOOT_SITES if sites else ''}"
         f"{'  options: ' + options + chr(10) if options else ''}"
         "control_rate_hz: 50\nphysical: {physics_dt_s: 0.004, floor_friction: 0.8, joint_damping: 0.3}\n"
-        f"actuators:\n{acts}")
+        f"actuators:\n{acts}"
+    )
     return load_robot_spec(str(specs / f"{name}.yaml"))
 
 
@@ -217,7 +234,7 @@ def test_motors_become_pd_servos_with_the_specs_gains_and_joint_constants(tmp_pa
     spec = biped_spec(tmp_path)
     m = build_model(spec)
     assert [m.actuator(i).name for i in range(m.nu)] == JOINTS
-    assert m.actuator_gainprm[:, 0] == pytest.approx([150.0] * 6)               # tau = kp ctrl
+    assert m.actuator_gainprm[:, 0] == pytest.approx([150.0] * 6)  # tau = kp ctrl
     assert m.actuator_biasprm[:, 1:3] == pytest.approx(np.array([[-150.0, -4.0]] * 6))  # - kp q - kd qdot
     assert m.actuator_forcerange == pytest.approx(np.array([[-60.0, 60.0]] * 6))
     assert m.actuator_ctrlrange == pytest.approx(np.array([RANGES[j.split("_")[1]] for j in JOINTS]))
@@ -278,8 +295,11 @@ def test_free_base_robot_stands_on_the_floor_for_1_s_under_pd(tmp_path):
     assert d.ncon >= 2
 
 
-@pytest.mark.parametrize("root,file", [(None, "biped.xml"), ("../robot", "biped.xml"), ("", "../robot/biped.xml")],
-                         ids=["absolute-root", "root-relative-to-spec", "no-root"])
+@pytest.mark.parametrize(
+    "root,file",
+    [(None, "biped.xml"), ("../robot", "biped.xml"), ("", "../robot/biped.xml")],
+    ids=["absolute-root", "root-relative-to-spec", "no-root"],
+)
 def test_asset_root_and_file_combinations_resolve_the_model_and_its_meshes(tmp_path, root, file):
     assert build_model(biped_spec(tmp_path, root=root, file=file)).nmesh == 1
 
@@ -308,16 +328,27 @@ def test_self_collision_option_keeps_the_files_contacts_and_unknown_options_are_
 
 def test_motor_without_spec_kp_says_which_key_to_set(tmp_path):
     spec = biped_spec(tmp_path)
-    (tmp_path / "specs" / "biped.yaml").write_text((tmp_path / "specs" / "biped.yaml").read_text()
-                                                   .replace("kp: 150, ", "", 1))
+    (tmp_path / "specs" / "biped.yaml").write_text(
+        (tmp_path / "specs" / "biped.yaml").read_text().replace("kp: 150, ", "", 1)
+    )
     with pytest.raises(ConfigError, match=r"actuators\[0\]\.kp.*<motor>"):
         build_model(load_robot_spec(spec.source))
 
 
 def test_missing_site_is_one_line_from_the_cli(tmp_path, capsys):
     spec = biped_spec(tmp_path, name="no_feet", sites=False)
-    rc = main(["train", "g1-velocity", f"robot={spec.source}", f"runs_root={tmp_path / 'runs'}",
-               "backend=native", "train.num_envs=4", "train.num_minibatches=4", "train.num_timesteps=100"])
+    rc = main(
+        [
+            "train",
+            "g1-velocity",
+            f"robot={spec.source}",
+            f"runs_root={tmp_path / 'runs'}",
+            "backend=native",
+            "train.num_envs=4",
+            "train.num_minibatches=4",
+            "train.num_timesteps=100",
+        ]
+    )
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("simreal train: error:")]
     assert rc == 2 and "Traceback" not in err
@@ -331,8 +362,12 @@ def test_missing_tracked_body_names_it_and_the_bodies(tmp_path):
 
     spec = biped_spec(tmp_path)
     s = build_mjspec(spec)
-    s.add_sensor(name="hand_xpos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
-                 objname="left_hand_link")  # as g1-tracking tracks bodies
+    s.add_sensor(
+        name="hand_xpos",
+        type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+        objtype=mujoco.mjtObj.mjOBJ_XBODY,
+        objname="left_hand_link",
+    )  # as g1-tracking tracks bodies
     with pytest.raises(ConfigError, match=r"task Tracking reads body 'left_hand_link'.*biped.xml.*left_ankle_link"):
         require_sensor_targets(s, spec, "Tracking")
 
@@ -365,8 +400,11 @@ def test_user_biped_steps_through_a_joint_task_without_nan(tmp_path):
 # -- URDF: no actuators, a root link MuJoCo welds to the world ------------------------------------------
 def _link(name: str, mass: float, geom: str = "") -> str:
     inertia = '<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
-    return (f'<link name="{name}"><inertial><mass value="{mass}"/>{inertia}</inertial>'
-            + (f"<collision>{geom}</collision>" if geom else "") + "</link>")
+    return (
+        f'<link name="{name}"><inertial><mass value="{mass}"/>{inertia}</inertial>'
+        + (f"<collision>{geom}</collision>" if geom else "")
+        + "</link>"
+    )
 
 
 URDF = f"""<robot name="hopper">
@@ -389,7 +427,8 @@ def test_urdf_humanoid_gets_a_free_base_servos_from_the_spec_and_stands(tmp_path
     (tmp_path / "hopper.yaml").write_text(
         "name: hopper\nfamily: humanoid\nmodel: {asset_file: hopper.urdf}\ncontrol_rate_hz: 50\n"
         "actuators:\n  - {name: hip, effort_limit: 0, kp: 200, kd: 5}\n"
-        "  - {name: ankle, effort_limit: 25, kp: 100, kd: 3, default: 0.0}\n")
+        "  - {name: ankle, effort_limit: 25, kp: 100, kd: 3, default: 0.0}\n"
+    )
     m = build_model(load_robot_spec(str(tmp_path / "hopper.yaml")))
     assert m.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE and m.body(m.jnt_bodyid[0]).name == "base"
     assert m.actuator_gainprm[:, 0] == pytest.approx([200, 100])

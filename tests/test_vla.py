@@ -18,8 +18,15 @@ from simreal.policies.run_config import VLAConfig  # noqa: E402
 from simreal.policies.vla import VLASpec, build_vla, tokenize, word_tokenizer  # noqa: E402
 
 SHORT = ["backend=native", "env.episode_length_s=0.2"]
-TINY = ["train.vla.width=16", "train.vla.layers=1", "train.vla.heads=2", "train.vla.bins=8",
-        "train.vla.max_tokens=6", "train.num_eval_envs=2", "train.batch_size=32"]
+TINY = [
+    "train.vla.width=16",
+    "train.vla.layers=1",
+    "train.vla.heads=2",
+    "train.vla.bins=8",
+    "train.vla.max_tokens=6",
+    "train.num_eval_envs=2",
+    "train.batch_size=32",
+]
 SENTENCES = ["reach the red ball", "reach the green ball", "reach the blue ball"]
 
 
@@ -107,12 +114,28 @@ def test_local_pretrained_folders_load_their_weights_and_tokenizer(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM, SiglipVisionConfig, SiglipVisionModel
 
     torch.manual_seed(1)
-    vision = SiglipVisionModel(SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                                  num_attention_heads=2, image_size=32, patch_size=8))
+    vision = SiglipVisionModel(
+        SiglipVisionConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        )
+    )
     vision.save_pretrained(tmp_path / "vision")
     tok = word_tokenizer(SENTENCES + ["grasp the cube"], 6)
-    causal = LlamaForCausalLM(LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=24, intermediate_size=48,
-                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    causal = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=tok.get_vocab_size(),
+            hidden_size=24,
+            intermediate_size=48,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        )
+    )
     causal.save_pretrained(tmp_path / "lm")  # a causal LM's folder, as SmolLM2's: its base model is taken
     lm = causal.model
     tok.save(str(tmp_path / "lm" / "tokenizer.json"))
@@ -124,8 +147,11 @@ def test_local_pretrained_folders_load_their_weights_and_tokenizer(tmp_path):
     torch.testing.assert_close(model.text.embed_tokens.weight, lm.embed_tokens.weight)
     assert mtok.encode("grasp the cube").ids[:3] == tok.encode("grasp the cube").ids[:3]
     with torch.no_grad():  # a 16x16 camera is resized to the tower's 32x32
-        out = model(torch.zeros(1, 4), *(torch.from_numpy(a) for a in tokenize(mtok, ["grasp the cube"])),
-                    torch.zeros(1, 16, 16, 3, dtype=torch.uint8))
+        out = model(
+            torch.zeros(1, 4),
+            *(torch.from_numpy(a) for a in tokenize(mtok, ["grasp the cube"])),
+            torch.zeros(1, 16, 16, 3, dtype=torch.uint8),
+        )
     assert out.shape == (1, 3, 8)
 
 
@@ -140,8 +166,16 @@ def test_a_model_in_the_local_hugging_face_cache_is_found_by_its_repo_id(tmp_pat
     cache = tmp_path / "hub"
     snapshot = cache / "models--tiny--siglip" / "snapshots" / "0123abcd"
     torch.manual_seed(2)
-    vision = SiglipVisionModel(SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                                  num_attention_heads=2, image_size=32, patch_size=8))
+    vision = SiglipVisionModel(
+        SiglipVisionConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        )
+    )
     vision.save_pretrained(snapshot)
     (cache / "models--tiny--siglip" / "refs").mkdir()
     (cache / "models--tiny--siglip" / "refs" / "main").write_text("0123abcd")
@@ -163,15 +197,24 @@ def test_a_model_folder_without_a_config_or_the_weights_is_named(tmp_path):
     with pytest.raises(ConfigError, match="train.vla.language_model.*no config.json"):
         tiny(vc=VLAConfig(language_model=str(tmp_path / "lm")))
     # a vision folder of another architecture: its weights would leave the SigLIP tower random
-    CLIPVisionModel(CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                     image_size=32, patch_size=8)).save_pretrained(tmp_path / "clip")
+    CLIPVisionModel(
+        CLIPVisionConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        )
+    ).save_pretrained(tmp_path / "clip")
     with pytest.raises(ConfigError, match="train.vla.vision_model.*clip_vision_model checkpoint; expected a SigLIP"):
         tiny(vc=VLAConfig(vision_model=str(tmp_path / "clip")))
     # a SigLIP config with the weights of something else: refused, not left at random
     from transformers import SiglipVisionConfig
 
-    SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                       image_size=32, patch_size=8).save_pretrained(tmp_path / "clip")
+    SiglipVisionConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
+    ).save_pretrained(tmp_path / "clip")
     with pytest.raises(ConfigError, match="train.vla.vision_model.*does not hold the weights of a SigLIP"):
         tiny(vc=VLAConfig(vision_model=str(tmp_path / "clip")))
 
@@ -206,8 +249,28 @@ def test_arm_reach_choice_puts_the_goal_on_the_named_ball():
 def vla_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("vla")
     data, run = root / "choice", root / "run"
-    assert main(["demos", "arm-reach-choice", *SHORT, "--teacher", "scripted", "--episodes", "4", "--num-envs", "4",
-                 "--camera", "front", "--image-size", "16x16", "--out", str(data)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach-choice",
+                *SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "4",
+                "--num-envs",
+                "4",
+                "--camera",
+                "front",
+                "--image-size",
+                "16x16",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     assert main(["train-bc", str(data), *TINY, "--policy", "vla", "--epochs", "2", "--out", str(run)]) == 0
     return data, run
 
@@ -249,8 +312,11 @@ def test_vla_bundle_takes_images_and_an_instruction_and_matches_torch(vla_run, t
         words = b.instruction_inputs(sentence)
         got = policy(obs, {"image.front": image, **words})
         with torch.no_grad():
-            want = DeployedVLA(model)(torch.from_numpy(obs[None]), *(torch.from_numpy(words[k][None]) for k in
-                                      (INSTRUCTION_IDS, "instruction_mask")), torch.from_numpy(image[None]))
+            want = DeployedVLA(model)(
+                torch.from_numpy(obs[None]),
+                *(torch.from_numpy(words[k][None]) for k in (INSTRUCTION_IDS, "instruction_mask")),
+                torch.from_numpy(image[None]),
+            )
         np.testing.assert_allclose(got, want[0].numpy(), atol=1e-5)
         assert got.shape == (b.action.size,) and np.all(np.abs(got) <= 1)
     raw = load_yaml(out / "bundle.yaml")
@@ -267,8 +333,21 @@ def test_finetune_vla_writes_a_run_that_eval_takes(vla_run, tmp_path, capsys):
     out = tmp_path / "rl"
     assert main(["finetune-vla", str(run), "env.episode_length_s=1"]) != 0
     assert "'env.episode_length_s': finetune-vla changes train.vla.rl.* only" in capsys.readouterr().err
-    assert main(["finetune-vla", str(run), "train.vla.rl.iterations=1", "train.vla.rl.num_envs=2",
-                 "train.vla.rl.eval_episodes=2", "train.vla.rl.batch_size=8", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "finetune-vla",
+                str(run),
+                "train.vla.rl.iterations=1",
+                "train.vla.rl.num_envs=2",
+                "train.vla.rl.eval_episodes=2",
+                "train.vla.rl.batch_size=8",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "before (2 episodes)" in text and "after  (2 episodes)" in text
     rows = list(csv.DictReader((out / "metrics.csv").open()))
@@ -297,8 +376,24 @@ def test_finetune_vla_stopped_before_its_first_round_leaves_no_run(vla_run, tmp_
 
 def test_vla_needs_camera_images_in_the_dataset(tmp_path, capsys):
     data = tmp_path / "nocam"
-    assert main(["demos", "arm-reach-choice", *SHORT, "--teacher", "scripted", "--episodes", "1", "--num-envs", "1",
-                 "--out", str(data)]) == 0
+    assert (
+        main(
+            [
+                "demos",
+                "arm-reach-choice",
+                *SHORT,
+                "--teacher",
+                "scripted",
+                "--episodes",
+                "1",
+                "--num-envs",
+                "1",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     assert main(["train-bc", str(data), *TINY, "--policy", "vla", "--epochs", "1", "--out", str(tmp_path / "r")]) != 0
     assert "no camera images (observation.images.<camera>)" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # nothing trained: no run left behind

@@ -26,12 +26,15 @@ def test_projection_matrix_by_hand():
     np.testing.assert_allclose(P, want, atol=1e-12)
 
 
-@pytest.mark.parametrize("alpha, want", [
-    # s = e3, s - g = (-1, 0, 1); (s - g) P = (a/2 - 1, a/2, 1 - a); R = 1 - |.|^2 / 2.
-    (0.0, 0.0),      # (-1, 0, 1): |.|^2 = 2, R = 0 = cos(e3, e1)
-    (0.5, 0.5625),   # (-0.75, 0.25, 0.5): |.|^2 = 0.875
-    (1.0, 0.75),     # (-0.5, 0.5, 0): |.|^2 = 0.5
-])
+@pytest.mark.parametrize(
+    "alpha, want",
+    [
+        # s = e3, s - g = (-1, 0, 1); (s - g) P = (a/2 - 1, a/2, 1 - a); R = 1 - |.|^2 / 2.
+        (0.0, 0.0),  # (-1, 0, 1): |.|^2 = 2, R = 0 = cos(e3, e1)
+        (0.5, 0.5625),  # (-0.75, 0.25, 0.5): |.|^2 = 0.875
+        (1.0, 0.75),  # (-0.5, 0.5, 0): |.|^2 = 0.5
+    ],
+)
 def test_goal_baseline_reward_by_hand(alpha, want):
     r = goal_baseline_reward(E3[None], E1, goal_baseline_projection(E1, E2, alpha))
     assert r.shape == (1,)
@@ -46,8 +49,7 @@ def test_goal_baseline_reward_batch_and_limits():
     # alpha = 0 is the cosine similarity for any unit s.
     rng = np.random.default_rng(0)
     s = unit_rows(rng.normal(size=(5, 3)))
-    np.testing.assert_allclose(goal_baseline_reward(s, E1, goal_baseline_projection(E1, E2, 0.0)), s @ E1,
-                               atol=1e-12)
+    np.testing.assert_allclose(goal_baseline_reward(s, E1, goal_baseline_projection(E1, E2, 0.0)), s @ E1, atol=1e-12)
 
 
 def test_contrast_reward_by_hand():
@@ -59,8 +61,9 @@ def test_contrast_reward_by_hand():
 def test_prompt_mean_normalises_before_and_after():
     want = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
     np.testing.assert_allclose(prompt_mean(np.stack([2 * E1, E2])), want, atol=1e-12)
-    np.testing.assert_allclose(prompt_mean(np.stack([E1, E1, E2])),
-                               np.array([2.0, 1.0, 0.0]) / np.sqrt(5.0), atol=1e-12)
+    np.testing.assert_allclose(
+        prompt_mean(np.stack([E1, E1, E2])), np.array([2.0, 1.0, 0.0]) / np.sqrt(5.0), atol=1e-12
+    )
 
 
 # -- config ----------------------------------------------------------------------------------------
@@ -70,17 +73,20 @@ def _cfg(**over):
     return build(ClipRewardConfig, {"model": "m", "prompts": ["a red cube"], **over}, prefix="reward")
 
 
-@pytest.mark.parametrize("over, key", [
-    ({"prompts": []}, "reward.prompts"),
-    ({"prompts": [" "]}, "reward.prompts"),
-    ({"prompts": "a red cube"}, "reward.prompts"),
-    ({"alpha": 1.5}, "reward.alpha"),
-    ({"every_k_steps": 0}, "reward.every_k_steps"),
-    ({"kind": "siglip2"}, "reward.kind"),
-    ({"baselines": ["a cube"], "negatives": ["no cube"]}, "reward.negatives"),
-    ({"negatives": [""]}, "reward.negatives"),
-    ({"prompt": ["x"]}, "reward.prompt"),
-])
+@pytest.mark.parametrize(
+    "over, key",
+    [
+        ({"prompts": []}, "reward.prompts"),
+        ({"prompts": [" "]}, "reward.prompts"),
+        ({"prompts": "a red cube"}, "reward.prompts"),
+        ({"alpha": 1.5}, "reward.alpha"),
+        ({"every_k_steps": 0}, "reward.every_k_steps"),
+        ({"kind": "siglip2"}, "reward.kind"),
+        ({"baselines": ["a cube"], "negatives": ["no cube"]}, "reward.negatives"),
+        ({"negatives": [""]}, "reward.negatives"),
+        ({"prompt": ["x"]}, "reward.prompt"),
+    ],
+)
 def test_config_errors_name_the_key(over, key):
     with pytest.raises(ConfigError) as err:
         _cfg(**over)
@@ -226,7 +232,9 @@ def test_a_model_without_its_tokenizer_files_is_refused(tmp_path, tiny_model):
 
     bare = tmp_path / "m"
     shutil.copytree(tiny_model, bare)
-    gone = [f for f in bare.iterdir() if f.name.startswith(("tokenizer", "vocab", "merges", "special_tokens", "spiece"))]
+    gone = [
+        f for f in bare.iterdir() if f.name.startswith(("tokenizer", "vocab", "merges", "special_tokens", "spiece"))
+    ]
     assert gone, sorted(f.name for f in bare.iterdir())
     for f in gone:
         f.unlink()
@@ -272,11 +280,29 @@ def test_the_correlation_bench_scores_frames_against_their_task_reward(tiny_mode
     n = 12
     frames = _frames(n, size=(32, 32))
     buf = io.BytesIO()
-    np.savez(buf, frames=frames, task_reward=np.linspace(0, 1, n, dtype=np.float32),
-             dataset_index=np.zeros(n, np.int64), episode_index=np.repeat([0, 1], n // 2))
+    np.savez(
+        buf,
+        frames=frames,
+        task_reward=np.linspace(0, 1, n, dtype=np.float32),
+        dataset_index=np.zeros(n, np.int64),
+        episode_index=np.repeat([0, 1], n // 2),
+    )
     (tmp_path / "f.npz").write_bytes(buf.getvalue())
-    assert bench_vlm_reward.main(["--model", str(tiny_model), "--correlate", str(tmp_path / "f.npz"),
-                                  "--prompt", "a red cube", "--baseline", "a table"]) == 0
+    assert (
+        bench_vlm_reward.main(
+            [
+                "--model",
+                str(tiny_model),
+                "--correlate",
+                str(tmp_path / "f.npz"),
+                "--prompt",
+                "a red cube",
+                "--baseline",
+                "a table",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| VLM reward"))
     values = [float(v) for v in row.strip("|").split("|")[1:]]

@@ -66,8 +66,9 @@ class Backend(Protocol):
 
     name: str
 
-    def init(self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array,
-             active: jax.Array) -> PhysState:
+    def init(
+        self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array, active: jax.Array
+    ) -> PhysState:
         """Physics state at (qpos, qvel, act), sensors evaluated.
 
         ``active`` (bool) marks envs whose result will be used; a backend may skip the
@@ -75,8 +76,14 @@ class Backend(Protocol):
         """
         ...
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
-             inner_loop: InnerLoop | None = None) -> PhysState:
+    def step(
+        self,
+        model_params: ModelParams,
+        phys: PhysState,
+        ctrl: jax.Array,
+        nstep: int,
+        inner_loop: InnerLoop | None = None,
+    ) -> PhysState:
         """Advance ``nstep`` physics steps holding ``ctrl`` constant; with ``inner_loop``,
         ``ctrl`` is its command and the controls are ``inner_loop.fn(ctrl, qvel, xp)``, updated
         every ``inner_loop.every`` physics steps (``nstep`` a multiple of it)."""

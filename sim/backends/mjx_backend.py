@@ -35,20 +35,28 @@ class MjxBackend:
     def _data(self, phys_qpos: jax.Array, qvel: jax.Array, act: jax.Array) -> mjx.Data:
         return self._data0.replace(qpos=phys_qpos, qvel=qvel, act=act)
 
-    def init(self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array,
-             active: jax.Array) -> PhysState:
+    def init(
+        self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array, active: jax.Array
+    ) -> PhysState:
         d = self._data(qpos, qvel, act)
         if self._has_sensors:
             d = mjx.forward(self._model(model_params), d)
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=d.sensordata)
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
-             inner_loop: InnerLoop | None = None) -> PhysState:
+    def step(
+        self,
+        model_params: ModelParams,
+        phys: PhysState,
+        ctrl: jax.Array,
+        nstep: int,
+        inner_loop: InnerLoop | None = None,
+    ) -> PhysState:
         m = self._model(model_params)
         d = self._data(phys.qpos, phys.qvel, phys.act)
         if inner_loop is None:
             d = jax.lax.fori_loop(0, nstep, lambda _, x: mjx.step(m, x), d.replace(ctrl=ctrl))
         else:
+
             def update(_, x):
                 x = x.replace(ctrl=inner_loop.fn(ctrl, x.qvel, jnp))
                 return jax.lax.fori_loop(0, inner_loop.every, lambda _, y: mjx.step(m, y), x)

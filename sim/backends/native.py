@@ -61,7 +61,7 @@ class _BatchView:
 
     def __call__(self, buffer) -> np.ndarray:
         a = np.asarray(buffer)
-        return a.reshape((self.n,) + a.shape[len(self.batch_shape):])
+        return a.reshape((self.n,) + a.shape[len(self.batch_shape) :])
 
     def write(self, buffer, rows: np.ndarray) -> None:
         """Fill an output buffer from (n, ...) rows (cast to its dtype)."""
@@ -76,7 +76,8 @@ class _Sims:
     def __init__(self, model: mujoco.MjModel, n: int, names: tuple[str, ...]):
         self.batch = mjbatch.Batch(model, n, nthread=os.cpu_count() or 1)
         self.qpos, self.qvel, self.act, self.ctrl, self.sensordata, self.time = (
-            self.batch.bind(f) for f in ("qpos", "qvel", "act", "ctrl", "sensordata", "time"))
+            self.batch.bind(f) for f in ("qpos", "qvel", "act", "ctrl", "sensordata", "time")
+        )
         self.fields = {name: self.batch.expand(name) for name in names}
 
     def set_params(self, params: dict[str, np.ndarray], only: np.ndarray | None = None) -> None:
@@ -107,8 +108,9 @@ def _host_call(host_fn, result_shapes, *args):
         return buffer_callback(host_fn, result_shapes, vmap_method="broadcast_all")(*a)
 
     def copied(*a):
-        return jax.pure_callback(partial(_into_new_arrays, host_fn, result_shapes), result_shapes, *a,
-                                 vmap_method="broadcast_all")
+        return jax.pure_callback(
+            partial(_into_new_arrays, host_fn, result_shapes), result_shapes, *a, vmap_method="broadcast_all"
+        )
 
     return jax.lax.platform_dependent(*args, cpu=in_place, default=copied)
 
@@ -148,8 +150,19 @@ class NativeBackend:
         sims.set_params(params, only)
         return sims
 
-    def _host_step(self, nstep: int, names: tuple[str, ...], inner_loop: InnerLoop | None, ctx, out, qpos, qvel, act,
-                   ctrl, *param_values) -> None:
+    def _host_step(
+        self,
+        nstep: int,
+        names: tuple[str, ...],
+        inner_loop: InnerLoop | None,
+        ctx,
+        out,
+        qpos,
+        qvel,
+        act,
+        ctrl,
+        *param_values,
+    ) -> None:
         """``nstep`` physics steps of every env from the given states, written into ``out``
         (qpos, qvel, act, sensordata)."""
         del ctx
@@ -195,22 +208,43 @@ class NativeBackend:
             view.write(out, sens)
 
     # -- traced side -----------------------------------------------------------------------
-    def init(self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array,
-             active: jax.Array) -> PhysState:
+    def init(
+        self, model_params: ModelParams, qpos: jax.Array, qvel: jax.Array, act: jax.Array, active: jax.Array
+    ) -> PhysState:
         ns = self.model.nsensordata
         if ns == 0:
             sens = jnp.zeros((0,), jnp.float32)
         else:
             names = tuple(sorted(model_params))
-            sens = _host_call(partial(self._host_forward, names), jax.ShapeDtypeStruct((ns,), jnp.float32),
-                              qpos, qvel, act, active, *(model_params[n] for n in names))
+            sens = _host_call(
+                partial(self._host_forward, names),
+                jax.ShapeDtypeStruct((ns,), jnp.float32),
+                qpos,
+                qvel,
+                act,
+                active,
+                *(model_params[n] for n in names),
+            )
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)
 
-    def step(self, model_params: ModelParams, phys: PhysState, ctrl: jax.Array, nstep: int,
-             inner_loop: InnerLoop | None = None) -> PhysState:
+    def step(
+        self,
+        model_params: ModelParams,
+        phys: PhysState,
+        ctrl: jax.Array,
+        nstep: int,
+        inner_loop: InnerLoop | None = None,
+    ) -> PhysState:
         m = self.model
         names = tuple(sorted(model_params))
         shapes = tuple(jax.ShapeDtypeStruct((n,), jnp.float32) for n in (m.nq, m.nv, m.na, m.nsensordata))
-        qpos, qvel, act, sens = _host_call(partial(self._host_step, nstep, names, inner_loop), shapes,
-                                           phys.qpos, phys.qvel, phys.act, ctrl, *(model_params[n] for n in names))
+        qpos, qvel, act, sens = _host_call(
+            partial(self._host_step, nstep, names, inner_loop),
+            shapes,
+            phys.qpos,
+            phys.qvel,
+            phys.act,
+            ctrl,
+            *(model_params[n] for n in names),
+        )
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=sens)

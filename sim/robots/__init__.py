@@ -56,6 +56,9 @@ def check_actuator_order(spec: RobotSpec, m: mujoco.MjModel) -> None:
     """Raise ConfigError unless the model's actuators are the spec's, in the spec's order."""
     names = tuple(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in range(m.nu))
     if spec.actuators and names != spec.actuator_names:
-        raise ConfigError("actuators", f"model actuators {list(names)} differ from the spec's "
-                                       f"{list(spec.actuator_names)} (names and driver order must match)",
-                          spec.source)
+        raise ConfigError(
+            "actuators",
+            f"model actuators {list(names)} differ from the spec's "
+            f"{list(spec.actuator_names)} (names and driver order must match)",
+            spec.source,
+        )

@@ -63,8 +63,12 @@ ROBOT_CONTYPE, ROBOT_CONAFFINITY = 2, 1
 FLOOR_CONTACT = {"all": lambda name, feet: True, "feet": lambda name, feet: name in feet}
 #: how a variant models the joints its driver holds (module docstring)
 HOLDS = ("weld", "pd")
-_GEOM_TYPES = {"capsule": mujoco.mjtGeom.mjGEOM_CAPSULE, "box": mujoco.mjtGeom.mjGEOM_BOX,
-               "sphere": mujoco.mjtGeom.mjGEOM_SPHERE, "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER}
+_GEOM_TYPES = {
+    "capsule": mujoco.mjtGeom.mjGEOM_CAPSULE,
+    "box": mujoco.mjtGeom.mjGEOM_BOX,
+    "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
+    "cylinder": mujoco.mjtGeom.mjGEOM_CYLINDER,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,25 +176,40 @@ def mirror(links: Iterable[Link], src: str = "left_", dst: str = "right_") -> tu
     """
 
     def ren(n: str | None) -> str | None:
-        return dst + n[len(src):] if n and n.startswith(src) else n
+        return dst + n[len(src) :] if n and n.startswith(src) else n
 
     out = []
     for link in links:
         i = link.inertial
         full = None if i.full is None else (i.full[0], i.full[1], i.full[2], -i.full[3], i.full[4], -i.full[5])
-        geoms = tuple(dataclasses.replace(g, pos=_mirror_vec(g.pos), quat=_mirror_quat(g.quat), name=ren(g.name),
-                                          fromto=None if g.fromto is None else _mirror_vec(g.fromto))
-                      for g in link.geoms)
-        out.append(dataclasses.replace(
-            link, name=ren(link.name), parent=ren(link.parent), joint=ren(link.joint), pos=_mirror_vec(link.pos),
-            quat=_mirror_quat(link.quat), geoms=geoms,
-            inertial=dataclasses.replace(i, com=_mirror_vec(i.com), quat=_mirror_quat(i.quat), full=full)))
+        geoms = tuple(
+            dataclasses.replace(
+                g,
+                pos=_mirror_vec(g.pos),
+                quat=_mirror_quat(g.quat),
+                name=ren(g.name),
+                fromto=None if g.fromto is None else _mirror_vec(g.fromto),
+            )
+            for g in link.geoms
+        )
+        out.append(
+            dataclasses.replace(
+                link,
+                name=ren(link.name),
+                parent=ren(link.parent),
+                joint=ren(link.joint),
+                pos=_mirror_vec(link.pos),
+                quat=_mirror_quat(link.quat),
+                geoms=geoms,
+                inertial=dataclasses.replace(i, com=_mirror_vec(i.com), quat=_mirror_quat(i.quat), full=full),
+            )
+        )
     return tuple(out)
 
 
 def mirror_sites(sites: Iterable[Site], src: str = "left_", dst: str = "right_") -> tuple[Site, ...]:
     """Sites reflected like :func:`mirror`."""
-    return tuple(Site(dst + s.name[len(src):], dst + s.body[len(src):], _mirror_vec(s.pos)) for s in sites)
+    return tuple(Site(dst + s.name[len(src) :], dst + s.body[len(src) :], _mirror_vec(s.pos)) for s in sites)
 
 
 def driver_order(robot: Robot, spec: RobotSpec, locked: Iterable[str] = ()) -> tuple[str, ...]:
@@ -201,27 +220,42 @@ def driver_order(robot: Robot, spec: RobotSpec, locked: Iterable[str] = ()) -> t
     locked = set(locked)
     unknown_locked = locked - set(robot.actuated)
     if unknown_locked:
-        raise ConfigError("model.options", f"cannot lock {sorted(unknown_locked)}: not joints of {robot.name}; "
-                                           f"valid: {', '.join(robot.actuated)}", spec.source)
+        raise ConfigError(
+            "model.options",
+            f"cannot lock {sorted(unknown_locked)}: not joints of {robot.name}; valid: {', '.join(robot.actuated)}",
+            spec.source,
+        )
     order = tuple(a for a in robot.actuated if a not in locked)
     names = spec.actuator_names
     unknown = [n for n in names if n not in order]
     if unknown:
-        raise ConfigError("actuators", f"{unknown} are not actuators of {robot.name} (this variant); "
-                                       f"valid, in driver order: {', '.join(order)}", spec.source)
+        raise ConfigError(
+            "actuators",
+            f"{unknown} are not actuators of {robot.name} (this variant); valid, in driver order: {', '.join(order)}",
+            spec.source,
+        )
     missing = [n for n in order if n not in names]
     if missing:
-        raise ConfigError("actuators", f"missing {missing}; {robot.name} needs, in driver order: {', '.join(order)}",
-                          spec.source)
+        raise ConfigError(
+            "actuators", f"missing {missing}; {robot.name} needs, in driver order: {', '.join(order)}", spec.source
+        )
     if names != order:
-        raise ConfigError("actuators", f"order {list(names)} differs from {robot.name}'s driver order {list(order)}",
-                          spec.source)
+        raise ConfigError(
+            "actuators", f"order {list(names)} differs from {robot.name}'s driver order {list(order)}", spec.source
+        )
     return order
 
 
-def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = (), hold: str = "weld",
-                      fixed_base: bool = False, self_collision: bool = False,
-                      floor_contact: str = "all") -> mujoco.MjSpec:
+def build_articulated(
+    robot: Robot,
+    spec: RobotSpec,
+    *,
+    locked: Iterable[str] = (),
+    hold: str = "weld",
+    fixed_base: bool = False,
+    self_collision: bool = False,
+    floor_contact: str = "all",
+) -> mujoco.MjSpec:
     """Build the MjSpec of ``robot`` with gains, limits and defaults from ``spec``.
 
     Args:
@@ -235,8 +269,11 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
       floor_contact: ``all`` geoms or only the ``feet`` touch the floor and task objects.
     """
     if floor_contact not in FLOOR_CONTACT:
-        raise ConfigError("model.options.floor_contact", f"expected one of {', '.join(FLOOR_CONTACT)}, "
-                                                         f"got {floor_contact!r}", spec.source)
+        raise ConfigError(
+            "model.options.floor_contact",
+            f"expected one of {', '.join(FLOOR_CONTACT)}, got {floor_contact!r}",
+            spec.source,
+        )
     if floor_contact != "all" and not robot.feet:
         raise ConfigError("model.options.floor_contact", f"{robot.name} has no feet geoms", spec.source)
     if hold not in HOLDS:
@@ -262,21 +299,37 @@ def build_articulated(robot: Robot, spec: RobotSpec, *, locked: Iterable[str] = 
     # hold of >= 20 N m/rad moves a joint 0.005 rad at most, and its 17 constraint rows cost a fifth of
     # the 12-DoF G1's step
     drives.update({n: (dataclasses.replace(a, friction=0.0, default=h.target), 1.0) for n, (a, h) in springs.items()})
-    bodies = _add_bodies(s, robot, drives, locked, welded_at, free=robot.floating and not fixed_base,
-                         self_collision=self_collision, damping=phys.get("joint_damping", 0.0),
-                         touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet))
+    bodies = _add_bodies(
+        s,
+        robot,
+        drives,
+        locked,
+        welded_at,
+        free=robot.floating and not fixed_base,
+        self_collision=self_collision,
+        damping=phys.get("joint_damping", 0.0),
+        touches_world=lambda name: FLOOR_CONTACT[floor_contact](name, robot.feet),
+    )
     for name, (_, h) in springs.items():
         j = s.joint(name)
         j.stiffness, j.springref = [h.kp, 0.0, 0.0], h.target
         j.damping = [j.damping[0] + h.kd, 0.0, 0.0]
     _add_actuators(s, robot, [act[n] for n in order])
     if robot.imu_site is not None:
-        for name, kind in (("imu_gyro", mujoco.mjtSensor.mjSENS_GYRO),
-                           ("imu_acc", mujoco.mjtSensor.mjSENS_ACCELEROMETER),
-                           ("imu_quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
+        for name, kind in (
+            ("imu_gyro", mujoco.mjtSensor.mjSENS_GYRO),
+            ("imu_acc", mujoco.mjtSensor.mjSENS_ACCELEROMETER),
+            ("imu_quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT),
+        ):
             s.add_sensor(name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=robot.imu_site)
-    _add_home(s, robot, drives, [act[n].default for n in order], bodies[robot.links[0].name],
-              free=robot.floating and not fixed_base)
+    _add_home(
+        s,
+        robot,
+        drives,
+        [act[n].default for n in order],
+        bodies[robot.links[0].name],
+        free=robot.floating and not fixed_base,
+    )
     return s
 
 
@@ -287,8 +340,12 @@ def held_springs(spec: RobotSpec, locked: frozenset[str]) -> dict[str, tuple[Act
     if not held:
         return {}
     if not spec.whole_robot:
-        raise ConfigError("model.options.hold", "pd keeps the held joints as joints and takes their armature and range "
-                                                "from the whole robot: set whole_robot", spec.source)
+        raise ConfigError(
+            "model.options.hold",
+            "pd keeps the held joints as joints and takes their armature and range "
+            "from the whole robot: set whole_robot",
+            spec.source,
+        )
     whole = {a.name: a for a in load_robot_spec(spec.whole_robot).actuators}
     missing = [h.name for h in held if h.name not in whole]
     if missing:
@@ -304,9 +361,18 @@ def set_solver_caps(s: mujoco.MjSpec, physical: dict[str, float]) -> bool:
     return bool({"solver_iterations", "ls_iterations"} & set(physical))
 
 
-def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSpec, float]], locked: frozenset[str],
-                welded_at: dict[str, float], *, free: bool, self_collision: bool, damping: float,
-                touches_world: Callable[[str | None], bool]) -> dict[str, mujoco.MjsBody]:
+def _add_bodies(
+    s: mujoco.MjSpec,
+    robot: Robot,
+    drives: dict[str, tuple[ActuatorSpec, float]],
+    locked: frozenset[str],
+    welded_at: dict[str, float],
+    *,
+    free: bool,
+    self_collision: bool,
+    damping: float,
+    touches_world: Callable[[str | None], bool],
+) -> dict[str, mujoco.MjsBody]:
     """Bodies with inertials, joints, primitive geoms, keypoint sites and the extra sites; a
     locked hinge welds its body turned by ``welded_at`` [rad] about the joint's axis (the body's
     frame is the parent's times ``quat`` times that turn, as the joint would have put it).
@@ -330,14 +396,25 @@ def _add_bodies(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[Actuator
             b.add_freejoint(name="floating_base_joint")
         if link.joint is not None and link.joint not in locked:
             _add_joint(b, link, drives.get(link.joint), damping)
-        segments = [Geom("capsule", (link.radius,), fromto=(0.0, 0.0, 0.0, *c.pos)) for c in children.get(link.name, ())
-                    if link.radius > 0 and np.linalg.norm(c.pos) > 1e-3]
+        segments = [
+            Geom("capsule", (link.radius,), fromto=(0.0, 0.0, 0.0, *c.pos))
+            for c in children.get(link.name, ())
+            if link.radius > 0 and np.linalg.norm(c.pos) > 1e-3
+        ]
         for g in (*link.geoms, *segments):
             world = touches_world(g.name)
-            b.add_geom(name=g.name, type=_GEOM_TYPES[g.type], size=[*g.size, *[0.0] * (3 - len(g.size))],
-                       pos=g.pos, quat=g.quat, contype=ROBOT_CONTYPE if world else self_bit,
-                       conaffinity=(ROBOT_CONAFFINITY if world else 0) | self_bit, group=1,
-                       rgba=[0.55, 0.57, 0.6, 1.0], **({"fromto": g.fromto} if g.fromto is not None else {}))
+            b.add_geom(
+                name=g.name,
+                type=_GEOM_TYPES[g.type],
+                size=[*g.size, *[0.0] * (3 - len(g.size))],
+                pos=g.pos,
+                quat=g.quat,
+                contype=ROBOT_CONTYPE if world else self_bit,
+                conaffinity=(ROBOT_CONAFFINITY if world else 0) | self_bit,
+                group=1,
+                rgba=[0.55, 0.57, 0.6, 1.0],
+                **({"fromto": g.fromto} if g.fromto is not None else {}),
+            )
         b.add_site(name=keypoint_name(link.name), size=[0.01, 0, 0], group=4)
     for site in robot.sites:
         bodies[site.body].add_site(name=site.name, pos=site.pos, size=[0.01, 0, 0], group=4)
@@ -363,13 +440,26 @@ def _add_actuators(s: mujoco.MjSpec, robot: Robot, acts: list[ActuatorSpec]) -> 
 
 
 def _add_floor(s: mujoco.MjSpec, friction: float) -> None:
-    s.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-                  rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.2, 0.3], width=300, height=300)
+    s.add_texture(
+        name="grid",
+        type=mujoco.mjtTexture.mjTEXTURE_2D,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        rgb1=[0.2, 0.3, 0.4],
+        rgb2=[0.1, 0.2, 0.3],
+        width=300,
+        height=300,
+    )
     s.add_material(name="grid", textures=["", "grid"], texrepeat=[5, 5], texuniform=True)
-    s.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="grid",
-                         friction=[friction, 0.005, 0.0001], contype=1, conaffinity=1)
-    s.worldbody.add_light(name="sun", pos=[0, 0, 4], dir=[0, 0, -1],
-                          type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+    s.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[0, 0, 0.05],
+        material="grid",
+        friction=[friction, 0.005, 0.0001],
+        contype=1,
+        conaffinity=1,
+    )
+    s.worldbody.add_light(name="sun", pos=[0, 0, 4], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
 
 
 def _set_inertial(b: mujoco.MjsBody, i: Inertial) -> None:
@@ -394,8 +484,15 @@ def _add_joint(b: mujoco.MjsBody, link: Link, drive: tuple[ActuatorSpec, float] 
         j.limited, j.range = mujoco.mjtLimited.mjLIMITED_TRUE, [a.range[0] * scale, a.range[1] * scale]
 
 
-def _add_home(s: mujoco.MjSpec, robot: Robot, drives: dict[str, tuple[ActuatorSpec, float]], ctrl: list[float],
-              root: mujoco.MjsBody, *, free: bool) -> None:
+def _add_home(
+    s: mujoco.MjSpec,
+    robot: Robot,
+    drives: dict[str, tuple[ActuatorSpec, float]],
+    ctrl: list[float],
+    root: mujoco.MjsBody,
+    *,
+    free: bool,
+) -> None:
     """Keyframe ``home`` at the spec defaults; a robot with feet is lifted so they touch the floor."""
     if robot.feet:
         root.pos = [0.0, 0.0, 0.0]

@@ -23,13 +23,27 @@ def build_spec(spec: RobotSpec) -> mujoco.MjSpec:
     for y in (0.07, -0.07):
         s.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[-2, y, 1, 2, y, 1], size=[0.02, 0, 0])
     cart = s.worldbody.add_body(name="cart", pos=[0, 0, 1])
-    cart.add_joint(name="slider", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[1, 0, 0], range=[-1.8, 1.8],
-                   limited=mujoco.mjtLimited.mjLIMITED_TRUE, solref_limit=[0.08, 1], damping=[5e-4])
+    cart.add_joint(
+        name="slider",
+        type=mujoco.mjtJoint.mjJNT_SLIDE,
+        axis=[1, 0, 0],
+        range=[-1.8, 1.8],
+        limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+        solref_limit=[0.08, 1],
+        damping=[5e-4],
+    )
     cart.add_geom(name="cart", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.2, 0.15, 0.1], mass=1.0)
     pole = cart.add_body(name="pole_1")
     pole.add_joint(name="hinge_1", type=mujoco.mjtJoint.mjJNT_HINGE, axis=[0, 1, 0], damping=[2e-6])
-    pole.add_geom(name="pole_1", type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[0, 0, 0, 0, 0, 1], size=[0.045, 0, 0],
-                  mass=0.1)
-    s.add_actuator(name="slide", target="slider", trntype=mujoco.mjtTrn.mjTRN_JOINT, gear=[10, 0, 0, 0, 0, 0],
-                   ctrllimited=True, ctrlrange=[-1, 1])
+    pole.add_geom(
+        name="pole_1", type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[0, 0, 0, 0, 0, 1], size=[0.045, 0, 0], mass=0.1
+    )
+    s.add_actuator(
+        name="slide",
+        target="slider",
+        trntype=mujoco.mjtTrn.mjTRN_JOINT,
+        gear=[10, 0, 0, 0, 0, 0],
+        ctrllimited=True,
+        ctrlrange=[-1, 1],
+    )
     return s

@@ -36,8 +36,14 @@ def build_spec(spec: RobotSpec) -> mujoco.MjSpec:
     s.option.timestep = physical(spec, "physics_dt_s")
     s.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
     s.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    s.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[5, 5, 0.1],
-                         rgba=[0.35, 0.4, 0.45, 1], contype=0, conaffinity=0)
+    s.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[5, 5, 0.1],
+        rgba=[0.35, 0.4, 0.45, 1],
+        contype=0,
+        conaffinity=0,
+    )
     s.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
     base = s.worldbody.add_body(name="base", pos=[0, 0, 1])
     base.add_freejoint(name="root")
@@ -46,26 +52,55 @@ def build_spec(spec: RobotSpec) -> mujoco.MjSpec:
     base.iquat = [1, 0, 0, 0]
     base.mass = physical(spec, "mass_kg")
     base.inertia = [physical(spec, "ixx_kg_m2"), physical(spec, "iyy_kg_m2"), physical(spec, "izz_kg_m2")]
-    base.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.02, 0.02, 0.006], rgba=[0.15, 0.15, 0.15, 1],
-                  contype=0, conaffinity=0, mass=0)
+    base.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[0.02, 0.02, 0.006],
+        rgba=[0.15, 0.15, 0.15, 1],
+        contype=0,
+        conaffinity=0,
+        mass=0,
+    )
     base.add_site(name="imu", pos=[0, 0, 0])
     arm = physical(spec, "arm_length_m")
     tau = physical(spec, "motor_time_constant_s")
     k_m = physical(spec, "torque_to_thrust_m")
     for act, pos, spin in zip(spec.actuators, rotor_positions(spec), ROTOR_SPIN):
-        base.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[0, 0, 0, *pos[:2], 0], size=[0.003, 0, 0],
-                      rgba=[0.2, 0.2, 0.2, 1], contype=0, conaffinity=0, mass=0)
-        base.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, pos=[*pos[:2], 0.006], size=[0.4 * arm, 0.001, 0],
-                      rgba=[0.8, 0.2, 0.2, 0.5] if pos[0] > 0 else [0.2, 0.2, 0.8, 0.5],
-                      contype=0, conaffinity=0, mass=0)
+        base.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+            fromto=[0, 0, 0, *pos[:2], 0],
+            size=[0.003, 0, 0],
+            rgba=[0.2, 0.2, 0.2, 1],
+            contype=0,
+            conaffinity=0,
+            mass=0,
+        )
+        base.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+            pos=[*pos[:2], 0.006],
+            size=[0.4 * arm, 0.001, 0],
+            rgba=[0.8, 0.2, 0.2, 0.5] if pos[0] > 0 else [0.2, 0.2, 0.8, 0.5],
+            contype=0,
+            conaffinity=0,
+            mass=0,
+        )
         base.add_site(name=act.name, pos=pos)
         s.add_actuator(
-            name=act.name, target=act.name, trntype=mujoco.mjtTrn.mjTRN_SITE,
+            name=act.name,
+            target=act.name,
+            trntype=mujoco.mjtTrn.mjTRN_SITE,
             gear=[0, 0, 1, 0, 0, spin * k_m],
-            dyntype=mujoco.mjtDyn.mjDYN_FILTEREXACT, dynprm=[tau] + [0] * 9,
-            gaintype=mujoco.mjtGain.mjGAIN_FIXED, gainprm=[1] + [0] * 9,
+            dyntype=mujoco.mjtDyn.mjDYN_FILTEREXACT,
+            dynprm=[tau] + [0] * 9,
+            gaintype=mujoco.mjtGain.mjGAIN_FIXED,
+            gainprm=[1] + [0] * 9,
             biastype=mujoco.mjtBias.mjBIAS_NONE,
-            ctrllimited=True, ctrlrange=[0, act.effort_limit])
-    s.worldbody.add_camera(name="chase", mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, pos=[-0.5, -0.5, 1.4],
-                           xyaxes=[0.707, -0.707, 0, 0.3, 0.3, 0.9])
+            ctrllimited=True,
+            ctrlrange=[0, act.effort_limit],
+        )
+    s.worldbody.add_camera(
+        name="chase",
+        mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM,
+        pos=[-0.5, -0.5, 1.4],
+        xyaxes=[0.707, -0.707, 0, 0.3, 0.3, 0.9],
+    )
     return s

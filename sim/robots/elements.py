@@ -26,11 +26,17 @@ def add_spec_sites(s: mujoco.MjSpec, spec: RobotSpec) -> None:
         body = s.body(site.body)
         if body is None:
             bodies = ", ".join(b.name for b in s.bodies[1:] if b.name)
-            raise ConfigError(f"model.sites[{i}].body", f"no body '{site.body}' in {model_origin(spec)}; "
-                                                        f"bodies: {bodies}", spec.source)
+            raise ConfigError(
+                f"model.sites[{i}].body",
+                f"no body '{site.body}' in {model_origin(spec)}; bodies: {bodies}",
+                spec.source,
+            )
         if s.site(site.name) is not None:
-            raise ConfigError(f"model.sites[{i}].name", f"{model_origin(spec)} already has a site "
-                                                        f"'{site.name}'; drop it from model.sites", spec.source)
+            raise ConfigError(
+                f"model.sites[{i}].name",
+                f"{model_origin(spec)} already has a site '{site.name}'; drop it from model.sites",
+                spec.source,
+            )
         body.add_site(name=site.name, pos=list(site.pos), size=[0.01, 0, 0], group=4)
 
 
@@ -45,11 +51,18 @@ def require_sensor_targets(s: mujoco.MjSpec, spec: RobotSpec, task: str) -> None
     for sensor in s.sensors:
         name = sensor.objname
         if sensor.objtype == _SITE and s.site(name) is None:
-            raise ConfigError("model.sites", f"task {task} reads site '{name}', which {model_origin(spec)} lacks; "
-                                             f"add <site name=\"{name}\" .../> to that file, or to the spec as "
-                                             f"model.sites: [{{name: {name}, body: <body>, pos: [x, y, z]}}]",
-                              spec.source)
+            raise ConfigError(
+                "model.sites",
+                f"task {task} reads site '{name}', which {model_origin(spec)} lacks; "
+                f'add <site name="{name}" .../> to that file, or to the spec as '
+                f"model.sites: [{{name: {name}, body: <body>, pos: [x, y, z]}}]",
+                spec.source,
+            )
         if sensor.objtype in (_BODY, _XBODY) and s.body(name) is None:
             bodies = ", ".join(b.name for b in s.bodies[1:] if b.name)
-            raise ConfigError("model", f"task {task} reads body '{name}', which {model_origin(spec)} lacks "
-                                       f"(bodies: {bodies}); rename the body in the file", spec.source)
+            raise ConfigError(
+                "model",
+                f"task {task} reads body '{name}', which {model_origin(spec)} lacks "
+                f"(bodies: {bodies}); rename the body in the file",
+                spec.source,
+            )

@@ -40,15 +40,23 @@ def add_floor(s: mujoco.MjSpec, friction: float) -> None:
     cannot clash with the file's assets.
     """
     name = "floor" if s.geom("floor") is None else ""
-    s.worldbody.add_geom(name=name, type=_G.mjGEOM_PLANE, size=[0, 0, 0.05], rgba=[0.25, 0.3, 0.35, 1.0],
-                         friction=[friction, 0.005, 0.0001], contype=1, conaffinity=1)
+    s.worldbody.add_geom(
+        name=name,
+        type=_G.mjGEOM_PLANE,
+        size=[0, 0, 0.05],
+        rgba=[0.25, 0.3, 0.35, 1.0],
+        friction=[friction, 0.005, 0.0001],
+        contype=1,
+        conaffinity=1,
+    )
 
 
 def collision_geoms(m: mujoco.MjModel) -> np.ndarray:
     """Ids of the geoms of moving bodies that take part in contacts (contype or conaffinity set)."""
     g = np.arange(m.ngeom)
-    return g[(m.geom_bodyid != 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0))
-             & ~np.isin(m.geom_type, GROUNDS)]
+    return g[
+        (m.geom_bodyid != 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0)) & ~np.isin(m.geom_type, GROUNDS)
+    ]
 
 
 def lowest_z(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> float:
@@ -73,7 +81,7 @@ def geom_lowest_z(m: mujoco.MjModel, d: mujoco.MjData, g: int) -> float:
         h = float(np.linalg.norm(s * u))
     elif t == _G.mjGEOM_MESH:
         adr, n = m.mesh_vertadr[m.geom_dataid[g]], m.mesh_vertnum[m.geom_dataid[g]]
-        h = float((m.mesh_vert[adr:adr + n] @ u).max())
+        h = float((m.mesh_vert[adr : adr + n] @ u).max())
     else:
         c, a = m.geom_aabb[g, :3], m.geom_aabb[g, 3:]
         h = float(c @ u + np.abs(u) @ a)

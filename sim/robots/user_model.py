@@ -93,8 +93,9 @@ def load_user_model(spec: RobotSpec) -> mujoco.MjSpec:
         raise ConfigError("model.asset_file", f"MuJoCo could not load {path}: {one_line(e)}", spec.source) from None
     unknown = sorted(set(spec.model.options) - set(OPTIONS))
     if unknown:
-        raise ConfigError("model.options", f"{unknown} are not options of a model file; valid: {', '.join(OPTIONS)}",
-                          spec.source)
+        raise ConfigError(
+            "model.options", f"{unknown} are not options of a model file; valid: {', '.join(OPTIONS)}", spec.source
+        )
     if path.suffix.lower() == ".urdf":
         s.compiler.fusestatic = False
     notes: list[str] = []
@@ -107,14 +108,18 @@ def load_user_model(spec: RobotSpec) -> mujoco.MjSpec:
         notes.append(f"added a floor plane at z = 0 (friction {friction:g}): the file has none")
     notes.append(_set_timestep(s, spec))
     if set_solver_caps(s, spec.physical):
-        notes.append(f"solver caps {s.option.iterations} / {s.option.ls_iterations} iterations from the spec "
-                     "(physical.solver_iterations / ls_iterations)")
+        notes.append(
+            f"solver caps {s.option.iterations} / {s.option.ls_iterations} iterations from the spec "
+            "(physical.solver_iterations / ls_iterations)"
+        )
     if spec.family in JOINT_FAMILIES and not spec.model.options.get("self_collision", False):
         for g in s.geoms:
             if g.parent.name != "world" and (g.contype or g.conaffinity):
                 g.contype, g.conaffinity = ROBOT_CONTYPE, ROBOT_CONAFFINITY
-        notes.append("robot geoms touch the world, not each other (model.options.self_collision: true keeps "
-                     "the file's contype/conaffinity)")
+        notes.append(
+            "robot geoms touch the world, not each other (model.options.self_collision: true keeps "
+            "the file's contype/conaffinity)"
+        )
     if spec.family in JOINT_FAMILIES and spec.actuators:
         if s.option.integrator == mujoco.mjtIntegrator.mjINT_EULER:
             s.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
@@ -149,8 +154,11 @@ def compile_file(s: mujoco.MjSpec, spec: RobotSpec, path: Path) -> mujoco.MjMode
         return s.copy().compile()
     except ValueError as e:
         meshes = (path.parent / s.meshdir).resolve()
-        raise ConfigError("model.asset_file", f"MuJoCo could not compile {path}: {one_line(e)} "
-                                              f"(mesh files resolve against {meshes})", spec.source) from None
+        raise ConfigError(
+            "model.asset_file",
+            f"MuJoCo could not compile {path}: {one_line(e)} (mesh files resolve against {meshes})",
+            spec.source,
+        ) from None
 
 
 # -- free base and time step ---------------------------------------------------------------------
@@ -182,14 +190,14 @@ class Servo:
 
     name: str
     trntype: mujoco.mjtTrn
-    target: str                      # joint or tendon name
-    file_actuator: int               # id in the file's model, -1 for a bare joint
-    was: str                         # what the file had: "<motor>", "<position>", "no actuator", ...
+    target: str  # joint or tendon name
+    file_actuator: int  # id in the file's model, -1 for a bare joint
+    was: str  # what the file had: "<motor>", "<position>", "no actuator", ...
     kp: float
     kd: float
     force_limit: float
     ctrlrange: tuple[float, float]
-    source: dict[str, str]           # field -> "spec" | "file"
+    source: dict[str, str]  # field -> "spec" | "file"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,8 +215,10 @@ def _find(spec: RobotSpec, k: int, a: ActuatorSpec, m: mujoco.MjModel, path: Pat
     file's actuator of that name, else the one driving the joint (or tendon) of that name, else
     that joint (or tendon) with no actuator."""
     i = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a.name)
-    for obj, trn in ((mujoco.mjtObj.mjOBJ_JOINT, mujoco.mjtTrn.mjTRN_JOINT),
-                     (mujoco.mjtObj.mjOBJ_TENDON, mujoco.mjtTrn.mjTRN_TENDON)):
+    for obj, trn in (
+        (mujoco.mjtObj.mjOBJ_JOINT, mujoco.mjtTrn.mjTRN_JOINT),
+        (mujoco.mjtObj.mjOBJ_TENDON, mujoco.mjtTrn.mjTRN_TENDON),
+    ):
         t = mujoco.mj_name2id(m, obj, a.name)
         if i >= 0 or t < 0:
             continue
@@ -218,12 +228,19 @@ def _find(spec: RobotSpec, k: int, a: ActuatorSpec, m: mujoco.MjModel, path: Pat
         i = drives[0]
     if i < 0:
         joints = ", ".join(m.joint(j).name for j in range(m.njnt) if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE)
-        raise ConfigError(f"actuators[{k}].name", f"'{a.name}' names no actuator, joint or tendon of {path}; "
-                                                  f"its joints: {joints}", spec.source)
+        raise ConfigError(
+            f"actuators[{k}].name",
+            f"'{a.name}' names no actuator, joint or tendon of {path}; its joints: {joints}",
+            spec.source,
+        )
     trn = mujoco.mjtTrn(m.actuator_trntype[i])
     if trn not in (mujoco.mjtTrn.mjTRN_JOINT, mujoco.mjtTrn.mjTRN_TENDON):
-        raise ConfigError(f"actuators[{k}].name", f"actuator '{m.actuator(i).name}' of {path} has a {trn.name} "
-                                                  "transmission; position targets need a joint or tendon", spec.source)
+        raise ConfigError(
+            f"actuators[{k}].name",
+            f"actuator '{m.actuator(i).name}' of {path} has a {trn.name} "
+            "transmission; position targets need a joint or tendon",
+            spec.source,
+        )
     return i, trn, int(m.actuator_trnid[i, 0])
 
 
@@ -259,7 +276,9 @@ def _kind(m: mujoco.MjModel, i: int) -> str:
     if i < 0:
         return "no actuator"
     if m.actuator_gaintype[i] != mujoco.mjtGain.mjGAIN_FIXED or int(m.actuator_biastype[i]) not in (
-            mujoco.mjtBias.mjBIAS_NONE, mujoco.mjtBias.mjBIAS_AFFINE):
+        mujoco.mjtBias.mjBIAS_NONE,
+        mujoco.mjtBias.mjBIAS_AFFINE,
+    ):
         return ""
     return "<motor>" if m.actuator_biastype[i] == mujoco.mjtBias.mjBIAS_NONE else "<position>/<general>"
 
@@ -267,16 +286,26 @@ def _kind(m: mujoco.MjModel, i: int) -> str:
 def _servo(spec: RobotSpec, k: int, a: ActuatorSpec, m: mujoco.MjModel, path: Path) -> Servo:
     """Spec actuator ``a`` merged with what the file says (spec wins where it sets a value)."""
     i, trn, t = _find(spec, k, a, m, path)
-    if trn == mujoco.mjtTrn.mjTRN_JOINT and int(m.jnt_type[t]) not in (mujoco.mjtJoint.mjJNT_HINGE,
-                                                                  mujoco.mjtJoint.mjJNT_SLIDE):
-        raise ConfigError(f"actuators[{k}].name", f"joint '{m.joint(t).name}' of {path} is a "
-                                                  f"{mujoco.mjtJoint(m.jnt_type[t]).name}; position targets need a "
-                                                  "hinge or slide joint", spec.source)
+    if trn == mujoco.mjtTrn.mjTRN_JOINT and int(m.jnt_type[t]) not in (
+        mujoco.mjtJoint.mjJNT_HINGE,
+        mujoco.mjtJoint.mjJNT_SLIDE,
+    ):
+        raise ConfigError(
+            f"actuators[{k}].name",
+            f"joint '{m.joint(t).name}' of {path} is a "
+            f"{mujoco.mjtJoint(m.jnt_type[t]).name}; position targets need a "
+            "hinge or slide joint",
+            spec.source,
+        )
     was = _kind(m, i)
     if not was:
-        raise ConfigError(f"actuators[{k}]", f"actuator '{m.actuator(i).name}' of {path} is neither a torque motor "
-                                             "nor a position servo (gain fixed, bias none/affine); replace it with "
-                                             "<motor> or <position>", spec.source)
+        raise ConfigError(
+            f"actuators[{k}]",
+            f"actuator '{m.actuator(i).name}' of {path} is neither a torque motor "
+            "nor a position servo (gain fixed, bias none/affine); replace it with "
+            "<motor> or <position>",
+            spec.source,
+        )
     f = _file_servo(m, i, trn, t)
     src: dict[str, str] = {}
 
@@ -286,30 +315,52 @@ def _servo(spec: RobotSpec, k: int, a: ActuatorSpec, m: mujoco.MjModel, path: Pa
 
     kp = pick("kp", a.kp, f.kp)
     if kp <= 0:
-        raise ConfigError(f"actuators[{k}].kp", f"'{a.name}' has {was} in {path} (no position gain); set kp "
-                                                "[N m/rad or N/m] (and kd) so it can follow position targets",
-                          spec.source)
+        raise ConfigError(
+            f"actuators[{k}].kp",
+            f"'{a.name}' has {was} in {path} (no position gain); set kp "
+            "[N m/rad or N/m] (and kd) so it can follow position targets",
+            spec.source,
+        )
     ctrlrange = pick("range", tuple(a.range) if a.range else None, f.ctrlrange)
     if ctrlrange is None:
-        raise ConfigError(f"actuators[{k}].range", f"'{a.name}': neither the spec nor {path} limits it; set "
-                                                   "range: [lower, upper] for its position targets", spec.source)
+        raise ConfigError(
+            f"actuators[{k}].range",
+            f"'{a.name}': neither the spec nor {path} limits it; set range: [lower, upper] for its position targets",
+            spec.source,
+        )
     target = m.joint(t).name if trn == mujoco.mjtTrn.mjTRN_JOINT else m.tendon(t).name
-    return Servo(name=a.name, trntype=trn, target=target, file_actuator=i, was=was, kp=kp,
-                 kd=pick("kd", a.kd, f.kd), force_limit=pick("effort_limit", a.effort_limit, f.force_limit),
-                 ctrlrange=(float(ctrlrange[0]), float(ctrlrange[1])), source=src)
+    return Servo(
+        name=a.name,
+        trntype=trn,
+        target=target,
+        file_actuator=i,
+        was=was,
+        kp=kp,
+        kd=pick("kd", a.kd, f.kd),
+        force_limit=pick("effort_limit", a.effort_limit, f.force_limit),
+        ctrlrange=(float(ctrlrange[0]), float(ctrlrange[1])),
+        source=src,
+    )
 
 
 def _check_all_claimed(spec: RobotSpec, servos: list[Servo], m: mujoco.MjModel, path: Path) -> None:
     claimed = [sv.file_actuator for sv in servos if sv.file_actuator >= 0]
     twice = {m.actuator(i).name for i in claimed if claimed.count(i) > 1}
     if twice:
-        raise ConfigError("actuators", f"several spec actuators name {path.name}'s actuator(s) {sorted(twice)} "
-                                       "(by actuator or joint name)", spec.source)
+        raise ConfigError(
+            "actuators",
+            f"several spec actuators name {path.name}'s actuator(s) {sorted(twice)} (by actuator or joint name)",
+            spec.source,
+        )
     left = [m.actuator(i).name for i in range(m.nu) if i not in claimed]
     if left:
-        raise ConfigError("actuators", f"{path} has actuators {left} that no spec actuator names (by actuator or "
-                                       "joint name); add them to the spec's actuators in driver order, or remove "
-                                       "them from the file", spec.source)
+        raise ConfigError(
+            "actuators",
+            f"{path} has actuators {left} that no spec actuator names (by actuator or "
+            "joint name); add them to the spec's actuators in driver order, or remove "
+            "them from the file",
+            spec.source,
+        )
 
 
 def _apply_joint_settings(s: mujoco.MjSpec, spec: RobotSpec, servos: list[Servo]) -> list[str]:
@@ -329,8 +380,10 @@ def _apply_joint_settings(s: mujoco.MjSpec, spec: RobotSpec, servos: list[Servo]
             j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
             j.range = [r * (180 / math.pi if deg else 1.0) for r in a.range]
     joints = [act[sv.name] for sv in servos if sv.trntype == mujoco.mjtTrn.mjTRN_JOINT]
-    notes.append(f"joint armature from the {_origin(sum(a.armature > 0 for a in joints), len(joints))}, "
-                 f"friction loss from the {_origin(sum(a.friction > 0 for a in joints), len(joints))}")
+    notes.append(
+        f"joint armature from the {_origin(sum(a.armature > 0 for a in joints), len(joints))}, "
+        f"friction loss from the {_origin(sum(a.friction > 0 for a in joints), len(joints))}"
+    )
     if "joint_damping" in spec.physical:
         d = float(spec.physical["joint_damping"])
         for j in s.joints:
@@ -371,10 +424,14 @@ def _describe(servos: list[Servo]) -> list[str]:
     for sv in servos:
         kinds[sv.was] = kinds.get(sv.was, 0) + 1
     had = ", ".join(f"{n} {w}" for w, n in kinds.items())
-    fields = ", ".join(f"{f} from the {_origin(sum(sv.source[f] == 'spec' for sv in servos), len(servos))}"
-                       for f in ("kp", "kd", "effort_limit", "range"))
-    return [f"{len(servos)} actuators rebuilt as PD position servos in the spec's order (the file had: {had})",
-            f"servo {fields} (spec values where set)"]
+    fields = ", ".join(
+        f"{f} from the {_origin(sum(sv.source[f] == 'spec' for sv in servos), len(servos))}"
+        for f in ("kp", "kd", "effort_limit", "range")
+    )
+    return [
+        f"{len(servos)} actuators rebuilt as PD position servos in the spec's order (the file had: {had})",
+        f"servo {fields} (spec values where set)",
+    ]
 
 
 # -- keyframes ------------------------------------------------------------------------------------

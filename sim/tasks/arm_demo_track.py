@@ -56,26 +56,32 @@ from simreal.sim.tasks.joint_robot import uniform
 
 @dataclasses.dataclass(frozen=True)
 class ArmDemoTrackConfig(ArmObjectConfig):
-    episode_length_s: float = field(4.0, min=0.01, doc="episode time limit [s]; the demo's last frame is held "
-                                                        "after it ends")
+    episode_length_s: float = field(
+        4.0, min=0.01, doc="episode time limit [s]; the demo's last frame is held after it ends"
+    )
     demo_file: str = field("", doc="object-trajectory npz, or a LeRobot dataset folder; required")
     demo_episode: int = field(0, min=0, doc="the dataset episode (demo_file a dataset folder)")
     demo_pose_key: str = field(OBJECT_POSE_KEY, doc="the dataset's (T, 7) object pose column: position, wxyz")
     demo_joint_key: str = field("", doc="the dataset's joint position column giving the pre-grasp pose ('': none)")
     keypoint_gain_per_m: float = field(10.0, min=0.0, doc="k of the keypoint reward exp(-k d) [1/m]")
-    spawn_center_offset_m: tuple[float, ...] = field((0.0, 0.0), doc="spawn centre minus the demo's first "
-                                                                      "object position (x, y) [m]")
+    spawn_center_offset_m: tuple[float, ...] = field(
+        (0.0, 0.0), doc="spawn centre minus the demo's first object position (x, y) [m]"
+    )
     spawn_half_extent_m: tuple[float, ...] = field((0.03, 0.03), doc="spawn box half sizes (x, y) [m]")
-    spawn_yaw_rad: float = field(0.3, min=0.0, doc="start yaw from the demo's, uniform +- [rad]; the trajectory "
-                                                    "turns with it")
+    spawn_yaw_rad: float = field(
+        0.3, min=0.0, doc="start yaw from the demo's, uniform +- [rad]; the trajectory turns with it"
+    )
     success_radius_m: float = field(0.02, min=0.0, doc="final mean keypoint distance below this succeeds [m]")
 
     def __post_init__(self) -> None:
         # The field keeps a default only because dataclass fields after defaulted ones need one.
         if not self.demo_file:
-            raise ConfigError("env.demo_file", "arm-demo-track needs a demonstration: an object-trajectory npz "
-                                                "(simreal/object_trajectory.py) or a LeRobot dataset folder with an "
-                                                "object-pose column, e.g. env.demo_file=push_demo.npz")
+            raise ConfigError(
+                "env.demo_file",
+                "arm-demo-track needs a demonstration: an object-trajectory npz "
+                "(simreal/object_trajectory.py) or a LeRobot dataset folder with an "
+                "object-pose column, e.g. env.demo_file=push_demo.npz",
+            )
 
 
 def _yaw_quat(yaw: jax.Array) -> jax.Array:
@@ -106,8 +112,8 @@ class ArmDemoTrack(ArmObjectTask):
         p0, h = ref.pos[0], c.object_half_size_m
         f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
         # the demo relative to its first position, world-aligned: what each episode turns and moves
-        self.demo_pos = f32(ref.pos - p0)                                           # (N, 3) [m]
-        self.demo_keypoints = f32(keypoints(ref.pos, ref.quat_wxyz, h) - p0)        # (N, 8, 3) [m]
+        self.demo_pos = f32(ref.pos - p0)  # (N, 3) [m]
+        self.demo_keypoints = f32(keypoints(ref.pos, ref.quat_wxyz, h) - p0)  # (N, 8, 3) [m]
         self.demo_vel = f32(np.diff(ref.pos, axis=0, append=ref.pos[-1:]) / self.robot.control_dt_s)  # held: 0
         self.demo_quat0 = f32(ref.quat_wxyz[0])
         self.num_ref = ref.num_frames
@@ -120,17 +126,26 @@ class ArmDemoTrack(ArmObjectTask):
         centre); ConfigError naming env.demo_file when they are not this robot's."""
         q, names = demo.pre_grasp_joint_pos, self.robot.actuator_names
         if demo.robot is not None and demo.robot != self.robot.name:
-            raise ConfigError("env.demo_file", f"{self.cfg.demo_file}: pre_grasp_joint_pos is for robot "
-                                               f"{demo.robot!r}, this task runs {self.robot.name!r}")
+            raise ConfigError(
+                "env.demo_file",
+                f"{self.cfg.demo_file}: pre_grasp_joint_pos is for robot "
+                f"{demo.robot!r}, this task runs {self.robot.name!r}",
+            )
         if len(q) != nu:
-            raise ConfigError("env.demo_file", f"{self.cfg.demo_file}: pre_grasp_joint_pos has {len(q)} values, "
-                                               f"robot {self.robot.name} has {nu} actuators ({', '.join(names)})")
+            raise ConfigError(
+                "env.demo_file",
+                f"{self.cfg.demo_file}: pre_grasp_joint_pos has {len(q)} values, "
+                f"robot {self.robot.name} has {nu} actuators ({', '.join(names)})",
+            )
         lo, hi = np.asarray(self.ctrl_lo), np.asarray(self.ctrl_hi)
         bad = np.flatnonzero((q < lo - 1e-6) | (q > hi + 1e-6))
         if len(bad):
             j = int(bad[0])
-            raise ConfigError("env.demo_file", f"{self.cfg.demo_file}: pre_grasp_joint_pos {names[j]} = {q[j]:.4g} "
-                                               f"is outside its range [{lo[j]:.4g}, {hi[j]:.4g}]")
+            raise ConfigError(
+                "env.demo_file",
+                f"{self.cfg.demo_file}: pre_grasp_joint_pos {names[j]} = {q[j]:.4g} "
+                f"is outside its range [{lo[j]:.4g}, {hi[j]:.4g}]",
+            )
         # the smallest qpos change giving these actuator positions (L qpos = q): exact for joint
         # actuators, split over a tendon's joints by its coefficients (a gripper's two fingers)
         L, home = np.asarray(self.L, np.float64), np.asarray(self.home_qpos, np.float64)
@@ -143,8 +158,11 @@ class ArmDemoTrack(ArmObjectTask):
         ``vel`` (3,) of the cube centre [m], [m/s], ``keypoints`` (8, 3) [m] (module docstring)."""
         k = jnp.minimum(step, self.num_ref - 1)
         r = quat_to_rotmat(_yaw_quat(yaw), jnp)
-        return {"pos": origin + r @ self.demo_pos[k], "vel": r @ self.demo_vel[k],
-                "keypoints": origin + self.demo_keypoints[k] @ r.T}
+        return {
+            "pos": origin + r @ self.demo_pos[k],
+            "vel": r @ self.demo_vel[k],
+            "keypoints": origin + self.demo_keypoints[k] @ r.T,
+        }
 
     def _task_inputs(self, origin: jax.Array, yaw: jax.Array, step: jax.Array) -> dict[str, jax.Array]:
         ref = self.reference(origin, yaw, step)
@@ -166,8 +184,9 @@ class ArmDemoTrack(ArmObjectTask):
         c = self.cfg
         k_xy, k_yaw, k_q = jax.random.split(rng, 3)
         h = jnp.asarray(c.spawn_half_extent_m[:2], jnp.float32)
-        origin = jnp.concatenate([self.spawn_center[:2] + jax.random.uniform(k_xy, (2,), minval=-h, maxval=h),
-                                  self.spawn_center[2:]])
+        origin = jnp.concatenate(
+            [self.spawn_center[:2] + jax.random.uniform(k_xy, (2,), minval=-h, maxval=h), self.spawn_center[2:]]
+        )
         return self._initial_at(origin, uniform(k_yaw, (-c.spawn_yaw_rad, c.spawn_yaw_rad)), k_q)
 
     def deployed_initial(self, rng: jax.Array):
@@ -192,15 +211,24 @@ class ArmDemoTrack(ArmObjectTask):
     def bundle_task_params(self) -> dict[str, Any]:
         """The deployed episode: the demonstration where it was recorded (no offset, yaw 0)."""
         yaw = jnp.zeros(())
-        return {"demo_origin": self.demo_origin, "demo_yaw": yaw,
-                **self._task_inputs(self.demo_origin, yaw, jnp.zeros((), jnp.int32))}
+        return {
+            "demo_origin": self.demo_origin,
+            "demo_yaw": yaw,
+            **self._task_inputs(self.demo_origin, yaw, jnp.zeros((), jnp.int32)),
+        }
 
     def deploy_reference(self) -> Reference:
         """Row k: the deployed episode's target and reference velocity of observation k, for the
         demonstration's length (then its last row held, as in training)."""
         ref = jax.vmap(lambda k: self._task_inputs(self.demo_origin, jnp.zeros(()), k))(jnp.arange(self.num_ref))
-        return Reference(1.0 / self.robot.control_dt_s, {"target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
-                                                         "command": np.asarray(ref["command"], np.float64)}, loop=False)
+        return Reference(
+            1.0 / self.robot.control_dt_s,
+            {
+                "target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
+                "command": np.asarray(ref["command"], np.float64),
+            },
+            loop=False,
+        )
 
     # -- rewards and statistics ------------------------------------------------------------------
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
@@ -228,7 +256,9 @@ class ArmDemoTrack(ArmObjectTask):
         episode), over all episodes; ``final_keypoint_dist_m`` and ``mean_keypoint_dist_m`` (over
         the episode's steps) [m], over the episodes that kept the cube."""
         kept = ~terminated
-        return {"success": ((stats["dist"] < self.cfg.success_radius_m) & kept).astype(jnp.float32),
-                "object_lost": terminated.astype(jnp.float32),
-                **defined_where("final_keypoint_dist_m", stats["dist"], kept),
-                **defined_where("mean_keypoint_dist_m", stats["dist_sum"] / jnp.maximum(stats["n"], 1.0), kept)}
+        return {
+            "success": ((stats["dist"] < self.cfg.success_radius_m) & kept).astype(jnp.float32),
+            "object_lost": terminated.astype(jnp.float32),
+            **defined_where("final_keypoint_dist_m", stats["dist"], kept),
+            **defined_where("mean_keypoint_dist_m", stats["dist_sum"] / jnp.maximum(stats["n"], 1.0), kept),
+        }

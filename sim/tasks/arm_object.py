@@ -33,9 +33,12 @@ class ArmObjectConfig(ArmReachConfig):
     object_friction: float = field(1.0, min=0.0, doc="cube sliding friction")
     spawn_center_offset_m: tuple[float, ...] = field((0.1, 0.0), doc="spawn centre minus home EE (x, y) [m]")
     spawn_half_extent_m: tuple[float, ...] = field((0.08, 0.12), doc="spawn box half sizes (x, y) [m]")
-    max_object_dist_m: float = field(1.0, min=0.0, doc="cube farther than this from the spawn centre ends the episode [m]")
-    cameras: tuple[CameraSpec, ...] = field((FRONT,), doc="cameras the task adds to the scene (the default is "
-                                                          "placed for a Franka)")
+    max_object_dist_m: float = field(
+        1.0, min=0.0, doc="cube farther than this from the spawn centre ends the episode [m]"
+    )
+    cameras: tuple[CameraSpec, ...] = field(
+        (FRONT,), doc="cameras the task adds to the scene (the default is placed for a Franka)"
+    )
 
 
 class ArmObjectTask(ArmReach):
@@ -46,18 +49,25 @@ class ArmObjectTask(ArmReach):
     environment_state_terms = ("ee_pos_w", "object_pos_w", "target_pos_w")
     shaping_terms = ("reach", "action_rate")  # the hand near the cube, smooth commands (MjEnv.shaping_terms)
     #: the goal is held until replaced; the object's pose streams from perception (watched for staleness)
-    task_topics = {"goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"},
-                   "object": {"topic": "/simreal/object_pose", "type": "geometry_msgs/msg/PoseStamped",
-                              "role": "object"}}
+    task_topics = {
+        "goal": {"topic": "/simreal/goal_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "target"},
+        "object": {"topic": "/simreal/object_pose", "type": "geometry_msgs/msg/PoseStamped", "role": "object"},
+    }
 
     def customize_spec(self, s: mujoco.MjSpec) -> None:
         super().customize_spec(s)
         h = self.cfg.object_half_size_m
         body = s.worldbody.add_body(name="object", pos=[0.5, 0.0, h])
         body.add_freejoint(name="object_joint")
-        body.add_geom(name="object_geom", type=mujoco.mjtGeom.mjGEOM_BOX, size=[h, h, h],
-                      mass=self.cfg.object_mass_kg, friction=[self.cfg.object_friction, 0.005, 0.0001],
-                      condim=4, rgba=[0.8, 0.3, 0.2, 1.0])
+        body.add_geom(
+            name="object_geom",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[h, h, h],
+            mass=self.cfg.object_mass_kg,
+            friction=[self.cfg.object_friction, 0.005, 0.0001],
+            condim=4,
+            rgba=[0.8, 0.3, 0.2, 1.0],
+        )
         for key in s.keys:
             if len(key.qpos):
                 key.qpos = list(key.qpos) + [0.5, 0.0, h, 1.0, 0.0, 0.0, 0.0]
@@ -68,8 +78,13 @@ class ArmObjectTask(ArmReach):
         self.obj_qpos = slice(a, a + 7)
         self.obj_dof = int(m.jnt_dofadr[m.joint("object_joint").id])
         c = self.cfg
-        self.spawn_center = jnp.asarray([self.home_ee_pos[0] + c.spawn_center_offset_m[0],
-                                         self.home_ee_pos[1] + c.spawn_center_offset_m[1], c.object_half_size_m])
+        self.spawn_center = jnp.asarray(
+            [
+                self.home_ee_pos[0] + c.spawn_center_offset_m[0],
+                self.home_ee_pos[1] + c.spawn_center_offset_m[1],
+                c.object_half_size_m,
+            ]
+        )
         return m
 
     def object_pos(self, phys: PhysState) -> jax.Array:
@@ -120,5 +135,8 @@ class ArmObjectTask(ArmReach):
         episode), over all episodes; ``final_distance_m``, cube to goal at the end [m], over the
         episodes that kept the cube."""
         ok = (stats["dist"] < self.cfg.success_radius_m) & ~terminated
-        return {"success": ok.astype(jnp.float32), "object_lost": terminated.astype(jnp.float32),
-                **defined_where("final_distance_m", stats["dist"], ~terminated)}
+        return {
+            "success": ok.astype(jnp.float32),
+            "object_lost": terminated.astype(jnp.float32),
+            **defined_where("final_distance_m", stats["dist"], ~terminated),
+        }

@@ -10,9 +10,9 @@ and a robot does not. The observation is the dict Brax's vision trainers take::
 
 Cameras: the arm tasks' ``cameras`` (a scene camera on the table by default, ``arm_reach``) are
 added to the model, which draws the goal as a green sphere; ``pixel_cameras`` picks the ones
-observed, among them and the robot spec's ``model.cameras`` (a wrist camera). Images come from :class:`~simreal.sim.render.BatchRenderer`
-through one host callback per step for the whole batch, on any physics backend.
-Rewards, resets and statistics are ``arm-push``'s.
+observed, among them and the robot spec's ``model.cameras`` (a wrist camera). Images come from
+:class:`~simreal.sim.render.BatchRenderer` through one host callback per step for the whole
+batch, on any physics backend. Rewards, resets and statistics are ``arm-push``'s.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ class ArmPushPixels(ArmPush):
         for name in self.cfg.pixel_cameras:
             if name not in specs:
                 raise UnknownNameError("camera (env.pixel_cameras)", name, specs)
-        self.renderer = BatchRenderer(self.mj_model, self.cfg.pixel_cameras,
-                                      depth=[n for n in self.cfg.pixel_cameras if specs[n].depth],
-                                      nthread=self.cfg.render_threads or None)
+        self.renderer = BatchRenderer(
+            self.mj_model,
+            self.cfg.pixel_cameras,
+            depth=[n for n in self.cfg.pixel_cameras if specs[n].depth],
+            nthread=self.cfg.render_threads or None,
+        )
         obs = jax.eval_shape(self.reset, jax.random.PRNGKey(0)).obs  # traced only: nothing renders
         self._obs_shapes = {k: tuple(v.shape) for k, v in obs.items()}
 
@@ -67,7 +70,10 @@ class ArmPushPixels(ArmPush):
         return self._obs_shapes
 
     def observe_extra(self, phys: PhysState, info: Mapping[str, Any], active: jax.Array) -> dict[str, jax.Array]:
-        return {"privileged_state": self._privileged(phys, info), **self.renderer.observe(phys.qpos, active, self.mocap_pos(info))}
+        return {
+            "privileged_state": self._privileged(phys, info),
+            **self.renderer.observe(phys.qpos, active, self.mocap_pos(info)),
+        }
 
     def _privileged(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         return build_observation(self.critic_obs_terms, self.observed_state(phys, info), jnp)

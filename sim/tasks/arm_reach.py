@@ -39,8 +39,14 @@ GOAL_MARKER_RADIUS_M = 0.02
 def add_marker(s: mujoco.MjSpec, name: str, radius_m: float, rgba: tuple[float, ...]) -> None:
     """A mocap sphere ``name`` that only cameras see (no collision, no mass in the dynamics)."""
     marker = s.worldbody.add_body(name=name, mocap=True, pos=[0.5, 0.0, 0.3])
-    marker.add_geom(name=f"{name}_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius_m, 0, 0],
-                    contype=0, conaffinity=0, rgba=list(rgba))
+    marker.add_geom(
+        name=f"{name}_geom",
+        type=mujoco.mjtGeom.mjGEOM_SPHERE,
+        size=[radius_m, 0, 0],
+        contype=0,
+        conaffinity=0,
+        rgba=list(rgba),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +61,9 @@ class ArmReachConfig(JointRobotConfig):
     kp_scale: tuple[float, ...] = field((0.8, 1.2), doc="PD stiffness scale range")
     mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
     success_radius_m: float = field(0.05, min=0.0)
-    cameras: tuple[CameraSpec, ...] = field((REACH_VIEW,), doc="cameras the task adds to the scene (the default is "
-                                                          "placed for a Franka)")
+    cameras: tuple[CameraSpec, ...] = field(
+        (REACH_VIEW,), doc="cameras the task adds to the scene (the default is placed for a Franka)"
+    )
 
 
 class ArmReach(JointRobotTask):
@@ -100,7 +107,11 @@ class ArmReach(JointRobotTask):
         self.home_ee_pos = jnp.asarray(d.site("end_effector").xpos, jnp.float32)
         self.joint_qpos = jnp.asarray(np.flatnonzero(np.asarray(self.L).any(axis=0)))
         # the start pose's bounds: hinge joints get init_joint_noise_rad, every joint stays in its range
-        hinge, lo, hi = np.zeros(m.nq, np.float32), np.full(m.nq, -np.inf, np.float32), np.full(m.nq, np.inf, np.float32)
+        hinge, lo, hi = (
+            np.zeros(m.nq, np.float32),
+            np.full(m.nq, -np.inf, np.float32),
+            np.full(m.nq, np.inf, np.float32),
+        )
         for j in range(m.njnt):
             adr = int(m.jnt_qposadr[j])
             if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE:
@@ -123,7 +134,9 @@ class ArmReach(JointRobotTask):
     # -- randomisation ---------------------------------------------------------------------------
     def nominal_params(self) -> ModelParams:
         m = self.mj_model
-        return {k: jnp.asarray(getattr(m, k), jnp.float32) for k in ("body_mass", "actuator_gainprm", "actuator_biasprm")}
+        return {
+            k: jnp.asarray(getattr(m, k), jnp.float32) for k in ("body_mass", "actuator_gainprm", "actuator_biasprm")
+        }
 
     def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
         c, nu = self.cfg, self.mj_model.nu
@@ -144,9 +157,14 @@ class ArmReach(JointRobotTask):
         return self.start_pose(k_q), jnp.zeros(self.mj_model.nv), jnp.zeros(self.mj_model.na), {"target_pos_w": goal}
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
-        return {"joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
-                "default_joint_pos": self.default_joint_pos, "target_pos_w": info["target_pos_w"],
-                "last_action": info["last_action"], "ee_pos_w": self.site_pos(phys, "end_effector")}
+        return {
+            "joint_pos": self.joint_pos(phys),
+            "joint_vel": self.joint_vel(phys),
+            "default_joint_pos": self.default_joint_pos,
+            "target_pos_w": info["target_pos_w"],
+            "last_action": info["last_action"],
+            "ee_pos_w": self.site_pos(phys, "end_effector"),
+        }
 
     outcome_from_final_state = True  # where the hand (an object task: the cube) ended, against the goal
 
@@ -174,5 +192,7 @@ class ArmReach(JointRobotTask):
         """``success``: the final end-effector distance below ``success_radius_m``, over all
         episodes; ``final_distance_m`` [m], over the episodes whose simulation stayed finite (the
         only way a reach episode ends early, and a failure)."""
-        return {"success": ((stats["dist"] < self.cfg.success_radius_m) & ~terminated).astype(jnp.float32),
-                **defined_where("final_distance_m", stats["dist"], ~terminated)}
+        return {
+            "success": ((stats["dist"] < self.cfg.success_radius_m) & ~terminated).astype(jnp.float32),
+            **defined_where("final_distance_m", stats["dist"], ~terminated),
+        }

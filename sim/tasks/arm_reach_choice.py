@@ -44,12 +44,14 @@ CHOICE_VIEW = CameraSpec("front", pos=(1.05, 0.0, 0.85), lookat=(0.4, 0.0, 0.4),
 
 @dataclasses.dataclass(frozen=True)
 class ArmReachChoiceConfig(ArmReachConfig):
-    slot_offset_m: tuple[float, ...] = field((0.12, 0.0, -0.08), doc="the middle slot from the home pose's end "
-                                                                     "effector [m]")
+    slot_offset_m: tuple[float, ...] = field(
+        (0.12, 0.0, -0.08), doc="the middle slot from the home pose's end effector [m]"
+    )
     slot_spacing_m: float = field(0.15, min=0.0, doc="distance between neighbouring slots along y [m]")
     slot_jitter_m: float = field(0.02, min=0.0, doc="uniform offset of each ball in x and y, half that in z [m]")
-    cameras: tuple[CameraSpec, ...] = field((CHOICE_VIEW,), doc="cameras the task adds to the scene (the default is "
-                                                           "placed for a Franka)")
+    cameras: tuple[CameraSpec, ...] = field(
+        (CHOICE_VIEW,), doc="cameras the task adds to the scene (the default is placed for a Franka)"
+    )
 
 
 class ArmReachChoice(ArmReach):
@@ -79,8 +81,11 @@ class ArmReachChoice(ArmReach):
         slots = jnp.array([-1.0, 0.0, 1.0]) * c.slot_spacing_m
         y = jax.random.permutation(k_order, slots)
         j = jnp.array([c.slot_jitter_m, c.slot_jitter_m, 0.5 * c.slot_jitter_m], jnp.float32)
-        offset = (jnp.asarray(c.slot_offset_m, jnp.float32) + jnp.stack([jnp.zeros(3), y, jnp.zeros(3)], axis=1)
-                  + uniform(k_jitter, (-1.0, 1.0), (3, 3)) * j)
+        offset = (
+            jnp.asarray(c.slot_offset_m, jnp.float32)
+            + jnp.stack([jnp.zeros(3), y, jnp.zeros(3)], axis=1)
+            + uniform(k_jitter, (-1.0, 1.0), (3, 3)) * j
+        )
         balls = self.home_ee_pos + offset
         goal = jax.random.randint(k_goal, (), 0, len(BALLS))
         return qpos, qvel, act, {"target_pos_w": balls[goal], "ball_pos_w": balls, "goal_index": goal}

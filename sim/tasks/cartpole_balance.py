@@ -27,8 +27,9 @@ from simreal.sim.episode_stats import defined_where
 class CartpoleConfig(EnvConfig):
     episode_length_s: float = field(10.0, min=0.01)
     action_delay_steps: tuple[float, ...] = field((0, 0), min=0.0)
-    max_angle_rad: float = field(math.radians(12.0), min=0.0,
-                                 doc="success: |pole angle| stays below this [rad] (Gymnasium CartPole's 12 deg)")
+    max_angle_rad: float = field(
+        math.radians(12.0), min=0.0, doc="success: |pole angle| stays below this [rad] (Gymnasium CartPole's 12 deg)"
+    )
 
 
 class CartpoleBalance(MjEnv):
@@ -42,36 +43,54 @@ class CartpoleBalance(MjEnv):
     def action_layout(self):
         """Cart force [N]: the motor's ctrl in [-1, 1] times its gear."""
         gear = float(self.mj_model.actuator_gear[0, 0])
-        return action_mode("joint_effort").layout(self.robot, self.robot.actuator_names, offset=0.0, scale=gear,
-                                                  low=[-gear], high=[gear])
+        return action_mode("joint_effort").layout(
+            self.robot, self.robot.actuator_names, offset=0.0, scale=gear, low=[-gear], high=[gear]
+        )
 
     def sample_initial(self, rng):
         k1, k2, k3 = jax.random.split(rng, 3)
-        qpos = jnp.stack([jax.random.uniform(k1, (), minval=-0.1, maxval=0.1),
-                          jax.random.uniform(k2, (), minval=-0.034, maxval=0.034)])
+        qpos = jnp.stack(
+            [
+                jax.random.uniform(k1, (), minval=-0.1, maxval=0.1),
+                jax.random.uniform(k2, (), minval=-0.034, maxval=0.034),
+            ]
+        )
         qvel = 0.01 * jax.random.normal(k3, (2,))
         return qpos, qvel, jnp.zeros((0,)), {}
 
     def robot_state(self, phys, info):
-        return {"joint_pos": phys.qpos, "joint_vel": phys.qvel, "default_joint_pos": jnp.zeros(2),
-                "last_action": info["last_action"]}
+        return {
+            "joint_pos": phys.qpos,
+            "joint_vel": phys.qvel,
+            "default_joint_pos": jnp.zeros(2),
+            "last_action": info["last_action"],
+        }
 
     def reward_terms(self, phys, action, info):
-        return {"upright": rw.upright(jnp.cos(phys.qpos[1])), "centered": rw.exp_kernel(jnp.square(phys.qpos[0]), 1.0),
-                "control": rw.action_magnitude(action), "ang_vel": rw.joint_vel(phys.qvel[1:2])}
+        return {
+            "upright": rw.upright(jnp.cos(phys.qpos[1])),
+            "centered": rw.exp_kernel(jnp.square(phys.qpos[0]), 1.0),
+            "control": rw.action_magnitude(action),
+            "ang_vel": rw.joint_vel(phys.qvel[1:2]),
+        }
 
     # -- statistics (the episode never ends early but on a diverged simulation) -------------------
     def init_stats(self):
         return {"balanced": jnp.ones((), jnp.bool_), "upright": jnp.zeros(()), "n": jnp.zeros(())}
 
     def update_stats(self, stats, phys, info):
-        return {"balanced": stats["balanced"] & (jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad),
-                "upright": stats["upright"] + rw.upright(jnp.cos(phys.qpos[1])), "n": stats["n"] + 1.0}
+        return {
+            "balanced": stats["balanced"] & (jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad),
+            "upright": stats["upright"] + rw.upright(jnp.cos(phys.qpos[1])),
+            "n": stats["n"] + 1.0,
+        }
 
     def final_stats(self, stats, terminated):
         """``success``: |theta| stayed below ``max_angle_rad`` the whole episode; ``upright``: the
         reward's upright factor (cos theta + 1) / 2 averaged over the episode's steps (1: always
         vertical), over the episodes whose simulation stayed finite."""
         upright = stats["upright"] / jnp.maximum(stats["n"], 1.0)
-        return {"success": (stats["balanced"] & ~terminated).astype(jnp.float32),
-                **defined_where("upright", upright, ~terminated & (stats["n"] > 0))}
+        return {
+            "success": (stats["balanced"] & ~terminated).astype(jnp.float32),
+            **defined_where("upright", upright, ~terminated & (stats["n"] > 0)),
+        }

@@ -56,8 +56,11 @@ from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 @dataclasses.dataclass(frozen=True)
 class G1TrackingConfig(JointRobotConfig):
     episode_length_s: float = field(10.0, min=0.01, doc="episode time limit [s]")
-    action_scale: float = field(1.2, min=0.0, doc="position-target delta at |a| = 1 [rad]; must reach the clip "
-                                                   "(a walk's knee bends ~1 rad past home)")
+    action_scale: float = field(
+        1.2,
+        min=0.0,
+        doc="position-target delta at |a| = 1 [rad]; must reach the clip (a walk's knee bends ~1 rad past home)",
+    )
     motion_file: str = field("", doc="motion npz (`simreal retarget` output); required")
     sigma_joint_pos_rad: float = field(0.5, min=1e-6, doc="joint position kernel width [rad]")
     sigma_joint_vel_rad_s: float = field(5.0, min=1e-6, doc="joint velocity kernel width [rad/s]")
@@ -73,8 +76,10 @@ class G1TrackingConfig(JointRobotConfig):
     def __post_init__(self) -> None:
         # The field keeps a default only because dataclass fields after defaulted ones need one.
         if not self.motion_file:
-            raise ConfigError("env.motion_file", "g1-tracking needs a motion file (.npz from `simreal retarget`), "
-                                                 "e.g. env.motion_file=walk_g1.npz")
+            raise ConfigError(
+                "env.motion_file",
+                "g1-tracking needs a motion file (.npz from `simreal retarget`), e.g. env.motion_file=walk_g1.npz",
+            )
 
 
 def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
@@ -91,8 +96,14 @@ class G1Tracking(FloorRobotTask):
 
     critic_obs_terms = ("lin_vel_b", "ang_vel_b", "gravity_b", "command", "joint_pos_rel", "joint_vel", "last_action")
     obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
-    reward_scales = {"joint_pos": 1.0, "joint_vel": 0.5, "root_pos": 0.5, "root_ori": 0.5, "body_pos": 1.0,
-                     "action_rate": -0.01}
+    reward_scales = {
+        "joint_pos": 1.0,
+        "joint_vel": 0.5,
+        "root_pos": 0.5,
+        "root_ori": 0.5,
+        "body_pos": 1.0,
+        "action_rate": -0.01,
+    }
 
     @property
     def tracked_bodies(self) -> tuple[str, ...]:
@@ -107,13 +118,17 @@ class G1Tracking(FloorRobotTask):
         # robot): the shipped robot of that name lists them
         if self.robot.name in available_robots() and load_robot_spec(self.robot.name).tracking_bodies:
             return load_robot_spec(self.robot.name).tracking_bodies
-        raise ConfigError("robot", f"robot '{self.robot.name}' lists no tracking_bodies in its spec "
-                                   f"({self.robot.source or 'built in'}): the bodies this task compares with the clip's")
+        raise ConfigError(
+            "robot",
+            f"robot '{self.robot.name}' lists no tracking_bodies in its spec "
+            f"({self.robot.source or 'built in'}): the bodies this task compares with the clip's",
+        )
 
     def customize_spec(self, s: mujoco.MjSpec) -> None:
         for b in self.tracked_bodies:
-            s.add_sensor(name=f"{b}_xpos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY,
-                         objname=b)
+            s.add_sensor(
+                name=f"{b}_xpos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=b
+            )
 
     def build_model(self) -> mujoco.MjModel:
         from simreal.motion_file import load_motion
@@ -130,20 +145,25 @@ class G1Tracking(FloorRobotTask):
         cols = motion.robot_columns(act_joints, self.robot.name, self.cfg.motion_file)
         missing = [b for b in self.tracked_bodies if b not in motion.body_names]
         if missing:
-            raise DataFileError(self.cfg.motion_file, f"motion has no body {missing[0]!r}; "
-                                f"bodies: {', '.join(motion.body_names)}")
+            raise DataFileError(
+                self.cfg.motion_file, f"motion has no body {missing[0]!r}; bodies: {', '.join(motion.body_names)}"
+            )
         bcols = [motion.body_names.index(b) for b in self.tracked_bodies]
         f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
-        self.ref = {"root_pos": f32(motion.root_pos), "root_quat": f32(motion.root_quat),
-                    "root_lin_vel": f32(motion.root_lin_vel), "root_ang_vel": f32(motion.root_ang_vel),
-                    "dof_pos": f32(motion.dof_pos[:, cols]), "dof_vel": f32(motion.dof_vel[:, cols]),
-                    "body_pos": f32(motion.body_pos[:, bcols])}
+        self.ref = {
+            "root_pos": f32(motion.root_pos),
+            "root_quat": f32(motion.root_quat),
+            "root_lin_vel": f32(motion.root_lin_vel),
+            "root_ang_vel": f32(motion.root_ang_vel),
+            "dof_pos": f32(motion.dof_pos[:, cols]),
+            "dof_vel": f32(motion.dof_vel[:, cols]),
+            "body_pos": f32(motion.body_pos[:, bcols]),
+        }
         self._check_reach(np.asarray(motion.dof_pos[:, cols]), act_joints)
         self.num_frames = motion.num_frames
         self.frames_per_step = self.robot.control_dt_s * motion.fps
         self.act_qadr = jnp.asarray([int(m.jnt_qposadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
         self.act_dadr = jnp.asarray([int(m.jnt_dofadr[m.actuator_trnid[i, 0]]) for i in range(m.nu)])
-
 
     def _check_reach(self, dof_pos: np.ndarray, joints: list[str]) -> None:
         """ConfigError unless every reference joint position (inside the control range) is a
@@ -154,10 +174,13 @@ class G1Tracking(FloorRobotTask):
         need = np.abs(np.clip(dof_pos, lo, hi) - np.asarray(self.home_ctrl))
         t, j = np.unravel_index(int(np.argmax(need)), need.shape)
         if need[t, j] > self.cfg.action_scale + 1e-3:
-            raise ConfigError("env.action_scale", f"{self.cfg.action_scale:g} reaches the home pose +- "
-                              f"{self.cfg.action_scale:g} rad, but {self.cfg.motion_file} needs "
-                              f"{need[t, j]:.2f} rad ({joints[j]}, frame {t}); set env.action_scale="
-                              f"{math.ceil(need[t, j] * 10) / 10:g} or more")
+            raise ConfigError(
+                "env.action_scale",
+                f"{self.cfg.action_scale:g} reaches the home pose +- "
+                f"{self.cfg.action_scale:g} rad, but {self.cfg.motion_file} needs "
+                f"{need[t, j]:.2f} rad ({joints[j]}, frame {t}); set env.action_scale="
+                f"{math.ceil(need[t, j] * 10) / 10:g} or more",
+            )
 
     # -- reference -------------------------------------------------------------------------------
     def frame(self, info: Mapping[str, Any], ahead: int = 0) -> dict[str, jax.Array]:
@@ -206,8 +229,13 @@ class G1Tracking(FloorRobotTask):
     def _command(self, info: Mapping[str, Any]) -> jax.Array:
         """The motion command of the current observation (see module docstring)."""
         nxt = self.frame(info, ahead=1)
-        return jnp.concatenate([nxt["dof_pos"] - self.default_joint_pos, 0.1 * nxt["dof_vel"],
-                                gravity_b({"quat_wxyz": nxt["root_quat"]}, jnp)])
+        return jnp.concatenate(
+            [
+                nxt["dof_pos"] - self.default_joint_pos,
+                0.1 * nxt["dof_vel"],
+                gravity_b({"quat_wxyz": nxt["root_quat"]}, jnp),
+            ]
+        )
 
     def bundle_task_params(self) -> dict[str, Any]:
         """The deployed episode: the clip from its first frame."""
@@ -221,10 +249,17 @@ class G1Tracking(FloorRobotTask):
         return Reference(1.0 / self.ctrl_dt, {"command": np.asarray(cmd, np.float64)}, loop=False)
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
-        return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
-                "ang_vel_b": phys.qvel[3:6], "joint_pos": self.joint_pos(phys), "joint_vel": self.joint_vel(phys),
-                "default_joint_pos": self.default_joint_pos, "command": self._command(info),
-                "last_action": info["last_action"]}
+        return {
+            "pos_w": phys.qpos[0:3],
+            "quat_wxyz": phys.qpos[3:7],
+            "lin_vel_w": phys.qvel[0:3],
+            "ang_vel_b": phys.qvel[3:6],
+            "joint_pos": self.joint_pos(phys),
+            "joint_vel": self.joint_vel(phys),
+            "default_joint_pos": self.default_joint_pos,
+            "command": self._command(info),
+            "last_action": info["last_action"],
+        }
 
     def body_pos(self, phys: PhysState) -> jax.Array:
         """(b, 3) world positions of :attr:`tracked_bodies` [m]."""
@@ -233,12 +268,15 @@ class G1Tracking(FloorRobotTask):
     def errors(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         r = self.frame(info)
         body_sq = jnp.sum(jnp.square(self.body_pos(phys) - r["body_pos"]), axis=-1)
-        return {"joint_pos": jnp.sum(jnp.square(self.joint_pos(phys) - r["dof_pos"])),
-                "joint_vel": jnp.sum(jnp.square(self.joint_vel(phys) - r["dof_vel"])),
-                "root_pos": jnp.sum(jnp.square(phys.qpos[0:3] - r["root_pos"])),
-                "root_ori": jnp.square(_quat_angle(phys.qpos[3:7], r["root_quat"])),
-                "body_pos": jnp.mean(body_sq), "body_max": jnp.sqrt(jnp.max(body_sq)),
-                "root_height": jnp.abs(phys.qpos[2] - r["root_pos"][2])}
+        return {
+            "joint_pos": jnp.sum(jnp.square(self.joint_pos(phys) - r["dof_pos"])),
+            "joint_vel": jnp.sum(jnp.square(self.joint_vel(phys) - r["dof_vel"])),
+            "root_pos": jnp.sum(jnp.square(phys.qpos[0:3] - r["root_pos"])),
+            "root_ori": jnp.square(_quat_angle(phys.qpos[3:7], r["root_quat"])),
+            "body_pos": jnp.mean(body_sq),
+            "body_max": jnp.sqrt(jnp.max(body_sq)),
+            "root_height": jnp.abs(phys.qpos[2] - r["root_pos"][2]),
+        }
 
     # -- rewards ---------------------------------------------------------------------------------
     def reward_terms(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> dict[str, jax.Array]:
@@ -254,8 +292,10 @@ class G1Tracking(FloorRobotTask):
 
     def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         e = self.errors(phys, info)
-        return {"root_height": e["root_height"] > self.cfg.max_root_height_err_m,
-                "body_err": e["body_max"] > self.cfg.max_body_err_m}
+        return {
+            "root_height": e["root_height"] > self.cfg.max_root_height_err_m,
+            "body_err": e["body_max"] > self.cfg.max_body_err_m,
+        }
 
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
@@ -263,8 +303,11 @@ class G1Tracking(FloorRobotTask):
 
     def update_stats(self, stats, phys, info):
         e = self.errors(phys, info)
-        return {"sq_joint_err": stats["sq_joint_err"] + e["joint_pos"] / self.mj_model.nu,
-                "body_err": stats["body_err"] + jnp.sqrt(e["body_pos"]), "n": stats["n"] + 1}
+        return {
+            "sq_joint_err": stats["sq_joint_err"] + e["joint_pos"] / self.mj_model.nu,
+            "body_err": stats["body_err"] + jnp.sqrt(e["body_pos"]),
+            "n": stats["n"] + 1,
+        }
 
     def final_stats(self, stats, terminated):
         """``success``: the episode ran to the time limit without ending on a deviation (a fall,
@@ -277,8 +320,10 @@ class G1Tracking(FloorRobotTask):
         n = jnp.maximum(stats["n"], 1.0)
         stepped = stats["n"] > 0
         joint, body = jnp.sqrt(stats["sq_joint_err"] / n), stats["body_err"] / n
-        return {"success": (~terminated).astype(jnp.float32),
-                **defined_where("joint_rmse_rad", joint, ~terminated & stepped),
-                **defined_where("body_pos_err_m", body, ~terminated & stepped),
-                **defined_where("joint_rmse_to_end_rad", joint, stepped),
-                **defined_where("body_pos_err_to_end_m", body, stepped)}
+        return {
+            "success": (~terminated).astype(jnp.float32),
+            **defined_where("joint_rmse_rad", joint, ~terminated & stepped),
+            **defined_where("body_pos_err_m", body, ~terminated & stepped),
+            **defined_where("joint_rmse_to_end_rad", joint, stepped),
+            **defined_where("body_pos_err_to_end_m", body, stepped),
+        }

@@ -65,20 +65,30 @@ class G1VelocityConfig(JointRobotConfig):
     cmd_vx_m_s: tuple[float, ...] = field((0.0, 1.0), doc="commanded forward speed range [m/s]")
     cmd_vy_m_s: tuple[float, ...] = field((-0.3, 0.3), doc="commanded lateral speed range [m/s]")
     cmd_yaw_rad_s: tuple[float, ...] = field((-0.5, 0.5), doc="commanded yaw rate range [rad/s]")
-    tracking_sigma: float = field(0.25, min=1e-6, doc="exp kernel width of the tracking rewards (legged_gym's "
-                                                      "sigma^2) [m^2/s^2]")
-    base_height_m: float | None = field(None, min=0.0, doc="target pelvis height [m]; None: the home pose's "
-                                                           "(G1 0.784, unitree_rl_gym 0.78; H1 1.034, 1.05)")
-    min_base_height_m: float | None = field(None, min=0.0, doc="lower ends the episode [m]; None: 0.64 of the "
-                                                               "home pose's (G1 0.5)")
+    tracking_sigma: float = field(
+        0.25, min=1e-6, doc="exp kernel width of the tracking rewards (legged_gym's sigma^2) [m^2/s^2]"
+    )
+    base_height_m: float | None = field(
+        None,
+        min=0.0,
+        doc="target pelvis height [m]; None: the home pose's (G1 0.784, unitree_rl_gym 0.78; H1 1.034, 1.05)",
+    )
+    min_base_height_m: float | None = field(
+        None, min=0.0, doc="lower ends the episode [m]; None: 0.64 of the home pose's (G1 0.5)"
+    )
     max_tilt_cos: float = field(0.5, doc="gravity_b z above -this ends the episode")
     gait_period_s: float = field(0.8, min=0.02, doc="the gait clock's period [s]")
     stance_fraction: float = field(0.55, min=0.0, max=1.0, doc="share of the period a foot is in stance")
     swing_height_m: float = field(0.1, min=0.0, doc="sole height a foot in the air aims for [m]")
-    feet_phase_sigma_m: float = field(0.07, min=1e-6, doc="feet_phase's kernel width [m] (Playground's sigma^2 is "
-                                                          "0.01 m^2 for a 0.15 m swing)")
-    swing_knee_rad: float = field(0.8, min=0.0, doc="the knee's bend beyond home at mid-swing [rad] (with the hip "
-                                                    "and ankle pitch 0.4 rad each, a 9 cm step on the G1)")
+    feet_phase_sigma_m: float = field(
+        0.07, min=1e-6, doc="feet_phase's kernel width [m] (Playground's sigma^2 is 0.01 m^2 for a 0.15 m swing)"
+    )
+    swing_knee_rad: float = field(
+        0.8,
+        min=0.0,
+        doc="the knee's bend beyond home at mid-swing [rad] (with the hip "
+        "and ankle pitch 0.4 rad each, a 9 cm step on the G1)",
+    )
     swing_knee_sigma_rad: float = field(0.3, min=1e-6, doc="swing_knee's kernel width [rad]")
     contact_force_n: float = field(1.0, min=0.0, doc="normal force above which a foot is in contact [N]")
     soft_limit: float = field(0.9, min=0.0, max=1.0, doc="share of each joint range free of the limit penalty")
@@ -109,13 +119,25 @@ class G1Velocity(FloorRobotTask):
     obs_noise_std = {"ang_vel_b": 0.2, "gravity_b": 0.05, "joint_pos_rel": 0.01, "joint_vel": 1.5}
     only_positive_rewards = True
     reward_scales = {  # unitree_rl_gym's G1 (g1_config.py; torques from its base config), then the gait's
-        "tracking_lin_vel": 1.0, "tracking_ang_vel": 0.5, "lin_vel_z": -2.0, "ang_vel_xy": -0.05,
-        "orientation": -1.0, "base_height": -10.0, "torques": -1e-5, "dof_vel": -1e-3, "action_rate": -0.01,
-        "dof_pos_limits": -5.0, "alive": 0.15, "hip_pos": -1.0, "contact_no_vel": -0.2,
-        "feet_swing_height": -20.0, "feet_phase": 1.0,  # Playground's G1 weight
+        "tracking_lin_vel": 1.0,
+        "tracking_ang_vel": 0.5,
+        "lin_vel_z": -2.0,
+        "ang_vel_xy": -0.05,
+        "orientation": -1.0,
+        "base_height": -10.0,
+        "torques": -1e-5,
+        "dof_vel": -1e-3,
+        "action_rate": -0.01,
+        "dof_pos_limits": -5.0,
+        "alive": 0.15,
+        "hip_pos": -1.0,
+        "contact_no_vel": -0.2,
+        "feet_swing_height": -20.0,
+        "feet_phase": 1.0,  # Playground's G1 weight
         # the gait's weight above unitree_rl_gym's 0.18, and the knee's: with 0.18 and 1.0 the policy
         # stood and never stepped in 5 M steps; with these it stepped within 2 M (docs/benchmarks-log.md)
-        "contact": 1.0, "swing_knee": 2.0,
+        "contact": 1.0,
+        "swing_knee": 2.0,
     }
 
     # -- model: a touch zone and a velocity sensor per sole ----------------------------------------
@@ -130,21 +152,43 @@ class G1Velocity(FloorRobotTask):
             g = s.geom(foot)
             if g is not None:
                 half = np.asarray(g.size[:3], np.float64) + 0.005
-                g.parent.add_site(name=f"{foot}_touch_zone", type=mujoco.mjtGeom.mjGEOM_BOX, size=half.tolist(),
-                                  pos=list(g.pos), quat=list(g.quat), group=4)
+                g.parent.add_site(
+                    name=f"{foot}_touch_zone",
+                    type=mujoco.mjtGeom.mjGEOM_BOX,
+                    size=half.tolist(),
+                    pos=list(g.pos),
+                    quat=list(g.quat),
+                    group=4,
+                )
             else:
                 site = s.site(foot)
-                site.parent.add_site(name=f"{foot}_touch_zone", type=mujoco.mjtGeom.mjGEOM_SPHERE,
-                                     size=[FOOT_TOUCH_RADIUS_M, 0, 0], pos=list(site.pos), group=4)
-            s.add_sensor(name=f"{foot}_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
-                         objname=f"{foot}_touch_zone")
-            s.add_sensor(name=f"{foot}_vel", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
-                         objtype=mujoco.mjtObj.mjOBJ_SITE, objname=foot)
+                site.parent.add_site(
+                    name=f"{foot}_touch_zone",
+                    type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                    size=[FOOT_TOUCH_RADIUS_M, 0, 0],
+                    pos=list(site.pos),
+                    group=4,
+                )
+            s.add_sensor(
+                name=f"{foot}_touch",
+                type=mujoco.mjtSensor.mjSENS_TOUCH,
+                objtype=mujoco.mjtObj.mjOBJ_SITE,
+                objname=f"{foot}_touch_zone",
+            )
+            s.add_sensor(
+                name=f"{foot}_vel",
+                type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
+                objtype=mujoco.mjtObj.mjOBJ_SITE,
+                objname=foot,
+            )
 
     def _index(self, m: mujoco.MjModel) -> None:
         super()._index(m)
-        adr = {f"{f}_{k}": int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, f"{f}_{k}")])
-               for f in FEET for k in ("touch", "vel")}
+        adr = {
+            f"{f}_{k}": int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, f"{f}_{k}")])
+            for f in FEET
+            for k in ("touch", "vel")
+        }
         self.touch_adr = jnp.asarray([adr[f"{f}_touch"] for f in FEET])
         self.foot_vel_slices = [slice(adr[f"{f}_vel"], adr[f"{f}_vel"] + 3) for f in FEET]
         names = self.robot.actuator_names
@@ -211,11 +255,18 @@ class G1Velocity(FloorRobotTask):
         return self.home_qpos, jnp.zeros_like(qvel), act, task
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
-        return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
-                "ang_vel_b": phys.qvel[3:6],  # MuJoCo's free-joint angular velocity is in the body frame
-                "joint_pos": self.joint_pos(phys) + info["joint_offset"], "joint_vel": self.joint_vel(phys),
-                "default_joint_pos": self.default_joint_pos, "command": info["command"],
-                "last_action": info["last_action"], "gait_phase": self.gait_clock(info["step"])}
+        return {
+            "pos_w": phys.qpos[0:3],
+            "quat_wxyz": phys.qpos[3:7],
+            "lin_vel_w": phys.qvel[0:3],
+            "ang_vel_b": phys.qvel[3:6],  # MuJoCo's free-joint angular velocity is in the body frame
+            "joint_pos": self.joint_pos(phys) + info["joint_offset"],
+            "joint_vel": self.joint_vel(phys),
+            "default_joint_pos": self.default_joint_pos,
+            "command": info["command"],
+            "last_action": info["last_action"],
+            "gait_phase": self.gait_clock(info["step"]),
+        }
 
     def feet_contact(self, phys: PhysState) -> jax.Array:
         """(2,) bool: left, right sole pressing on something with more than ``contact_force_n``."""
@@ -258,8 +309,9 @@ class G1Velocity(FloorRobotTask):
             "contact_no_vel": rw.contact_slip(foot_v, contact),
             "feet_swing_height": rw.swing_height(sole_z, contact, c.swing_height_m),
             "contact": rw.contact_schedule(contact, wanted),
-            "feet_phase": rw.exp_kernel(rw.sq_norm(sole_z - rw.swing_profile(phase, c.stance_fraction,
-                                                                             c.swing_height_m)), c.feet_phase_sigma_m),
+            "feet_phase": rw.exp_kernel(
+                rw.sq_norm(sole_z - rw.swing_profile(phase, c.stance_fraction, c.swing_height_m)), c.feet_phase_sigma_m
+            ),
             "swing_knee": rw.exp_kernel(rw.sq_norm(joint_pos[self.knee_ids] - knee_ref), c.swing_knee_sigma_rad),
         }
 
@@ -270,8 +322,17 @@ class G1Velocity(FloorRobotTask):
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
         z = jnp.zeros(())
-        return {"sq_vel_err": z, "sq_yaw_err": z, "n": z, "cycle_v": jnp.zeros(3), "sq_cycle_vel_err": z,
-                "sq_cycle_yaw_err": z, "abs_cycle_vel_err": z, "abs_cycle_yaw_err": z, "cycles": z}
+        return {
+            "sq_vel_err": z,
+            "sq_yaw_err": z,
+            "n": z,
+            "cycle_v": jnp.zeros(3),
+            "sq_cycle_vel_err": z,
+            "sq_cycle_yaw_err": z,
+            "abs_cycle_vel_err": z,
+            "abs_cycle_yaw_err": z,
+            "cycles": z,
+        }
 
     def update_stats(self, stats, phys, info):
         v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
@@ -280,15 +341,17 @@ class G1Velocity(FloorRobotTask):
         cycle_v = stats["cycle_v"] + v
         ends = info["step"] % self.cycle_steps == 0  # a whole gait cycle since the last one ended
         err = cmd - cycle_v / self.cycle_steps
-        return {"sq_vel_err": stats["sq_vel_err"] + jnp.sum(jnp.square(cmd[:2] - v[:2])),
-                "sq_yaw_err": stats["sq_yaw_err"] + jnp.square(cmd[2] - v[2]),
-                "n": stats["n"] + 1.0,
-                "cycle_v": jnp.where(ends, 0.0, cycle_v),
-                "sq_cycle_vel_err": stats["sq_cycle_vel_err"] + jnp.where(ends, jnp.sum(jnp.square(err[:2])), 0.0),
-                "sq_cycle_yaw_err": stats["sq_cycle_yaw_err"] + jnp.where(ends, jnp.square(err[2]), 0.0),
-                "abs_cycle_vel_err": stats["abs_cycle_vel_err"] + jnp.where(ends, jnp.linalg.norm(err[:2]), 0.0),
-                "abs_cycle_yaw_err": stats["abs_cycle_yaw_err"] + jnp.where(ends, jnp.abs(err[2]), 0.0),
-                "cycles": stats["cycles"] + ends}
+        return {
+            "sq_vel_err": stats["sq_vel_err"] + jnp.sum(jnp.square(cmd[:2] - v[:2])),
+            "sq_yaw_err": stats["sq_yaw_err"] + jnp.square(cmd[2] - v[2]),
+            "n": stats["n"] + 1.0,
+            "cycle_v": jnp.where(ends, 0.0, cycle_v),
+            "sq_cycle_vel_err": stats["sq_cycle_vel_err"] + jnp.where(ends, jnp.sum(jnp.square(err[:2])), 0.0),
+            "sq_cycle_yaw_err": stats["sq_cycle_yaw_err"] + jnp.where(ends, jnp.square(err[2]), 0.0),
+            "abs_cycle_vel_err": stats["abs_cycle_vel_err"] + jnp.where(ends, jnp.linalg.norm(err[:2]), 0.0),
+            "abs_cycle_yaw_err": stats["abs_cycle_yaw_err"] + jnp.where(ends, jnp.abs(err[2]), 0.0),
+            "cycles": stats["cycles"] + ends,
+        }
 
     def final_stats(self, stats, terminated):
         """``fall`` and ``success`` (= did not fall) over all episodes; for the episodes that did
@@ -302,11 +365,13 @@ class G1Velocity(FloorRobotTask):
         cycles = jnp.maximum(stats["cycles"], 1.0)
         upright = ~terminated & (stats["n"] > 0)
         walked = upright & (stats["cycles"] > 0)
-        return {"fall": terminated.astype(jnp.float32),
-                "success": (~terminated).astype(jnp.float32),
-                **defined_where("vel_rmse_m_s", jnp.sqrt(stats["sq_vel_err"] / n), upright),
-                **defined_where("yaw_rate_rmse_rad_s", jnp.sqrt(stats["sq_yaw_err"] / n), upright),
-                **defined_where("vel_err_cycle_m_s", jnp.sqrt(stats["sq_cycle_vel_err"] / cycles), walked),
-                **defined_where("yaw_err_cycle_rad_s", jnp.sqrt(stats["sq_cycle_yaw_err"] / cycles), walked),
-                **defined_where("vel_err_cycle_mean_m_s", stats["abs_cycle_vel_err"] / cycles, walked),
-                **defined_where("yaw_err_cycle_mean_rad_s", stats["abs_cycle_yaw_err"] / cycles, walked)}
+        return {
+            "fall": terminated.astype(jnp.float32),
+            "success": (~terminated).astype(jnp.float32),
+            **defined_where("vel_rmse_m_s", jnp.sqrt(stats["sq_vel_err"] / n), upright),
+            **defined_where("yaw_rate_rmse_rad_s", jnp.sqrt(stats["sq_yaw_err"] / n), upright),
+            **defined_where("vel_err_cycle_m_s", jnp.sqrt(stats["sq_cycle_vel_err"] / cycles), walked),
+            **defined_where("yaw_err_cycle_rad_s", jnp.sqrt(stats["sq_cycle_yaw_err"] / cycles), walked),
+            **defined_where("vel_err_cycle_mean_m_s", stats["abs_cycle_vel_err"] / cycles, walked),
+            **defined_where("yaw_err_cycle_mean_rad_s", stats["abs_cycle_yaw_err"] / cycles, walked),
+        }

@@ -35,8 +35,10 @@ from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 
 #: ``env.slew_limit``'s help text (arm tasks declare the field again with another default).
-SLEW_LIMIT_DOC = ("position targets move no faster than the robot spec's joint velocity limits, as the deploy "
-                  "runner's safety layer limits them")
+SLEW_LIMIT_DOC = (
+    "position targets move no faster than the robot spec's joint velocity limits, as the deploy "
+    "runner's safety layer limits them"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,16 +67,24 @@ class JointRobotTask(MjEnv):
 
         s = build_mjspec(self.robot)
         for site in self.tracked_sites:
-            s.add_sensor(name=f"{site}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
-                         objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site)
+            s.add_sensor(
+                name=f"{site}_pos",
+                type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                objtype=mujoco.mjtObj.mjOBJ_SITE,
+                objname=site,
+            )
         require_sensor_targets(s, self.robot, type(self).__name__)  # the sites customize_spec may build on
         self.customize_spec(s)
         require_sensor_targets(s, self.robot, type(self).__name__)
         try:
             m = s.compile()
         except ValueError as e:  # e.g. a task object's name clashes with one in the user's file
-            raise ConfigError("model", f"MuJoCo could not compile {model_origin(self.robot)} with task "
-                                       f"{type(self).__name__}'s additions: {one_line(e)}", self.robot.source) from None
+            raise ConfigError(
+                "model",
+                f"MuJoCo could not compile {model_origin(self.robot)} with task "
+                f"{type(self).__name__}'s additions: {one_line(e)}",
+                self.robot.source,
+            ) from None
         check_actuator_order(self.robot, m)
         self._index(m)
         return m
@@ -101,9 +111,12 @@ class JointRobotTask(MjEnv):
             from simreal.errors import ConfigError
             from simreal.sim.robots.elements import model_origin
 
-            raise ConfigError("model", f"{model_origin(self.robot)} has no 'home' keyframe, which task "
-                                       f"{type(self).__name__} starts from; add <key name=\"home\" .../>",
-                              self.robot.source)
+            raise ConfigError(
+                "model",
+                f"{model_origin(self.robot)} has no 'home' keyframe, which task "
+                f'{type(self).__name__} starts from; add <key name="home" .../>',
+                self.robot.source,
+            )
         self.home_qpos = jnp.asarray(m.key_qpos[key], jnp.float32)
         self.home_ctrl = jnp.asarray(m.key_ctrl[key], jnp.float32)
         self.ctrl_lo = jnp.asarray(m.actuator_ctrlrange[:, 0], jnp.float32)
@@ -115,8 +128,9 @@ class JointRobotTask(MjEnv):
             a = int(m.sensor_adr[sid])
             self.sensor_slice[site] = slice(a, a + 3)
         # the deploy side's slew limits (inf where the spec has none: no limit)
-        self.max_rate = jnp.asarray(action_mode("joint_position").default_max_rate(self.robot, self.robot.actuator_names),
-                                    jnp.float32)
+        self.max_rate = jnp.asarray(
+            action_mode("joint_position").default_max_rate(self.robot, self.robot.actuator_names), jnp.float32
+        )
         # PD gains at nominal: tau = gain * ctrl + b0 + b1 q + b2 qdot (MuJoCo's position actuator)
         self.kp = jnp.asarray(m.actuator_gainprm[:, 0], jnp.float32)
         self.kd = jnp.asarray(-m.actuator_biasprm[:, 2], jnp.float32)
@@ -154,11 +168,22 @@ class JointRobotTask(MjEnv):
         """Position targets: home command + action_scale * a, clipped to the control range
         (rad; m for a tendon-driven gripper)."""
         m = self.mj_model
-        units = ["m" if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_TENDON or
-                 m.jnt_type[m.actuator_trnid[i, 0]] == mujoco.mjtJoint.mjJNT_SLIDE else "rad" for i in range(m.nu)]
+        units = [
+            "m"
+            if m.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_TENDON
+            or m.jnt_type[m.actuator_trnid[i, 0]] == mujoco.mjtJoint.mjJNT_SLIDE
+            else "rad"
+            for i in range(m.nu)
+        ]
         return action_mode("joint_position").layout(
-            self.robot, self.robot.actuator_names, offset=np.asarray(self.home_ctrl), scale=self.cfg.action_scale,
-            low=np.asarray(self.ctrl_lo), high=np.asarray(self.ctrl_hi), units=units)
+            self.robot,
+            self.robot.actuator_names,
+            offset=np.asarray(self.home_ctrl),
+            scale=self.cfg.action_scale,
+            low=np.asarray(self.ctrl_lo),
+            high=np.asarray(self.ctrl_hi),
+            units=units,
+        )
 
     def torques(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
         """PD torques [N m] the actuators apply for ``action`` (nominal gains, before force limits)."""
@@ -172,8 +197,10 @@ class FloorRobotTask(JointRobotTask):
 
     def nominal_params(self) -> ModelParams:
         m = self.mj_model
-        return {k: jnp.asarray(getattr(m, k), jnp.float32)
-                for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")}
+        return {
+            k: jnp.asarray(getattr(m, k), jnp.float32)
+            for k in ("geom_friction", "body_mass", "actuator_gainprm", "actuator_biasprm")
+        }
 
     def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
         c, nu = self.cfg, self.mj_model.nu

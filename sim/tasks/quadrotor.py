@@ -98,10 +98,12 @@ class QuadrotorTask(MjEnv):
         hover = action_mode(cfg.action_mode).hover_command(robot, lay["names"])
         self.hover_action = (hover - np.asarray(lay["offset"])) / np.asarray(lay["scale"])
         if self.inner_loop is not None and self.n_substeps % self.inner_loop.every:
-            raise ConfigError("physical.rate_controller_hz",
-                              f"the rate loop updates every {self.inner_loop.every} physics steps, which does not divide "
-                              f"the {self.n_substeps} physics steps of a control period (control_rate_hz, physics_dt_s)",
-                              robot.source)
+            raise ConfigError(
+                "physical.rate_controller_hz",
+                f"the rate loop updates every {self.inner_loop.every} physics steps, which does not divide "
+                f"the {self.n_substeps} physics steps of a control period (control_rate_hz, physics_dt_s)",
+                robot.source,
+            )
 
     def action_layout(self) -> dict[str, Any]:
         """Rotor thrusts [N], or collective thrust [N] and body rates [rad/s] (ctbr)."""
@@ -112,8 +114,10 @@ class QuadrotorTask(MjEnv):
     # -- physics parameters ----------------------------------------------------------------------
     def nominal_params(self) -> ModelParams:
         m = self.mj_model
-        return {k: jnp.asarray(getattr(m, k), jnp.float32)
-                for k in ("body_mass", "body_inertia", "actuator_gainprm", "actuator_dynprm")}
+        return {
+            k: jnp.asarray(getattr(m, k), jnp.float32)
+            for k in ("body_mass", "body_inertia", "actuator_gainprm", "actuator_dynprm")
+        }
 
     def randomize(self, params: ModelParams, rng: jax.Array) -> ModelParams:
         c = self.cfg
@@ -151,9 +155,15 @@ class QuadrotorTask(MjEnv):
         return jnp.concatenate([thrust[None], omega_des])
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
-        return {"pos_w": phys.qpos[0:3], "quat_wxyz": phys.qpos[3:7], "lin_vel_w": phys.qvel[0:3],
-                "ang_vel_b": phys.qvel[3:6], "target_pos_w": info["target_pos_w"],
-                "command": info.get("target_vel_w", jnp.zeros(3)), "last_action": info["last_action"]}
+        return {
+            "pos_w": phys.qpos[0:3],
+            "quat_wxyz": phys.qpos[3:7],
+            "lin_vel_w": phys.qvel[0:3],
+            "ang_vel_b": phys.qvel[3:6],
+            "target_pos_w": info["target_pos_w"],
+            "command": info.get("target_vel_w", jnp.zeros(3)),
+            "last_action": info["last_action"],
+        }
 
     def distance(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """Distance to the target [m]."""
@@ -161,8 +171,12 @@ class QuadrotorTask(MjEnv):
 
     def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         r_zz = quat_to_rotmat(phys.qpos[3:7], jnp)[2, 2]
-        return {"far": self.distance(phys, info) > self.cfg.max_distance_m, "ground": phys.qpos[2] < 0.05,
-                "tilt": r_zz < math.cos(self.cfg.max_tilt_rad), "spin": jnp.linalg.norm(phys.qvel[3:6]) > 35.0}
+        return {
+            "far": self.distance(phys, info) > self.cfg.max_distance_m,
+            "ground": phys.qpos[2] < 0.05,
+            "tilt": r_zz < math.cos(self.cfg.max_tilt_rad),
+            "spin": jnp.linalg.norm(phys.qvel[3:6]) > 35.0,
+        }
 
     # Reward terms (simreal.rewards.terms), bounded so that an alive step always pays more than
     # the worst shaped penalty (else ending the episode early pays): the saturating kernels
@@ -175,10 +189,10 @@ class QuadrotorTask(MjEnv):
         n = action.shape[-1]  # rotors, or ctbr's thrust and three rates
         return {
             "alive": rw.alive(),
-            "position": jnp.minimum(e, self.cfg.max_distance_m),        # [m], linear: pulls from afar
-            "position_precise": rw.exp_kernel(jnp.square(e), 0.1),      # peaked inside the 10 cm ball
-            "tilt": rw.tilt(r_zz),                                      # 0 level .. 2 inverted
-            "lin_vel": rw.saturating(rw.sq_norm(rel_vel), 1.0),         # ~|v|^2 [m^2/s^2] near rest
+            "position": jnp.minimum(e, self.cfg.max_distance_m),  # [m], linear: pulls from afar
+            "position_precise": rw.exp_kernel(jnp.square(e), 0.1),  # peaked inside the 10 cm ball
+            "tilt": rw.tilt(r_zz),  # 0 level .. 2 inverted
+            "lin_vel": rw.saturating(rw.sq_norm(rel_vel), 1.0),  # ~|v|^2 [m^2/s^2] near rest
             "ang_vel": rw.saturating(rw.sq_norm(phys.qvel[3:6]), 16.0),  # ~|w|^2/16 [rad^2/s^2]
             "action": rw.action_magnitude(action, self.hover_action) / n / 4.0,  # 0..1, around hover
             "action_rate": rw.action_rate(action, info["last_action"]) / n / 4.0,  # 0..1
@@ -187,8 +201,17 @@ class QuadrotorTask(MjEnv):
 
     # termination 0: a crash already forfeits the alive terms of the discount horizon; a task that
     # trades crashes for precision (track) prices them explicitly
-    reward_scales = {"alive": 3.0, "position": -3.0, "position_precise": 2.0, "tilt": -0.5, "lin_vel": -0.5,
-                     "ang_vel": -0.5, "action": -0.2, "action_rate": -0.2, "termination": 0.0}
+    reward_scales = {
+        "alive": 3.0,
+        "position": -3.0,
+        "position_precise": 2.0,
+        "tilt": -0.5,
+        "lin_vel": -0.5,
+        "ang_vel": -0.5,
+        "action": -0.2,
+        "action_rate": -0.2,
+        "termination": 0.0,
+    }
 
     # -- statistics ------------------------------------------------------------------------------
     def init_stats(self) -> dict[str, jax.Array]:
@@ -197,9 +220,11 @@ class QuadrotorTask(MjEnv):
     def update_stats(self, stats, phys, info):
         settled = info["step"] * self.ctrl_dt >= self.cfg.settle_time_s
         e = self.distance(phys, info)
-        return {"hold": stats["hold"] & (~settled | (e < self.cfg.success_radius_m)),
-                "sq_err": stats["sq_err"] + jnp.where(settled, e * e, 0.0),
-                "n": stats["n"] + settled.astype(jnp.float32)}
+        return {
+            "hold": stats["hold"] & (~settled | (e < self.cfg.success_radius_m)),
+            "sq_err": stats["sq_err"] + jnp.where(settled, e * e, 0.0),
+            "n": stats["n"] + settled.astype(jnp.float32),
+        }
 
     def final_stats(self, stats, terminated):
         """``success`` and ``crash`` (each episode counts: 1 or 0) and ``pos_rmse_m``, the RMS
@@ -207,9 +232,11 @@ class QuadrotorTask(MjEnv):
         episodes that flew past ``settle_time_s`` to the time limit without crashing (a crash is
         counted by ``crash``, not averaged into the RMSE; with no such episode the mean is NaN)."""
         rmse = jnp.sqrt(stats["sq_err"] / jnp.maximum(stats["n"], 1.0))
-        return {"success": self.success(stats, rmse, terminated).astype(jnp.float32),
-                "crash": terminated.astype(jnp.float32),
-                **defined_where("pos_rmse_m", rmse, ~terminated & (stats["n"] > 0))}
+        return {
+            "success": self.success(stats, rmse, terminated).astype(jnp.float32),
+            "crash": terminated.astype(jnp.float32),
+            **defined_where("pos_rmse_m", rmse, ~terminated & (stats["n"] > 0)),
+        }
 
     def success(self, stats: Mapping[str, jax.Array], rmse: jax.Array, terminated: jax.Array) -> jax.Array:
         """Hover: within success_radius_m from settle_time_s on, held to the episode's end."""

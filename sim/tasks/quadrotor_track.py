@@ -54,9 +54,11 @@ class QuadrotorTrack(QuadrotorTask):
 
     def target(self, rng: jax.Array) -> dict[str, jax.Array]:
         k_a, k_t, k_p = jax.random.split(rng, 3)
-        info = {"ref_amplitude": _uniform(k_a, self.cfg.amplitude_m),
-                "ref_omega": 2 * math.pi / _uniform(k_t, self.cfg.period_s),
-                "ref_phase": _uniform(k_p, (0.0, 2 * math.pi))}
+        info = {
+            "ref_amplitude": _uniform(k_a, self.cfg.amplitude_m),
+            "ref_omega": 2 * math.pi / _uniform(k_t, self.cfg.period_s),
+            "ref_phase": _uniform(k_p, (0.0, 2 * math.pi)),
+        }
         return {**info, **self._reference(info, jnp.zeros(()))}
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +69,11 @@ class QuadrotorTrack(QuadrotorTask):
         control steps (so one stored period loops seamlessly), phase 0."""
         steps = max(1, round(0.5 * (self.cfg.period_s[0] + self.cfg.period_s[-1]) / self.ctrl_dt))
         amplitude = 0.5 * (self.cfg.amplitude_m[0] + self.cfg.amplitude_m[-1])
-        return {"ref_amplitude": jnp.float32(amplitude), "ref_omega": jnp.float32(2 * math.pi / (steps * self.ctrl_dt)),
-                "ref_phase": jnp.float32(0.0)}
+        return {
+            "ref_amplitude": jnp.float32(amplitude),
+            "ref_omega": jnp.float32(2 * math.pi / (steps * self.ctrl_dt)),
+            "ref_phase": jnp.float32(0.0),
+        }
 
     def bundle_task_params(self) -> dict[str, Any]:
         """The deployed figure-8's parameters and its start point (the rehearsal starts beside it)."""
@@ -81,8 +86,14 @@ class QuadrotorTrack(QuadrotorTask):
         info = self._deploy_info()
         n = round(2 * math.pi / float(info["ref_omega"]) / self.ctrl_dt)
         ref = jax.vmap(lambda t: self._reference(info, t))(jnp.arange(n) * self.ctrl_dt)
-        return Reference(1.0 / self.ctrl_dt, {"target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
-                                              "command": np.asarray(ref["target_vel_w"], np.float64)}, loop=True)
+        return Reference(
+            1.0 / self.ctrl_dt,
+            {
+                "target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
+                "command": np.asarray(ref["target_vel_w"], np.float64),
+            },
+            loop=True,
+        )
 
     def success(self, stats, rmse, terminated):
         return (rmse < self.cfg.success_radius_m) & ~terminated & (stats["n"] > 0)

@@ -83,8 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, mod_name in VERBS.items():
         mod = importlib.import_module(mod_name)
-        vp = sub.add_parser(verb, help=mod.HELP, description=plain(mod.__doc__ or ""),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        vp = sub.add_parser(
+            verb,
+            help=mod.HELP,
+            description=plain(mod.__doc__ or ""),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.add_arguments(vp)
         vp.set_defaults(_run=mod.run)
     return p
@@ -160,8 +164,11 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         if e.errno not in DISK_ERRNOS:
             raise  # not the user's disk: a bug, keep the traceback
         where = f"{e.filename}: " if e.filename else ""
-        print(f"simreal {args.verb}: error: {where}{e.strerror} (free space or write elsewhere; what was written "
-              "whole before is kept)", file=sys.stderr)
+        print(
+            f"simreal {args.verb}: error: {where}{e.strerror} (free space or write elsewhere; what was written "
+            "whole before is kept)",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt as e:
         print(f"simreal {args.verb}: interrupted ({interrupt_signal(e)})", file=sys.stderr)
@@ -182,8 +189,14 @@ def path_problem(e: OSError) -> str:
     path = e.filename2 if e.filename2 is not None else e.filename
     if path is None:  # not about a path (a socket's port, a process): what the system said
         return f"{type(e).__name__}: {e}"
-    why = next(text for kind, text in ((IsADirectoryError, "expected a file path there, not a folder"),
-                                       (NotADirectoryError, "a part of the path is a file, not a folder"),
-                                       (FileExistsError, "it exists already"),
-                                       (PermissionError, "no permission for it")) if isinstance(e, kind))
+    why = next(
+        text
+        for kind, text in (
+            (IsADirectoryError, "expected a file path there, not a folder"),
+            (NotADirectoryError, "a part of the path is a file, not a folder"),
+            (FileExistsError, "it exists already"),
+            (PermissionError, "no permission for it"),
+        )
+        if isinstance(e, kind)
+    )
     return f"{path}: {e.strerror or type(e).__name__} ({why})"

@@ -28,8 +28,8 @@ filmed into ``DIR/videos`` (``--videos N``: the first N; the twin rendered by Mu
 robot through ``--camera``), ``--json`` prints the results. A progress
 line per trial goes to stderr. Ctrl-C stops after the trial running (which is dropped, the robot
 given its safe command) and still writes the finished trials' results and report. Exit 0 when
-the benchmark ran (whatever its success rate), 128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), 2 on a bad suite, bundle or
-flag.
+the benchmark ran (whatever its success rate), 128 + the signal when interrupted (130 Ctrl-C,
+143 SIGTERM, 129 SIGHUP), 2 on a bad suite, bundle or flag.
 """
 
 from __future__ import annotations
@@ -48,38 +48,76 @@ from simreal.stop_signal import signal_exit_code
 HELP = "benchmark a bundle on its twin or the real robot (success rates with intervals), and report"
 
 #: Flags -> the config keys they set (a bad value names the flag typed).
-FLAGS = {"trials": "--trials", "seed": "--seed", "duration_s": "--duration", "values": "--conditions",
-         "task": "--task-param", "noise_scale": "--noise", "latency_ms": "--latency-ms", "videos": "--videos"}
+FLAGS = {
+    "trials": "--trials",
+    "seed": "--seed",
+    "duration_s": "--duration",
+    "values": "--conditions",
+    "task": "--task-param",
+    "noise_scale": "--noise",
+    "latency_ms": "--latency-ms",
+    "videos": "--videos",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("suite", help="suite name (quadrotor-hover, humanoid-walk, arm-reach, ...), or 'report'")
     p.add_argument("results", nargs="*", default=[], help="with 'report': the result JSON files to put side by side")
     p.add_argument("--policy", metavar="BUNDLE", help="bundle folder (policy.onnx + bundle.yaml)")
-    p.add_argument("--robot", choices=("twin", "real"), default="twin",
-                   help="twin: the MuJoCo twin in simulated time; real: a robot driver (--driver)")
+    p.add_argument(
+        "--robot",
+        choices=("twin", "real"),
+        default="twin",
+        help="twin: the MuJoCo twin in simulated time; real: a robot driver (--driver)",
+    )
     p.add_argument("--trials", type=int, default=None, help="trials per condition (default 75)")
     p.add_argument("--seed", type=seed_arg, default=0, help="trial k uses seed + k")
     p.add_argument("--duration", type=float, default=None, help="trial length [s] (default: the suite's)")
     p.add_argument("--conditions", help="the suite's condition values, comma-separated (humanoid-walk: speeds [m/s])")
-    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
-                   help="a task input for every trial, e.g. target_pos_w=[0.3,0,0.2] or command=[0.5,0,0]")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="a deploy config override, e.g. --set watchdog.timeout_s=0.05 (repeatable)")
+    p.add_argument(
+        "--task-param",
+        dest="task_params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task input for every trial, e.g. target_pos_w=[0.3,0,0.2] or command=[0.5,0,0]",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a deploy config override, e.g. --set watchdog.timeout_s=0.05 (repeatable)",
+    )
     p.add_argument("--noise", type=float, default=None, help="twin: sensor noise scale (default 1; 0 = none)")
     p.add_argument("--latency-ms", type=float, default=None, help="twin: actuation latency [ms] (default 0)")
     p.add_argument("--driver", help="real: the driver's name in the drivers table (simreal.hardware.drivers)")
-    p.add_argument("--driver-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="real: one field of the driver's config (port, address, ...), repeatable")
+    p.add_argument(
+        "--driver-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="real: one field of the driver's config (port, address, ...), repeatable",
+    )
     p.add_argument("--yes", action="store_true", help="real: do not ask the operator before each trial")
     p.add_argument("--out", help="folder for the results JSON and the report")
-    p.add_argument("--videos", type=int, default=None,
-                   help="trials filmed per condition into OUT/videos (mp4 + a contact sheet in the report); "
-                        "default 1 with --out (the twin rendered by MuJoCo; a real robot needs --camera), 0: none")
-    p.add_argument("--camera", metavar="SOURCE", help="real: the scene camera that films trials (device index, "
-                                                      "file or stream URL)")
-    p.add_argument("--locate-object", metavar="CALIBRATION", help="real: judge object_pos_w from --camera "
-                   "(a calibration YAML: intrinsics, the camera's pose, the object's colour; hardware.object_locator)")
+    p.add_argument(
+        "--videos",
+        type=int,
+        default=None,
+        help="trials filmed per condition into OUT/videos (mp4 + a contact sheet in the report); "
+        "default 1 with --out (the twin rendered by MuJoCo; a real robot needs --camera), 0: none",
+    )
+    p.add_argument(
+        "--camera", metavar="SOURCE", help="real: the scene camera that films trials (device index, file or stream URL)"
+    )
+    p.add_argument(
+        "--locate-object",
+        metavar="CALIBRATION",
+        help="real: judge object_pos_w from --camera "
+        "(a calibration YAML: intrinsics, the camera's pose, the object's colour; hardware.object_locator)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -94,8 +132,10 @@ def _report(args: argparse.Namespace) -> int:
     from simreal.hardware.report import load_results, write_report
 
     if not args.results or not args.out:
-        raise SimrealError("report: give the result JSON files and --out DIR, e.g. "
-                           "simreal benchmark report twin.json real.json --out report/")
+        raise SimrealError(
+            "report: give the result JSON files and --out DIR, e.g. "
+            "simreal benchmark report twin.json real.json --out report/"
+        )
     path = write_report(load_results(args.results), args.out)
     print(f"wrote {path}")
     return 0
@@ -147,9 +187,14 @@ def _benchmark(args: argparse.Namespace) -> int:
     videos = args.videos if args.videos is not None else (1 if args.out else 0)
     if videos and not args.out:
         raise SimrealError("--videos: needs --out DIR (the videos go to DIR/videos)")
-    tree = {"seed": args.seed, "values": list(values), "task": task_params_arg(args.task_params), "videos": videos,
-            **({"trials": args.trials} if args.trials is not None else {}),
-            **({"duration_s": args.duration} if args.duration is not None else {})}
+    tree = {
+        "seed": args.seed,
+        "values": list(values),
+        "task": task_params_arg(args.task_params),
+        "videos": videos,
+        **({"trials": args.trials} if args.trials is not None else {}),
+        **({"duration_s": args.duration} if args.duration is not None else {}),
+    }
     cfg = _config(BenchmarkConfig, tree)
     overrides = parse_overrides(args.overrides)
     PolicyRunner(bundle, overrides=overrides)  # the graph and the deploy config, checked before any trial
@@ -157,8 +202,16 @@ def _benchmark(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         bench = _twin(args, bundle, cfg.task) if args.robot == "twin" else stack.enter_context(_real(args, bundle))
         try:
-            results = run_benchmark(suite, bundle, spec, bench, cfg, overrides=overrides,
-                                    progress=ProgressLine(n_total), video_dir=Path(args.out) if args.out else None)
+            results = run_benchmark(
+                suite,
+                bundle,
+                spec,
+                bench,
+                cfg,
+                overrides=overrides,
+                progress=ProgressLine(n_total),
+                video_dir=Path(args.out) if args.out else None,
+            )
         except ConfigError as e:  # a setting of this command: name its flag
             if e.key not in FLAGS:
                 raise
@@ -166,8 +219,10 @@ def _benchmark(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(results, indent=2))
     else:
-        print(f"{suite.name} on the {bench.kind}, trials of {results['duration_s']:g} s (ran {results['wall_s']:.1f} s "
-              f"in all): {suite.summary}")
+        print(
+            f"{suite.name} on the {bench.kind}, trials of {results['duration_s']:g} s (ran {results['wall_s']:.1f} s "
+            f"in all): {suite.summary}"
+        )
         print("\n".join(summary_lines(results)))
     if args.out:
         from simreal.hardware.report import write_report
@@ -180,8 +235,10 @@ def _benchmark(args: argparse.Namespace) -> int:
         print(f"wrote {path} and {report}", file=sys.stderr if args.json else sys.stdout)
     if results["interrupted"]:
         done = sum(len(c["trials"]) for c in results["conditions"])
-        print(f"simreal benchmark: interrupted; kept the {done} finished trials (the one running was dropped)",
-              file=sys.stderr)
+        print(
+            f"simreal benchmark: interrupted; kept the {done} finished trials (the one running was dropped)",
+            file=sys.stderr,
+        )
         return signal_exit_code(results["stopped_by"])
     return 0
 
@@ -198,8 +255,11 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
     if args.driver or args.driver_config or args.camera or args.locate_object:
         raise SimrealError("--driver, --driver-config, --camera and --locate-object are for --robot real")
     require("mujoco")  # the twin needs it: said here, not as a traceback
-    tree = {"seed": args.seed, **({"noise_scale": args.noise} if args.noise is not None else {}),
-            **({"latency_ms": args.latency_ms} if args.latency_ms is not None else {})}
+    tree = {
+        "seed": args.seed,
+        **({"noise_scale": args.noise} if args.noise is not None else {}),
+        **({"latency_ms": args.latency_ms} if args.latency_ms is not None else {}),
+    }
     return TwinBench(dataclasses.replace(bundle, task_params={**bundle.task_params, **task}), _config(TwinConfig, tree))
 
 

@@ -76,30 +76,51 @@ def _check_frames_fit(cameras: dict[str, tuple[int, int]], frames: int) -> None:
     need = frames * sum(h * w * 3 for h, w in cameras.values())
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have // 2:
-        raise ConfigError("--image-size", f"a batch of {frames} frames per camera at "
-                                          f"{', '.join(f'{h}x{w}' for h, w in cameras.values())} takes "
-                                          f"{need / 2**30:.1f} GiB, more than half of this machine's "
-                                          f"{have / 2**30:.0f} GiB; use smaller images or fewer --num-envs")
+        raise ConfigError(
+            "--image-size",
+            f"a batch of {frames} frames per camera at "
+            f"{', '.join(f'{h}x{w}' for h, w in cameras.values())} takes "
+            f"{need / 2**30:.1f} GiB, more than half of this machine's "
+            f"{have / 2**30:.0f} GiB; use smaller images or fewer --num-envs",
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="registered task name (see `simreal list`)")
     p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. env.action_scale=1.5)")
-    p.add_argument("--teacher", required=True, help="'scripted' (the task's controller), 'random' (held random actions: "
-                                                    "exploration for a reward model's data) or a trained run's directory")
+    p.add_argument(
+        "--teacher",
+        required=True,
+        help="'scripted' (the task's controller), 'random' (held random actions: "
+        "exploration for a reward model's data) or a trained run's directory",
+    )
     p.add_argument("--episodes", type=positive_int_arg, required=True, help="episodes to write")
     p.add_argument("--out", required=True, help="dataset folder (new or empty)")
     p.add_argument("--camera", action="append", default=[], help="record this model camera (repeatable)")
-    p.add_argument("--image-size", type=_image_size, default=None, metavar="HxW",
-                   help="image size of every --camera in pixels (default: each camera's own)")
-    p.add_argument("--seed", type=seed_arg, default=None,
-                   help="seeds the episodes (default 0; with --append, one past the dataset's largest seed, so "
-                        "the new episodes are not the old ones again)")
-    p.add_argument("--only-success", action="store_true",
-                   help="keep only successful episodes (running up to ten times --episodes)")
+    p.add_argument(
+        "--image-size",
+        type=_image_size,
+        default=None,
+        metavar="HxW",
+        help="image size of every --camera in pixels (default: each camera's own)",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_arg,
+        default=None,
+        help="seeds the episodes (default 0; with --append, one past the dataset's largest seed, so "
+        "the new episodes are not the old ones again)",
+    )
+    p.add_argument(
+        "--only-success", action="store_true", help="keep only successful episodes (running up to ten times --episodes)"
+    )
     p.add_argument("--num-envs", type=positive_int_arg, default=16, help="episodes run side by side")
-    p.add_argument("--drive", default=None, metavar="RUN",
-                   help="a trained run's directory whose policy acts while the teacher labels (DAgger)")
+    p.add_argument(
+        "--drive",
+        default=None,
+        metavar="RUN",
+        help="a trained run's directory whose policy acts while the teacher labels (DAgger)",
+    )
     p.add_argument("--append", action="store_true", help="add the episodes to the dataset in --out (same task)")
 
 
@@ -135,8 +156,11 @@ def run(args: argparse.Namespace) -> int:
         appending = DatasetWriter.resume(out)  # checks its files now, before the env is built
         seed = max(used_seeds(source)) + 1 if args.seed is None else args.seed
         if seed in used_seeds(source) and args.drive is None:
-            print(f"simreal demos: warning: {out} was already recorded with --seed {seed}; the same teacher "
-                  "repeats those episodes", file=sys.stderr)
+            print(
+                f"simreal demos: warning: {out} was already recorded with --seed {seed}; the same teacher "
+                "repeats those episodes",
+                file=sys.stderr,
+            )
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):  # before the env is built
         raise DataFileError(str(out), "exists and is not an empty folder; choose a new --out (or --append)")
     else:
@@ -148,14 +172,20 @@ def run(args: argparse.Namespace) -> int:
     if args.drive is not None:
         _, drive_env, driver = load_teacher(args.drive, args.task, args.overrides, flag="--drive")
         if drive_env.observation_size != env.observation_size or drive_env.action_size != env.action_size:
-            raise ConfigError("--drive", f"{args.drive} observes {drive_env.observation_size} and acts with "
-                                         f"{drive_env.action_size}; this env {env.observation_size} and {env.action_size}")
+            raise ConfigError(
+                "--drive",
+                f"{args.drive} observes {drive_env.observation_size} and acts with "
+                f"{drive_env.action_size}; this env {env.observation_size} and {env.action_size}",
+            )
     cameras = camera_sizes(env, args.camera, cfg.task, args.image_size)
     _check_frames_fit(cameras, min(args.num_envs, args.episodes) * env.episode_steps)
     fps = round(env.robot.control_rate_hz)
     if abs(fps - env.robot.control_rate_hz) > 1e-9:
-        raise ConfigError("control_rate_hz", f"{env.robot.control_rate_hz} Hz is not a whole number of frames per "
-                                             "second, which a LeRobot dataset's fps must be")
+        raise ConfigError(
+            "control_rate_hz",
+            f"{env.robot.control_rate_hz} Hz is not a whole number of frames per "
+            "second, which a LeRobot dataset's fps must be",
+        )
     t0 = time.time()
     tally = Tally()
     batch = min(args.num_envs, args.episodes)  # record() runs whole batches: count their frames
@@ -168,8 +198,11 @@ def run(args: argparse.Namespace) -> int:
         frames += n
         progress.update(frames, episodes=tally.ran, **({"success": tally.rate} if success else {}))
 
-    writer = appending if args.append else \
-        DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name)
+    writer = (
+        appending
+        if args.append
+        else DatasetWriter.create(out, fps=fps, features=features(env, cameras), robot_type=env.robot.name)
+    )
     before = writer.num_episodes
     # Ctrl-C / SIGTERM end the recording between two steps: a KeyboardInterrupt raised inside the
     # physics callback was a traceback, and one inside the writer could break the dataset
@@ -177,9 +210,20 @@ def run(args: argparse.Namespace) -> int:
         with stop_on_signals("stopping after this step and keeping the finished episodes") as stop, writer:
             if not args.append:
                 write_source(out, cfg, args.teacher, seed, cameras)  # now: an interrupted recording is still usable
-            for ep in record(env, teacher, cfg.task, args.episodes, seed=seed, num_envs=args.num_envs,
-                             cameras=cameras, only_success=args.only_success, tally=tally, on_step=on_step,
-                             driver=driver, stop=lambda: stop.requested):
+            for ep in record(
+                env,
+                teacher,
+                cfg.task,
+                args.episodes,
+                seed=seed,
+                num_envs=args.num_envs,
+                cameras=cameras,
+                only_success=args.only_success,
+                tally=tally,
+                on_step=on_step,
+                driver=driver,
+                stop=lambda: stop.requested,
+            ):
                 for t in range(ep.length):
                     writer.add_frame({k: v[t] for k, v in ep.frames.items()}, task=ep.instruction)
                 writer.save_episode()
@@ -193,11 +237,16 @@ def run(args: argparse.Namespace) -> int:
     if stop.requested:
         if not args.append and writer.num_episodes == 0:  # a new folder holding metadata only would block a rerun
             shutil.rmtree(out, ignore_errors=True)
-            print(f"simreal demos: stopped by {stop.name} before the first episode finished; {out} removed",
-                  file=sys.stderr)
+            print(
+                f"simreal demos: stopped by {stop.name} before the first episode finished; {out} removed",
+                file=sys.stderr,
+            )
         else:
-            print(f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
-                  f"({writer.num_episodes - before} recorded now); --append records more", file=sys.stderr)
+            print(
+                f"simreal demos: stopped by {stop.name}: {out} keeps its {writer.num_episodes} finished episodes "
+                f"({writer.num_episodes - before} recorded now); --append records more",
+                file=sys.stderr,
+            )
         return stop.exit_code
     if not args.append:
         write_source(out, cfg, args.teacher, seed, cameras, tally)
@@ -207,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{who} success: {tally.succeeded}/{tally.ran} episodes ({100.0 * tally.rate:.1f}%)")
     kept = writer.num_episodes - before
     if kept < args.episodes:
-        print(f"simreal demos: only {kept} of {args.episodes} episodes succeeded within {tally.ran} "
-              "attempts", file=sys.stderr)
+        print(
+            f"simreal demos: only {kept} of {args.episodes} episodes succeeded within {tally.ran} attempts",
+            file=sys.stderr,
+        )
         return 1
     return 0

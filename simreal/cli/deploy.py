@@ -45,12 +45,21 @@ HELP = "deploy a policy bundle: ROS 2 package (ros2), DDS runtime (run), sim-in-
 def _common(p: argparse.ArgumentParser, realtime: bool = False) -> None:
     p.add_argument("bundle", help="bundle folder (policy.onnx + bundle.yaml)")
     if realtime:
-        p.add_argument("--no-realtime", dest="realtime", action="store_false",
-                       help="do not request SCHED_FIFO priority for the control loop (requested by default, "
-                            "used when permitted)")
+        p.add_argument(
+            "--no-realtime",
+            dest="realtime",
+            action="store_false",
+            help="do not request SCHED_FIFO priority for the control loop (requested by default, used when permitted)",
+        )
     p.add_argument("--config", help="deploy YAML overriding the robot spec's topics, limits, watchdog, ...")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one deploy key, e.g. --set watchdog.timeout_s=0.05 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one deploy key, e.g. --set watchdog.timeout_s=0.05 (repeatable)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,47 +72,86 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("run", help="run the policy over DDS with ROS 2 wire-compatible messages")
     _common(p, realtime=True)
-    p.add_argument("--transport", choices=("dds",), default="dds",
-                   help="dds: Cyclone DDS speaking ROS 2 (for rclpy, build the `deploy ros2` package)")
-    p.add_argument("--domain-id", type=domain_id_arg, default=None,
-                   help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
-    p.add_argument("--network", action="store_true",
-                   help="use Cyclone's configuration (CYCLONEDDS_URI) instead of loopback only")
-    p.add_argument("--duration", type=positive_float_arg, default=None,
-                   help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument(
+        "--transport",
+        choices=("dds",),
+        default="dds",
+        help="dds: Cyclone DDS speaking ROS 2 (for rclpy, build the `deploy ros2` package)",
+    )
+    p.add_argument(
+        "--domain-id",
+        type=domain_id_arg,
+        default=None,
+        help="DDS domain = ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)",
+    )
+    p.add_argument(
+        "--network", action="store_true", help="use Cyclone's configuration (CYCLONEDDS_URI) instead of loopback only"
+    )
+    p.add_argument(
+        "--duration", type=positive_float_arg, default=None, help="stop after this many seconds (default: until Ctrl-C)"
+    )
     p.add_argument("--record", help="record a rosbag2 (MCAP) folder of everything received and sent")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
 
-    p = sub.add_parser("sim", help="rehearse against a MuJoCo robot in another process, over DDS",
-                       epilog="Exit codes: 0 passed, 1 failed, 3 invalid (it failed while this host missed its own "
-                              "deadlines: a loop woke more than half the watchdog's staleness late, so the policy "
-                              "was not judged). The two loops need about a core each: run it with 2 free cores "
-                              "(load below 1 on a 2-core machine) and, where permitted, real-time priority "
-                              "(CAP_SYS_NICE or an rtprio limit; requested by default, --no-realtime).")
+    p = sub.add_parser(
+        "sim",
+        help="rehearse against a MuJoCo robot in another process, over DDS",
+        epilog="Exit codes: 0 passed, 1 failed, 3 invalid (it failed while this host missed its own "
+        "deadlines: a loop woke more than half the watchdog's staleness late, so the policy "
+        "was not judged). The two loops need about a core each: run it with 2 free cores "
+        "(load below 1 on a 2-core machine) and, where permitted, real-time priority "
+        "(CAP_SYS_NICE or an rtprio limit; requested by default, --no-realtime).",
+    )
     _common(p, realtime=True)
     p.add_argument("--duration", type=float, default=10.0, help="flight/drive time after hand-over [s]")
     p.add_argument("--latency-ms", type=float, default=0.0, help="actuation latency added to every command [ms]")
     p.add_argument("--state-latency-ms", type=float, default=0.0, help="latency added to every state message [ms]")
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
-    p.add_argument("--state-outage", type=outage_arg, default=(0.0, 0.0), metavar="AT:SECONDS",
-                   help="no state message at all for SECONDS from AT seconds after the hand-over (a "
-                        "motion-capture dropout), e.g. 3:0.3")
+    p.add_argument(
+        "--state-outage",
+        type=outage_arg,
+        default=(0.0, 0.0),
+        metavar="AT:SECONDS",
+        help="no state message at all for SECONDS from AT seconds after the hand-over (a "
+        "motion-capture dropout), e.g. 3:0.3",
+    )
     p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--domain-id", type=domain_id_arg, default=None,
-                   help="DDS domain (default: a random one in 150..230 that no other simreal process on this "
-                        "machine holds; with --external $ROS_DOMAIN_ID or 0)")
-    p.add_argument("--external", action="store_true",
-                   help="run only the simulated robot (state out, commands in, judged the same way) for a "
-                        "controller started separately: the generated ROS 2 node or your own")
-    p.add_argument("--startup-timeout", type=float, default=None,
-                   help="give up when no command arrives within this many seconds (default 20; 60 with --external)")
-    p.add_argument("--max-command-gap", type=float, default=0.5,
-                   help="after the hand-over, a rehearsal with a longer time without a command fails: the "
-                        "controller stopped or stalled [s] (default 0.5, PX4's offboard loss timeout)")
-    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
-                   help="a task input in place of the bundle's, for the rehearsed episode: a walking policy's "
-                        "velocity command, --task-param command=[0.5,0.0,0.0] (repeatable)")
+    p.add_argument(
+        "--domain-id",
+        type=domain_id_arg,
+        default=None,
+        help="DDS domain (default: a random one in 150..230 that no other simreal process on this "
+        "machine holds; with --external $ROS_DOMAIN_ID or 0)",
+    )
+    p.add_argument(
+        "--external",
+        action="store_true",
+        help="run only the simulated robot (state out, commands in, judged the same way) for a "
+        "controller started separately: the generated ROS 2 node or your own",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=None,
+        help="give up when no command arrives within this many seconds (default 20; 60 with --external)",
+    )
+    p.add_argument(
+        "--max-command-gap",
+        type=float,
+        default=0.5,
+        help="after the hand-over, a rehearsal with a longer time without a command fails: the "
+        "controller stopped or stalled [s] (default 0.5, PX4's offboard loss timeout)",
+    )
+    p.add_argument(
+        "--task-param",
+        dest="task_params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task input in place of the bundle's, for the rehearsed episode: a walking policy's "
+        "velocity command, --task-param command=[0.5,0.0,0.0] (repeatable)",
+    )
     p.add_argument("--record", help="folder for two rosbag2 recordings: runner/ and robot/")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -180,9 +228,11 @@ def _run(args: argparse.Namespace) -> int:
         node = DdsPolicyNode(runner, tr, recorder=recorder)
         cfg = runner.cfg
         if not args.json:
-            print(f"running {runner.bundle.path} at {cfg.control_rate_hz:g} Hz on DDS domain {domain}: "
-                  f"{[s.topic for s in cfg.state.values()]} -> {cfg.command.topic}; e-stop {cfg.estop_topic}",
-                  flush=True)
+            print(
+                f"running {runner.bundle.path} at {cfg.control_rate_hz:g} Hz on DDS domain {domain}: "
+                f"{[s.topic for s in cfg.state.values()]} -> {cfg.command.topic}; e-stop {cfg.estop_topic}",
+                flush=True,
+            )
         try:
             node.spin(args.duration)
         except KeyboardInterrupt as e:
@@ -193,11 +243,22 @@ def _run(args: argparse.Namespace) -> int:
     if recorder is not None:
         recorder.close()
     if runner.stats.state_msgs == 0:
-        print(f"simreal deploy run: warning: no state message arrived on {[s.topic for s in cfg.state.values()]} "
-              f"(DDS domain {domain}); nothing was commanded", file=sys.stderr)
-    report = {"domain_id": domain, "realtime": realtime, "duration_s": round(time.monotonic() - t0, 3),
-              "ticks": node.ticks, "modes": node.modes, "timer_overruns": node.timer_overruns, "runner": runner.snapshot(),
-              "bag": args.record, "recorded": recorder.counts if recorder else None}
+        print(
+            f"simreal deploy run: warning: no state message arrived on {[s.topic for s in cfg.state.values()]} "
+            f"(DDS domain {domain}); nothing was commanded",
+            file=sys.stderr,
+        )
+    report = {
+        "domain_id": domain,
+        "realtime": realtime,
+        "duration_s": round(time.monotonic() - t0, 3),
+        "ticks": node.ticks,
+        "modes": node.modes,
+        "timer_overruns": node.timer_overruns,
+        "runner": runner.snapshot(),
+        "bag": args.record,
+        "recorded": recorder.counts if recorder else None,
+    }
     _print(report, args.json)
     if interrupted is not None:
         return interrupt_exit_code(interrupted)
@@ -205,18 +266,30 @@ def _run(args: argparse.Namespace) -> int:
 
 
 #: ``deploy sim``'s flags -> the SimLoopConfig keys they set (a bad value names the flag typed).
-SIM_FLAGS: dict[str, str] = {"duration_s": "--duration", "latency_ms": "--latency-ms",
-                             "state_latency_ms": "--state-latency-ms", "drop": "--drop", "noise_scale": "--noise",
-                             "seed": "--seed", "startup_timeout_s": "--startup-timeout",
-                             "max_command_gap_s": "--max-command-gap", "outage_at_s": "--state-outage",
-                             "outage_s": "--state-outage", "task_params": "--task-param"}
+SIM_FLAGS: dict[str, str] = {
+    "duration_s": "--duration",
+    "latency_ms": "--latency-ms",
+    "state_latency_ms": "--state-latency-ms",
+    "drop": "--drop",
+    "noise_scale": "--noise",
+    "seed": "--seed",
+    "startup_timeout_s": "--startup-timeout",
+    "max_command_gap_s": "--max-command-gap",
+    "outage_at_s": "--state-outage",
+    "outage_s": "--state-outage",
+    "task_params": "--task-param",
+}
 
 
 #: The rehearsal's robot process: ``python -m simreal.deploy.sim_loop`` without the working
 #: directory on ``sys.path`` (``-m`` puts it first, so a folder named ``simreal`` there, another
 #: checkout of it for one, was imported in place of the installed package: a traceback)
-ROBOT_PROCESS = (sys.executable, "-c", "import runpy, sys; del sys.path[0]; "
-                 "runpy.run_module('simreal.deploy.sim_loop', run_name='__main__', alter_sys=True)")
+ROBOT_PROCESS = (
+    sys.executable,
+    "-c",
+    "import runpy, sys; del sys.path[0]; "
+    "runpy.run_module('simreal.deploy.sim_loop', run_name='__main__', alter_sys=True)",
+)
 
 
 def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
@@ -227,10 +300,19 @@ def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
     from simreal.errors import ConfigError, SimrealError
 
     timeout = args.startup_timeout if args.startup_timeout is not None else (60.0 if args.external else 20.0)
-    sim_cfg = {"duration_s": args.duration, "latency_ms": args.latency_ms, "state_latency_ms": args.state_latency_ms,
-               "drop": args.drop, "noise_scale": args.noise, "seed": args.seed, "startup_timeout_s": timeout,
-               "max_command_gap_s": args.max_command_gap, "outage_at_s": args.state_outage[0],
-               "outage_s": args.state_outage[1], "task_params": task_params_arg(args.task_params)}
+    sim_cfg = {
+        "duration_s": args.duration,
+        "latency_ms": args.latency_ms,
+        "state_latency_ms": args.state_latency_ms,
+        "drop": args.drop,
+        "noise_scale": args.noise,
+        "seed": args.seed,
+        "startup_timeout_s": timeout,
+        "max_command_gap_s": args.max_command_gap,
+        "outage_at_s": args.state_outage[0],
+        "outage_s": args.state_outage[1],
+        "task_params": task_params_arg(args.task_params),
+    }
     try:
         return build(SimLoopConfig, sim_cfg, prefix="sim")
     except ConfigError as e:
@@ -245,8 +327,10 @@ def _new_bags(record: Path, sides: tuple[str, ...]) -> None:
 
     for side in sides:
         if (record / side).exists():
-            raise DataFileError(str(record / side), "bag folder exists already (rosbag2 bags are never overwritten); "
-                                                    "give --record a new folder")
+            raise DataFileError(
+                str(record / side),
+                "bag folder exists already (rosbag2 bags are never overwritten); give --record a new folder",
+            )
 
 
 def _sim(args: argparse.Namespace) -> int:
@@ -269,8 +353,11 @@ def _sim(args: argparse.Namespace) -> int:
         report = _sim_both(args, bundle, runner, overrides, sim_cfg)
         if "stopped" in report:
             stop = report["stopped"]
-            print(f"simreal deploy sim: stopped by {stop.name} before the end of the rehearsal: the safe command "
-                  "was sent and the robot process ended; no verdict", file=sys.stderr)
+            print(
+                f"simreal deploy sim: stopped by {stop.name} before the end of the rehearsal: the safe command "
+                "was sent and the robot process ended; no verdict",
+                file=sys.stderr,
+            )
             return stop.exit_code
     _print(report, args.json)
     return 0 if report["passed"] else 1 if report["host"]["valid"] else INVALID_EXIT
@@ -299,26 +386,43 @@ def host_deadlines(robot: dict[str, Any], cfg: Any, node: Any | None, passed: bo
     return out
 
 
-def _sim_external(args: argparse.Namespace, bundle, cfg: Any, overrides: dict[str, Any],
-                  sim_cfg: SimLoopConfig) -> dict[str, Any]:
+def _sim_external(
+    args: argparse.Namespace, bundle, cfg: Any, overrides: dict[str, Any], sim_cfg: SimLoopConfig
+) -> dict[str, Any]:
     """The robot side alone, in this process, for a controller started separately."""
     from simreal.deploy.realtime import realtime_priority
     from simreal.deploy.sim_loop import run_sim_robot
     from simreal.deploy.transport_dds import default_domain_id
 
     domain = default_domain_id() if args.domain_id is None else args.domain_id
-    print(f"simulated robot '{bundle.robot}' on DDS domain {domain} (loopback); waiting up to "
-          f"{sim_cfg.startup_timeout_s:g} s for the first command", file=sys.stderr, flush=True)
+    print(
+        f"simulated robot '{bundle.robot}' on DDS domain {domain} (loopback); waiting up to "
+        f"{sim_cfg.startup_timeout_s:g} s for the first command",
+        file=sys.stderr,
+        flush=True,
+    )
     with realtime_priority(args.realtime) as realtime:
-        robot = run_sim_robot(bundle, sim_cfg, domain_id=domain,
-                              overrides=overrides, record=Path(args.record) / "robot" if args.record else None)
+        robot = run_sim_robot(
+            bundle,
+            sim_cfg,
+            domain_id=domain,
+            overrides=overrides,
+            record=Path(args.record) / "robot" if args.record else None,
+        )
     passed = bool(robot["passed"] and robot["handover"])
-    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot, "passed": passed,
-            "host": host_deadlines(robot, cfg, None, passed)}
+    return {
+        "bundle": str(bundle.path),
+        "domain_id": domain,
+        "realtime": realtime,
+        "robot": robot,
+        "passed": passed,
+        "host": host_deadlines(robot, cfg, None, passed),
+    }
 
 
-def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any],
-              sim_cfg: SimLoopConfig) -> dict[str, Any]:
+def _sim_both(
+    args: argparse.Namespace, bundle, runner, overrides: dict[str, Any], sim_cfg: SimLoopConfig
+) -> dict[str, Any]:
     """The robot in a subprocess, the runner here, over DDS on a private domain. SIGINT or
     SIGTERM stops the rehearsal: the runner sends its safe command, the robot process is
     terminated, and the report is ``{"stopped": StopRequest}``."""
@@ -332,13 +436,25 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
 
     record = Path(args.record) if args.record else None
     claim = claim_domain(150, 230) if args.domain_id is None else contextlib.nullcontext(args.domain_id)
-    with claim as domain, tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp, \
-            stop_on_signals("stopping the rehearsal: the safe command, then the robot process ends") as stop:
+    with (
+        claim as domain,
+        tempfile.TemporaryDirectory(prefix="simreal_sim_") as tmp,
+        stop_on_signals("stopping the rehearsal: the safe command, then the robot process ends") as stop,
+    ):
         report_path, cfg_path = Path(tmp) / "robot.json", Path(tmp) / "deploy.yaml"
         dump_yaml(cfg_path, overrides)
-        cmd = [*ROBOT_PROCESS, str(bundle.path), "--domain-id", str(domain),
-               "--report", str(report_path), "--config", str(cfg_path),
-               "--sim", json.dumps(dataclasses.asdict(sim_cfg))]
+        cmd = [
+            *ROBOT_PROCESS,
+            str(bundle.path),
+            "--domain-id",
+            str(domain),
+            "--report",
+            str(report_path),
+            "--config",
+            str(cfg_path),
+            "--sim",
+            json.dumps(dataclasses.asdict(sim_cfg)),
+        ]
         if args.realtime:
             cmd.append("--rt")
         if record is not None:
@@ -356,16 +472,18 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
                 # injected latency); then the runner stops as it would on the robot: the
                 # commanded stop, not a watchdog fault when the robot's state stops coming
                 # (the margin: less than the watchdog's staleness after the robot's last state)
-                end_after = args.duration + args.latency_ms / 1e3 + 0.5 * (runner.cfg.watchdog.timeout_s -
-                                                                           runner.cfg.period_s)
+                end_after = (
+                    args.duration + args.latency_ms / 1e3 + 0.5 * (runner.cfg.watchdog.timeout_s - runner.cfg.period_s)
+                )
 
                 def over() -> bool:
                     since = runner.engaged_for(time.monotonic())
                     return stop.requested or proc.poll() is not None or (since is not None and since > end_after)
 
                 node.spin(args.duration + sim_cfg.startup_timeout_s + 240.0, until=over)
-                res = runner.shutdown(time.monotonic(), reason=f"stopped by {stop.name}" if stop.requested
-                                      else "end of the rehearsal")
+                res = runner.shutdown(
+                    time.monotonic(), reason=f"stopped by {stop.name}" if stop.requested else "end of the rehearsal"
+                )
                 for topic, msg in runner.messages(res, time.time_ns()):
                     tr.publishers[topic].publish(msg)
             if stop.requested:
@@ -381,9 +499,15 @@ def _sim_both(args: argparse.Namespace, bundle, runner, overrides: dict[str, Any
             raise SimrealError(f"the simulated robot process failed (exit code {proc.returncode})")
         robot = json.loads(report_path.read_text())
     passed = bool(robot["passed"] and robot["handover"] and runner.stats.envelope_trip_s is None)
-    return {"bundle": str(bundle.path), "domain_id": domain, "realtime": realtime, "robot": robot,
-            "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()}, "passed": passed,
-            "host": host_deadlines(robot, runner.cfg, node, passed)}
+    return {
+        "bundle": str(bundle.path),
+        "domain_id": domain,
+        "realtime": realtime,
+        "robot": robot,
+        "runner": {"ticks": node.ticks, "modes": node.modes, **runner.snapshot()},
+        "passed": passed,
+        "host": host_deadlines(robot, runner.cfg, node, passed),
+    }
 
 
 def _print(report: dict[str, Any], as_json: bool) -> None:
@@ -400,9 +524,12 @@ def _run_lines(report: dict[str, Any]) -> list[str]:
     from simreal.deploy.runner import runner_lines
 
     runner = {"ticks": report["ticks"], **report["runner"]}
-    lines = [f"ran        {report['duration_s']:.1f} s on DDS domain {report['domain_id']}, real-time priority "
-             f"{'yes' if report['realtime'] else 'no'}, timer overruns {report['timer_overruns']}",
-             "modes      " + ", ".join(f"{k} {v}" for k, v in report["modes"].items()), *runner_lines(runner)]
+    lines = [
+        f"ran        {report['duration_s']:.1f} s on DDS domain {report['domain_id']}, real-time priority "
+        f"{'yes' if report['realtime'] else 'no'}, timer overruns {report['timer_overruns']}",
+        "modes      " + ", ".join(f"{k} {v}" for k, v in report["modes"].items()),
+        *runner_lines(runner),
+    ]
     if runner.get("last_error"):
         lines.append(f"last error {runner['last_error']}")
     if report.get("bag"):
@@ -415,57 +542,93 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
     from simreal.deploy.runner import runner_lines, took_over
 
     hover, gate = robot.get("hover"), robot.get("gate")
-    lines = [f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
-             f"hand-over {'yes' if robot.get('handover') else 'NO'}"]
+    lines = [
+        f"robot      {robot['robot']} ({robot.get('family', '?')}), DDS domain {report['domain_id']}, "
+        f"hand-over {'yes' if robot.get('handover') else 'NO'}"
+    ]
     if not robot.get("handover"):
         wait = robot.get("config", {}).get("startup_timeout_s")
-        lines.append(f"commands   none arrived within {wait:g} s: is the controller running, on DDS domain "
-                     f"{report['domain_id']} (ROS_DOMAIN_ID) and on the same network?" if wait else
-                     "commands   none arrived")
+        lines.append(
+            f"commands   none arrived within {wait:g} s: is the controller running, on DDS domain "
+            f"{report['domain_id']} (ROS_DOMAIN_ID) and on the same network?"
+            if wait
+            else "commands   none arrived"
+        )
     ground_s = robot.get("on_ground_s")
     if ground_s is not None:  # the model has no contacts: the flight ends there (deploy/sim_loop.py)
         speed = (robot.get("geofence") or {}).get("ground_speed_m_s")
-        lines.append(f"ground     on the ground at {ground_s:.2f} s after the hand-over"
-                     + (f", {speed:.2f} m/s" if speed is not None else ""))
+        lines.append(
+            f"ground     on the ground at {ground_s:.2f} s after the hand-over"
+            + (f", {speed:.2f} m/s" if speed is not None else "")
+        )
     if robot.get("diverged_s") is not None:  # MuJoCo reset the state there (deploy/sim_robot.py)
-        lines.append(f"physics    the simulation diverged at {robot['diverged_s']:.3f} s of simulated time; "
-                     f"the rehearsal stopped there -> FAIL")
+        lines.append(
+            f"physics    the simulation diverged at {robot['diverged_s']:.3f} s of simulated time; "
+            f"the rehearsal stopped there -> FAIL"
+        )
     label = "track " if hover and hover.get("tracks_reference") else "hover "
     if hover and "max_error_after_settle_m" in hover:
-        lines.append(f"{label}     max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
-                     f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
-                     f"{'PASS' if hover['passed'] else 'FAIL'}"
-                     + (f": {hover['reason']}" if hover.get("reason") else ""))
+        lines.append(
+            f"{label}     max error after {hover['settle_s']} s: {hover['max_error_after_settle_m']:.3f} m "
+            f"(limit {hover['radius_m']} m), rmse {hover['rmse_after_settle_m']:.3f} m -> "
+            f"{'PASS' if hover['passed'] else 'FAIL'}" + (f": {hover['reason']}" if hover.get("reason") else "")
+        )
     elif hover:
         lines.append(f"{label}     -> FAIL: {hover.get('reason', '')}")
     task = robot.get("task")
     if task:
-        figures = ", ".join(f"{k.removesuffix('_m').replace('_', ' ')} {v:.3f}" + (" m" if k.endswith("_m") else "")
-                            for k, v in task.items() if k not in ("passed", "at_s", "radius_m"))
+        figures = ", ".join(
+            f"{k.removesuffix('_m').replace('_', ' ')} {v:.3f}" + (" m" if k.endswith("_m") else "")
+            for k, v in task.items()
+            if k not in ("passed", "at_s", "radius_m")
+        )
         limit = f" (success below {task['radius_m']:g} m)" if "radius_m" in task else ""
-        lines.append(f"task       where it ended, {task['at_s']:.2f} s after the hand-over: {figures}{limit} -> "
-                     f"{'PASS' if task['passed'] else 'FAIL: the task is not done'}")
+        lines.append(
+            f"task       where it ended, {task['at_s']:.2f} s after the hand-over: {figures}{limit} -> "
+            f"{'PASS' if task['passed'] else 'FAIL: the task is not done'}"
+        )
     if robot.get("fall_s") is not None:
-        lines.append(f"fall       the robot fell {robot['fall_s']:.2f} s after the hand-over (base below half its start "
-                     f"height or tilted past 60 degrees) -> FAIL")
+        lines.append(
+            f"fall       the robot fell {robot['fall_s']:.2f} s after the hand-over (base below half its start "
+            f"height or tilted past 60 degrees) -> FAIL"
+        )
     left = robot.get("envelope") or {}
     if left.get("left_s") is not None:  # the runner's line below reads the measured state
-        lines.append(f"state      left the envelope {left['left_s']:.2f} s after the hand-over (true state): "
-                     f"{left['reason']} -> FAIL")
+        lines.append(
+            f"state      left the envelope {left['left_s']:.2f} s after the hand-over (true state): "
+            f"{left['reason']} -> FAIL"
+        )
     if gate:
         value = "-" if gate.get("value") is None else f"{gate['value']:.4f}"
         if gate.get("detail"):
             value += f" ({gate['detail']})"
         if gate.get("compared_s") is not None:  # the reference ends with the training env's episode
             value += f" over {gate['compared_s']:.1f} s"
-        lines.append(f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
-                     f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else ""))
-    lines.append("messages   " + ", ".join(f"{k.replace('_', ' ')} {robot[k]}" for k in (
-        "states_published", "states_dropped", "states_lost_to_outage", "commands_received", "commands_dropped", "commands_applied") if k in robot))
+        lines.append(
+            f"sim gate   {gate['measure']} vs the training simulator: {value} (limit {gate['tolerance']}) "
+            f"-> {'PASS' if gate['passed'] else 'FAIL'}" + (f": {gate['reason']}" if gate.get("reason") else "")
+        )
+    lines.append(
+        "messages   "
+        + ", ".join(
+            f"{k.replace('_', ' ')} {robot[k]}"
+            for k in (
+                "states_published",
+                "states_dropped",
+                "states_lost_to_outage",
+                "commands_received",
+                "commands_dropped",
+                "commands_applied",
+            )
+            if k in robot
+        )
+    )
     commands, most = robot.get("commands"), robot.get("config", {}).get("max_command_gap_s")
     if commands and most is not None and commands["max_gap_s"] > most:  # the controller went quiet
-        lines.append(f"commands   none for {commands['max_gap_s']:.2f} s (limit {most:g} s), up to "
-                     f"{commands['gap_ends_s']:.2f} s after the hand-over: the controller stopped -> FAIL")
+        lines.append(
+            f"commands   none for {commands['max_gap_s']:.2f} s (limit {most:g} s), up to "
+            f"{commands['gap_ends_s']:.2f} s after the hand-over: the controller stopped -> FAIL"
+        )
     runner = report.get("runner")
     if runner:
         lines += runner_lines(runner)
@@ -474,14 +637,19 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
         elif not took_over(runner["safety"]):
             lines[-1] += " -> PASS"  # after a takeover the runner no longer watched the state: no verdict
     host = report.get("host") or {}
-    figures = ", ".join(f"{k.removesuffix('_late_s')} {host[k] * 1e3:.0f} ms" for k in ("robot_late_s", "runner_late_s")
-                        if k in host)
+    figures = ", ".join(
+        f"{k.removesuffix('_late_s')} {host[k] * 1e3:.0f} ms" for k in ("robot_late_s", "runner_late_s") if k in host
+    )
     if figures:
-        lines.append(f"host       latest wake-up {figures} (budget {host['budget_s'] * 1e3:.0f} ms)"
-                     + (": this host missed its deadlines" if host["missed"] else ""))
+        lines.append(
+            f"host       latest wake-up {figures} (budget {host['budget_s'] * 1e3:.0f} ms)"
+            + (": this host missed its deadlines" if host["missed"] else "")
+        )
     if host.get("valid", True):
         lines.append(f"result     {'PASS' if report['passed'] else 'FAIL'}")
     else:
-        lines.append("result     INVALID: it failed on a host that missed its own deadlines, so the policy was not "
-                     "judged; rerun it on a quieter machine (2 free cores) or with real-time priority")
+        lines.append(
+            "result     INVALID: it failed on a host that missed its own deadlines, so the policy was not "
+            "judged; rerun it on a quieter machine (2 free cores) or with real-time priority"
+        )
     return lines

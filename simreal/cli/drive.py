@@ -40,16 +40,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_driver_arguments(p, "drive the driver's twin (same wire, simulated robot)")
     p.add_argument("--config", help="deploy YAML (limits, watchdog, start ramp, envelope)")
-    p.add_argument("--deploy-set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05")
-    p.add_argument("--duration", type=positive_float_arg, default=None,
-                   help="stop after this many seconds (default: Ctrl-C)")
-    p.add_argument("--teleop", choices=("keyboard", "gamepad", "spacemouse"),
-                   help="steer a walking policy: the device's axes set its velocity command (bundles that "
-                        "observe `command`), within the range it was trained on")
-    p.add_argument("--task-param", dest="task_params", action="append", default=[], metavar="KEY=VALUE",
-                   help="a task input the policy observes that no robot state carries, e.g. the goal of an arm "
-                        "task: --task-param target_pos_w=[0.4,0.0,0.3] (repeatable)")
+    p.add_argument(
+        "--deploy-set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05",
+    )
+    p.add_argument(
+        "--duration", type=positive_float_arg, default=None, help="stop after this many seconds (default: Ctrl-C)"
+    )
+    p.add_argument(
+        "--teleop",
+        choices=("keyboard", "gamepad", "spacemouse"),
+        help="steer a walking policy: the device's axes set its velocity command (bundles that "
+        "observe `command`), within the range it was trained on",
+    )
+    p.add_argument(
+        "--task-param",
+        dest="task_params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task input the policy observes that no robot state carries, e.g. the goal of an arm "
+        "task: --task-param target_pos_w=[0.4,0.0,0.3] (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -65,8 +81,11 @@ def velocity_teleop(device: Any, bundle: Any) -> Any:
     from simreal.hardware.teleop import VelocityCommand
 
     if "command" not in bundle.obs_names:
-        raise ConfigError("--teleop", f"bundle '{bundle.task}' observes no velocity command (its observation: "
-                                      f"{', '.join(bundle.obs_names)}); --teleop steers walking policies")
+        raise ConfigError(
+            "--teleop",
+            f"bundle '{bundle.task}' observes no velocity command (its observation: "
+            f"{', '.join(bundle.obs_names)}); --teleop steers walking policies",
+        )
     trained = bundle.command_ranges()
     ranges = DEFAULT_COMMAND_RANGES if trained is None else [tuple(r) for r in trained]
     return VelocityCommand(device, ranges)
@@ -91,8 +110,11 @@ def run(args: argparse.Namespace) -> int:
     runner = PolicyRunner(bundle, overrides=overrides)
     unfed = runner.inputs_only_topics_give()
     if unfed:  # the runner would wait for them forever, sending nothing (and drive reported success)
-        raise ConfigError("--task-param", f"the policy observes {', '.join(unfed)}, which drive reads from no "
-                                          f"topic; give it, e.g. --task-param {unfed[0]}=[x,y,z] (world frame, m)")
+        raise ConfigError(
+            "--task-param",
+            f"the policy observes {', '.join(unfed)}, which drive reads from no "
+            f"topic; give it, e.g. --task-param {unfed[0]}=[x,y,z] (world frame, m)",
+        )
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.settings)}
     status = DriveStatus(sys.stderr)
     try:
@@ -104,12 +126,21 @@ def run(args: argparse.Namespace) -> int:
                 steer = stack.enter_context(velocity_teleop(DEVICES[args.teleop](), bundle))
             robot = stack.enter_context(open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag))
             action_index(runner, robot)  # a bundle for another mode or robot: one line, before the banner
-            print(banner(bundle.task, name, args.twin, 1.0 / runner.cfg.period_s, args.duration, args.teleop),
-                  file=sys.stderr, flush=True)
+            print(
+                banner(bundle.task, name, args.twin, 1.0 / runner.cfg.period_s, args.duration, args.teleop),
+                file=sys.stderr,
+                flush=True,
+            )
             try:
                 with stop_on_signals("sending the safe command, then the report") as stopped:
-                    report = drive(robot, runner, duration_s=args.duration, on_tick=status.on_tick,
-                                   task_input=status.watch(steer), stop=lambda: stopped.requested)
+                    report = drive(
+                        robot,
+                        runner,
+                        duration_s=args.duration,
+                        on_tick=status.on_tick,
+                        task_input=status.watch(steer),
+                        stop=lambda: stopped.requested,
+                    )
             finally:
                 status.close()
     except KeyboardInterrupt as e:  # a signal before the loop: the robot disconnected with its safe command
@@ -121,12 +152,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"simreal drive: stopped by {stopped.name}; the safe command was sent", file=sys.stderr)
         return stopped.exit_code
     if robot.disconnect_error:  # the link is gone: say the robot may not have its safe command
-        print(f"simreal drive: warning: the safe command on disconnect was not sent: {robot.disconnect_error}",
-              file=sys.stderr)
+        print(
+            f"simreal drive: warning: the safe command on disconnect was not sent: {robot.disconnect_error}",
+            file=sys.stderr,
+        )
     if out["runner"]["policy_runs"] == 0:  # nothing commanded the robot: not a successful run
-        print(f"simreal drive: the policy never ran in {report.ticks} ticks (no complete, fresh robot state: "
-              f"{report.read_errors} read errors{'; last: ' + report.last_error if report.last_error else ''})",
-              file=sys.stderr)
+        print(
+            f"simreal drive: the policy never ran in {report.ticks} ticks (no complete, fresh robot state: "
+            f"{report.read_errors} read errors{'; last: ' + report.last_error if report.last_error else ''})",
+            file=sys.stderr,
+        )
         return 1
     return 1 if runner.safety.stats.took_over else 0
 
@@ -136,12 +171,22 @@ def drive_report(report: Any, runner: Any) -> dict[str, Any]:
     the drive loop's counters and ``last_error`` (its last failed read or send: the robot's
     link), and under ``runner`` the deploy runner's (``snapshot()``, with its own
     ``last_error``: a state or action it refused), as ``deploy run --json`` has them."""
-    return {"ticks": report.ticks, "sent": report.sent, "read_errors": report.read_errors,
-            "send_errors": report.send_errors, "overruns": report.overruns, "tick_p99_ms": report.tick_p99_s() * 1e3,
-            "final_mode": report.final_mode, "last_error": report.last_error,
-            **({"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
-               if report.task_input_last else {}),
-            "runner": {"ticks": report.ticks, **runner.snapshot()}}
+    return {
+        "ticks": report.ticks,
+        "sent": report.sent,
+        "read_errors": report.read_errors,
+        "send_errors": report.send_errors,
+        "overruns": report.overruns,
+        "tick_p99_ms": report.tick_p99_s() * 1e3,
+        "final_mode": report.final_mode,
+        "last_error": report.last_error,
+        **(
+            {"task_input_last": report.task_input_last, "task_input_peak": report.task_input_peak}
+            if report.task_input_last
+            else {}
+        ),
+        "runner": {"ticks": report.ticks, **runner.snapshot()},
+    }
 
 
 def report_lines(out: dict[str, Any]) -> list[str]:
@@ -150,9 +195,11 @@ def report_lines(out: dict[str, Any]) -> list[str]:
     from simreal.deploy.runner import runner_lines
 
     r = out["runner"]
-    lines = [f"{out['ticks']} ticks, {out['read_errors']} read errors, {out['send_errors']} send errors, "
-             f"{out['overruns']} overruns, tick p99 {out['tick_p99_ms']:.2f} ms; {r['safety']['faults']} safety faults",
-             *runner_lines(r)]
+    lines = [
+        f"{out['ticks']} ticks, {out['read_errors']} read errors, {out['send_errors']} send errors, "
+        f"{out['overruns']} overruns, tick p99 {out['tick_p99_ms']:.2f} ms; {r['safety']['faults']} safety faults",
+        *runner_lines(r),
+    ]
     if out["last_error"]:
         lines.append(f"last error (robot link): {out['last_error']}")
     if r.get("last_error"):

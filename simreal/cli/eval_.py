@@ -35,8 +35,12 @@ HELP = "evaluate a trained run"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
     p.add_argument("--episodes", type=int, default=None, help="episodes, >= 1 (default: eval.episodes of the run)")
-    p.add_argument("--backend", choices=("native", "mjx", "mjx-warp"), default=None,
-                   help="physics backend; when it differs from training's, both are run and the gap printed")
+    p.add_argument(
+        "--backend",
+        choices=("native", "mjx", "mjx-warp"),
+        default=None,
+        help="physics backend; when it differs from training's, both are run and the gap printed",
+    )
     p.add_argument("--no-randomize", action="store_true", help="evaluate without domain randomisation")
     p.add_argument("--json", action="store_true")
 
@@ -84,15 +88,19 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(jsonable(results), indent=2))
         return status
     steps = f" ({results['env_steps']} env steps)" if results["env_steps"] is not None else ""
-    print(f"checkpoint {results['checkpoint']}{steps}"
-          + (f"; newer, damaged, skipped: {', '.join(results['skipped'])}" if results["skipped"] else ""))
+    print(
+        f"checkpoint {results['checkpoint']}{steps}"
+        + (f"; newer, damaged, skipped: {', '.join(results['skipped'])}" if results["skipped"] else "")
+    )
     for name in (trained_on, target) if target != trained_on else (target,):
         r = results[name]
         print(f"[{name}] episodes {r['episodes']}: {format_eval(r)}")
     if "gap" in results:
         g = results["gap"]
-        print(f"sim-to-sim gap ({target} - {trained_on}): " + "  ".join(f"{k} {number_text(v, '+.4f')}"
-                                                                          for k, v in g.items()))
+        print(
+            f"sim-to-sim gap ({target} - {trained_on}): "
+            + "  ".join(f"{k} {number_text(v, '+.4f')}" for k, v in g.items())
+        )
         verdict = "PASS" if results["sim_to_sim_passed"] else "FAIL"
         print(f"sim-to-sim gate: {verdict} (success may drop by at most {cfg.eval.sim_to_sim_max_gap:g})")
     return status

@@ -21,9 +21,12 @@ from pathlib import Path
 
 HELP = "export a trained run to a policy bundle"
 
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
-    p.add_argument("--out", default=None, help="bundle folder, new, empty or a bundle to replace (default RUN_DIR/bundle)")
+    p.add_argument(
+        "--out", default=None, help="bundle folder, new, empty or a bundle to replace (default RUN_DIR/bundle)"
+    )
 
 
 def check_replaceable(out: Path) -> None:
@@ -34,8 +37,11 @@ def check_replaceable(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} is a file, not a folder for the bundle")
     if out.is_dir() and not (out / BUNDLE_YAML).is_file() and any(out.iterdir()):
-        raise ConfigError("--out", f"{out} is a folder with other files in it (no {BUNDLE_YAML}: not a bundle); "
-                                   "give a new or empty folder, or an earlier bundle to replace")
+        raise ConfigError(
+            "--out",
+            f"{out} is a folder with other files in it (no {BUNDLE_YAML}: not a bundle); "
+            "give a new or empty folder, or an earlier bundle to replace",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
         return stop.exit_code
     if err > MAX_ABS_DIFF:
         shutil.rmtree(staging)
-        raise BundleError("policy.onnx", f"ONNX Runtime differs from the {cfg.trainer} policy by {err:.2e} "
-                                         f"(> {MAX_ABS_DIFF:g}); not written, what was there is unchanged", str(out))
+        raise BundleError(
+            "policy.onnx",
+            f"ONNX Runtime differs from the {cfg.trainer} policy by {err:.2e} "
+            f"(> {MAX_ABS_DIFF:g}); not written, what was there is unchanged",
+            str(out),
+        )
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
     print(f"bundle: {out} (ONNX vs {cfg.trainer} policy max abs diff {err:.2e})")

@@ -48,13 +48,18 @@ def run(args: argparse.Namespace) -> int:
     source = Path(args.run_dir)
     base = load_config(source, reward=False)
     if base.trainer != "bc" or base.train.policy != "vla":
-        raise ConfigError("run_dir", f"{source} is a trainer={base.trainer} run of policy "
-                                     f"{getattr(base.train, 'policy', '-')}; finetune-vla takes a VLA run "
-                                     "(simreal train-bc DATASET --policy vla)")
+        raise ConfigError(
+            "run_dir",
+            f"{source} is a trainer={base.trainer} run of policy "
+            f"{getattr(base.train, 'policy', '-')}; finetune-vla takes a VLA run "
+            "(simreal train-bc DATASET --policy vla)",
+        )
     for o in args.overrides:
         if not o.startswith("train.vla.rl."):
-            raise ConfigError(o.split("=", 1)[0], "finetune-vla changes train.vla.rl.* only (the env and the "
-                                                  "policy are the cloned run's)")
+            raise ConfigError(
+                o.split("=", 1)[0],
+                "finetune-vla changes train.vla.rl.* only (the env and the policy are the cloned run's)",
+            )
     data = deep_merge(base.to_dict(), {"train": {"vla": {"finetuned_from": str(source.resolve())}}})
     cfg = resolve(None, args.overrides, base=data, source=str(source / "config.yaml"))
     limit_torch_threads()
@@ -65,16 +70,28 @@ def run(args: argparse.Namespace) -> int:
     rc = cfg.train.vla.rl
     progress = Progress(rc.iterations, stream=sys.stderr)
     try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli)
-        result = finetune(run_dir, cfg, model, tok, env, lambda it, row: progress.update(
-            it, train_success=row["success_sampled"], kl=row["approx_kl"]))
+        result = finetune(
+            run_dir,
+            cfg,
+            model,
+            tok,
+            env,
+            lambda it, row: progress.update(it, train_success=row["success_sampled"], kl=row["approx_kl"]),
+        )
     except BaseException as e:
         kept = (run_dir / CHECKPOINT).is_file()
         if not kept:  # no round finished: leave no run that eval and export would refuse
             shutil.rmtree(run_dir, ignore_errors=True)
         if isinstance(e, KeyboardInterrupt):
-            print(f"simreal finetune-vla: stopped by {interrupt_signal(e)}: " +
-                  (f"{run_dir} keeps the policy of its last finished round and metrics.csv (simreal eval {run_dir})"
-                   if kept else "no round finished, nothing kept"), file=sys.stderr)
+            print(
+                f"simreal finetune-vla: stopped by {interrupt_signal(e)}: "
+                + (
+                    f"{run_dir} keeps the policy of its last finished round and metrics.csv (simreal eval {run_dir})"
+                    if kept
+                    else "no round finished, nothing kept"
+                ),
+                file=sys.stderr,
+            )
             return interrupt_exit_code(e)
         raise
     progress.close()

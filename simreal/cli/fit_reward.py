@@ -30,8 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("frames", help="frames npz the labels were made from (simreal frames)")
     p.add_argument("labels", help="labels npz (simreal label)")
     p.add_argument("--out", required=True, help="reward model to write (safetensors)")
-    p.add_argument("--input", choices=("state", "frames"), default="state",
-                   help="what the model reads: the state beside each frame (default), or the frames")
+    p.add_argument(
+        "--input",
+        choices=("state", "frames"),
+        default="state",
+        help="what the model reads: the state beside each frame (default), or the frames",
+    )
     p.add_argument("--members", type=int, default=3, help="ensemble members")
     p.add_argument("--hidden", type=int, default=64, help="hidden width")
     p.add_argument("--epochs", type=int, default=100, help="passes over the labels")
@@ -65,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     with open_npz(args.frames, "frames file") as z:
         frames = z.array("frames", "(N, H, W, 3) uint8 frames")
         if args.input == "state":
-            x = z.floats("state", "(N, d) state features beside the frames (simreal frames writes them)") \
-                .astype(np.float32)
+            x = z.floats("state", "(N, d) state features beside the frames (simreal frames writes them)").astype(
+                np.float32
+            )
             terms = z.strings("state_terms", "the observation terms the state concatenates")
         else:
             x, terms = frames, ()
@@ -74,13 +79,17 @@ def run(args: argparse.Namespace) -> int:
         truth = z.floats("task_reward", "(N,) the task's reward at each frame") if "task_reward" in z else None
     labels = load_labels(args.labels)
     if labels.frames_sha256 != frame_digest(frames):
-        raise DataFileError(args.labels, f"field 'frames_sha256' does not match {args.frames}: the labels were made "
-                                         "from other frames")
+        raise DataFileError(
+            args.labels, f"field 'frames_sha256' does not match {args.frames}: the labels were made from other frames"
+        )
     for key, rows in (("index_a", labels.index_a), ("index_b", labels.index_b)):
         bad = np.flatnonzero((rows < 0) | (rows >= len(frames)))
         if bad.size:  # a negative row once wrapped to the last frame, one past the end was a traceback
-            raise DataFileError(args.labels, f"field '{key}' holds row {int(rows[bad[0]])} (pair {int(bad[0])}); "
-                                             f"{args.frames} has rows 0..{len(frames) - 1}")
+            raise DataFileError(
+                args.labels,
+                f"field '{key}' holds row {int(rows[bad[0]])} (pair {int(bad[0])}); "
+                f"{args.frames} has rows 0..{len(frames) - 1}",
+            )
     if args.input == "state" and (x.ndim != 2 or len(x) != len(frames)):
         raise DataFileError(args.frames, f"field 'state' has shape {x.shape}, expected ({len(frames)}, d)")
     n = len(labels.label)
@@ -91,24 +100,47 @@ def run(args: argparse.Namespace) -> int:
     n_out = int(round(args.holdout * n))
     held, kept = order[:n_out], order[n_out:]
     if len(kept) < 2:
-        raise SimrealError(f"--holdout {args.holdout:g} holds out {n_out} of the {n} pairs and leaves {len(kept)} "
-                           "to fit; fitting needs at least 2 (lower --holdout)")
+        raise SimrealError(
+            f"--holdout {args.holdout:g} holds out {n_out} of the {n} pairs and leaves {len(kept)} "
+            "to fit; fitting needs at least 2 (lower --holdout)"
+        )
     a, b, y = labels.index_a, labels.index_b, labels.label
     torch.manual_seed(args.seed)
-    model = BTEnsemble(RewardModelConfig(input_shape=tuple(x.shape[1:]), members=args.members, hidden=args.hidden,
-                                         obs_terms=tuple(terms), camera=camera))
+    model = BTEnsemble(
+        RewardModelConfig(
+            input_shape=tuple(x.shape[1:]),
+            members=args.members,
+            hidden=args.hidden,
+            obs_terms=tuple(terms),
+            camera=camera,
+        )
+    )
     progress = Progress(args.epochs, unit="epochs")
     try:
-        losses = fit(model, x[a[kept]], x[b[kept]], y[kept], epochs=args.epochs, unsure=args.unsure, seed=args.seed,
-                     on_epoch=lambda done, loss: progress.update(done, force=done == args.epochs, loss=loss))
+        losses = fit(
+            model,
+            x[a[kept]],
+            x[b[kept]],
+            y[kept],
+            epochs=args.epochs,
+            unsure=args.unsure,
+            seed=args.seed,
+            on_epoch=lambda done, loss: progress.update(done, force=done == args.epochs, loss=loss),
+        )
     except ValueError as e:
         raise DataFileError(args.labels, str(e)) from None
     finally:
         progress.close()
     save_reward_model(args.out, model)
-    report: dict[str, object] = {"model": str(args.out), "input": args.input, "obs_terms": list(terms),
-                                 "pairs_fitted": int(len(kept)), "pairs_held_out": int(len(held)),
-                                 "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4)}
+    report: dict[str, object] = {
+        "model": str(args.out),
+        "input": args.input,
+        "obs_terms": list(terms),
+        "pairs_fitted": int(len(kept)),
+        "pairs_held_out": int(len(held)),
+        "loss_first": round(losses[0], 4),
+        "loss_last": round(losses[-1], 4),
+    }
     if len(held):
         r, ha, hb = model.reward(x), a[held], b[held]
         report["held_out_agreement_with_labels"] = agreement(r[ha], r[hb], y[held])

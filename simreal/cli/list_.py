@@ -42,8 +42,12 @@ def run(args: argparse.Namespace) -> int:
     robots = {}
     for name in available_robots():
         spec = load_robot_spec(name)
-        robots[name] = {"family": spec.family, "actuators": len(spec.actuators),
-                        "control_rate_hz": spec.control_rate_hz, "description": robot_description(Path(spec.source))}
+        robots[name] = {
+            "family": spec.family,
+            "actuators": len(spec.actuators),
+            "control_rate_hz": spec.control_rate_hz,
+            "description": robot_description(Path(spec.source)),
+        }
     if args.json:
         print(json.dumps({"tasks": tasks, "robots": robots}, indent=2))
         return 0
@@ -54,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     print("robots:")
     width = max(map(len, robots))
     for name, r in robots.items():
-        print(f"  {name:<{width}}  {r['family']:<9} {r['actuators']:>3} actuators  {r['control_rate_hz']:>5g} Hz  "
-              f"{r['description']}")
+        print(
+            f"  {name:<{width}}  {r['family']:<9} {r['actuators']:>3} actuators  {r['control_rate_hz']:>5g} Hz  "
+            f"{r['description']}"
+        )
     return 0

@@ -27,11 +27,19 @@ FOLLOW = "follow"  # not a camera of the model: a free camera that tracks the ro
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir")
     p.add_argument("--episodes", type=positive_int_arg, default=1)
-    p.add_argument("--steps", type=positive_int_arg, default=None,
-                   help="at most this many control steps per episode (default: the whole episode)")
+    p.add_argument(
+        "--steps",
+        type=positive_int_arg,
+        default=None,
+        help="at most this many control steps per episode (default: the whole episode)",
+    )
     p.add_argument("--out", default=None, help="mp4 path (default RUN_DIR/videos/play.mp4)")
-    p.add_argument("--camera", default=None, help=f"camera name in the model, or '{FOLLOW}' for one that follows the robot "
-                                                  "(default: the model's first camera; without one, follow)")
+    p.add_argument(
+        "--camera",
+        default=None,
+        help=f"camera name in the model, or '{FOLLOW}' for one that follows the robot "
+        "(default: the model's first camera; without one, follow)",
+    )
     p.add_argument("--width", type=positive_int_arg, default=480)
     p.add_argument("--height", type=positive_int_arg, default=360)
     p.add_argument("--seed", type=seed_arg, default=0)
@@ -69,13 +77,17 @@ def run(args: argparse.Namespace) -> int:
         raise UnknownNameError("camera", args.camera, [*cameras, FOLLOW])
     offscreen = (m.vis.global_.offwidth, m.vis.global_.offheight)
     if args.width > offscreen[0] or args.height > offscreen[1]:
-        raise SimrealError(f"--width/--height {args.width}x{args.height} exceed the model's offscreen framebuffer "
-                           f"{offscreen[0]}x{offscreen[1]}")
+        raise SimrealError(
+            f"--width/--height {args.width}x{args.height} exceed the model's offscreen framebuffer "
+            f"{offscreen[0]}x{offscreen[1]}"
+        )
     try:
         renderer = mujoco.Renderer(m, args.height, args.width)
     except Exception as e:  # the GL libraries' own errors, whatever their type
-        raise SimrealError(f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); unset MUJOCO_GL to let "
-                           f"simreal try {' then '.join(HEADLESS_GL)}") from None
+        raise SimrealError(
+            f"cannot open an offscreen renderer with MUJOCO_GL={gl} ({e}); unset MUJOCO_GL to let "
+            f"simreal try {' then '.join(HEADLESS_GL)}"
+        ) from None
     # the model's first camera, else one that follows the robot (a clip that starts metres away)
     following = args.camera == FOLLOW and FOLLOW not in cameras or args.camera is None and not m.ncam
     follow = FollowCamera(m) if following else None
@@ -90,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     tmp = out.with_name(out.stem + ".tmp.mp4")
     # at most episodes x steps frames (an episode that ends early has fewer): the progress line's total
     progress = Progress(args.episodes * steps, stream=sys.stderr, unit="frames")
-    progress.message(f"rendering up to {args.episodes} x {steps} frames at {args.width}x{args.height} to {out} "
-                     "(the first compiles the env's reset and step) ...")
+    progress.message(
+        f"rendering up to {args.episodes} x {steps} frames at {args.width}x{args.height} to {out} "
+        "(the first compiles the env's reset and step) ..."
+    )
     frames = 0
     with imageio.get_writer(tmp, fps=round(1.0 / env.ctrl_dt), codec="libx264", quality=7, macro_block_size=1) as w:
         key = jax.random.PRNGKey(args.seed)

@@ -40,13 +40,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_driver_arguments(p, "record from the driver's twin (same wire, simulated robot)")
     p.add_argument("--teleop", required=True, choices=TELEOPS, help="teleoperation device")
-    p.add_argument("--teleop-mode", choices=("joint", "ee"), default="joint",
-                   help="what a rate device's six axes move: joints 1-6 (joint), or the arm's end effector "
-                        "along world axes through IK (ee)")
-    p.add_argument("--leader-set", dest="leader_settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="leader arm setting, e.g. --leader-set port=/dev/ttyACM1")
-    p.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
-                   help="a camera: device index, file/URL, or 'pattern' (repeatable)")
+    p.add_argument(
+        "--teleop-mode",
+        choices=("joint", "ee"),
+        default="joint",
+        help="what a rate device's six axes move: joints 1-6 (joint), or the arm's end effector "
+        "along world axes through IK (ee)",
+    )
+    p.add_argument(
+        "--leader-set",
+        dest="leader_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="leader arm setting, e.g. --leader-set port=/dev/ttyACM1",
+    )
+    p.add_argument(
+        "--camera",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE",
+        help="a camera: device index, file/URL, or 'pattern' (repeatable)",
+    )
     p.add_argument("--camera-size", default="640x480", metavar="WxH", help="camera image size (default 640x480)")
     p.add_argument("--task", required=True, help="the instruction stored with every episode")
     p.add_argument("--out", required=True, help="dataset folder")
@@ -54,8 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--episode-s", type=float, default=20.0, help="episode length [s]")
     p.add_argument("--reset-s", type=float, default=5.0, help="teleoperation without recording between episodes [s]")
-    p.add_argument("--fps", type=int, default=None,
-                   help="recording rate [frames/s], whole (LeRobot's fps is an integer; default: the robot's control rate)")
+    p.add_argument(
+        "--fps",
+        type=int,
+        default=None,
+        help="recording rate [frames/s], whole (LeRobot's fps is an integer; default: the robot's control rate)",
+    )
     p.add_argument("--json", action="store_true", help="print the session's counters as JSON")
 
 
@@ -92,8 +111,11 @@ def _teleop(args: argparse.Namespace, robot, stack):
         if args.teleop_mode != "joint":
             from simreal.errors import ConfigError
 
-            raise ConfigError("--teleop-mode", "a leader arm sets the follower's joints; --teleop-mode ee takes a "
-                                               "rate device (keyboard, gamepad, spacemouse)")
+            raise ConfigError(
+                "--teleop-mode",
+                "a leader arm sets the follower's joints; --teleop-mode ee takes a "
+                "rate device (keyboard, gamepad, spacemouse)",
+            )
         from simreal.config import build
         from simreal.hardware.leader_arm import SO100Leader
         from simreal.hardware.so100 import SO100Config
@@ -117,16 +139,22 @@ def _teleop(args: argparse.Namespace, robot, stack):
 def banner(args: argparse.Namespace, teleop: Any, fps: int) -> str:
     """What the session records, how it stops, and the teleop's controls: a keyboard's keys, a
     rate device's axes (``DeviceTeleop.axes``, ``BUTTONS``), or the leader arm."""
-    lines = [f"simreal record: {args.episodes} episodes of up to {args.episode_s:g} s ({args.reset_s:g} s to reset "
-             f"between) into {args.out} at {fps} fps, {args.teleop} teleop; Ctrl-C stops, keeping the finished episodes"]
+    lines = [
+        f"simreal record: {args.episodes} episodes of up to {args.episode_s:g} s ({args.reset_s:g} s to reset "
+        f"between) into {args.out} at {fps} fps, {args.teleop} teleop; Ctrl-C stops, keeping the finished episodes"
+    ]
     axes = teleop.axes() if hasattr(teleop, "axes") else []
     if args.teleop == "keyboard":
         from simreal.hardware.input_devices import key_help
 
         lines.append(f"keys (held): {key_help(axes, teleop.BUTTONS)}")
     elif axes:
-        lines.append(f"{args.teleop} axes: " + ", ".join(f"{i} {name}" for i, name in enumerate(axes))
-                     + "; buttons: " + ", ".join(f"{i} {does}" for i, does in sorted(teleop.BUTTONS.items())))
+        lines.append(
+            f"{args.teleop} axes: "
+            + ", ".join(f"{i} {name}" for i, name in enumerate(axes))
+            + "; buttons: "
+            + ", ".join(f"{i} {does}" for i, does in sorted(teleop.BUTTONS.items()))
+        )
     else:
         lines.append("the follower copies the leader arm")
     return "\n".join(lines)
@@ -145,8 +173,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--episodes/--episode-s/--reset-s", "need episodes >= 1, episode-s > 0, reset-s >= 0")
     spec = load_robot_spec(args.robot)
     if spec.family not in ("arm", "humanoid", "classic"):
-        raise ConfigError("robot", f"recording takes joint robots (arms, humanoids); '{spec.name}' is a "
-                                   f"{spec.family}, whose teleoperation is not built")
+        raise ConfigError(
+            "robot",
+            f"recording takes joint robots (arms, humanoids); '{spec.name}' is a "
+            f"{spec.family}, whose teleoperation is not built",
+        )
     name = default_driver(spec.name, args.driver)
     cameras = [_camera(c, args.camera_size) for c in args.camera]
     fps = args.fps or int(round(spec.control_rate_hz))
@@ -155,31 +186,44 @@ def run(args: argparse.Namespace) -> int:
     from simreal.dataset.writer import DatasetWriter
 
     with contextlib.ExitStack() as stack:
-        robot = stack.enter_context(open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin,
-                                                      bag=args.bag))
+        robot = stack.enter_context(
+            open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin, bag=args.bag)
+        )
         teleop = stack.enter_context(_teleop(args, robot, stack))
         for cam in cameras:
             stack.enter_context(cam)
         if args.resume:
             writer = DatasetWriter.resume(args.out)
             if args.fps and args.fps != writer.fps:
-                raise SimrealError(f"--fps: {args.fps}, and the dataset in {args.out} records at {writer.fps} fps; "
-                                   "its new episodes take the same rate (leave --fps out)")
+                raise SimrealError(
+                    f"--fps: {args.fps}, and the dataset in {args.out} records at {writer.fps} fps; "
+                    "its new episodes take the same rate (leave --fps out)"
+                )
             fps = writer.fps
         else:
-            writer = DatasetWriter.create(args.out, fps=fps, features=dataset_features(robot, cameras),
-                                          robot_type=spec.name)
+            writer = DatasetWriter.create(
+                args.out, fps=fps, features=dataset_features(robot, cameras), robot_type=spec.name
+            )
         stack.callback(writer.close)
         print(banner(args, teleop, fps), file=sys.stderr, flush=True)
-        rec = Recorder(robot, teleop, cameras, writer, fps=fps, task=args.task,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+        rec = Recorder(
+            robot,
+            teleop,
+            cameras,
+            writer,
+            fps=fps,
+            task=args.task,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         stats = rec.run(args.episodes, args.episode_s, args.reset_s)
     totals = stats.totals()
     if args.json:
         print(json.dumps({**totals, "interrupted": stats.interrupted, "out": args.out}))
     else:
-        print(f"recorded {totals['episodes']} episodes, {totals['frames']} frames into {args.out}: "
-              f"{totals['late_ticks']} late ticks, {totals['dropped_frames']} dropped frames, "
-              f"longest gap between episodes {totals['max_gap_s']:.2f} s"
-              + (" (interrupted)" if stats.interrupted else ""))
+        print(
+            f"recorded {totals['episodes']} episodes, {totals['frames']} frames into {args.out}: "
+            f"{totals['late_ticks']} late ticks, {totals['dropped_frames']} dropped frames, "
+            f"longest gap between episodes {totals['max_gap_s']:.2f} s"
+            + (" (interrupted)" if stats.interrupted else "")
+        )
     return signal_exit_code(stats.stopped_by) if stats.interrupted else 0

@@ -61,25 +61,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--video", help="render the robot beside the source skeleton to this .mp4 (a folder for a folder)")
     p.add_argument("--json", action="store_true", help="print the full quality report(s) as JSON")
     p.add_argument("--strict", action="store_true", help="exit 1 when any clip's quality verdict is fail")
-    p.add_argument("--defects", choices=("repair", "cut", "keep"), default="repair",
-                   help="frames the quality checks fail on: bridge short ranges and cut the rest (repair), "
-                        "cut them (cut; a clip cut in pieces is written as OUT.part1.npz, ...), or keep them "
-                        "flagged (keep)")
+    p.add_argument(
+        "--defects",
+        choices=("repair", "cut", "keep"),
+        default="repair",
+        help="frames the quality checks fail on: bridge short ranges and cut the rest (repair), "
+        "cut them (cut; a clip cut in pieces is written as OUT.part1.npz, ...), or keep them "
+        "flagged (keep)",
+    )
     p.add_argument("--map", help="keypoint map YAML (default configs/retarget/<robot>.yaml)")
     p.add_argument("--joint-map", help="YAML of canonical keypoint: source joint name, for unrecognised rigs")
     p.add_argument("--scene", help="scene YAML with boxes (terrain, obstacles)")
     p.add_argument("--units", default="auto", help="source length unit: auto, m, cm, mm, in, ft, or metres per unit")
     p.add_argument("--up", choices=("auto", "y", "z"), default="auto", help="source up axis")
     p.add_argument("--fps", type=positive_float_arg, help="resample the output to this frame rate [Hz]")
-    p.add_argument("--source-fps", type=positive_float_arg, help="frame rate of a keypoint file without a time column [Hz]")
+    p.add_argument(
+        "--source-fps", type=positive_float_arg, help="frame rate of a keypoint file without a time column [Hz]"
+    )
     p.add_argument("--body-models", help="folder of SMPL / SMPL+H / SMPL-X body models (AMASS)")
-    p.add_argument("--jobs", type=positive_int_arg, default=None,
-                   help="parallel processes for a folder (default: CPU count)")
-    p.add_argument("--resume", action="store_true",
-                   help="for a folder: skip the clips whose motion file (or its parts) is already in --out, so an "
-                        "interrupted run goes on where it stopped")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a solver setting (interaction.window=6, ik.iterations=3, contacts.height_m=0.04)")
+    p.add_argument(
+        "--jobs", type=positive_int_arg, default=None, help="parallel processes for a folder (default: CPU count)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="for a folder: skip the clips whose motion file (or its parts) is already in --out, so an "
+        "interrupted run goes on where it stopped",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a solver setting (interaction.window=6, ik.iterations=3, contacts.height_m=0.04)",
+    )
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -89,10 +105,20 @@ def _options(args: argparse.Namespace) -> dict:
 
     units: str | float = args.units
     joint_map = {str(k): str(v) for k, v in load_yaml(args.joint_map).items()} if args.joint_map else None
-    return {"robot": args.robot, "map": args.map, "scene": args.scene, "method": args.method,
-            "overrides": parse_overrides(args.overrides), "units": units, "up": args.up, "fps": args.fps,
-            "source_fps": args.source_fps, "body_models": args.body_models, "joint_map": joint_map,
-            "defects": args.defects}
+    return {
+        "robot": args.robot,
+        "map": args.map,
+        "scene": args.scene,
+        "method": args.method,
+        "overrides": parse_overrides(args.overrides),
+        "units": units,
+        "up": args.up,
+        "fps": args.fps,
+        "source_fps": args.source_fps,
+        "body_models": args.body_models,
+        "joint_map": joint_map,
+        "defects": args.defects,
+    }
 
 
 def _print(summary: dict) -> None:
@@ -111,12 +137,17 @@ def _print(summary: dict) -> None:
     for part in summary["parts"]:
         q = part["quality"]
         a, b = part["frames"]
-        print(f"{summary['clip']}{'' if whole else f' frames {a}-{b}'} -> {part['out']}"
-              f"{' (an earlier run, --resume)' if summary.get('resumed') else ''}: "
-              f"{q['frames']} frames @ {q['fps']:g} Hz, "
-              f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
-              + (f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
-                 if q['solver'].get('infeasible_frames') else ""))
+        print(
+            f"{summary['clip']}{'' if whole else f' frames {a}-{b}'} -> {part['out']}"
+            f"{' (an earlier run, --resume)' if summary.get('resumed') else ''}: "
+            f"{q['frames']} frames @ {q['fps']:g} Hz, "
+            f"{q['method']} {q['solver']['frames_per_s']:.0f} frames/s"
+            + (
+                f", {len(q['solver']['infeasible_frames'])} infeasible frames (slack)"
+                if q["solver"].get("infeasible_frames")
+                else ""
+            )
+        )
         print(f"  {summary_line(q)}")
         for line in verdict_lines(q):
             print(f"  {line}")
@@ -172,21 +203,28 @@ def run(args: argparse.Namespace) -> int:
                 raise DataFileError(str(src), f"clips {by_out[out]} and {clip} would both write {out}; rename one")
             by_out[out] = clip
         robot = robot_for(opts).source["robot"]
-        done = {i: done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} \
-            if args.resume else {}
+        done = (
+            {i: done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} if args.resume else {}
+        )
         done = {i: d for i, d in done.items() if d is not None}
         todo = [i for i in range(len(work)) if i not in done]
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(todo) or 1))
-        doing = "stopping the clips under way and keeping the finished ones" if jobs > 1 else \
-            "stopping after the clip under way"
+        doing = (
+            "stopping the clips under way and keeping the finished ones"
+            if jobs > 1
+            else "stopping after the clip under way"
+        )
         with stop_on_signals(doing) as stop:
             finished = run_parallel([work[i] for i in todo], opts, jobs, lambda: stop.requested)
         results = {**done, **{todo[k]: r for k, r in finished.items()}}
         summaries = [results[i] for i in sorted(results)]
         stopped = stop.exit_code
         if stopped:
-            print(f"simreal retarget: stopped by {stop.name}: {len(results)} of {len(work)} clips done "
-                  f"({len(finished)} now); the same command with --resume goes on", file=sys.stderr)
+            print(
+                f"simreal retarget: stopped by {stop.name}: {len(results)} of {len(work)} clips done "
+                f"({len(finished)} now); the same command with --resume goes on",
+                file=sys.stderr,
+            )
     if args.json:
         print(json.dumps(summaries[0] if src.is_file() else summaries, indent=2, default=str))
     else:
@@ -196,5 +234,3 @@ def run(args: argparse.Namespace) -> int:
         return stopped
     failed = args.strict and any(p["quality"]["verdict"] == "fail" for s in summaries for p in s.get("parts", []))
     return 1 if failed or any("error" in s for s in summaries) else 0
-
-

@@ -43,8 +43,7 @@ HELP = "train a policy"
 #: The settings a run's checkpoint is shaped by, so a resumed run keeps them: every trainer's,
 #: then what only one trainer's checkpoints hold (brax's: the env states, SAC's replay buffer).
 RESUME_KEEPS: dict[str, tuple[str, ...]] = {
-    "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden",
-            "train.q_hidden"),
+    "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden", "train.q_hidden"),
     "brax": ("train.num_envs", "train.max_replay_size", "env.slew_limit"),
     "residual": ("train.num_envs", "residual.base", "residual.scale", "residual.action_scales", "env.slew_limit"),
 }
@@ -90,9 +89,8 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         base = load_config(run_dir)
         source = str(run_dir / "config.yaml")
         task = parse_overrides(overrides).get("task", base.task)  # before resolving: another
-        if task != base.task:                                       # task's keys would be the error
-            raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run for {task}",
-                              source)
+        if task != base.task:  # task's keys would be the error
+            raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run for {task}", source)
         cfg = resolve(None, overrides, base=base.to_dict(), source=source)
         checkpoints_before = _checkpoint_files(run_dir)
         if checkpoints_before:
@@ -142,16 +140,24 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     except DataFileError as e:
         discard_if_empty()
         if restore_config() and overrides:
-            raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}, resumed with the overrides "
-                                        f"{' '.join(overrides)}; {run_dir / 'config.yaml'} is left as it was") from None
+            raise DataFileError(
+                e.path,
+                f"{str(e).removeprefix(f'{e.path}: ')}, resumed with the overrides "
+                f"{' '.join(overrides)}; {run_dir / 'config.yaml'} is left as it was",
+            ) from None
         raise
     except BaseException:
         discard_if_empty()
         restore_config()
         raise
-    summary = {"run_dir": str(result.run_dir), "env_steps": result.env_steps, "wall_s": round(result.wall_s, 2),
-               "reached_target": result.reached_target, "stop": result.stop,
-               **{f"eval_{k}": v for k, v in result.eval.items()}}
+    summary = {
+        "run_dir": str(result.run_dir),
+        "env_steps": result.env_steps,
+        "wall_s": round(result.wall_s, 2),
+        "reached_target": result.reached_target,
+        "stop": result.stop,
+        **{f"eval_{k}": v for k, v in result.eval.items()},
+    }
     best = _best(run_dir, cfg)
     if best is not None:
         summary.update({"best_env_steps": best["env_steps"], **{f"best_eval_{k}": v for k, v in best["eval"].items()}})
@@ -183,11 +189,15 @@ def _check_resume(base: RunConfig, cfg: RunConfig, source: str) -> None:
         if was == now:
             continue
         if key == "train.num_envs":
-            why = (f"the checkpoint has {was} envs, the overrides ask for {now}; a resumed run keeps num_envs "
-                   "(and the network sizes)")
+            why = (
+                f"the checkpoint has {was} envs, the overrides ask for {now}; a resumed run keeps num_envs "
+                "(and the network sizes)"
+            )
         else:
-            why = (f"the checkpoint was made with {key.rsplit('.', 1)[-1]} {_shown(was)}, the overrides ask for "
-                   f"{_shown(now)}; a resumed run keeps what its checkpoint is shaped by")
+            why = (
+                f"the checkpoint was made with {key.rsplit('.', 1)[-1]} {_shown(was)}, the overrides ask for "
+                f"{_shown(now)}; a resumed run keeps what its checkpoint is shaped by"
+            )
         raise ConfigError(key, f"{why}: start a new run to change it", source)
 
 
@@ -207,12 +217,16 @@ def _shown(value: object) -> str:
 def _interrupted(result: TrainResult, stop: StopRequest, removed: bool) -> str:
     """What a stop signal left behind, and how to go on."""
     if result.checkpoint is not None:
-        return (f"stopped by {stop.name} at {result.env_steps} env steps; checkpoint {result.checkpoint}; "
-                f"continue with: simreal train --resume {result.run_dir}")
+        return (
+            f"stopped by {stop.name} at {result.env_steps} env steps; checkpoint {result.checkpoint}; "
+            f"continue with: simreal train --resume {result.run_dir}"
+        )
     if removed:
         return f"stopped by {stop.name} before the first iteration finished: nothing saved, run directory removed"
-    return (f"stopped by {stop.name} before an iteration finished: nothing new saved "
-            f"(the run stays at {result.env_steps} env steps)")
+    return (
+        f"stopped by {stop.name} before an iteration finished: nothing new saved "
+        f"(the run stays at {result.env_steps} env steps)"
+    )
 
 
 def _best(run_dir: Path, cfg: RunConfig) -> dict | None:
@@ -232,17 +246,27 @@ def _summary(result: TrainResult, cfg: RunConfig, best: dict | None = None) -> s
     verdict = early_stop.describe(result.eval, tc.target_success)
     if result.stop == "nothing_left":
         if result.reached_target:
-            return (f"nothing left to do: the run reached its target at {result.env_steps} env steps ({verdict}); "
-                    "to train on, raise train.target_success (0: train to the budget)")
-        return (f"nothing left to do: {result.env_steps} env steps done of the budget of {tc.num_timesteps}; "
-                "to train on, raise train.num_timesteps")
-    why = {"target": "target reached",
-           "budget": f"budget of {tc.num_timesteps} env steps spent",
-           "wall_time": f"train.max_wall_s ({tc.max_wall_s:g} s) reached"}[result.stop]
-    lines = [f"done: {result.env_steps} env steps in {result.wall_s:.1f} s, {why}" + (f"; {verdict}" if verdict else "")]
+            return (
+                f"nothing left to do: the run reached its target at {result.env_steps} env steps ({verdict}); "
+                "to train on, raise train.target_success (0: train to the budget)"
+            )
+        return (
+            f"nothing left to do: {result.env_steps} env steps done of the budget of {tc.num_timesteps}; "
+            "to train on, raise train.num_timesteps"
+        )
+    why = {
+        "target": "target reached",
+        "budget": f"budget of {tc.num_timesteps} env steps spent",
+        "wall_time": f"train.max_wall_s ({tc.max_wall_s:g} s) reached",
+    }[result.stop]
+    lines = [
+        f"done: {result.env_steps} env steps in {result.wall_s:.1f} s, {why}" + (f"; {verdict}" if verdict else "")
+    ]
     if result.eval:
         lines.append(f"eval {format_eval(result.eval)}")
     if best is not None:
-        lines.append(f"best (the run's policy for eval, export and play): {best['env_steps']} env steps, "
-                     f"eval {format_eval({k: v for k, v in best['eval'].items() if v is not None})}")
+        lines.append(
+            f"best (the run's policy for eval, export and play): {best['env_steps']} env steps, "
+            f"eval {format_eval({k: v for k, v in best['eval'].items() if v is not None})}"
+        )
     return "\n".join(lines)

@@ -46,21 +46,34 @@ NEEDS = {"any": ("torch", "pyarrow"), "vla": ("transformers", "tokenizers")}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", help="LeRobot v3 dataset folder (simreal demos writes one)")
-    p.add_argument("overrides", nargs="*", default=[], help="config overrides key=value (e.g. "
-                                                "train.learning_rate=0.0003; YAML reads 3e-4 as a string)")
-    p.add_argument("--policy", choices=POLICIES, default="mlp",
-                   help="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
-                        "vision-language-action model (camera images and the instruction)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        default=[],
+        help="config overrides key=value (e.g. train.learning_rate=0.0003; YAML reads 3e-4 as a string)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default="mlp",
+        help="policy network: an MLP, ACT's chunking transformer, a flow-matching chunk head, or a "
+        "vision-language-action model (camera images and the instruction)",
+    )
     p.add_argument("--task", default=None, help="the task (default: the one the dataset was recorded in)")
     p.add_argument("--epochs", type=int, default=None, help="passes over the training episodes (train.epochs)")
     p.add_argument("--out", default=None, help="run directory to create (default runs/<task>/<stamp>)")
-    p.add_argument("--iql", default=None, metavar="REWARD_MODEL",
-                   help="offline RL: IQL's advantage weights under this learned reward (simreal fit-reward) "
-                        "(train.iql.reward_model)")
+    p.add_argument(
+        "--iql",
+        default=None,
+        metavar="REWARD_MODEL",
+        help="offline RL: IQL's advantage weights under this learned reward (simreal fit-reward) "
+        "(train.iql.reward_model)",
+    )
 
 
-def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, overrides: list[str],
-               iql: str | None = None):
+def resolve_bc(
+    dataset: str, task: str | None, policy: str, epochs: int | None, overrides: list[str], iql: str | None = None
+):
     """The BC run's config: the task's defaults, the recorded env (``meta/simreal.yaml``), then
     ``trainer: bc``, ``algorithm: bc``, the ``train`` settings given, then ``overrides``."""
     from pathlib import Path
@@ -85,15 +98,22 @@ def resolve_bc(dataset: str, task: str | None, policy: str, epochs: int | None, 
     base = load_yaml(path) if path.is_file() else {"task": task}
     if recorded is not None:
         base = deep_merge(base, {k: recorded[k] for k in ("robot", "seed", "backend", "env") if k in recorded})
-    train = {"dataset": str(root.resolve()), "policy": policy, **({"epochs": epochs} if epochs is not None else {}),
-             **({"iql": {"reward_model": str(Path(iql).resolve())}} if iql else {})}
+    train = {
+        "dataset": str(root.resolve()),
+        "policy": policy,
+        **({"epochs": epochs} if epochs is not None else {}),
+        **({"iql": {"reward_model": str(Path(iql).resolve())}} if iql else {}),
+    }
     base = deep_merge(base, {"task": task, "trainer": "bc", "algorithm": "bc", "train": train})
     cfg = resolve(None, overrides, base=base, source=str(root / SOURCE_FILE) if source else str(path))
     recorded_scale = (recorded or {}).get("env", {}).get("action_scale")
     if recorded_scale is not None and recorded_scale != getattr(cfg.env, "action_scale", recorded_scale):
-        raise ConfigError("env.action_scale", f"{root}'s actions were recorded at env.action_scale={recorded_scale}; "
-                                              f"a policy learned from them at {cfg.env.action_scale} would command "
-                                              f"other motions than the demonstrations (leave it as recorded)")
+        raise ConfigError(
+            "env.action_scale",
+            f"{root}'s actions were recorded at env.action_scale={recorded_scale}; "
+            f"a policy learned from them at {cfg.env.action_scale} would command "
+            f"other motions than the demonstrations (leave it as recorded)",
+        )
     return cfg
 
 
@@ -128,14 +148,22 @@ def run(args: argparse.Namespace) -> int:
         if not kept:  # nothing trained: leave no empty run behind
             shutil.rmtree(run_dir, ignore_errors=True)
         if isinstance(e, KeyboardInterrupt):
-            print(f"simreal train-bc: stopped by {interrupt_signal(e)}: " +
-                  (f"{run_dir} keeps the checkpoint of its best epoch so far and metrics.csv (not evaluated: "
-                   f"simreal eval {run_dir}; a BC run does not resume: train-bc again for more epochs)"
-                   if kept else "no epoch finished, nothing kept"), file=sys.stderr)
+            print(
+                f"simreal train-bc: stopped by {interrupt_signal(e)}: "
+                + (
+                    f"{run_dir} keeps the checkpoint of its best epoch so far and metrics.csv (not evaluated: "
+                    f"simreal eval {run_dir}; a BC run does not resume: train-bc again for more epochs)"
+                    if kept
+                    else "no epoch finished, nothing kept"
+                ),
+                file=sys.stderr,
+            )
             return interrupt_exit_code(e)
         raise
     f = result.fit
-    print(f"done: {cfg.train.epochs} epochs ({f.gradient_steps} gradient steps) in {result.wall_s:.1f} s; kept epoch "
-          f"{f.best_epoch} (loss train {f.train_loss:.4g}, val {f.val_loss:.4g})")
+    print(
+        f"done: {cfg.train.epochs} epochs ({f.gradient_steps} gradient steps) in {result.wall_s:.1f} s; kept epoch "
+        f"{f.best_epoch} (loss train {f.train_loss:.4g}, val {f.val_loss:.4g})"
+    )
     print(f"eval ({result.eval['episodes']} episodes) {format_eval(result.eval)}")
     return 0

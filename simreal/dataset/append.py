@@ -88,8 +88,14 @@ class EpisodeAppender:
       scratch: a folder on the dataset's file system for temporary files.
     """
 
-    def __init__(self, root: Path, info: dict[str, Any], stats: dict[str, Stats] | None,
-                 last_episode: dict[str, Any] | None, scratch: Path):
+    def __init__(
+        self,
+        root: Path,
+        info: dict[str, Any],
+        stats: dict[str, Stats] | None,
+        last_episode: dict[str, Any] | None,
+        scratch: Path,
+    ):
         self.root = root
         self.info = info
         self._stats = stats
@@ -107,8 +113,15 @@ class EpisodeAppender:
         for field in self._schema:
             values, ft = columns[field.name], self.info["features"][field.name]
             if ft["dtype"] == "image":
-                arrays.append(pa.array([{"bytes": encode_png(img), "path": IMAGE_FILE_NAME.format(frame_index=k)}
-                                        for k, img in enumerate(values)], IMAGE_STRUCT))
+                arrays.append(
+                    pa.array(
+                        [
+                            {"bytes": encode_png(img), "path": IMAGE_FILE_NAME.format(frame_index=k)}
+                            for k, img in enumerate(values)
+                        ],
+                        IMAGE_STRUCT,
+                    )
+                )
             elif pa.types.is_fixed_size_list(field.type):
                 flat = pa.array(values.reshape(-1).astype(ft["dtype"]), field.type.value_type)
                 arrays.append(pa.FixedSizeListArray.from_arrays(flat, field.type.list_size))
@@ -121,8 +134,11 @@ class EpisodeAppender:
         be the next episode: one out of order would leave a gap the metadata does not (a data file
         without an episode its episodes parquet lists), so it is refused with nothing written."""
         if ep.index != self.info["total_episodes"]:
-            raise DataFileError(str(self.root), f"episode {ep.index} came to be saved while the dataset holds "
-                                                f"{self.info['total_episodes']}: out of order, not written")
+            raise DataFileError(
+                str(self.root),
+                f"episode {ep.index} came to be saved while the dataset holds "
+                f"{self.info['total_episodes']}: out of order, not written",
+            )
         commit = Commit(self.root)
         try:
             row: dict[str, Any] = {"episode_index": ep.index, "tasks": ep.tasks, "length": ep.table.num_rows}
@@ -134,7 +150,9 @@ class EpisodeAppender:
                 row.update(fields)
             for name, ft_stats in ep.stats.items():
                 for stat, value in ft_stats.items():
-                    row[f"stats/{name}/{stat}"] = np.asarray(value, np.int64 if stat == "count" else np.float64).tolist()
+                    row[f"stats/{name}/{stat}"] = np.asarray(
+                        value, np.int64 if stat == "count" else np.float64
+                    ).tolist()
             meta = self._stage_episode_row(commit, row)
             if len(ep.known_tasks) > self.info["total_tasks"]:
                 pq.write_table(tasks_table(ep.known_tasks), commit.staged(TASKS_PATH), **PARQUET_OPTIONS)
@@ -163,8 +181,9 @@ class EpisodeAppender:
         if current is not None:
             return next_chunk_file(current.chunk, current.file, self.info["chunks_size"])
         if self._last is not None:
-            return next_chunk_file(self._last[f"{prefix}/chunk_index"], self._last[f"{prefix}/file_index"],
-                                   self.info["chunks_size"])
+            return next_chunk_file(
+                self._last[f"{prefix}/chunk_index"], self._last[f"{prefix}/file_index"], self.info["chunks_size"]
+            )
         return 0, 0
 
     def _stage_data(self, commit: Commit, table: pa.Table, first: int) -> tuple[_OpenFile, dict[str, int]]:
@@ -183,8 +202,12 @@ class EpisodeAppender:
         with pq.ParquetWriter(path, self._schema, **PARQUET_OPTIONS) as writer:
             for part in current.parts:  # one row group per episode, as lerobot writes them
                 writer.write_table(part)
-        return current, {"data/chunk_index": current.chunk, "data/file_index": current.file,
-                         "dataset_from_index": first, "dataset_to_index": first + table.num_rows}
+        return current, {
+            "data/chunk_index": current.chunk,
+            "data/file_index": current.file,
+            "dataset_from_index": first,
+            "dataset_to_index": first + table.num_rows,
+        }
 
     def _stage_video(self, commit: Commit, key: str, encoded: Path) -> tuple[_OpenFile, dict[str, Any], Path]:
         """Stage camera ``key``'s mp4 with this episode appended (or a new mp4 past the size limit).
@@ -232,5 +255,9 @@ class EpisodeAppender:
 
 def _video_fields(prefix: str, video: _OpenFile, start_s: float) -> dict[str, Any]:
     """An episode's ``videos/<key>/...`` columns: its file and where it sits in it [s]."""
-    return {f"{prefix}/chunk_index": video.chunk, f"{prefix}/file_index": video.file,
-            f"{prefix}/from_timestamp": start_s, f"{prefix}/to_timestamp": video.end_s}
+    return {
+        f"{prefix}/chunk_index": video.chunk,
+        f"{prefix}/file_index": video.file,
+        f"{prefix}/from_timestamp": start_s,
+        f"{prefix}/to_timestamp": video.end_s,
+    }

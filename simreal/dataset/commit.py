@@ -31,9 +31,9 @@ TMP_SUFFIX = ".simreal-tmp"
 class Commit:
     """Files staged for one atomic update of the dataset at ``root``.
 
-        commit = Commit(root)
-        commit.staged("meta/info.json").write_bytes(data)   # or pq.write_table(table, commit.staged(...))
-        commit.apply()
+    commit = Commit(root)
+    commit.staged("meta/info.json").write_bytes(data)   # or pq.write_table(table, commit.staged(...))
+    commit.apply()
     """
 
     def __init__(self, root: Path):
@@ -92,8 +92,13 @@ def recover(root: Path, *, remove_strays: bool = False) -> None:
 def _replay(root: Path, pairs: list[list[str]]) -> None:
     """Rename each listed temp file that still exists over its destination, then drop the journal."""
     for tmp, final in pairs:
-        if not (isinstance(tmp, str) and isinstance(final, str) and tmp.endswith(TMP_SUFFIX)
-                and _inside(tmp) and _inside(final)):
+        if not (
+            isinstance(tmp, str)
+            and isinstance(final, str)
+            and tmp.endswith(TMP_SUFFIX)
+            and _inside(tmp)
+            and _inside(final)
+        ):
             raise ValueError(f"not a temp/destination pair inside the dataset: {tmp!r}, {final!r}")
         if (root / tmp).exists():
             os.replace(root / tmp, root / final)

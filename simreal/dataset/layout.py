@@ -97,8 +97,20 @@ DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
     "index": {"dtype": "int64", "shape": (1,), "names": None},
     "task_index": {"dtype": "int64", "shape": (1,), "names": None},
 }
-NUMERIC_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                  "float16", "float32", "float64")
+NUMERIC_DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+)
 CAMERA_DTYPES = ("video", "image")
 CAMERA_NAMES = ["height", "width", "channels"]
 _SPEC_KEYS = ("dtype", "shape", "names", "info")
@@ -129,14 +141,17 @@ def validate_features(features: Any, fail: Fail, *, stored: bool = False) -> dic
         if not isinstance(name, str) or not name or "/" in name or not name.isprintable():
             raise fail(f"features.{printable(str(name))}", "a feature name must be a non-empty string without '/'")
         if name in DEFAULT_FEATURES and not stored:
-            raise fail(f"features.{name}", f"'{name}' is added by the recorder; reserved names: "
-                       + ", ".join(DEFAULT_FEATURES))
+            raise fail(
+                f"features.{name}", f"'{name}' is added by the recorder; reserved names: " + ", ".join(DEFAULT_FEATURES)
+            )
         out[name] = _check_spec(f"features.{name}", spec, fail, stored)
     if not stored:
         return {**out, **copy.deepcopy(DEFAULT_FEATURES)}
     for name, spec in DEFAULT_FEATURES.items():
         if name not in out or (out[name]["dtype"], out[name]["shape"]) != (spec["dtype"], spec["shape"]):
-            raise fail(f"features.{name}", f"expected {{dtype: {spec['dtype']}, shape: [1]}} (lerobot's default feature)")
+            raise fail(
+                f"features.{name}", f"expected {{dtype: {spec['dtype']}, shape: [1]}} (lerobot's default feature)"
+            )
     return out
 
 
@@ -149,11 +164,16 @@ def _check_spec(key: str, spec: Any, fail: Fail, stored: bool) -> dict[str, Any]
         raise fail(f"{key}.{printable(unknown[0])}", "unknown key; valid keys: " + ", ".join(_SPEC_KEYS))
     dtype = spec.get("dtype")
     if dtype not in NUMERIC_DTYPES + CAMERA_DTYPES:
-        raise fail(f"{key}.dtype", f"got {printable(repr(dtype))}; simreal handles dtypes "
-                   + ", ".join(NUMERIC_DTYPES + CAMERA_DTYPES))
+        raise fail(
+            f"{key}.dtype",
+            f"got {printable(repr(dtype))}; simreal handles dtypes " + ", ".join(NUMERIC_DTYPES + CAMERA_DTYPES),
+        )
     shape = spec.get("shape")
-    if (not isinstance(shape, list | tuple) or not shape
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
+    if (
+        not isinstance(shape, list | tuple)
+        or not shape
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+    ):
         raise fail(f"{key}.shape", f"got {printable(repr(shape))}; expected a list of positive integers")
     shape = tuple(shape)
     camera = dtype in CAMERA_DTYPES
@@ -187,9 +207,16 @@ def image_keys(features: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return [k for k, ft in features.items() if ft["dtype"] == "image"]
 
 
-def build_info(*, fps: int, features: dict[str, dict[str, Any]], robot_type: str | None, use_videos: bool,
-               chunks_size: int = DEFAULT_CHUNK_SIZE, data_files_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB,
-               video_files_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB) -> dict[str, Any]:
+def build_info(
+    *,
+    fps: int,
+    features: dict[str, dict[str, Any]],
+    robot_type: str | None,
+    use_videos: bool,
+    chunks_size: int = DEFAULT_CHUNK_SIZE,
+    data_files_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB,
+    video_files_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+) -> dict[str, Any]:
     """The ``info.json`` of an empty dataset, keys in lerobot's ``DatasetInfo.to_dict`` order."""
     return {
         "codebase_version": CODEBASE_VERSION,
@@ -218,8 +245,9 @@ def load_info(root: Path) -> dict[str, Any]:
 
     version = info.get("codebase_version")
     if not isinstance(version, str) or not re.fullmatch(r"v3\.\d+", version):
-        raise fail("codebase_version", f"is {printable(repr(version))}; simreal reads LeRobot v3 datasets "
-                   f"({CODEBASE_VERSION})")
+        raise fail(
+            "codebase_version", f"is {printable(repr(version))}; simreal reads LeRobot v3 datasets ({CODEBASE_VERSION})"
+        )
     for key in ("fps", "chunks_size", "total_episodes", "total_frames", "total_tasks"):
         value, low = info.get(key), 1 if key in ("fps", "chunks_size") else 0
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -296,12 +324,25 @@ def data_schema(features: Mapping[str, Mapping[str, Any]]) -> pa.Schema:
 # pandas_version names the release whose output this copies.
 _TASKS_PANDAS_META = {
     "index_columns": ["task"],
-    "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-                        "metadata": {"encoding": "UTF-8"}}],
-    "columns": [{"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
-                 "metadata": None},
-                {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
-                 "metadata": None}],
+    "column_indexes": [
+        {
+            "name": None,
+            "field_name": None,
+            "pandas_type": "unicode",
+            "numpy_type": "object",
+            "metadata": {"encoding": "UTF-8"},
+        }
+    ],
+    "columns": [
+        {
+            "name": "task_index",
+            "field_name": "task_index",
+            "pandas_type": "int64",
+            "numpy_type": "int64",
+            "metadata": None,
+        },
+        {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object", "metadata": None},
+    ],
     "attributes": {},
     "creator": {"library": "pyarrow", "version": pa.__version__},
     "pandas_version": "2.3.3",
@@ -310,23 +351,34 @@ _TASKS_PANDAS_META = {
 
 def tasks_table(tasks: list[str]) -> pa.Table:
     """``meta/tasks.parquet`` as lerobot writes it: ``task_index`` then ``task`` (the pandas index)."""
-    return pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())},
-                    metadata={"pandas": json.dumps(_TASKS_PANDAS_META)})
+    return pa.table(
+        {"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())},
+        metadata={"pandas": json.dumps(_TASKS_PANDAS_META)},
+    )
 
 
 def episodes_schema(features: Mapping[str, Mapping[str, Any]]) -> pa.Schema:
     """The episodes parquet's columns and types, in the order lerobot writes them (module doc)."""
-    fields = [pa.field("episode_index", pa.int64()), pa.field("tasks", pa.list_(pa.string())),
-              pa.field("length", pa.int64())]
-    fields += [pa.field(n, pa.int64()) for n in ("data/chunk_index", "data/file_index",
-                                                 "dataset_from_index", "dataset_to_index")]
+    fields = [
+        pa.field("episode_index", pa.int64()),
+        pa.field("tasks", pa.list_(pa.string())),
+        pa.field("length", pa.int64()),
+    ]
+    fields += [
+        pa.field(n, pa.int64())
+        for n in ("data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index")
+    ]
     for key in video_keys(features):
-        fields += [pa.field(f"videos/{key}/chunk_index", pa.int64()), pa.field(f"videos/{key}/file_index", pa.int64()),
-                   pa.field(f"videos/{key}/from_timestamp", pa.float64()),
-                   pa.field(f"videos/{key}/to_timestamp", pa.float64())]
+        fields += [
+            pa.field(f"videos/{key}/chunk_index", pa.int64()),
+            pa.field(f"videos/{key}/file_index", pa.int64()),
+            pa.field(f"videos/{key}/from_timestamp", pa.float64()),
+            pa.field(f"videos/{key}/to_timestamp", pa.float64()),
+        ]
     for name, ft in features.items():
         value = pa.list_(pa.list_(pa.list_(pa.float64()))) if ft["dtype"] in CAMERA_DTYPES else pa.list_(pa.float64())
-        fields += [pa.field(f"stats/{name}/{stat}", pa.list_(pa.int64()) if stat == "count" else value)
-                   for stat in STAT_KEYS]
+        fields += [
+            pa.field(f"stats/{name}/{stat}", pa.list_(pa.int64()) if stat == "count" else value) for stat in STAT_KEYS
+        ]
     fields += [pa.field("meta/episodes/chunk_index", pa.int64()), pa.field("meta/episodes/file_index", pa.int64())]
     return pa.schema(fields)

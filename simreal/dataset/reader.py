@@ -38,8 +38,17 @@ from simreal.dataset.video import decode_frames, decode_png
 from simreal.errors import DataFileError
 from simreal.npz import short_reason
 
-_EPISODE_COLUMNS = ("episode_index", "tasks", "length", "data/chunk_index", "data/file_index",
-                    "dataset_from_index", "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index")
+_EPISODE_COLUMNS = (
+    "episode_index",
+    "tasks",
+    "length",
+    "data/chunk_index",
+    "data/file_index",
+    "dataset_from_index",
+    "dataset_to_index",
+    "meta/episodes/chunk_index",
+    "meta/episodes/file_index",
+)
 _VIDEO_COLUMNS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
 
@@ -61,12 +70,15 @@ class Dataset:
         self.features: dict[str, dict[str, Any]] = self.info["features"]
         self.tasks = read_tasks(self.root) if (self.root / TASKS_PATH).exists() or self.info["total_tasks"] else []
         if len(self.tasks) != self.info["total_tasks"]:
-            raise DataFileError(str(self.root / TASKS_PATH), f"{len(self.tasks)} tasks but info.json field "
-                                f"'total_tasks' is {self.info['total_tasks']}")
+            raise DataFileError(
+                str(self.root / TASKS_PATH),
+                f"{len(self.tasks)} tasks but info.json field 'total_tasks' is {self.info['total_tasks']}",
+            )
         self._episodes = self._read_episodes()
         stats_path = self.root / STATS_PATH
-        self.stats: dict[str, Stats] = stats_from_json(read_json(stats_path), str(stats_path)) \
-            if stats_path.exists() else {}
+        self.stats: dict[str, Stats] = (
+            stats_from_json(read_json(stats_path), str(stats_path)) if stats_path.exists() else {}
+        )
         self._cached: tuple[Path, pa.Table] | None = None  # the data file read last
 
     @property
@@ -145,16 +157,26 @@ class Dataset:
                     raise DataFileError(str(video), f"file not found (episode {i}'s {key})")
         for path, episodes in by_file.items():
             index = np.sort(_read_parquet(path, columns=["index"])["index"].to_numpy())
-            wanted = np.concatenate([np.arange(self._episodes["dataset_from_index"][i].as_py(),
-                                               self._episodes["dataset_to_index"][i].as_py()) for i in episodes])
+            wanted = np.concatenate(
+                [
+                    np.arange(
+                        self._episodes["dataset_from_index"][i].as_py(), self._episodes["dataset_to_index"][i].as_py()
+                    )
+                    for i in episodes
+                ]
+            )
             if not np.array_equal(index, wanted):
-                raise DataFileError(str(path), f"should hold the {len(wanted)} rows of episodes {episodes[0]}.."
-                                    f"{episodes[-1]}, holds {len(index)} rows that are not those")
+                raise DataFileError(
+                    str(path),
+                    f"should hold the {len(wanted)} rows of episodes {episodes[0]}.."
+                    f"{episodes[-1]}, holds {len(index)} rows that are not those",
+                )
 
     def _video_path(self, meta: dict[str, Any], key: str) -> Path:
         """The video file of ``key`` that the episode row ``meta`` points to."""
-        return self.root / self.info["video_path"].format(video_key=key, chunk_index=meta[f"videos/{key}/chunk_index"],
-                                                          file_index=meta[f"videos/{key}/file_index"])
+        return self.root / self.info["video_path"].format(
+            video_key=key, chunk_index=meta[f"videos/{key}/chunk_index"], file_index=meta[f"videos/{key}/file_index"]
+        )
 
     def frames(self) -> Iterator[dict[str, np.ndarray]]:
         """Every frame in order, one episode decoded at a time: name -> that frame's value."""
@@ -168,15 +190,18 @@ class Dataset:
         files = dict.fromkeys(self._data_path(i) for i in range(self.num_episodes))
         table = pa.concat_tables([_read_parquet(p) for p in files]) if files else pa.table({})
         if table.num_rows != self.num_frames:
-            raise DataFileError(str(self.root / "data"), f"{table.num_rows} frames but info.json field "
-                                f"'total_frames' is {self.num_frames}")
+            raise DataFileError(
+                str(self.root / "data"),
+                f"{table.num_rows} frames but info.json field 'total_frames' is {self.num_frames}",
+            )
         return table
 
     def episode_stats(self, i: int) -> dict[str, Stats]:
         """Episode i's statistics as stored in its episodes parquet row (``stats/<feature>/<stat>``)."""
         meta = self.episode_info(i)
-        path = self.root / EPISODES_PATH.format(chunk_index=meta["meta/episodes/chunk_index"],
-                                                file_index=meta["meta/episodes/file_index"])
+        path = self.root / EPISODES_PATH.format(
+            chunk_index=meta["meta/episodes/chunk_index"], file_index=meta["meta/episodes/file_index"]
+        )
         table = _read_parquet(path)
         rows = np.flatnonzero(table["episode_index"].to_numpy() == i)
         if len(rows) != 1:
@@ -184,7 +209,7 @@ class Dataset:
         out: dict[str, Stats] = {}
         for name in table.column_names:
             if name.startswith("stats/"):
-                feature, stat = name[len("stats/"):].rsplit("/", 1)
+                feature, stat = name[len("stats/") :].rsplit("/", 1)
                 out.setdefault(feature, {})[stat] = np.asarray(table[name][int(rows[0])].as_py())
         return out
 
@@ -194,8 +219,9 @@ class Dataset:
 
     def _data_path(self, i: int) -> Path:
         meta = self.episode_info(i)
-        return self.root / self.info["data_path"].format(chunk_index=meta["data/chunk_index"],
-                                                         file_index=meta["data/file_index"])
+        return self.root / self.info["data_path"].format(
+            chunk_index=meta["data/chunk_index"], file_index=meta["data/file_index"]
+        )
 
     def _rows(self, i: int) -> pa.Table:
         """Episode i's rows of its data file, checked against its episodes-parquet row."""
@@ -209,8 +235,9 @@ class Dataset:
         first, end = meta["dataset_from_index"], meta["dataset_to_index"]
         rows = table.take(np.flatnonzero((index >= first) & (index < end)))
         if not np.array_equal(rows["index"].to_numpy(), np.arange(first, end)):
-            raise DataFileError(str(path), f"episode {i} should be rows with index {first}..{end - 1}, "
-                                f"found {rows.num_rows} of them")
+            raise DataFileError(
+                str(path), f"episode {i} should be rows with index {first}..{end - 1}, found {rows.num_rows} of them"
+            )
         return rows
 
     def _column(self, rows: pa.Table, name: str, path: Path) -> np.ndarray:
@@ -222,8 +249,11 @@ class Dataset:
         if ft["dtype"] == "image":
             return np.stack([decode_png(v["bytes"], str(path), name) for v in column.to_pylist()])
         try:
-            if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type) \
-                    or pa.types.is_large_list(column.type):
+            if (
+                pa.types.is_list(column.type)
+                or pa.types.is_fixed_size_list(column.type)
+                or pa.types.is_large_list(column.type)
+            ):
                 values = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), *ft["shape"])
             else:
                 values = column.to_numpy(zero_copy_only=False)
@@ -231,8 +261,10 @@ class Dataset:
                     values = values.reshape(len(column), *ft["shape"])
             return values.astype(ft["dtype"], copy=False)
         except (ValueError, TypeError, pa.ArrowException) as e:
-            raise DataFileError(str(path), f"column '{name}' does not hold {ft['dtype']} values of shape "
-                                f"{list(ft['shape'])}: {short_reason(e)}") from None
+            raise DataFileError(
+                str(path),
+                f"column '{name}' does not hold {ft['dtype']} values of shape {list(ft['shape'])}: {short_reason(e)}",
+            ) from None
 
     def _read_episodes(self) -> pa.Table:
         """The episodes parquet files' rows without statistics, checked against info.json."""
@@ -240,8 +272,9 @@ class Dataset:
         files = sorted(folder.glob("*/*.parquet"))
         if not files:
             if self.num_episodes:
-                raise DataFileError(str(folder), f"no episodes parquet files, but info.json lists "
-                                    f"{self.num_episodes} episodes")
+                raise DataFileError(
+                    str(folder), f"no episodes parquet files, but info.json lists {self.num_episodes} episodes"
+                )
             return pa.table({name: pa.array([], pa.int64()) for name in _EPISODE_COLUMNS})
         parts = []
         for path in files:
@@ -275,11 +308,16 @@ def _check_episode_ranges(table: pa.Table, info: dict[str, Any], where: str) -> 
     starts = np.concatenate([[0], np.cumsum(length)[:-1]])
     if np.any(length <= 0) or not np.array_equal(first, starts) or not np.array_equal(end, starts + length):
         bad = int(np.flatnonzero((length <= 0) | (first != starts) | (end != starts + length))[0])
-        raise DataFileError(where, f"episode {bad}: fields 'length', 'dataset_from_index', 'dataset_to_index' "
-                            f"are {length[bad]}, {first[bad]}, {end[bad]}; episodes must be back to back "
-                            f"(this one from index {starts[bad]}, at least one frame)")
+        raise DataFileError(
+            where,
+            f"episode {bad}: fields 'length', 'dataset_from_index', 'dataset_to_index' "
+            f"are {length[bad]}, {first[bad]}, {end[bad]}; episodes must be back to back "
+            f"(this one from index {starts[bad]}, at least one frame)",
+        )
     if int(end[-1]) != info["total_frames"]:
-        raise DataFileError(where, f"{int(end[-1])} frames but info.json field 'total_frames' is {info['total_frames']}")
+        raise DataFileError(
+            where, f"{int(end[-1])} frames but info.json field 'total_frames' is {info['total_frames']}"
+        )
 
 
 def read_tasks(root: Path) -> list[str]:

@@ -130,8 +130,10 @@ def episode_stats(columns: Mapping[str, np.ndarray], features: Mapping[str, Mapp
       columns: feature -> the episode's values: (T,) or (T, n) numbers, (T, H, W, 3) uint8 frames.
       features: the dataset's feature specification (dtype decides numeric or camera).
     """
-    return {k: image_stats(columns[k]) if ft["dtype"] in ("video", "image") else vector_stats(columns[k])
-            for k, ft in features.items()}
+    return {
+        k: image_stats(columns[k]) if ft["dtype"] in ("video", "image") else vector_stats(columns[k])
+        for k, ft in features.items()
+    }
 
 
 def aggregate_feature_stats(stats: Sequence[Stats]) -> Stats:
@@ -143,9 +145,13 @@ def aggregate_feature_stats(stats: Sequence[Stats]) -> Stats:
     mean = (means * n).sum(axis=0) / total
     # each std is squared in its own precision before stacking (float32 episodes beside a float64 total)
     var = ((np.stack([s["std"] ** 2 for s in stats]) + (means - mean) ** 2) * n).sum(axis=0) / total
-    out = {"min": np.min(np.stack([s["min"] for s in stats]), axis=0),
-           "max": np.max(np.stack([s["max"] for s in stats]), axis=0),
-           "mean": mean, "std": np.sqrt(var), "count": total}
+    out = {
+        "min": np.min(np.stack([s["min"] for s in stats]), axis=0),
+        "max": np.max(np.stack([s["max"] for s in stats]), axis=0),
+        "mean": mean,
+        "std": np.sqrt(var),
+        "count": total,
+    }
     for key in QUANTILE_KEYS:
         if all(key in s for s in stats):
             values = np.stack([s[key] for s in stats])

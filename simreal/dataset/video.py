@@ -37,8 +37,14 @@ from simreal.npz import short_reason
 VIDEO_CODEC = "libsvtav1"
 PIX_FMT = "yuv420p"
 # lerobot's RGBEncoderConfig defaults; recorded in info.json as video.<name>.
-ENCODER_SETTINGS: dict[str, Any] = {"g": 2, "crf": 30, "preset": 12, "fast_decode": 0,
-                                    "video_backend": "pyav", "extra_options": {}}
+ENCODER_SETTINGS: dict[str, Any] = {
+    "g": 2,
+    "crf": 30,
+    "preset": 12,
+    "fast_decode": 0,
+    "video_backend": "pyav",
+    "extra_options": {},
+}
 TOLERANCE_S = 1e-4
 
 # SVT-AV1 prints its configuration and a preset warning to stderr for every episode unless
@@ -58,8 +64,12 @@ def encoder_options() -> dict[str, str]:
     """The codec options lerobot's ``get_codec_options(as_strings=True)`` gives ``libsvtav1``, plus
     :data:`SVT_PARALLELISM`."""
     s = ENCODER_SETTINGS
-    return {"g": str(s["g"]), "crf": str(s["crf"]), "preset": str(s["preset"]),
-            "svtav1-params": f"fast-decode={s['fast_decode']}:{SVT_PARALLELISM}"}
+    return {
+        "g": str(s["g"]),
+        "crf": str(s["crf"]),
+        "preset": str(s["preset"]),
+        "svtav1-params": f"fast-decode={s['fast_decode']}:{SVT_PARALLELISM}",
+    }
 
 
 def check_encoder() -> None:
@@ -71,8 +81,11 @@ def check_encoder() -> None:
     try:
         av.codec.Codec(VIDEO_CODEC, "w")
     except (av.FFmpegError, ValueError):  # PyAV raises UnknownCodecError (a ValueError) for a missing encoder
-        raise MissingDependencyError(f"the {VIDEO_CODEC} encoder", "pip install --force-reinstall av "
-                                     "(PyPI's PyAV wheels include it)", "which this PyAV build lacks") from None
+        raise MissingDependencyError(
+            f"the {VIDEO_CODEC} encoder",
+            "pip install --force-reinstall av (PyPI's PyAV wheels include it)",
+            "which this PyAV build lacks",
+        ) from None
 
 
 def encode_frames(frames: np.ndarray, path: Path, fps: int) -> None:
@@ -125,7 +138,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-_CAP_VERSION_3 = 0x20080522   # linux/capability.h: _LINUX_CAPABILITY_VERSION_3, two 32-bit words
+_CAP_VERSION_3 = 0x20080522  # linux/capability.h: _LINUX_CAPABILITY_VERSION_3, two 32-bit words
 _CAP_SYS_NICE = 23
 
 
@@ -185,8 +198,10 @@ def concatenate(inputs: Sequence[Path], output: Path, list_file: Path) -> None:
     lines = ["ffconcat version 1.0"] + ["file '" + str(p.resolve()).replace("'", "'\\''") + "'" for p in inputs]
     list_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     try:
-        with av.open(str(list_file), "r", format="concat", options={"safe": "0"}) as src, \
-                av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as dst:
+        with (
+            av.open(str(list_file), "r", format="concat", options={"safe": "0"}) as src,
+            av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as dst,
+        ):
             in_stream = src.streams.video[0]
             out_stream = dst.add_stream_from_template(in_stream, opaque=True)
             out_stream.time_base = in_stream.time_base
@@ -255,8 +270,11 @@ def decode_frames(path: Path, timestamps: Sequence[float], tolerance_s: float = 
     nearest = gap.argmin(axis=1)
     worst = int(np.argmax(gap[np.arange(len(nearest)), nearest]))
     if gap[worst, nearest[worst]] > tolerance_s:
-        raise DataFileError(str(path), f"no frame within {tolerance_s} s of {timestamps[worst]:.6f} s (nearest "
-                            f"{t[nearest[worst]]:.6f} s); the episodes parquet and the video disagree")
+        raise DataFileError(
+            str(path),
+            f"no frame within {tolerance_s} s of {timestamps[worst]:.6f} s (nearest "
+            f"{t[nearest[worst]]:.6f} s); the episodes parquet and the video disagree",
+        )
     return np.stack([frames[i] for i in nearest])
 
 

@@ -88,20 +88,31 @@ class _Episode:
         """Every feature over the T frames, in ``features`` order: (T,) for shape (1,) features and
         the defaults (timestamp float64 [s], as lerobot computes its statistics), (T, n), (T, H, W, 3)."""
         n = self.length
-        out = {name: np.stack(v).reshape(n) if tuple(features[name]["shape"]) == (1,) else np.stack(v)
-               for name, v in self.values.items()}
-        out.update(timestamp=np.asarray(self.times, dtype=np.float64), frame_index=np.arange(n, dtype=np.int64),
-                   episode_index=np.full(n, self.index, dtype=np.int64),
-                   index=np.arange(self.first, self.first + n, dtype=np.int64),
-                   task_index=np.asarray(self.task_ids, dtype=np.int64))
+        out = {
+            name: np.stack(v).reshape(n) if tuple(features[name]["shape"]) == (1,) else np.stack(v)
+            for name, v in self.values.items()
+        }
+        out.update(
+            timestamp=np.asarray(self.times, dtype=np.float64),
+            frame_index=np.arange(n, dtype=np.int64),
+            episode_index=np.full(n, self.index, dtype=np.int64),
+            index=np.arange(self.first, self.first + n, dtype=np.int64),
+            task_index=np.asarray(self.task_ids, dtype=np.int64),
+        )
         return {k: out[k] for k in features}
 
 
 class DatasetWriter:
     """Writes a LeRobot v3.0 dataset; build one with :meth:`create` or :meth:`resume`."""
 
-    def __init__(self, root: Path, info: dict[str, Any], tasks: list[str], stats: dict[str, Stats] | None,
-                 last_episode: dict[str, Any] | None):
+    def __init__(
+        self,
+        root: Path,
+        info: dict[str, Any],
+        tasks: list[str],
+        stats: dict[str, Stats] | None,
+        last_episode: dict[str, Any] | None,
+    ):
         """Use :meth:`create` or :meth:`resume`; this takes their already-checked state."""
         self.root = root
         self.features: dict[str, dict[str, Any]] = info["features"]
@@ -129,10 +140,18 @@ class DatasetWriter:
         self._closed = False
 
     @classmethod
-    def create(cls, root: str | Path, *, fps: int, features: Mapping[str, Mapping[str, Any]],
-               robot_type: str | None = None, use_videos: bool = True, chunks_size: int = DEFAULT_CHUNK_SIZE,
-               data_files_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB,
-               video_files_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB) -> DatasetWriter:
+    def create(
+        cls,
+        root: str | Path,
+        *,
+        fps: int,
+        features: Mapping[str, Mapping[str, Any]],
+        robot_type: str | None = None,
+        use_videos: bool = True,
+        chunks_size: int = DEFAULT_CHUNK_SIZE,
+        data_files_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB,
+        video_files_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+    ) -> DatasetWriter:
         """Start a new dataset in ``root`` (a new or empty folder).
 
         Args:
@@ -151,15 +170,19 @@ class DatasetWriter:
         """
         root = Path(root)
         if (root / INFO_PATH).exists():
-            raise DataFileError(str(root), "already holds a dataset; append to it (record --resume, demos --append) "
-                                           "or give another --out")
+            raise DataFileError(
+                str(root),
+                "already holds a dataset; append to it (record --resume, demos --append) or give another --out",
+            )
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise DataFileError(str(root), "exists and is not an empty folder; choose a new folder for the dataset")
         for key, value in (("fps", fps), ("chunks_size", chunks_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(key, f"got {printable(repr(value))}; expected a positive integer")
-        for key, value in (("data_files_size_in_mb", data_files_size_in_mb),
-                           ("video_files_size_in_mb", video_files_size_in_mb)):
+        for key, value in (
+            ("data_files_size_in_mb", data_files_size_in_mb),
+            ("video_files_size_in_mb", video_files_size_in_mb),
+        ):
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
                 raise ConfigError(key, f"got {printable(repr(value))}; expected a positive number of megabytes")
         if robot_type is not None and not isinstance(robot_type, str):
@@ -169,9 +192,15 @@ class DatasetWriter:
             for ft in checked.values():
                 if ft["dtype"] == "video":
                     ft["dtype"] = "image"
-        info = build_info(fps=fps, features=checked, robot_type=robot_type, use_videos=use_videos,
-                          chunks_size=chunks_size, data_files_size_in_mb=data_files_size_in_mb,
-                          video_files_size_in_mb=video_files_size_in_mb)
+        info = build_info(
+            fps=fps,
+            features=checked,
+            robot_type=robot_type,
+            use_videos=use_videos,
+            chunks_size=chunks_size,
+            data_files_size_in_mb=data_files_size_in_mb,
+            video_files_size_in_mb=video_files_size_in_mb,
+        )
         atomic_write_bytes(root / INFO_PATH, json_bytes(info))
         return cls(root, info, [], None, None)
 
@@ -236,15 +265,20 @@ class DatasetWriter:
         k = len(self._buffer_times)
         where = f"episode {self._num_episodes} frame {k}"
         if not isinstance(frame, Mapping):
-            raise DataFileError(str(self.root), f"{where}: expected a dict feature -> value, got {type(frame).__name__}")
+            raise DataFileError(
+                str(self.root), f"{where}: expected a dict feature -> value, got {type(frame).__name__}"
+            )
         missing = [n for n in self._user_features if n not in frame]
         extra = [str(n) for n in frame if n not in self._user_features]
         if missing or extra:
             problem = f"feature '{missing[0]}' missing" if missing else f"unknown feature '{printable(extra[0])}'"
-            raise DataFileError(str(self.root), f"{where}: {problem}; the features are " + ", ".join(self._user_features))
+            raise DataFileError(
+                str(self.root), f"{where}: {problem}; the features are " + ", ".join(self._user_features)
+            )
         if not isinstance(task, str) or not task.strip():
-            raise DataFileError(str(self.root), f"{where}: task must be a non-empty instruction string, "
-                                f"got {printable(repr(task))}")
+            raise DataFileError(
+                str(self.root), f"{where}: task must be a non-empty instruction string, got {printable(repr(task))}"
+            )
         time_s = self._check_time(k, timestamp, where)
         values = {name: self._check_value(name, frame[name], where) for name in self._user_features}
         for name, value in values.items():
@@ -259,16 +293,22 @@ class DatasetWriter:
         try:
             t = float(timestamp)
         except (TypeError, ValueError):
-            raise DataFileError(str(self.root), f"{where}: timestamp {printable(repr(timestamp))} "
-                                "is not a number of seconds") from None
+            raise DataFileError(
+                str(self.root), f"{where}: timestamp {printable(repr(timestamp))} is not a number of seconds"
+            ) from None
         previous = self._buffer_times[-1] if self._buffer_times else -math.inf
         if not math.isfinite(t) or t < 0 or t <= previous:
-            raise DataFileError(str(self.root), f"{where}: timestamp {t} s must be finite, >= 0 and after the "
-                                f"previous frame's ({previous} s)")
+            raise DataFileError(
+                str(self.root),
+                f"{where}: timestamp {t} s must be finite, >= 0 and after the previous frame's ({previous} s)",
+            )
         if self._video_keys and abs(t - k / self.fps) > TOLERANCE_S:
-            raise DataFileError(str(self.root), f"{where}: timestamp {t:.6f} s is not frame_index / fps = "
-                                f"{k / self.fps:.6f} s; a dataset with videos needs evenly spaced frames "
-                                "(leave timestamp out)")
+            raise DataFileError(
+                str(self.root),
+                f"{where}: timestamp {t:.6f} s is not frame_index / fps = "
+                f"{k / self.fps:.6f} s; a dataset with videos needs evenly spaced frames "
+                "(leave timestamp out)",
+            )
         return t
 
     def _check_value(self, name: str, value: Any, where: str) -> np.ndarray:
@@ -278,19 +318,25 @@ class DatasetWriter:
         arr = np.asarray(value)
         if dtype in ("video", "image"):
             if arr.dtype != np.uint8 or arr.shape != shape:
-                raise DataFileError(str(self.root), f"{where}: feature '{name}' is {arr.dtype} {arr.shape}; expected "
-                                    f"uint8 {shape} (height, width, RGB)")
+                raise DataFileError(
+                    str(self.root),
+                    f"{where}: feature '{name}' is {arr.dtype} {arr.shape}; expected "
+                    f"uint8 {shape} (height, width, RGB)",
+                )
             return arr.copy()
         if arr.shape == () and shape == (1,):
             arr = arr.reshape(1)
         if arr.shape != shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
-            raise DataFileError(str(self.root), f"{where}: feature '{name}' is {arr.dtype} {arr.shape}; "
-                                f"expected {dtype} {shape}")
+            raise DataFileError(
+                str(self.root), f"{where}: feature '{name}' is {arr.dtype} {arr.shape}; expected {dtype} {shape}"
+            )
         arr = arr.astype(dtype)  # a copy: the caller may reuse its buffer
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             bad = np.flatnonzero(~np.isfinite(arr))
-            raise DataFileError(str(self.root), f"{where}: feature '{name}' has non-finite values (NaN or inf) at "
-                                f"components {bad[:8].tolist()}")
+            raise DataFileError(
+                str(self.root),
+                f"{where}: feature '{name}' has non-finite values (NaN or inf) at components {bad[:8].tolist()}",
+            )
         return arr
 
     def discard_episode(self) -> None:
@@ -308,8 +354,9 @@ class DatasetWriter:
         self._check_open()
         self._raise_failure()
         if not self._buffer_times:
-            raise DataFileError(str(self.root), f"episode {self._num_episodes} has no frames: call add_frame "
-                                "before save_episode")
+            raise DataFileError(
+                str(self.root), f"episode {self._num_episodes} has no frames: call add_frame before save_episode"
+            )
         ep = self._take_episode()
         pending = [t for t in self._threads if t.is_alive()]
         while len(pending) >= _MAX_PENDING:
@@ -329,9 +376,15 @@ class DatasetWriter:
             if task not in known:
                 known[task] = len(self._tasks)
                 self._tasks.append(task)
-        ep = _Episode(self._num_episodes, self._num_frames, self._buffer, self._buffer_times,
-                      [known[task] for task in self._buffer_tasks], list(dict.fromkeys(self._buffer_tasks)),
-                      list(self._tasks))
+        ep = _Episode(
+            self._num_episodes,
+            self._num_frames,
+            self._buffer,
+            self._buffer_times,
+            [known[task] for task in self._buffer_tasks],
+            list(dict.fromkeys(self._buffer_tasks)),
+            list(self._tasks),
+        )
         self._num_episodes += 1
         self._num_frames += len(self._buffer_times)
         self.discard_episode()
@@ -368,8 +421,9 @@ class DatasetWriter:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise DataFileError(str(self.root), "the dataset writer is closed; DatasetWriter.resume(root) "
-                                "appends more episodes")
+            raise DataFileError(
+                str(self.root), "the dataset writer is closed; DatasetWriter.resume(root) appends more episodes"
+            )
 
     def _raise_failure(self) -> None:
         error = self._failure
@@ -411,8 +465,15 @@ class DatasetWriter:
         for n, key in enumerate(self._video_keys):
             encoded[key] = staging / f"episode-{ep.index:06d}-{n}.mp4"
             encode_frames(columns[key], encoded[key], self._fps)
-        return SavedEpisode(ep.index, ep.first, ep.tasks, ep.known_tasks, episode_stats(columns, self.features),
-                            self._appender.data_table(columns), encoded)
+        return SavedEpisode(
+            ep.index,
+            ep.first,
+            ep.tasks,
+            ep.known_tasks,
+            episode_stats(columns, self.features),
+            self._appender.data_table(columns),
+            encoded,
+        )
 
 
 #: Niceness of the background save threads: a recording loop at 30 fps shares the CPU with them.
