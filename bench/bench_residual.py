@@ -14,7 +14,7 @@ Each case runs what a user runs, in this process (``simreal.cli.main``)::
     simreal export RUN_DIR                                                      # each run
 
 (``--base scripted``: no demonstrations and no BC; ``residual.base=scripted``, the task's
-scripted controller as a graph of the observation, ``policies/scripted_bundle.py``), then
+scripted controller as a graph of the observation, ``simreal/policies/scripted_bundle.py``), then
 evaluates the bundles, the base frozen into the first residual run (``RUN_DIR/base``),
 each composed one and the scratch policy's, on the same ``E`` episodes: the same env (the
 run's config, domain randomisation on), the same seed (``simreal eval``'s, ``seed + EVAL_SEED_OFFSET``)

@@ -11,7 +11,7 @@ joint, the fraction of stance foot-frames whose sole is within 1 cm of the groun
 of foot-frames where the human's foot stands flat (by its speed, not the labels) and the robot's
 sole centre moves (slides, or swivels about its pinned edge), slack
 (infeasible) frames, and the report's verdict with the checks that are not ``ok``; then what
-``simreal retarget`` emits after its default ``--defects repair`` (``retarget/repair.py``): the
+``simreal retarget`` emits after its default ``--defects repair`` (``simreal/retarget/repair.py``): the
 frames kept, in how many parts, the frames bridged (and emitted) and cut, the worst verdict of the parts, and
 PD playback's mean follow time over the parts' windows (before -> after). Prints a markdown
 table for docs/benchmarks-log.md.

@@ -178,7 +178,9 @@ class Bundle:
     @property
     def extra_input_shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """Graph inputs beside ``obs``: name -> (shape after N, ONNX element type)."""
-        out = {im.onnx_input: ((im.height, im.width, 3), "tensor(uint8)") for im in self.images}
+        out: dict[str, tuple[tuple[int, ...], str]] = {
+            im.onnx_input: ((im.height, im.width, 3), "tensor(uint8)") for im in self.images
+        }
         if self.instruction is not None:
             out.update(
                 {k: ((self.instruction.max_tokens,), "tensor(int64)") for k in (INSTRUCTION_IDS, INSTRUCTION_MASK)}

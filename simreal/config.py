@@ -86,11 +86,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         kt, vt = typing.get_args(tp) or (Any, Any)
         return {k: _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
+        section = typing.cast(type, tp)  # an annotation: a dataclass type, not an instance
+        if isinstance(value, section):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(key, f"expected a mapping for section {_type_name(tp)}, got {value!r}")
-        return build(tp, value, prefix=key)
+            raise ConfigError(key, f"expected a mapping for section {_type_name(section)}, got {value!r}")
+        return build(section, value, prefix=key)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(key, f"expected true or false, got {value!r}")
@@ -104,6 +105,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         try:
             number = float(value)
         except OverflowError:  # an integer beyond the float range
+            assert isinstance(value, int)  # float(a float) never overflows
             raise ConfigError(
                 key, f"expected a number, got an integer of {value.bit_length()} bits, beyond the float range"
             ) from None
@@ -207,7 +209,7 @@ def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
         )
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(typing.cast(Any, cls))}  # cls: a dataclass type
     dot = f"{prefix}." if prefix else ""
     for k in data:
         if k not in fields:
@@ -222,9 +224,10 @@ def build(cls: type[T], data: Mapping[str, Any] | None, prefix: str = "") -> T:
                 raise ConfigError(key, "missing required key")
             continue
         v = _coerce(data[name], hints[name], key)
-        meta = f.metadata or {}
+        meta: Mapping[str, Any] = f.metadata or {}
         size = _vector_size(f, hints[name])
         if size is not None and len(v) != size:
+            assert isinstance(f.default, tuple)  # _vector_size: a non-empty tuple default
             raise ConfigError(key, f"expected {size} numbers (as the default {list(f.default)}), got {list(v)}")
         if meta.get("choices") and v not in meta["choices"]:
             raise ConfigError(key, f"expected one of {', '.join(map(str, meta['choices']))}, got {v!r}")

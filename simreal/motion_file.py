@@ -22,8 +22,8 @@ foot_contacts      (T, 2)       True where the foot is in stance
 provenance         ()           JSON: source file, robot, method, solver settings, versions,
                                source_frames (the clip's frames this file holds), and
                                for a clip cut in parts, part ({"index": k, "of": n})
-quality            ()           JSON: the quality report (retarget/metrics.py, checks.py) and
-                               the defects bridged or cut (retarget/repair.py)
+quality            ()           JSON: the quality report (simreal/retarget/metrics.py, checks.py) and
+                               the defects bridged or cut (simreal/retarget/repair.py)
 =================  ===========  ==========================================================
 
     >>> save_motion("walk_g1.npz", motion)            # doctest: +SKIP
@@ -206,7 +206,7 @@ def save_motion(path: str | Path, motion: Motion) -> None:
         arr = getattr(motion, key)
         arrays[key] = arr.astype(bool) if key == "foot_contacts" else np.asarray(arr, dtype=np.float64)
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy stub: **arrays might bind allow_pickle
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -22,22 +22,23 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 _SQRT_HALF = math.sqrt(0.5)
 
 
-def swap_ned_enu(v: np.ndarray) -> np.ndarray:
+def swap_ned_enu(v: npt.ArrayLike) -> np.ndarray:
     """NED <-> ENU for world vectors (..., 3): ``(x, y, z) -> (y, x, -z)``; its own inverse."""
     v = np.asarray(v, np.float64)
     return np.stack([v[..., 1], v[..., 0], -v[..., 2]], axis=-1)
 
 
-def swap_frd_flu(v: np.ndarray) -> np.ndarray:
+def swap_frd_flu(v: npt.ArrayLike) -> np.ndarray:
     """FRD <-> FLU for body vectors (..., 3): ``(x, y, z) -> (x, -y, -z)``; its own inverse."""
     return np.asarray(v, np.float64) * np.array([1.0, -1.0, -1.0])
 
 
-def swap_attitude(q_wxyz: np.ndarray) -> np.ndarray:
+def swap_attitude(q_wxyz: npt.ArrayLike) -> np.ndarray:
     """``q_ned_frd`` <-> ``q_enu_flu`` (wxyz): ``(w + z, x + y, x - y, w - z) / sqrt 2`` (module
     docstring); its own inverse."""
     w, x, y, z = np.asarray(q_wxyz, np.float64)

@@ -125,7 +125,7 @@ def save_trajectory(path: str | Path, t: ObjectTrajectory) -> None:
     if t.robot is not None:
         arrays["robot"] = np.array(t.robot)
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy stub: **arrays might bind allow_pickle
     atomic_write_bytes(path, buf.getvalue())
 
 

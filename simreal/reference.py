@@ -94,7 +94,7 @@ def write_reference(path: str | Path, ref: Reference) -> None:
     """Atomically write the table's arrays as an npz (no pickles)."""
     check_reference(ref, str(path))
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v, np.float64) for k, v in ref.values.items()})
+    np.savez(buf, **{k: np.asarray(v, np.float64) for k, v in ref.values.items()})  # type: ignore[arg-type]  # numpy stub: **arrays might bind allow_pickle
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -281,7 +281,7 @@ def test_policy_names_agree_and_heads_must_divide_the_width():
     from simreal.policies.run_config import BCConfig
 
     choices = next(f for f in dataclasses.fields(BCConfig) if f.name == "policy").metadata["choices"]
-    # the VLA reads images and words, not a state vector: its own fit (policies/vla_bc.py), no NETWORKS row
+    # the VLA reads images and words, not a state vector: its own fit (simreal/policies/vla_bc.py), no NETWORKS row
     assert set(NETWORKS) | {"vla"} == set(POLICIES) == set(choices)
     with pytest.raises(ConfigError, match=r"train\.act\.n_heads.*must divide train\.act\.dim_model \(16\)"):
         act_config("train.act.n_heads=3")

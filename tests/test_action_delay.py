@@ -1,4 +1,4 @@
-"""The env's action delay (sim/env.py): whole and fractional control periods."""
+"""The env's action delay (simreal/sim/env.py): whole and fractional control periods."""
 
 from __future__ import annotations
 

@@ -596,7 +596,7 @@ def test_default_yaml_lists_every_deploy_key(hover_bundle):
 
 def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
     """The runner's ``action_history`` input: the actions before ``last_action``, newest first,
-    each starting at the initial command (as ``last_action`` does); as ``sim/env.py`` keeps it."""
+    each starting at the initial command (as ``last_action`` does); as ``simreal/sim/env.py`` keeps it."""
     from simreal.robot_spec import load_robot_spec
 
     spec = load_robot_spec("crazyflie2")

@@ -1,4 +1,4 @@
-"""Data-parallel training (policies/devices.py): two CPU devices compute what one does."""
+"""Data-parallel training (simreal/policies/devices.py): two CPU devices compute what one does."""
 
 from __future__ import annotations
 

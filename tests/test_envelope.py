@@ -1,4 +1,4 @@
-"""The state envelope (deploy/envelope.py): bounds, config, the runner's latched fault, and a
+"""The state envelope (simreal/deploy/envelope.py): bounds, config, the runner's latched fault, and a
 bad bundle stopped in the rehearsal."""
 
 from __future__ import annotations

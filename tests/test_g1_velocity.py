@@ -1,4 +1,4 @@
-"""g1-velocity's recipe (sim/tasks/g1_velocity.py): the gait clock the policy sees and the robot
+"""g1-velocity's recipe (simreal/sim/tasks/g1_velocity.py): the gait clock the policy sees and the robot
 side plays back, foot contact from MuJoCo's touch sensors, the clipped reward, and the
 per-gait-cycle tracking error."""
 

@@ -1,4 +1,4 @@
-"""IQL's critics and advantage weights (policies/iql.py) on a chain whose good actions are known."""
+"""IQL's critics and advantage weights (simreal/policies/iql.py) on a chain whose good actions are known."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a control loop needs from its host (deploy/realtime.py), and how a rehearsal tells a late
+"""What a control loop needs from its host (simreal/deploy/realtime.py), and how a rehearsal tells a late
 host from a bad policy (``host_deadlines``)."""
 
 from __future__ import annotations

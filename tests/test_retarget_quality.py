@@ -1,9 +1,9 @@
-"""The graded quality report (retarget/checks.py) and PD playback (retarget/feasibility.py).
+"""The graded quality report (simreal/retarget/checks.py) and PD playback (simreal/retarget/feasibility.py).
 
 A clean synthesised walk passes every check; each failure the real captures showed (a hip-yaw
 flip, a floating stance foot, a joint speed spike, a crouch, frames solved with slack, a
 reference the robot cannot follow) is injected into that walk's result, and the report must
-fail the right check at the right frames; then retarget/repair.py must bridge the defect or cut
+fail the right check at the right frames; then simreal/retarget/repair.py must bridge the defect or cut
 it, never emit it."""
 
 from __future__ import annotations

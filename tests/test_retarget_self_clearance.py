@@ -1,4 +1,4 @@
-"""Arm targets that clear the robot's own hips (retarget/self_clearance.py)."""
+"""Arm targets that clear the robot's own hips (simreal/retarget/self_clearance.py)."""
 
 from __future__ import annotations
 

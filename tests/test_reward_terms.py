@@ -85,7 +85,7 @@ def test_terms_batch_jit_and_vmap_alike():
 
 
 # -- every task against the formulas it wrote inline before the library (frozen copies) ----------------
-# Copied verbatim from sim/tasks/*.py as they stood before the reward library: a task whose
+# Copied verbatim from simreal/sim/tasks/*.py as they stood before the reward library: a task whose
 # reward_terms drifts from these (a sigma squared or not, a sum turned mean) fails here.
 def _old_quadrotor(env, phys, action, info):
     e = env.distance(phys, info)

@@ -1,4 +1,4 @@
-"""The built-in humanoid and arm models meet the robot-model contract (sim/robots/__init__.py).
+"""The built-in humanoid and arm models meet the robot-model contract (simreal/sim/robots/__init__.py).
 
 The humanoids cannot stand freely under PD alone with their real gains (ankle stiffness 2 x 40
 N m/rad is below the m g h ~ 220 (G1) / 500 (H1) N m/rad an inverted pendulum of their size

@@ -1,4 +1,4 @@
-"""SAC (policies/sac.py): its state resumes bit for bit (replay buffer included), its config
+"""SAC (simreal/policies/sac.py): its state resumes bit for bit (replay buffer included), its config
 is validated per algorithm, and a run trains, evaluates and exports through the CLI."""
 
 from __future__ import annotations

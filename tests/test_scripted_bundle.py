@@ -1,4 +1,4 @@
-"""An arm task's scripted controller as a bundle (``policies/scripted_bundle.py``): its kinematics
+"""An arm task's scripted controller as a bundle (``simreal/policies/scripted_bundle.py``): its kinematics
 against MuJoCo's, its IK landing the site on the target, the torch rule against the teachers'
 numpy rule, ONNX Runtime against torch, closed loop on arm-reach, and ``residual.base=scripted``
 freezing it under a residual whose untrained composition is exactly it."""

@@ -1,4 +1,4 @@
-"""The left-right mirror (sim/symmetry.py) held to the model and the task's own observation:
+"""The left-right mirror (simreal/sim/symmetry.py) held to the model and the task's own observation:
 the mirrored joint vector puts every body at its mirror image, and the mirrored observation of a
 state is the observation of the mirrored state."""
 

@@ -324,6 +324,23 @@ def test_twin_and_driver_end_to_end():
     assert twin.stats.commands_malformed == 0 and twin.stats.commands_bad_crc == 1
 
 
+def test_a_reconnect_waits_for_a_new_lowstate_not_the_last_connections():
+    """LowStates that came after the last read of one connection (the twin sends at 500 Hz) are
+    not the next connection's: with the robot gone, connect() says so instead of returning on
+    them (and the first read handing the old connection's state on as new)."""
+    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+
+    domain = T.random_domain_id()
+    robot = UnitreeRobot(UnitreeConfig("g1", domain_id=domain, connect_timeout_s=0.3))
+    with UnitreeTwin(TwinConfig("g1", domain_id=domain, gantry="always")):
+        robot.connect()
+        robot.observation()
+        assert _until(lambda: robot.chan.poll(0.01) > 0 and robot._fresh is not None)  # newer than the one read
+        robot.disconnect()
+    with pytest.raises(HardwareError, match="no unitree_hg LowState on rt/lowstate"):
+        robot.connect()
+
+
 def test_a_session_bag_is_the_wire_as_rosbags_reads_it(tmp_path):
     """``open_robot(..., bag=DIR)``: every LowState received and LowCmd sent, from connect to the
     safe command at disconnect, in a rosbag2 (MCAP) that rosbags, an independent CDR reader,

@@ -1,4 +1,4 @@
-"""The small VLA (``policies/vla*.py``) end to end and in parts: ``arm-reach-choice``'s instructions
+"""The small VLA (``simreal/policies/vla*.py``) end to end and in parts: ``arm-reach-choice``'s instructions
 and balls, a recording with camera images, ``simreal train-bc --policy vla``, ``simreal eval``,
 ``simreal export`` (a bundle with image and instruction inputs, ONNX equal to torch),
 ``simreal finetune-vla``; and the pieces: tokenizer, bins, padding mask, GAE, local pretrained

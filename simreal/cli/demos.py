@@ -8,7 +8,7 @@
     simreal demos arm-push env.action_scale=1.5 --teacher scripted --drive runs/arm-push/bc1 --episodes 50 \
         --append --out data/push      # DAgger: the BC run acts, the teacher labels, the dataset grows
 
-The teacher (``policies/teachers.py``) is ``scripted`` (the task's controller, from the full
+The teacher (``simreal/policies/teachers.py``) is ``scripted`` (the task's controller, from the full
 simulator state), ``random`` (held random actions: exploration, the broad coverage a reward
 model's frames need, not a demonstration to imitate) or a trained run's directory (its
 deterministic policy). It drives the task's
@@ -16,7 +16,7 @@ env through the env's own reset and step, in batches of ``--num-envs``; each env
 is one dataset episode: ``observation.state`` (the policy's observation), ``action`` (the
 normalised action the env applied), ``next.reward``, ``next.done``, ``next.success``, camera
 videos ``observation.images.<camera>`` for each ``--camera``, and the episode's instruction as its
-task string (``policies/demos.py``, ``policies/instructions.py``). ``key=value`` overrides set
+task string (``simreal/policies/demos.py``, ``simreal/policies/instructions.py``). ``key=value`` overrides set
 the task's config (or the run's) as for ``simreal train``; ``meta/simreal.yaml`` keeps the resolved
 config and the teacher, so ``simreal train-bc`` rebuilds the same env.
 
@@ -196,7 +196,10 @@ def run(args: argparse.Namespace) -> int:
     def on_step(n: int) -> None:
         nonlocal frames
         frames += n
-        progress.update(frames, episodes=tally.ran, **({"success": tally.rate} if success else {}))
+        if success:
+            progress.update(frames, episodes=tally.ran, success=tally.rate)
+        else:
+            progress.update(frames, episodes=tally.ran)
 
     writer = (
         appending
@@ -233,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     progress.close()
     if args.append:
+        assert source is not None  # --append: read above (a DataFileError when there is none)
         note_append(out, source, args.teacher, args.drive, seed, writer.num_episodes - before)
     if stop.requested:
         if not args.append and writer.num_episodes == 0:  # a new folder holding metadata only would block a rerun

@@ -227,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
     with realtime_priority(args.realtime) as realtime, DdsTransport(domain, loopback=not args.network) as tr:
         node = DdsPolicyNode(runner, tr, recorder=recorder)
         cfg = runner.cfg
+        assert cfg.command is not None  # a resolved config (resolve_deploy_config refuses one without)
         if not args.json:
             print(
                 f"running {runner.bundle.path} at {cfg.control_rate_hz:g} Hz on DDS domain {domain}: "
@@ -555,13 +556,13 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
             else "commands   none arrived"
         )
     ground_s = robot.get("on_ground_s")
-    if ground_s is not None:  # the model has no contacts: the flight ends there (deploy/sim_loop.py)
+    if ground_s is not None:  # the model has no contacts: the flight ends there (simreal/deploy/sim_loop.py)
         speed = (robot.get("geofence") or {}).get("ground_speed_m_s")
         lines.append(
             f"ground     on the ground at {ground_s:.2f} s after the hand-over"
             + (f", {speed:.2f} m/s" if speed is not None else "")
         )
-    if robot.get("diverged_s") is not None:  # MuJoCo reset the state there (deploy/sim_robot.py)
+    if robot.get("diverged_s") is not None:  # MuJoCo reset the state there (simreal/deploy/sim_robot.py)
         lines.append(
             f"physics    the simulation diverged at {robot['diverged_s']:.3f} s of simulated time; "
             f"the rehearsal stopped there -> FAIL"

@@ -17,7 +17,7 @@ safety layer taking over, 1 after a fault or a watchdog trip, 130 / 143 / 129 wh
 SIGTERM or SIGHUP stopped it.
 
 On stderr: a banner (what runs, how it stops, a keyboard's keys), then a status line every 2 s
-(time, tick rate, the safety layer's mode, the teleoperated command: ``hardware/drive_status.py``).
+(time, tick rate, the safety layer's mode, the teleoperated command: ``simreal/hardware/drive_status.py``).
 The report, text or ``--json``, comes from one dict (:func:`drive_report`): the drive loop's
 counters and ``last_error`` (the robot link's), and the runner's under ``runner`` with its own.
 """

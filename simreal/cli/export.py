@@ -10,7 +10,7 @@ then renamed into place, so a failed check or an interruption leaves ``OUT`` as 
 bundle in place has always passed its check. ``--out`` may be new, an empty folder or a bundle
 (its ``bundle.yaml``), which the export replaces; any other folder, or a file, is refused: it
 once deleted a folder of the user's files. A vision-language-action run (``train-bc --policy vla``) exports
-with image and instruction inputs (``policies/vla_export.py``); a CNN policy on a task with dict
+with image and instruction inputs (``simreal/policies/vla_export.py``); a CNN policy on a task with dict
 observations (``arm-push-pixels``) is refused.
 """
 

@@ -7,7 +7,7 @@
 Starts from the VLA of a ``simreal train-bc --policy vla`` run (or of an earlier fine-tuning)
 and writes a new run directory (``runs/<task>/<stamp>`` unless ``--out``): PPO on the action
 bins' log-probabilities with the sparse success reward and a critic on the simulator's state
-(``policies/vla_rl.py``; settings ``train.vla.rl.*``). The cloned policy is evaluated before the
+(``simreal/policies/vla_rl.py``; settings ``train.vla.rl.*``). The cloned policy is evaluated before the
 first round and the fine-tuned one after the last, on the same episodes, and both are printed.
 Progress (round, sampled success, KL, ETA) goes to stderr.
 """

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             raise DataFileError(root, "the dataset holds no episodes")
         datasets.append(ds)
         terms = these
+    assert terms is not None  # nargs="+": at least one dataset set it
     task = args.task if args.task is not None else only_instruction(datasets)
     has_reward = all("next.reward" in ds.features for ds in datasets)
     parts: dict[str, list[np.ndarray]] = {
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                 parts["task_reward"].append(np.asarray(ep["next.reward"], np.float32).reshape(-1)[keep])
     out = {k: np.concatenate(v) for k, v in parts.items() if v}
     buf = io.BytesIO()
-    np.savez(buf, **out, task=np.str_(task), camera=np.str_(args.camera), state_terms=np.array(terms, dtype=np.str_))
+    np.savez(buf, **out, task=np.str_(task), camera=np.str_(args.camera), state_terms=np.array(terms, dtype=np.str_))  # type: ignore[arg-type]  # numpy stub: **arrays might bind allow_pickle
     atomic_write_bytes(Path(args.out), buf.getvalue())
     print(
         json.dumps(

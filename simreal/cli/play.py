@@ -21,7 +21,7 @@ from simreal.config import positive_int_arg, seed_arg
 from simreal.sim.headless_gl import HEADLESS_GL, use_headless_gl
 
 HELP = "render a video of a trained policy"
-FOLLOW = "follow"  # not a camera of the model: a free camera that tracks the robot (sim/follow_camera.py)
+FOLLOW = "follow"  # not a camera of the model: a free camera that tracks the robot (simreal/sim/follow_camera.py)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
                     d.mocap_pos[:] = np.asarray(env.mocap_pos(state.info)).reshape(m.nmocap, 3)
                 mujoco.mj_forward(m, d)
                 renderer.update_scene(d, camera=follow(d) if follow is not None else camera)
-                w.append_data(renderer.render())
+                w.append_data(renderer.render())  # type: ignore[attr-defined]  # imageio's stub: get_writer returns a Writer
                 state = step(state, policy.act(state.obs))
                 frames += 1  # counted after the step: the first one's compile is not in the rate
                 progress.update(frames, episode=f"{episode + 1}/{args.episodes}")

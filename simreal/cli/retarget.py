@@ -203,10 +203,10 @@ def run(args: argparse.Namespace) -> int:
                 raise DataFileError(str(src), f"clips {by_out[out]} and {clip} would both write {out}; rename one")
             by_out[out] = clip
         robot = robot_for(opts).source["robot"]
-        done = (
+        before = (
             {i: done_before(w[0], w[1], w[2], robot, opts["method"]) for i, w in enumerate(work)} if args.resume else {}
         )
-        done = {i: d for i, d in done.items() if d is not None}
+        done = {i: d for i, d in before.items() if d is not None}
         todo = [i for i in range(len(work)) if i not in done]
         jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(todo) or 1))
         doing = (

@@ -4,7 +4,7 @@
     simreal train quadrotor-hover train.num_envs=512 seed=3 backend=mjx
     simreal train --resume runs/quadrotor-hover/20261121-120000
     simreal train --resume RUN_DIR train.num_timesteps=40000000   # extend the budget
-    simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (policies/trainers.py)
+    simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (simreal/policies/trainers.py)
 
 Progress (steps/s, return, train_success, eval_success, ETA) goes to stderr; the run directory holds
 config.yaml, checkpoints/, metrics.csv, TensorBoard events and plots/learning_curve.png.

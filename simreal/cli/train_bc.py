@@ -15,7 +15,7 @@ Writes a run directory (``runs/<task>/<stamp>/`` unless ``--out``) with ``config
 ``metrics.csv``, then evaluates the policy in simulation (``train.num_eval_envs`` episodes) and
 prints the task's statistics. The env is the one the demonstrations were recorded in (the
 resolved config ``simreal demos`` keeps in ``meta/simreal.yaml``); ``key=value`` overrides
-change it or the ``train.*`` settings (``policies/bc.py``: normalisation from the dataset's
+change it or the ``train.*`` settings (``simreal/policies/bc.py``: normalisation from the dataset's
 ``stats.json``, MSE on normalised actions, episodes split into training and validation).
 Progress (gradient steps/s, epoch, losses, ETA) goes to stderr; with ``--iql`` in two stages,
 ``critics 1/2`` then ``actor 2/2``, each line's ETA its own stage's. Ctrl-C or SIGTERM stops it:
@@ -23,12 +23,12 @@ the run keeps the checkpoint of its best epoch so far and ``metrics.csv`` (writt
 epoch), is not evaluated, and the command exits 130 / 143; a run stopped before its first
 epoch is removed.
 
-``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``policies/act.py``: it
+``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``simreal/policies/act.py``: it
 predicts the next ``train.act.chunk_size`` actions, ensembled over steps in ``simreal eval`` and on
 the robot alike; its bundle says so in ``action_chunk``) or ``flow`` (a flow-matching action head
-over the same chunks, the diffusion family's, ``policies/flow.py``; ``train.flow.*``) or ``vla`` (a
+over the same chunks, the diffusion family's, ``simreal/policies/flow.py``; ``train.flow.*``) or ``vla`` (a
 vision encoder and a language model with a binned-action head, reading the dataset's camera images
-and each episode's instruction, ``policies/vla.py``; ``train.vla.*``; ``simreal finetune-vla`` then
+and each episode's instruction, ``simreal/policies/vla.py``; ``train.vla.*``; ``simreal finetune-vla`` then
 trains it further with RL in simulation).
 """
 
@@ -93,7 +93,9 @@ def resolve_bc(
         raise ConfigError("--task", f"{root} has no {SOURCE_FILE} (not recorded by simreal demos): name the task")
     if recorded is not None and task is not None and task != recorded.get("task"):
         raise ConfigError("--task", f"{root} was recorded in {recorded.get('task')}, not {task}")
-    task = task or recorded["task"]
+    if not task:
+        assert recorded is not None  # checked above: without --task the dataset names it
+        task = recorded["task"]
     path = task_yaml(task)
     base = load_yaml(path) if path.is_file() else {"task": task}
     if recorded is not None:

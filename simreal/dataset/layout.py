@@ -299,7 +299,8 @@ def next_chunk_file(chunk_index: int, file_index: int, chunks_size: int) -> tupl
 
 def data_schema(features: Mapping[str, Mapping[str, Any]]) -> pa.Schema:
     """The data parquet's Arrow schema with the Hugging Face ``datasets`` metadata lerobot's files carry."""
-    fields, hf = [], {}
+    fields: list[pa.Field] = []
+    hf: dict[str, dict[str, Any]] = {}
     for name, ft in features.items():
         if ft["dtype"] == "video":
             continue

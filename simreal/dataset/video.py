@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import av
 import cv2
@@ -34,7 +34,7 @@ import numpy as np
 from simreal.errors import DataFileError, MissingDependencyError
 from simreal.npz import short_reason
 
-VIDEO_CODEC = "libsvtav1"
+VIDEO_CODEC: Final = "libsvtav1"
 PIX_FMT = "yuv420p"
 # lerobot's RGBEncoderConfig defaults; recorded in info.json as video.<name>.
 ENCODER_SETTINGS: dict[str, Any] = {
@@ -219,7 +219,10 @@ def duration_s(path: Path) -> float:
     with _open(path) as container:
         stream = container.streams.video[0]
         if stream.duration is not None:
+            assert stream.time_base is not None  # PyAV gives every demuxed stream one
             return float(stream.duration * stream.time_base)
+        if container.duration is None:
+            raise DataFileError(str(path), "has no duration (neither its video stream nor the container)")
         return float(container.duration / av.time_base)
 
 
@@ -227,6 +230,7 @@ def video_info(path: Path) -> dict[str, Any]:
     """The ``info`` block lerobot's ``get_video_info`` records for a video feature in info.json."""
     with _open(path) as container:
         stream = container.streams.video[0]
+        assert stream.base_rate is not None and stream.pix_fmt is not None  # a decodable video stream's
         info: dict[str, Any] = {
             "video.height": stream.height,
             "video.width": stream.width,
@@ -253,6 +257,7 @@ def decode_frames(path: Path, timestamps: Sequence[float], tolerance_s: float = 
     try:
         with _open(path) as container:
             stream = container.streams.video[0]
+            assert stream.time_base is not None  # PyAV gives every demuxed stream one
             container.seek(max(0, round(first / stream.time_base) - 1), backward=True, any_frame=False, stream=stream)
             for frame in container.decode(stream):
                 if frame.pts is None:

@@ -179,12 +179,12 @@ class DatasetWriter:
         for key, value in (("fps", fps), ("chunks_size", chunks_size)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(key, f"got {printable(repr(value))}; expected a positive integer")
-        for key, value in (
+        for key, mb in (
             ("data_files_size_in_mb", data_files_size_in_mb),
             ("video_files_size_in_mb", video_files_size_in_mb),
         ):
-            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
-                raise ConfigError(key, f"got {printable(repr(value))}; expected a positive number of megabytes")
+            if not isinstance(mb, int | float) or isinstance(mb, bool) or not 0 < mb < math.inf:
+                raise ConfigError(key, f"got {printable(repr(mb))}; expected a positive number of megabytes")
         if robot_type is not None and not isinstance(robot_type, str):
             raise ConfigError("robot_type", f"got {printable(repr(robot_type))}; expected a string or None")
         checked = validate_features(features, lambda field, message: ConfigError(field, message))
