@@ -331,7 +331,7 @@ def test_a_reconnect_waits_for_a_new_lowstate_not_the_last_connections():
     from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
-    robot = UnitreeRobot(UnitreeConfig("g1", domain_id=domain, connect_timeout_s=0.3))
+    robot = UnitreeRobot(UnitreeConfig("g1", domain_id=domain, connect_timeout_s=2.0))  # DDS discovery under load
     with UnitreeTwin(TwinConfig("g1", domain_id=domain, gantry="always")):
         robot.connect()
         robot.observation()
