@@ -454,7 +454,7 @@ def hover_dir(tmp_path_factory):
             ["quadrotor-hover", "--robot", "real", "--driver", "so100", "--noise", "0"],
             "--noise and --latency-ms are for",
         ),
-        (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-config, --camera and --locate-object are for"),
+        (["quadrotor-hover", "--driver", "so100"], "--driver, --driver-set, --camera and --locate-object are for"),
         (["quadrotor-hover", "--videos", "2"], "--videos: needs --out DIR"),
         (["quadrotor-hover", "--duration", "2"], "--duration: suite quadrotor-hover judges from 2 s on"),
         (["quadrotor-hover", "--set", "watchdog.timeout_s=-1"], "watchdog.timeout_s"),

@@ -329,7 +329,7 @@ def test_a_config_for_another_robot_names_the_file_and_the_slot_count(tmp_path, 
     argv = ["deploy", "ros2", str(bundle), "--out", str(tmp_path / "ws"), "--set", "command.channel_map=[1,1]"]
     assert main(argv) == 2
     assert (
-        "--set: config key 'command.channel_map': expected 2 distinct slot indices >= 0, got [1, 1]"
+        "--deploy-set: config key 'command.channel_map': expected 2 distinct slot indices >= 0, got [1, 1]"
         in capsys.readouterr().err
     )
 

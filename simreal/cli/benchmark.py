@@ -12,7 +12,7 @@
     simreal benchmark arm-reach --policy BUNDLE --robot twin --task-param target_pos_w=[0.25,0.0,0.15]
 
     # the same suite on the robot: the operator resets it before each trial (--yes: no prompt)
-    simreal benchmark arm-reach --policy BUNDLE --robot real --driver so100 --driver-config port=/dev/ttyACM0 \\
+    simreal benchmark arm-reach --policy BUNDLE --robot real --driver so100 --driver-set port=/dev/ttyACM0 \\
         --task-param target_pos_w=[0.25,0.0,0.15] --trials 30 --out bench_results/
 
     # twin and real side by side: Markdown + PNG plots
@@ -83,22 +83,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a task input for every trial, e.g. target_pos_w=[0.3,0,0.2] or command=[0.5,0,0]",
     )
     p.add_argument(
+        "--deploy-set",
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a deploy config override, e.g. --set watchdog.timeout_s=0.05 (repeatable)",
+        help="a deploy config override, e.g. --deploy-set watchdog.timeout_s=0.05 (repeatable; --set: the old "
+        "spelling, kept for one release)",
     )
     p.add_argument("--noise", type=float, default=None, help="twin: sensor noise scale (default 1; 0 = none)")
     p.add_argument("--latency-ms", type=float, default=None, help="twin: actuation latency [ms] (default 0)")
     p.add_argument("--driver", help="real: the driver's name in the drivers table (simreal.hardware.drivers)")
     p.add_argument(
+        "--driver-set",
         "--driver-config",
+        dest="driver_config",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="real: one field of the driver's config (port, address, ...), repeatable",
+        help="real: one field of the driver's config (port, address, ...), repeatable (--driver-config: the old "
+        "spelling, kept for one release)",
     )
     p.add_argument("--yes", action="store_true", help="real: do not ask the operator before each trial")
     p.add_argument("--out", help="folder for the results JSON and the report")
@@ -253,7 +258,7 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
     from simreal.hardware.sim_twin import TwinConfig
 
     if args.driver or args.driver_config or args.camera or args.locate_object:
-        raise SimrealError("--driver, --driver-config, --camera and --locate-object are for --robot real")
+        raise SimrealError("--driver, --driver-set, --camera and --locate-object are for --robot real")
     require("mujoco")  # the twin needs it: said here, not as a traceback
     tree = {
         "seed": args.seed,
@@ -266,7 +271,7 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
 @contextlib.contextmanager
 def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     """The robot of --driver from the drivers table (simreal.hardware.drivers), configured by
-    --driver-config, connected for the benchmark."""
+    --driver-set, connected for the benchmark."""
     from simreal.config import parse_overrides
     from simreal.errors import SimrealError
     from simreal.hardware.benchmark import RealBench
@@ -274,7 +279,7 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     if args.noise is not None or args.latency_ms is not None:
         raise SimrealError("--noise and --latency-ms are for --robot twin (a real robot has its own)")
     if not args.driver:
-        raise SimrealError("--robot real needs --driver NAME (and --driver-config KEY=VALUE for its port or address)")
+        raise SimrealError("--robot real needs --driver NAME (and --driver-set KEY=VALUE for its port or address)")
     from simreal.hardware.drivers import open_robot
 
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}

@@ -11,7 +11,7 @@
 
 Deploy settings (topics, limits, watchdog, start ramp) come from the bundle's robot spec
 and can be overridden with ``--config my.yaml`` (see configs/deploy/default.yaml) and
-``--set watchdog.timeout_s=0.05``. ``deploy sim`` exits 0 when the rehearsal passes (a
+``--deploy-set watchdog.timeout_s=0.05``. ``deploy sim`` exits 0 when the rehearsal passes (a
 quadrotor holds its target within 10 cm from 2 s after hand-over), 1 when it fails, and 3 when
 it failed on a host that missed its own deadlines (:func:`host_deadlines`): a real-time
 rehearsal needs the CPU when its loops are due, so a failure there says nothing about the
@@ -53,12 +53,14 @@ def _common(p: argparse.ArgumentParser, realtime: bool = False) -> None:
         )
     p.add_argument("--config", help="deploy YAML overriding the robot spec's topics, limits, watchdog, ...")
     p.add_argument(
+        "--deploy-set",
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one deploy key, e.g. --set watchdog.timeout_s=0.05 (repeatable)",
+        help="override one deploy key, e.g. --deploy-set watchdog.timeout_s=0.05 (repeatable; --set: the old "
+        "spelling, kept for one release)",
     )
 
 
@@ -165,7 +167,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _set_by(args: argparse.Namespace, key: str) -> str | None:
-    """Where the user set the dotted deploy ``key``: ``--set`` (which wins), the ``--config`` file, or
+    """Where the user set the dotted deploy ``key``: ``--deploy-set`` (which wins), the ``--config`` file, or
     None (the bundle and its robot spec)."""
     from simreal.config import parse_overrides
     from simreal.yaml_io import load_yaml
@@ -178,7 +180,7 @@ def _set_by(args: argparse.Namespace, key: str) -> str | None:
         return True
 
     if sets(parse_overrides(args.overrides)):
-        return "--set"
+        return "--deploy-set"
     return args.config if args.config and sets(load_yaml(args.config)) else None
 
 
@@ -188,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return {"ros2": _ros2, "run": _run, "sim": _sim}[args.deploy_verb](args)
     except ConfigError as e:
-        # The resolver sees one merged tree: name the file (or --set) a bad key came from.
+        # The resolver sees one merged tree: name the file (or --deploy-set) a bad key came from.
         where = None if e.source else _set_by(args, e.key)
         if where is None:
             raise

@@ -1,7 +1,7 @@
 """Run a policy bundle on a robot through its driver (no ROS): the deploy runner at the control rate.
 
     # the SO-100 on its Feetech bus
-    simreal drive BUNDLE --driver so100 --set port=/dev/ttyACM0 --duration 30
+    simreal drive BUNDLE --driver so100 --driver-set port=/dev/ttyACM0 --duration 30
 
     # the same against the driver's twin (the bus on a pseudo-terminal), a report as JSON
     simreal drive BUNDLE --twin --duration 5 --json

@@ -1,7 +1,7 @@
 """Record teleoperated episodes from a robot (or its twin) into a LeRobot v3 dataset.
 
     # an SO-100 follower driven by its leader arm, two cameras, 10 episodes of 20 s
-    simreal record so100 --set port=/dev/ttyACM0 --teleop leader --leader-set port=/dev/ttyACM1 \\
+    simreal record so100 --driver-set port=/dev/ttyACM0 --teleop leader --leader-set port=/dev/ttyACM1 \\
         --camera front=0 --camera wrist=2 --task "put the cube in the bowl" --episodes 10 --out data/cube
 
     # the same against the twin (the Feetech bus on a pseudo-terminal), keyboard teleop
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
 
     with contextlib.ExitStack() as stack:
         robot = stack.enter_context(
-            open_robot(name, args.robot, _settings(args.settings, "--set"), twin=args.twin, bag=args.bag)
+            open_robot(name, args.robot, _settings(args.settings, "--driver-set"), twin=args.twin, bag=args.bag)
         )
         teleop = stack.enter_context(_teleop(args, robot, stack))
         for cam in cameras:

@@ -2,7 +2,7 @@
 
 One :class:`DeployConfig` drives every transport. It starts from the bundle (control rate,
 action layout) and its robot spec (topics, limits), then a user's YAML overrides it key by
-key (``configs/deploy/*.yaml``, ``--config``, ``--set key=value``, or the generated ROS 2
+key (``configs/deploy/*.yaml``, ``--config``, ``--deploy-set key=value``, or the generated ROS 2
 package's parameters file, which is this same tree under ``ros__parameters``). Unknown
 keys, wrong types and out-of-range values raise :class:`ConfigError` naming the key.
 

@@ -126,15 +126,18 @@ DRIVERS: dict[str, Driver] = {
 
 
 def add_driver_arguments(p: Any, twin_help: str) -> None:
-    """The ``--driver``, ``--set`` and ``--twin`` options of every verb that opens a robot."""
+    """The ``--driver``, ``--driver-set`` and ``--twin`` options of every verb that opens a robot
+    (``--set``, the old spelling of ``--driver-set``, kept for one release)."""
     p.add_argument("--driver", help="hardware driver (default: the one that drives the robot)")
     p.add_argument(
+        "--driver-set",
         "--set",
         dest="settings",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="driver setting, e.g. --set port=/dev/ttyACM0 (repeatable)",
+        help="driver setting, e.g. --driver-set port=/dev/ttyACM0 (repeatable; --set: the old spelling, "
+        "kept for one release)",
     )
     p.add_argument("--twin", action="store_true", help=twin_help)
     p.add_argument(

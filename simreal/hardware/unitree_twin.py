@@ -40,7 +40,7 @@ DDS hops and the controller, on one monotonic clock.
 In its own process, for a driver or a controller of yours on the same DDS domain::
 
     python -m simreal.hardware.unitree_twin --robot g1 --domain-id 7
-    simreal drive BUNDLE --driver unitree --set domain_id=7        # another terminal
+    simreal drive BUNDLE --driver unitree --driver-set domain_id=7  # another terminal
 
 it prints where the robot is every 2 s (:meth:`UnitreeTwin.status_line`: base position, yaw,
 tilt, LowCmds applied), so a walk or a fall shows without a viewer.
