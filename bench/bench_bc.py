@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from simreal.cli import main as simreal
-from simreal.policies.bc_actor import NETWORKS
+from simreal.policies.bc.actor import NETWORKS
 from simreal.yaml_io import load_yaml
 
 #: case name -> (task, config overrides)

@@ -57,7 +57,8 @@ def main() -> None:
     from pathlib import Path
 
     from simreal.policies.run_config import make_env, resolve
-    from simreal.policies.train import BRAX, load_config, make_algorithm
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.brax import BRAX, make_algorithm
 
     if args.run:
         cfg = load_config(Path(args.run))

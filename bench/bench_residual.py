@@ -14,7 +14,7 @@ Each case runs what a user runs, in this process (``simreal.cli.main``)::
     simreal export RUN_DIR                                                      # each run
 
 (``--base scripted``: no demonstrations and no BC; ``residual.base=scripted``, the task's
-scripted controller as a graph of the observation, ``simreal/policies/scripted_bundle.py``), then
+scripted controller as a graph of the observation, ``simreal/policies/demos/scripted_bundle.py``), then
 evaluates the bundles, the base frozen into the first residual run (``RUN_DIR/base``),
 each composed one and the scratch policy's, on the same ``E`` episodes: the same env (the
 run's config, domain randomisation on), the same seed (``simreal eval``'s, ``seed + EVAL_SEED_OFFSET``)
@@ -49,8 +49,8 @@ def _cpu_s() -> float:
 def evaluate_bundle(env, bundle_dir: Path, episodes: int, seed: int) -> dict:
     """``ppo.evaluate`` of a bundle's ONNX policy (deterministic, first episode of each env)."""
     from simreal.bundle import OnnxPolicy, load_bundle
-    from simreal.policies.ppo import evaluate
-    from simreal.policies.residual_env import onnx_base
+    from simreal.policies.rl.ppo import evaluate
+    from simreal.policies.trainers.residual_env import onnx_base
 
     act = onnx_base(OnnxPolicy(load_bundle(bundle_dir)))
     return evaluate(env, lambda _params, deterministic=True: lambda obs, _key: (act(obs), {}), None, episodes, seed)
@@ -76,9 +76,9 @@ def _train(
 def bench_case(name: str, root: Path, args: argparse.Namespace) -> list[dict]:
     """The rows of one task: the BC base alone, base + residual per scale, PPO from scratch (module docstring)."""
     from simreal.policies.evaluation import EVAL_SEED_OFFSET
-    from simreal.policies.residual import BASE_DIR
     from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.residual import BASE_DIR
 
     task, overrides = CASES[name]
     if args.base == "scripted":

@@ -71,8 +71,8 @@ def baselines(run_dir: Path, episodes: int) -> dict[str, dict[str, float]]:
     """PD playback and zero action, evaluated as ``simreal eval`` evaluates the run's policy."""
     from simreal.policies.evaluation import EVAL_SEED_OFFSET
     from simreal.policies.run_config import make_env
+    from simreal.policies.run_dir import load_config
     from simreal.policies.torch_policy import evaluate
-    from simreal.policies.train import load_config
 
     cfg = load_config(run_dir)  # the run's own copy of the clip (run_dir/inputs)
     env = make_env(cfg)

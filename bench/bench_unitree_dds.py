@@ -3,9 +3,9 @@
 Two processes on one machine, Cyclone DDS on loopback, Unitree's own wire (``rt/lowstate``
 ``unitree_hg::msg::dds_::LowState_`` in, ``rt/lowcmd`` LowCmd_ with its CRC out):
 
-- the *twin* (``--role twin`` subprocess, :mod:`simreal.hardware.unitree_twin`): MuJoCo at
+- the *twin* (``--role twin`` subprocess, :mod:`simreal.hardware.unitree.twin`): MuJoCo at
   2 ms steps on a gantry, a LowState after every step, the newest LowCmd applied every step;
-- the *controller* (this process): :class:`simreal.hardware.unitree.UnitreeRobot` in a loop
+- the *controller* (this process): :class:`simreal.hardware.unitree.driver.UnitreeRobot` in a loop
   paced by the state stream: ``observation()`` (the next LowState), a PD hold pose with a
   0.1 rad, 0.5 Hz sway on every joint, ``send_action()`` (one LowCmd).
 
@@ -45,7 +45,7 @@ TARGET_P99_US = 2000.0
 def run_twin(robot: str, domain: int, realtime: bool, out: str) -> None:
     """The twin until this process's stdin closes; its statistics go to ``out`` (JSON)."""
     from simreal.deploy.realtime import realtime_priority
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     twin = UnitreeTwin(TwinConfig(robot, domain_id=domain, state_rate_hz=RATE_HZ, gantry="always"))
     stop = threading.Event()
@@ -75,7 +75,7 @@ def measure(
 ) -> dict[str, float]:
     """Run the twin in a subprocess and the controller here for ``seconds``; returns the table's numbers."""
     from simreal.deploy.realtime import frozen_heap, realtime_priority
-    from simreal.hardware.unitree import UnitreeConfig, UnitreeRobot
+    from simreal.hardware.unitree.driver import UnitreeConfig, UnitreeRobot
 
     domain = domain if domain is not None else 100 + os.getpid() % 50
     with tempfile.TemporaryDirectory() as tmp:

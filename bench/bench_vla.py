@@ -42,11 +42,11 @@ from simreal.cli import main as simreal
 
 def evaluate(run: Path, episodes: int, seed: int) -> dict[str, float]:
     """Success overall, per instruction, and under the wrong instruction, of a VLA run."""
-    from simreal.policies.instructions import instruction
     from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config
-    from simreal.policies.vla import CHECKPOINT, load_vla
-    from simreal.policies.vla_rollout import rollout
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.vla.instructions import instruction
+    from simreal.policies.vla.model import CHECKPOINT, load_vla
+    from simreal.policies.vla.rollout import rollout
     from simreal.sim.tasks.arm_reach_choice import BALLS
 
     cfg = load_config(run, reward=False)

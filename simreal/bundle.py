@@ -20,7 +20,8 @@
       offset: [...]
       low: [...]                      # physical limits; deploy clamps to them
       high: [...]
-    latency: {action_delay_steps: 0, obs_history: 1}
+    latency: {action_delay_steps: 0, obs_history: 1}   # obs_history: frames the policy observes,
+                                      # newest first; observation.size = obs_history x the terms' sizes
     task_params: {target_pos_w: [0.0, 0.0, 1.0]}   # the task's fixed inputs on the robot
     task_config: {...}                # the env config it was trained with (the rehearsal rebuilds it;
                                       # a clip it reads is carried in inputs/, simreal/input_files.py)
@@ -158,6 +159,7 @@ class Bundle:
     action_chunk: ActionChunk | None = None  # None: the graph outputs one action
     images: tuple[ImageInput, ...] = ()  # cameras the graph takes
     instruction: InstructionInput | None = None
+    obs_history: int = 1  # observation frames the graph takes, newest first (latency.obs_history)
 
     def instruction_inputs(self, sentence: str) -> dict[str, np.ndarray]:
         """``instruction_ids`` and ``instruction_mask`` (max_tokens,) int64 of ``sentence``, by the
@@ -220,6 +222,12 @@ class Bundle:
 
     @property
     def obs_size(self) -> int:
+        """The graph's observation length: ``obs_history`` frames of :attr:`obs_terms`."""
+        return self.obs_history * self.frame_size
+
+    @property
+    def frame_size(self) -> int:
+        """One observation frame's length (the sum of the terms' sizes)."""
         return sum(t.size for t in self.obs_terms)
 
     @property
@@ -425,8 +433,14 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         for i, t in enumerate(terms_raw)
     )
     size = _int(obs, "size", "observation.", path)
-    if size != sum(t.size for t in terms):
-        raise BundleError("observation.size", f"{size} != sum of term sizes {sum(t.size for t in terms)}", path)
+    latency = _section(raw, "latency", path)
+    history = _int(latency, "obs_history", "latency.", path) if "obs_history" in latency else 1
+    if size != history * sum(t.size for t in terms):
+        raise BundleError(
+            "observation.size",
+            f"{size} != latency.obs_history {history} x the sum of term sizes {sum(t.size for t in terms)}",
+            path,
+        )
     norm = _req(obs, "normalization", "observation.", path)
     mean = _vec(norm, "mean", size, "observation.normalization.", path)
     std = _vec(norm, "std", size, "observation.normalization.", path)
@@ -474,7 +488,8 @@ def parse_bundle(raw: Mapping[str, Any], bundle_dir: Path) -> Bundle:
         obs_mean=mean,
         obs_std=std,
         action=layout,
-        latency=_section(raw, "latency", path),
+        latency=latency,
+        obs_history=history,
         task_params=_task_params(raw, path),
         task_config=_section(raw, "task_config", path),
         task_topics=_section(raw, "task_topics", path),

@@ -41,7 +41,7 @@ import numpy as np
 
 from simreal.errors import DataFileError
 from simreal.npz import open_npz
-from simreal.observations import quat_to_rotmat
+from simreal.rotations import quat_to_rotmat
 from simreal.yaml_io import atomic_write_bytes
 
 FORMAT_VERSION = 1

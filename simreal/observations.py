@@ -33,35 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simreal.errors import UnknownNameError
+from simreal.rotations import quat_to_rotmat, rotate_inv
 
 Array = Any
 State = Mapping[str, Array]
 
 #: The site of an arm's model that ``ee_pos_w`` is measured at (every shipped arm has one).
 EE_SITE = "end_effector"
-
-
-def quat_to_rotmat(q: Array, xp: Any) -> Array:
-    """Rotation matrix R_wb (3, 3) from a unit quaternion q = (w, x, y, z), world-from-body."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    r = [
-        1 - 2 * (y * y + z * z),
-        2 * (x * y - w * z),
-        2 * (x * z + w * y),
-        2 * (x * y + w * z),
-        1 - 2 * (x * x + z * z),
-        2 * (y * z - w * x),
-        2 * (x * z - w * y),
-        2 * (y * z + w * x),
-        1 - 2 * (x * x + y * y),
-    ]
-    return xp.stack(r, axis=-1).reshape(q.shape[:-1] + (3, 3))
-
-
-def rotate_inv(q: Array, v: Array, xp: Any) -> Array:
-    """v expressed in the body frame: R_wb^T v."""
-    r = quat_to_rotmat(q, xp)
-    return xp.einsum("...ji,...j->...i", r, v)
 
 
 def pos_error_w(s: State, xp: Any) -> Array:

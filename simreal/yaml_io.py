@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +144,21 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def dump_yaml(path: str | os.PathLike, data: dict[str, Any]) -> None:
     """Write a mapping as YAML atomically, keys in insertion order."""
     atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=None))
+
+
+def atomic_folder(out: str | os.PathLike, fill: Callable[[Path], None]) -> Path:
+    """The folder ``out`` written by ``fill(tmp)`` into ``out.tmp`` beside it, then renamed into
+    place (an earlier ``out`` replaced): a reader sees the old folder or the whole new one; a
+    failure or Ctrl-C inside ``fill`` leaves nothing half-built."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        fill(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out

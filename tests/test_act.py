@@ -46,8 +46,8 @@ def act_config(*overrides: str):
 
 def test_act_maps_an_observation_batch_to_chunks_scaled_to_the_control_rate():
     from simreal.action_chunk import CHUNK_S
-    from simreal.policies.act import action_chunk
-    from simreal.policies.bc_actor import make_actor
+    from simreal.policies.bc.act import action_chunk
+    from simreal.policies.bc.actor import make_actor
 
     tc = act_config("train.act.chunk_size=0")
     for rate in (50.0, 100.0):
@@ -68,8 +68,8 @@ def test_act_maps_an_observation_batch_to_chunks_scaled_to_the_control_rate():
 
 
 def test_chunk_targets_pad_past_the_episode_end_and_the_loss_ignores_the_padding():
-    from simreal.policies.bc import targets
-    from simreal.policies.bc_actor import masked_mean
+    from simreal.policies.bc.actor import masked_mean
+    from simreal.policies.bc.cloning import targets
 
     a = np.arange(10, dtype=np.float32).reshape(5, 2)  # a_t = (2t, 2t + 1)
     y, valid = targets(a, 3)
@@ -88,7 +88,7 @@ def test_chunk_targets_pad_past_the_episode_end_and_the_loss_ignores_the_padding
 def test_fitting_act_on_a_tiny_synthetic_dataset_lowers_the_l1_loss():
     """Actions a_t = sin(w t + phi), the observation (sin, cos) of the phase and a constant: the
     chunk a_{t..t+k-1} is a function of the observation, which ACT must learn."""
-    from simreal.policies.bc_actor import make_actor
+    from simreal.policies.bc.actor import make_actor
 
     tc = act_config(
         "train.epochs=15",
@@ -155,7 +155,7 @@ def tiny_bundle(tmp_path_factory):
 
 def test_bundle_carries_the_chunk_and_its_onnx_chunk_equals_torch(tiny_bundle):
     from simreal.bundle import OnnxPolicy, load_bundle
-    from simreal.policies.bc_actor import deployed_policy
+    from simreal.policies.bc.actor import deployed_policy
 
     out, actor, chunk = tiny_bundle
     bundle = load_bundle(out)
@@ -220,7 +220,7 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
     from simreal.deploy.adapters import encode_state
     from simreal.deploy.ros_types import msg_class
     from simreal.deploy.runner import PolicyRunner
-    from simreal.policies.bc_actor import deployed_policy
+    from simreal.policies.bc.actor import deployed_policy
 
     out, actor, chunk = tiny_bundle
     bundle = load_bundle(out)
@@ -277,11 +277,11 @@ def test_runner_ensembles_as_eval_does_and_starts_over_after_a_gap(tiny_bundle):
 def test_policy_names_agree_and_heads_must_divide_the_width():
     from simreal.cli.train_bc import POLICIES
     from simreal.errors import ConfigError
-    from simreal.policies.bc_actor import NETWORKS
+    from simreal.policies.bc.actor import NETWORKS
     from simreal.policies.run_config import BCConfig
 
     choices = next(f for f in dataclasses.fields(BCConfig) if f.name == "policy").metadata["choices"]
-    # the VLA reads images and words, not a state vector: its own fit (simreal/policies/vla_bc.py), no NETWORKS row
+    # the VLA reads images and words, not a state vector: its own fit (simreal/policies/vla/bc.py), no NETWORKS row
     assert set(NETWORKS) | {"vla"} == set(POLICIES) == set(choices)
     with pytest.raises(ConfigError, match=r"train\.act\.n_heads.*must divide train\.act\.dim_model \(16\)"):
         act_config("train.act.n_heads=3")
@@ -318,8 +318,8 @@ def demos(tmp_path_factory):
 def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys):
     from simreal.bundle import OnnxPolicy, load_bundle
     from simreal.dataset.reader import Dataset
-    from simreal.policies.bc_actor import CHECKPOINT, load_actor
-    from simreal.policies.train import load_config
+    from simreal.policies.bc.actor import CHECKPOINT, load_actor
+    from simreal.policies.run_dir import load_config
 
     run_dir = tmp_path / "act"
     small = [a for a in TINY if a.startswith("train.act.")]

@@ -69,3 +69,46 @@ def test_action_history_observes_the_actions_before_the_last_newest_first():
 def test_without_action_history_the_observation_is_unchanged():
     env = make_env(resolve("quadrotor-hover", QUIET + ["env.action_history_steps=0"]))
     assert "action_history" not in env.obs_terms and env.observation_size == 22
+
+
+def _frames(history: int, episode_s: float = 5.0) -> list[np.ndarray]:
+    env = make_env(
+        resolve("quadrotor-hover", QUIET + [f"env.obs_history_steps={history}", f"env.episode_length_s={episode_s}"])
+    )
+    step = jax.jit(env.step)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    out = [np.asarray(state.obs)]
+    for i in range(4):
+        state = step(state, jnp.full((4,), 0.1 * i, jnp.float32))
+        out.append(np.asarray(state.obs))
+    return out
+
+
+def test_obs_history_stacks_the_frames_newest_first_and_an_episode_starts_with_its_first():
+    """``env.obs_history_steps=3``: the observation is [f_t, f_t-1, f_t-2] of the frames the
+    one-frame env observes on the same rollout; the first observation repeats its frame."""
+    single, stacked = _frames(1), _frames(3)
+    n = single[0].size
+    assert all(s.shape == (3 * n,) for s in stacked)
+    np.testing.assert_allclose(stacked[0], np.tile(single[0], 3), atol=1e-6)
+    np.testing.assert_allclose(stacked[1], np.concatenate([single[1], single[0], single[0]]), atol=1e-6)
+    for t in (2, 3, 4):
+        np.testing.assert_allclose(stacked[t], np.concatenate([single[t], single[t - 1], single[t - 2]]), atol=1e-5)
+
+
+def test_an_auto_reset_episode_starts_its_history_again():
+    """An episode of 2 control steps: after its end the next episode's first observation is its
+    own frame three times, nothing of the last episode."""
+    obs = _frames(3, episode_s=0.02)
+    n = obs[0].size // 3
+    after = obs[2]  # the step that ended the first episode returns the second's first observation
+    np.testing.assert_allclose(after[:n], after[n : 2 * n], atol=1e-6)
+    np.testing.assert_allclose(after[:n], after[2 * n :], atol=1e-6)
+    assert not np.allclose(obs[3][:n], obs[3][n : 2 * n])  # and then it moves on
+
+
+def test_obs_history_below_one_is_refused_naming_the_key():
+    from simreal.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env.obs_history_steps"):
+        resolve("quadrotor-hover", ["env.obs_history_steps=0"])

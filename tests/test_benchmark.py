@@ -19,7 +19,7 @@ from simreal.deploy.config import spec_of_bundle
 from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.sim_robot import SimRobot
 from simreal.errors import BundleError
-from simreal.hardware.benchmark import (
+from simreal.hardware.benchmark.harness import (
     BenchmarkConfig,
     RealBench,
     TwinBench,
@@ -27,10 +27,10 @@ from simreal.hardware.benchmark import (
     run_benchmark,
     wilson_interval,
 )
+from simreal.hardware.benchmark.suites import suite_for
 from simreal.hardware.drive import drive
 from simreal.hardware.robot import RobotConfig
 from simreal.hardware.sim_twin import SimTwin, TwinConfig, end_effector_w
-from simreal.hardware.suites import suite_for
 from simreal.reference import Reference, write_reference
 from simreal.robot_spec import load_robot_spec
 from simreal.stop_signal import interrupt_signal
@@ -529,7 +529,7 @@ def test_ctrl_c_keeps_the_finished_trials_and_writes_them(tmp_path, monkeypatch,
     """Ctrl-C (SIGTERM, as the CLI raises it) during trial 3, or while its reset runs: trials 1-2
     are kept in the results file and report, exit 128 + the signal. (A Ctrl-C during a reset once
     lost every trial: only the trial itself was guarded.)"""
-    import simreal.hardware.benchmark as B
+    import simreal.hardware.benchmark.harness as B
 
     owner = B if where == "run_trial" else B.TwinBench
     real, calls = getattr(owner, where), [0]

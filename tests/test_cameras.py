@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from simreal.hardware.cameras import OpenCVCamera, PatternCamera
+from simreal.hardware.record.cameras import OpenCVCamera, PatternCamera
 from simreal.hardware.robot import HardwareError
 
 

@@ -17,8 +17,8 @@ from fixtures import bundles
 from fixtures.flying import fly, wait_for
 from simreal.action_modes import hover_thrust_n
 from simreal.errors import ConfigError
-from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot
-from simreal.hardware.crazyflie_twin import COMMANDER, E2BIG, EEXIST, ENOENT, LOG, PARAM, CrazyflieTwin, header
+from simreal.hardware.crazyflie.driver import CrazyflieConfig, CrazyflieRobot
+from simreal.hardware.crazyflie.twin import COMMANDER, E2BIG, EEXIST, ENOENT, LOG, PARAM, CrazyflieTwin, header
 from simreal.hardware.robot import HardwareError
 from simreal.robot_spec import load_robot_spec
 
@@ -218,13 +218,13 @@ def test_a_refused_link_is_our_one_line_not_cflib_s_traceback(cache):
     import subprocess
     import sys
 
-    from simreal.hardware.crazyflie import link_error_reason
+    from simreal.hardware.crazyflie.driver import link_error_reason
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # a port with nobody bound to it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     code = (
-        "from simreal.hardware.crazyflie import CrazyflieConfig, CrazyflieRobot\n"
+        "from simreal.hardware.crazyflie.driver import CrazyflieConfig, CrazyflieRobot\n"
         "from simreal.hardware.robot import HardwareError\n"
         f"r = CrazyflieRobot(CrazyflieConfig(robot='crazyflie2', uri='udp://127.0.0.1:{port}', "
         f"toc_cache={str(cache)!r}, connect_timeout_s=1.0))\n"
@@ -267,7 +267,7 @@ def test_drive_runs_a_ctbr_hover_bundle_through_the_drivers_table(tmp_path, cach
 
 def test_twin_serves_from_its_command_line(cache):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simreal.hardware.crazyflie_twin", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "simreal.hardware.crazyflie.twin", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline()

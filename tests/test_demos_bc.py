@@ -21,7 +21,7 @@ SHORT = "env.episode_length_s=1.0"  # 50 control steps: the scripted reach settl
 
 
 def test_ik_reaches_points_in_the_action_box_and_stays_in_it():
-    from simreal.policies.arm_ik import ArmIK
+    from simreal.policies.demos.arm_ik import ArmIK
 
     env = make_env(resolve("arm-reach", ["backend=native"]))
     ik = ArmIK(env)
@@ -43,8 +43,8 @@ def test_ik_reaches_points_in_the_action_box_and_stays_in_it():
 
 
 def test_scripted_reach_teacher_succeeds_on_most_episodes():
-    from simreal.policies.demos import Tally, record
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.record import Tally, record
+    from simreal.policies.demos.teachers import load_teacher
 
     cfg, env, teacher = load_teacher("scripted", "arm-reach", ["backend=native", SHORT])
     tally = Tally()
@@ -186,8 +186,8 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
 
     from simreal.bundle import OnnxPolicy, load_bundle
     from simreal.dataset.reader import Dataset
-    from simreal.policies.bc_actor import CHECKPOINT, STD_FLOOR, load_actor
-    from simreal.policies.train import load_config
+    from simreal.policies.bc.actor import CHECKPOINT, STD_FLOOR, load_actor
+    from simreal.policies.run_dir import load_config
 
     run_dir = tmp_path / "bc"
     assert (
@@ -373,8 +373,8 @@ def test_demos_record_camera_videos(tmp_path):
 
 
 def test_scripted_push_teacher_succeeds_where_the_arm_reaches_the_table():
-    from simreal.policies.demos import Tally, record
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.record import Tally, record
+    from simreal.policies.demos.teachers import load_teacher
 
     cfg, env, teacher = load_teacher("scripted", "arm-push", ["backend=native", "env.action_scale=1.5"])
     tally = Tally()
@@ -384,8 +384,8 @@ def test_scripted_push_teacher_succeeds_where_the_arm_reaches_the_table():
 
 
 def test_scripted_pick_teacher_lifts_the_cube_to_the_goal():
-    from simreal.policies.demos import Tally, record
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.record import Tally, record
+    from simreal.policies.demos.teachers import load_teacher
 
     cfg, env, teacher = load_teacher("scripted", "arm-pick", ["backend=native"])
     tally = Tally()
@@ -396,7 +396,7 @@ def test_scripted_pick_teacher_lifts_the_cube_to_the_goal():
 
 def test_scripted_pick_needs_a_parallel_gripper():
     from simreal.errors import ConfigError
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.teachers import load_teacher
 
     with pytest.raises(ConfigError, match="robot.*two finger slide joints; the so100 has 0"):
         load_teacher("scripted", "arm-pick", ["backend=native", "robot=so100"])
@@ -407,8 +407,8 @@ def test_a_driver_acts_while_the_teacher_labels():
     where it starts, and the recorded actions are the teacher's, which reach for the goal."""
     from types import SimpleNamespace
 
-    from simreal.policies.demos import record
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.record import record
+    from simreal.policies.demos.teachers import load_teacher
 
     cfg, env, teacher = load_teacher("scripted", "arm-reach", ["backend=native", SHORT])
     still = SimpleNamespace(act=lambda s: np.zeros((np.asarray(s.done).shape[0], env.action_size)), reset=lambda: None)
@@ -481,7 +481,7 @@ def test_append_takes_a_fresh_seed_and_refuses_a_dataset_with_a_file_missing(dat
     import shutil
 
     from simreal.dataset.reader import Dataset
-    from simreal.policies.demos import read_source
+    from simreal.policies.demos.record import read_source
 
     data = tmp_path / "reach"
     shutil.copytree(dataset, data)
@@ -540,7 +540,7 @@ def test_train_bc_stopped_keeps_its_best_epoch_and_metrics(dataset, tmp_path, mo
     import os
     import signal
 
-    import simreal.policies.bc as bc
+    import simreal.policies.bc.cloning as bc
     from simreal.rundir import MetricsCsv
 
     saved = bc.save_actor
@@ -594,7 +594,7 @@ def test_demos_stopped_before_its_first_episode_leaves_no_folder_behind(tmp_path
     import os
     import signal
 
-    import simreal.policies.demos as demos
+    import simreal.policies.demos.record as demos
 
     def record(*a, stop, **k):
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the first batch

@@ -19,7 +19,7 @@ from simreal.deploy.config import resolve_deploy_config  # noqa: E402
 from simreal.deploy.runner import PolicyRunner  # noqa: E402
 from simreal.deploy.safety import ESTOP, FAULT, RAMP, RUNNING, STALE, WAITING, SafetyLayer  # noqa: E402
 from simreal.errors import BundleError, ConfigError  # noqa: E402
-from simreal.observations import quat_to_rotmat  # noqa: E402
+from simreal.rotations import quat_to_rotmat  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -365,8 +365,8 @@ def test_runner_refuses_mismatched_bundle(tmp_path):
     b = load_bundle(T.make_pd_hover_bundle(tmp_path / "b"))
     import dataclasses
 
-    bad = dataclasses.replace(b, latency={"obs_history": 3})
-    with pytest.raises(BundleError, match="latency.obs_history"):
+    bad = dataclasses.replace(b, obs_history=3)  # three frames said, a graph of one frame's width
+    with pytest.raises(BundleError, match=r"observation.size.*\(batch, 22\); expected the policy graph obs \(N, 66\)"):
         PolicyRunner(bad)
 
 
@@ -628,6 +628,58 @@ def test_runner_keeps_the_action_history_as_the_training_env_does(tmp_path):
     np.testing.assert_allclose(seen[1][18:], np.concatenate([actions[0], init, init]))
     for j in range(3, 6):
         np.testing.assert_allclose(seen[j][18:], np.concatenate([actions[j - 1], actions[j - 2], actions[j - 3]]))
+
+
+def _history_bundle(tmp_path, history: int = 3):
+    from simreal.robot_spec import load_robot_spec
+
+    spec = load_robot_spec("crazyflie2")
+    return T.write_bundle(
+        tmp_path / "b",
+        spec=spec,
+        model=T.mlp_onnx(22 * history, 4, (8,)),
+        task="quadrotor-hover",
+        obs_terms=T.HOVER_TERMS,
+        control_rate_hz=100.0,
+        task_params={"target_pos_w": [0.0, 0.0, 1.0]},
+        obs_history=history,
+        **T._rotor_layout(spec),
+    )
+
+
+def test_runner_stacks_observation_frames_as_the_training_env_does(tmp_path):
+    """``latency.obs_history`` 3: the policy sees [f_t, f_t-1, f_t-2] of the frames it was given,
+    the first policy run (out of the start's safe mode) its own frame three times (a new
+    episode's, ``simreal/sim/env.py``); a tick on stale state runs no policy."""
+    seen: list[np.ndarray] = []
+
+    def policy(obs):
+        seen.append(np.array(obs))
+        return np.zeros(4)
+
+    r = PolicyRunner(load_bundle(_history_bundle(tmp_path)), policy=policy)
+    heights = [1.0, 1.1, 1.2, 1.3]
+    for k, z in enumerate(heights, start=1):
+        r.on_state("odometry", odom(pos=(0.0, 0.0, z)), 0.01 * k - 0.001)
+        r.tick(0.01 * k)
+    assert [s.shape for s in seen] == [(66,)] * 4
+    frame_z = [[s[2 + 22 * i] for i in range(3)] for s in seen]  # pos_error_w z = 1 - z of each frame
+    np.testing.assert_allclose(frame_z[0], [0.0, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(frame_z[1], [-0.1, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(frame_z[3], [-0.3, -0.2, -0.1], atol=1e-12)
+    r.tick(0.05 + r.cfg.watchdog.timeout_s)  # stale: no policy run, the watchdog holds
+    assert len(seen) == 4 and r.safety.mode != "running"
+
+
+def test_a_bundle_whose_size_is_not_its_history_of_frames_names_the_field(tmp_path):
+    from simreal.yaml_io import dump_yaml, load_yaml
+
+    path = _history_bundle(tmp_path) / "bundle.yaml"
+    data = load_yaml(path)
+    data["latency"]["obs_history"] = 2
+    dump_yaml(path, data)
+    with pytest.raises(BundleError, match=r"observation.size.*66 != latency.obs_history 2 x the sum of term sizes 22"):
+        load_bundle(path.parent)
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,7 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path, monkeypatch, gl):
         text=True,
         timeout=120,
     )
+    assert proc.stdout.strip(), (proc.returncode, proc.stderr[-2000:])  # a report, or why there is none
     report = json.loads(proc.stdout)
     hover = report["robot"]["hover"]
     assert proc.returncode == 0 and report["passed"], (hover, report["host"], proc.stderr[-2000:])

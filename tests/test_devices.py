@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
     from simreal.policies.run_config import resolve, make_env
-    from simreal.policies.ppo import PPO
+    from simreal.policies.rl.ppo import PPO
     tiny = ["train.num_envs=8", "train.unroll_length=4", "train.num_minibatches=2",
             "train.num_updates_per_batch=1", "train.policy_hidden=[8]", "train.value_hidden=[8]",
             "env.episode_length_s=0.5"]

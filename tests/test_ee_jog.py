@@ -10,8 +10,8 @@ pytest.importorskip("mujoco")
 
 from fixtures.scripted_device import ScriptedDevice  # noqa: E402
 from simreal.errors import ConfigError  # noqa: E402
-from simreal.hardware.ee_jog import EndEffectorJog  # noqa: E402
-from simreal.hardware.teleop import DeviceInput  # noqa: E402
+from simreal.hardware.teleop.ee_jog import EndEffectorJog  # noqa: E402
+from simreal.hardware.teleop.teleoperator import DeviceInput  # noqa: E402
 from simreal.robot_spec import load_robot_spec  # noqa: E402
 
 DT = 1 / 30

@@ -83,7 +83,7 @@ def _check_all_crashed(r: dict) -> None:
 def test_brax_evaluate_all_crashed_reports_no_rmse(hover_env):
     import jax.numpy as jnp
 
-    from simreal.policies.ppo import evaluate
+    from simreal.policies.rl.ppo import evaluate
 
     def make_policy(params, deterministic=True):
         return lambda obs, key: (-jnp.ones((obs.shape[0], hover_env.action_size)), {})
@@ -94,7 +94,7 @@ def test_brax_evaluate_all_crashed_reports_no_rmse(hover_env):
 def test_brax_evaluate_in_batches_reuses_the_batch_program_and_counts_every_episode(hover_env):
     import jax.numpy as jnp
 
-    from simreal.policies.ppo import _episode_program, evaluate
+    from simreal.policies.rl.ppo import _episode_program, evaluate
 
     def hover_thrust(params, deterministic=True):  # params is the thrust: a traced argument, not a constant
         return lambda obs, key: (jnp.full((obs.shape[0], hover_env.action_size), params), {})
@@ -139,7 +139,7 @@ def test_eval_sim_to_sim_gap_covers_every_statistic_and_prints_no_nan(monkeypatc
 
     import simreal.cli.eval_ as cmd_eval
     import simreal.policies.evaluation as evaluation
-    import simreal.policies.train as train
+    import simreal.policies.run_dir as train
 
     cfg = SimpleNamespace(backend="native", eval=SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.05))
     results = {

@@ -243,7 +243,7 @@ def test_the_run_and_its_bundle_carry_the_file_their_env_reads(task, key, tmp_pa
     from simreal.deploy.config import spec_of_bundle
     from simreal.deploy.sim_gate import training_env
     from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.yaml_io import load_yaml
 
     bundle_dir = _exported(task, tmp_path_factory)
@@ -269,8 +269,8 @@ def test_videos_show_the_goal_where_the_episode_puts_it(tmp_path, tmp_path_facto
 
     from simreal.bundle import load_bundle
     from simreal.deploy.config import spec_of_bundle
-    from simreal.hardware.benchmark import BenchmarkConfig, TwinBench, run_benchmark
-    from simreal.hardware.suites import suite_for
+    from simreal.hardware.benchmark.harness import BenchmarkConfig, TwinBench, run_benchmark
+    from simreal.hardware.benchmark.suites import suite_for
     from simreal.sim.render import mocap_home
 
     bundle_dir = _exported("arm-reach", tmp_path_factory)

@@ -16,7 +16,7 @@ import scservo_sdk as scs  # Feetech's SDK (the dev extra): an independent imple
 import serial
 
 from simreal.errors import ConfigError, DataFileError
-from simreal.hardware.feetech import (
+from simreal.hardware.feetech.bus import (
     STS3215,
     FeetechBus,
     Instruction,
@@ -26,10 +26,10 @@ from simreal.hardware.feetech import (
     encode_register,
     encode_sign_magnitude,
 )
-from simreal.hardware.feetech_calibration import STEPS_PER_RAD, load_calibration, save_calibration
-from simreal.hardware.feetech_twin import FeetechTwin, spec_calibration
+from simreal.hardware.feetech.calibration import STEPS_PER_RAD, load_calibration, save_calibration
+from simreal.hardware.feetech.so100 import SO100Config, SO100Robot
+from simreal.hardware.feetech.twin import FeetechTwin, spec_calibration
 from simreal.hardware.robot import HardwareError
-from simreal.hardware.so100 import SO100Config, SO100Robot
 from simreal.robot_spec import load_robot_spec
 
 SPEC = load_robot_spec("so100")
@@ -197,7 +197,7 @@ def test_twin_ignores_a_packet_with_a_bad_checksum():
 
 def test_twin_serves_from_its_command_line():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simreal.hardware.feetech_twin", "--robot", "so100"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "simreal.hardware.feetech.twin", "--robot", "so100"], stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline()
@@ -328,7 +328,7 @@ def test_calibration_file_errors_name_the_motor(tmp_path):
 
 # -- a leader arm driving a follower ---------------------------------------------------------------
 def test_leader_arm_drives_the_follower_and_stays_limp():
-    from simreal.hardware.leader_arm import SO100Leader
+    from simreal.hardware.teleop.leader_arm import SO100Leader
 
     pose = np.array([0.4, -0.3, 0.5, 0.2, -0.5, 0.3])
     with FeetechTwin("so100", start_joint_pos=pose) as lt, FeetechTwin("so100") as ft:

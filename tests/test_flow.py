@@ -36,7 +36,7 @@ def flow_config(*overrides: str):
 
 
 def test_sampling_is_euler_steps_of_the_velocity_from_zero():
-    from simreal.policies import flow
+    from simreal.policies.bc import flow
 
     torch.manual_seed(0)
     net = flow.build(fake_env(), flow_config())
@@ -50,7 +50,7 @@ def test_sampling_is_euler_steps_of_the_velocity_from_zero():
 
 
 def test_the_loss_is_the_flow_matching_error_of_the_straight_path():
-    from simreal.policies import flow
+    from simreal.policies.bc import flow
 
     torch.manual_seed(1)
     net = flow.build(fake_env(), flow_config())
@@ -65,7 +65,7 @@ def test_the_loss_is_the_flow_matching_error_of_the_straight_path():
 def test_fitting_recovers_chunks_that_are_a_function_of_the_observation():
     """Actions a_t = (sin, 0.5 cos) of a phase the observation carries: the sampled chunk from the
     noise's mean must land on a_{t..t+3}."""
-    from simreal.policies.bc_actor import make_actor
+    from simreal.policies.bc.actor import make_actor
 
     tc = flow_config(
         "train.epochs=60",
@@ -95,7 +95,7 @@ def test_the_bundle_unrolls_the_steps_and_equals_torch(tmp_path):
 
 @pytest.mark.slow
 def test_train_bc_flow_evaluates_and_exports_like_any_run(tmp_path, capsys):
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
 
     demos = tmp_path / "reach"
     assert (

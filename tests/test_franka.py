@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from simreal.errors import ConfigError
-from simreal.hardware.franka import FrankaConfig, FrankaRobot
-from simreal.hardware.franka_twin import ACCELERATION_LIMITS, FrankaTwin
+from simreal.hardware.franka.driver import FrankaConfig, FrankaRobot
+from simreal.hardware.franka.twin import ACCELERATION_LIMITS, FrankaTwin
 from simreal.hardware.robot import HardwareError
 from tests.fixtures import bundles
 
@@ -38,7 +38,7 @@ def follow(robot: FrankaRobot, u: np.ndarray, seconds: float) -> dict[str, np.nd
 # torch's JIT graph iterators included, and the rest of this process's ONNX exports got 10-50x
 # slower (a 40-layer MLP: 0.1 s -> 1.4 s; the suite's bundle exports over a minute each).
 _REAL_FRANKY = """
-from simreal.hardware.franka import FrankaConfig, FrankaRobot
+from simreal.hardware.franka.driver import FrankaConfig, FrankaRobot
 from simreal.hardware.robot import HardwareError
 robot = FrankaRobot(FrankaConfig(robot="franka", ip="127.0.0.1"))  # nothing listens on FCI's port 1337
 try:
@@ -152,9 +152,9 @@ def test_recording_end_effector_teleop_on_the_franka_twin(tmp_path):
     from fixtures.scripted_device import ScriptedDevice
     from simreal.dataset.reader import Dataset
     from simreal.dataset.writer import DatasetWriter
-    from simreal.hardware.ee_jog import EndEffectorJog
-    from simreal.hardware.record import Recorder, dataset_features
-    from simreal.hardware.teleop import DeviceInput
+    from simreal.hardware.record.recorder import Recorder, dataset_features
+    from simreal.hardware.teleop.ee_jog import EndEffectorJog
+    from simreal.hardware.teleop.teleoperator import DeviceInput
 
     dev = ScriptedDevice()
     with (

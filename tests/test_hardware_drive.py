@@ -244,8 +244,8 @@ def test_the_keyboard_banner_names_the_keys_that_steer():
     import re
 
     from simreal.hardware.drive_status import banner
-    from simreal.hardware.input_devices import KEY_AXES
-    from simreal.hardware.teleop import DeviceInput, VelocityCommand
+    from simreal.hardware.teleop.devices import KEY_AXES
+    from simreal.hardware.teleop.teleoperator import DeviceInput, VelocityCommand
 
     text = banner("walk", "unitree", True, 50.0, None, "keyboard")
     assert "until Ctrl-C" in text and "keys (held; none: stand still): " in text, text
@@ -400,7 +400,7 @@ def test_a_teleoperated_velocity_command_reaches_the_policy_within_its_trained_r
     `command` the policy observes, full deflection at the ends of the trained range."""
     from fixtures.scripted_device import ScriptedDevice
     from simreal.bundle import write_bundle_yaml
-    from simreal.hardware.teleop import DeviceInput
+    from simreal.hardware.teleop.teleoperator import DeviceInput
     from simreal.yaml_io import load_yaml
 
     spec = bundles.joint_robot_spec()

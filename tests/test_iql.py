@@ -1,4 +1,4 @@
-"""IQL's critics and advantage weights (simreal/policies/iql.py) on a chain whose good actions are known."""
+"""IQL's critics and advantage weights (simreal/policies/bc/iql.py) on a chain whose good actions are known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from simreal.policies import iql
+from simreal.policies.bc import iql
 from simreal.policies.run_config import IQLConfig
 
 

@@ -376,7 +376,7 @@ def test_clip_scores_the_rendered_state_in_training(tmp_path):
 def test_the_random_teacher_holds_each_action_for_a_while():
     from types import SimpleNamespace
 
-    from simreal.policies.teachers import RandomTeacher
+    from simreal.policies.demos.teachers import RandomTeacher
 
     teacher = RandomTeacher(SimpleNamespace(action_size=3), seed=0, switch=0.1)
     state = SimpleNamespace(done=np.zeros(64))

@@ -12,7 +12,7 @@ pytest.importorskip("cv2")
 pytest.importorskip("mujoco")
 
 from simreal.errors import ConfigError  # noqa: E402
-from simreal.hardware.object_locator import (  # noqa: E402
+from simreal.hardware.benchmark.object_locator import (  # noqa: E402
     CameraCalibration,
     ObjectLocator,
     load_calibration,
@@ -100,7 +100,7 @@ def test_a_bad_calibration_file_names_the_file_and_the_key(tmp_path):
 def test_the_real_bench_judges_the_object_from_the_camera(scene):
     """``RealBench`` with a locator: ``object_pos_w`` joins the measured state, NaN when unseen."""
     from fixtures.fake_robot import FakeJointRobot
-    from simreal.hardware.benchmark import RealBench
+    from simreal.hardware.benchmark.harness import RealBench
     from simreal.robot_spec import load_robot_spec
 
     truth = np.array([0.45, 0.05, 0.025])

@@ -131,7 +131,7 @@ def test_the_main_jobs_eta_counts_its_evaluations_from_the_first_line(monkeypatc
     import sys
     import types
 
-    from simreal.policies import loop_common
+    from simreal.policies.trainers import loop as loop_common
 
     clock = [0.0]
     monkeypatch.setattr(P.time, "perf_counter", lambda: clock[0])

@@ -16,13 +16,13 @@ from fixtures import bundles
 from fixtures.flying import fly, wait_for
 from simreal.action_modes import hover_thrust_n, total_thrust_n
 from simreal.errors import ConfigError
-from simreal.hardware.px4_common import AUTO, AUTO_LAND, OFFBOARD, mode_name
-from simreal.hardware.px4_mavlink import PX4Config, PX4Robot, custom_mode, mavlink, mode_of
-from simreal.hardware.px4_twin import PX4Twin
+from simreal.hardware.px4.common import AUTO, AUTO_LAND, OFFBOARD, mode_name
+from simreal.hardware.px4.mavlink import PX4Config, PX4Robot, custom_mode, mavlink, mode_of
+from simreal.hardware.px4.mavlink_twin import PX4Twin
 from simreal.hardware.robot import HardwareError
 from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
-from simreal.observations import quat_to_rotmat
 from simreal.robot_spec import load_robot_spec
+from simreal.rotations import quat_to_rotmat
 
 SPEC = load_robot_spec("crazyflie2")
 HOVER = np.array([hover_thrust_n(SPEC) * 4, 0.0, 0.0, 0.0])
@@ -269,7 +269,9 @@ def test_drive_runs_a_ctbr_hover_bundle_through_the_drivers_table(tmp_path):
 
 def test_twin_serves_from_its_command_line():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simreal.hardware.px4_twin", "--robot", "crazyflie2"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "simreal.hardware.px4.mavlink_twin", "--robot", "crazyflie2"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline()

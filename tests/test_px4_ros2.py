@@ -14,9 +14,9 @@ from fixtures import bundles  # noqa: E402
 from fixtures.flying import fly, wait_for  # noqa: E402
 from simreal.action_modes import hover_thrust_n  # noqa: E402
 from simreal.errors import ConfigError  # noqa: E402
-from simreal.hardware.px4_common import AUTO, AUTO_LAND, OFFBOARD  # noqa: E402
-from simreal.hardware.px4_ros2 import PX4Ros2Config, PX4Ros2Robot  # noqa: E402
-from simreal.hardware.px4_ros2_twin import PX4Ros2Twin  # noqa: E402
+from simreal.hardware.px4.common import AUTO, AUTO_LAND, OFFBOARD  # noqa: E402
+from simreal.hardware.px4.ros2 import PX4Ros2Config, PX4Ros2Robot  # noqa: E402
+from simreal.hardware.px4.ros2_twin import PX4Ros2Twin  # noqa: E402
 from simreal.hardware.robot import HardwareError  # noqa: E402
 from simreal.robot_spec import load_robot_spec  # noqa: E402
 

@@ -9,9 +9,9 @@ import pytest
 
 from fixtures import bundles
 from fixtures.fake_robot import FakeJointRobot
-from simreal.hardware.cameras import PatternCamera
-from simreal.hardware.record import Recorder, dataset_features
-from simreal.hardware.teleop import DeviceInput, InputDevice, JointJog
+from simreal.hardware.record.cameras import PatternCamera
+from simreal.hardware.record.recorder import Recorder, dataset_features
+from simreal.hardware.teleop.teleoperator import DeviceInput, InputDevice, JointJog
 
 
 class Wave(InputDevice):
@@ -115,7 +115,7 @@ def test_the_record_banner_names_the_keys_and_what_they_move():
     import argparse
 
     from simreal.cli.record import banner
-    from simreal.hardware.input_devices import KEY_AXES
+    from simreal.hardware.teleop.devices import KEY_AXES
 
     spec = bundles.joint_robot_spec()
     args = argparse.Namespace(episodes=3, episode_s=20.0, reset_s=5.0, out="ds", teleop="keyboard")
@@ -273,8 +273,8 @@ def test_one_slow_tick_counts_once_and_the_schedule_recovers(tmp_path):
 def test_an_episode_starts_just_after_a_frame_of_the_first_camera():
     """The loop runs on the first camera's clock: its first tick is TICK_AFTER_FRAME of a frame
     period after that camera's next frame, whatever the phase at which the episode was asked for."""
-    from simreal.hardware.cameras import Frame
-    from simreal.hardware.record import TICK_AFTER_FRAME
+    from simreal.hardware.record.cameras import Frame
+    from simreal.hardware.record.recorder import TICK_AFTER_FRAME
 
     class StillCamera:
         fps = 30.0

@@ -58,7 +58,7 @@ def base_dir(env, tmp_path_factory):
 def test_wrapper_acts_with_base_plus_scaled_residual_and_observes_the_base_action(env, base_dir):
     from brax.envs.wrappers.training import VmapWrapper
 
-    from simreal.policies.residual_env import BASE_ACTION, ResidualEnv, onnx_base
+    from simreal.policies.trainers.residual_env import BASE_ACTION, ResidualEnv, onnx_base
 
     base = OnnxPolicy(load_bundle(base_dir))
     scale = 1.0  # large enough that some composed actions clip at +-1
@@ -84,7 +84,7 @@ def test_wrapper_acts_with_base_plus_scaled_residual_and_observes_the_base_actio
 
 
 def test_zero_initialised_residual_composes_to_exactly_the_base(env, base_dir, tmp_path):
-    from simreal.policies.residual import BASE_DIR, TRAINER, freeze_base
+    from simreal.policies.trainers.residual import BASE_DIR, TRAINER, freeze_base
 
     cfg = resolve("arm-reach", [*ENV, *TINY, f"residual.base={base_dir}"])
     assert (cfg.trainer, cfg.residual.scale, cfg.train.init_noise_std, cfg.train.entropy_cost) == (
@@ -119,9 +119,9 @@ def run_dir(base_dir, tmp_path_factory):
 def test_residual_run_trains_evaluates_and_exports_one_graph_equal_to_the_jax_composition(
     run_dir, base_dir, tmp_path, capsys
 ):
-    from simreal.policies.residual import BASE_DIR, freeze_base
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.policies.trainers import get_trainer
+    from simreal.policies.trainers.residual import BASE_DIR, freeze_base
 
     cfg = load_config(run_dir)
     assert cfg.trainer == "residual" and cfg.residual.base == str(base_dir)
@@ -233,8 +233,8 @@ def test_a_reach_per_action_name_in_the_env_and_in_the_one_graph(env, base_dir):
     composed ONNX graph both apply ``clip(a_base + reach * r, -1, 1)`` per dimension."""
     from brax.envs.wrappers.training import VmapWrapper
 
-    from simreal.policies.residual import action_reach, compose_onnx
-    from simreal.policies.residual_env import ResidualEnv, onnx_base
+    from simreal.policies.trainers.residual import action_reach, compose_onnx
+    from simreal.policies.trainers.residual_env import ResidualEnv, onnx_base
 
     names = list(env.action_layout()["names"])
     cfg = resolve("arm-reach", [*ENV, f"residual.base={base_dir}", f"residual.action_scales.{names[-1]}=1.5"])

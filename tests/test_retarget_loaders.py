@@ -13,7 +13,7 @@ from simreal.retarget import amass, joint_names
 from simreal.retarget.bvh import load_bvh
 from simreal.retarget.keypoints_file import load_keypoints_csv, load_keypoints_npz
 from simreal.retarget.loaders import load_motion_source
-from simreal.retarget.rotations import rotvec_to_matrix
+from simreal.rotations import rotvec_to_matrix
 
 CONVENTIONS = [  # units, up, channel order, 6 channels on every joint, units passed to the loader
     ("cm", "y", "ZXY", False, "auto"),  # LAFAN1 / Mixamo style

@@ -13,21 +13,14 @@ from scipy.spatial.transform import Rotation
 
 from simreal.retarget import collisions
 from simreal.retarget import interaction_mesh as im
+from simreal.retarget.body_frames import fill_unreliable, frame_from_left_up, heading_from_left, yaw_frame
 from simreal.retarget.contacts import FLAT, ON_BALL, ON_HEEL, clean_runs, detect_contacts, hysteresis, pivots
 from simreal.retarget.qp import INF, solve_qp
 from simreal.retarget.robot import load_robot
-from simreal.retarget.rotations import (
-    fill_unreliable,
-    frame_from_left_up,
-    heading_from_left,
-    log_so3,
-    rotation_log,
-    wrap_angle,
-    yaw_frame,
-)
 from simreal.retarget.scaling import apply_scaling, derive_scaling
 from simreal.retarget.settings import ContactConfig
 from simreal.retarget.targets import FOOT_YAW_MAX_RAD, foot_yaw, level_feet, vertical_offsets
+from simreal.rotations import log_so3, rotation_log, wrap_angle
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,8 @@ from fixtures import synth_motion as synth
 from simreal.cli import main
 from simreal.motion_file import Motion, load_motion
 from simreal.retarget.loaders import load_motion_source
-from simreal.retarget.rotations import quat_wxyz_to_matrix
 from simreal.robot_spec import load_robot_spec
+from simreal.rotations import quat_wxyz_to_matrix
 from simreal.sim.robots import build_mjspec
 
 FPS = 60.0

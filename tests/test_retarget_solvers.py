@@ -430,7 +430,7 @@ def test_a_foot_on_its_ball_turns_no_further_than_the_human_s(monkeypatch):
     import simreal.retarget.metrics as M
     import simreal.retarget.targets as T
     import simreal.retarget.window_qp as W
-    from simreal.retarget.rotations import heading_from_left
+    from simreal.retarget.body_frames import heading_from_left
 
     h1 = load_robot("h1")
     clip = synth.walking(duration_s=3.0, fps=60.0, turn_rate_rad_s=1.5, speed_m_s=0.6, feet=synth.REAL_FEET)
@@ -464,8 +464,8 @@ def test_a_flat_stance_foot_turns_with_the_human_s(g1, monkeypatch):
     as far as the human's does, and does (over 0.1 rad), without a slide; held still instead (no
     human turn), it stays within 0.02 rad and the hip twists to make up the rest."""
     import simreal.retarget.interaction as I
+    from simreal.retarget.body_frames import heading_from_left, level_frame
     from simreal.retarget.metrics import forward_all
-    from simreal.retarget.rotations import heading_from_left, level_frame
 
     fps = 60.0
     targets = build_targets(_human(synth.crouching(duration_s=2.0, fps=fps)), g1)
@@ -495,7 +495,7 @@ def test_a_swing_foot_is_levelled_before_it_lands_not_in_the_landing_frame():
     hip roll 19 rad/s). Levelled over the 0.1 s before, it lands turning slower than 1.5 rad/s;
     without that cost (``landing_weight=0``) it turns faster than 3 rad/s in the landing frame."""
     from simreal.retarget.metrics import forward_all
-    from simreal.retarget.rotations import log_so3
+    from simreal.rotations import log_so3
 
     h1, fps = load_robot("h1"), 60.0
     clip = synth.walking(duration_s=2.5, fps=fps, turn_rate_rad_s=0.8, feet=synth.REAL_FEET)
@@ -546,7 +546,7 @@ def test_a_foot_held_back_in_stance_is_released_gradually_after_lift_off(monkeyp
     Without the release, the freed foot caught up at the lift-off at a joint's velocity limit (real
     captures: H1's hip yaw at 23 rad/s); released from where it was, it turns at most half of it."""
     import simreal.retarget.interaction as I
-    from simreal.retarget.rotations import level_frame
+    from simreal.retarget.body_frames import level_frame
 
     fps, extra_rad = 120.0, 1.4
     h1 = load_robot("h1")

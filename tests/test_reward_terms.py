@@ -14,8 +14,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from simreal.observations import gravity_b, quat_to_rotmat
+from simreal.observations import gravity_b
 from simreal.rewards import terms as rw
+from simreal.rotations import quat_to_rotmat
 
 
 # -- the terms' math -----------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from scipy.stats import norm
 from simreal import rundir
 from simreal.errors import DataFileError
 from simreal.policies import checkpoint as ckpt
-from simreal.policies import early_stop, loop_common
+from simreal.policies.trainers import early_stop
+from simreal.policies.trainers import loop as loop_common
 
 CLI = [sys.executable, "-m", "simreal.cli"]
 
@@ -109,7 +110,7 @@ def _chunked(monkeypatch, failures_per_chunk: list[int], batch: int = 128):
     """ppo.evaluate over a stand-in episode program whose chunk i fails failures_per_chunk[i] episodes."""
     import jax.numpy as jnp
 
-    from simreal.policies import ppo
+    from simreal.policies.rl import ppo
 
     calls = []
 
@@ -450,9 +451,10 @@ def test_eval_json_names_the_checkpoint_it_evaluated_past_a_damaged_newest(tmp_p
 
     from simreal.cli import main
     from simreal.policies.run_config import resolve
-    from simreal.policies.train import BraxTrainer, start_run
+    from simreal.policies.run_dir import RunDir
+    from simreal.policies.trainers.brax import BraxTrainer
 
-    run_dir = start_run(resolve("cartpole-balance", []), tmp_path / "run")
+    run_dir = RunDir.create(resolve("cartpole-balance", []), tmp_path / "run").path
     good = ckpt.checkpoint_path(run_dir / "checkpoints", 64)
     ckpt.save_pytree(good, {"w": np.zeros(3, np.float32)})
     bad = ckpt.checkpoint_path(run_dir / "checkpoints", 128)
@@ -628,7 +630,8 @@ def test_keep_best_end_to_end_eval_and_export_use_the_best(tmp_path, capsys):
     import json
 
     from simreal.cli import main
-    from simreal.policies.train import BRAX, load_config
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.brax import BRAX
 
     argv = [
         "train",
@@ -729,7 +732,7 @@ def test_sb3_leaves_no_tmp_folder(tmp_path, monkeypatch):
     import tempfile
 
     from simreal.policies.run_config import make_env, resolve
-    from simreal.policies.train_sb3 import Driver
+    from simreal.policies.trainers.sb3 import Driver
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where SB3's default logger would go
     monkeypatch.delenv("SB3_LOGDIR", raising=False)
@@ -859,10 +862,10 @@ def test_sigterm_after_iterations_saves_and_resume_continues(tmp_path):
 def _run_dir_with_checkpoint(tmp_path: Path) -> Path:
     """A cartpole run (4 envs) with config.yaml and one stand-in checkpoint, made without training."""
     from simreal.policies.run_config import resolve
-    from simreal.policies.train import start_run
+    from simreal.policies.run_dir import RunDir
 
     cfg = resolve("cartpole-balance", [*CARTPOLE, "train.num_envs=4", f"runs_root={tmp_path}"])
-    run_dir = start_run(cfg)
+    run_dir = RunDir.create(cfg).path
     ckpt.save_pytree(ckpt.checkpoint_path(run_dir / "checkpoints", 64), {"w": np.zeros(3, np.float32)})
     return run_dir
 
@@ -935,7 +938,7 @@ def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
     import sys
 
     code = (
-        "import sys\nfrom simreal.policies.loop_common import summary_writer\n"
+        "import sys\nfrom simreal.policies.trainers.loop import summary_writer\n"
         f"w = summary_writer({str(tmp_path)!r}); w.add_scalar('loss', 1.5, 3); w.close()\n"
         "print('torch' in sys.modules)\n"
         "try:\n    import torch\n    print(torch.__name__)\nexcept ImportError:\n    print('torch')\n"
@@ -948,7 +951,7 @@ def test_the_tensorboard_writer_does_not_load_torch(tmp_path):
 
 def test_eval_stopped_during_a_rollout_finishes_it_and_runs_no_other(monkeypatch, capfd):
     import simreal.policies.evaluation as evaluation
-    import simreal.policies.train as train
+    import simreal.policies.run_dir as train
     from simreal.cli import main
 
     cfg = types.SimpleNamespace(backend="native", eval=types.SimpleNamespace(randomize=True, sim_to_sim_max_gap=0.1))
@@ -973,7 +976,7 @@ def test_eval_stopped_during_a_rollout_finishes_it_and_runs_no_other(monkeypatch
 def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, monkeypatch, capsys, err):
     import simreal.policies.export as export
     import simreal.policies.run_config as run_config
-    import simreal.policies.train as train
+    import simreal.policies.run_dir as train
     import simreal.policies.trainers as trainers
     from simreal.cli import main
 

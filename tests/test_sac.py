@@ -1,4 +1,4 @@
-"""SAC (simreal/policies/sac.py): its state resumes bit for bit (replay buffer included), its config
+"""SAC (simreal/policies/rl/sac.py): its state resumes bit for bit (replay buffer included), its config
 is validated per algorithm, and a run trains, evaluates and exports through the CLI."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from simreal.errors import ConfigError
 from simreal.policies import checkpoint as ckpt
+from simreal.policies.rl.sac import SAC
 from simreal.policies.run_config import SACConfig, from_mapping, make_env, resolve
-from simreal.policies.sac import SAC
 
 TINY = [
     "algorithm=sac",
@@ -56,7 +56,7 @@ def test_iterations_fill_the_buffer_and_learn(sac):
 def test_checkpoint_resumes_bit_for_bit(sac, tmp_path):
     """The trainer's restore (a fresh SAC from the config, the checkpoint placed on its mesh)
     continues exactly, and compiles its iteration once."""
-    from simreal.policies.train import BRAX
+    from simreal.policies.trainers.brax import BRAX
 
     s, _ = sac.iterate(sac.init())
     ckpt.save_pytree(ckpt.checkpoint_path(tmp_path / "checkpoints", int(s.env_steps)), s)

@@ -1,4 +1,4 @@
-"""An arm task's scripted controller as a bundle (``simreal/policies/scripted_bundle.py``): its kinematics
+"""An arm task's scripted controller as a bundle (``simreal/policies/demos/scripted_bundle.py``): its kinematics
 against MuJoCo's, its IK landing the site on the target, the torch rule against the teachers'
 numpy rule, ONNX Runtime against torch, closed loop on arm-reach, and ``residual.base=scripted``
 freezing it under a residual whose untrained composition is exactly it."""
@@ -12,10 +12,10 @@ import torch
 
 from simreal.bundle import OnnxPolicy, load_bundle
 from simreal.errors import ConfigError
-from simreal.policies.arm_ik import ArmIK
+from simreal.policies.demos.arm_ik import ArmIK
+from simreal.policies.demos.scripted_bundle import ScriptedArmGraph, SiteChain, cholesky_solve, export_scripted
+from simreal.policies.demos.teachers import PickTeacher, PushTeacher
 from simreal.policies.run_config import make_env, resolve
-from simreal.policies.scripted_bundle import ScriptedArmGraph, SiteChain, cholesky_solve, export_scripted
-from simreal.policies.teachers import PickTeacher, PushTeacher
 
 ENV = ["backend=native", "env.episode_length_s=1.0"]
 
@@ -109,8 +109,8 @@ def test_exported_reach_graph_lands_the_site_on_the_goal_and_equals_torch(reach,
 
 
 def test_scripted_reach_bundle_succeeds_in_closed_loop(reach, scripted):
-    from simreal.policies.ppo import evaluate
-    from simreal.policies.residual_env import onnx_base
+    from simreal.policies.rl.ppo import evaluate
+    from simreal.policies.trainers.residual_env import onnx_base
 
     cfg, env = reach
     act = onnx_base(OnnxPolicy(load_bundle(scripted)))
@@ -119,7 +119,7 @@ def test_scripted_reach_bundle_succeeds_in_closed_loop(reach, scripted):
 
 
 def test_residual_over_the_scripted_base_starts_as_exactly_it(reach, tmp_path):
-    from simreal.policies.residual import BASE_DIR, TRAINER, freeze_base
+    from simreal.policies.trainers.residual import BASE_DIR, TRAINER, freeze_base
 
     cfg0, env = reach
     cfg = resolve("arm-reach", [*ENV, "train.num_envs=4", "residual.base=scripted"])
@@ -132,7 +132,7 @@ def test_residual_over_the_scripted_base_starts_as_exactly_it(reach, tmp_path):
 
 
 def test_a_task_without_a_scripted_controller_is_one_clear_error(tmp_path):
-    from simreal.policies.residual import freeze_base
+    from simreal.policies.trainers.residual import freeze_base
 
     cfg = resolve("cartpole-balance", ["residual.base=scripted"])
     with pytest.raises(ConfigError, match="residual.base.*cartpole-balance has no scripted controller; tasks with one"):

@@ -19,7 +19,8 @@ M = np.array([1.0, -1.0, 1.0])
 
 @pytest.fixture(scope="module")
 def env():
-    return make_env(resolve("g1-velocity", ["train.num_envs=4"]))
+    """One observation frame (stacked frames are mirrored alike, tested below)."""
+    return make_env(resolve("g1-velocity", ["train.num_envs=4", "env.obs_history_steps=1"]))
 
 
 def _partner(name: str) -> str:
@@ -110,6 +111,19 @@ def test_the_mirrored_observation_is_the_observation_of_the_mirrored_state(env):
     np.testing.assert_allclose((a[perm] * sign)[perm] * sign, a)  # the mirror of the mirror
 
 
+def test_a_stacked_observation_is_mirrored_frame_by_frame(env):
+    """``env.obs_history_steps=5`` (run 14's): the policy's observation is five frames of the same
+    terms, each mirrored in place as the one frame is (the frames' order kept, newest first)."""
+    stacked = make_env(resolve("g1-velocity", ["train.num_envs=4", "env.obs_history_steps=5"]))
+    k = stacked.cfg.obs_history_steps
+    (p1, s1), (pk, sk) = Mirror(env).policy, Mirror(stacked).policy
+    n = p1.size
+    assert k > 1 and stacked.observation_size == k * n == pk.size
+    frames = np.random.default_rng(0).normal(size=(k, n))
+    mirrored = (frames.reshape(-1)[pk] * sk).reshape(k, n)
+    np.testing.assert_allclose(mirrored, frames[:, p1] * s1)
+
+
 def test_a_term_without_a_mirror_is_refused_by_name(env):
     joints = joint_mirror(env.mj_model, env.robot.actuator_names)
     with pytest.raises(ConfigError, match="no mirror for observation term 'pos_error_w'"):
@@ -121,7 +135,7 @@ def test_rsl_rl_learns_from_both_halves_and_brax_refuses_the_setting():
     import torch
     from tensordict import TensorDict
 
-    from simreal.policies.train_rsl_rl import mirrored_batch, runner_cfg
+    from simreal.policies.trainers.rsl_rl import mirrored_batch, runner_cfg
 
     cfg = resolve("g1-velocity", ["train.num_envs=4"])
     assert runner_cfg(cfg)["algorithm"]["symmetry_cfg"]["data_augmentation_func"] is mirrored_batch
@@ -130,7 +144,8 @@ def test_rsl_rl_learns_from_both_halves_and_brax_refuses_the_setting():
     class Venv:
         mirror = Mirror(make_env(cfg))
 
-    obs = TensorDict({"policy": torch.randn(3, 49), "critic": torch.randn(3, 52)}, batch_size=[3])
+    n_policy, n_critic = Venv.mirror.policy[0].size, Venv.mirror.critic[0].size
+    obs = TensorDict({"policy": torch.randn(3, n_policy), "critic": torch.randn(3, n_critic)}, batch_size=[3])
     act = torch.randn(3, 12)
     o2, a2 = mirrored_batch(Venv, obs, act)
     assert o2.batch_size[0] == 6 and a2.shape == (6, 12)

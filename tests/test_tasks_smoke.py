@@ -53,7 +53,7 @@ def test_task_jit_reset_step_shapes_finite(task, request):
     s = reset(jax.random.split(jax.random.PRNGKey(0), N))
     _check_obs_shapes(env, s.obs)
     if not isinstance(env.observation_size, Mapping):  # the bundle's layout describes a flat vector
-        assert sum(t["size"] for t in env.obs_layout) == env.observation_size
+        assert sum(t["size"] for t in env.obs_layout) * env.cfg.obs_history_steps == env.observation_size
     a = jax.random.uniform(jax.random.PRNGKey(1), (N, env.action_size), minval=-1.0, maxval=1.0)
     first = s
     for _ in range(3):
@@ -509,7 +509,7 @@ def test_a_run_saved_before_slew_limit_loads_as_trained(tmp_path):
     """A run (or bundle) saved before ``env.slew_limit`` existed trained without a limit: it is
     evaluated, resumed and rehearsed that way, not with the arms' new default."""
     from simreal.config import build
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.sim.env import as_saved
     from simreal.sim.tasks import task_class
     from simreal.yaml_io import dump_yaml

@@ -12,9 +12,9 @@ import pytest
 from fixtures import bundles
 from fixtures.fake_robot import FakeJointRobot
 from simreal.errors import ConfigError
-from simreal.hardware.input_devices import Gamepad, Keyboard, SpaceMouse, parse_spacemouse_report
 from simreal.hardware.robot import HardwareError
-from simreal.hardware.teleop import DeviceInput, InputDevice, JointJog
+from simreal.hardware.teleop.devices import Gamepad, Keyboard, SpaceMouse, parse_spacemouse_report
+from simreal.hardware.teleop.teleoperator import DeviceInput, InputDevice, JointJog
 
 
 class Clock:

@@ -17,7 +17,7 @@ from simreal.bundle import OnnxPolicy, load_bundle
 from simreal.errors import BundleError
 from simreal.policies import checkpoint as ckpt
 from simreal.policies.export import check_export, export_bundle
-from simreal.policies.ppo import PPO
+from simreal.policies.rl.ppo import PPO
 from simreal.policies.run_config import make_env, resolve
 
 TINY = [
@@ -73,7 +73,7 @@ def test_a_checkpoint_without_a_newer_episode_statistic_still_evaluates_and_resu
     step writes; the resumed iteration is the one the whole checkpoint gives. A missing policy
     array is refused either way."""
     from simreal.errors import DataFileError
-    from simreal.policies.train import BRAX
+    from simreal.policies.trainers.brax import BRAX
 
     cfg, algo = ppo
     ts = algo.iterate(algo.init())[0]
@@ -115,6 +115,19 @@ def test_export_matches_jax(ppo, tmp_path):
     np.testing.assert_allclose(b.action.to_physical(np.array([1, -0.5, -1, -2.0])), [0.6, -5, -10, -10])
     assert b.task_params["target_pos_w"] == [0.0, 0.0, 1.0]
     assert OnnxPolicy(b)(np.zeros(30)).shape == (4,)
+
+
+def test_a_policy_observing_frames_exports_them_to_the_bundle(tmp_path):
+    """``env.obs_history_steps=3``: the bundle's terms are one frame, ``latency.obs_history`` says
+    three, the graph takes the 3 x 30 inputs the env gives and matches JAX."""
+    cfg = resolve("quadrotor-hover", TINY + ["env.obs_history_steps=3"])
+    algo = PPO(make_env(cfg, backend="native"), cfg.train, cfg.seed)
+    norm, pol = algo.policy_params(algo.init())
+    out = export_bundle(tmp_path, cfg, algo.env, norm, pol)
+    assert check_export(out, algo.make_policy, (norm, pol), n=64) < 1e-5
+    b = load_bundle(out, robot="crazyflie2", obs_size=90, action_size=4)
+    assert (b.obs_history, b.frame_size, b.latency["obs_history"]) == (3, 30, 3)
+    assert OnnxPolicy(b)(np.zeros(90)).shape == (4,)
 
 
 @pytest.mark.parametrize(
@@ -247,7 +260,7 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     import imageio.v2 as imageio
 
     from simreal.cli import main
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.policies.trainers import get_trainer
 
     if trainer != "brax":
@@ -359,7 +372,11 @@ def test_torch_trainer_without_torch_names_the_extra(monkeypatch, tmp_path, caps
     from simreal.cli import main
 
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ModuleNotFoundError
-    for mod in ("simreal.policies.train_sb3", "simreal.policies.torch_loop", "simreal.policies.torch_policy"):
+    for mod in (
+        "simreal.policies.trainers.sb3",
+        "simreal.policies.trainers.torch_loop",
+        "simreal.policies.torch_policy",
+    ):
         monkeypatch.delitem(sys.modules, mod, raising=False)
     rc = main(["train", "cartpole-balance", "trainer=sb3", f"runs_root={tmp_path}"])
     err = capsys.readouterr().err.strip()
@@ -373,7 +390,7 @@ def test_the_adaptive_learning_rate_follows_rsl_rls_schedule():
     1.5 below half of it (not at a KL of zero: the first minibatch of a batch), kept in between,
     clipped to [1e-5, 1e-2]; it cannot be combined with a linear decay."""
     from simreal.errors import ConfigError
-    from simreal.policies.ppo import adapt_learning_rate, make_optimizer
+    from simreal.policies.rl.ppo import adapt_learning_rate, make_optimizer
 
     cfg = resolve(
         "quadrotor-hover", TINY + ["train.desired_kl=0.01", "train.learning_rate=0.001", "train.learning_rate_end=null"]

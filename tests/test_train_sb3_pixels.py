@@ -56,8 +56,8 @@ def test_actor_is_sb3s_own_policy_on_the_normalised_state(run_dir):
     normalised with the saved statistics, whose size is the state's alone (images not normalised)."""
     from stable_baselines3 import PPO
 
-    from simreal.policies.train import load_config
-    from simreal.policies.train_sb3 import DictActor, load_actor
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.sb3 import DictActor, load_actor
     from simreal.sim.adapter_core import JaxBatch, to_numpy
 
     ckpt = _latest(run_dir)
@@ -83,8 +83,8 @@ def test_actor_is_sb3s_own_policy_on_the_normalised_state(run_dir):
 def test_resume_restores_the_state_normaliser(run_dir):
     from simreal.policies import checkpoint
     from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config
-    from simreal.policies.train_sb3 import Driver
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.sb3 import Driver
 
     cfg = load_config(run_dir)
     ckpt = _latest(run_dir)

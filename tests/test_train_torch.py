@@ -73,8 +73,8 @@ def _library_policy(trainer: str, run_dir: Path, obs_size: int, action_size: int
     from rsl_rl.models import MLPModel
     from tensordict import TensorDict
 
-    from simreal.policies.train import load_config
-    from simreal.policies.train_rsl_rl import runner_cfg
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers.rsl_rl import runner_cfg
 
     kw = {k: v for k, v in runner_cfg(load_config(run_dir))["actor"].items() if k != "class_name"}
     td = TensorDict({"policy": torch.zeros(1, obs_size)}, batch_size=[1])

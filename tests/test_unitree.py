@@ -17,9 +17,9 @@ pytest.importorskip("mujoco")
 
 from fixtures import bundles as T  # noqa: E402
 from simreal.errors import ConfigError  # noqa: E402
-from simreal.hardware import unitree_msgs as um  # noqa: E402
 from simreal.hardware.robot import HardwareError  # noqa: E402
-from simreal.hardware.unitree import (  # noqa: E402
+from simreal.hardware.unitree import msgs as um  # noqa: E402
+from simreal.hardware.unitree.driver import (  # noqa: E402
     MOTORS,
     UnitreeConfig,
     UnitreeRobot,
@@ -272,7 +272,7 @@ def _read_until_stale(robot: UnitreeRobot, within_s: float = 1.0) -> None:
 
 
 def test_twin_and_driver_end_to_end():
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = load_robot_spec("g1")
@@ -328,7 +328,7 @@ def test_a_reconnect_waits_for_a_new_lowstate_not_the_last_connections():
     """LowStates that came after the last read of one connection (the twin sends at 500 Hz) are
     not the next connection's: with the robot gone, connect() says so instead of returning on
     them (and the first read handing the old connection's state on as new)."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     robot = UnitreeRobot(UnitreeConfig("g1", domain_id=domain, connect_timeout_s=2.0))  # DDS discovery under load
@@ -399,7 +399,7 @@ def test_twin_holds_the_robot_standing_until_a_command_then_lets_it_go():
     """What `simreal drive --twin` gets: the G1 stands at home, feet on the floor, held until the
     first LowCmd that turns a motor on; then it is free, so bent knees lower its base (the twin
     once pinned it 0.3 m up for the whole run: a walking policy never touched the floor)."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = load_robot_spec("g1")
@@ -427,7 +427,7 @@ def test_a_diverged_twin_stops_its_lowstate(tmp_path, monkeypatch):
     """MuJoCo resets a diverged G1 to its start pose; the twin once went on publishing it as if
     the robot had jumped back. Now its LowState stops, as a dead robot's, and the driver's reads
     fail."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = load_robot_spec("g1")
@@ -446,7 +446,7 @@ def test_a_diverged_twin_stops_its_lowstate(tmp_path, monkeypatch):
 
 
 def test_twin_gantry_setting_is_checked():
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     with pytest.raises(ConfigError, match="gantry.*until_command, always, never"):
         UnitreeTwin(TwinConfig("g1", gantry="yes"))
@@ -454,7 +454,7 @@ def test_twin_gantry_setting_is_checked():
 
 def test_h1_torso_imu_reads_as_the_base():
     """H1's IMU is in the torso: the twin publishes it there, the driver turns it back."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = load_robot_spec("h1")
@@ -496,7 +496,7 @@ def test_a_silent_robot_gets_the_hold_within_the_timeout_and_at_the_control_rate
     from simreal.bundle import load_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.hardware.drive import drive
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     runner = PolicyRunner(load_bundle(T.make_holding_bundle(tmp_path / "b", "g1")))
@@ -531,7 +531,7 @@ def test_a_12dof_g1_holds_its_waist_and_arms_through_the_driver_on_the_whole_rob
     """g1_12dof's driver commands the 12 leg motors and, in every LowCmd, holds the 17 others at
     their targets with their own gains (unitree_rl_gym's arm_waist_kps/kds); its twin is the
     29-DoF G1, whose arms the hold then keeps where it says."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = load_robot_spec("g1_12dof")
@@ -571,7 +571,7 @@ def test_a_10dof_h1_holds_its_torso_and_arms_and_reads_the_held_torso_imu_as_the
     arm_waist_kps / kds); its twin is the 19-DoF H1. The IMU is in the torso: with the torso held
     at 0.6 rad the IMU turns with it, and the driver, reading the held torso's angle off the
     LowState, still reports the base (pinned on the gantry, level)."""
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     domain = T.random_domain_id()
     spec = _h1_10dof_torso_at(torso)
@@ -602,7 +602,7 @@ def test_a_10dof_h1_holds_its_torso_and_arms_and_reads_the_held_torso_imu_as_the
 
 
 def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
-    """`python -m simreal.hardware.unitree_twin`: the twin as a separate process (as
+    """`python -m simreal.hardware.unitree.twin`: the twin as a separate process (as
     unitree_mujoco's bridge runs), found by the driver on the same domain; the 12-DoF driver's
     stand command reaches it (the 29-DoF G1 stands at the legs' default pose, the hold at 0).
     A robot that is not a Unitree's is one line, exit 2."""
@@ -610,7 +610,7 @@ def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
     import sys
 
     bad = subprocess.run(
-        [sys.executable, "-m", "simreal.hardware.unitree_twin", "--robot", "franka"],
+        [sys.executable, "-m", "simreal.hardware.unitree.twin", "--robot", "franka"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -621,7 +621,7 @@ def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
         [
             sys.executable,
             "-m",
-            "simreal.hardware.unitree_twin",
+            "simreal.hardware.unitree.twin",
             "--robot",
             "g1",
             "--domain-id",
@@ -652,11 +652,11 @@ def test_the_twin_in_its_own_process_serves_the_driver_over_dds():
 
 
 def test_the_twin_says_where_the_robot_is():
-    """The twin's status line (printed every 2 s by ``python -m simreal.hardware.unitree_twin``):
+    """The twin's status line (printed every 2 s by ``python -m simreal.hardware.unitree.twin``):
     the base's position, yaw and tilt from vertical, and the LowCmds applied."""
     import mujoco
 
-    from simreal.hardware.unitree_twin import TwinConfig, UnitreeTwin
+    from simreal.hardware.unitree.twin import TwinConfig, UnitreeTwin
 
     twin = UnitreeTwin(TwinConfig("g1_12dof"))
     z = twin.d.qpos[2]

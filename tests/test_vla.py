@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 
 from simreal.cli import main  # noqa: E402
 from simreal.policies.run_config import VLAConfig  # noqa: E402
-from simreal.policies.vla import VLASpec, build_vla, tokenize, word_tokenizer  # noqa: E402
+from simreal.policies.vla.model import VLASpec, build_vla, tokenize, word_tokenizer  # noqa: E402
 
 SHORT = ["backend=native", "env.episode_length_s=0.2"]
 TINY = [
@@ -89,7 +89,7 @@ def test_without_the_state_the_action_depends_on_images_and_words_only():
 
 
 def test_gae_on_a_hand_computed_episode():
-    from simreal.policies.vla_rl import gae
+    from simreal.policies.vla.rl import gae
 
     r = np.array([[0.0], [0.0], [1.0]], np.float32)
     v = np.array([[0.5], [0.2], [0.1]], np.float32)
@@ -222,8 +222,8 @@ def test_a_model_folder_without_a_config_or_the_weights_is_named(tmp_path):
 def test_arm_reach_choice_puts_the_goal_on_the_named_ball():
     import jax
 
-    from simreal.policies.instructions import instruction
     from simreal.policies.run_config import make_env, resolve
+    from simreal.policies.vla.instructions import instruction
     from simreal.sim.tasks.arm_reach_choice import BALLS
 
     env = make_env(resolve("arm-reach-choice", SHORT))
@@ -278,7 +278,7 @@ def vla_run(tmp_path_factory):
 def test_vla_run_checkpoint_metrics_and_eval(vla_run, capsys):
     import csv
 
-    from simreal.policies.vla import CHECKPOINT, TOKENIZER, load_vla
+    from simreal.policies.vla.model import CHECKPOINT, TOKENIZER, load_vla
 
     _, run = vla_run
     model, tok = load_vla(run / CHECKPOINT)
@@ -294,7 +294,7 @@ def test_vla_run_checkpoint_metrics_and_eval(vla_run, capsys):
 def test_vla_bundle_takes_images_and_an_instruction_and_matches_torch(vla_run, tmp_path):
     from simreal.bundle import INSTRUCTION_IDS, OnnxPolicy, load_bundle
     from simreal.errors import BundleError
-    from simreal.policies.vla import CHECKPOINT, DeployedVLA, load_vla
+    from simreal.policies.vla.model import CHECKPOINT, DeployedVLA, load_vla
     from simreal.yaml_io import dump_yaml, load_yaml
 
     _, run = vla_run
@@ -359,7 +359,7 @@ def test_finetune_vla_writes_a_run_that_eval_takes(vla_run, tmp_path, capsys):
 def test_finetune_vla_stopped_before_its_first_round_leaves_no_run(vla_run, tmp_path, monkeypatch, capsys):
     """Ctrl-C before a round finished: no run directory that eval and export would refuse, the
     reason in one line, exit 130 (a round that finished is kept, as train-bc keeps its epochs)."""
-    import simreal.policies.vla_rl as vla_rl
+    import simreal.policies.vla.rl as vla_rl
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt

@@ -6,15 +6,16 @@
     simreal train --resume runs/quadrotor-hover/20261121-120000
     simreal eval RUN_DIR --episodes 256 --backend mjx --json
     simreal export RUN_DIR
+    simreal import policy.pt --spec spec.yaml --robot g1_12dof --out bundle
     simreal play RUN_DIR --out play.mp4
     simreal retarget clip.bvh --robot g1 --out clip.npz
     simreal deploy ros2 BUNDLE --out ws/src
     simreal label frames.npz --task "..." --endpoint http://127.0.0.1:8000/v1 --model M --pairs 500 --out labels.npz
 
 Each verb lives in its own module of this package, named for it (``train-bc`` in
-``train_bc.py``; ``list`` and ``eval`` in ``list_.py`` and ``eval_.py``: a submodule's name is
-bound in this package's namespace on import, so ``list.py`` would shadow the builtin ``list``
-here), exposing ``HELP``,
+``train_bc.py``; ``list``, ``eval`` and ``import`` in ``list_.py``, ``eval_.py`` and ``import_.py``:
+a submodule's name is bound in this package's namespace on import, so ``list.py`` would shadow
+the builtin ``list`` here, and ``import`` is a keyword), exposing ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Building the parser imports every verb
 module, so they and the package ``__init__``s import nothing heavy at the top: JAX, Brax,
 MuJoCo, torch and the rest load inside ``run``. That keeps ``simreal --help`` fast and lets
@@ -53,6 +54,7 @@ VERBS: dict[str, str] = {
     "train": "simreal.cli.train",
     "eval": "simreal.cli.eval_",
     "export": "simreal.cli.export",
+    "import": "simreal.cli.import_",
     "play": "simreal.cli.play",
     "retarget": "simreal.cli.retarget",
     "deploy": "simreal.cli.deploy",

@@ -18,7 +18,7 @@
     # twin and real side by side: Markdown + PNG plots
     simreal benchmark report bench_results/arm-reach_twin.json bench_results/arm-reach_real.json --out report/
 
-Suites (simreal.hardware.suites): quadrotor-hover, quadrotor-figure8, humanoid-walk,
+Suites (simreal.hardware.benchmark.suites): quadrotor-hover, quadrotor-figure8, humanoid-walk,
 humanoid-track, arm-reach, arm-push, arm-pick. Each trial runs the bundle through the deploy
 runner and the safety layer at the control rate (simreal.hardware.drive); the twin runs in
 simulated time, deterministic per --seed. Results: per condition the success rate with its
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from simreal.errors import SimrealError
-    from simreal.hardware.report import load_results, write_report
+    from simreal.hardware.benchmark.report import load_results, write_report
 
     if not args.results or not args.out:
         raise SimrealError(
@@ -175,8 +175,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     from simreal.deploy.config import spec_of_bundle
     from simreal.deploy.runner import PolicyRunner
     from simreal.errors import ConfigError, SimrealError
-    from simreal.hardware.benchmark import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
-    from simreal.hardware.suites import SUITES, suite_for
+    from simreal.hardware.benchmark.harness import BenchmarkConfig, ProgressLine, run_benchmark, summary_lines
+    from simreal.hardware.benchmark.suites import SUITES, suite_for
 
     if args.results:
         raise SimrealError(f"unexpected arguments {args.results}; only 'report' takes result files")
@@ -230,7 +230,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         )
         print("\n".join(summary_lines(results)))
     if args.out:
-        from simreal.hardware.report import write_report
+        from simreal.hardware.benchmark.report import write_report
         from simreal.yaml_io import atomic_write_text
 
         path = Path(args.out) / f"{suite.name}_{bench.kind}.json"
@@ -254,7 +254,7 @@ def _twin(args: argparse.Namespace, bundle: Any, task: dict[str, Any]) -> Any:
 
     from simreal.dependencies import require
     from simreal.errors import SimrealError
-    from simreal.hardware.benchmark import TwinBench
+    from simreal.hardware.benchmark.harness import TwinBench
     from simreal.hardware.sim_twin import TwinConfig
 
     if args.driver or args.driver_config or args.camera or args.locate_object:
@@ -274,7 +274,7 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     --driver-set, connected for the benchmark."""
     from simreal.config import parse_overrides
     from simreal.errors import SimrealError
-    from simreal.hardware.benchmark import RealBench
+    from simreal.hardware.benchmark.harness import RealBench
 
     if args.noise is not None or args.latency_ms is not None:
         raise SimrealError("--noise and --latency-ms are for --robot twin (a real robot has its own)")
@@ -285,7 +285,7 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     settings = {"action_mode": bundle.action.mode, **parse_overrides(args.driver_config)}
     locator = None
     if args.locate_object:
-        from simreal.hardware.object_locator import ObjectLocator, load_calibration
+        from simreal.hardware.benchmark.object_locator import ObjectLocator, load_calibration
 
         if args.camera is None:
             raise SimrealError("--locate-object needs --camera SOURCE (the calibrated camera)")
@@ -293,7 +293,7 @@ def _real(args: argparse.Namespace, bundle: Any) -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
         camera = None
         if args.camera is not None:
-            from simreal.hardware.cameras import OpenCVCamera
+            from simreal.hardware.record.cameras import OpenCVCamera
 
             source = int(args.camera) if args.camera.isdigit() else args.camera
             size = (locator.cal.width, locator.cal.height) if locator else (640, 480)

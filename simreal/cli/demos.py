@@ -8,7 +8,7 @@
     simreal demos arm-push env.action_scale=1.5 --teacher scripted --drive runs/arm-push/bc1 --episodes 50 \
         --append --out data/push      # DAgger: the BC run acts, the teacher labels, the dataset grows
 
-The teacher (``simreal/policies/teachers.py``) is ``scripted`` (the task's controller, from the full
+The teacher (``simreal/policies/demos/teachers.py``) is ``scripted`` (the task's controller, from the full
 simulator state), ``random`` (held random actions: exploration, the broad coverage a reward
 model's frames need, not a demonstration to imitate) or a trained run's directory (its
 deterministic policy). It drives the task's
@@ -16,9 +16,9 @@ env through the env's own reset and step, in batches of ``--num-envs``; each env
 is one dataset episode: ``observation.state`` (the policy's observation), ``action`` (the
 normalised action the env applied), ``next.reward``, ``next.done``, ``next.success``, camera
 videos ``observation.images.<camera>`` for each ``--camera``, and the episode's instruction as its
-task string (``simreal/policies/demos.py``, ``simreal/policies/instructions.py``). ``key=value`` overrides set
-the task's config (or the run's) as for ``simreal train``; ``meta/simreal.yaml`` keeps the resolved
-config and the teacher, so ``simreal train-bc`` rebuilds the same env.
+task string (``simreal/policies/demos/record.py``, ``simreal/policies/vla/instructions.py``).
+``key=value`` overrides set the task's config (or the run's) as for ``simreal train``;
+``meta/simreal.yaml`` keeps the resolved config and the teacher, so ``simreal train-bc`` rebuilds the same env.
 
 ``--drive RUN`` lets a trained run's policy act while the teacher only labels (DAgger: the
 states a cloned policy visits, labelled with what the teacher would do there; the success
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.dataset.writer import DatasetWriter
     from simreal.errors import ConfigError, DataFileError
-    from simreal.policies.demos import (
+    from simreal.policies.demos.record import (
         Tally,
         camera_sizes,
         features,
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         used_seeds,
         write_source,
     )
-    from simreal.policies.teachers import load_teacher
+    from simreal.policies.demos.teachers import load_teacher
     from simreal.progress import Progress
     from simreal.stop_signal import stop_on_signals
 

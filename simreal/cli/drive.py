@@ -75,10 +75,10 @@ DEFAULT_COMMAND_RANGES = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
 
 
 def velocity_teleop(device: Any, bundle: Any) -> Any:
-    """A :class:`~simreal.hardware.teleop.VelocityCommand` on ``device`` within the bundle's
+    """A :class:`~simreal.hardware.teleop.teleoperator.VelocityCommand` on ``device`` within the bundle's
     trained command ranges; a ConfigError for a bundle that observes no velocity command."""
     from simreal.errors import ConfigError
-    from simreal.hardware.teleop import VelocityCommand
+    from simreal.hardware.teleop.teleoperator import VelocityCommand
 
     if "command" not in bundle.obs_names:
         raise ConfigError(
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             steer = None
             if args.teleop:
-                from simreal.hardware.input_devices import DEVICES
+                from simreal.hardware.teleop.devices import DEVICES
 
                 steer = stack.enter_context(velocity_teleop(DEVICES[args.teleop](), bundle))
             robot = stack.enter_context(open_robot(name, bundle.robot, settings, twin=args.twin, bag=args.bag))

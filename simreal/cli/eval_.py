@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         number_text,
         statistics,
     )
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.sim.backends.base import default_backend_name
     from simreal.stop_signal import stop_on_signals
 

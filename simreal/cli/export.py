@@ -10,7 +10,7 @@ then renamed into place, so a failed check or an interruption leaves ``OUT`` as 
 bundle in place has always passed its check. ``--out`` may be new, an empty folder or a bundle
 (its ``bundle.yaml``), which the export replaces; any other folder, or a file, is refused: it
 once deleted a folder of the user's files. A vision-language-action run (``train-bc --policy vla``) exports
-with image and instruction inputs (``simreal/policies/vla_export.py``); a CNN policy on a task with dict
+with image and instruction inputs (``simreal/policies/vla/export.py``); a CNN policy on a task with dict
 observations (``arm-push-pixels``) is refused.
 """
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import BundleError
     from simreal.policies.export import MAX_ABS_DIFF, check_flat_observation
     from simreal.policies.run_config import make_env
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.policies.trainers import get_trainer
     from simreal.stop_signal import stop_on_signals
 

@@ -7,7 +7,7 @@
 Starts from the VLA of a ``simreal train-bc --policy vla`` run (or of an earlier fine-tuning)
 and writes a new run directory (``runs/<task>/<stamp>`` unless ``--out``): PPO on the action
 bins' log-probabilities with the sparse success reward and a critic on the simulator's state
-(``simreal/policies/vla_rl.py``; settings ``train.vla.rl.*``). The cloned policy is evaluated before the
+(``simreal/policies/vla/rl.py``; settings ``train.vla.rl.*``). The cloned policy is evaluated before the
 first round and the fine-tuned one after the last, on the same episodes, and both are printed.
 Progress (round, sampled success, KL, ETA) goes to stderr.
 """
@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from simreal.errors import ConfigError
     from simreal.policies.evaluation import format_eval
     from simreal.policies.run_config import make_env, resolve
-    from simreal.policies.train import load_config, start_run
-    from simreal.policies.vla import CHECKPOINT, load_vla
-    from simreal.policies.vla_rl import finetune
+    from simreal.policies.run_dir import RunDir, load_config
+    from simreal.policies.vla.model import CHECKPOINT, load_vla
+    from simreal.policies.vla.rl import finetune
     from simreal.progress import Progress
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     limit_torch_threads()
     model, tok = load_vla(source / CHECKPOINT)
     env = make_env(cfg)
-    run_dir = start_run(cfg, args.out)
+    run_dir = RunDir.create(cfg, args.out).path
     print(f"run directory: {run_dir}", flush=True)
     rc = cfg.train.vla.rl
     progress = Progress(rc.iterations, stream=sys.stderr)

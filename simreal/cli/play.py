@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from simreal.errors import SimrealError, UnknownNameError
-    from simreal.policies.train import load_config
+    from simreal.policies.run_dir import load_config
     from simreal.policies.trainers import get_trainer
     from simreal.progress import Progress
     from simreal.sim.cameras import camera_names

@@ -15,7 +15,7 @@ space re-syncs, x ends the episode; the banner on stderr lists them with the joi
 ``gamepad``, ``spacemouse`` (6 axes jog joints 1-6),
 ``leader`` (an SO-100 leader arm: the follower copies it). ``--teleop-mode ee`` makes a rate
 device's axes move an arm's end effector along world x, y, z and turn it about them, through IK
-(:mod:`simreal.hardware.ee_jog`; keys c and v close and open the gripper). Cameras: ``NAME=SOURCE`` with a
+(:mod:`simreal.hardware.teleop.ee_jog`; keys c and v close and open the gripper). Cameras: ``NAME=SOURCE`` with a
 device index, a file or stream URL, or ``pattern`` (a test pattern: checks the pipeline
 without a camera). Every late tick and dropped camera frame is counted and printed per
 episode; Ctrl-C keeps every finished episode (the one in progress is discarded) and prints the
@@ -90,7 +90,7 @@ def _settings(items: list[str], flag: str) -> dict[str, Any]:
 
 def _camera(spec: str, size: str):
     from simreal.errors import ConfigError
-    from simreal.hardware.cameras import OpenCVCamera, PatternCamera
+    from simreal.hardware.record.cameras import OpenCVCamera, PatternCamera
 
     if "=" not in spec:
         raise ConfigError("--camera", f"expected NAME=SOURCE (index, file/URL or 'pattern'), got '{spec}'")
@@ -105,7 +105,7 @@ def _camera(spec: str, size: str):
 
 
 def _teleop(args: argparse.Namespace, robot, stack):
-    from simreal.hardware.teleop import JointJog
+    from simreal.hardware.teleop.teleoperator import JointJog
 
     if args.teleop == "leader":
         if args.teleop_mode != "joint":
@@ -117,8 +117,8 @@ def _teleop(args: argparse.Namespace, robot, stack):
                 "rate device (keyboard, gamepad, spacemouse)",
             )
         from simreal.config import build
-        from simreal.hardware.leader_arm import SO100Leader
-        from simreal.hardware.so100 import SO100Config
+        from simreal.hardware.feetech.so100 import SO100Config
+        from simreal.hardware.teleop.leader_arm import SO100Leader
 
         settings = {"robot": args.robot, **_settings(args.leader_settings, "--leader-set")}
         if args.twin:
@@ -126,11 +126,11 @@ def _teleop(args: argparse.Namespace, robot, stack):
 
             settings.update(stack.enter_context(driver("so100").twin(args.robot)))
         return SO100Leader(build(SO100Config, settings, prefix="leader"))
-    from simreal.hardware import input_devices
+    from simreal.hardware.teleop import devices as input_devices
 
     device = input_devices.DEVICES[args.teleop]()
     if args.teleop_mode == "ee":
-        from simreal.hardware.ee_jog import EndEffectorJog
+        from simreal.hardware.teleop.ee_jog import EndEffectorJog
 
         return EndEffectorJog(device, robot.spec)
     return JointJog(device, robot.spec)
@@ -145,7 +145,7 @@ def banner(args: argparse.Namespace, teleop: Any, fps: int) -> str:
     ]
     axes = teleop.axes() if hasattr(teleop, "axes") else []
     if args.teleop == "keyboard":
-        from simreal.hardware.input_devices import key_help
+        from simreal.hardware.teleop.devices import key_help
 
         lines.append(f"keys (held): {key_help(axes, teleop.BUTTONS)}")
     elif axes:
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
     from simreal.errors import ConfigError, SimrealError
     from simreal.hardware.drivers import default_driver, open_robot
-    from simreal.hardware.record import Recorder, dataset_features
+    from simreal.hardware.record.recorder import Recorder, dataset_features
     from simreal.robot_spec import load_robot_spec
     from simreal.stop_signal import signal_exit_code
 

@@ -4,7 +4,7 @@
     simreal train quadrotor-hover train.num_envs=512 seed=3 backend=mjx
     simreal train --resume runs/quadrotor-hover/20261121-120000
     simreal train --resume RUN_DIR train.num_timesteps=40000000   # extend the budget
-    simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (simreal/policies/trainers.py)
+    simreal train arm-reach trainer=sb3                            # brax | sb3 | rsl_rl (simreal.policies.trainers)
 
 Progress (steps/s, return, train_success, eval_success, ETA) goes to stderr; the run directory holds
 config.yaml, checkpoints/, metrics.csv, TensorBoard events and plots/learning_curve.png.
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from simreal.policies.loop_common import TrainResult
     from simreal.policies.run_config import RunConfig
+    from simreal.policies.trainers.loop import TrainResult
     from simreal.stop_signal import StopRequest
 
 HELP = "train a policy"
@@ -67,39 +67,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
-    import shutil
-
     from simreal.config import parse_overrides
     from simreal.errors import ConfigError, DataFileError
-    from simreal.input_files import snapshot_inputs
     from simreal.policies.devices import initialize_distributed
     from simreal.policies.evaluation import jsonable
     from simreal.policies.run_config import check_input_files, make_env, resolve
-    from simreal.policies.train import load_config, start_run
+    from simreal.policies.run_dir import RunDir
     from simreal.policies.trainers import get_trainer
-    from simreal.yaml_io import atomic_write_bytes, dump_yaml
 
     initialize_distributed()  # a multi-host launch (SLURM, JAX_COORDINATOR_ADDRESS); else nothing
 
-    saved_config = b""  # a resumed run's config.yaml before this command
-    checkpoints_before: list[Path] = []
     overrides = ([args.task] if args.task else []) + list(args.overrides)
     if args.resume:
-        run_dir = Path(args.resume)
-        base = load_config(run_dir)
-        source = str(run_dir / "config.yaml")
+        run = RunDir.open(args.resume)
+        base = run.config()
+        source = str(run.path / "config.yaml")
         task = parse_overrides(overrides).get("task", base.task)  # before resolving: another
         if task != base.task:  # task's keys would be the error
             raise ConfigError("task", f"a resumed run keeps its task ({base.task}); start a new run for {task}", source)
         cfg = resolve(None, overrides, base=base.to_dict(), source=source)
-        checkpoints_before = _checkpoint_files(run_dir)
-        if checkpoints_before:
+        if run.checkpoints():
             _check_resume(base, cfg, f"{source} + command-line overrides")
         trainer = get_trainer(cfg.trainer)
-        saved_config = (run_dir / "config.yaml").read_bytes()
-        data = cfg.to_dict()
-        data["env"] = snapshot_inputs(data["env"], run_dir)  # a clip the overrides name: copied too
-        dump_yaml(run_dir / "config.yaml", data)
+        run.save_config(cfg)  # a clip the overrides name is copied in too
     else:
         if not args.task:
             raise ConfigError("task", "give a task name (see `simreal list`) or --resume RUN_DIR")
@@ -112,34 +102,16 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         if stop.requested:
             print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
             return stop.exit_code
-        run_dir = start_run(cfg)
+        run = RunDir.create(cfg)
+    run_dir = run.path
     # with --json, stdout carries the one JSON object (it names the run directory too)
     print(f"run directory: {run_dir}", file=sys.stderr if args.json else sys.stdout, flush=True)
-
-    def discard_if_empty() -> bool:
-        """Remove a new run's directory when nothing finished in it (no orphan run directory)."""
-        if args.resume or any((run_dir / "checkpoints").glob("*")):
-            return False
-        shutil.rmtree(run_dir, ignore_errors=True)
-        try:
-            run_dir.parent.rmdir()  # runs/<task>/, when this run was its only one
-        except OSError:
-            pass
-        return True
-
-    def restore_config() -> bool:
-        """Put a resumed run's config.yaml back when this command saved no checkpoint: the run's
-        checkpoints were made with that config (see module docstring)."""
-        if not args.resume or _checkpoint_files(run_dir) != checkpoints_before:
-            return False
-        atomic_write_bytes(run_dir / "config.yaml", saved_config)
-        return True
 
     try:
         result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
     except DataFileError as e:
-        discard_if_empty()
-        if restore_config() and overrides:
+        run.discard_if_empty()
+        if run.restore_config() and overrides:
             raise DataFileError(
                 e.path,
                 f"{str(e).removeprefix(f'{e.path}: ')}, resumed with the overrides "
@@ -147,8 +119,8 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
             ) from None
         raise
     except BaseException:
-        discard_if_empty()
-        restore_config()
+        run.discard_if_empty()
+        run.restore_config()
         raise
     summary = {
         "run_dir": str(result.run_dir),
@@ -162,21 +134,16 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     if best is not None:
         summary.update({"best_env_steps": best["env_steps"], **{f"best_eval_{k}": v for k, v in best["eval"].items()}})
     if result.stop == "signal":
-        removed = discard_if_empty()
+        removed = run.discard_if_empty()
         print(f"simreal train: {_interrupted(result, stop, removed)}", file=sys.stderr)
     elif result.stop == "nothing_left":
-        restore_config()  # the overrides trained nothing: config.yaml still describes the checkpoints
+        run.restore_config()  # the overrides trained nothing: config.yaml still describes the checkpoints
         print(f"simreal train: {_summary(result, cfg)}", file=sys.stderr)
     elif not args.json:
         print(_summary(result, cfg, best))
     if args.json:
         print(json.dumps(jsonable(summary)))
     return stop.exit_code if result.stop == "signal" else 0
-
-
-def _checkpoint_files(run_dir: Path) -> list[Path]:
-    """Every ``step_*`` file of the run (any trainer's format and side files)."""
-    return sorted((run_dir / "checkpoints").glob("step_*"))
 
 
 def _check_resume(base: RunConfig, cfg: RunConfig, source: str) -> None:
@@ -239,8 +206,8 @@ def _best(run_dir: Path, cfg: RunConfig) -> dict | None:
 def _summary(result: TrainResult, cfg: RunConfig, best: dict | None = None) -> str:
     """The last lines: why training stopped (with the stop rule's verdict), the evaluation, and
     ``best`` (:func:`_best`) when one was kept."""
-    from simreal.policies import early_stop
     from simreal.policies.evaluation import format_eval
+    from simreal.policies.trainers import early_stop
 
     tc = cfg.train
     verdict = early_stop.describe(result.eval, tc.target_success)

@@ -15,7 +15,7 @@ Writes a run directory (``runs/<task>/<stamp>/`` unless ``--out``) with ``config
 ``metrics.csv``, then evaluates the policy in simulation (``train.num_eval_envs`` episodes) and
 prints the task's statistics. The env is the one the demonstrations were recorded in (the
 resolved config ``simreal demos`` keeps in ``meta/simreal.yaml``); ``key=value`` overrides
-change it or the ``train.*`` settings (``simreal/policies/bc.py``: normalisation from the dataset's
+change it or the ``train.*`` settings (``simreal/policies/bc/cloning.py``: normalisation from the dataset's
 ``stats.json``, MSE on normalised actions, episodes split into training and validation).
 Progress (gradient steps/s, epoch, losses, ETA) goes to stderr; with ``--iql`` in two stages,
 ``critics 1/2`` then ``actor 2/2``, each line's ETA its own stage's. Ctrl-C or SIGTERM stops it:
@@ -23,12 +23,12 @@ the run keeps the checkpoint of its best epoch so far and ``metrics.csv`` (writt
 epoch), is not evaluated, and the command exits 130 / 143; a run stopped before its first
 epoch is removed.
 
-``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``simreal/policies/act.py``: it
+``--policy`` is ``mlp``, ``act`` (ACT's action chunking transformer, ``simreal/policies/bc/act.py``: it
 predicts the next ``train.act.chunk_size`` actions, ensembled over steps in ``simreal eval`` and on
 the robot alike; its bundle says so in ``action_chunk``) or ``flow`` (a flow-matching action head
-over the same chunks, the diffusion family's, ``simreal/policies/flow.py``; ``train.flow.*``) or ``vla`` (a
+over the same chunks, the diffusion family's, ``simreal/policies/bc/flow.py``; ``train.flow.*``) or ``vla`` (a
 vision encoder and a language model with a binned-action head, reading the dataset's camera images
-and each episode's instruction, ``simreal/policies/vla.py``; ``train.vla.*``; ``simreal finetune-vla`` then
+and each episode's instruction, ``simreal/policies/vla/model.py``; ``train.vla.*``; ``simreal finetune-vla`` then
 trains it further with RL in simulation).
 """
 
@@ -80,7 +80,7 @@ def resolve_bc(
 
     from simreal.config import deep_merge
     from simreal.errors import ConfigError, DataFileError
-    from simreal.policies.demos import SOURCE_FILE, read_source
+    from simreal.policies.demos.record import SOURCE_FILE, read_source
     from simreal.policies.run_config import resolve, task_yaml
     from simreal.yaml_io import load_yaml
 
@@ -132,16 +132,16 @@ def run(args: argparse.Namespace) -> int:
     # failed after 90 s of loading the dataset
     require(*NEEDS["any"], *NEEDS.get(args.policy, ()))
     from simreal.cpu_threads import limit_torch_threads
-    from simreal.policies.bc import check_dataset, train_bc
-    from simreal.policies.bc_actor import CHECKPOINT
+    from simreal.policies.bc.actor import CHECKPOINT
+    from simreal.policies.bc.cloning import check_dataset, train_bc
     from simreal.policies.evaluation import format_eval
-    from simreal.policies.train import start_run
+    from simreal.policies.run_dir import RunDir
     from simreal.stop_signal import interrupt_exit_code, interrupt_signal
 
     limit_torch_threads()
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
     check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
-    run_dir = start_run(cfg, args.out)
+    run_dir = RunDir.create(cfg, args.out).path
     print(f"run directory: {run_dir}", flush=True)
     try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli), between torch operations
         result = train_bc(run_dir, cfg)

@@ -37,6 +37,7 @@ import numpy as np
 
 from simreal.errors import SimrealError
 from simreal.ned_frames import swap_attitude, swap_frd_flu, swap_ned_enu
+from simreal.rotations import rotmat_wb
 
 MsgClass = Callable[[str], type]
 #: ``VehicleOdometry.POSE_FRAME_NED`` and ``VELOCITY_FRAME_NED``
@@ -68,19 +69,6 @@ def _xyz(v: Any) -> np.ndarray:
 
 def _quat_wxyz(q: Any) -> np.ndarray:
     return np.array([q.w, q.x, q.y, q.z], dtype=np.float64)
-
-
-def _rot(q_wxyz: np.ndarray) -> np.ndarray:
-    """R_wb (3, 3); same formula as :func:`simreal.observations.quat_to_rotmat`, without the
-    array-namespace generality that costs ~25 us per call on plain numpy."""
-    w, x, y, z = (float(c) for c in q_wxyz)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 # --- state: message -> robot state -----------------------------------------------------
@@ -123,11 +111,11 @@ class StateDecoder:
         if self.twist_frame == "body":
             out = {"lin_vel_b": lin, "ang_vel_b": ang}
             if q is not None:
-                out["lin_vel_w"] = _rot(q) @ lin
+                out["lin_vel_w"] = rotmat_wb(q) @ lin
             return out
         out = {"lin_vel_w": lin, "ang_vel_w": ang}
         if q is not None:
-            out["ang_vel_b"] = _rot(q).T @ ang
+            out["ang_vel_b"] = rotmat_wb(q).T @ ang
         return out
 
     def _odometry(self, m: Any) -> dict[str, np.ndarray]:
@@ -199,9 +187,9 @@ def complete_state(s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     q = s.get("quat_wxyz")
     if q is not None:
         if "lin_vel_w" not in s and "lin_vel_b" in s:
-            s["lin_vel_w"] = _rot(q) @ s["lin_vel_b"]
+            s["lin_vel_w"] = rotmat_wb(q) @ s["lin_vel_b"]
         if "ang_vel_b" not in s and "ang_vel_w" in s:
-            s["ang_vel_b"] = _rot(q).T @ s["ang_vel_w"]
+            s["ang_vel_b"] = rotmat_wb(q).T @ s["ang_vel_w"]
     return s
 
 
@@ -237,7 +225,7 @@ def encode_state(
         )
 
     def twist():
-        r = _rot(s["quat_wxyz"])
+        r = rotmat_wb(s["quat_wxyz"])
         if twist_frame == "body":
             lin, ang = r.T @ s["lin_vel_w"], s["ang_vel_b"]
         else:

@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from simreal import quadrotor_control as qc
-from simreal.observations import quat_to_rotmat
 from simreal.robot_spec import RobotSpec
+from simreal.rotations import quat_to_rotmat
 
 G = 9.81
 K_V = np.array([2.0, 2.0, 3.0])

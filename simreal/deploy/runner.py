@@ -236,6 +236,10 @@ class PolicyRunner:
         # the actions before last_action, newest first, as the training env keeps them
         k = sum(t.size for t in bundle.obs_terms if t.name == "action_history") // max(act.size, 1)
         self.action_history = np.zeros((k, act.size))
+        # the observation frames before this tick's, newest first, as the training env stacks them
+        # (bundle.obs_history - 1 of them); after a safe mode, filled with the first frame again
+        self.obs_frames = np.zeros((bundle.obs_history - 1, bundle.frame_size))
+        self._frames_valid = False
         self.stats = RunnerStats()
         self._fixed: dict[str, np.ndarray] = {"last_action": self.last_action, "action_history": self.action_history}
         tp = bundle.task_params
@@ -256,11 +260,6 @@ class PolicyRunner:
         b, where = self.bundle, str(self.bundle.path / "bundle.yaml")
         if b.robot != self.spec.name:
             raise BundleError("robot", f"bundle is for '{b.robot}', the robot spec is '{self.spec.name}'", where)
-        hist = int(b.latency.get("obs_history", 1))
-        if hist != 1:
-            raise BundleError(
-                "latency.obs_history", f"deploy runs policies with obs_history 1, bundle has {hist}", where
-            )
         provided = provided_state_keys(self.cfg) | {"last_action", "action_history", "default_joint_pos", "command"}
         if "target_pos_w" in b.task_params:
             provided.add("target_pos_w")
@@ -466,14 +465,21 @@ class PolicyRunner:
             # (and, held, each one before it)
             self.last_action[:] = self._normalised(self.initial_command(state))
             self.action_history[:] = self.last_action
+            self._frames_valid = False  # the policy's first frame starts its history, as a new episode
         proposal, action = None, None
+        frames = self.obs_frames
         extra = self.perception.inputs(now_s) if self.perception.active else None
         if self.perception.active and extra is None:
             fresh = False  # no fresh camera image or no instruction: as stale state, the watchdog acts
         if state is not None and fresh and self.safety.mode not in (FAULT, ESTOP_MODE):
             if self._engaged_s is None:  # the hand-over: a reference's clock starts here
                 self._engaged_s = now_s
-            obs = build_observation(self.bundle.obs_names, state, np)
+            frame = build_observation(self.bundle.obs_names, state, np)
+            if len(frames):
+                frames = np.concatenate(
+                    [frame[None], frames if self._frames_valid else np.tile(frame, (len(frames), 1))]
+                )
+            obs = frames.reshape(-1) if len(frames) else frame
             if np.all(np.isfinite(obs)):
                 a = np.asarray(self.policy(obs) if extra is None else self.policy(obs, extra), np.float64).reshape(-1)
                 self.stats.policy_runs += 1
@@ -494,6 +500,9 @@ class PolicyRunner:
                 self.action_history[1:] = self.action_history[:-1]
                 self.action_history[0] = self.last_action
             self.last_action[:] = action
+            if len(self.obs_frames):
+                self.obs_frames = frames[:-1]
+                self._frames_valid = True
         if state is not None:
             self._started = True
         return TickResult(

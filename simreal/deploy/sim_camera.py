@@ -8,7 +8,7 @@ the simulated scene, and the episode's instruction.
 The images are rendered the way the training data were (:func:`simreal.sim.render.sized_renderer`
 at the bundle's image size, the task's markers placed by its ``mocap_pos`` from the episode's
 task inputs), from the true joint positions: a camera sees the scene, not the noisy state. The
-instruction is the sentence the task says for the episode (:mod:`simreal.policies.instructions`).
+instruction is the sentence the task says for the episode (:mod:`simreal.policies.vla.instructions`).
 The rehearsal publishes both on the deploy config's perception topics (``sensor_msgs/Image``
 ``rgb8``, ``std_msgs/String``) and the sim-to-sim gate's reference feeds them to the policy
 directly, so both runs see the same pixels and words. Simulation side only (MuJoCo, the task code).
@@ -38,7 +38,7 @@ class SimCamera:
         )
 
     def sentence(self, task: Mapping[str, np.ndarray]) -> str:
-        from simreal.policies.instructions import instruction
+        from simreal.policies.vla.instructions import instruction
 
         return instruction(self.bundle.task, {k: np.asarray(v) for k, v in task.items()})
 

@@ -35,6 +35,7 @@ from simreal.action_modes import hover_thrust_n
 from simreal.mujoco_divergence import mujoco_reset
 from simreal.observations import EE_SITE
 from simreal.robot_spec import RobotSpec
+from simreal.rotations import quat_mul
 
 #: Sensor noise standard deviations at noise_scale 1 (SI units).
 NOISE_STD = {
@@ -208,7 +209,7 @@ class SimRobot:
             return s
         out = {k: v + rng.normal(0.0, NOISE_STD[k] * scale, v.shape) for k, v in s.items() if k in NOISE_STD}
         if "quat_wxyz" in s:
-            out["quat_wxyz"] = _qmul(s["quat_wxyz"], _small_rotation(rng, NOISE_STD["rot_rad"] * scale))
+            out["quat_wxyz"] = quat_mul(s["quat_wxyz"], _small_rotation(rng, NOISE_STD["rot_rad"] * scale), np)
         return out
 
 
@@ -219,19 +220,6 @@ def _small_rotation(rng: np.random.Generator, std: float) -> np.ndarray:
     if a < 1e-12:
         return np.array([1.0, 0.0, 0.0, 0.0])
     return np.concatenate([[math.cos(a / 2)], math.sin(a / 2) * v / a])
-
-
-def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array(
-        [
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        ]
-    )
 
 
 def spec_start(

@@ -123,7 +123,7 @@ def drive(
     """Run ``runner`` on a connected ``robot`` until ``duration_s`` [s] (None: until Ctrl-C) or
     ``stop()`` says so (a signal recorded: the report still comes back); ``on_tick(result, sent)``
     sees every tick (a recorder, a plot); ``task_input()``, read every tick, gives task inputs (a
-    teleoperated velocity command, :class:`~simreal.hardware.teleop.VelocityCommand`)."""
+    teleoperated velocity command, :class:`~simreal.hardware.teleop.teleoperator.VelocityCommand`)."""
     idx = action_index(runner, robot)
     robot.engage()
     dt = runner.cfg.period_s

@@ -69,7 +69,7 @@ class DriveStatus:
 
 def banner(task: str, driver: str, twin: bool, rate_hz: float, duration_s: float | None, teleop: str | None) -> str:
     """What runs, how it ends, and the teleop device's keys or axes (one or two lines)."""
-    from simreal.hardware.teleop import VelocityCommand
+    from simreal.hardware.teleop.teleoperator import VelocityCommand
 
     until = f"for {duration_s:g} s (Ctrl-C stops it sooner)" if duration_s is not None else "until Ctrl-C"
     lines = [

@@ -40,7 +40,7 @@ def _load(path: str) -> Any:
 
 @contextlib.contextmanager
 def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
-    twin_mod = importlib.import_module("simreal.hardware.px4_ros2_twin")
+    twin_mod = importlib.import_module("simreal.hardware.px4.ros2_twin")
     with (
         claim_domain(100, 149) as domain_id,
         twin_mod.PX4Ros2Twin(robot, domain_id=domain_id, loopback=True),
@@ -50,7 +50,7 @@ def _px4_ros2_twin(robot: str) -> Iterator[dict[str, Any]]:
 
 @contextlib.contextmanager
 def _unitree_twin(robot: str) -> Iterator[dict[str, Any]]:
-    twin_mod = importlib.import_module("simreal.hardware.unitree_twin")
+    twin_mod = importlib.import_module("simreal.hardware.unitree.twin")
     # private: away from ROS's 0 and from `deploy sim`'s 150..230
     with (
         claim_domain(100, 149) as domain_id,
@@ -87,38 +87,38 @@ class Driver:
 
 DRIVERS: dict[str, Driver] = {
     "so100": Driver(
-        "simreal.hardware.so100:SO100Robot",
-        _serving("simreal.hardware.feetech_twin:FeetechTwin", "port"),
+        "simreal.hardware.feetech.so100:SO100Robot",
+        _serving("simreal.hardware.feetech.twin:FeetechTwin", "port"),
         ("so100",),
         "SO-100/101 arm on its Feetech bus (settings: port=/dev/ttyACM0 calibration=FILE ...)",
     ),
     "unitree": Driver(
-        "simreal.hardware.unitree:UnitreeRobot",
+        "simreal.hardware.unitree.driver:UnitreeRobot",
         _unitree_twin,
         ("g1", "g1_23dof", "g1_12dof", "h1", "h1_10dof"),
         "Unitree G1/H1 low level over DDS (settings: network_interface=enp3s0 domain_id=0 ...)",
     ),
     "crazyflie": Driver(
-        "simreal.hardware.crazyflie:CrazyflieRobot",
-        _serving("simreal.hardware.crazyflie_twin:CrazyflieTwin", "uri"),
+        "simreal.hardware.crazyflie.driver:CrazyflieRobot",
+        _serving("simreal.hardware.crazyflie.twin:CrazyflieTwin", "uri"),
         ("crazyflie2",),
         "Crazyflie 2.x over cflib, RPYT in rate mode (settings: uri=radio://0/80/2M/E7E7E7E7E7 ...)",
     ),
     "px4": Driver(
-        "simreal.hardware.px4_mavlink:PX4Robot",
-        _serving("simreal.hardware.px4_twin:PX4Twin", "connection"),
+        "simreal.hardware.px4.mavlink:PX4Robot",
+        _serving("simreal.hardware.px4.mavlink_twin:PX4Twin", "connection"),
         ("crazyflie2",),
         "PX4 over MAVLink, ctbr offboard (settings: connection=udpin:0.0.0.0:14540 system_id=1 ...)",
     ),
     "px4-ros2": Driver(
-        "simreal.hardware.px4_ros2:PX4Ros2Robot",
+        "simreal.hardware.px4.ros2:PX4Ros2Robot",
         _px4_ros2_twin,
         ("crazyflie2",),
         "PX4 over ROS 2 px4_msgs (uXRCE-DDS), ctbr offboard (settings: px4_version=1.16 domain_id=0 ...)",
     ),
     "franka": Driver(
-        "simreal.hardware.franka:FrankaRobot",
-        _serving("simreal.hardware.franka_twin:FrankaTwin", "ip"),
+        "simreal.hardware.franka.driver:FrankaRobot",
+        _serving("simreal.hardware.franka.twin:FrankaTwin", "ip"),
         ("franka",),
         "Franka Panda/FR3 and Hand through franky (settings: ip=172.16.0.2 relative_dynamics_factor=0.1 ...)",
     ),

@@ -15,7 +15,6 @@ training data.
 from __future__ import annotations
 
 import datetime
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ from simreal.errors import BundleError
 from simreal.input_files import snapshot_inputs
 from simreal.policies.run_config import RunConfig
 from simreal.reference import REFERENCE_NPZ, write_reference
-from simreal.yaml_io import atomic_write_bytes
+from simreal.yaml_io import atomic_folder, atomic_write_bytes
 
 OPSET = 17
 #: IR version 9 (ONNX 1.15): read by every onnxruntime >= 1.16 a robot computer may have.
@@ -169,18 +168,10 @@ def write_bundle(
     its ``bundle.yaml``; the folder appears atomically (built beside it, then renamed).
     ``sections``: more top-level sections of ``bundle.yaml`` (a VLA's ``images``, ``instruction``);
     ``files``: more files of the bundle by name (its tokenizer)."""
-    out = Path(out_dir) if out_dir else run_dir / "bundle"
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        _fill_bundle(tmp, run_dir, cfg, env, model, obs_mean, obs_std, action_chunk, sections, files)
-    except BaseException:  # a full disk, Ctrl-C: no half-built folder left beside the bundle
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    return atomic_folder(
+        Path(out_dir) if out_dir else run_dir / "bundle",
+        lambda tmp: _fill_bundle(tmp, run_dir, cfg, env, model, obs_mean, obs_std, action_chunk, sections, files),
+    )
 
 
 def _fill_bundle(
@@ -216,7 +207,7 @@ def _fill_bundle(
             },
         },
         "action": env.action_layout(),
-        "latency": {"action_delay_steps": list(env.delay_range), "obs_history": 1},
+        "latency": {"action_delay_steps": list(env.delay_range), "obs_history": env.cfg.obs_history_steps},
         "task_params": task_params,
         "task_config": snapshot_inputs(to_dict(env.cfg), tmp),  # the bundle carries the clip its env reads
         "task_topics": {k: dict(v) for k, v in env.task_topics.items()},

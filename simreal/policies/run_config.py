@@ -46,7 +46,7 @@ from simreal.yaml_io import load_yaml
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
-    """What the shared training loop (``loop_common``) and the export read, whatever the algorithm."""
+    """What the shared training loop (``trainers.loop``) and the export read, whatever the algorithm."""
 
     num_envs: int = field(256, min=1)
     num_timesteps: int = field(5_000_000, min=1, doc="env-step budget")
@@ -110,7 +110,7 @@ class SACConfig(LoopConfig):
 
 @dataclasses.dataclass(frozen=True)
 class ACTConfig:
-    """The action chunking transformer of ``train.policy: act`` (``simreal/policies/act.py``); names and
+    """The action chunking transformer of ``train.policy: act`` (``simreal/policies/bc/act.py``); names and
     meanings as LeRobot's ``ACTConfig``. Defaults sized for a state-only policy trained on a CPU
     (LeRobot's: width 512, 8 heads, 3200, 4 encoder layers, dropout 0.1, chunk 100, for images
     on a GPU). Measured on arm-reach from 50 scripted demos, 30 epochs: dropout 0.1 reached
@@ -132,7 +132,7 @@ class ACTConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FlowConfig:
-    """The flow-matching action head of ``train.policy: flow`` (``simreal/policies/flow.py``)."""
+    """The flow-matching action head of ``train.policy: flow`` (``simreal/policies/bc/flow.py``)."""
 
     chunk_size: int = field(
         0, min=0, doc="actions predicted per step (k); 0: 0.4 s of the task's control steps (20 at 50 Hz)"
@@ -146,7 +146,7 @@ class FlowConfig:
 
 @dataclasses.dataclass(frozen=True)
 class IQLConfig:
-    """Offline RL for ``simreal train-bc`` (``simreal/policies/iql.py``): IQL's critics on the dataset
+    """Offline RL for ``simreal train-bc`` (``simreal/policies/bc/iql.py``): IQL's critics on the dataset
     relabelled with a learned reward, then BC weighted by their advantages. Defaults d3rlpy's."""
 
     reward_model: str = field("", doc="a learned reward model (simreal fit-reward) of the scene state; '': plain BC")
@@ -163,7 +163,7 @@ class IQLConfig:
 
 @dataclasses.dataclass(frozen=True)
 class VLARLConfig:
-    """RL fine-tuning of a VLA (``simreal finetune-vla``, ``simreal/policies/vla_rl.py``): PPO on the
+    """RL fine-tuning of a VLA (``simreal finetune-vla``, ``simreal/policies/vla/rl.py``): PPO on the
     action bins' log-probabilities with the sparse success reward and a critic on the simulator's
     state. A small learning rate and a KL stop keep it near the cloned policy (VLA-RL's users
     report degradation during RL)."""
@@ -190,7 +190,7 @@ class VLARLConfig:
 
 @dataclasses.dataclass(frozen=True)
 class VLAConfig:
-    """The vision-language-action policy of ``train.policy: vla`` (``simreal/policies/vla.py``). Empty model
+    """The vision-language-action policy of ``train.policy: vla`` (``simreal/policies/vla/model.py``). Empty model
     folders: tiny random models (width, layers, heads) and a word tokenizer, for tests and CPU."""
 
     vision_model: str = field("", doc="local folder of a SigLIP vision checkpoint ('': a tiny random one)")
@@ -219,7 +219,7 @@ class VLAConfig:
 #: ``algorithm:`` -> its ``train:`` settings.
 @dataclasses.dataclass(frozen=True)
 class BCConfig(LoopConfig):
-    """Behaviour cloning from a dataset (``simreal train-bc``; ``simreal/policies/bc.py``). Of the loop's
+    """Behaviour cloning from a dataset (``simreal train-bc``; ``simreal/policies/bc/cloning.py``). Of the loop's
     settings it reads the MLP's (``policy_hidden``, ``activation``) and ``num_eval_envs``."""
 
     dataset: str = field("", doc="the LeRobot dataset folder the policy learns from")
@@ -245,7 +245,7 @@ ALGORITHMS: dict[str, type[LoopConfig]] = {"ppo": PPOConfig, "sac": SACConfig, "
 
 @dataclasses.dataclass(frozen=True)
 class ResidualConfig:
-    """``trainer: residual`` (``simreal/policies/residual.py``): PPO trains a correction ``r`` in [-1, 1]^m
+    """``trainer: residual`` (``simreal/policies/trainers/residual.py``): PPO trains a correction ``r`` in [-1, 1]^m
     to a frozen base policy's action, ``a = clip(a_base + scale * r, -1, 1)``, observing
     ``[o, a_base]``. Giving ``residual.base`` selects ``trainer: residual``."""
 
@@ -262,7 +262,7 @@ class ResidualConfig:
     )
 
 
-#: ``train:`` defaults of ``trainer: residual`` (ResiP's, ``simreal/policies/residual.py``): over a task's
+#: ``train:`` defaults of ``trainer: residual`` (ResiP's, ``simreal/policies/trainers/residual.py``): over a task's
 #: ``algorithms.<name>`` defaults, which are for a policy trained from scratch; ``train:`` wins.
 RESIDUAL_TRAIN: dict[str, Any] = {"init_noise_std": 0.22, "entropy_cost": 0.0}
 
@@ -525,7 +525,7 @@ def _read_base(path: Path, cfg: RunConfig) -> None:
 
 def _base_path(cfg: RunConfig) -> str:
     """``residual.base`` when it names a path (not ``scripted``, the task's own controller)."""
-    from simreal.policies.residual import SCRIPTED_BASE
+    from simreal.policies.trainers.residual import SCRIPTED_BASE
 
     return "" if cfg.residual is None or cfg.residual.base == SCRIPTED_BASE else cfg.residual.base
 

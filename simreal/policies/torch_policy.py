@@ -1,4 +1,4 @@
-"""What the torch trainers (``train_sb3``, ``train_rsl_rl``) share: the deployed actor, its ONNX
+"""What the torch trainers (``trainers.sb3``, ``trainers.rsl_rl``) share: the deployed actor, its ONNX
 export and check, deterministic evaluation through the adapters, and checkpoint files.
 
 The deployed actor is the same computation for both libraries::

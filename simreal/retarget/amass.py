@@ -26,8 +26,8 @@ import numpy as np
 
 from simreal.errors import DataFileError
 from simreal.npz import open_npz
-from simreal.retarget.rotations import rotvec_to_matrix
 from simreal.retarget.skeleton import HumanMotion, forward_kinematics
+from simreal.rotations import rotvec_to_matrix
 
 # The 22 body joints shared by SMPL, SMPL+H and SMPL-X, in their pose-vector order.
 SMPL_BODY_JOINTS: tuple[str, ...] = (

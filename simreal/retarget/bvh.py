@@ -21,11 +21,9 @@ import re
 from pathlib import Path
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
-from simreal.retarget.rotations import euler_to_matrix
 from simreal.retarget.skeleton import (
     MAX_LENGTH,
     HumanMotion,
@@ -36,6 +34,7 @@ from simreal.retarget.skeleton import (
     units_scale,
     up_axis_rotation,
 )
+from simreal.rotations import euler_to_matrix
 from simreal.yaml_io import read_text
 
 CHANNELS = ("Xposition", "Yposition", "Zposition", "Xrotation", "Yrotation", "Zrotation")
@@ -237,16 +236,8 @@ def bvh_local_transforms(data: BvhData) -> tuple[np.ndarray, np.ndarray]:
         if rot_ch:
             order = "".join(c[0] for c in rot_ch)
             angles = data.values[:, [cols[c] for c in rot_ch]]
-            rots[:, j] = euler_to_matrix(angles, order) if len(rot_ch) == 3 else _partial_euler(angles, order)
+            rots[:, j] = euler_to_matrix(angles, order)  # 1-3 channels (some exporters drop unused axes)
     return trans, rots
-
-
-def _partial_euler(angles: np.ndarray, order: str) -> np.ndarray:
-    """Rotation from 1 or 2 rotation channels (some exporters drop unused axes)."""
-    R = np.broadcast_to(np.eye(3), (angles.shape[0], 3, 3)).copy()
-    for k, axis in enumerate(order):
-        R = R @ Rotation.from_euler(axis, angles[:, k : k + 1], degrees=True).as_matrix()
-    return R
 
 
 def load_bvh(

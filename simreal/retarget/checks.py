@@ -30,7 +30,7 @@ The checks (T frames at ``fps``; velocities are backward differences ``(x_t - x_
   feet; absent when none is), in the targets and in the result. 900 deg/s is 30 deg per frame
   at 30 fps.
 ``foot_twist`` (peak, rad): |heading of a foot - heading of the pelvis| of the result.
-  Headings come from each frame's lateral (left) axis (``rotations.heading_from_left``), which
+  Headings come from each frame's lateral (left) axis (``body_frames.heading_from_left``), which
   stays horizontal when a foot pitches down steeply (the forward axis would degenerate there).
 ``hip_magnitude`` (fraction of frames): |hip yaw| or |hip roll| beyond :data:`HIP_BOUND_RAD`
   (joints named ``*hip_yaw*`` / ``*hip_roll*``; absent when the robot has none).
@@ -63,12 +63,13 @@ import mujoco
 import numpy as np
 
 from simreal.retarget import feasibility
+from simreal.retarget.body_frames import heading_from_left
 from simreal.retarget.collisions import KIND_NAMES
 from simreal.retarget.metrics import PENETRATION_TOL_M, forward_all
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.rotations import heading_from_left, wrap_angle
 from simreal.retarget.scaling import tree_parents
 from simreal.retarget.targets import Targets, robot_home_sites
+from simreal.rotations import wrap_angle
 
 LEVELS = ("ok", "warn", "fail")
 HUMAN_SPEED_FLOOR_RAD_S = 2.0  # slower human bones count as this: no ratio blows up near rest

@@ -70,10 +70,10 @@ from simreal.retarget.interaction_mesh import ground_samples, laplacian_metric
 from simreal.retarget.metrics import PENETRATION_TOL_M
 from simreal.retarget.qp import solve_qp
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.rotations import log_so3, rotvec_to_matrix
 from simreal.retarget.settings import InteractionConfig
 from simreal.retarget.targets import Targets, foot_turn, start_pose
 from simreal.retarget.window_qp import Linearisation, build_window_qp
+from simreal.rotations import log_so3, rotvec_to_matrix
 
 SLACK_REPORT_TOL = 1e-4  # slack [m or rad] above which a frame counts as infeasible
 RESIDUAL_TOL = 0.005  # a committed stance foot this far off [m or rad] counts as infeasible too

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from simreal.errors import ConfigError
-from simreal.retarget.rotations import R_ZUP_FROM_YUP
+from simreal.rotations import R_ZUP_FROM_YUP
 
 # Metres per file unit for the unit names the loaders accept.
 #: Length units by name [m]. ``cmu``: the CMU mocap database's ASF unit, an inch over ASF's

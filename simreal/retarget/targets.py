@@ -34,12 +34,13 @@ from scipy.ndimage import gaussian_filter1d, maximum_filter1d
 
 from simreal.errors import ConfigError, DataFileError
 from simreal.retarget import joint_names
+from simreal.retarget.body_frames import fill_unreliable, frame_from_left_up, heading_from_left, level_frame
 from simreal.retarget.contacts import detect_contacts, heading_held, pivots, runs, smoothed_tracks
 from simreal.retarget.robot import RetargetRobot
-from simreal.retarget.rotations import fill_unreliable, frame_from_left_up, heading_from_left, level_frame, wrap_angle
 from simreal.retarget.scaling import Scaling, apply_scaling, derive_scaling
 from simreal.retarget.self_clearance import clear_arms, hip_obstacles
 from simreal.retarget.skeleton import HumanMotion
+from simreal.rotations import wrap_angle
 
 ORIENTED = ("pelvis", "torso", "head", "left_foot", "right_foot")
 #: Gaussian smoothing of the pitch target, sigma [s].

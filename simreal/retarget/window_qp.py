@@ -21,7 +21,7 @@ import numpy as np
 from simreal.retarget import collisions
 from simreal.retarget.contacts import BALL, HEEL, across_axis, heading_held, heel_turn_bounds, pinned_edge
 from simreal.retarget.qp import INF
-from simreal.retarget.rotations import log_so3
+from simreal.rotations import log_so3
 
 if TYPE_CHECKING:
     from simreal.retarget.interaction import InteractionSolver

@@ -89,6 +89,12 @@ class EnvConfig:
         min=0,
         doc="k actions before the last one the policy observes (term action_history, appended to the task's terms)",
     )
+    obs_history_steps: int = field(
+        1,
+        min=1,
+        doc="observation frames the policy sees, newest first (1: the current one only; a new episode "
+        "fills the frames before its first with that first frame)",
+    )
 
 
 #: Env settings whose default changed, and the value a config saved without them (a run's
@@ -183,6 +189,12 @@ class MjEnv(BraxEnv):
                 f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}",
             )
         self._obs_sizes = self._measure_obs_sizes()
+        if cfg.obs_history_steps > 1 and type(self).observation_size is not MjEnv.observation_size:
+            from simreal.errors import ConfigError
+
+            raise ConfigError(
+                "env.obs_history_steps", f"task '{type(self).__name__}' has image observations; it takes 1 frame"
+            )
         self._added_terms: dict[str, Any] = {}
 
     # -- hooks for tasks -----------------------------------------------------------------------
@@ -328,8 +340,9 @@ class MjEnv(BraxEnv):
     # -- the contract ----------------------------------------------------------------------------
     @property
     def observation_size(self) -> int | Mapping[str, tuple[int, ...]]:
-        """The observation's length; a task with dict observations (images) gives each key's shape."""
-        return sum(self._obs_sizes.values())
+        """The observation's length (``obs_history_steps`` frames of :attr:`obs_layout`); a task
+        with dict observations (images) gives each key's shape."""
+        return self.cfg.obs_history_steps * sum(self._obs_sizes.values())
 
     @property
     def action_size(self) -> int:
@@ -342,7 +355,8 @@ class MjEnv(BraxEnv):
 
     @property
     def obs_layout(self) -> list[dict[str, Any]]:
-        """[{name, size}] in observation order, for the bundle."""
+        """[{name, size}] of one observation frame, in order, for the bundle (the observation is
+        ``obs_history_steps`` such frames, newest first)."""
         return [{"name": n, "size": s} for n, s in self._obs_sizes.items()]
 
     @property
@@ -390,7 +404,7 @@ class MjEnv(BraxEnv):
         given = {"qpos": qpos, "qvel": qvel, "act": act, "task": dict(task or {})}
         phys, info = self._new_episode(k_ep, jnp.bool_(True), given)
         info["rng"] = rng
-        obs = self._observe(phys, info, k_obs)
+        obs = self._stacked(self._observe(phys, info, k_obs), info, jnp.bool_(True))
         zero = jnp.zeros(())
         metrics = {f"reward/{k}": zero for k in self.scales}
         metrics.update({f"episode/{k}": zero for k in self.final_stats(self.init_stats(), jnp.bool_(False))})
@@ -455,7 +469,9 @@ class MjEnv(BraxEnv):
         metrics["episode/length"] = info["step"] * donef
         info["episode_return"] = ep_return
 
-        terminal = self._observe(phys, info, k_obs, active=done) if self.record_terminal_obs else None
+        terminal = None
+        if self.record_terminal_obs:
+            terminal = self._stacked(self._observe(phys, info, k_obs, active=done), dict(info), jnp.bool_(False))
         if terminal is not None:
             # a diverged episode's last observation is NaN: zeros instead, as an off-policy learner
             # stores it as next_obs and masks its value by the done flag (NaN * 0 is NaN)
@@ -470,7 +486,7 @@ class MjEnv(BraxEnv):
         info["rng"] = rng
         info["truncation"] = truncated.astype(jnp.float32)
         info["episode_metrics"] = {k: v for k, v in metrics.items() if k.startswith("episode/")}
-        obs = self._observe(phys, info, k_obs)
+        obs = self._stacked(self._observe(phys, info, k_obs), info, done)
         if terminal is not None:
             # where no episode ended the two are one observation: keep the one computed for every env
             # (a renderer draws the terminal images of the ended episodes only)
@@ -530,6 +546,23 @@ class MjEnv(BraxEnv):
             obs = obs + self.cfg.obs_noise_scale * std * jax.random.normal(rng, obs.shape)
         extra = self.observe_extra(phys, info, jnp.bool_(True) if active is None else active)
         return {"state": obs, **extra} if extra else obs
+
+    def _stacked(self, obs: jax.Array | dict[str, jax.Array], info: dict[str, Any], fresh: jax.Array) -> Any:
+        """``obs`` (this step's frame) stacked with the frames before it, newest first:
+        ``[f_t, f_{t-1}, ..., f_{t-k+1}]`` with ``k = obs_history_steps``, the frames kept in
+        ``info["obs_frames"]`` (k, frame) and updated in place; where ``fresh`` (a new episode)
+        every frame is ``f_t``. With k = 1 the frame itself."""
+        k = self.cfg.obs_history_steps
+        if k == 1:
+            return obs
+        frame = obs["state"] if isinstance(obs, dict) else obs
+        tiled = jnp.broadcast_to(frame, (k, frame.shape[-1]))
+        if "obs_frames" in info:
+            frames = jnp.where(fresh, tiled, jnp.concatenate([frame[None], info["obs_frames"][:-1]]))
+        else:
+            frames = tiled
+        info["obs_frames"] = frames
+        return {**obs, "state": frames.reshape(-1)} if isinstance(obs, dict) else frames.reshape(-1)
 
     def _measure_obs_sizes(self, names: tuple[str, ...] | None = None) -> dict[str, int]:
         """Size of each observation term ``names`` (default: the policy's ``obs_terms``)."""

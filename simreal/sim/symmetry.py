@@ -135,6 +135,7 @@ class Mirror:
     def __init__(self, env) -> None:
         joints = joint_mirror(env.mj_model, env.robot.actuator_names)
         self.action = joints
-        self.policy = layout_mirror(env.obs_layout, joints)
+        # the policy's observation is obs_history_steps frames of obs_layout, each mirrored alike
+        self.policy = layout_mirror(env.obs_layout * env.cfg.obs_history_steps, joints)
         critic_terms = getattr(env, "critic_obs_terms", None) or env.obs_terms
         self.critic = layout_mirror(env.layout_of(tuple(critic_terms)), joints)

@@ -44,12 +44,11 @@ import numpy as np
 from simreal.config import field
 from simreal.errors import ConfigError, DataFileError
 from simreal.object_trajectory import OBJECT_POSE_KEY, ObjectTrajectory, keypoints, load_demo, resampled
-from simreal.observations import quat_to_rotmat
 from simreal.reference import Reference
 from simreal.rewards import terms as rw
+from simreal.rotations import quat_mul, quat_to_rotmat, yaw_quat
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
-from simreal.sim.rotations import quat_mul
 from simreal.sim.tasks.arm_object import ArmObjectConfig, ArmObjectTask
 from simreal.sim.tasks.joint_robot import uniform
 
@@ -82,11 +81,6 @@ class ArmDemoTrackConfig(ArmObjectConfig):
                 "(simreal/object_trajectory.py) or a LeRobot dataset folder with an "
                 "object-pose column, e.g. env.demo_file=push_demo.npz",
             )
-
-
-def _yaw_quat(yaw: jax.Array) -> jax.Array:
-    """wxyz of the rotation by ``yaw`` [rad] about world z."""
-    return jnp.stack([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])
 
 
 class ArmDemoTrack(ArmObjectTask):
@@ -158,7 +152,7 @@ class ArmDemoTrack(ArmObjectTask):
         """The episode's reference at control step ``step`` (the last frame held): ``pos`` (3,) and
         ``vel`` (3,) of the cube centre [m], [m/s], ``keypoints`` (8, 3) [m] (module docstring)."""
         k = jnp.minimum(step, self.num_ref - 1)
-        r = quat_to_rotmat(_yaw_quat(yaw), jnp)
+        r = quat_to_rotmat(yaw_quat(yaw, jnp), jnp)
         return {
             "pos": origin + r @ self.demo_pos[k],
             "vel": r @ self.demo_vel[k],
@@ -198,7 +192,7 @@ class ArmDemoTrack(ArmObjectTask):
         """(qpos, qvel, act, task_info): the object at ``origin`` turned by ``yaw``, the arm at its
         start pose (drawn from ``k_q``)."""
         m = self.mj_model
-        obj = jnp.concatenate([origin, quat_mul(_yaw_quat(yaw), self.demo_quat0, jnp)])
+        obj = jnp.concatenate([origin, quat_mul(yaw_quat(yaw, jnp), self.demo_quat0, jnp)])
         qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
         task = {"demo_origin": origin, "demo_yaw": yaw, **self._task_inputs(origin, yaw, jnp.zeros((), jnp.int32))}
         return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), task

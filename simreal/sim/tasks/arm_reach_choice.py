@@ -3,7 +3,7 @@
 Each episode puts a red, a green and a blue ball (mocap spheres only cameras see) in three
 slots across the goal box, in a random order with a random offset each, and picks one of them
 as the goal. The policy's observation holds its joints only: which ball,
-the words say ("reach the red ball", :mod:`simreal.policies.instructions`), and where it is,
+the words say ("reach the red ball", :mod:`simreal.policies.vla.instructions`), and where it is,
 the camera shows. The task is the language-conditioned benchmark of a vision-language-action
 policy (``simreal train-bc --policy vla``); everything else (rewards, randomisation, success,
 the scripted teacher) is ``arm-reach``'s, on the chosen ball.

@@ -45,9 +45,10 @@ import numpy as np
 
 from simreal.config import field
 from simreal.errors import ConfigError, DataFileError
-from simreal.observations import gravity_b, rotate_inv
+from simreal.observations import gravity_b
 from simreal.reference import Reference
 from simreal.rewards import terms as rw
+from simreal.rotations import quat_angle, rotate_inv
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
@@ -80,11 +81,6 @@ class G1TrackingConfig(JointRobotConfig):
                 "env.motion_file",
                 "g1-tracking needs a motion file (.npz from `simreal retarget`), e.g. env.motion_file=walk_g1.npz",
             )
-
-
-def _quat_angle(q1: jax.Array, q2: jax.Array) -> jax.Array:
-    """Rotation angle between two wxyz unit quaternions [rad]."""
-    return 2.0 * jnp.arccos(jnp.clip(jnp.abs(jnp.dot(q1, q2)), 0.0, 1.0))
 
 
 class G1Tracking(FloorRobotTask):
@@ -272,7 +268,7 @@ class G1Tracking(FloorRobotTask):
             "joint_pos": jnp.sum(jnp.square(self.joint_pos(phys) - r["dof_pos"])),
             "joint_vel": jnp.sum(jnp.square(self.joint_vel(phys) - r["dof_vel"])),
             "root_pos": jnp.sum(jnp.square(phys.qpos[0:3] - r["root_pos"])),
-            "root_ori": jnp.square(_quat_angle(phys.qpos[3:7], r["root_quat"])),
+            "root_ori": jnp.square(quat_angle(phys.qpos[3:7], r["root_quat"], jnp)),
             "body_pos": jnp.mean(body_sq),
             "body_max": jnp.sqrt(jnp.max(body_sq)),
             "root_height": jnp.abs(phys.qpos[2] - r["root_pos"][2]),

@@ -47,9 +47,10 @@ import numpy as np
 
 from simreal.config import field
 from simreal.errors import ConfigError
-from simreal.observations import gravity_b, rotate_inv
+from simreal.observations import gravity_b
 from simreal.reference import Reference
 from simreal.rewards import terms as rw
+from simreal.rotations import rotate_inv
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform

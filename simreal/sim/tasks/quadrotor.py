@@ -31,14 +31,13 @@ from simreal import quadrotor_control as qc
 from simreal.action_modes import CTBR_CHANNELS, action_mode
 from simreal.config import field
 from simreal.errors import ConfigError
-from simreal.observations import quat_to_rotmat
 from simreal.quadrotor_control import physical
 from simreal.rewards import terms as rw
 from simreal.robot_spec import RobotSpec
+from simreal.rotations import quat_from_rpy, quat_to_rotmat
 from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 from simreal.sim.episode_stats import defined_where
-from simreal.sim.rotations import quat_from_rpy
 
 G = 9.81
 

@@ -1,0 +1,1 @@
+"""Hardware benchmarks: the harness, suites, detectors, reports and trial videos."""

@@ -1,0 +1,1 @@
+"""The Crazyflie 2.x over CRTP (cflib): driver and twin."""

@@ -1,0 +1,1 @@
+"""Franka Panda / FR3 through franky: driver and twin."""

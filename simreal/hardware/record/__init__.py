@@ -1,0 +1,1 @@
+"""Teleoperated recording into LeRobot datasets, and the cameras it reads."""

@@ -1,0 +1,1 @@
+"""Teleoperation: the teleoperator contract, input devices, leader arms, end-effector jog."""

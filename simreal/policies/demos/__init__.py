@@ -1,0 +1,1 @@
+"""Demonstrations: teachers, the recording of a batch of episodes, arm IK, scripted controllers as bundles."""
