@@ -393,3 +393,18 @@ def test_a_policy_with_fewer_actions_than_joints_is_refused_naming_joints(tmp_pa
     _onnx(_mlp(47, 10, 0), 47, tmp_path / "ten.onnx")
     assert _import(tmp_path, tmp_path / "ten.onnx", LG_SPEC) == 2
     assert "'joints': the spec names 12 joints, the policy gives 10 actions" in capsys.readouterr().err
+
+
+def test_a_torchscript_that_is_no_plain_observation_to_action_net_is_one_line(tmp_path, capsys):
+    class ThreeD(torch.nn.Module):  # wants (N, T, 47): a sequence model, not a (N, 47) policy
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(47, 12)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l(x[:, -1, :])
+
+    torch.jit.script(ThreeD()).save(str(tmp_path / "seq.pt"))
+    assert _import(tmp_path, tmp_path / "seq.pt", LG_SPEC) == 2
+    err = capsys.readouterr().err.strip()
+    assert "exporting it to ONNX with an input of width 47" in err and len(err.splitlines()) == 1, err

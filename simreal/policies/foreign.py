@@ -235,18 +235,25 @@ def _torchscript_to_onnx(path: Path) -> Any:
         raise ConfigError("POLICY", f"{path}: no linear layer found to tell the input size")
     width = int(weights[0].shape[1])
     buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-        torch.onnx.export(
-            module,
-            (torch.zeros(1, width),),
-            buf,  # type: ignore[arg-type]  # a file-like object works; the stub says path
-            dynamo=False,
-            input_names=["obs"],
-            output_names=["actions"],
-            opset_version=17,
-            dynamic_axes={"obs": {0: "N"}, "actions": {0: "N"}},
-        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            torch.onnx.export(
+                module,
+                (torch.zeros(1, width),),
+                buf,  # type: ignore[arg-type]  # a file-like object works; the stub says path
+                dynamo=False,
+                input_names=["obs"],
+                output_names=["actions"],
+                opset_version=17,
+                dynamic_axes={"obs": {0: "N"}, "actions": {0: "N"}},
+            )
+    except Exception as e:  # torch's RuntimeError / OnnxExporterError: not a plain (N, width) -> actions net
+        raise ConfigError(
+            "POLICY",
+            f"{path}: exporting it to ONNX with an input of width {width} (its first linear layer's) failed: "
+            f"{str(e).splitlines()[0][:160]}",
+        ) from None
     return onnx.load_from_string(buf.getvalue())
 
 
