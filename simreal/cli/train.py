@@ -78,6 +78,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     initialize_distributed()  # a multi-host launch (SLURM, JAX_COORDINATOR_ADDRESS); else nothing
 
     overrides = ([args.task] if args.task else []) + list(args.overrides)
+    env = None  # a resume's env is built by the trainer, once it knows the checkpoint
     if args.resume:
         run = RunDir.open(args.resume)
         base = run.config()
@@ -98,7 +99,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         cfg = resolve(args.task, args.overrides)
         check_input_files(cfg)  # before the run directory, as the library check below
         trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
-        make_env(cfg)  # the env's own checks (a clip's reach against env.action_scale, ...), as above
+        env = make_env(cfg)  # the env's own checks (a clip's reach, ...), as above; the trainer takes it
         if stop.requested:
             print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
             return stop.exit_code
@@ -108,7 +109,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
     print(f"run directory: {run_dir}", file=sys.stderr if args.json else sys.stdout, flush=True)
 
     try:
-        result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0)
+        result = trainer.train(run_dir, cfg, resume=bool(args.resume), t_start=t0, env=env)
     except DataFileError as e:
         run.discard_if_empty()
         if run.restore_config() and overrides:

@@ -396,7 +396,13 @@ class BCTrainer(TorchTrainer):
         return out, torch_policy.check_export(out, actor)
 
     def train(
-        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        resume: bool = False,
+        t_start: float | None = None,
+        quiet: bool = False,
+        env: Any | None = None,
     ) -> Any:
         raise ConfigError(
             "trainer",

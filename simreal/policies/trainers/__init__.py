@@ -96,10 +96,18 @@ class Trainer(Protocol):
     name: str
 
     def train(
-        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        resume: bool = False,
+        t_start: float | None = None,
+        quiet: bool = False,
+        env: Any | None = None,
     ) -> TrainResult:
         """Train (or with ``resume`` continue from the latest checkpoint) the run in ``run_dir``
-        on the shared loop (``trainers.loop``): metrics.csv, TensorBoard, plots, checkpoints."""
+        on the shared loop (``trainers.loop``): metrics.csv, TensorBoard, plots, checkpoints.
+        ``env``: the task's env for ``cfg`` when the caller built it already (``simreal train``
+        builds it once, to check it before the run directory exists); None: built here."""
         ...
 
     def policy_checkpoint(self, run_dir: Path, cfg: RunConfig) -> Path:

@@ -103,11 +103,17 @@ class BraxTrainer:
     name = "brax"
 
     def build(
-        self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        backend: str | None = None,
+        task_env: Any | None = None,
+        **env_overrides: Any,
     ) -> tuple[Any, PPO | SAC]:
-        """(env, algorithm) of the run: the task's env on ``backend`` and the config's algorithm on it
-        (``residual.ResidualTrainer`` wraps the env around its frozen base)."""
-        env = make_env(cfg, backend=backend, **env_overrides)
+        """(env, algorithm) of the run: the task's env on ``backend`` (``task_env`` when the caller
+        built it already) and the config's algorithm on it (``residual.ResidualTrainer`` wraps the
+        env around its frozen base)."""
+        env = task_env if task_env is not None else make_env(cfg, backend=backend, **env_overrides)
         return env, make_algorithm(cfg, env)
 
     def restore(
@@ -117,6 +123,7 @@ class BraxTrainer:
         backend: str | None = None,
         path: Path | None = None,
         policy_only: bool = False,
+        task_env: Any | None = None,
         **env_overrides: Any,
     ) -> tuple[Any, PPO | SAC, Any]:
         """(env, algorithm, training state) from ``path`` (default: the run's policy,
@@ -124,7 +131,7 @@ class BraxTrainer:
         ``algo.policy_params`` of the state (evaluation, export), so the rest may be missing from
         the checkpoint (it then holds zeros); a resume needs all but the per-step metrics
         (:func:`_carried`)."""
-        env, algo = self.build(run_dir, cfg, backend, **env_overrides)
+        env, algo = self.build(run_dir, cfg, backend, task_env, **env_overrides)
         path = path or self.policy_checkpoint(run_dir, cfg)
         template = _template(algo)
         needed = algo.policy_params(template) if policy_only else _carried(template)
@@ -132,14 +139,20 @@ class BraxTrainer:
         return env, algo, jax.device_put(ckpt.load_pytree(path, template, needed), algo.shardings)
 
     def train(
-        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        resume: bool = False,
+        t_start: float | None = None,
+        quiet: bool = False,
+        env: Any | None = None,
     ) -> TrainResult:
         t_start = t_start if t_start is not None else time.time()
         path = ckpt.resume_point(run_dir / "checkpoints") if resume else None
         if path is not None:
-            env, algo, ts = self.restore(run_dir, cfg, path=path)
+            env, algo, ts = self.restore(run_dir, cfg, path=path, task_env=env)
         else:
-            env, algo = self.build(run_dir, cfg)
+            env, algo = self.build(run_dir, cfg, task_env=env)
             ts = algo.init()
         return loop_common.run(run_dir, cfg, _BraxLearner(cfg, env, algo, ts), t_start, quiet)
 

@@ -250,9 +250,14 @@ class ResidualTrainer(BraxTrainer):
     name = "residual"
 
     def build(
-        self, run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        backend: str | None = None,
+        task_env: Any | None = None,
+        **env_overrides: Any,
     ) -> tuple[ResidualEnv, ResidualPPO]:
-        env = make_env(cfg, backend=backend, **env_overrides)
+        env = task_env if task_env is not None else make_env(cfg, backend=backend, **env_overrides)
         check_observations(cfg, env)
         bundle = load_bundle(Path(run_dir) / BASE_DIR)
         check_base(bundle, env, cfg.task)
@@ -262,15 +267,21 @@ class ResidualTrainer(BraxTrainer):
         return renv, ResidualPPO(renv, cfg.train, cfg.seed)
 
     def train(
-        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        resume: bool = False,
+        t_start: float | None = None,
+        quiet: bool = False,
+        env: Any | None = None,
     ) -> TrainResult:
         if not (Path(run_dir) / BASE_DIR).is_dir():  # a new run (or one stopped before its base was frozen)
-            env = make_env(cfg)
+            env = env if env is not None else make_env(cfg)
             check_observations(cfg, env)
             assert cfg.residual is not None  # trainer=residual: run_config built its residual section
             frozen = freeze_base(cfg.residual.base, Path(run_dir) / BASE_DIR, cfg, env)
             check_base(load_bundle(frozen), env, cfg.task, where=cfg.residual.base)  # the copy goes with a refused run
-        return super().train(run_dir, cfg, resume, t_start, quiet)
+        return super().train(run_dir, cfg, resume, t_start, quiet, env)
 
     def composed(self, renv: ResidualEnv, algo: PPO | SAC, ts: Any) -> Callable[[Any], jax.Array]:
         """The deterministic composed policy: raw observation (..., n) -> action (..., m), jitted."""

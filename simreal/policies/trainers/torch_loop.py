@@ -83,10 +83,16 @@ class TorchTrainer:
         self.name, self.driver_cls, self.load_actor = name, driver_cls, load_actor
 
     def train(
-        self, run_dir: Path, cfg: RunConfig, resume: bool = False, t_start: float | None = None, quiet: bool = False
+        self,
+        run_dir: Path,
+        cfg: RunConfig,
+        resume: bool = False,
+        t_start: float | None = None,
+        quiet: bool = False,
+        env: Any | None = None,
     ) -> TrainResult:
         assert self.driver_cls is not None  # (see __init__)
-        env = make_env(cfg)
+        env = env if env is not None else make_env(cfg)
         path = ckpt.resume_point(run_dir / "checkpoints", self.driver_cls.ext) if resume else None
         learner = _TorchLearner(cfg, env, self.driver_cls(cfg, env, path))
         return loop_common.run(run_dir, cfg, learner, t_start if t_start is not None else time.time(), quiet)
