@@ -48,33 +48,38 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path, monkeypatch, gl):
     bundle = T.make_pd_hover_bundle(
         tmp_path / "bundle", task_config={"action_mode": "rotor_thrust", "action_history_steps": 0}
     )
-    rec = tmp_path / "bags"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "simreal.cli",
-            "deploy",
-            "sim",
-            str(bundle),
-            "--duration",
-            "10",
-            "--latency-ms",
-            "10",
-            "--drop",
-            "0.05",
-            "--json",
-            "--record",
-            str(rec),
-            "--domain-id",
-            str(T.random_domain_id()),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.stdout.strip(), (proc.returncode, proc.stderr[-2000:])  # a report, or why there is none
-    report = json.loads(proc.stdout)
+    # a host the other test worker kept busy makes a rehearsal INVALID (a loop woke later than the
+    # budget: 50 ms against 45 seen under the full suite), not failed: that one runs once more
+    for attempt in range(2):
+        rec = tmp_path / f"bags{attempt}"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "simreal.cli",
+                "deploy",
+                "sim",
+                str(bundle),
+                "--duration",
+                "10",
+                "--latency-ms",
+                "10",
+                "--drop",
+                "0.05",
+                "--json",
+                "--record",
+                str(rec),
+                "--domain-id",
+                str(T.random_domain_id()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.stdout.strip(), (proc.returncode, proc.stderr[-2000:])  # a report, or why there is none
+        report = json.loads(proc.stdout)
+        if report["host"]["valid"]:
+            break
     hover = report["robot"]["hover"]
     assert proc.returncode == 0 and report["passed"], (hover, report["host"], proc.stderr[-2000:])
     assert report["host"]["valid"] and report["host"]["robot_late_s"] < report["host"]["budget_s"], report["host"]
