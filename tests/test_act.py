@@ -370,6 +370,7 @@ def test_train_bc_act_evaluates_and_exports_like_any_run(demos, tmp_path, capsys
     loaded.reset()
     np.testing.assert_allclose(loaded.act(obs[0]), first, atol=1e-6)
     assert main(["play", str(run_dir), "--episodes", "2", "--out", str(tmp_path / "play.mp4")]) == 0
+    capsys.readouterr()  # play's progress lines (stderr) are not the next command's message
 
     # a checkpoint of another shape is one line naming the settings that shape it
     (run_dir / "config.yaml").write_text(
