@@ -45,8 +45,8 @@ missing one is the usual cause of a robot that shakes), a number or one per elem
 An mjlab ONNX carries ``joint_names``, ``default_joint_pos``, ``joint_stiffness``,
 ``joint_damping``, ``action_scale`` and ``observation_names`` in its metadata: those are read
 from the file, and the spec needs only the rates, the observation scales where they are not 1,
-and whatever the metadata lacks. A spec value the metadata also gives must agree with it (to
-its 3 written decimals).
+and whatever the metadata lacks. A value the spec gives too takes precedence (the file writes 3
+decimals), except ``joints``: a joint list other than the file's is refused.
 
 What the bundle is, per element (``obs`` the runner's vector: the frames of the terms below,
 newest first, ``observation.terms`` in simreal's names over all the robot's actuators)::
@@ -93,19 +93,18 @@ class Term:
 
     simreal: str
     size: int | None  # None: one value per policy joint
-    doc: str
 
 
 #: The frameworks' observation terms (their names, aliases included) -> simreal's.
 TERMS: dict[str, Term] = {
-    "base_lin_vel": Term("lin_vel_b", 3, "base linear velocity, body frame [m/s]"),
-    "base_ang_vel": Term("ang_vel_b", 3, "base angular velocity, body frame [rad/s]"),
-    "projected_gravity": Term("gravity_b", 3, "unit gravity direction, body frame"),
-    "velocity_command": Term("command", 3, "(vx, vy, yaw rate) command"),
-    "joint_pos": Term("joint_pos_rel", None, "joint position minus default_angles [rad]"),
-    "joint_vel": Term("joint_vel", None, "joint velocity [rad/s]"),
-    "actions": Term("last_action", None, "the policy's last output (clipped, unscaled)"),
-    "gait_phase": Term("gait_phase", 2, "(sin, cos) of 2 pi t / period_s"),
+    "base_lin_vel": Term("lin_vel_b", 3),
+    "base_ang_vel": Term("ang_vel_b", 3),
+    "projected_gravity": Term("gravity_b", 3),
+    "velocity_command": Term("command", 3),
+    "joint_pos": Term("joint_pos_rel", None),
+    "joint_vel": Term("joint_vel", None),
+    "actions": Term("last_action", None),
+    "gait_phase": Term("gait_phase", 2),
 }
 ALIASES = {
     "ang_vel": "base_ang_vel",
@@ -186,10 +185,6 @@ class ImportSpec:
     @property
     def frame_size(self) -> int:
         return sum(t.size for t in self.observation)
-
-    @property
-    def input_size(self) -> int:
-        return self.history * self.frame_size
 
 
 # -- the policy file -------------------------------------------------------------------------------
@@ -286,7 +281,7 @@ def parse_spec(raw: Mapping[str, Any], robot: RobotSpec, metadata: Mapping[str, 
     for key, value in metadata.items():
         if key not in spec:
             spec[key] = value
-        elif key in ("joints",) and list(spec[key]) != list(value):
+        elif key == "joints" and list(spec[key]) != list(value):
             raise ConfigError(key, f"the spec says {list(spec[key])}, the ONNX metadata {list(value)}", where)
     framework = str(spec.get("framework", "mjlab" if metadata else "legged_gym"))
     if framework not in FRAMEWORKS:
@@ -504,15 +499,15 @@ def embedded_spec(spec: ImportSpec, robot: RobotSpec) -> RobotSpec:
     return dataclasses.replace(robot, actuators=acts, physical=physical, control_rate_hz=spec.control_rate_hz)
 
 
-def action_layout(spec: ImportSpec, robot: RobotSpec) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
-    """(the bundle's joint-position action over the robot's actuators, the policy's output
-    column h_j of each (m: the zero column), weight w_j): ``action = w * concat(y, 0)[h]``."""
-    names = robot.actuator_names
+def action_layout(spec: ImportSpec, embedded: RobotSpec) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """(the bundle's joint-position action over the actuators of ``embedded`` (the robot with the
+    policy's defaults, :func:`embedded_spec`), the policy's output column h_j of each (m: the zero
+    column), weight w_j): ``action = w * concat(y, 0)[h]``."""
+    names = embedded.actuator_names
     by = {j: i for i, j in enumerate(spec.joints)}
     m = len(spec.joints)
     h = np.array([by.get(a, m) for a in names], np.int64)
     w = np.array([1.0 / spec.clip_actions if a in by else 0.0 for a in names])
-    embedded = embedded_spec(spec, robot)
     scale = [float(spec.action_scale[by[a]] * spec.clip_actions) if a in by else 1.0 for a in names]
     low = [a.range[0] if a.range else -math.inf for a in embedded.actuators]
     high = [a.range[1] if a.range else math.inf for a in embedded.actuators]
@@ -626,23 +621,27 @@ def import_policy(policy: Path, spec_path: Path, robot_name: str, out: Path) -> 
     robot = load_robot_spec(robot_name)
     model, kind = load_policy_onnx(policy)
     spec = parse_spec(load_yaml(spec_path), robot, mjlab_metadata(model), str(spec_path))
+    embedded = embedded_spec(spec, robot)
+    for a in embedded.actuators:
+        if a.name in spec.joints and a.range and not a.range[0] <= a.default <= a.range[1]:
+            raise ConfigError(
+                "default_angles",
+                f"{a.name}: {a.default:g} is outside its range [{a.range[0]:g}, {a.range[1]:g}] on {robot.name}",
+                str(spec_path),
+            )
     terms, g, s = bundle_layout(spec, robot)
-    action, h, w = action_layout(spec, robot)
+    action, h, w = action_layout(spec, embedded)
     if not all(np.isfinite(action["low"]) & np.isfinite(action["high"])):
         raise ConfigError("--robot", f"robot {robot.name} gives no position range for every actuator")
     graph = wrap_policy(model, g, s, h, w, str(policy))
     size = spec.history * sum(int(t["size"]) for t in terms)
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    try:
-        got = session.run(None, {"obs": np.zeros((2, size), np.float32)})[0]
+    try:  # a width the graph leaves symbolic is only found by running it
+        session.run(None, {"obs": np.zeros((2, size), np.float32)})
     except Exception as e:  # onnxruntime's InvalidArgument / Fail: the policy's width disagrees
         raise ConfigError(
             "observation", f"the terms and history give {g.size} inputs; the policy refused them ({policy}): {e}"
         ) from None
-    if got.shape != (2, len(robot.actuator_names)):
-        raise ConfigError(
-            "joints", f"the policy gives {got.shape[1:]} actions per step, the spec names {len(spec.joints)}"
-        )
     reference = None
     clock = next((it for it in spec.observation if it.simreal == "gait_phase"), None)
     if clock is not None and clock.period_s is not None:
@@ -657,13 +656,6 @@ def import_policy(policy: Path, spec_path: Path, robot_name: str, out: Path) -> 
         angles = 2 * np.pi * (phase[:, None] + np.array(clock.offsets)[None])  # (N, clocks)
         table = np.stack([np.sin(angles), np.cos(angles)], -1).reshape(len(phase), -1)  # sin, cos of each
         reference = Reference(spec.control_rate_hz, {"gait_phase": table}, True)
-    embedded = embedded_spec(spec, robot)
-    for j, a in zip(spec.joints, (embedded.actuators[robot.actuator_names.index(j)] for j in spec.joints)):
-        if a.range and not a.range[0] <= a.default <= a.range[1]:
-            raise ConfigError(
-                "default_angles",
-                f"{j}: {a.default:g} is outside its range [{a.range[0]:g}, {a.range[1]:g}] on {robot.name}",
-            )
     data: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "robot": robot.name,

@@ -547,22 +547,22 @@ class MjEnv(BraxEnv):
         extra = self.observe_extra(phys, info, jnp.bool_(True) if active is None else active)
         return {"state": obs, **extra} if extra else obs
 
-    def _stacked(self, obs: jax.Array | dict[str, jax.Array], info: dict[str, Any], fresh: jax.Array) -> Any:
+    def _stacked(self, obs: Any, info: dict[str, Any], fresh: jax.Array) -> Any:
         """``obs`` (this step's frame) stacked with the frames before it, newest first:
         ``[f_t, f_{t-1}, ..., f_{t-k+1}]`` with ``k = obs_history_steps``, the frames kept in
         ``info["obs_frames"]`` (k, frame) and updated in place; where ``fresh`` (a new episode)
-        every frame is ``f_t``. With k = 1 the frame itself."""
+        every frame is ``f_t``. With k = 1 the frame itself (a task with dict observations takes
+        only that: ``__init__``)."""
         k = self.cfg.obs_history_steps
         if k == 1:
             return obs
-        frame = obs["state"] if isinstance(obs, dict) else obs
-        tiled = jnp.broadcast_to(frame, (k, frame.shape[-1]))
+        tiled = jnp.broadcast_to(obs, (k, obs.shape[-1]))
         if "obs_frames" in info:
-            frames = jnp.where(fresh, tiled, jnp.concatenate([frame[None], info["obs_frames"][:-1]]))
+            frames = jnp.where(fresh, tiled, jnp.concatenate([obs[None], info["obs_frames"][:-1]]))
         else:
             frames = tiled
         info["obs_frames"] = frames
-        return {**obs, "state": frames.reshape(-1)} if isinstance(obs, dict) else frames.reshape(-1)
+        return frames.reshape(-1)
 
     def _measure_obs_sizes(self, names: tuple[str, ...] | None = None) -> dict[str, int]:
         """Size of each observation term ``names`` (default: the policy's ``obs_terms``)."""
