@@ -102,3 +102,12 @@ def test_every_import_of_simreal_is_the_file_its_name_says():
         if module.split(".")[0] == "simreal" and module not in files and module.rsplit(".", 1)[0] not in files
     ]
     assert not bad, "\n".join(bad)
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests/ (but fixtures/) is named for a package of simreal, and the tests at
+    the top of tests/ are the core's and the whole tool's (README, every task end to end)."""
+    packages = {p.name for p in (ROOT / "simreal").iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders - {"fixtures"} <= packages, sorted(folders - {"fixtures"} - packages)
+    assert folders - {"fixtures"}, "tests/ is flat again"

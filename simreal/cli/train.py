@@ -16,9 +16,10 @@ before its first iteration finished has nothing to save and its directory is rem
 starts from step 0 in its directory (said too); a run that spent its budget or reached its
 target says nothing is left to do and exits 0, its ``config.yaml`` left as it was.
 
-A resumed run keeps what its checkpoint is shaped by (:data:`RESUME_KEEPS`: the task, robot,
-trainer, algorithm, network sizes and, for ``trainer=brax``, the env count and SAC's replay
-size; for ``trainer=residual`` the env count and the residual's base and scale): an override
+A resumed run keeps what its checkpoint is shaped by (``trainers.RESUME_KEEPS``: the task, robot,
+trainer, algorithm, network sizes, and each trainer row's ``resume_keeps``: for ``trainer=brax``
+the env count and SAC's replay size, for ``trainer=residual`` the env count and the residual's
+base and scale, for ``trainer=rsl_rl`` the estimator's terms and sizes): an override
 of one is refused, naming the key, before anything is written. Any other resume that fails
 before its first new checkpoint (an env setting that changes the observation size) leaves
 ``config.yaml`` as it was, so eval, export and a plain ``--resume`` still match the checkpoints.
@@ -39,14 +40,6 @@ if TYPE_CHECKING:
     from simreal.stop_signal import StopRequest
 
 HELP = "train a policy"
-
-#: The settings a run's checkpoint is shaped by, so a resumed run keeps them: every trainer's,
-#: then what only one trainer's checkpoints hold (brax's: the env states, SAC's replay buffer).
-RESUME_KEEPS: dict[str, tuple[str, ...]] = {
-    "all": ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden", "train.q_hidden"),
-    "brax": ("train.num_envs", "train.max_replay_size", "env.slew_limit"),
-    "residual": ("train.num_envs", "residual.base", "residual.scale", "residual.action_scales", "env.slew_limit"),
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,6 +93,7 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
         check_input_files(cfg)  # before the run directory, as the library check below
         trainer = get_trainer(cfg.trainer)  # before the run directory: a missing library leaves none behind
         env = make_env(cfg)  # the env's own checks (a clip's reach, ...), as above; the trainer takes it
+        trainer.prepare(cfg, env)  # and the trainer's (devices, estimator terms, a residual's base, ...)
         if stop.requested:
             print(f"simreal train: stopped by {stop.name} before the run started: nothing done", file=sys.stderr)
             return stop.exit_code
@@ -148,11 +142,13 @@ def _train(args: argparse.Namespace, t0: float, stop: StopRequest) -> int:
 
 
 def _check_resume(base: RunConfig, cfg: RunConfig, source: str) -> None:
-    """ConfigError naming the first :data:`RESUME_KEEPS` setting that ``cfg`` (the saved config
-    plus the overrides) changes from ``base`` (the config the checkpoints were made with)."""
+    """ConfigError naming the first ``RESUME_KEEPS`` or trainer ``resume_keeps`` setting that
+    ``cfg`` (the saved config plus the overrides) changes from ``base`` (the config the
+    checkpoints were made with)."""
     from simreal.errors import ConfigError
+    from simreal.policies.trainers import RESUME_KEEPS, TRAINERS
 
-    for key in RESUME_KEEPS["all"] + RESUME_KEEPS.get(base.trainer, ()):
+    for key in RESUME_KEEPS + TRAINERS[base.trainer].resume_keeps:
         was, now = _setting(base, key), _setting(cfg, key)
         if was == now:
             continue

@@ -28,7 +28,7 @@ quantiles ``q01``, ``q10``, ``q50``, ``q90``, ``q99`` (lerobot's ``compute_stats
 Written here rather than imported because lerobot does not install beside this project's
 torch. When written, these gave values identical to lerobot's own functions on 72 random
 vector, integer, boolean, constant and image cases, episode and aggregated statistics alike;
-``tests/test_dataset.py`` checks them against plain numpy statistics.
+``tests/dataset/test_dataset.py`` checks them against plain numpy statistics.
 """
 
 from __future__ import annotations

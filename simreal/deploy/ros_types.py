@@ -5,7 +5,7 @@ Each class is a Cyclone DDS ``IdlStruct`` whose type name is the one ROS 2's
 field order and IDL types of the ROS 2 ``.msg`` file. Written as XCDR1 (plain CDR,
 little endian), these are byte-for-byte the messages a ROS 2 node puts on the wire, so a
 process that uses them talks to ROS 2 nodes on the same domain with no ROS install
-(``tests/test_dds_wire.py`` checks every type against rosbags' independent ROS 2 CDR
+(``tests/deploy/test_dds_wire.py`` checks every type against rosbags' independent ROS 2 CDR
 serializer for the Humble and Jazzy type stores).
 
 Why by hand: Cyclone's ``idlc -l py`` could generate these from ROS's ``.idl`` files, but

@@ -89,6 +89,12 @@ class PPOConfig(LoopConfig):
     symmetry: bool = field(
         False, doc="learn from each sample's left-right mirror too (trainer rsl_rl; simreal/sim/symmetry.py)"
     )
+    estimate: tuple[str, ...] = field(
+        (),
+        doc="critic terms (lin_vel_b) an estimator learns from the actor's observation, the actor seeing "
+        "its estimate (trainer rsl_rl; simreal/policies/trainers/estimator.py)",
+    )
+    estimator_hidden: tuple[int, ...] = field((128, 64), min=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,6 +427,11 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> RunConfi
             "train.symmetry",
             f"trainer={trainer} does not learn from mirrored samples; use trainer={able} or train.symmetry=false",
             source,
+        )
+    if isinstance(train, PPOConfig) and train.estimate and not trainers.TRAINERS[trainer].estimator:
+        able = ", ".join(n for n, e in trainers.TRAINERS.items() if e.estimator)
+        raise ConfigError(
+            "train.estimate", f"trainer={trainer} learns no estimator; use trainer={able} or train.estimate=[]", source
         )
     if isinstance(train, PPOConfig) and train.desired_kl is not None and train.learning_rate_end is not None:
         raise ConfigError(

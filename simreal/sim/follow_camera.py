@@ -31,26 +31,26 @@ def robot_extent(model: Any) -> tuple[np.ndarray, float]:
     return center, float(np.max(np.linalg.norm(pos - center, axis=1) + r))
 
 
-def has_free_base(model: Any) -> bool:
-    """The first body after the world moves on a free joint (a quadrotor, a humanoid)."""
+def free_base_body(model: Any) -> int | None:
+    """The id of the body on the model's first free joint (a quadrotor's, a humanoid's pelvis),
+    None when no joint is free (an arm bolted down)."""
     import mujoco
 
-    return bool(
-        model.nbody > 1
-        and model.body_jntnum[1] > 0
-        and model.jnt_type[model.body_jntadr[1]] == mujoco.mjtJoint.mjJNT_FREE
-    )
+    free = np.flatnonzero(np.asarray(model.jnt_type) == mujoco.mjtJoint.mjJNT_FREE)
+    return int(model.jnt_bodyid[free[0]]) if free.size else None
 
 
 class FollowCamera:
     """The camera of the module docstring; ``camera(data)`` is the ``mujoco.MjvCamera`` to render
-    ``data`` with. ``free_base`` None: read from the model (:func:`has_free_base`)."""
+    ``data`` with. ``free_base``: whether to follow the free base (None: when the model has one,
+    :func:`free_base_body`)."""
 
     def __init__(self, model: Any, free_base: bool | None = None):
         import mujoco
 
         center, radius = robot_extent(model)
-        self.free_base = has_free_base(model) if free_base is None else free_base
+        base = free_base_body(model)
+        self.base = base if free_base is not False else None
         self.cam = mujoco.MjvCamera()
         self.cam.type = mujoco.mjtCamera.mjCAMERA_FREE
         self.cam.azimuth, self.cam.elevation = 135.0, -20.0
@@ -58,6 +58,6 @@ class FollowCamera:
         self.cam.lookat[:] = center
 
     def __call__(self, data: Any) -> Any:
-        if self.free_base:
-            self.cam.lookat[:] = data.xpos[1]  # the base: the first body after the world
+        if self.base is not None:
+            self.cam.lookat[:] = data.xpos[self.base]
         return self.cam

@@ -23,7 +23,7 @@ direction of a position or speed, bit 11 of the homing offset, bit 10 of the loa
 Why not Feetech's ``scservo_sdk``: its reads poll a zero-timeout port in a busy loop against the
 wall clock, its packet timeout is the one LeRobot monkeypatches, its byte order is global state,
 and it is a master only, while the twin (:mod:`simreal.hardware.feetech.twin`) needs the servo
-side. So one codec here serves both, over pyserial; ``tests/test_feetech.py`` checks it against
+side. So one codec here serves both, over pyserial; ``tests/hardware/test_feetech.py`` checks it against
 hand-computed bytes and drives the twin with the SDK as an independent master.
 """
 

@@ -12,7 +12,7 @@ topics of ``px4_msgs`` types. ``px4_msgs`` has no wheel, and its layout must mat
 release exactly, or a sample deserialises into garbage. This driver needs neither a ROS
 install nor ``px4_msgs``: the messages it speaks are Cyclone DDS classes in
 :mod:`simreal.deploy.ros_types` with the type names ROS 2 registers, checked against rosbags'
-independent CDR serializer (``tests/test_dds_wire.py``). Their layouts were compared across
+independent CDR serializer (``tests/deploy/test_dds_wire.py``). Their layouts were compared across
 ``px4_msgs`` release/1.15 to release/1.18 and agree; v1.14's ``VehicleCommand`` and
 ``OffboardControlMode`` differ, so ``px4_version`` takes 1.15 to 1.18.
 

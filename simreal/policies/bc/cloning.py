@@ -395,6 +395,14 @@ class BCTrainer(TorchTrainer):
         out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir, action_chunk(env, cfg.train))
         return out, torch_policy.check_export(out, actor)
 
+    def prepare(self, cfg: RunConfig, env: Any) -> None:
+        raise ConfigError(
+            "trainer",
+            "trainer=bc learns from a dataset of demonstrations: "
+            "simreal train-bc DATASET (simreal demos records one); a BC run does not "
+            "resume: train-bc again, with more --epochs",
+        )
+
     def train(
         self,
         run_dir: Path,
@@ -404,12 +412,7 @@ class BCTrainer(TorchTrainer):
         quiet: bool = False,
         env: Any | None = None,
     ) -> Any:
-        raise ConfigError(
-            "trainer",
-            "trainer=bc learns from a dataset of demonstrations: "
-            "simreal train-bc DATASET (simreal demos records one); a BC run does not "
-            "resume: train-bc again, with more --epochs",
-        )
+        self.prepare(cfg, env)  # refuses: not an env-step trainer
 
 
 TRAINER = BCTrainer()

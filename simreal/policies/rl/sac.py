@@ -124,14 +124,7 @@ class SAC:
         self._actor_update = gradients.gradient_update_fn(actor_loss, self.optimizer, pmap_axis_name=None)
         self.steps_per_iteration = cfg.num_envs * cfg.steps_per_iteration
         self.prefill_actor_steps = -(-cfg.min_replay_size // cfg.num_envs)
-        if cfg.num_timesteps <= self.prefill_actor_steps * cfg.num_envs:
-            raise ConfigError(
-                "train.num_timesteps",
-                f"{cfg.num_timesteps} env steps would all go to filling the replay "
-                f"buffer (train.min_replay_size {cfg.min_replay_size}, counted in "
-                "the budget) and none to training: raise it or lower "
-                "train.min_replay_size",
-            )
+        check_budget(cfg)
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
         #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
         self.state_shapes = jax.eval_shape(self._fresh)
@@ -271,3 +264,17 @@ class SAC:
         metrics.update(jax.tree.map(jnp.sum, out["episodes"]))
         metrics["reward_per_step"] = jnp.mean(out["episodes"]["reward_per_step"])
         return s.replace(iteration=s.iteration + 1), metrics
+
+
+def check_budget(cfg: SACConfig) -> None:
+    """ConfigError naming ``train.num_timesteps`` when the replay prefill (``min_replay_size``,
+    rounded up to whole steps of all envs, counted in the budget) would spend all of it."""
+    prefill = -(-cfg.min_replay_size // cfg.num_envs) * cfg.num_envs
+    if cfg.num_timesteps <= prefill:
+        raise ConfigError(
+            "train.num_timesteps",
+            f"{cfg.num_timesteps} env steps would all go to filling the replay "
+            f"buffer (train.min_replay_size {cfg.min_replay_size}, counted in "
+            "the budget) and none to training: raise it or lower "
+            "train.min_replay_size",
+        )

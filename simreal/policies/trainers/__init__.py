@@ -2,7 +2,8 @@
 
     driver = get_trainer(cfg.trainer)                      # 'brax' | 'sb3' | 'rsl_rl' | 'bc' | 'residual'
     # cfg.algorithm: 'ppo' | 'sac' (brax, sb3); the table says which trainer runs which
-    result = driver.train(run_dir, cfg)                    # resume=True continues the run
+    driver.prepare(cfg, env)                               # what can fail, before a run directory exists
+    result = driver.train(run_dir, cfg, env=env)           # resume=True continues the run
     policy = driver.load(run_dir, cfg, randomize=False)    # env + deterministic act(obs)
     stats = driver.evaluate(run_dir, cfg, episodes=256, seed=1, backend="mjx")
     bundle_dir, max_abs_diff = driver.export(run_dir, cfg)
@@ -34,22 +35,46 @@ class TrainerEntry(NamedTuple):
     whether it takes dict observations with camera images (a CNN on the ``pixels/`` keys), and
     whether its networks run on PyTorch (their CPU threads then follow
     :func:`~simreal.cpu_threads.limit_torch_threads`), and whether it learns from each sample's
-    left-right mirror too (``train.symmetry``, :mod:`simreal.sim.symmetry`)."""
+    left-right mirror too (``train.symmetry``, :mod:`simreal.sim.symmetry`), whether it learns a state
+    estimator beside the policy (``train.estimate``, :mod:`~simreal.policies.trainers.estimator`), and
+    the settings its checkpoints are shaped by, which a resumed run keeps (beside every trainer's,
+    :data:`RESUME_KEEPS`)."""
 
     driver: str  # ``module:attribute`` of a :class:`Trainer`
     algorithms: tuple[str, ...]
     images: bool = False
     torch: bool = False
     symmetry: bool = False
+    estimator: bool = False
+    resume_keeps: tuple[str, ...] = ()
 
+
+#: The settings every run's checkpoint is shaped by, so a resumed run keeps them.
+RESUME_KEEPS = ("task", "robot", "trainer", "algorithm", "train.policy_hidden", "train.value_hidden", "train.q_hidden")
 
 #: trainer name -> its driver and algorithms.
 TRAINERS: dict[str, TrainerEntry] = {
-    "brax": TrainerEntry("simreal.policies.trainers.brax:BRAX", ("ppo", "sac")),
+    # brax's checkpoints hold the env states and SAC's replay buffer
+    "brax": TrainerEntry(
+        "simreal.policies.trainers.brax:BRAX",
+        ("ppo", "sac"),
+        resume_keeps=("train.num_envs", "train.max_replay_size", "env.slew_limit"),
+    ),
     "sb3": TrainerEntry("simreal.policies.trainers.sb3:TRAINER", ("ppo", "sac"), images=True, torch=True),
-    "rsl_rl": TrainerEntry("simreal.policies.trainers.rsl_rl:TRAINER", ("ppo",), torch=True, symmetry=True),
+    "rsl_rl": TrainerEntry(
+        "simreal.policies.trainers.rsl_rl:TRAINER",
+        ("ppo",),
+        torch=True,
+        symmetry=True,
+        estimator=True,
+        resume_keeps=("train.estimate", "train.estimator_hidden"),
+    ),
     "bc": TrainerEntry("simreal.policies.bc.cloning:TRAINER", ("bc",), torch=True),
-    "residual": TrainerEntry("simreal.policies.trainers.residual:TRAINER", ("ppo",)),
+    "residual": TrainerEntry(
+        "simreal.policies.trainers.residual:TRAINER",
+        ("ppo",),
+        resume_keeps=("train.num_envs", "residual.base", "residual.scale", "residual.action_scales", "env.slew_limit"),
+    ),
 }
 
 
@@ -94,6 +119,12 @@ class Trainer(Protocol):
     """One training library behind the four things the CLI does with a run."""
 
     name: str
+
+    def prepare(self, cfg: RunConfig, env: Any) -> None:
+        """Every check of ``cfg`` against the task's ``env`` that :meth:`train` would make, with
+        nothing written: ``simreal train`` calls it before the run directory exists, so a refused
+        setting leaves none behind (a ConfigError naming the key)."""
+        ...
 
     def train(
         self,

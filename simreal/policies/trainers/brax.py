@@ -23,8 +23,9 @@ import jax
 import numpy as np
 
 from simreal.policies import checkpoint as ckpt
+from simreal.policies import devices
 from simreal.policies.rl.ppo import PPO, evaluate
-from simreal.policies.rl.sac import SAC
+from simreal.policies.rl.sac import SAC, check_budget
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.trainers import LoadedPolicy, check_observations
 from simreal.policies.trainers import loop as loop_common
@@ -36,10 +37,19 @@ IMPLEMENTATIONS: dict[str, type[PPO] | type[SAC]] = {"ppo": PPO, "sac": SAC}
 
 
 def make_algorithm(cfg: RunConfig, env: Any) -> PPO | SAC:
-    """The run's algorithm, built for ``env``; ConfigError naming ``trainer`` for an env with dict
-    observations (camera images), which these MLP networks cannot take."""
-    check_observations(cfg, env)
+    """The run's algorithm, built for ``env``; ConfigError naming the key (:func:`check_algorithm`)."""
+    check_algorithm(cfg, env)
     return IMPLEMENTATIONS[cfg.algorithm](env, cfg.train, cfg.seed)
+
+
+def check_algorithm(cfg: RunConfig, env: Any) -> None:
+    """ConfigError naming ``trainer`` for an env with dict observations (camera images), which
+    these MLP networks cannot take, ``train.devices`` / ``train.num_envs`` for envs that do not
+    split over the devices, ``train.num_timesteps`` for a SAC budget the replay prefill spends."""
+    check_observations(cfg, env)
+    devices.data_mesh(cfg.train.devices, cfg.train.num_envs)
+    if cfg.algorithm == "sac":
+        check_budget(cfg.train)
 
 
 def _template(algo: PPO | SAC) -> Any:
@@ -101,6 +111,9 @@ class BraxTrainer:
     """``trainer=brax`` (see module docstring and :class:`~trainers.Trainer`)."""
 
     name = "brax"
+
+    def prepare(self, cfg: RunConfig, env: Any) -> None:
+        check_algorithm(cfg, env)
 
     def build(
         self,

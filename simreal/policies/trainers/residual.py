@@ -143,21 +143,16 @@ def action_reach(cfg: ResidualConfig, names: list[str]) -> np.ndarray:
     return np.asarray([cfg.action_scales.get(n, cfg.scale) for n in names], np.float32)
 
 
-def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
-    """Copy the base at ``source`` (a bundle folder, a run directory exported by its own trainer, or
-    ``scripted``: the scripted controller of ``cfg.task`` on ``env``) into ``out`` as a bundle,
-    atomically; ConfigError naming ``residual.base`` when ``source`` is none of these (or the task
-    has no scripted controller graph), BundleError when the exported ONNX differs from the run's
-    policy."""
-    from simreal.policies.export import MAX_ABS_DIFF
+def check_source(source: str, cfg: RunConfig, env: Any) -> None:
+    """ConfigError naming ``residual.base`` for what :func:`freeze_base` would refuse, with nothing
+    copied: a task without a scripted controller, a bundle that is no base for ``env``
+    (:func:`check_base`), a run directory of another task or robot (its exported graph is checked
+    once frozen), or a path that is neither a bundle folder nor a run directory."""
     from simreal.policies.run_dir import load_config
-    from simreal.policies.trainers import get_trainer
 
     src = Path(source)
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     if source == SCRIPTED_BASE:
-        from simreal.policies.demos.scripted_bundle import RULES, export_scripted
+        from simreal.policies.demos.scripted_bundle import RULES
 
         if cfg.task not in RULES:
             raise ConfigError(
@@ -165,6 +160,39 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
                 f"{cfg.task} has no scripted controller; tasks with one: "
                 f"{', '.join(RULES)} (or give a run directory or a bundle folder)",
             )
+    elif (src / BUNDLE_YAML).is_file():
+        check_base(load_bundle(src), env, cfg.task, where=source)
+    elif (src / "config.yaml").is_file():
+        base = load_config(src)
+        if (base.task, base.robot) != (cfg.task, cfg.robot):
+            raise ConfigError(
+                "residual.base",
+                f"{source} is a run of task {base.task} on {base.robot}; this run is {cfg.task} on {cfg.robot}",
+            )
+    else:
+        raise ConfigError(
+            "residual.base",
+            f"{source!r} is neither a bundle folder (no bundle.yaml), a run "
+            f"directory (no config.yaml) nor {SCRIPTED_BASE!r}",
+        )
+
+
+def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
+    """Copy the base at ``source`` (a bundle folder, a run directory exported by its own trainer, or
+    ``scripted``: the scripted controller of ``cfg.task`` on ``env``) into ``out`` as a bundle,
+    atomically; ConfigError naming ``residual.base`` for a source :func:`check_source` refuses,
+    BundleError when the exported ONNX differs from the run's policy."""
+    from simreal.policies.export import MAX_ABS_DIFF
+    from simreal.policies.run_dir import load_config
+    from simreal.policies.trainers import get_trainer
+
+    check_source(source, cfg, env)
+    src = Path(source)
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if source == SCRIPTED_BASE:
+        from simreal.policies.demos.scripted_bundle import export_scripted
+
         export_scripted(cfg, env, tmp)
     elif (src / BUNDLE_YAML).is_file():
         bundle = load_bundle(src)
@@ -172,7 +200,7 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
         for f in bundle.files:
             (tmp / f.relative_to(bundle.path)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, tmp / f.relative_to(bundle.path))
-    elif (src / "config.yaml").is_file():
+    else:  # a run directory (check_source)
         cfg = load_config(src)
         _, err = get_trainer(cfg.trainer).export(src, cfg, tmp)
         if err > MAX_ABS_DIFF:
@@ -181,12 +209,6 @@ def freeze_base(source: str, out: Path, cfg: RunConfig, env: Any) -> Path:
                 f"the base's ONNX differs from its {cfg.trainer} policy by {err:.2e} (> {MAX_ABS_DIFF:g})",
                 str(tmp),
             )
-    else:
-        raise ConfigError(
-            "residual.base",
-            f"{source!r} is neither a bundle folder (no bundle.yaml), a run "
-            f"directory (no config.yaml) nor {SCRIPTED_BASE!r}",
-        )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -248,6 +270,12 @@ class ResidualTrainer(BraxTrainer):
     ``export`` give the composed policy on the task's own observation."""
 
     name = "residual"
+
+    def prepare(self, cfg: RunConfig, env: Any) -> None:
+        super().prepare(cfg, env)
+        assert cfg.residual is not None  # trainer=residual: run_config built its residual section
+        action_reach(cfg.residual, list(env.action_layout()["names"]))
+        check_source(cfg.residual.base, cfg, env)
 
     def build(
         self,

@@ -17,12 +17,16 @@ module runs the runner's rollout/update loop one iteration at a time so the shar
                         (:mod:`simreal.sim.symmetry`; rsl_rl's ``Symmetry`` extension)
     policy_hidden / value_hidden / activation   actor / critic MLPModel
     init_noise_std      GaussianDistribution init_std
+    estimate / estimator_hidden  the actor an ``estimator.EstimatorModel``: an MLP estimating those
+                        critic terms from the actor's observation, fitted by regression on each
+                        rollout before PPO's update (:mod:`simreal.policies.trainers.estimator`)
     normalize_observations  obs_normalization (EmpiricalNormalization, actor and critic)
     reward_scaling      rewards multiplied before PPO sees them
 
 The critic reads the ``critic`` observation group (noise-free ``critic_obs_terms``).
 Checkpoints: ``checkpoints/step_<env_steps>.pt``, rsl_rl's dict (actor, critic, optimiser
-state dicts, iteration), loaded with ``torch.load(weights_only=True)``.
+state dicts, iteration; the estimator's optimiser as ``estimator_optimizer_state_dict``), loaded
+with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from simreal.policies import checkpoint as ckpt
 from simreal.policies import torch_policy
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.trainers import check_observations
+from simreal.policies.trainers import estimator as est
 from simreal.policies.trainers.torch_loop import TorchTrainer
 from simreal.sim.adapter_core import REWARD_TERMS
 from simreal.yaml_io import atomic_write_bytes
@@ -45,9 +50,17 @@ from simreal.yaml_io import atomic_write_bytes
 EXT = "pt"
 
 
-def runner_cfg(cfg: RunConfig) -> dict[str, Any]:
-    """rsl_rl's train config from our PPOConfig (see module docstring)."""
+def runner_cfg(cfg: RunConfig, estimate_dim: int = 0) -> dict[str, Any]:
+    """rsl_rl's train config from our PPOConfig (see module docstring); ``estimate_dim``: the size
+    of the critic terms ``train.estimate`` names (0: none)."""
     tc = cfg.train
+    actor: dict[str, Any] = {"class_name": "MLPModel"}
+    if estimate_dim:
+        actor = {
+            "class_name": f"{est.__name__}:EstimatorModel",
+            "estimate_dim": estimate_dim,
+            "estimator_hidden": list(tc.estimator_hidden),
+        }
     return {
         "num_steps_per_env": tc.unroll_length,
         "save_interval": 10**9,
@@ -72,7 +85,7 @@ def runner_cfg(cfg: RunConfig) -> dict[str, Any]:
             else None,
         },
         "actor": {
-            "class_name": "MLPModel",
+            **actor,
             "hidden_dims": list(tc.policy_hidden),
             "activation": tc.activation,
             "obs_normalization": tc.normalize_observations,
@@ -107,14 +120,18 @@ def mirrored_batch(env: Any, obs: Any = None, actions: torch.Tensor | None = Non
     return out_obs, out_act
 
 
-def _runner(cfg: RunConfig, venv: Any):
+def _runner(cfg: RunConfig, venv: Any, estimate_dim: int):
     import contextlib
     import os
 
     from rsl_rl.runners import OnPolicyRunner
 
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # it prints both models
-        return OnPolicyRunner(venv, runner_cfg(cfg), log_dir=None, device="cpu")
+        return OnPolicyRunner(venv, runner_cfg(cfg, estimate_dim), log_dir=None, device="cpu")
+
+
+def _estimate_dim(slices: list[slice]) -> int:
+    return sum(s.stop - s.start for s in slices)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -122,19 +139,28 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _actor(actor: Any) -> torch_policy.DeployedActor:
-    """rsl_rl's MLPModel -> DeployedActor: mean/(std + eps) normaliser, the MLP (Gaussian mean)."""
+    """rsl_rl's MLPModel -> DeployedActor: mean/(std + eps) normaliser, the MLP (Gaussian mean); an
+    estimator's actor with ``pi([x, E(x)])`` as its body."""
     if actor.obs_normalization:
         norm = actor.obs_normalizer
         mean, std = norm.mean.numpy(), (norm.std + norm.eps).numpy()
     else:
         mean, std = torch.zeros(actor.obs_dim).numpy(), torch.ones(actor.obs_dim).numpy()
-    return torch_policy.DeployedActor(copy.deepcopy(actor.mlp), mean, std).eval()
+    body = copy.deepcopy(actor.mlp)
+    if isinstance(actor, est.EstimatorModel):
+        body = est.EstimatedBody(copy.deepcopy(actor.estimator), body)
+    return torch_policy.DeployedActor(body, mean, std).eval()
 
 
 class Driver:
     """One rsl_rl PPO iteration per ``iterate()`` (the body of ``OnPolicyRunner.learn``)."""
 
     ext = EXT
+
+    @staticmethod
+    def prepare(cfg: RunConfig, env: Any) -> None:
+        """ConfigError naming ``train.estimate`` for a term the critic does not observe or the actor does."""
+        est.estimate_slices(env, cfg.train.estimate)
 
     def __init__(self, cfg: RunConfig, env: Any, resume_from: Path | None):
         from simreal.sim.adapter_torch import RslRlVecEnv
@@ -147,8 +173,20 @@ class Driver:
             from simreal.sim.symmetry import Mirror
 
             self.venv.mirror = Mirror(env)
-        self.runner = _runner(cfg, self.venv)
+        slices = est.estimate_slices(env, tc.estimate)
+        self.runner = _runner(cfg, self.venv, _estimate_dim(slices))
         self.alg = self.runner.alg
+        self.estimator = None
+        if tc.estimate:
+            venv = self.venv
+            self.estimator = est.EstimatorFit(
+                self.alg.actor,
+                slices,
+                tc.num_updates_per_batch,
+                tc.num_minibatches,
+                tc.learning_rate,
+                mirror=(lambda obs: mirrored_batch(venv, obs)[0]) if tc.symmetry else None,
+            )
         self.reward_scale = tc.reward_scaling
         self.steps_per_iteration = tc.num_envs * tc.unroll_length
         self.iteration = 0
@@ -156,6 +194,8 @@ class Driver:
             d = _load(resume_from)
             self.alg.load(d, None, True)
             self.iteration = int(d.get("iter", 0))
+            if self.estimator is not None and "estimator_optimizer_state_dict" in d:
+                self.estimator.load_state_dict(d["estimator_optimizer_state_dict"])
 
     @property
     def env_steps(self) -> int:
@@ -181,7 +221,8 @@ class Driver:
                         sums[key] = sums.get(key, 0.0) + float(v) * n
                     sums["episode/done"] = sums.get("episode/done", 0.0) + n
             alg.compute_returns(obs)
-        losses = alg.update()
+        fit = self.estimator.fit(alg.storage.observations) if self.estimator is not None else {}
+        losses = {**alg.update(), **fit}
         self.iteration += 1
         steps = self.runner.cfg["num_steps_per_env"]
         return {
@@ -194,6 +235,8 @@ class Driver:
         d = self.alg.save()
         d["iter"] = self.iteration
         d["infos"] = None
+        if self.estimator is not None:
+            d["estimator_optimizer_state_dict"] = self.estimator.state_dict()
         buf = io.BytesIO()
         torch.save(d, buf)
         path = ckpt.checkpoint_path(ckpt_dir, self.env_steps, EXT)
@@ -209,16 +252,15 @@ def load_actor(
 ) -> tuple[Any, torch_policy.DeployedActor]:
     """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export,
     eval and play."""
-    from rsl_rl.models import MLPModel
+    from rsl_rl.utils import resolve_class
     from tensordict import TensorDict
 
     env = make_env(cfg, backend=backend, **env_overrides)
     check_observations(cfg, env)
     path = ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, EXT)
-    rc = runner_cfg(cfg)["actor"]
+    model, kwargs = resolve_class(runner_cfg(cfg, _estimate_dim(est.estimate_slices(env, cfg.train.estimate)))["actor"])
     obs = TensorDict({"policy": torch.zeros(1, env.observation_size)}, batch_size=[1])
-    kwargs = {k: v for k, v in rc.items() if k != "class_name"}
-    actor = MLPModel(obs, {"actor": ["policy"]}, "actor", env.action_size, **kwargs)
+    actor = model(obs, {"actor": ["policy"]}, "actor", env.action_size, **kwargs)
     actor.load_state_dict(_load(path)["actor_state_dict"])
     return env, _actor(actor.eval())
 

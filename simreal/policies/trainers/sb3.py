@@ -275,6 +275,10 @@ class Driver:
 
     ext = EXT
 
+    @staticmethod
+    def prepare(cfg: RunConfig, env: Any) -> None:
+        """Nothing beyond the shared observation check (``TorchTrainer.prepare``)."""
+
     def __init__(self, cfg: RunConfig, env: Any, resume_from: Path | None):
         from simreal.sim.adapter_sb3 import SB3VecEnv
 

@@ -10,7 +10,8 @@ Each library module supplies a driver class, built as ``Driver(cfg, env, resume_
     actor() -> DeployedActor            the current deterministic policy
     ext: str                            checkpoint file extension
 
-and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
+a static ``prepare(cfg, env)`` raising what its constructor would refuse (a ConfigError naming the
+key) with nothing built, and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
 the run's policy checkpoint's deterministic policy (``checkpoint.policy_checkpoint``: the latest
 intact one, or the best evaluation's with ``train.keep_best``).
 :class:`TorchTrainer` resumes the driver from the latest intact checkpoint
@@ -43,6 +44,8 @@ class DriverClass(Protocol):
     ext: str
 
     def __call__(self, cfg: RunConfig, env: Any, resume_from: Path | None) -> Any: ...
+
+    def prepare(self, cfg: RunConfig, env: Any) -> None: ...
 
 
 class _TorchLearner:
@@ -81,6 +84,13 @@ class TorchTrainer:
     def __init__(self, name: str, driver_cls: DriverClass | None, load_actor: ActorLoader):
         # driver_cls None: a trainer without an env-step driver (bc), which replaces train and policy_checkpoint
         self.name, self.driver_cls, self.load_actor = name, driver_cls, load_actor
+
+    def prepare(self, cfg: RunConfig, env: Any) -> None:
+        from simreal.policies.trainers import check_observations
+
+        check_observations(cfg, env)
+        if self.driver_cls is not None:
+            self.driver_cls.prepare(cfg, env)
 
     def train(
         self,

@@ -30,6 +30,15 @@ CLI = [sys.executable, "-m", "simreal.cli"]
 # -- run folders ---------------------------------------------------------------------------------
 
 
+def test_envs_that_do_not_split_over_the_devices_leave_no_run_directory(tmp_path, capsys):
+    from simreal.cli import main
+
+    assert main(["train", "quadrotor-hover", "train.devices=2", f"runs_root={tmp_path}"]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "config key 'train.devices': 2 requested, 1 cpu device" in err, err
+    assert not any(tmp_path.iterdir()) and out == ""
+
+
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
     """A sweep launches several runs at once: each claims its own folder (the second one used
     to fail with FileExistsError when both saw the timestamp free)."""

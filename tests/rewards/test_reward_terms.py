@@ -166,7 +166,7 @@ OLD_TERMS = {
     "ArmPush": _old_arm_push,
     "G1Tracking": _old_g1_tracking,
 }
-# (g1-velocity's terms were rewritten to Unitree's recipe after the library: tests/test_g1_velocity.py)
+# (g1-velocity's terms were rewritten to Unitree's recipe after the library: tests/sim/test_g1_velocity.py)
 
 #: terms whose library form regroups float32 arithmetic, exp(-d^2 / s^2) for exp(-(d / s)^2): the
 #: same math, a few ulp apart (measured: at most 2.3e-8 absolute); every other term is equal to the bit.

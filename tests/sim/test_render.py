@@ -162,7 +162,7 @@ def test_the_follow_camera_keeps_a_free_base_in_view_and_frames_a_fixed_arm():
     d.qpos[0:3] = [0.4, 3.06, 0.79]
     mujoco.mj_kinematics(g1, d)
     cam = FollowCamera(g1)
-    assert cam.free_base
+    assert cam.base == g1.body("pelvis").id
     np.testing.assert_allclose(cam(d).lookat, [0.4, 3.06, 0.79])
     assert 1.0 < cam(d).distance < 5.0
 
@@ -172,4 +172,14 @@ def test_the_follow_camera_keeps_a_free_base_in_view_and_frames_a_fixed_arm():
     before = fixed(da).lookat.copy()
     da.qpos[:] = 0.3
     mujoco.mj_kinematics(arm, da)
-    assert not fixed.free_base and np.array_equal(fixed(da).lookat, before)
+    assert fixed.base is None and np.array_equal(fixed(da).lookat, before)
+
+    # the free body need not be the first: a scene whose table comes before the robot
+    scene = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body name='table' pos='1 0 0.4'><geom type='box' size='.3 .3 .02'/></body>"
+        "<body name='drone' pos='0 0 1'><freejoint/><geom type='sphere' size='.05'/></body></worldbody></mujoco>"
+    )
+    ds = mujoco.MjData(scene)
+    ds.qpos[0:3] = [2.0, -1.0, 1.5]
+    mujoco.mj_kinematics(scene, ds)
+    np.testing.assert_allclose(FollowCamera(scene)(ds).lookat, [2.0, -1.0, 1.5])

@@ -274,7 +274,7 @@ def test_the_correlation_bench_scores_frames_against_their_task_reward(tiny_mode
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import bench_vlm_reward
 
     n = 12

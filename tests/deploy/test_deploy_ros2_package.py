@@ -1,7 +1,7 @@
 """The generated ROS 2 package: complete, valid, and its node runs (against a stand-in rclpy).
 
 Without ROS: the node is exercised in a subprocess with minimal stand-ins for rclpy,
-rcl_interfaces and ament_index_python (tests/test_ros2_rclpy.py runs it under real rclpy,
+rcl_interfaces and ament_index_python (tests/deploy/test_ros2_rclpy.py runs it under real rclpy,
 where the `[ros2]` extra is installed), and message classes that check
 field types the way rclpy's generated messages do (a float field refuses an int, a
 float32[12] array refuses 11 values). jax, mujoco, cyclonedds and torch are made

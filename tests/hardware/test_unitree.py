@@ -30,7 +30,7 @@ from simreal.hardware.unitree.driver import (  # noqa: E402
 )
 from simreal.robot_spec import load_robot_spec  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = (um.HgLowCmd_, um.HgLowState_, um.GoLowCmd_, um.GoLowState_)
 
 

@@ -279,7 +279,7 @@ def test_frame_ranges():
 def test_docs_table_matches_thresholds():
     """docs/retarget.md prints the threshold table; it must say what the code does (angles in
     degrees, fractions in %, lengths in cm)."""
-    doc = (Path(__file__).parents[1] / "docs" / "retarget.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "retarget.md").read_text()
     for name, rule in checks.THRESHOLDS.items():
         row = next((line for line in doc.splitlines() if line.startswith(f"| `{name}` |")), None)
         assert row is not None, f"docs/retarget.md has no row for {name}"
