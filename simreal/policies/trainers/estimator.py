@@ -36,6 +36,8 @@ from simreal.errors import ConfigError
 def estimate_slices(env: Any, terms: Sequence[str]) -> list[slice]:
     """Where each of ``terms`` lies in the env's critic observation; ConfigError naming
     ``train.estimate`` when one is not a critic term, or is one the actor observes already."""
+    if not terms:
+        return []
     critic = tuple(getattr(env, "critic_obs_terms", None) or env.obs_terms)
     seen = set(env.obs_terms)
     hidden = [t for t in critic if t not in seen]
