@@ -109,6 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--latency-ms", type=float, default=0.0, help="actuation latency added to every command [ms]")
     p.add_argument("--state-latency-ms", type=float, default=0.0, help="latency added to every state message [ms]")
     p.add_argument("--drop", type=float, default=0.0, help="message loss probability, each direction")
+    p.add_argument(
+        "--state-rate-hz",
+        type=float,
+        default=0.0,
+        help="state publishing rate (0: the control rate; a Unitree humanoid's rt/lowstate runs at 500)",
+    )
     p.add_argument("--noise", type=float, default=1.0, help="sensor noise scale (0 = none)")
     p.add_argument(
         "--state-outage",
@@ -274,6 +280,7 @@ SIM_FLAGS: dict[str, str] = {
     "latency_ms": "--latency-ms",
     "state_latency_ms": "--state-latency-ms",
     "drop": "--drop",
+    "state_rate_hz": "--state-rate-hz",
     "noise_scale": "--noise",
     "seed": "--seed",
     "startup_timeout_s": "--startup-timeout",
@@ -308,6 +315,7 @@ def _sim_config(args: argparse.Namespace) -> SimLoopConfig:
         "latency_ms": args.latency_ms,
         "state_latency_ms": args.state_latency_ms,
         "drop": args.drop,
+        "state_rate_hz": args.state_rate_hz,
         "noise_scale": args.noise,
         "seed": args.seed,
         "startup_timeout_s": timeout,

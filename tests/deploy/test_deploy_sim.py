@@ -203,6 +203,7 @@ def _no_robot_process(monkeypatch) -> None:
         ("--noise", "-1", "--noise: must be >= 0.0, got -1.0"),
         ("--startup-timeout", "0", "--startup-timeout: must be >= 1.0, got 0.0"),
         ("--state-outage", "1:90", "--state-outage: must be <= 60.0, got 90.0"),
+        ("--state-rate-hz", "-1", "--state-rate-hz: must be >= 0.0, got -1.0"),
     ],
 )
 def test_bad_rehearsal_flags_are_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, flag, value, says):
@@ -214,6 +215,20 @@ def test_bad_rehearsal_flags_are_one_line_naming_the_flag(tmp_path, monkeypatch,
     _no_robot_process(monkeypatch)
     assert main(["deploy", "sim", str(bundle), flag, value]) == 2
     assert capsys.readouterr().err.strip() == f"simreal deploy: error: {says}"
+
+
+def test_the_state_rate_flag_sets_the_rehearsals_state_rate():
+    """`--state-rate-hz 500` (a Unitree humanoid's rt/lowstate) reaches the robot process's
+    config; 0, the default, publishes at the control rate."""
+    import argparse
+
+    from simreal.cli import deploy
+
+    parser = argparse.ArgumentParser()
+    deploy.add_arguments(parser)
+    args = parser.parse_args(["sim", "b", "--state-rate-hz", "500"])
+    assert deploy._sim_config(args).state_rate_hz == 500.0
+    assert deploy._sim_config(parser.parse_args(["sim", "b"])).state_rate_hz == 0.0
 
 
 @pytest.mark.parametrize("external", [False, True])
