@@ -123,8 +123,8 @@ class SAC:
         self._critic_update = gradients.gradient_update_fn(critic_loss, self.optimizer, pmap_axis_name=None)
         self._actor_update = gradients.gradient_update_fn(actor_loss, self.optimizer, pmap_axis_name=None)
         self.steps_per_iteration = cfg.num_envs * cfg.steps_per_iteration
-        self.prefill_actor_steps = -(-cfg.min_replay_size // cfg.num_envs)
         check_budget(cfg)
+        self.prefill_actor_steps = prefill_actor_steps(cfg)
         self.mesh = devices.data_mesh(cfg.devices, cfg.num_envs)
         #: the training state's shapes and dtypes (a checkpoint's template), traced, not run
         self.state_shapes = jax.eval_shape(self._fresh)
@@ -266,11 +266,15 @@ class SAC:
         return s.replace(iteration=s.iteration + 1), metrics
 
 
+def prefill_actor_steps(cfg: SACConfig) -> int:
+    """Steps of all envs that fill the replay buffer to ``min_replay_size`` (rounded up)."""
+    return -(-cfg.min_replay_size // cfg.num_envs)
+
+
 def check_budget(cfg: SACConfig) -> None:
-    """ConfigError naming ``train.num_timesteps`` when the replay prefill (``min_replay_size``,
-    rounded up to whole steps of all envs, counted in the budget) would spend all of it."""
-    prefill = -(-cfg.min_replay_size // cfg.num_envs) * cfg.num_envs
-    if cfg.num_timesteps <= prefill:
+    """ConfigError naming ``train.num_timesteps`` when the replay prefill (:func:`prefill_actor_steps`,
+    counted in the budget) would spend all of it."""
+    if cfg.num_timesteps <= prefill_actor_steps(cfg) * cfg.num_envs:
         raise ConfigError(
             "train.num_timesteps",
             f"{cfg.num_timesteps} env steps would all go to filling the replay "

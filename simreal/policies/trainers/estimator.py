@@ -79,10 +79,6 @@ class EstimatorModel(MLPModel):
         x = super().get_latent(obs, masks, hidden_state)
         return torch.cat([x, self.estimator(x).detach()], dim=-1)
 
-    def normalized(self, obs: torch.Tensor) -> torch.Tensor:
-        """The estimator's input: the actor's normaliser applied to raw observations."""
-        return self.obs_normalizer(obs)
-
 
 class EstimatedBody(nn.Module):
     """The deployed body: normalised obs x -> pi([x, E(x)]) (the torch_policy.DeployedActor's body)."""
@@ -121,7 +117,7 @@ class EstimatorFit:
         if self.mirror is not None:
             obs = self.mirror(obs)
         with torch.no_grad():
-            x = self.model.normalized(obs["policy"])
+            x = self.model.obs_normalizer(obs["policy"])  # the actor's input, as in get_latent
             y = self.targets(obs["critic"])
         n, losses = x.shape[0], []
         for _ in range(self.epochs):
