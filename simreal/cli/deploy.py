@@ -627,6 +627,7 @@ def _sim_lines(report: dict[str, Any], robot: dict[str, Any]) -> list[str]:
                 "states_published",
                 "states_dropped",
                 "states_lost_to_outage",
+                "states_in_flight_at_end",
                 "commands_received",
                 "commands_dropped",
                 "commands_applied",

@@ -429,6 +429,8 @@ def run_sim_robot(
                         pending_cmd[0][0] if pending_cmd else math.inf,
                     )
                     tr.poll(max(0.0, min(wake - time.monotonic(), 0.002)))
+                # still inside their latency when the run ended: made, never sent (nor recorded)
+                counts["states_in_flight_at_end"] = len(pending_state)
     finally:
         if recorder is not None:
             recorder.close()

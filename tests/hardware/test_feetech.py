@@ -153,6 +153,33 @@ def test_bus_retries_a_corrupt_answer_and_names_a_silent_servo():
     )
 
 
+def test_bus_skips_late_answers_to_earlier_pings():
+    """A servo (or a twin on a loaded machine) slow to answer the first PINGs answers them all
+    once it catches up: those status packets arrive after the READ that followed and are no
+    answer to it (CI once failed a connect on them as a corrupt packet, 3 tries in a row)."""
+    master, slave = os.openpty()
+    port = os.ttyname(slave)
+    late_pings = Packet(1, 0).encode() * 3
+    answer = Packet(1, 0, encode_register("Model_Number", 777)).encode()
+
+    def servo():
+        os.read(master, 64)
+        os.write(master, late_pings + answer)
+
+    t = threading.Thread(target=servo)
+    t.start()
+    bus = FeetechBus(port, timeout_s=0.5, retries=0)
+    bus.open()
+    try:
+        assert bus.read(1, "Model_Number") == 777
+        assert bus.reader.corrupt == 0
+    finally:
+        t.join()
+        bus.close()
+        os.close(master)
+        os.close(slave)
+
+
 # -- the twin ------------------------------------------------------------------------------------
 def test_twin_answers_feetech_sdk(monkeypatch):
     # The SDK waits 2 x LATENCY_TIMER + 2 ms (34 ms) for a status packet: a USB adapter's latency,

@@ -315,12 +315,11 @@ class FeetechBus:
                 with self._link():
                     self.reader.feed(self._serial.read(max(1, due)))
                 while (p := self.reader.next()) is not None:
-                    if p.servo_id not in ids:
-                        continue
-                    if len(p.params) != n_params:  # a status packet of the wrong shape is no answer
-                        self.reader.corrupt += 1
-                        break
-                    answers[p.servo_id] = p
+                    # another servo's packet, or one of the wrong shape: a late answer to an
+                    # earlier transaction (a PING retried while a servo or a twin was slow to
+                    # answer gets its answers after the next READ is out), no answer to this one
+                    if p.servo_id in ids and len(p.params) == n_params:
+                        answers[p.servo_id] = p
             if len(answers) == len(ids):
                 break
         return answers, self.reader.corrupt != corrupt
