@@ -4,6 +4,7 @@
     python bench/bench_throughput.py --tasks g1-velocity arm-pick --playground HumanoidWalk --envs 256
     python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native mjx --playground --bare
+    python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare
     python bench/bench_throughput.py --tasks g1-velocity g1-velocity:robot=g1,env.episode_length_s=20 \
         --backends native --envs 256 --steps 50 --bare --playground    # a task beside a variant of it
 
@@ -238,6 +239,13 @@ def main() -> None:
                 f"- {t}: native / bare rollout = {ratio((t, 'native'), (t, 'rollout'))} (one model), "
                 f"{ratio((t, 'native'), (t, 'rollout per env'))} (a model per env), "
                 f"{ratio((t, 'native'), (t, 'batch'))} (bare batch)"
+            )
+        if (t, "rigid") in runners and (t, "native") in runners:
+            print(f"- {t}: rigid / native = {ratio((t, 'rigid'), (t, 'native'))}")
+        if (t, "rigid") in runners and a.bare:
+            print(
+                f"- {t}: rigid / bare rollout = {ratio((t, 'rigid'), (t, 'rollout'))} (one model), "
+                f"{ratio((t, 'rigid'), (t, 'rollout per env'))} (a model per env)"
             )
         if (t, "mjx") in runners and a.bare:
             print(

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=None, help="episodes, >= 1 (default: eval.episodes of the run)")
     p.add_argument(
         "--backend",
-        choices=("native", "mjx", "mjx-warp"),
+        choices=("native", "mjx", "mjx-warp", "rigid"),
         default=None,
         help="physics backend; when it differs from training's, both are run and the gap printed",
     )

@@ -1,4 +1,4 @@
-"""Both physics backends run the same task and agree on a short rollout."""
+"""The physics backends run the same task and agree on a short rollout."""
 
 import jax
 import jax.numpy as jnp
@@ -35,11 +35,20 @@ def mjx():
     return rollout("mjx")
 
 
-def test_backends_agree(native, mjx):
-    (s_n, (q_n, o_n)), (s_m, (q_m, o_m)) = native, mjx
+@pytest.fixture(scope="module")
+def rigid():
+    return rollout("rigid")
+
+
+@pytest.mark.parametrize("other", ["mjx", "rigid"])
+def test_backends_agree(native, other, request):
+    (s_n, (q_n, o_n)), (s_m, (q_m, o_m)) = native, request.getfixturevalue(other)
     np.testing.assert_allclose(q_n, q_m, atol=1e-4)  # float32 engines, 100 physics steps
     np.testing.assert_allclose(o_n, o_m, atol=2e-3)
     np.testing.assert_array_equal(s_n.done, s_m.done)
+    # the same randomised episodes: every randomised field of the task, per env
+    for k, v in s_n.info["model_params"].items():
+        np.testing.assert_array_equal(v, s_m.info["model_params"][k])
 
 
 def test_rollout_is_finite_and_shaped(native):
@@ -55,12 +64,13 @@ def test_domain_randomisation_varies_per_env(native):
     assert mass.std() > 0 and (mass > 0.032 * 0.89).all() and (mass < 0.032 * 1.11).all()
 
 
-def test_ctbr_mode_runs_rate_loop_on_both_backends():
-    (_, (q_n, _)), (_, (q_m, _)) = rollout("native", "ctbr"), rollout("mjx", "ctbr")
+def test_ctbr_mode_runs_rate_loop_on_every_backend():
+    (_, (q_n, _)), (_, (q_m, _)), (_, (q_r, _)) = (rollout(b, "ctbr") for b in ("native", "mjx", "rigid"))
     np.testing.assert_allclose(q_n, q_m, atol=1e-4)
+    np.testing.assert_allclose(q_n, q_r, atol=1e-4)
 
 
-@pytest.mark.parametrize("backend", ["native", "mjx"])
+@pytest.mark.parametrize("backend", ["native", "mjx", "rigid"])
 def test_inner_loop_equals_one_update_per_physics_step(backend):
     """The ctbr rate loop as an InnerLoop (native: in numpy inside one callback; MJX: inside the
     XLA program) gives the state of updating the controls by hand before each physics step."""

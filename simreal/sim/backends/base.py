@@ -95,11 +95,12 @@ def default_backend_name() -> str:
     return "mjx" if any(d.platform == "gpu" for d in jax.devices()) else "native"
 
 
-BACKENDS = ("native", "mjx", "mjx-warp")
+BACKENDS = ("native", "mjx", "mjx-warp", "rigid")
 
 
 def make_backend(name: str, model: Any) -> Backend:
-    """Backend by name ('auto', 'native', 'mjx' or 'mjx-warp' on NVIDIA GPUs)."""
+    """Backend by name ('auto', 'native', 'mjx', 'mjx-warp' on NVIDIA GPUs, or 'rigid': one rigid
+    body with site thrusters in XLA, :mod:`simreal.sim.backends.rigid`)."""
     from simreal.errors import UnknownNameError
 
     if name == "auto":
@@ -108,6 +109,10 @@ def make_backend(name: str, model: Any) -> Backend:
         from simreal.sim.backends.native import NativeBackend
 
         return NativeBackend(model)
+    if name == "rigid":
+        from simreal.sim.backends.rigid import RigidBackend
+
+        return RigidBackend(model)
     if name in ("mjx", "mjx-warp"):
         from simreal.sim.backends.mjx_backend import MjxBackend
 
