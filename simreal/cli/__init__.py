@@ -45,6 +45,7 @@ import select
 import sys
 from collections.abc import Sequence
 
+from simreal import compile_cache
 from simreal.dependencies import install_hint
 from simreal.errors import SimrealError
 from simreal.stop_signal import interrupt_exit_code, interrupt_signal, signals_as_interrupt
@@ -139,6 +140,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     ``key=value`` overrides may also follow the options (``simreal train TASK --json
     train.num_envs=4``): argparse gives a positional list only the arguments before the first
     option, so the rest come back unrecognised and join the verb's ``overrides`` here."""
+    compile_cache.configure()  # before any verb imports JAX (simreal/compile_cache.py)
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     late = [a for a in extra if "=" in a and not a.startswith("-")]
