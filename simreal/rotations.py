@@ -79,6 +79,18 @@ def quat_mul(a: Array, b: Array, xp: Any) -> Array:
     )
 
 
+def quat_integrate(q: Array, omega_b: Array, dt: float, xp: Any) -> Array:
+    """``mju_quatIntegrate``: q turned for ``dt`` at the body-frame angular velocity ``omega_b``,
+    q (x) (cos(|w| dt / 2), w / |w| sin(|w| dt / 2)), normalised; sin(|w| dt / 2) / |w| is taken
+    from its series near |w| = 0 (no division by zero)."""
+    n = xp.sqrt(xp.sum(omega_b * omega_b, axis=-1, keepdims=True))
+    half = 0.5 * dt * n
+    small = n <= 1e-8
+    s = xp.where(small, 0.5 * dt * (1.0 - half * half / 6.0), xp.sin(half) / xp.where(small, 1.0, n))
+    out = quat_mul(q, xp.concatenate([xp.cos(half), s * omega_b], axis=-1), xp)
+    return out / xp.linalg.norm(out, axis=-1, keepdims=True)
+
+
 def yaw_quat(yaw: Array, xp: Any) -> Array:
     """wxyz of the rotation by ``yaw`` [rad] about world z: ``(cos(yaw/2), 0, 0, sin(yaw/2))``."""
     zero = xp.zeros_like(yaw)

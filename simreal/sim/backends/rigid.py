@@ -21,7 +21,7 @@ MuJoCo free joint) and ctrl (clamped to ``actuator_ctrlrange`` where ``ctrllimit
 where D is the free joint's ``dof_damping`` (a linear drag), integrated implicitly as MuJoCo's
 Euler integrator does. The activation is updated from the forces of the step's start
 (``actearly`` off), then velocities, then positions (``mj_Euler``); the quaternion step is
-``mju_quatIntegrate``. A flight controller's rate loop (an
+``mju_quatIntegrate`` (:func:`simreal.rotations.quat_integrate`). A flight controller's rate loop (an
 :class:`~simreal.sim.backends.base.InnerLoop`) runs inside the program between its updates.
 
 Only models this covers are accepted; anything else (a second body, contacts, sensors, a
@@ -39,14 +39,13 @@ native engine by ``tests/sim/test_rigid_backend.py``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
 from simreal.errors import ConfigError
+from simreal.rotations import quat_integrate, quat_to_rotmat
 from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 
 #: The randomised model fields this backend reads from ``model_params``.
@@ -104,7 +103,6 @@ class RigidBackend:
                 "(use 'native' or 'mjx')",
             )
         m = model
-        self.model = m
         self.dt = float(m.opt.timestep)
         gravity_off = bool(m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY)
         self.gravity = np.zeros(3) if gravity_off else np.array(m.opt.gravity, float)
@@ -113,50 +111,58 @@ class RigidBackend:
         wrench = np.zeros((6, m.nu))
         for i in range(m.nu):
             site = m.actuator_trnid[i, 0]
-            flat = np.zeros(9)
-            mujoco.mju_quat2Mat(flat, m.site_quat[site])
-            rot = flat.reshape(3, 3)
+            rot = quat_to_rotmat(np.asarray(m.site_quat[site]), np)
             force, torque = rot @ m.actuator_gear[i, :3], rot @ m.actuator_gear[i, 3:]
             wrench[:3, i] = force
             wrench[3:, i] = np.cross(m.site_pos[site], force) + torque
         self.wrench = wrench
         self.dyn = tuple(_DYN[int(t)] for t in m.actuator_dyntype)
-        self.act_index = np.cumsum([d != "none" for d in self.dyn]) - 1  # actuator -> its act slot
+        self.has_act = np.array([d != "none" for d in self.dyn])
+        # actuator -> its act slot; one without dynamics -> a zero appended after the last slot
+        self.act_index = np.where(self.has_act, np.cumsum(self.has_act) - 1, int(self.has_act.sum()))
         self.ctrl_lo = np.where(m.actuator_ctrllimited, m.actuator_ctrlrange[:, 0], -np.inf)
         self.ctrl_hi = np.where(m.actuator_ctrllimited, m.actuator_ctrlrange[:, 1], np.inf)
         self.damping = np.array(m.dof_damping, float)
         self.nominal = {k: np.array(getattr(m, k), float) for k in PARAMS}
 
     # -- one physics step --------------------------------------------------------------------
+    def _coefficients(self, p: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        """Per actuator, fixed over a call: its gain, and the share of (ctrl - act) its activation
+        takes in one physics step (1 - exp(-dt / tau) filterexact, dt / tau filter, 0 none)."""
+        tau = p["actuator_dynprm"][:, 0]
+        share = [
+            {"none": jnp.zeros(()), "filter": self.dt / tau[i], "filterexact": 1.0 - jnp.exp(-self.dt / tau[i])}[kind]
+            for i, kind in enumerate(self.dyn)
+        ]
+        return p["actuator_gainprm"][:, 0], jnp.stack(share)
+
     def _substep(
-        self, p: dict[str, jax.Array], qpos: jax.Array, qvel: jax.Array, act: jax.Array, ctrl: jax.Array
+        self,
+        p: dict[str, jax.Array],
+        coef: tuple[jax.Array, jax.Array],
+        qpos: jax.Array,
+        qvel: jax.Array,
+        act: jax.Array,
+        ctrl: jax.Array,
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         dt = self.dt
+        gain, share = coef
         ctrl = jnp.clip(ctrl, self.ctrl_lo, self.ctrl_hi)
-        gain = p["actuator_gainprm"][:, 0]
-        tau = p["actuator_dynprm"][:, 0]
-        inputs, act_new = [], []
-        for i, kind in enumerate(self.dyn):  # the actuator count is small and fixed: unrolled
-            if kind == "none":
-                inputs.append(ctrl[i])
-                continue
-            a = act[self.act_index[i]]
-            inputs.append(a)
-            step = (1.0 - jnp.exp(-dt / tau[i])) if kind == "filterexact" else dt / tau[i]
-            act_new.append(a + (ctrl[i] - a) * step)
-        force = gain * jnp.stack(inputs)
+        acting = jnp.concatenate([act, jnp.zeros(1, act.dtype)])[self.act_index]  # (nu,) activations
+        force = gain * jnp.where(self.has_act, acting, ctrl)
         w6 = jnp.asarray(self.wrench, force.dtype) @ force
         quat = qpos[3:7]
         v, w = qvel[:3], qvel[3:]
         mass = p["body_mass"][1]
         inertia = p["body_inertia"][1]
         d_v, d_w = self.damping[:3], self.damping[3:]
-        acc = (_rotate(quat, w6[:3]) + mass * self.gravity - d_v * v) / (mass + dt * d_v)
+        acc = (quat_to_rotmat(quat, jnp) @ w6[:3] + mass * self.gravity - d_v * v) / (mass + dt * d_v)
         dw = (w6[3:] - jnp.cross(w, inertia * w) - d_w * w) / (inertia + dt * d_w)
         v, w = v + dt * acc, w + dt * dw
         pos = qpos[:3] + dt * v
-        quat = _quat_integrate(quat, w, dt)
-        act = jnp.stack(act_new) if act_new else act
+        quat = quat_integrate(quat, w, dt, jnp)
+        if act.shape[0]:
+            act = (acting + (ctrl - acting) * share)[self.has_act]
         return jnp.concatenate([pos, quat]), jnp.concatenate([v, w]), act
 
     # -- the Backend protocol ------------------------------------------------------------------
@@ -182,13 +188,14 @@ class RigidBackend:
         inner_loop: InnerLoop | None = None,
     ) -> PhysState:
         p = self._params(model_params)
+        coef = self._coefficients(p)
         every = inner_loop.every if inner_loop is not None else nstep
         state = (phys.qpos, phys.qvel, phys.act)
 
         def update(s: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
             u = ctrl if inner_loop is None else inner_loop.fn(ctrl, s[1], jnp)
             for _ in range(every):
-                s = self._substep(p, s[0], s[1], s[2], u)
+                s = self._substep(p, coef, s[0], s[1], s[2], u)
             return s
 
         if nstep <= _UNROLL:
@@ -198,28 +205,3 @@ class RigidBackend:
             state = jax.lax.fori_loop(0, nstep // every, lambda _, s: update(s), state)
         qpos, qvel, act = state
         return PhysState(qpos=qpos, qvel=qvel, act=act, sensordata=phys.sensordata)
-
-
-def _rotate(q: Any, x: Any) -> Any:
-    """R(q) x for a unit quaternion q = (w, x, y, z): x + 2 w (u x x) + 2 u x (u x x)."""
-    u = q[1:]
-    t = 2.0 * jnp.cross(u, x)
-    return x + q[0] * t + jnp.cross(u, t)
-
-
-def _quat_integrate(q: Any, w: Any, dt: float) -> Any:
-    """``mju_quatIntegrate``: q (x) (cos(|w| dt / 2), w / |w| sin(|w| dt / 2)), normalised; the
-    half-angle's sine over |w| is taken from its series near |w| = 0 (no division by zero)."""
-    n2 = jnp.dot(w, w)
-    n = jnp.sqrt(n2)
-    half = 0.5 * dt * n
-    safe = jnp.where(n > 1e-8, n, 1.0)
-    s = jnp.where(n > 1e-8, jnp.sin(half) / safe, 0.5 * dt * (1.0 - half * half / 6.0))
-    dq = jnp.concatenate([jnp.cos(half)[None], s * w])
-    out = jnp.concatenate(
-        [
-            (q[0] * dq[0] - jnp.dot(q[1:], dq[1:]))[None],
-            q[0] * dq[1:] + dq[0] * q[1:] + jnp.cross(q[1:], dq[1:]),
-        ]
-    )
-    return out / jnp.linalg.norm(out)
