@@ -82,16 +82,19 @@ class Motion:
             raise UnknownNameError("joint", name, self.joint_names)
         return self.joint_names.index(name)
 
-    def robot_columns(self, joints: list[str], robot: str, path: str) -> list[int]:
+    def robot_columns(self, joints: list[str], robot: str, path: str, held: tuple[str, ...] = ()) -> list[int]:
         """The column of each of robot ``robot``'s ``joints``; a DataFileError naming
         env.motion_file (at ``path``) when the clip's joints are not exactly those: a clip
         retargeted for another robot (named when its joints are exactly a shipped robot's). A clip
         with more joints (the 29-DoF G1's on the 23-DoF one) is refused too: its tracked bodies
         moved with joints this robot has welded, so the reference asks for poses the robot cannot
-        take. ``simreal train`` calls it before the run directory exists, the task when it loads
-        the clip."""
+        take. The exception is ``held``, joints the robot has but holds at a target with the
+        driver's PD (the 12-DoF G1's waist and arms): a clip of the whole robot plays on its
+        driven joints, the held ones ignored (their bodies are not tracked: the spec's
+        ``tracking_bodies`` are the driven ones). ``simreal train`` calls it before the run
+        directory exists, the task when it loads the clip."""
         missing = [j for j in joints if j not in self.joint_names]
-        extra = [j for j in self.joint_names if j not in joints]
+        extra = [j for j in self.joint_names if j not in joints and j not in held]
         if missing or extra:
             from simreal.robot_spec import available_robots, load_robot_spec
 

@@ -136,6 +136,10 @@ def _mjspec_for(robot: str) -> tuple[mujoco.MjSpec, RobotSpec | None, str, Path 
             "a robot spec .yaml, or an MJCF (.xml) / URDF (.urdf) file",
         )
     rspec = load_robot_spec(robot)
+    if rspec.whole_robot:
+        # a spec that drives part of a robot (g1_12dof: g1's legs, the rest held) retargets onto the
+        # whole robot: the human moves every limb, and the clip plays on the part's driven joints
+        rspec = load_robot_spec(rspec.whole_robot)
     return build_mjspec(rspec), rspec, rspec.name, None
 
 
@@ -298,7 +302,8 @@ def load_robot(
 
     Args:
       robot: ``g1``, ``h1`` (any shipped robot spec), a robot spec ``.yaml``, or an MJCF
-        ``.xml`` / URDF ``.urdf`` file.
+        ``.xml`` / URDF ``.urdf`` file. A spec with a ``whole_robot`` (``g1_12dof``) retargets
+        onto that robot: its clip plays on the variant (``Motion.robot_columns``).
       keypoint_map: the map YAML; default ``configs/retarget/<name>.yaml``, the name the robot
         spec's ``keypoint_map`` gives, else the robot's.
       scene: boxes to add; default flat ground only.

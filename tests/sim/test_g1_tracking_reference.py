@@ -76,3 +76,37 @@ def test_action_scale_that_cannot_reach_the_clip_is_a_config_error(walk_g1):
         make_env(resolve("g1-tracking", NO_NOISE + [f"env.motion_file={walk_g1}", "env.action_scale=0.5"]))
     msg = str(e.value)
     assert "env.action_scale" in msg and "needs" in msg and "\n" not in msg
+
+
+def test_the_12dof_g1_tracks_the_whole_robots_clip_on_its_legs(walk_g1, tmp_path):
+    """The walking variant (legs driven, waist and arms held) plays a clip of the whole G1: `simreal
+    retarget --robot g1_12dof` retargets onto G1 (the clip it writes is G1's, joint for joint),
+    the task reads the leg columns by name, tracks only the legs' and torso's bodies, and PD
+    playback keeps the joint reward as on the whole robot. A clip of another robot is still refused."""
+    from fixtures.robot_motion import synthetic_motion
+    from simreal.errors import DataFileError
+    from simreal.motion_file import save_motion
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.robots import build_model
+
+    bvh, out = tmp_path / "walk.bvh", tmp_path / "walk_12.npz"
+    synth.write_bvh(bvh, synth.walking(duration_s=1.0, fps=FPS), units="cm", up="y", order="ZXY", rig="bandai")
+    assert main(["retarget", str(bvh), "--robot", "g1_12dof", "--out", str(out)]) == 0
+    assert load_motion(out).joint_names == load_motion(walk_g1).joint_names
+
+    env12 = make_env(resolve("g1-tracking", NO_NOISE + ["robot=g1_12dof", f"env.motion_file={walk_g1}"]))
+    m = load_motion(walk_g1)
+    assert env12.mj_model.nu == 12 and not any("elbow" in b or "wrist" in b for b in env12.tracked_bodies)
+    r = env12.frame({"motion_t0": jnp.asarray(5.0), "step": jnp.zeros((), jnp.int32)})
+    cols = [m.joint_index(n) for n in env12.robot.actuator_names]
+    np.testing.assert_allclose(np.asarray(r["dof_pos"]), m.dof_pos[5, cols], atol=1e-5)
+    s = jax.jit(jax.vmap(env12.reset))(jax.random.split(jax.random.PRNGKey(0), N))
+    s = jax.jit(jax.vmap(env12.step))(s, jax.vmap(env12.reference_action)(s.info))
+    rew = np.asarray(s.metrics["reward/joint_pos"])
+    assert np.all(np.asarray(s.done) == 0) and rew.mean() > MIN_MEAN_REWARD, rew.mean()
+
+    h1_clip = tmp_path / "h1.npz"
+    save_motion(h1_clip, synthetic_motion(build_model(load_robot_spec("h1")), seconds=0.5))
+    with pytest.raises(DataFileError) as e:
+        make_env(resolve("g1-tracking", NO_NOISE + ["robot=g1_12dof", f"env.motion_file={h1_clip}"]))
+    assert "another robot" in str(e.value)

@@ -84,7 +84,8 @@ class G1TrackingConfig(JointRobotConfig):
 
 
 class G1Tracking(FloorRobotTask):
-    """Humanoid (Unitree G1, 29 or 23 DoF; H1 with robot=h1): imitate a retargeted motion clip (env.motion_file)."""
+    """Humanoid (Unitree G1, 29, 23 or 12 DoF; H1 with robot=h1 or h1_10dof): imitate a retargeted motion clip
+    (env.motion_file; a 12-DoF variant plays a clip of the whole robot on its legs)."""
 
     config_class = G1TrackingConfig
     cfg: G1TrackingConfig
@@ -138,7 +139,9 @@ class G1Tracking(FloorRobotTask):
     def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
         """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
         act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
-        cols = motion.robot_columns(act_joints, self.robot.name, self.cfg.motion_file)
+        cols = motion.robot_columns(
+            act_joints, self.robot.name, self.cfg.motion_file, tuple(h.name for h in self.robot.held)
+        )
         missing = [b for b in self.tracked_bodies if b not in motion.body_names]
         if missing:
             raise DataFileError(
