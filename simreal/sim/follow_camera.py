@@ -31,22 +31,15 @@ def robot_extent(model: Any) -> tuple[np.ndarray, float]:
     return center, float(np.max(np.linalg.norm(pos - center, axis=1) + r))
 
 
-def free_base_body(model: Any) -> int | None:
-    """The id of the body on the model's first free joint (a quadrotor's, a humanoid's pelvis),
-    None when no joint is free (an arm bolted down)."""
-    import mujoco
-
-    free = np.flatnonzero(np.asarray(model.jnt_type) == mujoco.mjtJoint.mjJNT_FREE)
-    return int(model.jnt_bodyid[free[0]]) if free.size else None
-
-
 class FollowCamera:
     """The camera of the module docstring; ``camera(data)`` is the ``mujoco.MjvCamera`` to render
     ``data`` with. ``free_base``: whether to follow the free base (None: when the model has one,
-    :func:`free_base_body`)."""
+    the body :func:`simreal.sim.robots.free_base_body` names)."""
 
     def __init__(self, model: Any, free_base: bool | None = None):
         import mujoco
+
+        from simreal.sim.robots import free_base_body
 
         center, radius = robot_extent(model)
         base = free_base_body(model)

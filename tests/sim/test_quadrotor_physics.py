@@ -129,3 +129,23 @@ def test_the_rate_loop_s_matrix_form_is_its_law(spec):
     np.testing.assert_allclose(got, law, rtol=0, atol=1e-12)
     assert 0.05 < np.mean((law == 0.0) | (law == f_max)) < 0.95  # both the clip and the linear part tested
     assert np.abs(np.cross(w, J * w) @ np.linalg.inv(A)[:, 1:].T).max() > 1e-3  # the gyroscopic term matters here
+
+
+def test_randomisation_scales_the_free_bodys_mass_and_inertia_alone():
+    """The randomised mass and inertia are those of the body on the free joint (found in the model,
+    not assumed to be body 1), and nothing else of body_mass / body_inertia changes."""
+    import jax
+
+    from simreal.policies.run_config import make_env, resolve
+    from simreal.sim.robots import free_base_body
+
+    env = make_env(resolve("quadrotor-hover", ["backend=native", "env.mass_scale=[0.5,0.6]"]))
+    assert env.base_body == free_base_body(env.mj_model) and env.mj_model.jnt_bodyid[0] == env.base_body
+    nominal = env.nominal_params()
+    p = env.randomize(nominal, jax.random.PRNGKey(1))
+    for k in ("body_mass", "body_inertia"):
+        changed = np.flatnonzero(
+            np.any(np.reshape(np.asarray(p[k]) != np.asarray(nominal[k]), (env.mj_model.nbody, -1)), 1)
+        )
+        assert changed.tolist() == [env.base_body], (k, changed)
+    assert 0.5 <= float(p["body_mass"][env.base_body] / nominal["body_mass"][env.base_body]) <= 0.6

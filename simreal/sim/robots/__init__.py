@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 
 import mujoco
+import numpy as np
 
 from simreal.errors import ConfigError
 from simreal.robot_spec import RobotSpec
@@ -62,3 +63,10 @@ def check_actuator_order(spec: RobotSpec, m: mujoco.MjModel) -> None:
             f"{list(spec.actuator_names)} (names and driver order must match)",
             spec.source,
         )
+
+
+def free_base_body(model: mujoco.MjModel) -> int | None:
+    """The id of the body on the model's first free joint (a quadrotor's, a humanoid's pelvis),
+    None when no joint is free (an arm bolted down)."""
+    free = np.flatnonzero(np.asarray(model.jnt_type) == mujoco.mjtJoint.mjJNT_FREE)
+    return int(model.jnt_bodyid[free[0]]) if free.size else None

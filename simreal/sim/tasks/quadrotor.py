@@ -38,6 +38,7 @@ from simreal.rotations import quat_from_rpy, quat_to_rotmat
 from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
 from simreal.sim.episode_stats import defined_where
+from simreal.sim.robots import free_base_body
 
 G = 9.81
 
@@ -91,6 +92,10 @@ class QuadrotorTask(MjEnv):
             gain = qc.rate_loop_gain(self.inertia_diag, self.mixer_inv)
             self.inner_loop = InnerLoop(partial(_rate_loop, gain, self.f_max), every)
         super().__init__(robot, cfg, backend)
+        base = free_base_body(self.mj_model)
+        if base is None:
+            raise ConfigError("model", "a quadrotor's model needs a free joint on its body (none found)", robot.source)
+        self.base_body = base  # the body whose mass and inertia are randomised
         # the normalised action of the action-mode table's hover command (m g shared by the rotors,
         # or ctbr's total thrust m g with zero body rates): the action penalty's zero
         lay = self.action_layout()
@@ -122,8 +127,8 @@ class QuadrotorTask(MjEnv):
         c = self.cfg
         k_m, k_i, k_t, k_tau = jax.random.split(rng, 4)
         return {
-            "body_mass": params["body_mass"].at[1].multiply(_uniform(k_m, c.mass_scale)),
-            "body_inertia": params["body_inertia"].at[1].multiply(_uniform(k_i, c.inertia_scale, (3,))),
+            "body_mass": params["body_mass"].at[self.base_body].multiply(_uniform(k_m, c.mass_scale)),
+            "body_inertia": params["body_inertia"].at[self.base_body].multiply(_uniform(k_i, c.inertia_scale, (3,))),
             "actuator_gainprm": params["actuator_gainprm"].at[:, 0].multiply(_uniform(k_t, c.thrust_scale, (4,))),
             "actuator_dynprm": params["actuator_dynprm"].at[:, 0].set(_uniform(k_tau, c.motor_tau_s, (4,))),
         }
