@@ -175,11 +175,13 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
 
 
 def env_start(env: Any, bundle: Bundle, seed: int) -> StartState:
-    """The deployed episode's initial state in the training env (``deployed_initial``), with the
-    bundle's task inputs."""
+    """The deployed episode's initial state in the training env (its deployment's ``initial``), with
+    the bundle's task inputs."""
     import jax
 
-    qpos, qvel, act, task = env.deployed_initial(jax.random.PRNGKey(seed))
+    from simreal.sim.deployment import deployed_initial
+
+    qpos, qvel, act, task = deployed_initial(env, env.deployment(), jax.random.PRNGKey(seed))
     task = {k: np.asarray(bundle.task_params.get(k, v), np.float64) for k, v in task.items()}
     return StartState(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), np.asarray(act, np.float64), task)
 

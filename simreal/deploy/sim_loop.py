@@ -22,9 +22,9 @@ Injected, per the CLI flags:
 The robot is its family's (:mod:`simreal.deploy.sim_robot`): a quadrotor starts in the air
 at ``target + start_offset_m``, held there (as a stock flight controller would hover it) with
 rotors at hover thrust; a humanoid or an arm starts where the task's deployed episode starts
-(its ``deployed_initial``: a tracking clip's first frame) and is held there (a gantry) until
-the first command arrives: the hand-over, when the report's clock starts. A task's goal pose
-is published on its goal topic, a tracked object's pose on the object topic; a
+(its deployment's ``initial``, :mod:`simreal.sim.deployment`: a tracking clip's first frame)
+and is held there (a gantry) until the first command arrives: the hand-over, when the
+report's clock starts. A task's goal pose is published on its goal topic, a tracked object's pose on the object topic; a
 vision-language-action bundle's camera images (rendered from the true scene) and the
 episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
@@ -35,8 +35,8 @@ whoever drove it, and whatever the envelope's bounds) and every check of the fam
 the hover check (quadrotors: from ``settle_s`` after the hand-over on, every true position
 within ``success_radius_m`` (the task's own unless set: 0.1 m for a hover, 0.15 m for a
 figure-8) of the target, or of the bundle's reference target played back at that time), the
-task check (a task whose outcome follows from where its episode ended,
-``outcome_from_final_state``: an arm's reach, push or pick judged by the task's own success
+task check (a task whose outcome follows from where its episode ended, its deployment
+``judged_at_end``: an arm's reach, push or pick judged by the task's own success
 rule on the state the rehearsal ended in) and, for a bundle that records its task, the
 deploy-side sim-to-sim gate (:mod:`simreal.deploy.sim_gate`: the same policy in the training
 env, compared per family).
@@ -61,7 +61,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,6 +72,9 @@ from simreal.deploy.realtime import frozen_heap
 from simreal.deploy.sim_gate import env_start, fall_time, gate, stack, training_env
 from simreal.deploy.sim_robot import FAMILIES, SimRobot, StartState, spec_start, with_joints
 from simreal.robot_spec import RobotSpec
+
+if TYPE_CHECKING:
+    from simreal.sim.deployment import Deployment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,21 +202,23 @@ class Rehearsal:
             out += self.camera.messages(cfg, self.robot.d.qpos, self.start.task, stamp_ns, T)
         return out
 
-    def task_outcome(self) -> dict[str, Any]:
+    def task_outcome(self, deployment: Deployment) -> dict[str, Any]:
         """The task's own success (its ``final_stats``) where the rehearsal ended: an arm's hand, or
-        its cube, against the goal (``env.final_outcome``); ``at_s`` after the hand-over; ``radius_m``,
-        the task's success radius where it has one."""
+        its cube, against the goal (:func:`simreal.sim.deployment.final_outcome`); ``at_s`` after the
+        hand-over; ``radius_m``, the task's success radius where it has one."""
         import jax.numpy as jnp
         import mujoco
 
         from simreal.sim.backends.base import PhysState
+        from simreal.sim.deployment import final_outcome
         from simreal.sim.episode_stats import COUNT_SUFFIX
 
         assert self.env is not None  # only asked where there is a training env (report)
         m, d = self.robot.m, self.robot.d
         mujoco.mj_forward(m, d)  # the sensors (the hand's site) at the final state
         phys = PhysState(*(jnp.asarray(x, jnp.float32) for x in (d.qpos, d.qvel, d.act, d.sensordata)))
-        result = self.env.final_outcome(phys, self.start.task)
+        result = final_outcome(self.env, deployment, phys, self.start.task)
+        assert result is not None  # asked only where the deployment is judged at its end
         success = result.pop("success") > 0.5
         radius = getattr(self.env.cfg, "success_radius_m", None)
         return {
@@ -255,13 +260,9 @@ class Rehearsal:
             ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
             out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
-        if (
-            self.env is not None
-            and self.env.outcome_from_final_state
-            and self.samples
-            and self.robot.diverged_s is None
-        ):
-            out["task"] = self.task_outcome()
+        deployment = self.env.deployment() if self.env is not None else None
+        if deployment is not None and deployment.judged_at_end and self.samples and self.robot.diverged_s is None:
+            out["task"] = self.task_outcome(deployment)
             checks.append(out["task"]["passed"])
         if self.env is not None and len(traj["t"]):
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s, start_cfg)

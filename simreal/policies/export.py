@@ -190,7 +190,8 @@ def _fill_bundle(
     atomic_write_bytes(tmp / "policy.onnx", model.SerializeToString())
     for name, content in files.items():
         atomic_write_bytes(tmp / name, content)
-    task_params = {k: np.asarray(v).tolist() for k, v in env.bundle_task_params().items()}
+    deployment = env.deployment()
+    task_params = {k: np.asarray(v).tolist() for k, v in deployment.task_params.items()}
     data = {
         "format_version": FORMAT_VERSION,
         "robot": env.robot.name,
@@ -210,7 +211,7 @@ def _fill_bundle(
         "latency": {"action_delay_steps": list(env.delay_range), "obs_history": env.cfg.obs_history_steps},
         "task_params": task_params,
         "task_config": snapshot_inputs(to_dict(env.cfg), tmp),  # the bundle carries the clip its env reads
-        "task_topics": {k: dict(v) for k, v in env.task_topics.items()},
+        "task_topics": {k: dict(v) for k, v in deployment.task_topics.items()},
         "onnx": {"file": "policy.onnx", "input": "obs", "output": "action", "opset": OPSET},
         "provenance": {
             "run_dir": str(run_dir),
@@ -225,7 +226,7 @@ def _fill_bundle(
     if action_chunk is not None:
         data["action_chunk"] = action_chunk.to_yaml()
     data.update(sections)
-    ref = env.deploy_reference()
+    ref = deployment.reference
     if ref is not None:
         write_reference(tmp / REFERENCE_NPZ, ref)
         data["reference"] = {"file": REFERENCE_NPZ, "rate_hz": ref.rate_hz, "loop": ref.loop}

@@ -53,9 +53,9 @@ from brax.envs.base import State
 
 from simreal.config import field
 from simreal.observations import build_observation
-from simreal.reference import Reference
 from simreal.robot_spec import RobotSpec
 from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
+from simreal.sim.deployment import Deployment
 from simreal.sim.episode_stats import COUNT_SUFFIX
 
 
@@ -216,14 +216,6 @@ class MjEnv(BraxEnv):
         """(qpos, qvel, act, task_info) of a new episode."""
         raise NotImplementedError
 
-    def deployed_initial(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, Any]]:
-        """(qpos, qvel, act, task_info) of the deployed episode, the one :meth:`bundle_task_params`
-        and :meth:`deploy_reference` describe: where the rehearsal's robot starts. Default: a
-        sampled episode (its task inputs are then replaced by the bundle's). A task whose initial
-        state follows from those inputs (a clip's first frame, an object where a demonstration
-        was recorded) overrides it, so the robot starts where its reference starts."""
-        return self.sample_initial(rng)
-
     def control(self, phys: PhysState, action: jax.Array, info: Mapping[str, Any]) -> jax.Array:
         """Actuator controls from the applied action (default: the action itself), or, with an
         :attr:`inner_loop`, that loop's command."""
@@ -239,20 +231,11 @@ class MjEnv(BraxEnv):
         command :meth:`control` applies (built from the table in :mod:`simreal.action_modes`)."""
         raise NotImplementedError(f"{type(self).__name__} defines no action layout")
 
-    #: Topics the task's deployment reads besides the robot's own (deploy state-topic entries:
-    #: a goal pose, an object's pose), written into the bundle as ``task_topics``.
-    task_topics: Mapping[str, Mapping[str, str]] = {}
-
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The task's fixed inputs on the robot (a hover point, a default command), for the bundle;
-        also the task info of the episode a :meth:`deploy_reference` was sampled from."""
-        return {}
-
-    def deploy_reference(self) -> Reference | None:
-        """The task's time-varying inputs, as the robot side plays them back
-        (:mod:`simreal.reference`), for the episode :meth:`bundle_task_params` names; None when
-        every input is fixed."""
-        return None
+    def deployment(self) -> Deployment:
+        """What the robot side needs of the task besides the policy (:mod:`simreal.sim.deployment`:
+        the bundle's task inputs, reference and topics, the rehearsal's start, whether an
+        episode is judged where it ended). Default: nothing (fixed inputs, a sampled start)."""
+        return Deployment()
 
     def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
         """Disturb the physics state before a control step (random pushes); default: none."""
@@ -323,19 +306,6 @@ class MjEnv(BraxEnv):
     def init_stats(self) -> dict[str, jax.Array]:
         """Initial accumulators for ``update_stats``."""
         return {}
-
-    #: The episode's outcome follows from the state it ended in and its task inputs alone
-    #: (``update_stats`` keeps no history and reads no other info), so a deployed episode can be
-    #: judged where it ended: ``simreal deploy sim``'s task check (:meth:`final_outcome`).
-    outcome_from_final_state: bool = False
-
-    def final_outcome(self, phys: PhysState, task: Mapping[str, Any]) -> dict[str, float] | None:
-        """``final_stats`` of an episode that ended in ``phys`` (not terminated) with task inputs
-        ``task``; None where :attr:`outcome_from_final_state` is False."""
-        if not self.outcome_from_final_state:
-            return None
-        stats = self.update_stats(self.init_stats(), phys, dict(task))
-        return {k: float(v) for k, v in self.final_stats(stats, jnp.bool_(False)).items()}
 
     # -- the contract ----------------------------------------------------------------------------
     @property

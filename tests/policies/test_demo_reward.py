@@ -315,14 +315,16 @@ def test_success_is_the_final_keypoint_distance(env):
 
 
 def test_bundle_reference_is_the_demo_where_it_was_recorded(env):
-    ref = env.deploy_reference()
+    deployment = env.deployment()
+    ref = deployment.reference
     assert ref.rate_hz == pytest.approx(50.0) and not ref.loop and ref.num_rows == 151  # 3 s at 50 Hz
     np.testing.assert_allclose(ref.values["target_pos_w"][0], START_W, atol=1e-6)
     np.testing.assert_allclose(ref.values["target_pos_w"][-1], START_W + [0.1, 0, 0], atol=1e-6)
     assert ref.values["command"][50, 0] == pytest.approx(0.05, rel=1e-4)
-    params = env.bundle_task_params()
+    params = deployment.task_params
     np.testing.assert_allclose(np.asarray(params["target_pos_w"]), START_W, atol=1e-6)
-    assert set(env.task_topics) == {"object"}  # the target comes from the reference, not a goal topic
+    # the target comes from the reference, not a goal topic; judged over the episode, not at its end
+    assert set(deployment.task_topics) == {"object"} and not deployment.judged_at_end
 
 
 # -- configuration errors ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def test_the_gait_clock_has_its_period_the_legs_half_apart_and_the_bundle_plays_
     assert env.cycle_steps * env.ctrl_dt == pytest.approx(period)  # 0.8 s at 50 Hz: 40 rows
     np.testing.assert_allclose(clock[: env.cycle_steps], clock[env.cycle_steps : 2 * env.cycle_steps], atol=1e-5)
     np.testing.assert_allclose(clock[:, 2:], -clock[:, :2], atol=1e-5)  # half a period apart
-    ref = env.deploy_reference()
+    ref = env.deployment().reference
     assert ref.loop and ref.rate_hz == pytest.approx(1 / env.ctrl_dt)
     for k in (0, 7, 39, 40, 95):  # the runner's row at t = k dt is the env's clock at step k
         np.testing.assert_allclose(ref.at(k * env.ctrl_dt)["gait_phase"], clock[k], atol=1e-5)

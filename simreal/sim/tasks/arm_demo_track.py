@@ -48,6 +48,7 @@ from simreal.reference import Reference
 from simreal.rewards import terms as rw
 from simreal.rotations import quat_mul, quat_to_rotmat, yaw_quat
 from simreal.sim.backends.base import PhysState
+from simreal.sim.deployment import Deployment
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.arm_object import ArmObjectConfig, ArmObjectTask
 from simreal.sim.tasks.joint_robot import uniform
@@ -184,8 +185,8 @@ class ArmDemoTrack(ArmObjectTask):
         )
         return self._initial_at(origin, uniform(k_yaw, (-c.spawn_yaw_rad, c.spawn_yaw_rad)), k_q)
 
-    def deployed_initial(self, rng: jax.Array):
-        """The object where the demonstration was recorded (:meth:`bundle_task_params`)."""
+    def _recorded_initial(self, rng: jax.Array):
+        """The object where the demonstration was recorded (the deployed episode, :meth:`deployment`)."""
         return self._initial_at(self.demo_origin, jnp.zeros(()), jax.random.split(rng, 3)[2])
 
     def _initial_at(self, origin: jax.Array, yaw: jax.Array, k_q: jax.Array):
@@ -203,26 +204,29 @@ class ArmDemoTrack(ArmObjectTask):
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {**super().robot_state(phys, info), "command": info["command"]}
 
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The deployed episode: the demonstration where it was recorded (no offset, yaw 0)."""
+    def deployment(self) -> Deployment:
+        """The deployed episode: the demonstration where it was recorded (no offset, yaw 0), the
+        object placed there; the reference's row k is the target and reference velocity of
+        observation k, for the demonstration's length (then its last row held, as in training);
+        only the object's pose streams in. Not judged where it ended: its statistics run over the
+        episode, against the demonstration's time."""
         yaw = jnp.zeros(())
-        return {
-            "demo_origin": self.demo_origin,
-            "demo_yaw": yaw,
-            **self._task_inputs(self.demo_origin, yaw, jnp.zeros((), jnp.int32)),
-        }
-
-    def deploy_reference(self) -> Reference:
-        """Row k: the deployed episode's target and reference velocity of observation k, for the
-        demonstration's length (then its last row held, as in training)."""
-        ref = jax.vmap(lambda k: self._task_inputs(self.demo_origin, jnp.zeros(()), k))(jnp.arange(self.num_ref))
-        return Reference(
+        ref = jax.vmap(lambda k: self._task_inputs(self.demo_origin, yaw, k))(jnp.arange(self.num_ref))
+        reference = Reference(
             1.0 / self.robot.control_dt_s,
             {
                 "target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
                 "command": np.asarray(ref["command"], np.float64),
             },
             loop=False,
+        )
+        params = {
+            "demo_origin": self.demo_origin,
+            "demo_yaw": yaw,
+            **self._task_inputs(self.demo_origin, yaw, jnp.zeros((), jnp.int32)),
+        }
+        return Deployment(
+            task_params=params, reference=reference, task_topics=self.task_topics, initial=self._recorded_initial
         )
 
     # -- rewards and statistics ------------------------------------------------------------------
@@ -235,8 +239,6 @@ class ArmDemoTrack(ArmObjectTask):
             "action_rate": rw.action_rate(action, info["last_action"]),
             "joint_vel": rw.joint_vel(self.joint_vel(phys)),
         }
-
-    outcome_from_final_state = False  # its statistics run over the episode, against the demonstration's time
 
     def init_stats(self) -> dict[str, jax.Array]:
         return {"dist": jnp.zeros(()), "dist_sum": jnp.zeros(()), "n": jnp.zeros(())}

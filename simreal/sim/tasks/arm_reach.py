@@ -24,6 +24,7 @@ from simreal.config import field
 from simreal.rewards import terms as rw
 from simreal.robot_spec import CameraSpec, check_cameras
 from simreal.sim.backends.base import ModelParams, PhysState
+from simreal.sim.deployment import Deployment
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import SLEW_LIMIT_DOC, JointRobotConfig, JointRobotTask, uniform
 
@@ -168,7 +169,12 @@ class ArmReach(JointRobotTask):
             "ee_pos_w": self.site_pos(phys, "end_effector"),
         }
 
-    outcome_from_final_state = True  # where the hand (an object task: the cube) ended, against the goal
+    #: the episode is judged where it ended: the hand (an object task: the cube) against the goal
+    judged_at_end = True
+
+    def deployment(self) -> Deployment:
+        """The goal (and the object's pose) as topics; a rehearsal judged where it ended."""
+        return Deployment(task_topics=self.task_topics, judged_at_end=self.judged_at_end)
 
     def distance(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """End effector to goal [m]."""

@@ -50,6 +50,7 @@ from simreal.reference import Reference
 from simreal.rewards import terms as rw
 from simreal.rotations import quat_angle, rotate_inv
 from simreal.sim.backends.base import PhysState
+from simreal.sim.deployment import Deployment
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
@@ -209,8 +210,8 @@ class G1Tracking(FloorRobotTask):
         """Reference state init: the clip's state at a uniformly random time."""
         return self._initial_at(jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1)))
 
-    def deployed_initial(self, rng: jax.Array):
-        """The clip's state at its first frame (:meth:`bundle_task_params`)."""
+    def _first_frame(self, rng: jax.Array):
+        """The clip's state at its first frame (the deployed episode, :meth:`deployment`)."""
         return self._initial_at(jnp.zeros(()))
 
     def _initial_at(self, t0: jax.Array):
@@ -236,16 +237,17 @@ class G1Tracking(FloorRobotTask):
             ]
         )
 
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The deployed episode: the clip from its first frame."""
-        return {"motion_t0": 0.0}
-
-    def deploy_reference(self) -> Reference:
-        """The motion command of every control step from the clip's first frame until its last
-        frame is reached (then held, as in training)."""
+    def deployment(self) -> Deployment:
+        """The deployed episode: the clip from its first frame, where the robot starts; the
+        reference is the motion command of every control step until the clip's last frame is
+        reached (then held, as in training)."""
         rows = max(1, math.ceil((self.num_frames - 1) / self.frames_per_step))
         cmd = jax.vmap(lambda k: self._command({"motion_t0": jnp.zeros(()), "step": k}))(jnp.arange(rows))
-        return Reference(1.0 / self.ctrl_dt, {"command": np.asarray(cmd, np.float64)}, loop=False)
+        return Deployment(
+            task_params={"motion_t0": 0.0},
+            reference=Reference(1.0 / self.ctrl_dt, {"command": np.asarray(cmd, np.float64)}, loop=False),
+            initial=self._first_frame,
+        )
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {

@@ -52,6 +52,7 @@ from simreal.reference import Reference
 from simreal.rewards import terms as rw
 from simreal.rotations import rotate_inv
 from simreal.sim.backends.base import PhysState
+from simreal.sim.deployment import Deployment
 from simreal.sim.episode_stats import defined_where
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
 
@@ -216,14 +217,16 @@ class G1Velocity(FloorRobotTask):
         angle = 2 * jnp.pi * self.leg_phase(step)
         return jnp.stack([jnp.sin(angle[0]), jnp.cos(angle[0]), jnp.sin(angle[1]), jnp.cos(angle[1])])
 
-    def deploy_reference(self) -> Reference:
-        """The gait clock of the deployed episode, one period at the control rate, looping."""
+    def deployment(self) -> Deployment:
+        """The deployed episode: stand still (stepping in place) unless a geometry_msgs/Twist topic
+        commands a velocity; the gait clock, one period at the control rate, looping; the
+        rehearsal's robot starts standing at home, at rest."""
         rows = jax.vmap(self.gait_clock)(jnp.arange(self.cycle_steps))
-        return Reference(1.0 / self.ctrl_dt, {"gait_phase": np.asarray(rows, np.float64)}, loop=True)
-
-    def bundle_task_params(self) -> dict[str, Any]:
-        """Stand still (stepping in place) unless a geometry_msgs/Twist topic commands a velocity."""
-        return {"command": [0.0, 0.0, 0.0]}
+        return Deployment(
+            task_params={"command": [0.0, 0.0, 0.0]},
+            reference=Reference(1.0 / self.ctrl_dt, {"gait_phase": np.asarray(rows, np.float64)}, loop=True),
+            initial=self._standing_initial,
+        )
 
     # -- randomisation ---------------------------------------------------------------------------
     def perturb(self, phys: PhysState, info: Mapping[str, Any], rng: jax.Array) -> PhysState:
@@ -250,8 +253,8 @@ class G1Velocity(FloorRobotTask):
         task = {"command": cmd, "joint_offset": offset}
         return qpos, qvel, jnp.zeros(m.na), task
 
-    def deployed_initial(self, rng: jax.Array):
-        """The rehearsal's start: standing at home, at rest."""
+    def _standing_initial(self, rng: jax.Array):
+        """A sampled episode's task inputs, standing at home, at rest."""
         qpos, qvel, act, task = self.sample_initial(rng)
         return self.home_qpos, jnp.zeros_like(qvel), act, task
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from simreal.config import field
+from simreal.sim.deployment import Deployment
 from simreal.sim.tasks.quadrotor import QuadrotorConfig, QuadrotorTask
 
 
@@ -29,6 +30,6 @@ class QuadrotorHover(QuadrotorTask):
     def target(self, rng: jax.Array) -> dict[str, jax.Array]:
         return {"target_pos_w": jnp.asarray(self.cfg.target_pos_w, jnp.float32)}
 
-    def bundle_task_params(self) -> dict[str, tuple[float, ...]]:
+    def deployment(self) -> Deployment:
         """What deploy needs of the task: the hover point."""
-        return {"target_pos_w": self.cfg.target_pos_w}
+        return Deployment(task_params={"target_pos_w": self.cfg.target_pos_w})

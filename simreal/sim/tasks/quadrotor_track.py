@@ -25,6 +25,7 @@ import numpy as np
 
 from simreal.config import field
 from simreal.reference import Reference
+from simreal.sim.deployment import Deployment
 from simreal.sim.tasks.quadrotor import QuadrotorConfig, QuadrotorTask, _uniform
 
 
@@ -75,18 +76,14 @@ class QuadrotorTrack(QuadrotorTask):
             "ref_phase": jnp.float32(0.0),
         }
 
-    def bundle_task_params(self) -> dict[str, Any]:
-        """The deployed figure-8's parameters and its start point (the rehearsal starts beside it)."""
-        info = self._deploy_info()
-        return {**info, **self._reference(info, jnp.zeros(()))}
-
-    def deploy_reference(self) -> Reference:
-        """One period of the deployed figure-8 at the control rate, looping: row k is the target
-        and reference velocity of observation k."""
+    def deployment(self) -> Deployment:
+        """The deployed figure-8: its parameters and start point as task inputs (the rehearsal
+        starts beside it), and one period at the control rate as the looping reference, row k the
+        target and reference velocity of observation k."""
         info = self._deploy_info()
         n = round(2 * math.pi / float(info["ref_omega"]) / self.ctrl_dt)
         ref = jax.vmap(lambda t: self._reference(info, t))(jnp.arange(n) * self.ctrl_dt)
-        return Reference(
+        reference = Reference(
             1.0 / self.ctrl_dt,
             {
                 "target_pos_w": np.asarray(ref["target_pos_w"], np.float64),
@@ -94,6 +91,7 @@ class QuadrotorTrack(QuadrotorTask):
             },
             loop=True,
         )
+        return Deployment(task_params={**info, **self._reference(info, jnp.zeros(()))}, reference=reference)
 
     def success(self, stats, rmse, terminated):
         return (rmse < self.cfg.success_radius_m) & ~terminated & (stats["n"] > 0)
