@@ -15,7 +15,7 @@ training simulator (``simreal deploy sim``). The task decides five things there,
   where the rehearsal's robot starts (a clip's first frame, standing at home); None: a sampled
   episode, its task inputs then replaced by ``task_params``.
 - ``judged_at_end``: the episode's outcome follows from the state it ended in and its task
-  inputs alone (``update_stats`` keeps no history and reads no other info), so a rehearsal can
+  inputs alone (its statistics' samples read nothing else, and need no history), so a rehearsal can
   judge where it ended (:func:`final_outcome`: an arm's reach against its goal).
 
 The action's layout is not here: training reads it too (``MjEnv.action_layout``).

@@ -54,9 +54,10 @@ from brax.envs.base import State
 from simreal.config import field
 from simreal.observations import build_observation
 from simreal.robot_spec import RobotSpec
+from simreal.sim import episode_stats
 from simreal.sim.backends.base import Backend, InnerLoop, ModelParams, PhysState, make_backend
 from simreal.sim.deployment import Deployment
-from simreal.sim.episode_stats import COUNT_SUFFIX
+from simreal.sim.episode_stats import COUNT_SUFFIX, EpisodeStat, Sample
 
 
 def delay_range(steps: tuple[float, ...]) -> tuple[float, float]:
@@ -293,19 +294,27 @@ class MjEnv(BraxEnv):
         """Update task info after a step (moving targets...); default: unchanged."""
         return info
 
-    def update_stats(
-        self, stats: dict[str, jax.Array], phys: PhysState, info: Mapping[str, Any]
-    ) -> dict[str, jax.Array]:
-        """Accumulate per-episode statistics; default: none."""
-        return stats
-
-    def final_stats(self, stats: Mapping[str, jax.Array], terminated: jax.Array) -> dict[str, jax.Array]:
-        """Episode statistics at episode end from the accumulators."""
+    def stat_table(self) -> dict[str, EpisodeStat]:
+        """The task's per-episode statistics as named terms (:mod:`simreal.sim.episode_stats`:
+        which sample of :meth:`stat_samples`, reduced how, over which episodes); default: none."""
         return {}
 
-    def init_stats(self) -> dict[str, jax.Array]:
-        """Initial accumulators for ``update_stats``."""
+    def stat_samples(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, Sample]:
+        """The per-step samples :meth:`stat_table` reduces, after a step: a value, or (value,
+        counted) where only some steps count; default: none."""
         return {}
+
+    def init_stats(self) -> dict[str, Any]:
+        """The statistics' accumulators at an episode's start."""
+        return episode_stats.init_stats(self.stat_table())
+
+    def update_stats(self, stats: Mapping[str, Any], phys: PhysState, info: Mapping[str, Any]) -> dict[str, Any]:
+        """The accumulators after a step that ended in ``phys``."""
+        return episode_stats.update_stats(self.stat_table(), stats, self.stat_samples(phys, info), info.get("step"))
+
+    def final_stats(self, stats: Mapping[str, Any], terminated: jax.Array) -> dict[str, jax.Array]:
+        """Each statistic of the episode that ended with accumulators ``stats``."""
+        return episode_stats.final_stats(self.stat_table(), stats, terminated)
 
     # -- the contract ----------------------------------------------------------------------------
     @property

@@ -304,11 +304,13 @@ def test_reward_is_higher_when_the_cube_follows_the_reference(env, started):
 
 
 def test_success_is_the_final_keypoint_distance(env):
-    stats = {"dist": jnp.asarray(0.01), "dist_sum": jnp.asarray(0.3), "n": jnp.asarray(10.0)}
+    from fixtures.episode_samples import fed
+
+    stats = fed(env, [{"keypoint_dist": d} for d in [0.0325] * 8 + [0.03, 0.01]])  # mean 0.03, the last 0.01
     out = {k: float(v) for k, v in env.final_stats(stats, jnp.bool_(False)).items()}
     assert out["success"] == 1.0 and out["final_keypoint_dist_m"] == pytest.approx(0.01)
     assert out["mean_keypoint_dist_m"] == pytest.approx(0.03) and out["object_lost"] == 0.0
-    far = {**stats, "dist": jnp.asarray(0.05)}
+    far = fed(env, [{"keypoint_dist": d} for d in [0.0325] * 8 + [0.03, 0.05]])
     assert float(env.final_stats(far, jnp.bool_(False))["success"]) == 0.0
     lost = env.final_stats(stats, jnp.bool_(True))
     assert float(lost["success"]) == 0.0 and float(lost["final_keypoint_dist_m/n"]) == 0.0

@@ -10,8 +10,62 @@ import jax
 import numpy as np
 import pytest
 
+from fixtures.episode_samples import fed
 from simreal.policies.evaluation import format_eval, jsonable, statistics
-from simreal.sim.episode_stats import episode_means
+from simreal.sim import episode_stats as es
+from simreal.sim.episode_stats import EpisodeStat, episode_means
+
+
+class _Table:
+    """A stand-in env with a table of its own (the reductions, apart from any task)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def stat_table(self):
+        return self.table
+
+    def init_stats(self):
+        return es.init_stats(self.table)
+
+
+def test_each_reduction_of_the_table():
+    """mean, rms, last and all over the counted steps only; below as an outcome; a windowed
+    vector's norm per window; kept vs every; terminated / survived need no sample."""
+    jnp = jax.numpy
+    t = _Table(
+        {
+            "m": EpisodeStat("mean", sample="x"),
+            "r": EpisodeStat("rms", sample="x"),
+            "l": EpisodeStat("last", sample="x"),
+            "every": EpisodeStat("mean", sample="x", over="every"),
+            "ok": EpisodeStat("all", sample="good"),
+            "close": EpisodeStat("last", sample="x", below=2.5),
+            "pace": EpisodeStat("rms", sample="v", window=2, width=2),
+            "fell": EpisodeStat("terminated"),
+            "up": EpisodeStat("survived"),
+        }
+    )
+    acc = fed(
+        t,
+        [
+            {"x": (1.0, True), "good": (True, True), "v": [3.0, 0.0]},
+            {"x": (9.0, False), "good": (False, False), "v": [1.0, 0.0]},  # not counted; the window of 2 ends
+            {"x": (2.0, True), "good": (True, True), "v": [0.0, 1.0]},
+            {"x": (4.0, False), "good": (True, True), "v": [0.0, 1.0]},  # the second window ends
+        ],
+    )
+    out = {k: float(v) for k, v in es.final_stats(t.table, acc, jnp.bool_(False)).items()}
+    assert out["m"] == pytest.approx(1.5) and out["r"] == pytest.approx(math.sqrt(2.5)) and out["l"] == 2.0
+    assert out["ok"] == 1.0 and out["close"] == 1.0 and out["fell"] == 0.0 and out["up"] == 1.0
+    assert out["pace"] == pytest.approx(math.sqrt((2.0**2 + 1.0**2) / 2))  # windows' means (2, 0) and (0, 1)
+    assert out["m/n"] == 1.0
+    lost = {k: float(v) for k, v in es.final_stats(t.table, acc, jnp.bool_(True)).items()}
+    assert lost["m/n"] == 0.0 and lost["m"] == 0.0 and lost["every/n"] == 1.0 and lost["every"] == pytest.approx(1.5)
+    assert lost["ok"] == 0.0 and lost["close"] == 0.0 and lost["fell"] == 1.0 and lost["up"] == 0.0
+    bad = fed(t, [{"x": (3.0, True), "good": (False, True), "v": [0.0, 0.0]}])
+    out = {k: float(v) for k, v in es.final_stats(t.table, bad, jnp.bool_(False)).items()}
+    assert out["ok"] == 0.0 and out["close"] == 0.0 and out["pace/n"] == 0.0  # no window ended yet
 
 
 def test_episode_means_divide_by_each_statistics_own_count():
@@ -123,7 +177,7 @@ def test_error_statistics_are_undefined_for_episodes_that_ended_early(hover_env)
     """Quadrotor: a crashed episode has no position RMSE (even one that flew past the settle
     time); one that ran to the time limit with settled steps has."""
     env = hover_env
-    settled = {**env.init_stats(), "n": jax.numpy.asarray(5.0), "sq_err": jax.numpy.asarray(5 * 0.02**2)}
+    settled = fed(env, [{"distance": (0.02, True), "within": (True, True)}] * 5)
     crashed = env.final_stats(settled, jax.numpy.bool_(True))
     flew = env.final_stats(settled, jax.numpy.bool_(False))
     assert float(crashed["pos_rmse_m/n"]) == 0.0 and float(crashed["pos_rmse_m"]) == 0.0

@@ -247,27 +247,24 @@ def test_humanoid_statistics_are_rmse_of_the_episodes_that_stayed_up(g1_tracking
     """g1-velocity: RMS command errors over the steps; g1-tracking: RMS joint error; neither
     defined for an episode that ended early (its failure is counted by fall / success), but for
     g1-tracking the same errors up to the end are, for every episode."""
+    from fixtures.episode_samples import fed
+
     vel = make_env(resolve("g1-velocity", NO_NOISE))
-    stats = {
-        **vel.init_stats(),
-        "sq_vel_err": jnp.asarray(4 * 0.3**2),
-        "sq_yaw_err": jnp.asarray(4 * 0.1**2),
-        "n": jnp.asarray(4.0),
-    }
+    stats = fed(vel, [{"vel_err": 0.3, "yaw_err": 0.1, "vel_err_xy": [0.3, 0.0], "yaw_err_z": [0.1]}] * 4)
     up, fell = vel.final_stats(stats, jnp.bool_(False)), vel.final_stats(stats, jnp.bool_(True))
     assert float(up["vel_rmse_m_s"]) == pytest.approx(0.3) and float(up["yaw_rate_rmse_rad_s"]) == pytest.approx(0.1)
     assert float(up["vel_rmse_m_s/n"]) == 1.0 and float(up["fall"]) == 0.0
     assert float(fell["vel_rmse_m_s/n"]) == 0.0 and float(fell["fall"]) == 1.0 and float(fell["success"]) == 0.0
 
     env = g1_tracking
-    stats = {"sq_joint_err": jnp.asarray(2 * 0.05**2), "body_err": jnp.asarray(2 * 0.04), "n": jnp.asarray(2.0)}
+    stats = fed(env, [{"joint_err": 0.05, "body_err": 0.04}] * 2)
     ok, lost = env.final_stats(stats, jnp.bool_(False)), env.final_stats(stats, jnp.bool_(True))
     assert float(ok["joint_rmse_rad"]) == pytest.approx(0.05) and float(ok["body_pos_err_m"]) == pytest.approx(0.04)
     assert float(ok["joint_rmse_rad/n"]) == 1.0 and float(lost["joint_rmse_rad/n"]) == 0.0
     # up to the end, over every episode that stepped: the lost one counts too
     assert float(lost["joint_rmse_to_end_rad"]) == pytest.approx(0.05) and float(lost["joint_rmse_to_end_rad/n"]) == 1.0
     assert float(lost["body_pos_err_to_end_m"]) == pytest.approx(0.04)
-    unstepped = env.final_stats({k: jnp.zeros(()) for k in stats}, jnp.bool_(True))
+    unstepped = env.final_stats(env.init_stats(), jnp.bool_(True))
     assert float(unstepped["joint_rmse_to_end_rad/n"]) == 0.0
 
 

@@ -49,7 +49,7 @@ from simreal.rewards import terms as rw
 from simreal.rotations import quat_mul, quat_to_rotmat, yaw_quat
 from simreal.sim.backends.base import PhysState
 from simreal.sim.deployment import Deployment
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.arm_object import ArmObjectConfig, ArmObjectTask
 from simreal.sim.tasks.joint_robot import uniform
 
@@ -240,22 +240,17 @@ class ArmDemoTrack(ArmObjectTask):
             "joint_vel": rw.joint_vel(self.joint_vel(phys)),
         }
 
-    def init_stats(self) -> dict[str, jax.Array]:
-        return {"dist": jnp.zeros(()), "dist_sum": jnp.zeros(()), "n": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        d = self.keypoint_dist(phys, info)
-        return {"dist": d, "dist_sum": stats["dist_sum"] + d, "n": stats["n"] + 1.0}
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success`` (the final mean keypoint distance below ``success_radius_m``) and
         ``object_lost`` (the cube left ``max_object_dist_m`` around the spawn centre, which ends the
         episode), over all episodes; ``final_keypoint_dist_m`` and ``mean_keypoint_dist_m`` (over
         the episode's steps) [m], over the episodes that kept the cube."""
-        kept = ~terminated
         return {
-            "success": ((stats["dist"] < self.cfg.success_radius_m) & kept).astype(jnp.float32),
-            "object_lost": terminated.astype(jnp.float32),
-            **defined_where("final_keypoint_dist_m", stats["dist"], kept),
-            **defined_where("mean_keypoint_dist_m", stats["dist_sum"] / jnp.maximum(stats["n"], 1.0), kept),
+            "success": EpisodeStat("last", sample="keypoint_dist", below=self.cfg.success_radius_m),
+            "object_lost": EpisodeStat("terminated"),
+            "final_keypoint_dist_m": EpisodeStat("last", sample="keypoint_dist"),
+            "mean_keypoint_dist_m": EpisodeStat("mean", sample="keypoint_dist"),
         }
+
+    def stat_samples(self, phys, info):
+        return {"keypoint_dist": self.keypoint_dist(phys, info)}

@@ -21,7 +21,7 @@ import mujoco
 from simreal.config import field
 from simreal.robot_spec import CameraSpec
 from simreal.sim.backends.base import PhysState
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.arm_reach import FRONT, ArmReach, ArmReachConfig
 from simreal.sim.tasks.joint_robot import uniform
 
@@ -123,20 +123,16 @@ class ArmObjectTask(ArmReach):
     def termination_causes(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {"object_lost": jnp.linalg.norm(self.object_pos(phys) - self.spawn_center) > self.cfg.max_object_dist_m}
 
-    def init_stats(self) -> dict[str, jax.Array]:
-        return {"dist": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        return {"dist": self.object_goal_dist(phys, info)}
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success`` (the cube within ``success_radius_m`` of the goal at the end) and
         ``object_lost`` (the cube left ``max_object_dist_m`` around the spawn centre, which ends the
         episode), over all episodes; ``final_distance_m``, cube to goal at the end [m], over the
         episodes that kept the cube."""
-        ok = (stats["dist"] < self.cfg.success_radius_m) & ~terminated
         return {
-            "success": ok.astype(jnp.float32),
-            "object_lost": terminated.astype(jnp.float32),
-            **defined_where("final_distance_m", stats["dist"], ~terminated),
+            "success": EpisodeStat("last", sample="distance", below=self.cfg.success_radius_m),
+            "object_lost": EpisodeStat("terminated"),
+            "final_distance_m": EpisodeStat("last", sample="distance"),
         }
+
+    def stat_samples(self, phys, info):
+        return {"distance": self.object_goal_dist(phys, info)}

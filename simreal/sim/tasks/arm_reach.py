@@ -25,7 +25,7 @@ from simreal.rewards import terms as rw
 from simreal.robot_spec import CameraSpec, check_cameras
 from simreal.sim.backends.base import ModelParams, PhysState
 from simreal.sim.deployment import Deployment
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.joint_robot import SLEW_LIMIT_DOC, JointRobotConfig, JointRobotTask, uniform
 
 #: Above and in front of a Franka on the floor, looking down on the cube's spawn and goal area
@@ -190,17 +190,14 @@ class ArmReach(JointRobotTask):
         }
 
     # -- statistics ------------------------------------------------------------------------------
-    def init_stats(self) -> dict[str, jax.Array]:
-        return {"dist": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        return {"dist": self.distance(phys, info)}
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success``: the final end-effector distance below ``success_radius_m``, over all
         episodes; ``final_distance_m`` [m], over the episodes whose simulation stayed finite (the
         only way a reach episode ends early, and a failure)."""
         return {
-            "success": ((stats["dist"] < self.cfg.success_radius_m) & ~terminated).astype(jnp.float32),
-            **defined_where("final_distance_m", stats["dist"], ~terminated),
+            "success": EpisodeStat("last", sample="distance", below=self.cfg.success_radius_m),
+            "final_distance_m": EpisodeStat("last", sample="distance"),
         }
+
+    def stat_samples(self, phys, info):
+        return {"distance": self.distance(phys, info)}

@@ -20,7 +20,7 @@ from simreal.action_modes import action_mode
 from simreal.config import field
 from simreal.rewards import terms as rw
 from simreal.sim.env import EnvConfig, MjEnv
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,22 +75,14 @@ class CartpoleBalance(MjEnv):
         }
 
     # -- statistics (the episode never ends early but on a diverged simulation) -------------------
-    def init_stats(self):
-        return {"balanced": jnp.ones((), jnp.bool_), "upright": jnp.zeros(()), "n": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        return {
-            "balanced": stats["balanced"] & (jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad),
-            "upright": stats["upright"] + rw.upright(jnp.cos(phys.qpos[1])),
-            "n": stats["n"] + 1.0,
-        }
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success``: |theta| stayed below ``max_angle_rad`` the whole episode; ``upright``: the
         reward's upright factor (cos theta + 1) / 2 averaged over the episode's steps (1: always
         vertical), over the episodes whose simulation stayed finite."""
-        upright = stats["upright"] / jnp.maximum(stats["n"], 1.0)
+        return {"success": EpisodeStat("all", sample="balanced"), "upright": EpisodeStat("mean")}
+
+    def stat_samples(self, phys, info):
         return {
-            "success": (stats["balanced"] & ~terminated).astype(jnp.float32),
-            **defined_where("upright", upright, ~terminated & (stats["n"] > 0)),
+            "balanced": jnp.abs(phys.qpos[1]) < self.cfg.max_angle_rad,
+            "upright": rw.upright(jnp.cos(phys.qpos[1])),
         }

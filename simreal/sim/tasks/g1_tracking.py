@@ -11,7 +11,7 @@ joint positions and velocities copied from the clip); the reference then advance
 the time limit remains the only truncation). Ends early when the robot deviates: root height
 error above ``max_root_height_err_m`` or any tracked body farther than ``max_body_err_m``.
 Episode statistics: the success rate (no such early end) and the joint and body tracking errors
-of the successful episodes (:meth:`G1Tracking.final_stats`).
+of the successful episodes (:meth:`G1Tracking.stat_table`).
 
 Rewards: exp kernels of the tracking errors (each a named term, weights in ``reward_scales``)::
 
@@ -51,7 +51,7 @@ from simreal.rewards import terms as rw
 from simreal.rotations import quat_angle, rotate_inv
 from simreal.sim.backends.base import PhysState
 from simreal.sim.deployment import Deployment
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig
 
 
@@ -299,18 +299,7 @@ class G1Tracking(FloorRobotTask):
         }
 
     # -- statistics ------------------------------------------------------------------------------
-    def init_stats(self) -> dict[str, jax.Array]:
-        return {"sq_joint_err": jnp.zeros(()), "body_err": jnp.zeros(()), "n": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        e = self.errors(phys, info)
-        return {
-            "sq_joint_err": stats["sq_joint_err"] + e["joint_pos"] / self.mj_model.nu,
-            "body_err": stats["body_err"] + jnp.sqrt(e["body_pos"]),
-            "n": stats["n"] + 1,
-        }
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success``: the episode ran to the time limit without ending on a deviation (a fall,
         or drifting off the clip: the two are not told apart), over all episodes. The tracking
         errors, defined for the successful episodes: ``joint_rmse_rad``, the RMS joint position
@@ -318,13 +307,14 @@ class G1Tracking(FloorRobotTask):
         the world position error, averaged over steps [m]. The same two over every episode, up to
         its end (a deviation's last step included): ``joint_rmse_to_end_rad`` and
         ``body_pos_err_to_end_m``, how closely a policy tracks before it has any success."""
-        n = jnp.maximum(stats["n"], 1.0)
-        stepped = stats["n"] > 0
-        joint, body = jnp.sqrt(stats["sq_joint_err"] / n), stats["body_err"] / n
         return {
-            "success": (~terminated).astype(jnp.float32),
-            **defined_where("joint_rmse_rad", joint, ~terminated & stepped),
-            **defined_where("body_pos_err_m", body, ~terminated & stepped),
-            **defined_where("joint_rmse_to_end_rad", joint, stepped),
-            **defined_where("body_pos_err_to_end_m", body, stepped),
+            "success": EpisodeStat("survived"),
+            "joint_rmse_rad": EpisodeStat("rms", sample="joint_err"),
+            "body_pos_err_m": EpisodeStat("mean", sample="body_err"),
+            "joint_rmse_to_end_rad": EpisodeStat("rms", sample="joint_err", over="every"),
+            "body_pos_err_to_end_m": EpisodeStat("mean", sample="body_err", over="every"),
         }
+
+    def stat_samples(self, phys, info):
+        e = self.errors(phys, info)
+        return {"joint_err": jnp.sqrt(e["joint_pos"] / self.mj_model.nu), "body_err": jnp.sqrt(e["body_pos"])}

@@ -26,7 +26,7 @@ past ``max_tilt_cos``; the feet-only training model lets a fallen body through t
 Episode statistics: the fall rate, and for the episodes that did not fall the velocity and
 yaw-rate tracking errors, both instantaneous (RMS over the steps) and per gait cycle (RMS over
 whole cycles of the error of the cycle's mean velocity: a walking base sways within a step, and
-what a command asks for is the pace): :meth:`G1Velocity.final_stats`.
+what a command asks for is the pace): :meth:`G1Velocity.stat_table`.
 
 Randomised per episode (uniform; ranges in :class:`G1VelocityConfig`): floor friction, link
 masses, PD stiffness, joint encoder offsets, the start pose and velocity; a push (a base
@@ -53,7 +53,7 @@ from simreal.rewards import terms as rw
 from simreal.rotations import rotate_inv
 from simreal.sim.backends.base import PhysState
 from simreal.sim.deployment import Deployment
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.joint_robot import FloorRobotTask, JointRobotConfig, uniform
 
 FEET = ("left_foot", "right_foot")
@@ -324,40 +324,7 @@ class G1Velocity(FloorRobotTask):
         return {"low_base": phys.qpos[2] < self.min_base_height_m, "tilt": g_b[2] > -self.cfg.max_tilt_cos}
 
     # -- statistics ------------------------------------------------------------------------------
-    def init_stats(self) -> dict[str, jax.Array]:
-        z = jnp.zeros(())
-        return {
-            "sq_vel_err": z,
-            "sq_yaw_err": z,
-            "n": z,
-            "cycle_v": jnp.zeros(3),
-            "sq_cycle_vel_err": z,
-            "sq_cycle_yaw_err": z,
-            "abs_cycle_vel_err": z,
-            "abs_cycle_yaw_err": z,
-            "cycles": z,
-        }
-
-    def update_stats(self, stats, phys, info):
-        v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
-        v = jnp.concatenate([v_b[:2], phys.qvel[5:6]])  # (vx, vy, yaw rate) in the body frame
-        cmd = info["command"]
-        cycle_v = stats["cycle_v"] + v
-        ends = info["step"] % self.cycle_steps == 0  # a whole gait cycle since the last one ended
-        err = cmd - cycle_v / self.cycle_steps
-        return {
-            "sq_vel_err": stats["sq_vel_err"] + jnp.sum(jnp.square(cmd[:2] - v[:2])),
-            "sq_yaw_err": stats["sq_yaw_err"] + jnp.square(cmd[2] - v[2]),
-            "n": stats["n"] + 1.0,
-            "cycle_v": jnp.where(ends, 0.0, cycle_v),
-            "sq_cycle_vel_err": stats["sq_cycle_vel_err"] + jnp.where(ends, jnp.sum(jnp.square(err[:2])), 0.0),
-            "sq_cycle_yaw_err": stats["sq_cycle_yaw_err"] + jnp.where(ends, jnp.square(err[2]), 0.0),
-            "abs_cycle_vel_err": stats["abs_cycle_vel_err"] + jnp.where(ends, jnp.linalg.norm(err[:2]), 0.0),
-            "abs_cycle_yaw_err": stats["abs_cycle_yaw_err"] + jnp.where(ends, jnp.abs(err[2]), 0.0),
-            "cycles": stats["cycles"] + ends,
-        }
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``fall`` and ``success`` (= did not fall) over all episodes; for the episodes that did
         not fall, the command tracking errors (base velocity in the body frame):
         ``vel_rmse_m_s`` and ``yaw_rate_rmse_rad_s``, the RMS over the steps of |cmd_xy - v_xy|
@@ -365,17 +332,24 @@ class G1Velocity(FloorRobotTask):
         over whole gait cycles of the error of the cycle's mean velocity (the pace);
         ``vel_err_cycle_mean_m_s`` and ``yaw_err_cycle_mean_rad_s``, the mean over those cycles of
         its magnitude (the RMS weighs the few large errors after the start and the pushes more)."""
-        n = jnp.maximum(stats["n"], 1.0)
-        cycles = jnp.maximum(stats["cycles"], 1.0)
-        upright = ~terminated & (stats["n"] > 0)
-        walked = upright & (stats["cycles"] > 0)
+        w = self.cycle_steps
         return {
-            "fall": terminated.astype(jnp.float32),
-            "success": (~terminated).astype(jnp.float32),
-            **defined_where("vel_rmse_m_s", jnp.sqrt(stats["sq_vel_err"] / n), upright),
-            **defined_where("yaw_rate_rmse_rad_s", jnp.sqrt(stats["sq_yaw_err"] / n), upright),
-            **defined_where("vel_err_cycle_m_s", jnp.sqrt(stats["sq_cycle_vel_err"] / cycles), walked),
-            **defined_where("yaw_err_cycle_rad_s", jnp.sqrt(stats["sq_cycle_yaw_err"] / cycles), walked),
-            **defined_where("vel_err_cycle_mean_m_s", stats["abs_cycle_vel_err"] / cycles, walked),
-            **defined_where("yaw_err_cycle_mean_rad_s", stats["abs_cycle_yaw_err"] / cycles, walked),
+            "fall": EpisodeStat("terminated"),
+            "success": EpisodeStat("survived"),
+            "vel_rmse_m_s": EpisodeStat("rms", sample="vel_err"),
+            "yaw_rate_rmse_rad_s": EpisodeStat("rms", sample="yaw_err"),
+            "vel_err_cycle_m_s": EpisodeStat("rms", sample="vel_err_xy", window=w, width=2),
+            "yaw_err_cycle_rad_s": EpisodeStat("rms", sample="yaw_err_z", window=w),
+            "vel_err_cycle_mean_m_s": EpisodeStat("mean", sample="vel_err_xy", window=w, width=2),
+            "yaw_err_cycle_mean_rad_s": EpisodeStat("mean", sample="yaw_err_z", window=w),
+        }
+
+    def stat_samples(self, phys, info):
+        v_b = rotate_inv(phys.qpos[3:7], phys.qvel[0:3], jnp)
+        err = info["command"] - jnp.concatenate([v_b[:2], phys.qvel[5:6]])  # (vx, vy, yaw rate), body frame
+        return {
+            "vel_err": jnp.linalg.norm(err[:2]),
+            "yaw_err": jnp.abs(err[2]),
+            "vel_err_xy": err[:2],
+            "yaw_err_z": err[2:],
         }

@@ -11,7 +11,7 @@ Randomised per episode (uniform; ranges in :class:`QuadrotorConfig`): mass, iner
 thrust coefficient (actuator gain), motor time constant (actuator dynamics), action
 latency (``EnvConfig.action_delay_steps``).
 
-Episode statistics (:meth:`QuadrotorTask.final_stats`): ``success``, ``crash`` (rates over all
+Episode statistics (:meth:`QuadrotorTask.stat_table`): ``success``, ``crash`` (rates over all
 episodes) and ``pos_rmse_m`` (over the episodes that did not crash).
 """
 
@@ -37,7 +37,7 @@ from simreal.robot_spec import RobotSpec
 from simreal.rotations import quat_from_rpy, quat_to_rotmat
 from simreal.sim.backends.base import InnerLoop, ModelParams, PhysState
 from simreal.sim.env import EnvConfig, MjEnv
-from simreal.sim.episode_stats import defined_where
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.robots import free_base_body
 
 G = 9.81
@@ -218,30 +218,24 @@ class QuadrotorTask(MjEnv):
     }
 
     # -- statistics ------------------------------------------------------------------------------
-    def init_stats(self) -> dict[str, jax.Array]:
-        return {"hold": jnp.ones((), jnp.bool_), "sq_err": jnp.zeros(()), "n": jnp.zeros(())}
-
-    def update_stats(self, stats, phys, info):
-        settled = info["step"] * self.ctrl_dt >= self.cfg.settle_time_s
-        e = self.distance(phys, info)
-        return {
-            "hold": stats["hold"] & (~settled | (e < self.cfg.success_radius_m)),
-            "sq_err": stats["sq_err"] + jnp.where(settled, e * e, 0.0),
-            "n": stats["n"] + settled.astype(jnp.float32),
-        }
-
-    def final_stats(self, stats, terminated):
+    def stat_table(self) -> dict[str, EpisodeStat]:
         """``success`` and ``crash`` (each episode counts: 1 or 0) and ``pos_rmse_m``, the RMS
         distance to the target [m] over the steps from ``settle_time_s`` on, defined for the
         episodes that flew past ``settle_time_s`` to the time limit without crashing (a crash is
-        counted by ``crash``, not averaged into the RMSE; with no such episode the mean is NaN)."""
-        rmse = jnp.sqrt(stats["sq_err"] / jnp.maximum(stats["n"], 1.0))
+        counted by ``crash``, not averaged into the RMSE; with no such episode the mean is NaN).
+        Success (hover): within ``success_radius_m`` from ``settle_time_s`` on, held to the
+        episode's end (:meth:`success_stat`)."""
         return {
-            "success": self.success(stats, rmse, terminated).astype(jnp.float32),
-            "crash": terminated.astype(jnp.float32),
-            **defined_where("pos_rmse_m", rmse, ~terminated & (stats["n"] > 0)),
+            "success": self.success_stat(),
+            "crash": EpisodeStat("terminated"),
+            "pos_rmse_m": EpisodeStat("rms", sample="distance"),
         }
 
-    def success(self, stats: Mapping[str, jax.Array], rmse: jax.Array, terminated: jax.Array) -> jax.Array:
-        """Hover: within success_radius_m from settle_time_s on, held to the episode's end."""
-        return stats["hold"] & ~terminated & (stats["n"] > 0)
+    def success_stat(self) -> EpisodeStat:
+        """The ``success`` statistic: every settled step within ``success_radius_m``."""
+        return EpisodeStat("all", sample="within")
+
+    def stat_samples(self, phys, info):
+        settled = info["step"] * self.ctrl_dt >= self.cfg.settle_time_s
+        e = self.distance(phys, info)
+        return {"distance": (e, settled), "within": (e < self.cfg.success_radius_m, settled)}

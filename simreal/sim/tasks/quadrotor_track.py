@@ -26,6 +26,7 @@ import numpy as np
 from simreal.config import field
 from simreal.reference import Reference
 from simreal.sim.deployment import Deployment
+from simreal.sim.episode_stats import EpisodeStat
 from simreal.sim.tasks.quadrotor import QuadrotorConfig, QuadrotorTask, _uniform
 
 
@@ -93,5 +94,6 @@ class QuadrotorTrack(QuadrotorTask):
         )
         return Deployment(task_params={**info, **self._reference(info, jnp.zeros(()))}, reference=reference)
 
-    def success(self, stats, rmse, terminated):
-        return (rmse < self.cfg.success_radius_m) & ~terminated & (stats["n"] > 0)
+    def success_stat(self) -> EpisodeStat:
+        """A figure-8's success: the settled RMS distance to the moving target below ``success_radius_m``."""
+        return EpisodeStat("rms", sample="distance", below=self.cfg.success_radius_m)
