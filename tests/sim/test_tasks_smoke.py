@@ -234,11 +234,15 @@ def _reward_peaks_on_reference(env) -> None:
 
 
 def test_g1_tracking_reference_state_init(g1_tracking):
-    """Episodes start on the clip at random phases: joints equal the reference frame."""
+    """Episodes start on the clip at random phases with its velocities, or (rest_start_fraction of
+    them) at its first frame at rest, as a robot is handed over: joints equal the reference frame."""
     env = g1_tracking
-    s = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(3), N))
-    t0 = np.asarray(s.info["motion_t0"])
-    assert len(np.unique(np.round(t0, 3))) == N
+    s = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(3), 4 * N))
+    t0, qvel = np.asarray(s.info["motion_t0"]), np.asarray(s.pipeline_state.qvel)
+    rest = t0 == 0.0
+    assert 0 < rest.sum() < 2 * N, rest.sum()  # 20% of 4 N
+    assert len(np.unique(np.round(t0[~rest], 3))) == (~rest).sum()
+    assert np.all(qvel[rest] == 0.0) and np.all(np.abs(qvel[~rest]).max(axis=1) > 0)
     err = jax.vmap(lambda p, i: env.errors(p, i))(s.pipeline_state, s.info)
     assert np.all(np.asarray(err["joint_pos"]) < 1e-8) and np.all(np.asarray(err["body_max"]) < 1e-3)
 

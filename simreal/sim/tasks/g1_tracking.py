@@ -6,7 +6,8 @@ are matched to the robot's actuators by name, its bodies to the robot's bodies b
 config is built (``simreal retarget`` writes motion files from BVH, AMASS or keypoints).
 
 Episode: reference state initialisation at a uniformly random frame (root pose and velocity,
-joint positions and velocities copied from the clip); the reference then advances one
+joint positions and velocities copied from the clip), or (``rest_start_fraction`` of them) at
+the first frame at rest, where a deployed robot starts; the reference then advances one
 ``ctrl_dt`` per step and holds its last frame once the clip ends (no cut-off at the clip end, so
 the time limit remains the only truncation). Ends early when the robot deviates: root height
 error above ``max_root_height_err_m`` or any tracked body farther than ``max_body_err_m``.
@@ -71,6 +72,13 @@ class G1TrackingConfig(JointRobotConfig):
     sigma_body_pos_m: float = field(0.3, min=1e-6, doc="body position kernel width [m]")
     max_root_height_err_m: float = field(0.25, min=0.0, doc="larger root height error ends the episode [m]")
     max_body_err_m: float = field(0.5, min=0.0, doc="a tracked body farther than this ends the episode [m]")
+    rest_start_fraction: float = field(
+        0.2,
+        min=0.0,
+        max=1.0,
+        doc="episodes that start at the clip's first frame at rest, as a robot is handed over (the rest: "
+        "reference state init at a random frame, with the clip's velocities)",
+    )
     friction: tuple[float, ...] = field((0.5, 1.2), doc="floor sliding friction range")
     mass_scale: tuple[float, ...] = field((0.9, 1.1), doc="link mass scale range")
     kp_scale: tuple[float, ...] = field((0.9, 1.1), doc="PD stiffness scale range")
@@ -207,12 +215,20 @@ class G1Tracking(FloorRobotTask):
 
     # -- episode ---------------------------------------------------------------------------------
     def sample_initial(self, rng: jax.Array):
-        """Reference state init: the clip's state at a uniformly random time."""
-        return self._initial_at(jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1)))
+        """Reference state init: the clip's state at a uniformly random time; with probability
+        ``rest_start_fraction``, the deployed start instead (:meth:`_first_frame_at_rest`). A
+        policy trained on moving starts alone falls when handed over at rest (measured: from the
+        real walk's first frame at rest, 0.76 s; with the clip's velocities, the whole 3 s)."""
+        t0 = jax.random.uniform(rng, (), minval=0.0, maxval=float(self.num_frames - 1))
+        rest = jax.random.uniform(jax.random.fold_in(rng, 1)) < self.cfg.rest_start_fraction
+        qpos, qvel, act, task = self._initial_at(jnp.where(rest, 0.0, t0))
+        return qpos, jnp.where(rest, 0.0, qvel), act, task
 
-    def _first_frame(self, rng: jax.Array):
-        """The clip's state at its first frame (the deployed episode, :meth:`deployment`)."""
-        return self._initial_at(jnp.zeros(()))
+    def _first_frame_at_rest(self, rng: jax.Array):
+        """The clip's pose at its first frame, at rest: the deployed episode (:meth:`deployment`),
+        where a robot stands when it is handed over (a rehearsal's gantry lets go of it at rest)."""
+        qpos, qvel, act, task = self._initial_at(jnp.zeros(()))
+        return qpos, jnp.zeros_like(qvel), act, task
 
     def _initial_at(self, t0: jax.Array):
         """(qpos, qvel, act, task_info): the reference's root, joints and velocities at clip frame
@@ -246,7 +262,7 @@ class G1Tracking(FloorRobotTask):
         return Deployment(
             task_params={"motion_t0": 0.0},
             reference=Reference(1.0 / self.ctrl_dt, {"command": np.asarray(cmd, np.float64)}, loop=False),
-            initial=self._first_frame,
+            initial=self._first_frame_at_rest,
         )
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
