@@ -182,6 +182,11 @@ class RobotSpec:
     source: str = field("", doc="file this spec was read from")
 
     @property
+    def held_names(self) -> tuple[str, ...]:
+        """The held joints' names (:attr:`held`), in motor order."""
+        return tuple(h.name for h in self.held)
+
+    @property
     def actuator_names(self) -> tuple[str, ...]:
         """Actuated joint or motor names in driver order."""
         return tuple(a.name for a in self.actuators)

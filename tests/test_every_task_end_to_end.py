@@ -151,7 +151,7 @@ def test_the_rehearsal_starts_where_the_reference_starts(task, tmp_path_factory)
     bundle = load_bundle(_exported(task, tmp_path_factory))
     env = training_env(bundle, spec_of_bundle(bundle))
     for seed in range(3):
-        qpos = env_start(env, bundle, seed).qpos
+        qpos = env_start(env, env.deployment(), bundle, seed).qpos
         if task == "g1-tracking":
             np.testing.assert_allclose(qpos[0:3], env.ref["root_pos"][0], atol=1e-6)
             np.testing.assert_allclose(qpos[np.asarray(env.act_qadr)], env.ref["dof_pos"][0], atol=1e-6)
@@ -197,7 +197,7 @@ def test_the_robot_side_plays_the_reference_the_training_env_observed(task, tmp_
     steps = 30
 
     env = training_env(bundle, spec_of_bundle(bundle))
-    start = env_start(env, bundle, seed=0)
+    start = env_start(env, env.deployment(), bundle, seed=0)
     state = env.reset_from(jax.random.PRNGKey(0), start.qpos, start.qvel, start.act, start.task)
     step = jax.jit(env.step)
     sim_cmd = []

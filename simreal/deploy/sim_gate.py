@@ -174,14 +174,14 @@ def training_env(bundle: Bundle, spec: Any) -> Any | None:
     return cls(spec, cfg, backend="native")
 
 
-def env_start(env: Any, bundle: Bundle, seed: int) -> StartState:
-    """The deployed episode's initial state in the training env (its deployment's ``initial``), with
-    the bundle's task inputs."""
+def env_start(env: Any, deployment: Any, bundle: Bundle, seed: int) -> StartState:
+    """The deployed episode's initial state in the training env (``deployment``: its
+    ``env.deployment()``), with the bundle's task inputs."""
     import jax
 
     from simreal.sim.deployment import deployed_initial
 
-    qpos, qvel, act, task = deployed_initial(env, env.deployment(), jax.random.PRNGKey(seed))
+    qpos, qvel, act, task = deployed_initial(env, deployment, jax.random.PRNGKey(seed))
     task = {k: np.asarray(bundle.task_params.get(k, v), np.float64) for k, v in task.items()}
     return StartState(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), np.asarray(act, np.float64), task)
 

@@ -24,9 +24,9 @@ at ``target + start_offset_m``, held there (as a stock flight controller would h
 rotors at hover thrust; a humanoid or an arm starts where the task's deployed episode starts
 (its deployment's ``initial``, :mod:`simreal.sim.deployment`: a tracking clip's first frame)
 and is held there (a gantry) until the first command arrives: the hand-over, when the
-report's clock starts. A task's goal pose is published on its goal topic, a tracked object's pose on the object topic; a
-vision-language-action bundle's camera images (rendered from the true scene) and the
-episode's instruction on its perception topics, with every state message
+report's clock starts. A task's goal pose is published on its goal topic, a tracked object's
+pose on the object topic; a vision-language-action bundle's camera images (rendered from the
+true scene) and the episode's instruction on its perception topics, with every state message
 (:mod:`simreal.deploy.sim_camera`).
 
 The report passes when the true state stays inside the deploy config's envelope, a humanoid
@@ -158,6 +158,7 @@ class Rehearsal:
     start: StartState
     target: np.ndarray | None  # quadrotor hover point (a reference's start point) [m]
     env: Any | None  # the task's training env (for the gate), None for hand-made bundles
+    deployment: Deployment | None  # its env.deployment(), None without an env
     camera: Any | None = None  # a VLA bundle's cameras and instruction (SimCamera)
     samples: list = dataclasses.field(default_factory=list)  # (t from hand-over [s], true state)
 
@@ -260,9 +261,9 @@ class Rehearsal:
             ref = self.bundle.reference  # a figure-8's targets move with it (:meth:`target_at`)
             out["hover"]["tracks_reference"] = ref is not None and "target_pos_w" in ref.values
             checks.append(out["hover"]["passed"])
-        deployment = self.env.deployment() if self.env is not None else None
-        if deployment is not None and deployment.judged_at_end and self.samples and self.robot.diverged_s is None:
-            out["task"] = self.task_outcome(deployment)
+        dep = self.deployment
+        if dep is not None and dep.judged_at_end and self.samples and self.robot.diverged_s is None:
+            out["task"] = self.task_outcome(dep)
             checks.append(out["task"]["passed"])
         if self.env is not None and len(traj["t"]):
             out["gate"] = gate(self.env, self.bundle, self.robot, self.start, traj, sim_cfg.settle_s, start_cfg)
@@ -280,15 +281,16 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
     from simreal.sim.robots import build_model
 
     env = training_env(bundle, spec)
+    deployment = env.deployment() if env is not None else None
     model = env.mj_model if env is not None else build_model(spec)
     target = None
     if FAMILIES[spec.family].hover_hold:
         target = np.asarray(bundle.task_params.get("target_pos_w", [0.0, 0.0, 1.0]), dtype=np.float64)
         start = spec_start(model, spec, target + np.asarray(sim_cfg.start_offset_m), ())
         if env is not None:  # the task inputs of the exported episode (a figure-8's parameters)
-            start = dataclasses.replace(start, task=env_start(env, bundle, sim_cfg.seed).task)
+            start = dataclasses.replace(start, task=env_start(env, deployment, bundle, sim_cfg.seed).task)
     elif env is not None:
-        start = env_start(env, bundle, sim_cfg.seed)
+        start = env_start(env, deployment, bundle, sim_cfg.seed)
         if sim_cfg.start_joint_pos:
             start = dataclasses.replace(start, qpos=with_joints(model, spec, start.qpos, sim_cfg.start_joint_pos))
     else:
@@ -307,9 +309,8 @@ def setup(bundle: Any, spec: RobotSpec, sim_cfg: SimLoopConfig) -> Rehearsal:
                 str(bundle.path),
             )
         camera = SimCamera(bundle, env)
-    return Rehearsal(
-        bundle, SimRobot(model, spec, bundle.action.mode, bundle.action.names, start), start, target, env, camera
-    )
+    robot = SimRobot(model, spec, bundle.action.mode, bundle.action.names, start)
+    return Rehearsal(bundle, robot, start, target, env, deployment, camera)
 
 
 def run_sim_robot(

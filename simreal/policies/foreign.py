@@ -353,7 +353,7 @@ def _joints(spec: Mapping[str, Any], robot: RobotSpec, where: str) -> tuple[str,
     joints = spec.get("joints")
     if not isinstance(joints, list) or not joints or not all(isinstance(j, str) for j in joints):
         raise ConfigError("joints", "expected the policy's joint names, in its order", where)
-    actuated, held = set(robot.actuator_names), {h.name for h in robot.held}
+    actuated, held = set(robot.actuator_names), set(robot.held_names)
     for i, name in enumerate(joints):
         if name in held:
             raise ConfigError(

@@ -514,7 +514,7 @@ def _read_motion(path: Path, cfg: RunConfig) -> None:
         )
         raise DataFileError(e.path, f"{str(e).removeprefix(f'{e.path}: ')}{hint}") from None
     spec = cfg.robot_spec()
-    motion.robot_columns(list(spec.actuator_names), spec.name, str(path), tuple(h.name for h in spec.held))
+    motion.robot_columns(list(spec.actuator_names), spec.name, str(path), spec.held_names)
 
 
 def _read_base(path: Path, cfg: RunConfig) -> None:

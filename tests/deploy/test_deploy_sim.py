@@ -279,6 +279,7 @@ def _falling_rehearsal():
         start=None,
         target=np.array([0.0, 0.0, 1.0]),
         env=None,
+        deployment=None,
         samples=samples,
     )
 

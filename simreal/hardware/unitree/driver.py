@@ -159,7 +159,7 @@ MOTOR_LAWS: dict[str, tuple[str, bool, bool]] = {
 def low_level(messages: str, spec: RobotSpec) -> LowLevel:
     """The message family named ``messages``, or ("") the one whose motor slots hold every
     actuator and held joint of the spec; a ConfigError names the field and the valid families."""
-    joints = set(spec.actuator_names) | {h.name for h in spec.held}
+    joints = set(spec.actuator_names) | set(spec.held_names)
     if messages:
         if messages not in MOTORS:
             raise ConfigError("messages", f"unknown Unitree message family '{messages}'; valid: {', '.join(MOTORS)}")

@@ -169,12 +169,10 @@ class ArmReach(JointRobotTask):
             "ee_pos_w": self.site_pos(phys, "end_effector"),
         }
 
-    #: the episode is judged where it ended: the hand (an object task: the cube) against the goal
-    judged_at_end = True
-
     def deployment(self) -> Deployment:
-        """The goal (and the object's pose) as topics; a rehearsal judged where it ended."""
-        return Deployment(task_topics=self.task_topics, judged_at_end=self.judged_at_end)
+        """The goal (and the object's pose) as topics; a rehearsal judged where it ended: the hand
+        (an object task: the cube) against the goal."""
+        return Deployment(task_topics=self.task_topics, judged_at_end=True)
 
     def distance(self, phys: PhysState, info: Mapping[str, Any]) -> jax.Array:
         """End effector to goal [m]."""

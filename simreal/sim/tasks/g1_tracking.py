@@ -148,9 +148,7 @@ class G1Tracking(FloorRobotTask):
     def _load_reference(self, m: mujoco.MjModel, motion: Any) -> None:
         """Clip arrays in the robot's actuator / tracked-body order, as jax constants."""
         act_joints = [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
-        cols = motion.robot_columns(
-            act_joints, self.robot.name, self.cfg.motion_file, tuple(h.name for h in self.robot.held)
-        )
+        cols = motion.robot_columns(act_joints, self.robot.name, self.cfg.motion_file, self.robot.held_names)
         missing = [b for b in self.tracked_bodies if b not in motion.body_names]
         if missing:
             raise DataFileError(
