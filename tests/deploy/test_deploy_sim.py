@@ -30,15 +30,22 @@ def test_hover_rehearsal_with_latency_and_drops(tmp_path, monkeypatch, gl):
         monkeypatch.delenv("MUJOCO_GL", raising=False)
     # when a full collection falls depends on how much each process allocated and kept (with EGL:
     # at about 8 s; without, after the run): here one comes every 1.5 s in both processes, each one
-    # walking the whole heap unless the loop froze it
+    # walking the whole heap unless the loop froze it. The thread ends before the interpreter
+    # finalizes: a daemon thread still collecting then is ended by pthread_exit inside whatever C++
+    # destructor the collection ran, and the process aborted ("FATAL: exception not rethrown", -6)
     (tmp_path / "gc").mkdir()
     (tmp_path / "gc" / "sitecustomize.py").write_text(
-        "import gc, threading, time\n"
+        "import atexit, gc, threading\n"
+        "_stop = threading.Event()\n"
         "def _collect():\n"
-        "    while True:\n"
-        "        time.sleep(1.5)\n"
+        "    while not _stop.wait(1.5):\n"
         "        gc.collect()\n"
-        "threading.Thread(target=_collect, daemon=True).start()\n"
+        "_thread = threading.Thread(target=_collect, daemon=True)\n"
+        "_thread.start()\n"
+        "def _join():\n"
+        "    _stop.set()\n"
+        "    _thread.join()\n"
+        "atexit.register(_join)\n"
     )
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "gc"), os.environ.get("PYTHONPATH")]))
