@@ -177,9 +177,9 @@ class MjEnv(BraxEnv):
         self.delay_range = delay_range(cfg.action_delay_steps)
         if cfg.action_history_steps:
             # the actor's terms and, where the task has a separate critic's, the critic's
-            self.obs_terms = (*type(self).obs_terms, "action_history")
+            self.obs_terms = (*self.obs_terms, "action_history")
             if getattr(self, "critic_obs_terms", None):
-                self.critic_obs_terms = (*type(self).critic_obs_terms, "action_history")
+                self.critic_obs_terms = (*self.critic_obs_terms, "action_history")
         self.scales = {**self.reward_scales, **cfg.reward_scales}
         unknown = set(cfg.reward_scales) - set(self.reward_scales)
         if unknown:
@@ -190,12 +190,6 @@ class MjEnv(BraxEnv):
                 f"no such reward term; terms: {', '.join(sorted(self.reward_scales))}",
             )
         self._obs_sizes = self._measure_obs_sizes()
-        if cfg.obs_history_steps > 1 and type(self).observation_size is not MjEnv.observation_size:
-            from simreal.errors import ConfigError
-
-            raise ConfigError(
-                "env.obs_history_steps", f"task '{type(self).__name__}' has image observations; it takes 1 frame"
-            )
         self._added_terms: dict[str, Any] = {}
 
     # -- hooks for tasks -----------------------------------------------------------------------

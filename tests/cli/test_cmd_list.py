@@ -12,13 +12,17 @@ import pytest
 from simreal.cli import main
 from simreal.cli.list_ import robot_description
 from simreal.robot_spec import available_robots, load_robot_spec
-from simreal.sim.tasks import TASKS, task_class, task_description
+from simreal.sim.tasks import TASKS, VARIANT_DESCRIPTIONS, task_class, task_description
 
 
 def test_task_description_is_the_class_docstrings_first_line_read_without_importing():
-    for name in TASKS:
+    for name in set(TASKS) - set(VARIANT_DESCRIPTIONS):
         doc = inspect.getdoc(task_class(name))
         assert doc and task_description(name) == doc.splitlines()[0], name
+    # a variant is another task's class under its own name, described by its own line
+    for name, line in VARIANT_DESCRIPTIONS.items():
+        assert task_description(name) == line
+        assert any(TASKS[other] == TASKS[name] for other in set(TASKS) - {name}), name
 
 
 def test_robot_description_is_the_opening_comments_first_sentence(tmp_path):

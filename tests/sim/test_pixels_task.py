@@ -52,6 +52,25 @@ def test_observation_is_state_privileged_state_and_pixels_rendered_in_the_step(e
     assert (env.renderer.render(qpos)["pixels/front"] != np.asarray(s.obs["pixels/front"])).any()
 
 
+def test_any_arm_task_sees_through_a_camera_and_keeps_one_frame(env):
+    """Cameras are the arm family's, not one task's: arm-reach with a pixel camera hides nothing
+    (its state holds no object), so its policy and its critic read the same state; a policy that
+    sees takes one frame, refused naming the key."""
+    from simreal.errors import ConfigError
+
+    reach = make_env(resolve("arm-reach", ["backend=native", "env.pixel_cameras=[front]", "env.render_threads=1"]))
+    plain = make_env(resolve("arm-reach", ["backend=native"]))
+    assert reach.observation_size == {
+        "state": (plain.observation_size,),
+        "privileged_state": (plain.observation_size,),
+        "pixels/front": (64, 64, 3),
+    }
+    # arm-push through its camera: the cube's position is the one term the policy loses
+    assert set(env.critic_obs_terms) - set(env.obs_terms) == {"object_pos_w"}
+    with pytest.raises(ConfigError, match="env.obs_history_steps"):
+        make_env(resolve("arm-push-pixels", ["backend=native", "env.obs_history_steps=2"]))
+
+
 def test_unknown_pixel_camera_lists_the_cameras():
     with pytest.raises(UnknownNameError, match="unknown camera \\(env.pixel_cameras\\) 'wrist'; valid .*: front"):
         make_env(resolve("arm-push-pixels", ["backend=native", "env.pixel_cameras=[wrist]"]))

@@ -3,7 +3,8 @@
 Each entry maps a task name to ``module:Class`` (an :class:`~simreal.sim.env.MjEnv` with a
 ``config_class``) and the robot it runs by default. ``configs/tasks/<name>.yaml`` holds
 the task's default configuration; the first line of the class's docstring describes it
-(:func:`task_description`).
+(:func:`task_description`). A variant (``arm-push-pixels``: ``arm-push`` seen through a camera)
+is another name for a class with its own YAML, never a subclass of a task.
 """
 
 from __future__ import annotations
@@ -25,8 +26,16 @@ TASKS: dict[str, str] = {
     "g1-tracking": "simreal.sim.tasks.g1_tracking:G1Tracking",
     "arm-pick": "simreal.sim.tasks.arm_pick:ArmPick",
     "arm-push": "simreal.sim.tasks.arm_push:ArmPush",
-    "arm-push-pixels": "simreal.sim.tasks.arm_push_pixels:ArmPushPixels",
+    "arm-push-pixels": "simreal.sim.tasks.arm_push:ArmPush",  # with env.pixel_cameras (its YAML)
     "arm-demo-track": "simreal.sim.tasks.arm_demo_track:ArmDemoTrack",
+}
+
+#: Tasks that are another task's class with their own config (their YAML): the one line that
+#: says what they add, where the class docstring describes the class's own task.
+VARIANT_DESCRIPTIONS: dict[str, str] = {
+    "arm-push-pixels": (
+        "Arm: push a cube to a goal, seeing the cube only through a camera (asymmetric critic on state)."
+    ),
 }
 
 
@@ -39,13 +48,16 @@ def task_class(name: str) -> type:
 
 
 def task_description(name: str) -> str:
-    """The first line of a registered task's class docstring ('' without one).
+    """The first line of a registered task's class docstring ('' without one), or a variant's
+    own line (:data:`VARIANT_DESCRIPTIONS`).
 
     Read from the module's source with :mod:`ast`, not imported: importing a task imports JAX
     and MuJoCo (seconds), and listing the tasks imports nothing else.
     """
     if name not in TASKS:
         raise UnknownNameError("task", name, TASKS)
+    if name in VARIANT_DESCRIPTIONS:
+        return VARIANT_DESCRIPTIONS[name]
     mod, cls = TASKS[name].split(":")
     spec = importlib.util.find_spec(mod)
     if spec is None or spec.origin is None:

@@ -1,11 +1,13 @@
-"""Shared base of the arm tasks with a free cube on the table (``arm-pick``, ``arm-push``).
+"""Base of the arm tasks with a free cube on the table (``arm-pick``, ``arm-push``, ``arm-push-pixels``,
+``arm-demo-track``).
 
 The cube (body ``object``, free joint ``object_joint``, a box of half size
 ``object_half_size_m``) is added to the arm's spec; the table is the floor plane the arm's
 base stands on. Each episode places it uniformly in ``spawn_half_extent_m`` around the point
 below the home end-effector position, with a random yaw. Its position is read from its free
 joint's qpos (looked up by name once). Everything else (PD-target actions, randomised gains and
-masses, the joint read-out) is ``arm-reach``'s.
+masses, the joint read-out, the cameras) is the arm family's (:mod:`simreal.sim.tasks.arm`); seen
+through ``env.pixel_cameras`` the policy loses the cube's position, which it must then see.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from simreal.config import field
 from simreal.robot_spec import CameraSpec
 from simreal.sim.backends.base import PhysState
 from simreal.sim.episode_stats import EpisodeStat
-from simreal.sim.tasks.arm_reach import FRONT, ArmReach, ArmReachConfig
+from simreal.sim.tasks.arm import FRONT, ArmConfig, ArmTask
 from simreal.sim.tasks.joint_robot import uniform
 
 
 @dataclasses.dataclass(frozen=True)
-class ArmObjectConfig(ArmReachConfig):
+class ArmObjectConfig(ArmConfig):
     object_half_size_m: float = field(0.025, min=0.005, doc="cube half size [m]")
     object_mass_kg: float = field(0.1, min=0.001, doc="cube mass [kg]")
     object_friction: float = field(1.0, min=0.0, doc="cube sliding friction")
@@ -41,12 +43,13 @@ class ArmObjectConfig(ArmReachConfig):
     )
 
 
-class ArmObjectTask(ArmReach):
-    """``arm-reach`` plus a free cube on the table (see module docstring)."""
+class ArmObjectTask(ArmTask):
+    """An arm task plus a free cube on the table (see module docstring)."""
 
     cfg: ArmObjectConfig
     obs_terms: tuple[str, ...] = ("joint_pos_rel", "joint_vel", "object_pos_w", "target_pos_w", "last_action")
     environment_state_terms = ("ee_pos_w", "object_pos_w", "target_pos_w")
+    pixel_hidden_terms = ("object_pos_w",)  # where the cube is, a policy that sees must see
     shaping_terms = ("reach", "action_rate")  # the hand near the cube, smooth commands (MjEnv.shaping_terms)
     #: the goal is held until replaced; the object's pose streams from perception (watched for staleness)
     task_topics = {

@@ -6,7 +6,8 @@ as the goal. The policy's observation holds its joints only: which ball,
 the words say ("reach the red ball", :mod:`simreal.policies.vla.instructions`), and where it is,
 the camera shows. The task is the language-conditioned benchmark of a vision-language-action
 policy (``simreal train-bc --policy vla``); everything else (rewards, randomisation, success,
-the scripted teacher) is ``arm-reach``'s, on the chosen ball.
+the scripted teacher) is ``arm-reach``'s (the arm family's, :mod:`simreal.sim.tasks.arm`), on the
+chosen ball.
 
 Slots, relative to the home pose's end effector [m]: ``slot_offset_m`` + (0, y, 0), y in (-s, 0,
 +s) with s = ``slot_spacing_m``, each ball jittered uniformly by +-``slot_jitter_m`` per axis (z by
@@ -27,7 +28,7 @@ import mujoco
 
 from simreal.config import field
 from simreal.robot_spec import CameraSpec
-from simreal.sim.tasks.arm_reach import ArmReach, ArmReachConfig, add_marker
+from simreal.sim.tasks.arm import ArmConfig, ArmTask, add_marker
 from simreal.sim.tasks.joint_robot import uniform
 
 #: The balls, in mocap order: colour name (the instruction's word) -> RGBA.
@@ -43,7 +44,7 @@ CHOICE_VIEW = CameraSpec("front", pos=(1.05, 0.0, 0.85), lookat=(0.4, 0.0, 0.4),
 
 
 @dataclasses.dataclass(frozen=True)
-class ArmReachChoiceConfig(ArmReachConfig):
+class ArmReachChoiceConfig(ArmConfig):
     slot_offset_m: tuple[float, ...] = field(
         (0.12, 0.0, -0.08), doc="the middle slot from the home pose's end effector [m]"
     )
@@ -54,7 +55,7 @@ class ArmReachChoiceConfig(ArmReachConfig):
     )
 
 
-class ArmReachChoice(ArmReach):
+class ArmReachChoice(ArmTask):
     """Arm: reach the one of three coloured balls the instruction names (red, green or blue)."""
 
     config_class = ArmReachChoiceConfig
@@ -75,7 +76,9 @@ class ArmReachChoice(ArmReach):
         return info["ball_pos_w"]
 
     def sample_initial(self, rng: jax.Array):
-        qpos, qvel, act, _ = super().sample_initial(rng)
+        _, k_q = jax.random.split(rng)  # arm-reach's start pose (its goal key unused)
+        m = self.mj_model
+        qpos, qvel, act = self.start_pose(k_q), jnp.zeros(m.nv), jnp.zeros(m.na)
         k_order, k_jitter, k_goal = jax.random.split(jax.random.fold_in(rng, 1), 3)
         c = self.cfg
         slots = jnp.array([-1.0, 0.0, 1.0]) * c.slot_spacing_m

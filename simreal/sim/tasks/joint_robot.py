@@ -10,7 +10,7 @@ deploy runner's safety layer does to every command (``simreal/deploy/safety.py``
 ``action_modes.default_max_rate``). MuJoCo's position servos follow a target jump as fast as their
 gains allow, faster than a Franka's 2.2-2.6 rad/s or its hand's 0.1 m/s: a pick residual that
 read 0.961 without the limit read 0.578 with it (docs/benchmarks-log.md). On by default for arms
-(``ArmReachConfig``), off here: a humanoid trained with it is not measured yet.
+(``ArmConfig``), off here: a humanoid trained with it is not measured yet.
 
 Ids are looked up by name once (``site_sensor``); per-actuator joint positions and velocities
 come from a transmission matrix so tendon actuators (Franka's gripper width) read right:
