@@ -209,3 +209,19 @@ def test_only_the_envs_that_reset_get_new_model_constants():
     assert resets > 0
     assert sum(recomputed) <= 2 * resets, (sum(recomputed), resets)  # was ~64 twice a step
     assert isinstance(env.physics, native.NativeBackend)
+
+
+def test_mjx_on_a_cpu_warns_where_two_cholesky_factorizations_can_hang(capsys):
+    """The walking G1 (Newton solver, implicitfast integrator) steps two batched Cholesky
+    factorizations on MJX, the pair that hung on a 2-core CPU (simreal.sim.backends.mjx_backend);
+    the quadrotor's model (no implicit integrator) does not warn."""
+    from simreal.robot_spec import load_robot_spec
+    from simreal.sim.backends.mjx_backend import warn_cpu_cholesky
+    from simreal.sim.robots import build_model
+
+    g1 = build_model(load_robot_spec("g1_12dof"))
+    assert warn_cpu_cholesky(g1)
+    assert "backend=native" in capsys.readouterr().err
+    g1.opt.integrator = 0  # Euler: one factorization a step (the solver's)
+    assert not warn_cpu_cholesky(g1)
+    assert not warn_cpu_cholesky(build_model(load_robot_spec("crazyflie2"))) and not capsys.readouterr().err

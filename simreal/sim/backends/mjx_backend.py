@@ -2,9 +2,24 @@
 
 ``impl="warp"`` selects MJX's NVIDIA Warp implementation (GPU only; needs the ``warp``
 package).
+
+On a CPU, a model whose step factors two matrices (the Newton solver's Hessian and the implicit
+integrators' mass matrix) can hang MJX for good: XLA runs the two batched Cholesky kernels side
+by side, each of jaxlib 0.10's LAPACK kernels splits its batch into tasks on XLA's intra-op
+thread pool (one thread per core) and blocks until they finish, and with every pool thread so
+blocked no thread is left to run the tasks. Measured on a 2-core VM: ``g1-velocity`` at 256 envs
+hung in its first rollout, every XLA worker in ``ParallelBatchMap`` -> ``BlockingCounter::Wait``
+(gdb), with or without ``--xla_cpu_multi_thread_eigen=false`` and with the auto-reset's solve
+ordered after the step's; 16 envs (a batch the kernel runs in one piece) stepped. jax 0.11.2
+builds that parallel path out of its open-source jaxlib (not on this project's registry); XLA's
+own Cholesky instead of LAPACK's avoids it but was 13x slower on such a batch. So the backend
+says so on stderr (:func:`warn_cpu_cholesky`) rather than leave a silent hang: the native backend
+is the one for CPUs.
 """
 
 from __future__ import annotations
+
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +41,8 @@ class MjxBackend:
         except Exception as e:  # warp missing or no GPU: say which backend works instead
             raise ConfigError("backend", f"MJX impl '{impl}' unavailable here ({e}); use 'mjx' or 'native'") from None
         self.name = "mjx" if impl == "jax" else f"mjx-{impl}"
+        if impl == "jax" and jax.default_backend() == "cpu":
+            warn_cpu_cholesky(model)
         self._data0 = mjx.make_data(self.model)
         self._has_sensors = model.nsensordata > 0
 
@@ -63,3 +80,23 @@ class MjxBackend:
 
             d = jax.lax.fori_loop(0, nstep // inner_loop.every, update, d)
         return PhysState(qpos=d.qpos, qvel=d.qvel, act=d.act, sensordata=jnp.asarray(d.sensordata))
+
+
+#: Integrators that factor the mass matrix each step (MJX: ``forward.implicit``).
+_FACTORING_INTEGRATORS = (mujoco.mjtIntegrator.mjINT_IMPLICIT, mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
+
+
+def warn_cpu_cholesky(model: mujoco.MjModel) -> bool:
+    """One line on stderr where ``model`` steps two Cholesky factorizations on MJX (Newton solver
+    and an implicit integrator), which can hang on a CPU at large batches (module docstring);
+    True where it warned."""
+    o = model.opt
+    if o.solver != mujoco.mjtSolver.mjSOL_NEWTON or o.integrator not in _FACTORING_INTEGRATORS:
+        return False
+    print(
+        "simreal: backend mjx on a CPU with the Newton solver and an implicit integrator can hang "
+        "at large env counts (jaxlib 0.10's batched Cholesky starves XLA's thread pool); "
+        "backend=native is the CPU backend",
+        file=sys.stderr,
+    )
+    return True
