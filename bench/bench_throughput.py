@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 #: simreal task -> the Playground env built to match it.
-MATCHED = {"cartpole-balance": "CartpoleBalance"}
+MATCHED = {"cartpole-balance": "CartpoleBalance", "g1-velocity": "G1JoystickFlatTerrain"}
 
 
 Runner = Callable[[], float]

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     cfg = load_config(run_dir, reward=False)  # a policy does not carry its reward: no reward model to load
-    check_flat_observation(make_env(cfg), cfg.task, run_dir)  # before the trainer loads a policy it could not export
+    env = make_env(cfg)  # once: the check below, then the trainer's export
+    check_flat_observation(env, cfg.task, run_dir)  # before the trainer loads a policy it could not export
     out = (Path(args.out) if args.out else run_dir / "bundle").resolve()  # "." has no name to stage beside
     check_replaceable(out)
     staging = out.with_name(out.name + ".export")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     # traceback, or was swallowed by a callback and the export went on); acted on before the rename
     with stop_on_signals("stopping after the export under way, without putting its bundle in place") as stop:
         try:
-            _, err = get_trainer(cfg.trainer).export(run_dir, cfg, staging)
+            _, err = get_trainer(cfg.trainer).export(run_dir, cfg, staging, env=env)
         finally:
             if stop.requested:
                 shutil.rmtree(staging, ignore_errors=True)

@@ -256,12 +256,13 @@ def _cli_json(*argv: str) -> dict:
 # brax and rsl_rl cover both driver classes (BraxTrainer, TorchTrainer) fast; sb3 differs from
 # rsl_rl only in its checkpoint loader and adds ~25 s on 2 busy cores.
 @pytest.mark.parametrize("trainer", ["brax", "rsl_rl", pytest.param("sb3", marks=pytest.mark.slow)])
-def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_path, capsys):
+def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_path, capsys, monkeypatch):
     import imageio.v2 as imageio
 
     from simreal.cli import main
     from simreal.policies.run_dir import load_config
     from simreal.policies.trainers import get_trainer
+    from simreal.sim.env import MjEnv
 
     if trainer != "brax":
         pytest.importorskip("torch")
@@ -269,7 +270,12 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     cfg = load_config(run_dir)
     assert cfg.trainer == trainer
 
+    built = []  # the env is built once per command: export checks it, then the trainer exports on it
+    init = MjEnv.__init__
+    monkeypatch.setattr(MjEnv, "__init__", lambda self, *a, **k: (built.append(1), init(self, *a, **k))[1])
     assert main(["export", str(run_dir), "--out", str(tmp_path / "bundle")]) == 0
+    assert len(built) == 1
+    monkeypatch.setattr(MjEnv, "__init__", init)
     assert "max abs diff" in capsys.readouterr().out
     bundle = load_bundle(tmp_path / "bundle", robot="cartpole")
     assert bundle.provenance["trainer"] == trainer

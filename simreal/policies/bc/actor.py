@@ -188,13 +188,13 @@ def save_actor(path: Path, actor: torch_policy.DeployedActor, meta: dict[str, An
 
 
 def load_actor(
-    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, env: Any | None = None, **env_overrides: Any
 ) -> tuple[Any, torch_policy.DeployedActor]:
     """(env, the run's actor) from ``checkpoints/policy.safetensors``, built from the run's config;
     DataFileError naming the file when it is missing, not a BC checkpoint, or of other sizes."""
     from simreal.safetensors_io import load_tensors
 
-    env = make_env(cfg, backend=backend, **env_overrides)
+    env = env if env is not None else make_env(cfg, backend=backend, **env_overrides)
     path = Path(run_dir) / CHECKPOINT
     if not path.is_file():
         raise DataFileError(str(path), "no BC checkpoint in this run (train it with simreal train-bc)")

@@ -386,12 +386,14 @@ class BCTrainer(TorchTrainer):
         model, tok = load_vla(run_dir / VLA_CHECKPOINT)
         return evaluate(make_env(cfg, backend=backend, **env_overrides), cfg.task, model, tok, episodes, seed)
 
-    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+    def export(
+        self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+    ) -> tuple[Path, float]:
         if cfg.train.policy == "vla":
             from simreal.policies.vla.export import export_vla
 
-            return export_vla(run_dir, cfg, out_dir)
-        env, actor = load_actor(run_dir, cfg)
+            return export_vla(run_dir, cfg, out_dir, env)
+        env, actor = load_actor(run_dir, cfg, env=env)
         out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir, action_chunk(env, cfg.train))
         return out, torch_policy.check_export(out, actor)
 

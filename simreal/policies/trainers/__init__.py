@@ -159,9 +159,12 @@ class Trainer(Protocol):
         number of episodes that ended (the statistic ``simreal eval`` reports)."""
         ...
 
-    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+    def export(
+        self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+    ) -> tuple[Path, float]:
         """Write the bundle (default ``run_dir/bundle``) and return (its folder, max |ONNX
-        Runtime - the library's own deterministic policy| over random observations)."""
+        Runtime - the library's own deterministic policy| over random observations); ``env``: the
+        run's env when the caller built it already (else built here)."""
         ...
 
 

@@ -184,10 +184,12 @@ class BraxTrainer:
         env, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)
         return evaluate(env, algo.make_policy, algo.policy_params(ts), episodes, seed=seed)
 
-    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+    def export(
+        self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+    ) -> tuple[Path, float]:
         from simreal.policies.export import check_export, export_bundle
 
-        env, algo, ts = self.restore(run_dir, cfg, policy_only=True)
+        env, algo, ts = self.restore(run_dir, cfg, policy_only=True, task_env=env)
         normalizer, policy = algo.policy_params(ts)
         out = export_bundle(run_dir, cfg, env, normalizer, policy, out_dir)
         return out, check_export(out, algo.make_policy, (normalizer, policy))

@@ -327,10 +327,12 @@ class ResidualTrainer(BraxTrainer):
         renv, algo, ts = self.restore(run_dir, cfg, backend, policy_only=True, **env_overrides)
         return LoadedPolicy(env=renv.env, act=self.composed(renv, algo, ts))
 
-    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
+    def export(
+        self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+    ) -> tuple[Path, float]:
         from simreal.policies.export import check_export, policy_to_onnx, write_bundle
 
-        renv, algo, ts = self.restore(run_dir, cfg, policy_only=True)
+        renv, algo, ts = self.restore(run_dir, cfg, policy_only=True, task_env=env)
         normalizer, policy = algo.policy_params(ts)
         residual = policy_to_onnx(
             normalizer, policy, renv.action_size, cfg.train.activation, cfg.train.normalize_observations

@@ -248,14 +248,14 @@ class Driver:
 
 
 def load_actor(
-    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, env: Any | None = None, **env_overrides: Any
 ) -> tuple[Any, torch_policy.DeployedActor]:
     """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export,
     eval and play."""
     from rsl_rl.utils import resolve_class
     from tensordict import TensorDict
 
-    env = make_env(cfg, backend=backend, **env_overrides)
+    env = env if env is not None else make_env(cfg, backend=backend, **env_overrides)
     check_observations(cfg, env)
     path = ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, EXT)
     model, kwargs = resolve_class(runner_cfg(cfg, _estimate_dim(est.estimate_slices(env, cfg.train.estimate)))["actor"])

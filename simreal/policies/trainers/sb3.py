@@ -374,7 +374,7 @@ def _deterministic(
 
 
 def load_actor(
-    run_dir: Path, cfg: RunConfig, backend: str | None = None, **env_overrides: Any
+    run_dir: Path, cfg: RunConfig, backend: str | None = None, env: Any | None = None, **env_overrides: Any
 ) -> tuple[Any, torch_policy.DeployedActor | DictActor]:
     """(env, deterministic actor) from the run's policy checkpoint (``checkpoint.policy_checkpoint``), for export,
     eval and play."""
@@ -382,7 +382,7 @@ def load_actor(
 
     from simreal.sim.adapter_sb3 import SB3_HIDDEN_KEYS, action_space, observation_space
 
-    env = make_env(cfg, backend=backend, **env_overrides)
+    env = env if env is not None else make_env(cfg, backend=backend, **env_overrides)
     path = ckpt.policy_checkpoint(run_dir, cfg.train.keep_best, EXT)
     spec = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs  # traced: nothing is stepped or rendered
     obs_space = _policy_space(observation_space(spec, SB3_HIDDEN_KEYS))  # as SB3VecEnv gave it to training

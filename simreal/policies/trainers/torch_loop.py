@@ -11,9 +11,10 @@ Each library module supplies a driver class, built as ``Driver(cfg, env, resume_
     ext: str                            checkpoint file extension
 
 a static ``prepare(cfg, env)`` raising what its constructor would refuse (a ConfigError naming the
-key) with nothing built, and ``load_actor(run_dir, cfg, backend, **env_overrides) -> (env, DeployedActor)`` rebuilding
-the run's policy checkpoint's deterministic policy (``checkpoint.policy_checkpoint``: the latest
-intact one, or the best evaluation's with ``train.keep_best``).
+key) with nothing built, and ``load_actor(run_dir, cfg, backend, env=None, **env_overrides) -> (env,
+DeployedActor)`` rebuilding the run's policy checkpoint's deterministic policy
+(``checkpoint.policy_checkpoint``: the latest intact one, or the best evaluation's with
+``train.keep_best``) on ``env`` when the caller built it.
 :class:`TorchTrainer` resumes the driver from the latest intact checkpoint
 (``checkpoint.resume_point``), prunes old checkpoints, evaluates and exports the actor, so the
 run directory and the bundle are the same as the Brax trainer's.
@@ -121,8 +122,10 @@ class TorchTrainer:
         policy = self.load(run_dir, cfg, backend, **env_overrides)
         return torch_policy.evaluate(policy.env, policy.act, episodes, seed=seed)
 
-    def export(self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
-        env, actor = self.load_actor(run_dir, cfg)
+    def export(
+        self, run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+    ) -> tuple[Path, float]:
+        env, actor = self.load_actor(run_dir, cfg, env=env)
         check_flat_observation(env, cfg.task, run_dir)  # dict observations: a DictActor, with no ONNX form
         assert isinstance(actor, torch_policy.DeployedActor)  # flat observations: the exportable MLP
         out = torch_policy.export_bundle(run_dir, cfg, env, actor, out_dir)

@@ -14,6 +14,7 @@ random images and random tokens, the instruction lengths 1..L in turn.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,12 +43,15 @@ def graph_inputs(model: VLA, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
     }
 
 
-def export_vla(run_dir: Path, cfg: RunConfig, out_dir: Path | None = None) -> tuple[Path, float]:
-    """Write the bundle (default ``run_dir/bundle``); returns (its folder, max |ONNX Runtime - torch|)."""
+def export_vla(
+    run_dir: Path, cfg: RunConfig, out_dir: Path | None = None, env: Any | None = None
+) -> tuple[Path, float]:
+    """Write the bundle (default ``run_dir/bundle``) for the run's env (``env`` when the caller
+    built it); returns (its folder, max |ONNX Runtime - torch|)."""
     from simreal.policies.export import write_bundle
 
     model, tok = load_vla(Path(run_dir) / CHECKPOINT)
-    env = make_env(cfg)
+    env = env if env is not None else make_env(cfg)
     deployed = DeployedVLA(model).eval()
     graph = module_to_onnx(deployed, graph_inputs(model, 1))
     spec = model.spec
