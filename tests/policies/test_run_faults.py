@@ -990,7 +990,7 @@ def test_export_puts_a_bundle_in_place_only_once_it_passed_its_check(tmp_path, m
     from simreal.cli import main
 
     class Trainer:
-        def export(self, run_dir, cfg, out_dir):
+        def export(self, run_dir, cfg, out_dir, env=None):
             out_dir.mkdir()
             (out_dir / "policy.onnx").write_text("new")
             if err == "SIGINT":  # Ctrl-C while it checks ONNX Runtime against the policy
