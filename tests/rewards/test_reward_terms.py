@@ -161,7 +161,7 @@ def _old_g1_tracking(env, phys, action, info):
 OLD_TERMS = {
     "QuadrotorTask": _old_quadrotor,
     "CartpoleBalance": _old_cartpole,
-    "ArmReach": _old_arm_reach,
+    "ArmTask": _old_arm_reach,
     "ArmPick": _old_arm_pick,
     "ArmPush": _old_arm_push,
     "G1Tracking": _old_g1_tracking,
@@ -170,7 +170,7 @@ OLD_TERMS = {
 
 #: terms whose library form regroups float32 arithmetic, exp(-d^2 / s^2) for exp(-(d / s)^2): the
 #: same math, a few ulp apart (measured: at most 2.3e-8 absolute); every other term is equal to the bit.
-REGROUPED = {("ArmReach", "reach"), ("QuadrotorTask", "position_precise")}
+REGROUPED = {("ArmTask", "reach"), ("QuadrotorTask", "position_precise")}
 
 N_STATES = 64
 
