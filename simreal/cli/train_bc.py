@@ -140,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
 
     limit_torch_threads()
     cfg = resolve_bc(args.dataset, args.task, args.policy, args.epochs, args.overrides, args.iql)
-    check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
+    env = check_dataset(cfg)  # before the run directory: a dataset that does not fit leaves none behind
     run_dir = RunDir.create(cfg, args.out).path
     print(f"run directory: {run_dir}", flush=True)
     try:  # SIGTERM and SIGHUP arrive as Ctrl-C's KeyboardInterrupt (simreal.cli), between torch operations
-        result = train_bc(run_dir, cfg)
+        result = train_bc(run_dir, cfg, env=env)
     except BaseException as e:
         kept = (run_dir / CHECKPOINT).is_file()  # the VLA's checkpoint has the same name
         if not kept:  # nothing trained: leave no empty run behind

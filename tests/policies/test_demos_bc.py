@@ -181,14 +181,18 @@ def test_train_bc_with_iql_weights_frames_by_a_learned_reward(dataset, tmp_path,
     assert not (tmp_path / "no").exists()
 
 
-def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, capsys):
+def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, capsys, monkeypatch):
     import torch
 
     from simreal.bundle import OnnxPolicy, load_bundle
     from simreal.dataset.reader import Dataset
     from simreal.policies.bc.actor import CHECKPOINT, STD_FLOOR, load_actor
     from simreal.policies.run_dir import load_config
+    from simreal.sim.env import MjEnv
 
+    built = []  # train-bc builds the task's env once: the dataset's check, the fit and its evaluation
+    init = MjEnv.__init__
+    monkeypatch.setattr(MjEnv, "__init__", lambda self, *a, **k: (built.append(1), init(self, *a, **k))[1])
     run_dir = tmp_path / "bc"
     assert (
         main(
@@ -206,6 +210,8 @@ def test_train_bc_run_evaluates_and_exports_like_any_run(dataset, tmp_path, caps
         == 0
     )
     assert "eval (2 episodes) success" in capsys.readouterr().out
+    assert len(built) == 1
+    monkeypatch.setattr(MjEnv, "__init__", init)
     cfg = load_config(run_dir)
     assert (cfg.trainer, cfg.algorithm, cfg.task, cfg.env.episode_length_s) == ("bc", "bc", "arm-reach", 1.0)
     assert (run_dir / CHECKPOINT).is_file() and (run_dir / "metrics.csv").read_text().count("\n") == 4

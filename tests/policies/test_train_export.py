@@ -275,7 +275,6 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     monkeypatch.setattr(MjEnv, "__init__", lambda self, *a, **k: (built.append(1), init(self, *a, **k))[1])
     assert main(["export", str(run_dir), "--out", str(tmp_path / "bundle")]) == 0
     assert len(built) == 1
-    monkeypatch.setattr(MjEnv, "__init__", init)
     assert "max abs diff" in capsys.readouterr().out
     bundle = load_bundle(tmp_path / "bundle", robot="cartpole")
     assert bundle.provenance["trainer"] == trainer
@@ -286,12 +285,17 @@ def test_every_trainer_trains_exports_evaluates_and_plays(trainer, trained, tmp_
     assert action.shape == (64, 1) and np.all(np.abs(action) <= 1.0)
     np.testing.assert_allclose(OnnxPolicy(bundle)(obs), action, atol=1e-5)
 
+    built.clear()
     report = _cli_json("eval", str(run_dir))
+    assert len(built) == 1, "eval builds the env once"
     assert report["trained_on"] == "native" and report["native"]["episodes"] == 4
     assert np.isfinite(report["native"]["return"])
 
     video = tmp_path / "play.mp4"
+    built.clear()
     assert main(["play", str(run_dir), "--steps", "5", "--width", "64", "--height", "48", "--out", str(video)]) == 0
+    assert len(built) == 1, "play builds the env once"
+    monkeypatch.setattr(MjEnv, "__init__", init)
     with imageio.get_reader(video, "ffmpeg") as reader:
         frames = [f for f in reader]  # not list(): the reader's len() is inf
     assert len(frames) == 5 and frames[0].shape == (48, 64, 3)

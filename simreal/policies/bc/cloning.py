@@ -77,10 +77,11 @@ def check_rate(ds: Any, env: Any) -> None:
         )
 
 
-def check_dataset(cfg: RunConfig) -> None:
+def check_dataset(cfg: RunConfig) -> Any:
     """Everything about ``cfg.train.dataset`` that can be known without its frames (the task env's
     sizes, the frame rate, the statistics, data files with their rows and videos present:
-    ``Dataset.check_files``): ``simreal train-bc`` checks it before the run directory."""
+    ``Dataset.check_files``): ``simreal train-bc`` checks it before the run directory. Returns the
+    task's env it checked against (:func:`train_bc` trains on it)."""
     from simreal.dataset.reader import Dataset
 
     env = make_env(cfg)
@@ -90,6 +91,7 @@ def check_dataset(cfg: RunConfig) -> None:
     else:
         ds = open_demos(cfg.train.dataset, env, bool(cfg.train.iql.reward_model))
     ds.check_files()
+    return env
 
 
 def open_demos(root: str | Path, env: Any, env_state: bool = False) -> Any:
@@ -250,9 +252,10 @@ class BCResult:
     wall_s: float
 
 
-def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
+def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False, env: Any | None = None) -> BCResult:
     """Fit the run's actor to ``cfg.train.dataset``, write its checkpoint and metrics.csv, and
-    evaluate it in simulation on ``train.num_eval_envs`` episodes (module docstring)."""
+    evaluate it in simulation on ``train.num_eval_envs`` episodes (module docstring); ``env``: the
+    task's env when the caller built it (:func:`check_dataset`'s), else built here."""
     import os
     import sys
 
@@ -266,8 +269,8 @@ def train_bc(run_dir: Path, cfg: RunConfig, quiet: bool = False) -> BCResult:
     if tc.policy == "vla":  # images and instructions in, bins out: its own fit (simreal/policies/vla/bc.py)
         from simreal.policies.vla.bc import train_vla_bc
 
-        return train_vla_bc(run_dir, cfg, quiet)
-    env = make_env(cfg)
+        return train_vla_bc(run_dir, cfg, quiet, env)
+    env = env if env is not None else make_env(cfg)
     iql_on = bool(tc.iql.reward_model)
     demos = load_demos(tc.dataset, env, env_state=iql_on)
     weights = _iql_weights(demos, tc, cfg.seed, run_dir, quiet) if iql_on else None

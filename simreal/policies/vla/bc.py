@@ -119,9 +119,10 @@ class VLAFit:
     gradient_steps: int
 
 
-def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
+def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False, env: Any | None = None) -> Any:
     """Fit a new VLA to ``cfg.train.dataset`` (module docstring), write its checkpoint and
-    metrics.csv, and evaluate it in simulation; returns ``policies.bc.BCResult``."""
+    metrics.csv, and evaluate it in simulation (on ``env`` when the caller built it); returns
+    ``policies.bc.BCResult``."""
     import os
     import sys
 
@@ -136,7 +137,7 @@ def train_vla_bc(run_dir: Path, cfg: Any, quiet: bool = False) -> Any:
 
     t0 = time.time()
     tc, vc = cfg.train, cfg.train.vla
-    env = make_env(cfg)
+    env = env if env is not None else make_env(cfg)
     demos = load_vla_demos(tc.dataset, vc.cameras, env)
     spec = VLASpec(
         cameras={c: tuple(im.shape[1:3]) for c, im in demos.images.items()},
