@@ -206,6 +206,11 @@ class ArmTask(JointRobotTask):
         qpos = self.home_qpos.at[self.joint_qpos].add(noise[self.joint_qpos])
         return jnp.clip(qpos, self._q_lo, self._q_hi)
 
+    def at_rest(self, qpos: jax.Array, task: dict[str, Any]):
+        """(qpos, qvel, act, task_info) of an episode that starts at ``qpos`` with nothing moving."""
+        m = self.mj_model
+        return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), task
+
     # -- randomisation ---------------------------------------------------------------------------
     def nominal_params(self) -> ModelParams:
         m = self.mj_model

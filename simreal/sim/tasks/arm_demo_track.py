@@ -192,11 +192,10 @@ class ArmDemoTrack(ArmObjectTask):
     def _initial_at(self, origin: jax.Array, yaw: jax.Array, k_q: jax.Array):
         """(qpos, qvel, act, task_info): the object at ``origin`` turned by ``yaw``, the arm at its
         start pose (drawn from ``k_q``)."""
-        m = self.mj_model
         obj = jnp.concatenate([origin, quat_mul(yaw_quat(yaw, jnp), self.demo_quat0, jnp)])
         qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
         task = {"demo_origin": origin, "demo_yaw": yaw, **self._task_inputs(origin, yaw, jnp.zeros((), jnp.int32))}
-        return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), task
+        return self.at_rest(qpos, task)
 
     def advance_task(self, info: dict[str, Any]) -> dict[str, Any]:
         return {**info, **self._task_inputs(info["demo_origin"], info["demo_yaw"], info["step"])}

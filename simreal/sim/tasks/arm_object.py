@@ -109,8 +109,7 @@ class ArmObjectTask(ArmTask):
         k_obj, k_goal, k_q = jax.random.split(rng, 3)
         obj = self.sample_object(k_obj)
         qpos = self.start_pose(k_q).at[self.obj_qpos].set(obj)
-        m = self.mj_model
-        return qpos, jnp.zeros(m.nv), jnp.zeros(m.na), {"target_pos_w": self.sample_goal(k_goal, obj)}
+        return self.at_rest(qpos, {"target_pos_w": self.sample_goal(k_goal, obj)})
 
     def robot_state(self, phys: PhysState, info: Mapping[str, Any]) -> dict[str, jax.Array]:
         return {**super().robot_state(phys, info), "object_pos_w": self.object_pos(phys)}

@@ -26,4 +26,4 @@ class ArmReach(ArmTask):
         k_goal, k_q = jax.random.split(rng)
         h = jnp.asarray(c.goal_half_extent_m, jnp.float32)
         goal = self.home_ee_pos + jax.random.uniform(k_goal, (3,), minval=-h, maxval=h)
-        return self.start_pose(k_q), jnp.zeros(self.mj_model.nv), jnp.zeros(self.mj_model.na), {"target_pos_w": goal}
+        return self.at_rest(self.start_pose(k_q), {"target_pos_w": goal})

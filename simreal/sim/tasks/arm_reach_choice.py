@@ -77,8 +77,6 @@ class ArmReachChoice(ArmTask):
 
     def sample_initial(self, rng: jax.Array):
         _, k_q = jax.random.split(rng)  # arm-reach's start pose (its goal key unused)
-        m = self.mj_model
-        qpos, qvel, act = self.start_pose(k_q), jnp.zeros(m.nv), jnp.zeros(m.na)
         k_order, k_jitter, k_goal = jax.random.split(jax.random.fold_in(rng, 1), 3)
         c = self.cfg
         slots = jnp.array([-1.0, 0.0, 1.0]) * c.slot_spacing_m
@@ -91,4 +89,6 @@ class ArmReachChoice(ArmTask):
         )
         balls = self.home_ee_pos + offset
         goal = jax.random.randint(k_goal, (), 0, len(BALLS))
-        return qpos, qvel, act, {"target_pos_w": balls[goal], "ball_pos_w": balls, "goal_index": goal}
+        return self.at_rest(
+            self.start_pose(k_q), {"target_pos_w": balls[goal], "ball_pos_w": balls, "goal_index": goal}
+        )
