@@ -5,6 +5,7 @@
     python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native mjx --playground --bare
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare
+    python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare --crazyflow
     python bench/bench_throughput.py --tasks g1-velocity g1-velocity:robot=g1,env.episode_length_s=20 \
         --backends native --envs 256 --steps 50 --bare --playground    # a task beside a variant of it
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -172,6 +174,26 @@ def playground_runner(name: str, envs: int, steps: int) -> Runner:
     return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
+def crazyflow_runner(envs: int, steps: int, physics_steps: int) -> Runner:
+    """A runner (:func:`env_runner`) of crazyflow's Crazyflie 2.1 (``crazyflow.sim.Sim``: its
+    first-principles analytic model in JAX, one drone per world, the floor clipped), stepped as
+    simreal's quadrotor tasks step: a random (body rates, collective thrust) command at each control
+    step (1 rad/s, hover thrust +-50%), then ``physics_steps`` dynamics steps at 500 Hz, its
+    body-rate controller at 500 Hz (``pip install crazyflow``; it needs a jax other than 0.10.2)."""
+    import jax.numpy as jnp
+    from crazyflow.sim import Sim
+    from crazyflow.sim import functional as cf_functional
+
+    sim = Sim(n_worlds=envs, n_drones=1, control="body_rate", freq=500, body_rate_freq=500, device="cpu")
+    hover_thrust_n = float(np.asarray(sim.data.params.mass).ravel()[0]) * 9.81
+
+    def step(data, a):
+        cmd = jnp.concatenate([a[:, :3], hover_thrust_n * (1.0 + 0.5 * a[:, 3:])], axis=1)[:, None, :]
+        return sim._step(cf_functional.body_rate_control(data, cmd), n_steps=physics_steps)
+
+    return env_runner(lambda keys: sim.data, step, 4, envs, steps)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=["quadrotor-hover", "cartpole-balance"])
@@ -186,6 +208,11 @@ def main() -> None:
         help="also time bare mujoco.rollout and mujoco.batch (stepped as the native backend) on each task's model",
     )
     p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
+    p.add_argument(
+        "--crazyflow",
+        action="store_true",
+        help="also time crazyflow's Crazyflie at the quadrotor tasks' rates (100 Hz control, 5 physics steps)",
+    )
     a = p.parse_args()
     if a.playground and importlib.util.find_spec("mujoco_playground") is None:
         p.error(
@@ -193,6 +220,9 @@ def main() -> None:
             "names to leave it out"
         )
     runners: dict[tuple[str, str], Runner] = {}
+    if a.crazyflow:  # first: crazyflow refuses a scipy imported without its array-API flag
+        os.environ.setdefault("SCIPY_ARRAY_API", "1")
+        runners[("crazyflow", "crazyflow")] = crazyflow_runner(a.envs, a.steps, physics_steps=5)
     for t in a.tasks:
         for b in a.backends:
             runners[(t, b)] = simreal_runner(t, b, a.envs, a.steps, a.override)
@@ -220,7 +250,7 @@ def main() -> None:
         + (f", {' '.join(a.override)}" if a.override else "")
         + "\n"
     )
-    label = {"playground": "mjx", "rollout": "-", "rollout per env": "-", "batch": "-"}
+    label = {"playground": "mjx", "rollout": "-", "rollout per env": "-", "batch": "-", "crazyflow": "JAX"}
     print("| env | backend | env-steps/s |\n| --- | --- | ---: |")
     for (t, b), v in best.items():
         name = {
@@ -228,6 +258,7 @@ def main() -> None:
             "rollout": f"{t}: bare `mujoco.rollout`, one model",
             "rollout per env": f"{t}: bare `mujoco.rollout`, a model per env (as domain randomisation needs)",
             "batch": f"{t}: bare `mujoco.batch` as the native backend steps it, no controller",
+            "crazyflow": "crazyflow Crazyflie 2.1, body rates at 500 Hz, 5 physics steps a control step",
         }.get(b, f"simreal {t}")
         print(f"| {name} | {label.get(b, b)} | {v:,.0f} |")
     print()
@@ -242,6 +273,10 @@ def main() -> None:
             )
         if (t, "rigid") in runners and (t, "native") in runners:
             print(f"- {t}: rigid / native = {ratio((t, 'rigid'), (t, 'native'))}")
+        if (t, "rigid") in runners and a.crazyflow:
+            print(f"- {t}: rigid / crazyflow = {ratio((t, 'rigid'), ('crazyflow', 'crazyflow'))}")
+        if (t, "native") in runners and a.crazyflow:
+            print(f"- {t}: native / crazyflow = {ratio((t, 'native'), ('crazyflow', 'crazyflow'))}")
         if (t, "rigid") in runners and a.bare:
             print(
                 f"- {t}: rigid / bare rollout = {ratio((t, 'rigid'), (t, 'rollout'))} (one model), "

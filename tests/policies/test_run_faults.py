@@ -167,6 +167,7 @@ class FakeLearner:
         self.steps, self.confirm_success = steps, list(confirm_success)
         self.kill_at, self.sig = kill_at, sig
         self.evals: list[tuple] = []
+        self.prepared: list[int] = []  # env steps at each prepare_evaluation call
 
     @property
     def env_steps(self) -> int:
@@ -184,6 +185,9 @@ class FakeLearner:
         ckpt.save_pytree(path, {"w": np.full(3, self.steps, np.float32)})
         ckpt.prune(ckpt_dir)
         return path
+
+    def prepare_evaluation(self) -> None:
+        self.prepared.append(self.steps)
 
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
@@ -220,6 +224,7 @@ def test_early_stop_needs_the_confirming_evaluations_bound(tmp_path):
     assert result.stop == "target" and result.reached_target
     # confirmations from seed + 2, allowed to stop once 18 of 512 failed (495 successes are needed)
     assert learner.evals == [(None, None, None), (512, 9, 17), (None, None, None), (512, 9, 17)]
+    assert learner.prepared == [100]  # the evaluation's compile starts once, after the first iteration
     assert result.env_steps == 200 and result.eval["episodes"] == 512
     assert result.eval["success_lower"] >= 0.95
     assert result.checkpoint == ckpt.checkpoint_path(tmp_path / "checkpoints", 200) and result.checkpoint.is_file()
@@ -228,7 +233,7 @@ def test_early_stop_needs_the_confirming_evaluations_bound(tmp_path):
     # resuming it: the target stands, nothing left to do (no iteration, no evaluation)
     again = FakeLearner(steps=200)
     result = _run(tmp_path, again, num_timesteps=5000)
-    assert result.stop == "nothing_left" and result.reached_target and again.evals == []
+    assert result.stop == "nothing_left" and result.reached_target and again.evals == again.prepared == []
     assert result.eval["success_lower"] >= 0.95
     # a higher target: training goes on
     result = _run(tmp_path, FakeLearner(steps=200, confirm_success=[0.9] * 10), target_success=0.99, num_timesteps=400)

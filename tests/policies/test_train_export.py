@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from fixtures.tiny_training import TINY_PPO
 from simreal.bundle import OnnxPolicy, load_bundle
 from simreal.errors import BundleError
 from simreal.policies import checkpoint as ckpt
@@ -21,13 +22,7 @@ from simreal.policies.rl.ppo import PPO
 from simreal.policies.run_config import make_env, resolve
 
 TINY = [
-    "train.num_envs=16",
-    "train.unroll_length=8",
-    "train.num_minibatches=2",
-    "train.num_updates_per_batch=1",
-    "train.policy_hidden=[16,16]",
-    "train.value_hidden=[16]",
-    "train.num_eval_envs=8",
+    *TINY_PPO,
     "eval.episodes=8",
     "env.episode_length_s=0.5",
     "train.num_timesteps=384",
@@ -37,8 +32,8 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def ppo():
-    cfg = resolve("quadrotor-hover", TINY)
-    return cfg, PPO(make_env(cfg, backend="native"), cfg.train, cfg.seed)
+    cfg = resolve("quadrotor-hover", [*TINY, "backend=native"])  # what a restore from cfg builds too
+    return cfg, PPO(make_env(cfg), cfg.train, cfg.seed)
 
 
 def test_resume_continues_exactly(ppo, tmp_path):
@@ -56,6 +51,36 @@ def test_resume_continues_exactly(ppo, tmp_path):
     # the optimizer state (Adam moments) is part of what was restored
     mu = jax.tree.leaves(resumed.optimizer_state)
     assert any(np.abs(np.asarray(x)).sum() > 0 for x in mu if np.asarray(x).size > 1)
+
+
+def test_the_first_evaluation_finds_its_program_compiled_while_training_went_on(ppo):
+    """The loop calls prepare_evaluation after the first iteration: the evaluation compiles on a
+    background thread while the next iterations run (and donate the training state the
+    parameters came from), and the evaluation after them compiles nothing of its own."""
+    import threading
+
+    from jax import monitoring
+
+    from simreal.policies.trainers.brax import _BraxLearner
+
+    cfg, algo = ppo
+    learner = _BraxLearner(cfg, algo.env, algo, algo.iterate(algo.init())[0])
+    compiled_on: list[str] = []
+
+    def listen(event: str, duration: float, fun_name: str = "", **_: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration" and "evaluation_episodes" in fun_name:
+            compiled_on.append(threading.current_thread().name)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        learner.prepare_evaluation()
+        learner.iterate()
+        learner.iterate()
+        result = learner.evaluate()
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert compiled_on == ["simreal-eval-compile"], compiled_on
+    assert result["episodes"] == cfg.train.num_eval_envs
 
 
 def test_checkpoint_from_other_config_is_refused(ppo, tmp_path):
@@ -189,7 +214,7 @@ def test_cli_train_eval_export_smoke(tmp_path):
     )
     report = json.loads(r.stdout)
     assert r.returncode == (0 if report["sim_to_sim_passed"] else 1), r.stderr
-    assert set(report) >= {"native", "mjx", "gap"} and "success" in report["mjx"]
+    assert set(report) >= {"rigid", "mjx", "gap"} and "success" in report["mjx"]
     r = subprocess.run(cmd + ["export", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert (run_dir / "bundle" / "policy.onnx").is_file()

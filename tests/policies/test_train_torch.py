@@ -21,19 +21,14 @@ pytest.importorskip("rsl_rl")
 
 import torch  # noqa: E402
 
+from fixtures.tiny_training import TINY_PPO  # noqa: E402
 from simreal.bundle import OnnxPolicy, load_bundle  # noqa: E402
 from simreal.policies.run_config import make_env, resolve  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 TINY = [
-    "train.num_envs=16",
-    "train.unroll_length=8",
-    "train.num_minibatches=2",
-    "train.num_updates_per_batch=1",
-    "train.policy_hidden=[16,16]",
-    "train.value_hidden=[16]",
-    "train.num_eval_envs=8",
+    *TINY_PPO,
     "eval.episodes=8",
     "env.episode_length_s=0.2",
     "train.num_timesteps=384",

@@ -12,7 +12,7 @@ from simreal.errors import ConfigError
 from simreal.robot_spec import load_robot_spec
 from simreal.sim.backends.base import PhysState
 from simreal.sim.backends.rigid import RigidBackend
-from simreal.sim.robots import build_model
+from simreal.sim.robots import build_mjspec, build_model
 
 N, STEPS, SUB = 16, 100, 5  # 1 s of 100 Hz control, 5 physics steps each
 
@@ -72,16 +72,25 @@ def start(m, rng):
     return qpos, qvel, act, ctrls
 
 
-@pytest.mark.parametrize("variant", ["crazyflie", "drag and first-order lag"])
+def instant_rotors() -> mujoco.MjModel:
+    """The Crazyflie with rotors that act at once (dyntype none: no activation state, na = 0)."""
+    s = build_mjspec(load_robot_spec("crazyflie2"))
+    for a in s.actuators:
+        a.dyntype = mujoco.mjtDyn.mjDYN_NONE
+    return s.compile()
+
+
+@pytest.mark.parametrize("variant", ["crazyflie", "drag and first-order lag", "rotors without lag"])
 def test_one_second_follows_mj_step(variant):
     """Per env randomised mass, inertia, thrust gain and motor lag; random thrusts: 500 physics
     steps that spin and tumble the body (metres travelled) stay within float32's drift of
     MuJoCo's float64 trajectory (measured: 8e-6 m, 1.4e-4 rad/s)."""
-    m = build_model(load_robot_spec("crazyflie2"))
-    if variant != "crazyflie":  # linear and rotational drag (integrated implicitly), dyntype filter
+    m = instant_rotors() if variant == "rotors without lag" else build_model(load_robot_spec("crazyflie2"))
+    if variant == "drag and first-order lag":  # linear and rotational drag (integrated implicitly), dyntype filter
         m.dof_damping[:] = [0.02, 0.02, 0.03, 2e-5, 2e-5, 3e-5]
         m.actuator_dyntype[:] = mujoco.mjtDyn.mjDYN_FILTER
-    rng = np.random.default_rng(0 if variant == "crazyflie" else 1)
+    assert (m.na == 0) == (variant == "rotors without lag")
+    rng = np.random.default_rng(["crazyflie", "drag and first-order lag", "rotors without lag"].index(variant))
     params = randomised(m, rng)
     qpos, qvel, act, ctrls = start(m, rng)
     want = mujoco_rollout(m, params, qpos, qvel, act, ctrls)

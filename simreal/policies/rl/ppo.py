@@ -21,6 +21,7 @@ normaliser absorbs the observations; then ``num_updates_per_batch`` epochs of
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -278,24 +279,70 @@ def evaluate(
             seen, acc = run(policy_params, jax.random.fold_in(key, i))
             chunks.append((seen, acc))
             if max_failures is not None and "episode/success" in acc:
-                failed += float(jnp.sum(seen)) - float(jnp.sum(acc["episode/success"]))
+                failed += float(np.sum(seen)) - float(np.sum(acc["episode/success"]))
                 if failed > max_failures:
                     break
     else:
         chunks = [_episode_program(env, make_policy, num_envs, deterministic)(policy_params, key)]
-    sums = {k: sum(float(jnp.sum(acc[k])) for _, acc in chunks) for k in chunks[0][1]}
+    # summed on the host: a jnp.sum per statistic would compile a small program of its own at the
+    # first evaluation (a third of a second of the hover main job's first one, uncached)
+    sums = {k: sum(float(np.sum(acc[k])) for _, acc in chunks) for k in chunks[0][1]}
     out: dict[str, float] = episode_means(sums)
-    out["episodes"] = sum(int(jnp.sum(seen)) for seen, _ in chunks)
+    out["episodes"] = sum(int(np.sum(seen)) for seen, _ in chunks)
     return out
 
 
+def compile_evaluation(
+    env, make_policy: Callable, policy_params: tuple[Any, Any], num_envs: int, batch: int | None = None
+) -> None:
+    """Start compiling the program :func:`evaluate` (deterministic, same ``num_envs`` and
+    ``batch``) runs, on a background thread, for parameters shaped and placed as
+    ``policy_params``; the evaluation then waits for it and finds it compiled (an ahead-of-time
+    ``lower().compile()`` fills ``jax.jit``'s own cache). A training run calls it after its first
+    iteration, so the first periodic evaluation no longer stalls training for its compile (the
+    hover task's: about 15 s on 2 cores): the compile shares the CPU with the iterations."""
+    size = batch if batch and batch < num_envs and num_envs % batch == 0 else num_envs
+    _episode_program(env, make_policy, size, True).compile_ahead(policy_params)
+
+
+class _EpisodeProgram:
+    """``run(policy_params, key)`` jitted, with :meth:`compile_ahead`."""
+
+    def __init__(self, run: Any):
+        self.run = run
+        self.ahead: threading.Thread | None = None
+
+    def compile_ahead(self, policy_params: tuple[Any, Any]) -> None:
+        if self.ahead is not None:
+            return
+        # a copy (placed as the original): training donates its state's buffers to the next
+        # iteration while this thread still lowers
+        example = (jax.tree.map(jnp.copy, policy_params), jax.random.PRNGKey(0))
+
+        def work() -> None:
+            try:
+                self.run.lower(*example).compile()
+            except Exception:  # the evaluation's own call compiles again and raises it where it is handled
+                pass
+
+        # not a daemon: the interpreter waits for it before it finalises (a process exiting while
+        # XLA compiles on another thread aborts in XLA's destructors)
+        self.ahead = threading.Thread(target=work, name="simreal-eval-compile")
+        self.ahead.start()
+
+    def __call__(self, policy_params: tuple[Any, Any], key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        if self.ahead is not None:
+            self.ahead.join()
+        return self.run(policy_params, key)
+
+
 @functools.lru_cache(maxsize=8)
-def _episode_program(env, make_policy: Callable, num_envs: int, deterministic: bool) -> Callable:
+def _episode_program(env, make_policy: Callable, num_envs: int, deterministic: bool) -> _EpisodeProgram:
     """``run(policy_params, key) -> (seen, per-env sums of the episode statistics)``, jitted."""
     venv = VmapWrapper(env, batch_size=num_envs)
 
     @jax.jit
-    def run(policy_params, key):
+    def evaluation_episodes(policy_params, key):  # the name JAX's compile logs and events give it
         policy = make_policy(policy_params, deterministic=deterministic)
         k_reset, k_run = jax.random.split(key)
         state = venv.reset(k_reset)
@@ -314,4 +361,4 @@ def _episode_program(env, make_policy: Callable, num_envs: int, deterministic: b
         (s, seen, acc), _ = jax.lax.scan(step, (state, jnp.zeros((num_envs,), bool), acc0), keys)
         return seen, acc
 
-    return run
+    return _EpisodeProgram(evaluation_episodes)

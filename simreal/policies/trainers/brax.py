@@ -24,7 +24,7 @@ import numpy as np
 
 from simreal.policies import checkpoint as ckpt
 from simreal.policies import devices
-from simreal.policies.rl.ppo import PPO, evaluate
+from simreal.policies.rl.ppo import PPO, compile_evaluation, evaluate
 from simreal.policies.rl.sac import SAC, check_budget
 from simreal.policies.run_config import RunConfig, make_env
 from simreal.policies.trainers import LoadedPolicy, check_observations
@@ -92,6 +92,15 @@ class _BraxLearner:
         ckpt.save_pytree(path, self.ts)
         ckpt.prune(ckpt_dir)
         return path
+
+    def prepare_evaluation(self) -> None:
+        compile_evaluation(
+            self.env,
+            self.algo.make_policy,
+            self.algo.policy_params(self.ts),
+            self.cfg.train.num_eval_envs,
+            batch=self.cfg.train.num_eval_envs,
+        )
 
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None

@@ -81,6 +81,10 @@ class Learner(Protocol):
         """Write ``ckpt_dir``/step_<env_steps>.<ext> (``checkpoint.save_pytree`` or the library's
         format, atomically), prune the old ones, and return the file written."""
 
+    def prepare_evaluation(self) -> None:
+        """Start, in the background, what the first evaluation would otherwise stop training for
+        (the Brax learner compiles its evaluation program); called after the first iteration."""
+
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
     ) -> dict[str, float]:
@@ -247,8 +251,12 @@ def run(run_dir: Path, cfg: Any, learner: Learner, t_start: float, quiet: bool) 
                 "iteration: 5-20 s for the quadrotor on 2 CPU cores, longer on a busy machine or "
                 "for a humanoid) ..."
             )
+        first = True
         while learner.env_steps < tc.num_timesteps and not stop.requested:
             m = learner.iterate()
+            if first:  # the training step is compiled: the evaluation's compile overlaps the next iterations
+                learner.prepare_evaluation()
+                first = False
             steps = learner.env_steps
             ep = episode_means(m)
             row: dict[str, Any] = {"env_steps": steps, "wall_s": wall_before + time.time() - t_start}

@@ -67,6 +67,9 @@ class _TorchLearner:
         ckpt.prune(ckpt_dir, ext=self.driver.ext)
         return path
 
+    def prepare_evaluation(self) -> None:
+        """Nothing ahead: the evaluation steps the env from Python (``torch_policy.evaluate``)."""
+
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
     ) -> dict[str, float]:
