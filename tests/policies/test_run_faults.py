@@ -64,8 +64,12 @@ def _wilson_by_hand(k: int, n: int, confidence: float = 0.95) -> float:
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (7, 10), (122, 128), (128, 128), (488, 512), (495, 512), (512, 512)])
-def test_wilson_lower_bound_matches_the_formula(k, n):
+def test_wilson_lower_bound_matches_the_formula_and_scipy(k, n):
+    from scipy.stats import binomtest
+
     assert early_stop.success_lower_bound(k / n, n) == pytest.approx(_wilson_by_hand(k, n), abs=1e-9)
+    scipy_low = binomtest(k, n, alternative="greater").proportion_ci(0.95, method="wilson").low
+    assert early_stop.success_lower_bound(k / n, n) == pytest.approx(scipy_low, abs=1e-9)
 
 
 def test_wilson_lower_bound_known_values_and_shape():
