@@ -5,7 +5,8 @@
     python bench/bench_throughput.py --envs 8192 --backends mjx          # on a GPU
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native mjx --playground --bare
     python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare
-    python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare --crazyflow
+    python bench/bench_throughput.py --tasks quadrotor-hover --backends native rigid --playground --bare \
+        --crazyflow --physics   # crazyflow beside the task and beside its physics alone
     python bench/bench_throughput.py --tasks g1-velocity g1-velocity:robot=g1,env.episode_length_s=20 \
         --backends native --envs 256 --steps 50 --bare --playground    # a task beside a variant of it
 
@@ -174,6 +175,26 @@ def playground_runner(name: str, envs: int, steps: int) -> Runner:
     return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
+def physics_runner(spec: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
+    """A runner (:func:`env_runner`) of the task's physics alone: each control step the action
+    mapped to the backend's command (``env.control``) and ``env.physics.step`` with the task's
+    inner loop (the quadrotor's 500 Hz rate loop), from states reset once, on each env's model
+    parameters; no observations, rewards, terminations, delays or resets. What crazyflow's row
+    times of crazyflow."""
+    from simreal.policies.run_config import make_env, resolve
+
+    task, overrides = variant(spec, overrides)
+    env = make_env(resolve(task, overrides), backend=backend)
+
+    def one(state, action):
+        info = state.info
+        ctrl = env.control(state.pipeline_state, action, info)
+        phys = env.physics.step(info["model_params"], state.pipeline_state, ctrl, env.n_substeps, env.inner_loop)
+        return state.replace(pipeline_state=phys)
+
+    return env_runner(jax.vmap(env.reset), jax.vmap(one), env.action_size, envs, steps)
+
+
 def crazyflow_runner(envs: int, steps: int, physics_steps: int) -> Runner:
     """A runner (:func:`env_runner`) of crazyflow's Crazyflie 2.1 (``crazyflow.sim.Sim``: its
     first-principles analytic model in JAX, one drone per world, the floor clipped), stepped as
@@ -209,6 +230,11 @@ def main() -> None:
     )
     p.add_argument("--override", nargs="*", default=[], help="config key=value for every task (robot=my_g1.yaml)")
     p.add_argument(
+        "--physics",
+        action="store_true",
+        help="also time each backend's physics alone (no observations, rewards, resets), as crazyflow's row is",
+    )
+    p.add_argument(
         "--crazyflow",
         action="store_true",
         help="also time crazyflow's Crazyflie at the quadrotor tasks' rates (100 Hz control, 5 physics steps)",
@@ -226,6 +252,9 @@ def main() -> None:
     for t in a.tasks:
         for b in a.backends:
             runners[(t, b)] = simreal_runner(t, b, a.envs, a.steps, a.override)
+        if a.physics:
+            for b in a.backends:
+                runners[(t, f"{b} physics")] = physics_runner(t, b, a.envs, a.steps, a.override)
     for n in a.playground:
         runners[(n, "playground")] = playground_runner(n, a.envs, a.steps)
     if a.bare:
@@ -259,7 +288,7 @@ def main() -> None:
             "rollout per env": f"{t}: bare `mujoco.rollout`, a model per env (as domain randomisation needs)",
             "batch": f"{t}: bare `mujoco.batch` as the native backend steps it, no controller",
             "crazyflow": "crazyflow Crazyflie 2.1, body rates at 500 Hz, 5 physics steps a control step",
-        }.get(b, f"simreal {t}")
+        }.get(b, f"simreal {t}" + (": physics alone" if b.endswith(" physics") else ""))
         print(f"| {name} | {label.get(b, b)} | {v:,.0f} |")
     print()
     for t in a.tasks:
@@ -275,6 +304,8 @@ def main() -> None:
             print(f"- {t}: rigid / native = {ratio((t, 'rigid'), (t, 'native'))}")
         if (t, "rigid") in runners and a.crazyflow:
             print(f"- {t}: rigid / crazyflow = {ratio((t, 'rigid'), ('crazyflow', 'crazyflow'))}")
+        if (t, "rigid physics") in runners and a.crazyflow:
+            print(f"- {t}: rigid physics alone / crazyflow = {ratio((t, 'rigid physics'), ('crazyflow', 'crazyflow'))}")
         if (t, "native") in runners and a.crazyflow:
             print(f"- {t}: native / crazyflow = {ratio((t, 'native'), ('crazyflow', 'crazyflow'))}")
         if (t, "rigid") in runners and a.bare:
