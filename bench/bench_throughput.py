@@ -81,11 +81,16 @@ def variant(spec: str, overrides: list[str]) -> tuple[str, list[str]]:
     return task, [*overrides, *(kv for kv in own.split(",") if kv)]
 
 
-def simreal_runner(spec: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
+def task_env(spec: str, backend: str, overrides: list[str]):
+    """The env of a ``--tasks`` entry on ``backend``."""
     from simreal.policies.run_config import make_env, resolve
 
     task, overrides = variant(spec, overrides)
-    env = make_env(resolve(task, overrides), backend=backend)
+    return make_env(resolve(task, overrides), backend=backend)
+
+
+def simreal_runner(spec: str, backend: str, envs: int, steps: int, overrides: list[str]) -> Runner:
+    env = task_env(spec, backend, overrides)
     return env_runner(jax.vmap(env.reset), jax.vmap(env.step), env.action_size, envs, steps)
 
 
@@ -101,10 +106,7 @@ def bare_rollout_runner(spec: str, envs: int, steps: int, per_env_models: bool, 
     import mujoco
     from mujoco import rollout
 
-    from simreal.policies.run_config import make_env, resolve
-
-    task, overrides = variant(spec, overrides)
-    env = make_env(resolve(task, overrides), backend="native")
+    env = task_env(spec, "native", overrides)
     m, n = env.mj_model, env.n_substeps
     models = [copy.deepcopy(m) for _ in range(envs)] if per_env_models else [m] * envs
     datas = [mujoco.MjData(m) for _ in range(os.cpu_count() or 1)]
@@ -141,10 +143,7 @@ def bare_batch_runner(spec: str, envs: int, steps: int, overrides: list[str]) ->
 
     from mujoco import batch as mjbatch
 
-    from simreal.policies.run_config import make_env, resolve
-
-    task, overrides = variant(spec, overrides)
-    env = make_env(resolve(task, overrides), backend="native")
+    env = task_env(spec, "native", overrides)
     m, n = env.mj_model, env.n_substeps
     every = env.inner_loop.every if env.inner_loop is not None else n
     b = mjbatch.Batch(m, envs, nthread=os.cpu_count() or 1)
@@ -181,10 +180,7 @@ def physics_runner(spec: str, backend: str, envs: int, steps: int, overrides: li
     inner loop (the quadrotor's 500 Hz rate loop), from states reset once, on each env's model
     parameters; no observations, rewards, terminations, delays or resets. What crazyflow's row
     times of crazyflow."""
-    from simreal.policies.run_config import make_env, resolve
-
-    task, overrides = variant(spec, overrides)
-    env = make_env(resolve(task, overrides), backend=backend)
+    env = task_env(spec, backend, overrides)
 
     def one(state, action):
         info = state.info

@@ -19,8 +19,6 @@ def test_simreal_compile_cache_0_leaves_jax_alone(monkeypatch):
     monkeypatch.delenv(compile_cache.ENV, raising=False)
     monkeypatch.setenv(compile_cache.SWITCH, "0")
     assert compile_cache.configure() is None
-    import os
-
     assert compile_cache.ENV not in os.environ
 
 

@@ -57,28 +57,16 @@ def test_the_first_evaluation_finds_its_program_compiled_while_training_went_on(
     """The loop calls prepare_evaluation after the first iteration: the evaluation compiles on a
     background thread while the next iterations run (and donate the training state the
     parameters came from), and the evaluation after them compiles nothing of its own."""
-    import threading
-
-    from jax import monitoring
-
+    from fixtures.jax_compiles import compiles_of
     from simreal.policies.trainers.brax import _BraxLearner
 
     cfg, algo = ppo
     learner = _BraxLearner(cfg, algo.env, algo, algo.iterate(algo.init())[0])
-    compiled_on: list[str] = []
-
-    def listen(event: str, duration: float, fun_name: str = "", **_: object) -> None:
-        if event == "/jax/core/compile/backend_compile_duration" and "evaluation_episodes" in fun_name:
-            compiled_on.append(threading.current_thread().name)
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with compiles_of("evaluation_episodes") as compiled_on:
         learner.prepare_evaluation()
         learner.iterate()
         learner.iterate()
         result = learner.evaluate()
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
     assert compiled_on == ["simreal-eval-compile"], compiled_on
     assert result["episodes"] == cfg.train.num_eval_envs
 

@@ -168,29 +168,18 @@ def test_the_evaluation_compiles_ahead_on_its_own_thread_and_not_again(hover_env
     """A training run calls compile_evaluation after its first iteration: the episode program
     compiles on a background thread, and the evaluation that follows compiles it no more (the
     main job's first periodic evaluation stalled training about 15 s for that compile)."""
-    import threading
-
     import jax.numpy as jnp
-    from jax import monitoring
 
+    from fixtures.jax_compiles import compiles_of
     from simreal.policies.rl.ppo import compile_evaluation, evaluate
-
-    compiled_on: list[str] = []
-
-    def listen(event: str, duration: float, fun_name: str = "", **_: object) -> None:
-        if event == "/jax/core/compile/backend_compile_duration" and "evaluation_episodes" in fun_name:
-            compiled_on.append(threading.current_thread().name)
 
     def thrust(params, deterministic=True):  # a new policy function: a program no other test compiled
         return lambda obs, key: (jnp.full((obs.shape[0], hover_env.action_size), params[0]), {})
 
     params = (jnp.float32(0.0), jnp.zeros(3))
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
+    with compiles_of("evaluation_episodes") as compiled_on:
         compile_evaluation(hover_env, thrust, params, 2 * N, batch=N)
         r = evaluate(hover_env, thrust, params, 2 * N, seed=0, batch=N)
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
     assert compiled_on == ["simreal-eval-compile"], compiled_on
     assert r["episodes"] == 2 * N
 

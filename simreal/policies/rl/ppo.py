@@ -284,8 +284,8 @@ def evaluate(
                     break
     else:
         chunks = [_episode_program(env, make_policy, num_envs, deterministic)(policy_params, key)]
-    # summed on the host: a jnp.sum per statistic would compile a small program of its own at the
-    # first evaluation (a third of a second of the hover main job's first one, uncached)
+    # summed on the host: a jnp.sum per statistic shape compiles a small program of its own at the
+    # first evaluation, on the training path
     sums = {k: sum(float(np.sum(acc[k])) for _, acc in chunks) for k in chunks[0][1]}
     out: dict[str, float] = episode_means(sums)
     out["episodes"] = sum(int(np.sum(seen)) for seen, _ in chunks)

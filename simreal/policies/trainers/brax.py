@@ -94,13 +94,9 @@ class _BraxLearner:
         return path
 
     def prepare_evaluation(self) -> None:
-        compile_evaluation(
-            self.env,
-            self.algo.make_policy,
-            self.algo.policy_params(self.ts),
-            self.cfg.train.num_eval_envs,
-            batch=self.cfg.train.num_eval_envs,
-        )
+        # the program of the periodic evaluation, whose chunks the confirming one runs too
+        params = self.algo.policy_params(self.ts)
+        compile_evaluation(self.env, self.algo.make_policy, params, self.cfg.train.num_eval_envs)
 
     def evaluate(
         self, episodes: int | None = None, seed: int | None = None, max_failures: int | None = None
